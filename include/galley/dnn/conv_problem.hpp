@@ -1,0 +1,67 @@
+// One 2-D convolution problem: shapes, hyper-parameters, dtype, layout, direction.
+// Field names follow MIOpenDriver's flags (-n -c -H -W -k -y -x -p -q -u -v -l -j -g).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "galley/core/dtype.hpp"
+#include "galley/dnn/tensor.hpp"
+
+namespace galley::dnn {
+
+enum class ConvDirection { forward, backward_data, backward_weights };
+const char* to_string(ConvDirection direction) noexcept;
+
+/// A convolution problem. Build it with designated initialisers, e.g.
+/// `ConvProblem{.n = 32, .c = 64, .h = 56, .w = 56, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1}`;
+/// the output size is inferred. Weights are K x (C/g) x y x x (KCYX for nchw, KYXC for nhwc).
+struct ConvProblem {
+  std::int64_t n = 1, c = 1, h = 1, w = 1;  ///< input batch, channels, height, width
+  std::int64_t k = 1;                        ///< output channels
+  std::int64_t y = 1, x = 1;                 ///< filter height, width
+  std::int64_t pad_h = 0, pad_w = 0;         ///< -p -q
+  std::int64_t stride_h = 1, stride_w = 1;   ///< -u -v
+  std::int64_t dilation_h = 1, dilation_w = 1;  ///< -l -j
+  std::int64_t groups = 1;                   ///< -g; depthwise when groups == c
+  DType dtype = DType::f32;
+  Layout layout = Layout::nchw;
+  ConvDirection direction = ConvDirection::forward;
+
+  std::int64_t out_h() const;
+  std::int64_t out_w() const;
+  bool is_depthwise() const { return groups == c && groups > 1; }
+
+  /// Throws Error(invalid_argument) naming the field: non-positive sizes, C or K not divisible by
+  /// groups, an empty output, element counts that overflow.
+  void validate() const;
+
+  /// Packed descriptors of x (input), w (weights) and y (output) in `layout`.
+  TensorDesc x_desc() const;
+  TensorDesc w_desc() const;
+  TensorDesc y_desc() const;
+  /// Throws Error(invalid_argument) naming the tensor when x/w/y do not match this problem.
+  void check_tensors(const TensorDesc& x, const TensorDesc& w, const TensorDesc& y) const;
+
+  /// Multiply-adds x 2: 2*N*K*Ho*Wo*(C/g)*y*x.
+  double flops() const;
+  /// Bytes of x + w + y, the least traffic any implementation needs.
+  double min_bytes() const;
+
+  /// Canonical key, identical on every backend and parsed back exactly by parse_key, e.g.
+  /// "conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1".
+  std::string key() const;
+  static ConvProblem parse_key(std::string_view key);
+
+  /// MIOpenDriver-style flags: "-n 32 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -g 1".
+  std::string driver_flags() const;
+  /// Parses a line of shared/bench/conv_problems.txt syntax ("conv -n 32 ... # tag"); the leading
+  /// "conv"/"convfp16"/"convbfp16" word and a trailing comment are optional. Unknown flags throw.
+  /// `-F 1` (forward) is accepted. `tag`, when given, receives the text after '#', trimmed.
+  static ConvProblem parse_driver_line(std::string_view line, std::string* tag = nullptr);
+
+  friend bool operator==(const ConvProblem&, const ConvProblem&) = default;
+};
+
+}  // namespace galley::dnn

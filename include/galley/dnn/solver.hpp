@@ -1,0 +1,72 @@
+// The Solver interface and the ordered per-backend solver lists (oneDNN's implementation lists).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "galley/dnn/conv_problem.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+
+namespace galley::dnn {
+
+/// The answer of a cheap check(): yes, or no with a reason a person can read.
+struct Applicability {
+  bool ok = true;
+  std::string reason;  ///< empty when ok
+  static Applicability yes() { return {}; }
+  static Applicability no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+/// Device pointers for one convolution call. Workspace may be null when workspace_bytes() == 0.
+struct ConvArgs {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+/// One algorithm for convolution. Stateless after construction: check() is cheap and has no side
+/// effects; run() is const and thread-safe, and only enqueues work on the stream.
+class ConvSolver {
+ public:
+  virtual ~ConvSolver() = default;
+  /// The one name used in code, logs, find-db rows, traces and CLI filters ("cpu.conv.im2col_gemm").
+  virtual std::string_view name() const = 0;
+  /// Can this solver do `problem` on `device`? A "no" always carries a reason.
+  virtual Applicability check(const ConvProblem& problem, const runtime::Device& device) const = 0;
+  virtual std::size_t workspace_bytes(const ConvProblem& /*problem*/, const runtime::Device& /*device*/) const {
+    return 0;
+  }
+  /// Enqueues the convolution on `stream`. Preconditions: check() said yes, the problem is valid,
+  /// the pointers are device memory of stream.device() of the problem's sizes.
+  virtual void run(runtime::Stream& stream, const ConvProblem& problem, const ConvArgs& args) const = 0;
+  /// Extra detail for results (e.g. the cuDNN engine chosen); empty by default.
+  virtual std::string detail(const ConvProblem& /*problem*/, const runtime::Device& /*device*/) const {
+    return {};
+  }
+  /// Reference solvers are slow and exist for verification; the tuner never times them when
+  /// another solver applies.
+  virtual bool is_reference() const { return false; }
+};
+
+/// Adds a solver to `backend`'s list ("cpu", "cuda", "hip"). Lower `rank` comes first (fastest
+/// first, the reference last). Called by libgalley for cpu and by plugins at registration.
+/// A name registered twice throws Error(invalid_argument).
+void register_conv_solver(std::string_view backend, int rank, std::unique_ptr<ConvSolver> solver);
+
+/// The ordered list for a backend (empty for an unknown backend).
+std::vector<const ConvSolver*> conv_solvers(std::string_view backend);
+
+/// A solver by name on any backend, or nullptr.
+const ConvSolver* find_conv_solver(std::string_view name);
+
+/// The names of all registered conv solvers, for error messages and `--solver` help.
+std::vector<std::string> conv_solver_names();
+
+}  // namespace galley::dnn

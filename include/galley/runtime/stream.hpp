@@ -1,0 +1,100 @@
+// Streams, events and graphs: RAII wrappers over a backend's objects with argument checks,
+// op naming and GALLEY_LAUNCH_BLOCKING.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "galley/runtime/device.hpp"
+
+namespace galley::runtime {
+
+class Stream;
+
+/// A marker in a stream's work. Timing is enabled by default.
+class Event {
+ public:
+  explicit Event(const Device& device, bool enable_timing = true);
+  const Device& device() const { return device_; }
+  void record(Stream& stream);
+  bool query();
+  void synchronize();
+  /// Milliseconds from `start` to this event. Both must be recorded and complete.
+  float elapsed_ms_since(Event& start);
+  EventImpl& impl() { return *impl_; }
+
+ private:
+  Device device_;
+  std::unique_ptr<EventImpl> impl_;
+  bool recorded_ = false;
+};
+
+/// A replayable recording of a stream's work.
+class Graph {
+ public:
+  explicit Graph(Device device, std::unique_ptr<GraphImpl> impl);
+  void replay(Stream& stream);
+  std::size_t node_count() const { return impl_->node_count(); }
+
+ private:
+  Device device_;
+  std::unique_ptr<GraphImpl> impl_;
+};
+
+/// An ordered asynchronous work queue on one device. Not copyable; movable.
+class Stream {
+ public:
+  explicit Stream(const Device& device);
+  const Device& device() const { return device_; }
+
+  /// Copies. Null pointers with bytes > 0, or ranges whose end overflows, throw
+  /// Error(invalid_argument) naming the argument. bytes == 0 is a no-op.
+  void copy_h2d(void* dst, const void* src, std::size_t bytes);
+  void copy_d2h(void* dst, const void* src, std::size_t bytes);
+  void copy_d2d(void* dst, const void* src, std::size_t bytes);
+  void copy_h2h(void* dst, const void* src, std::size_t bytes);
+  void memset(void* dst, int value, std::size_t bytes);
+
+  /// The launch path every solver uses: `enqueue` puts the op's work on this stream (a kernel
+  /// launch on GPU, a host_task on cpu). Errors raised while enqueueing name `op`. With
+  /// GALLEY_LAUNCH_BLOCKING=1 the stream is synchronised after the op and a failure names it.
+  void launch(std::string_view op, const std::function<void()>& enqueue);
+  /// Runs `fn` on a host thread in stream order (see StreamImpl::host_task).
+  void host_task(std::function<void()> fn);
+
+  void wait(Event& event);
+  void synchronize();
+  bool query();
+
+  void begin_capture();
+  Graph end_capture();
+
+  StreamImpl& impl() { return *impl_; }
+  void* native_handle() { return impl_->native_handle(); }
+
+ private:
+  Device device_;
+  std::unique_ptr<StreamImpl> impl_;
+};
+
+/// Pinned host memory for `device`, RAII. On cpu it is ordinary aligned memory.
+class PinnedBuffer {
+ public:
+  PinnedBuffer(const Device& device, std::size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* data() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  Device device_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace galley::runtime

@@ -1,0 +1,22 @@
+# ctest driver: install the build tree into a scratch prefix, build the consumer against it, run it.
+set(prefix ${GALLEY_BINARY_DIR}/consumer-test/prefix)
+set(build ${GALLEY_BINARY_DIR}/consumer-test/build)
+file(REMOVE_RECURSE ${GALLEY_BINARY_DIR}/consumer-test)
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${GALLEY_BINARY_DIR} --prefix ${prefix}
+  RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${build} -G Ninja
+  -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configure of the consumer failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${build} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "build of the consumer failed: ${rc}")
+endif()
+execute_process(COMMAND ${build}/consumer RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the consumer failed: ${rc}")
+endif()
