@@ -1,0 +1,148 @@
+#include "backends/cpu/thread_pool.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "galley/core/env.hpp"
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+thread_local bool t_in_region = false;
+
+int configured_threads() {
+  const auto value = env::get("GALLEY_NUM_THREADS");
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!value || value->empty()) return hw;
+  try {
+    std::size_t used = 0;
+    const int n = std::stoi(*value, &used);
+    if (used == value->size() && n >= 1 && n <= 4096) return n;
+  } catch (const std::exception&) {
+  }
+  throw Error(Status::invalid_argument,
+              "GALLEY_NUM_THREADS='" + *value + "' is not a thread count (valid: 1..4096)");
+}
+
+// A fork-join pool: one job at a time (parallel_for calls from different streams serialise on
+// job_mutex_), workers take chunk indices from an atomic-free counter under the state mutex.
+// Chunks are coarse (a few per thread), so the lock is not a bottleneck.
+class Pool {
+ public:
+  explicit Pool(int threads) : size_(threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  int size() const { return size_; }
+
+  void run(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    std::lock_guard job_lock(job_mutex_);
+    const std::int64_t total = end - begin;
+    const std::int64_t chunks = std::min<std::int64_t>(total, static_cast<std::int64_t>(size_) * 4);
+    {
+      std::lock_guard lock(mutex_);
+      body_ = &body;
+      begin_ = begin;
+      total_ = total;
+      chunks_ = chunks;
+      next_chunk_ = 0;
+      done_chunks_ = 0;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work_until_done();
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [&] { return done_chunks_ == chunks_; });
+    body_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void worker_loop() {
+    t_in_region = true;
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && body_ != nullptr); });
+        if (stopping_) return;
+        seen = generation_;
+      }
+      work_until_done();
+    }
+  }
+
+  void work_until_done() {
+    const bool was_in_region = t_in_region;
+    t_in_region = true;
+    for (;;) {
+      std::int64_t chunk;
+      const std::function<void(std::int64_t, std::int64_t)>* body;
+      {
+        std::lock_guard lock(mutex_);
+        if (body_ == nullptr || next_chunk_ >= chunks_) break;
+        chunk = next_chunk_++;
+        body = body_;
+      }
+      const std::int64_t lo = begin_ + total_ * chunk / chunks_;
+      const std::int64_t hi = begin_ + total_ * (chunk + 1) / chunks_;
+      try {
+        (*body)(lo, hi);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      if (++done_chunks_ == chunks_) finished_.notify_all();
+    }
+    t_in_region = was_in_region;
+  }
+
+  int size_;
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_;
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  bool stopping_ = false;
+  std::uint64_t generation_ = 0;
+  const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
+  std::int64_t begin_ = 0, total_ = 0, chunks_ = 0, next_chunk_ = 0, done_chunks_ = 0;
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool instance(configured_threads());
+  return instance;
+}
+
+}  // namespace
+
+int pool_size() { return pool().size(); }
+
+bool in_parallel_region() { return t_in_region; }
+
+void parallel_for(std::int64_t begin, std::int64_t end,
+                  const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (end <= begin) return;
+  if (t_in_region || end - begin == 1 || pool().size() == 1) {
+    body(begin, end);
+    return;
+  }
+  pool().run(begin, end, body);
+}
+
+}  // namespace galley::backends::cpu
