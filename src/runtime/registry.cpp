@@ -45,7 +45,9 @@ std::string trim(std::string text) {
 std::filesystem::path libgalley_folder() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&libgalley_folder), &info) != 0 && info.dli_fname != nullptr) {
-    return std::filesystem::path(info.dli_fname).parent_path();
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(info.dli_fname, ec);
+    return (ec ? std::filesystem::path(info.dli_fname) : canonical).parent_path();
   }
   return {};
 }
