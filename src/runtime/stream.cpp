@@ -9,10 +9,8 @@
 namespace galley::runtime {
 namespace {
 
-bool launch_blocking() {
-  static const bool enabled = env::get_flag("GALLEY_LAUNCH_BLOCKING");
-  return enabled;
-}
+// Read on every launch (a getenv, tens of nanoseconds) so a test or tool can toggle it at run time.
+bool launch_blocking() { return env::get_flag("GALLEY_LAUNCH_BLOCKING"); }
 
 std::string pointer_text(const void* p) {
   char text[32];

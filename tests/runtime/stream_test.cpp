@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -171,6 +172,32 @@ TEST(CpuStream, PinnedBuffersAreUsable) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::out_of_memory);
   }
+}
+
+}  // namespace
+}  // namespace galley::runtime
+
+namespace galley::runtime {
+namespace {
+
+TEST(LaunchBlocking, FailureNamesTheOp) {
+  Stream stream(device("cpu"));
+  ::setenv("GALLEY_LAUNCH_BLOCKING", "1", 1);
+  try {
+    stream.launch("conv.fwd[test]", [&] { stream.host_task([] { throw Error(Status::backend_error, "bad kernel"); }); });
+    ::unsetenv("GALLEY_LAUNCH_BLOCKING");
+    FAIL() << "the failing op was not reported at launch";
+  } catch (const Error& e) {
+    ::unsetenv("GALLEY_LAUNCH_BLOCKING");
+    EXPECT_NE(std::string(e.what()).find("conv.fwd[test]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad kernel"), std::string::npos) << e.what();
+  }
+  // Without it the launch returns at once and the error waits for synchronize().
+  stream.launch("late", [&] { stream.host_task([] { throw Error(Status::backend_error, "later"); }); });
+  EXPECT_THROW(stream.synchronize(), Error);
+  ::setenv("GALLEY_LAUNCH_BLOCKING", "perhaps", 1);
+  EXPECT_THROW(stream.launch("x", [] {}), Error);
+  ::unsetenv("GALLEY_LAUNCH_BLOCKING");
 }
 
 }  // namespace
