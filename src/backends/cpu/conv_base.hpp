@@ -1,0 +1,80 @@
+// The common frame of the cpu conv solvers: device/direction/dtype checks, f16/bf16 staging
+// through f32 workspace, argument checks and the host-task launch. A solver supplies only its
+// f32 algorithm: check_f32, f32_workspace_bytes and compute_f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "galley/dnn/solver.hpp"
+
+namespace galley::backends::cpu {
+
+/// A problem's sizes as plain integers, in the names the kernels use.
+struct ConvShape {
+  std::int64_t n, c, h, w;     ///< input
+  std::int64_t k, ho, wo;      ///< output channels and size
+  std::int64_t r, s;           ///< filter height (y) and width (x)
+  std::int64_t ph, pw;         ///< padding
+  std::int64_t sh, sw;         ///< strides
+  std::int64_t dh, dw;         ///< dilations
+  std::int64_t g, cg, kg;      ///< groups, channels per group in and out
+  bool nhwc;
+  static ConvShape of(const dnn::ConvProblem& problem);
+};
+
+/// How many blocks to cut `total` items into so `want` workers are busy, each block holding at
+/// least `min_block` items (never fewer than one block, never more than `total`).
+inline std::int64_t block_count(std::int64_t total, std::int64_t min_block, std::int64_t want) {
+  std::int64_t blocks = want;
+  if (min_block > 0) blocks = blocks < total / min_block ? blocks : total / min_block;
+  if (blocks > total) blocks = total;
+  return blocks < 1 ? 1 : blocks;
+}
+
+/// Workers that per-worker workspace is sized for: min(pool size, tasks), at least 1.
+std::int64_t slot_count(std::int64_t tasks);
+
+/// Runs fn(slot, task) for every task in [0, tasks) on `slots` pool workers; each slot is owned
+/// by one thread at a time (so it may index a private workspace buffer) and takes tasks from a
+/// shared counter, which balances uneven tasks.
+void run_slotted(std::int64_t tasks, std::int64_t slots,
+                 const std::function<void(std::int64_t slot, std::int64_t task)>& fn);
+
+/// Rounds a byte count up to the 64-byte cache line that separates workspace sub-buffers.
+constexpr std::size_t align_up64(std::size_t bytes) { return (bytes + 63) & ~std::size_t{63}; }
+
+class CpuConvSolver : public dnn::ConvSolver {
+ public:
+  /// Says no for: a non-cpu device, a direction other than forward, a dtype other than f32, f16,
+  /// bf16; otherwise asks check_f32.
+  dnn::Applicability check(const dnn::ConvProblem& problem, const runtime::Device& device) const final;
+  /// f32: the algorithm's own workspace. f16/bf16: f32 copies of the weights and of a chunk of
+  /// images of x and y, plus the algorithm's workspace for that chunk.
+  std::size_t workspace_bytes(const dnn::ConvProblem& problem, const runtime::Device& device) const final;
+  /// Checks the arguments now (Error(invalid_argument) naming the bad one) and enqueues the work
+  /// as one host task on `stream`.
+  void run(runtime::Stream& stream, const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const final;
+
+  /// The whole convolution, synchronously on the calling thread and the pool. run() calls this
+  /// from its host task; benchmarks and tests may call it directly.
+  void compute(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const;
+
+  /// Bytes the f16/bf16 staging holds per chunk of images, so tests can see the chunking work.
+  static constexpr std::size_t kLowPrecisionChunkBytes = std::size_t{32} << 20;
+
+ protected:
+  /// Algorithm limits only (filter, stride, groups, layout); dtype and device are already fine.
+  virtual dnn::Applicability check_f32(const dnn::ConvProblem& problem) const = 0;
+  /// Exact workspace of compute_f32 for this problem (its dtype reads as f32).
+  virtual std::size_t f32_workspace_bytes(const dnn::ConvProblem& /*problem*/) const { return 0; }
+  /// The convolution on packed f32 tensors in problem.layout. `ws` holds f32_workspace_bytes.
+  virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                           void* ws) const = 0;
+
+ private:
+  std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;
+};
+
+}  // namespace galley::backends::cpu

@@ -1,0 +1,77 @@
+// cpu.conv.gemm_1x1: a 1x1, stride 1, unpadded convolution is a matrix product, so it goes
+// straight to SGEMM with no im2col copy.
+//   NCHW, per image and group: Y[Kg x HW] = W[Kg x Cg] * X[Cg x HW]
+//   NHWC, per group:           Y[NHW x Kg] = X[NHW x Cg] * W[Kg x Cg]^T   (row strides C and K)
+#include <memory>
+#include <string>
+
+#include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_blas.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+// Fewer columns per GEMM than this and OpenBLAS's packing overhead dominates.
+constexpr std::int64_t kMinColumns = 64;
+
+class ConvGemm1x1 final : public CpuConvSolver {
+ public:
+  std::string_view name() const override { return "cpu.conv.gemm_1x1"; }
+
+ protected:
+  dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
+    if (p.y != 1 || p.x != 1) {
+      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) + " is not 1x1");
+    }
+    if (p.stride_h != 1 || p.stride_w != 1) {
+      return dnn::Applicability::no("stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+                                    " is not 1 (im2col_gemm does strided 1x1)");
+    }
+    if (p.pad_h != 0 || p.pad_w != 0) {
+      return dnn::Applicability::no("padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
+                                    " is not 0");
+    }
+    return dnn::Applicability::yes();  // dilation does not matter for a 1x1 filter
+  }
+
+  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* /*ws*/) const override {
+    const ConvShape s = ConvShape::of(p);
+    const std::int64_t hw = s.h * s.w;
+    const std::int64_t workers = pool_size();
+    if (!s.nhwc) {
+      // Tasks are (image, group, column block); columns are split only when images x groups
+      // leave workers idle.
+      const std::int64_t outer = s.n * s.g;
+      const std::int64_t cols = block_count(hw, kMinColumns, (workers + outer - 1) / outer);
+      parallel_for(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t t = lo; t < hi; ++t) {
+          const std::int64_t col = t % cols, ng = t / cols;
+          const std::int64_t gi = ng % s.g, n = ng / s.g;
+          const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
+          sgemm(false, false, s.kg, c1 - c0, s.cg, 1.0f, w + gi * s.kg * s.cg, s.cg,
+                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, y + (n * s.k + gi * s.kg) * hw + c0, hw);
+        }
+      });
+      return;
+    }
+    const std::int64_t rows_total = s.n * hw;
+    const std::int64_t rows = block_count(rows_total, kMinColumns, (workers + s.g - 1) / s.g);
+    parallel_for(0, s.g * rows, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t t = lo; t < hi; ++t) {
+        const std::int64_t blk = t % rows, gi = t / rows;
+        const std::int64_t r0 = rows_total * blk / rows, r1 = rows_total * (blk + 1) / rows;
+        sgemm(false, true, r1 - r0, s.kg, s.cg, 1.0f, x + r0 * s.c + gi * s.cg, s.c, w + gi * s.kg * s.cg, s.cg,
+              0.0f, y + r0 * s.k + gi * s.kg, s.k);
+      }
+    });
+  }
+};
+
+const bool kRegistered = [] {
+  dnn::register_conv_solver("cpu", 10, std::make_unique<ConvGemm1x1>());
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::backends::cpu

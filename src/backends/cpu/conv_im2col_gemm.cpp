@@ -1,0 +1,153 @@
+// cpu.conv.im2col_gemm: the general GEMM lowering. Each task gathers the input patches of a
+// block of output pixels of one group into a column buffer and multiplies it by that group's
+// weights with OpenBLAS, on the same thread, so the buffer is still in cache for the GEMM.
+//   NCHW: col[Cg*R*S x P] (rows in KCYX order), Y[Kg x P] = W[Kg x CgRS] * col, ldc = Ho*Wo
+//   NHWC: col[P x R*S*Cg] (columns in KYXC order), Y[P x Kg] = col * W[Kg x RSCg]^T, ldc = K
+// The buffer is per worker and bounded (kColumnBytes), so the workspace does not grow with the
+// batch or the image.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_blas.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+constexpr std::size_t kColumnBytes = std::size_t{4} << 20;  // per worker: fits L2+L3 share
+constexpr std::int64_t kMinPixels = 256;                    // keeps OpenBLAS's N large enough
+
+struct Plan {
+  std::int64_t outer;       // NCHW: images x groups; NHWC: groups
+  std::int64_t pixels;      // output pixels per outer item (an image's, or the whole batch's)
+  std::int64_t chunks;      // pixel blocks per outer item
+  std::int64_t block;       // pixels per block (the last may be shorter)
+  std::int64_t patch;       // Cg * R * S
+  std::int64_t slots;
+};
+
+Plan make_plan(const ConvShape& s) {
+  Plan p{};
+  p.patch = s.cg * s.r * s.s;
+  p.outer = s.nhwc ? s.g : s.n * s.g;
+  p.pixels = s.nhwc ? s.n * s.ho * s.wo : s.ho * s.wo;
+  const std::int64_t cap =
+      std::max<std::int64_t>(kMinPixels, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * p.patch)));
+  const std::int64_t workers = pool_size();
+  const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (workers + p.outer - 1) / p.outer);
+  p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 32));
+  p.block = (p.pixels + p.chunks - 1) / p.chunks;
+  p.chunks = (p.pixels + p.block - 1) / p.block;
+  p.slots = slot_count(p.outer * p.chunks);
+  return p;
+}
+
+// Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col (ld = p1 - p0).
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col) {
+  const std::int64_t ld = p1 - p0;
+  for (std::int64_t c = 0; c < s.cg; ++c) {
+    const float* xc = xn + c * s.h * s.w;
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        float* row = col + ((c * s.r + r) * s.s + q) * ld;
+        // Output columns whose input column lies inside the image.
+        const std::int64_t shift = q * s.dw - s.pw;
+        const std::int64_t ow_lo = std::min(s.wo, std::max<std::int64_t>(0, (-shift + s.sw - 1) / s.sw));
+        const std::int64_t last = s.w - 1 - shift;  // largest ow * sw that stays inside
+        const std::int64_t ow_hi = last < 0 ? ow_lo : std::max(ow_lo, std::min(s.wo, last / s.sw + 1));
+        for (std::int64_t p = p0; p < p1;) {
+          const std::int64_t oh = p / s.wo, ow0 = p % s.wo;
+          const std::int64_t ow1 = std::min(s.wo, ow0 + (p1 - p));
+          float* out = row + (p - p0);
+          const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+          if (ih < 0 || ih >= s.h) {
+            std::fill(out, out + (ow1 - ow0), 0.0f);
+          } else {
+            const float* in = xc + ih * s.w + shift;
+            const std::int64_t a = std::clamp(ow_lo, ow0, ow1), b = std::clamp(ow_hi, ow0, ow1);
+            std::fill(out, out + (a - ow0), 0.0f);
+            if (s.sw == 1) {
+              std::memcpy(out + (a - ow0), in + a, static_cast<std::size_t>(b - a) * sizeof(float));
+            } else {
+              for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow * s.sw];
+            }
+            std::fill(out + (b - ow0), out + (ow1 - ow0), 0.0f);
+          }
+          p += ow1 - ow0;
+        }
+      }
+    }
+  }
+}
+
+// Global pixels [p0, p1) of the batch into rows of R*S*Cg (channels gi*Cg.. of each pixel).
+void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1, float* col) {
+  const std::int64_t patch = s.r * s.s * s.cg;
+  const auto bytes = static_cast<std::size_t>(s.cg) * sizeof(float);
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const std::int64_t n = p / (s.ho * s.wo), rem = p % (s.ho * s.wo);
+    const std::int64_t oh = rem / s.wo, ow = rem % s.wo;
+    float* out = col + (p - p0) * patch;
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+      for (std::int64_t q = 0; q < s.s; ++q, out += s.cg) {
+        const std::int64_t iw = ow * s.sw - s.pw + q * s.dw;
+        if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) {
+          std::memset(out, 0, bytes);
+        } else {
+          std::memcpy(out, x + ((n * s.h + ih) * s.w + iw) * s.c + gi * s.cg, bytes);
+        }
+      }
+    }
+  }
+}
+
+class ConvIm2colGemm final : public CpuConvSolver {
+ public:
+  std::string_view name() const override { return "cpu.conv.im2col_gemm"; }
+
+ protected:
+  dnn::Applicability check_f32(const dnn::ConvProblem& /*p*/) const override {
+    return dnn::Applicability::yes();  // any filter, stride, padding, dilation, groups, layout
+  }
+
+  std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
+    const Plan p = make_plan(ConvShape::of(problem));
+    return static_cast<std::size_t>(p.slots) * align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
+  }
+
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                   void* ws) const override {
+    const ConvShape s = ConvShape::of(problem);
+    const Plan p = make_plan(s);
+    const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
+    run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
+      auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
+      const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
+      const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
+      const std::int64_t gi = outer % s.g;
+      const float* wg = w + gi * s.kg * p.patch;
+      if (!s.nhwc) {
+        const std::int64_t n = outer / s.g;
+        im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col);
+        sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f,
+              y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo);
+      } else {
+        im2col_nhwc(s, x, gi, p0, p1, col);
+        sgemm(false, true, p1 - p0, s.kg, p.patch, 1.0f, col, p.patch, wg, p.patch, 0.0f, y + p0 * s.k + gi * s.kg,
+              s.k);
+      }
+    });
+  }
+};
+
+const bool kRegistered = [] {
+  dnn::register_conv_solver("cpu", 50, std::make_unique<ConvIm2colGemm>());
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::backends::cpu

@@ -1,0 +1,114 @@
+// Every cpu.conv.* solver against the reference over the shapes it claims, plus the shapes it
+// must refuse. The dnn conformance grid (tests/dnn) covers all solvers broadly; this file aims at
+// each algorithm's edges: tiles that overhang the image, channel counts that are not a multiple
+// of the vector width, strides and dilations that cut through the blocking.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "conv_test_util.hpp"
+
+namespace galley {
+namespace {
+
+using dnn::ConvProblem;
+using dnn::Layout;
+
+ConvProblem make(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t fy,
+                 std::int64_t fx, std::int64_t pad, std::int64_t stride, std::int64_t dil, std::int64_t g,
+                 Layout layout = Layout::nchw, DType dtype = DType::f32) {
+  return ConvProblem{.n = n, .c = c, .h = h, .w = w, .k = k, .y = fy, .x = fx, .pad_h = pad, .pad_w = pad,
+                     .stride_h = stride, .stride_w = stride, .dilation_h = dil, .dilation_w = dil, .groups = g,
+                     .dtype = dtype, .layout = layout};
+}
+
+void expect_pass(const std::string& solver, const ConvProblem& p, std::uint64_t seed = 7) {
+  SCOPED_TRACE(solver + " " + p.key());
+  const test::SolverRun r = test::run_against_reference(solver, p, seed);
+  ASSERT_TRUE(r.applicable.ok) << r.applicable.reason;
+  EXPECT_TRUE(r.comparison.passed) << r.comparison.summary;
+}
+
+void expect_refused(const std::string& solver, const ConvProblem& p, const std::string& reason_part) {
+  SCOPED_TRACE(solver + " " + p.key());
+  const dnn::ConvSolver* s = dnn::find_conv_solver("cpu", solver);
+  ASSERT_NE(s, nullptr);
+  const auto a = s->check(p, runtime::device("cpu"));
+  EXPECT_FALSE(a.ok);
+  EXPECT_NE(a.reason.find(reason_part), std::string::npos) << "reason: " << a.reason;
+}
+
+const std::vector<Layout> kLayouts = {Layout::nchw, Layout::nhwc};
+const std::vector<DType> kDtypes = {DType::f32, DType::f16, DType::bf16};
+
+TEST(CpuConvSolvers, AllRegisteredBeforeReference) {
+  const auto list = dnn::conv_solvers("cpu");
+  std::vector<std::string> names;
+  for (const auto* s : list) names.emplace_back(s->name());
+  for (const char* want : {"cpu.conv.gemm_1x1", "cpu.conv.winograd_f4x3", "cpu.conv.depthwise", "cpu.conv.direct",
+                           "cpu.conv.im2col_gemm"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "ref.conv.direct");
+}
+
+TEST(CpuConvGemm1x1, MatchesReference) {
+  for (Layout l : kLayouts) {
+    for (DType d : kDtypes) {
+      expect_pass("cpu.conv.gemm_1x1", make(2, 17, 31, 29, 23, 1, 1, 0, 1, 1, 1, l, d));
+    }
+    expect_pass("cpu.conv.gemm_1x1", make(1, 64, 7, 7, 96, 1, 1, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.gemm_1x1", make(3, 32, 9, 5, 64, 1, 1, 0, 1, 2, 2, l));   // groups, dilation ignored
+    expect_pass("cpu.conv.gemm_1x1", make(1, 3, 40, 40, 5, 1, 1, 0, 1, 1, 1, l));  // columns split
+  }
+}
+
+TEST(CpuConvGemm1x1, RefusesWhatItCannotDo) {
+  expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1), "not 1x1");
+  expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 1, 1, 0, 2, 1, 1), "stride");
+  expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 1, 1, 1, 1, 1, 1), "padding");
+  auto p = make(1, 8, 8, 8, 8, 1, 1, 0, 1, 1, 1);
+  p.dtype = DType::i8;
+  expect_refused("cpu.conv.gemm_1x1", p, "dtype");
+  p.dtype = DType::f32;
+  p.direction = dnn::ConvDirection::backward_data;
+  expect_refused("cpu.conv.gemm_1x1", p, "forward");
+}
+
+TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
+  for (Layout l : kLayouts) {
+    expect_pass("cpu.conv.im2col_gemm", make(2, 3, 31, 29, 17, 7, 7, 3, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 16, 15, 13, 32, 3, 3, 2, 1, 2, 1, l));   // dilated
+    expect_pass("cpu.conv.im2col_gemm", make(1, 32, 12, 11, 32, 3, 3, 1, 2, 1, 32, l));  // depthwise
+    expect_pass("cpu.conv.im2col_gemm", make(2, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2, l));     // grouped
+    expect_pass("cpu.conv.im2col_gemm", make(1, 23, 17, 19, 5, 5, 5, 2, 1, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 6, 11, 13, 4, 1, 7, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 6, 11, 13, 4, 7, 1, 3, 1, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 8, 9, 9, 8, 1, 1, 0, 2, 1, 1, l));       // strided 1x1
+    expect_pass("cpu.conv.im2col_gemm", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));       // pad > filter reach
+    for (DType d : {DType::f16, DType::bf16}) {
+      expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
+    }
+  }
+}
+
+TEST(CpuConvIm2colGemm, WorkspaceIsBoundedForLargeImages) {
+  // 512 channels of 3x3 on a 64x64 image: the full column matrix would be 75 MB per image.
+  const auto p = make(8, 512, 64, 64, 512, 3, 3, 2, 1, 2, 1);
+  const dnn::ConvSolver* s = dnn::find_conv_solver("cpu", "cpu.conv.im2col_gemm");
+  ASSERT_NE(s, nullptr);
+  EXPECT_LE(s->workspace_bytes(p, runtime::device("cpu")), std::size_t{64} << 20);
+}
+
+TEST(CpuConvLowPrecision, StagingChunksTheBatch) {
+  // Each image is 2 x 64 x 128 x 128 floats = 8 MiB, so 32 MiB of staging holds 4 of 10 images
+  // and the last chunk is partial.
+  const auto p = make(10, 64, 128, 128, 64, 1, 1, 0, 1, 1, 1, Layout::nchw, DType::f16);
+  expect_pass("cpu.conv.gemm_1x1", p);
+}
+
+}  // namespace
+}  // namespace galley
