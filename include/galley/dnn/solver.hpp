@@ -55,16 +55,25 @@ class ConvSolver {
   virtual bool is_reference() const { return false; }
 };
 
+/// The rank of reference solvers: after every other solver in a list.
+inline constexpr int kReferenceRank = 1 << 30;
+
 /// Adds a solver to `backend`'s list ("cpu", "cuda", "hip"). Lower `rank` comes first (fastest
-/// first, the reference last). Called by libgalley for cpu and by plugins at registration.
-/// A name registered twice throws Error(invalid_argument).
+/// first, the reference last, see kReferenceRank); equal ranks keep registration order. Called by
+/// libgalley for cpu (static initialisers) and by plugins at registration; thread-safe.
+/// A name registered twice on one backend throws Error(invalid_argument). The same name may exist
+/// on two backends: the single-source gpu.conv.* solvers are registered by both cuda and hip.
+/// A null solver or an empty name or backend throws Error(invalid_argument).
 void register_conv_solver(std::string_view backend, int rank, std::unique_ptr<ConvSolver> solver);
 
-/// The ordered list for a backend (empty for an unknown backend).
+/// The ordered list for a backend (empty for an unknown backend). Pointers stay valid for the
+/// life of the process.
 std::vector<const ConvSolver*> conv_solvers(std::string_view backend);
 
-/// A solver by name on any backend, or nullptr.
+/// A solver by name on any backend (the first backend that registered it), or nullptr.
 const ConvSolver* find_conv_solver(std::string_view name);
+/// A solver by name on one backend, or nullptr.
+const ConvSolver* find_conv_solver(std::string_view backend, std::string_view name);
 
 /// The names of all registered conv solvers, for error messages and `--solver` help.
 std::vector<std::string> conv_solver_names();

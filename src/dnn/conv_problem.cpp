@@ -1,0 +1,149 @@
+#include "galley/dnn/conv_problem.hpp"
+
+#include <string>
+
+#include "galley/core/error.hpp"
+
+namespace galley::dnn {
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw Error(Status::invalid_argument, message); }
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) bad(std::string("conv problem: ") + what + " overflows 64 bits");
+  return out;
+}
+
+// Output extent along one axis, or <= 0 when the (dilated) filter does not fit the padded input.
+// Computed in __int128 so absurd pads or dilations cannot wrap.
+std::int64_t out_extent(std::int64_t in, std::int64_t pad, std::int64_t filter, std::int64_t dilation,
+                        std::int64_t stride) {
+  if (stride <= 0) return 0;
+  const __int128 span = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) -
+                        static_cast<__int128>(dilation) * (filter - 1) - 1;
+  if (span < 0) return 0;
+  const __int128 out = span / stride + 1;
+  return out > INT64_MAX ? INT64_MAX : static_cast<std::int64_t>(out);
+}
+
+std::string tensor_mismatch(const char* what, const TensorDesc& got, const TensorDesc& want) {
+  return std::string("conv problem: ") + what + " tensor " + got.to_string() + " does not match the problem's " +
+         want.to_string();
+}
+
+}  // namespace
+
+const char* to_string(ConvDirection direction) noexcept {
+  switch (direction) {
+    case ConvDirection::forward: return "forward";
+    case ConvDirection::backward_data: return "backward_data";
+    case ConvDirection::backward_weights: return "backward_weights";
+  }
+  return "?";
+}
+
+std::int64_t ConvProblem::out_h() const { return out_extent(h, pad_h, y, dilation_h, stride_h); }
+std::int64_t ConvProblem::out_w() const { return out_extent(w, pad_w, x, dilation_w, stride_w); }
+
+void ConvProblem::validate() const {
+  struct Field {
+    const char* name;
+    std::int64_t value;
+    std::int64_t minimum;
+  };
+  const Field fields[] = {
+      {"n (batch, -n)", n, 1},           {"c (input channels, -c)", c, 1},
+      {"h (input height, -H)", h, 1},    {"w (input width, -W)", w, 1},
+      {"k (output channels, -k)", k, 1}, {"y (filter height, -y)", y, 1},
+      {"x (filter width, -x)", x, 1},    {"pad_h (-p)", pad_h, 0},
+      {"pad_w (-q)", pad_w, 0},          {"stride_h (-u)", stride_h, 1},
+      {"stride_w (-v)", stride_w, 1},    {"dilation_h (-l)", dilation_h, 1},
+      {"dilation_w (-j)", dilation_w, 1}, {"groups (-g)", groups, 1},
+  };
+  for (const Field& f : fields) {
+    if (f.value < f.minimum) {
+      bad(std::string("conv problem: ") + f.name + " = " + std::to_string(f.value) + " must be " +
+          (f.minimum == 0 ? "non-negative" : "positive"));
+    }
+  }
+  if (c % groups != 0) {
+    bad("conv problem: c (input channels) = " + std::to_string(c) + " is not divisible by groups = " +
+        std::to_string(groups));
+  }
+  if (k % groups != 0) {
+    bad("conv problem: k (output channels) = " + std::to_string(k) + " is not divisible by groups = " +
+        std::to_string(groups));
+  }
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    bad(std::string("conv problem: dtype ") + galley::to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+  }
+  if (out_h() <= 0) {
+    bad("conv problem: empty output height: input h = " + std::to_string(h) + " + 2*pad_h " +
+        std::to_string(pad_h) + " is smaller than the dilated filter height " + std::to_string(y) + " (dilation " +
+        std::to_string(dilation_h) + ")");
+  }
+  if (out_w() <= 0) {
+    bad("conv problem: empty output width: input w = " + std::to_string(w) + " + 2*pad_w " +
+        std::to_string(pad_w) + " is smaller than the dilated filter width " + std::to_string(x) + " (dilation " +
+        std::to_string(dilation_w) + ")");
+  }
+  // Element counts (and their byte sizes) must fit, so every later index computation is safe.
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(dtype));
+  checked_mul(checked_mul(checked_mul(checked_mul(n, c, "input element count (n*c*h*w)"), h,
+                                      "input element count (n*c*h*w)"),
+                          w, "input element count (n*c*h*w)"),
+              elem, "input byte size");
+  checked_mul(checked_mul(checked_mul(checked_mul(k, c / groups, "weight element count (k*c/g*y*x)"), y,
+                                      "weight element count (k*c/g*y*x)"),
+                          x, "weight element count (k*c/g*y*x)"),
+              elem, "weight byte size");
+  checked_mul(checked_mul(checked_mul(checked_mul(n, k, "output element count (n*k*ho*wo)"), out_h(),
+                                      "output element count (n*k*ho*wo)"),
+                          out_w(), "output element count (n*k*ho*wo)"),
+              elem, "output byte size");
+  // Padded input extents are used in index arithmetic by solvers.
+  checked_mul(2, pad_h, "pad_h");
+  checked_mul(2, pad_w, "pad_w");
+  checked_mul(dilation_h, y, "dilation_h * y");
+  checked_mul(dilation_w, x, "dilation_w * x");
+  if (h + 2 * pad_h < h || w + 2 * pad_w < w) bad("conv problem: padded input size overflows 64 bits");
+}
+
+TensorDesc ConvProblem::x_desc() const { return TensorDesc::packed(dtype, layout, n, c, h, w); }
+TensorDesc ConvProblem::w_desc() const { return TensorDesc::packed(dtype, layout, k, c / groups, y, x); }
+TensorDesc ConvProblem::y_desc() const { return TensorDesc::packed(dtype, layout, n, k, out_h(), out_w()); }
+
+void ConvProblem::check_tensors(const TensorDesc& xd, const TensorDesc& wd, const TensorDesc& yd) const {
+  validate();
+  const struct {
+    const char* name;
+    const TensorDesc& got;
+    TensorDesc want;
+  } tensors[] = {{"x (input)", xd, x_desc()}, {"w (weights)", wd, w_desc()}, {"y (output)", yd, y_desc()}};
+  for (const auto& t : tensors) {
+    t.got.validate(t.name);
+    if (t.got.dtype != t.want.dtype || t.got.dims != t.want.dims) bad(tensor_mismatch(t.name, t.got, t.want));
+    // Solvers index packed tensors; a strided view must be made contiguous by the caller.
+    if (t.got.strides != t.want.strides) {
+      bad(std::string("conv problem: ") + t.name + " tensor " + t.got.to_string() + " is not packed " +
+          to_string(layout) + " (want strides of " + t.want.to_string() + ")");
+    }
+  }
+}
+
+double ConvProblem::flops() const {
+  return 2.0 * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(out_h()) *
+         static_cast<double>(out_w()) * static_cast<double>(c / groups) * static_cast<double>(y) *
+         static_cast<double>(x);
+}
+
+double ConvProblem::min_bytes() const {
+  const double elem = static_cast<double>(size_of(dtype));
+  const double xs = static_cast<double>(n) * c * h * w;
+  const double ws = static_cast<double>(k) * (c / groups) * y * x;
+  const double ys = static_cast<double>(n) * k * out_h() * out_w();
+  return (xs + ws + ys) * elem;
+}
+
+}  // namespace galley::dnn

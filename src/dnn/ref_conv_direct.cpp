@@ -1,0 +1,175 @@
+// ref.conv.direct: the plainest correct convolution, in double. Speed matters only so far as the
+// conformance tests and `-V 1` on real layers stay bearable, hence the float staging copies (no
+// per-element dtype dispatch in the inner loop) and a simple fan-out over host threads.
+#include "ref_conv_direct.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "galley/core/env.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/solver.hpp"
+#include "tensor_data.hpp"
+
+namespace galley::dnn {
+namespace {
+
+// Threads for the reference. The dnn layer may not include the cpu backend's pool (layering), and
+// the reference runs rarely, so it starts its own short-lived threads.
+unsigned reference_threads() {
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const auto text = env::get("GALLEY_NUM_THREADS")) {
+    unsigned value = 0;
+    const auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (ec == std::errc() && ptr == text->data() + text->size() && value > 0) threads = value;
+  }
+  return threads;
+}
+
+// Runs body(i) for i in [0, count) over `threads` threads; rethrows the first exception.
+template <typename Body>
+void fan_out(std::int64_t count, unsigned threads, const Body& body) {
+  threads = static_cast<unsigned>(std::min<std::int64_t>(threads, count));
+  if (threads <= 1) {
+    for (std::int64_t i = 0; i < count; ++i) body(i);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto worker = [&] {
+    try {
+      for (std::int64_t i = next++; i < count; i = next++) body(i);
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::jthread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  pool.clear();  // joins
+  if (error) std::rethrow_exception(error);
+}
+
+class RefConvDirect final : public ConvSolver {
+ public:
+  std::string_view name() const override { return kRefConvDirectName; }
+
+  Applicability check(const ConvProblem& problem, const runtime::Device& device) const override {
+    if (!device.is_cpu()) return Applicability::no("runs on the cpu backend only, not " + device.name());
+    if (problem.direction != ConvDirection::forward) {
+      return Applicability::no(std::string("forward only, not ") + to_string(problem.direction));
+    }
+    if (problem.dtype != DType::f32 && problem.dtype != DType::f16 && problem.dtype != DType::bf16) {
+      return Applicability::no(std::string("dtype ") + to_string(problem.dtype) + " is not f32, f16 or bf16");
+    }
+    return Applicability::yes();
+  }
+
+  void run(runtime::Stream& stream, const ConvProblem& problem, const ConvArgs& args) const override {
+    stream.launch(name(), [&] {
+      stream.host_task([problem, args] { reference_conv_forward(problem, args.x, args.w, args.y); });
+    });
+  }
+
+  bool is_reference() const override { return true; }
+};
+
+[[maybe_unused]] const bool kRegistered = [] {
+  register_conv_solver("cpu", kReferenceRank, std::make_unique<RefConvDirect>());
+  return true;
+}();
+
+}  // namespace
+
+void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, void* y) {
+  p.validate();
+  if (p.direction != ConvDirection::forward) {
+    throw Error(Status::unsupported, std::string("reference_conv_forward: direction ") + to_string(p.direction) +
+                                         " is not forward");
+  }
+  const std::int64_t n = p.n, c = p.c, h = p.h, wd = p.w, k = p.k, fy = p.y, fx = p.x;
+  const std::int64_t g = p.groups, cg = c / g, kg = k / g;
+  const std::int64_t ho = p.out_h(), wo = p.out_w();
+  const bool nchw = p.layout == Layout::nchw;
+
+  // Stage x as N,H,W,C and w as K,Y,X,Cg floats: the reduction over channels is then contiguous.
+  std::vector<float> xs(static_cast<std::size_t>(n * c * h * wd));
+  std::vector<float> ws(static_cast<std::size_t>(k * cg * fy * fx));
+  {
+    std::vector<float> raw(std::max(xs.size(), ws.size()));
+    to_float(p.dtype, x, raw.data(), n * c * h * wd);
+    if (nchw) {
+      for (std::int64_t in = 0; in < n; ++in)
+        for (std::int64_t ic = 0; ic < c; ++ic)
+          for (std::int64_t ih = 0; ih < h; ++ih)
+            for (std::int64_t iw = 0; iw < wd; ++iw)
+              xs[((in * h + ih) * wd + iw) * c + ic] = raw[((in * c + ic) * h + ih) * wd + iw];
+    } else {
+      std::copy_n(raw.begin(), xs.size(), xs.begin());
+    }
+    to_float(p.dtype, w, raw.data(), k * cg * fy * fx);
+    if (nchw) {
+      for (std::int64_t ik = 0; ik < k; ++ik)
+        for (std::int64_t ic = 0; ic < cg; ++ic)
+          for (std::int64_t r = 0; r < fy; ++r)
+            for (std::int64_t s = 0; s < fx; ++s)
+              ws[((ik * fy + r) * fx + s) * cg + ic] = raw[((ik * cg + ic) * fy + r) * fx + s];
+    } else {
+      std::copy_n(raw.begin(), ws.size(), ws.begin());
+    }
+  }
+
+  const std::size_t elem = size_of(p.dtype);
+  auto* out = static_cast<std::byte*>(y);
+  // One task per output row (n, ho): rows are independent and write disjoint elements.
+  fan_out(n * ho, reference_threads(), [&](std::int64_t row) {
+    const std::int64_t in = row / ho, oh = row % ho;
+    std::vector<float> values(static_cast<std::size_t>(wo * k));
+    for (std::int64_t ow = 0; ow < wo; ++ow) {
+      for (std::int64_t ok = 0; ok < k; ++ok) {
+        const std::int64_t grp = ok / kg;
+        double acc[4] = {0, 0, 0, 0};
+        for (std::int64_t r = 0; r < fy; ++r) {
+          const std::int64_t ih = oh * p.stride_h - p.pad_h + r * p.dilation_h;
+          if (ih < 0 || ih >= h) continue;
+          for (std::int64_t s = 0; s < fx; ++s) {
+            const std::int64_t iw = ow * p.stride_w - p.pad_w + s * p.dilation_w;
+            if (iw < 0 || iw >= wd) continue;
+            const float* xp = &xs[static_cast<std::size_t>(((in * h + ih) * wd + iw) * c + grp * cg)];
+            const float* wp = &ws[static_cast<std::size_t>(((ok * fy + r) * fx + s) * cg)];
+            std::int64_t ic = 0;
+            for (; ic + 4 <= cg; ic += 4) {
+              acc[0] += static_cast<double>(xp[ic]) * wp[ic];
+              acc[1] += static_cast<double>(xp[ic + 1]) * wp[ic + 1];
+              acc[2] += static_cast<double>(xp[ic + 2]) * wp[ic + 2];
+              acc[3] += static_cast<double>(xp[ic + 3]) * wp[ic + 3];
+            }
+            for (; ic < cg; ++ic) acc[0] += static_cast<double>(xp[ic]) * wp[ic];
+          }
+        }
+        values[static_cast<std::size_t>(ow * k + ok)] = static_cast<float>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+      }
+    }
+    // Round once to the storage type and scatter into the row's place in y.
+    if (nchw) {
+      std::vector<float> line(static_cast<std::size_t>(wo));
+      for (std::int64_t ok = 0; ok < k; ++ok) {
+        for (std::int64_t ow = 0; ow < wo; ++ow) line[ow] = values[static_cast<std::size_t>(ow * k + ok)];
+        from_float(p.dtype, line.data(), out + static_cast<std::size_t>(((in * k + ok) * ho + oh) * wo) * elem, wo);
+      }
+    } else {
+      from_float(p.dtype, values.data(), out + static_cast<std::size_t>((in * ho + oh) * wo * k) * elem, wo * k);
+    }
+  });
+}
+
+}  // namespace galley::dnn
