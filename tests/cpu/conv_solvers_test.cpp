@@ -95,6 +95,26 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
   }
 }
 
+TEST(CpuConvDepthwise, MatchesReference) {
+  for (Layout l : kLayouts) {
+    for (DType d : kDtypes) expect_pass("cpu.conv.depthwise", make(2, 17, 31, 29, 17, 3, 3, 1, 1, 1, 17, l, d));
+    expect_pass("cpu.conv.depthwise", make(2, 144, 14, 14, 144, 3, 3, 1, 1, 1, 144, l));
+    expect_pass("cpu.conv.depthwise", make(1, 40, 31, 29, 40, 3, 3, 1, 2, 1, 40, l));    // stride 2
+    expect_pass("cpu.conv.depthwise", make(1, 23, 17, 19, 23, 5, 5, 2, 1, 1, 23, l));    // 5x5
+    expect_pass("cpu.conv.depthwise", make(1, 9, 20, 21, 9, 3, 3, 2, 1, 2, 9, l));       // dilated
+    expect_pass("cpu.conv.depthwise", make(1, 3, 9, 33, 3, 7, 7, 3, 3, 1, 3, l));        // stride 3, 7x7
+    expect_pass("cpu.conv.depthwise", make(1, 5, 6, 7, 5, 1, 7, 0, 1, 1, 5, l));         // 1x7
+    expect_pass("cpu.conv.depthwise", make(1, 5, 6, 7, 5, 7, 1, 3, 1, 1, 5, l));         // 7x1
+    expect_pass("cpu.conv.depthwise", make(1, 8, 4, 4, 8, 3, 3, 3, 1, 1, 8, l));         // padding wider than reach
+  }
+}
+
+TEST(CpuConvDepthwise, RefusesNonDepthwise) {
+  expect_refused("cpu.conv.depthwise", make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1), "not depthwise");
+  expect_refused("cpu.conv.depthwise", make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 4), "not depthwise");
+  expect_refused("cpu.conv.depthwise", make(1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 8), "multiplier");
+}
+
 TEST(CpuConvIm2colGemm, WorkspaceIsBoundedForLargeImages) {
   // 512 channels of 3x3 on a 64x64 image: the full column matrix would be 75 MB per image.
   const auto p = make(8, 512, 64, 64, 512, 3, 3, 2, 1, 2, 1);

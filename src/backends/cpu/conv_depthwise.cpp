@@ -1,0 +1,163 @@
+// cpu.conv.depthwise: groups == C == K (one filter per channel). Each output element costs R*S
+// multiply-adds over data that is read once, so the loops aim at memory bandwidth: NCHW works a
+// whole channel plane at a time from an L1-sized padded copy (no bounds checks in the inner
+// loop, any stride read contiguously); NHWC runs over contiguous channel vectors.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_depthwise_kernels.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace galley::backends::cpu {
+namespace depthwise {
+
+Plane Plane::of(const ConvShape& s) {
+  Plane p{};
+  p.phases = s.sw;
+  p.rows = (s.ho - 1) * s.sh + (s.r - 1) * s.dh + 1;
+  const std::int64_t max_shift = ((s.s - 1) * s.dw) / s.sw;
+  const std::int64_t vec_wo = (s.wo + 15) / 16 * 16;  // the AVX2 loop reads whole 16-wide blocks
+  p.row_stride = vec_wo + max_shift;
+  p.phase_stride = p.rows * p.row_stride;
+  return p;
+}
+
+void build_plane(const ConvShape& s, const Plane& plane, const float* xc, float* out) {
+  for (std::int64_t j = 0; j < plane.phases; ++j) {
+    for (std::int64_t i = 0; i < plane.rows; ++i) {
+      float* row = out + j * plane.phase_stride + i * plane.row_stride;
+      const std::int64_t ih = i - s.ph;
+      if (ih < 0 || ih >= s.h) {
+        std::fill(row, row + plane.row_stride, 0.0f);
+        continue;
+      }
+      const float* in = xc + ih * s.w;
+      // Position p holds input column p*sw + j - pw.
+      const std::int64_t first = j - s.pw;
+      const std::int64_t lo = std::clamp<std::int64_t>((-first + s.sw - 1) / s.sw, 0, plane.row_stride);
+      const std::int64_t last = s.w - 1 - first;
+      const std::int64_t hi = last < 0 ? lo : std::clamp<std::int64_t>(last / s.sw + 1, lo, plane.row_stride);
+      std::fill(row, row + lo, 0.0f);
+      if (s.sw == 1) {
+        std::memcpy(row + lo, in + lo + first, static_cast<std::size_t>(hi - lo) * sizeof(float));
+      } else {
+        for (std::int64_t p = lo; p < hi; ++p) row[p] = in[p * s.sw + first];
+      }
+      std::fill(row + hi, row + plane.row_stride, 0.0f);
+    }
+  }
+}
+
+void nchw_plane_scalar(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out) {
+  for (std::int64_t oh = 0; oh < s.ho; ++oh) {
+    float* o = out + oh * s.wo;
+    std::fill(o, o + s.wo, 0.0f);
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        const float wv = w[r * s.s + q];
+        const std::int64_t tap = q * s.dw;
+        const float* src =
+            in + (tap % s.sw) * plane.phase_stride + (oh * s.sh + r * s.dh) * plane.row_stride + tap / s.sw;
+        for (std::int64_t ow = 0; ow < s.wo; ++ow) o[ow] += wv * src[ow];
+      }
+    }
+  }
+}
+
+void nhwc_row_scalar(const ConvShape& s, const float* xn, const float* wt, std::int64_t oh, float* y_row) {
+  for (std::int64_t ow = 0; ow < s.wo; ++ow) {
+    float* o = y_row + ow * s.c;
+    std::fill(o, o + s.c, 0.0f);
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+      if (ih < 0 || ih >= s.h) continue;
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        const std::int64_t iw = ow * s.sw - s.pw + q * s.dw;
+        if (iw < 0 || iw >= s.w) continue;
+        const float* in = xn + (ih * s.w + iw) * s.c;
+        const float* wv = wt + (r * s.s + q) * s.c;
+        for (std::int64_t c = 0; c < s.c; ++c) o[c] += wv[c] * in[c];
+      }
+    }
+  }
+}
+
+}  // namespace depthwise
+
+namespace {
+
+class ConvDepthwise final : public CpuConvSolver {
+ public:
+  std::string_view name() const override { return "cpu.conv.depthwise"; }
+
+ protected:
+  dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
+    if (p.groups != p.c || p.groups == 1) {
+      return dnn::Applicability::no("groups " + std::to_string(p.groups) + " != channels " + std::to_string(p.c) +
+                                    ": not depthwise");
+    }
+    if (p.k != p.c) {
+      return dnn::Applicability::no("channel multiplier " + std::to_string(p.k / p.c) + " (K " + std::to_string(p.k) +
+                                    " != C " + std::to_string(p.c) + "); only multiplier 1");
+    }
+    return dnn::Applicability::yes();  // any filter, stride, padding, dilation, both layouts
+  }
+
+  std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
+    const ConvShape s = ConvShape::of(problem);
+    if (s.nhwc) return align_up64(static_cast<std::size_t>(s.r * s.s * s.c) * sizeof(float));
+    const auto plane = static_cast<std::size_t>(depthwise::Plane::of(s).floats()) * sizeof(float);
+    return static_cast<std::size_t>(slot_count(s.n * s.c)) * align_up64(plane);
+  }
+
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                   void* ws) const override {
+    const ConvShape s = ConvShape::of(problem);
+    const bool avx2 = cpu_has_avx2_fma();
+    if (!s.nhwc) {
+      const depthwise::Plane plane = depthwise::Plane::of(s);
+      const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(plane.floats()) * sizeof(float));
+      run_slotted(s.n * s.c, slot_count(s.n * s.c), [&](std::int64_t slot, std::int64_t nc) {
+        auto* buf = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
+        const std::int64_t c = nc % s.c;
+        depthwise::build_plane(s, plane, x + nc * s.h * s.w, buf);
+        float* out = y + nc * s.ho * s.wo;
+        if (avx2) {
+          depthwise::nchw_plane_avx2(s, plane, buf, w + c * s.r * s.s, out);
+        } else {
+          depthwise::nchw_plane_scalar(s, plane, buf, w + c * s.r * s.s, out);
+        }
+      });
+      return;
+    }
+    // KYXC with one input channel per group is [C][R*S]; transpose it to [R*S][C].
+    auto* wt = static_cast<float*>(ws);
+    for (std::int64_t c = 0; c < s.c; ++c) {
+      for (std::int64_t t = 0; t < s.r * s.s; ++t) wt[t * s.c + c] = w[c * s.r * s.s + t];
+    }
+    parallel_for(0, s.n * s.ho, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t row = lo; row < hi; ++row) {
+        const std::int64_t n = row / s.ho, oh = row % s.ho;
+        const float* xn = x + n * s.h * s.w * s.c;
+        float* y_row = y + row * s.wo * s.c;
+        if (avx2) {
+          depthwise::nhwc_row_avx2(s, xn, wt, oh, y_row);
+        } else {
+          depthwise::nhwc_row_scalar(s, xn, wt, oh, y_row);
+        }
+      }
+    });
+  }
+};
+
+const bool kRegistered = [] {
+  dnn::register_conv_solver("cpu", 20, std::make_unique<ConvDepthwise>());
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::backends::cpu

@@ -1,0 +1,100 @@
+// AVX2 loops of cpu.conv.depthwise (see conv_depthwise_kernels.hpp). Compiled with -mavx2 -mfma;
+// entered only after cpu_has_avx2_fma().
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backends/cpu/conv_depthwise_kernels.hpp"
+
+namespace galley::backends::cpu::depthwise {
+namespace {
+
+// Lanes [0, count) set, for the ragged right edge of a row or the last channel vector.
+__m256i lane_mask(std::int64_t count) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<std::int64_t>(count, 8))), idx);
+}
+
+void store_cols(float* dst, __m256 v, std::int64_t count) {
+  if (count >= 8) {
+    _mm256_storeu_ps(dst, v);
+  } else if (count > 0) {
+    _mm256_maskstore_ps(dst, lane_mask(count), v);
+  }
+}
+
+// kRows output rows x 16 columns per step: 2*kRows independent accumulator chains hide the FMA
+// latency; every input vector comes from the L1-resident plane.
+template <int kRows>
+void rows_block(const ConvShape& s, const Plane& plane, const float* in, const float* w, std::int64_t oh,
+                float* out) {
+  for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
+    __m256 acc[kRows][2];
+    for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        const __m256 wv = _mm256_broadcast_ss(w + r * s.s + q);
+        const std::int64_t tap = q * s.dw;
+        const float* src = in + (tap % s.sw) * plane.phase_stride + (oh * s.sh + r * s.dh) * plane.row_stride +
+                           tap / s.sw + ow;
+        for (int i = 0; i < kRows; ++i) {
+          const float* row = src + i * s.sh * plane.row_stride;
+          acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(row), acc[i][0]);
+          acc[i][1] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(row + 8), acc[i][1]);
+        }
+      }
+    }
+    const std::int64_t left = s.wo - ow;
+    for (int i = 0; i < kRows; ++i) {
+      float* o = out + (oh + i) * s.wo + ow;
+      store_cols(o, acc[i][0], left);
+      store_cols(o + 8, acc[i][1], left - 8);
+    }
+  }
+}
+
+}  // namespace
+
+void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out) {
+  std::int64_t oh = 0;
+  for (; oh + 4 <= s.ho; oh += 4) rows_block<4>(s, plane, in, w, oh, out);
+  for (; oh < s.ho; ++oh) rows_block<1>(s, plane, in, w, oh, out);
+}
+
+void nhwc_row_avx2(const ConvShape& s, const float* xn, const float* wt, std::int64_t oh, float* y_row) {
+  // Taps whose input row lies inside the image are the same for the whole output row.
+  std::int64_t r_lo = 0, r_hi = s.r;
+  while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
+  while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
+  for (std::int64_t ow = 0; ow < s.wo; ++ow) {
+    float* o = y_row + ow * s.c;
+    for (std::int64_t c = 0; c < s.c; c += 32) {
+      const std::int64_t left = s.c - c;
+      const __m256i m[4] = {lane_mask(left), lane_mask(left - 8), lane_mask(left - 16), lane_mask(left - 24)};
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (std::int64_t r = r_lo; r < r_hi; ++r) {
+        const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+        for (std::int64_t q = 0; q < s.s; ++q) {
+          const std::int64_t iw = ow * s.sw - s.pw + q * s.dw;
+          if (iw < 0 || iw >= s.w) continue;
+          const float* in = xn + (ih * s.w + iw) * s.c + c;
+          const float* wv = wt + (r * s.s + q) * s.c + c;
+          if (left >= 32) {
+            for (int v = 0; v < 4; ++v) {
+              acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(wv + 8 * v), _mm256_loadu_ps(in + 8 * v), acc[v]);
+            }
+          } else {
+            // maskload never touches the lanes it leaves out, so reading past C is safe.
+            for (int v = 0; v < 4; ++v) {
+              acc[v] = _mm256_fmadd_ps(_mm256_maskload_ps(wv + 8 * v, m[v]), _mm256_maskload_ps(in + 8 * v, m[v]),
+                                       acc[v]);
+            }
+          }
+        }
+      }
+      for (int v = 0; v < 4; ++v) store_cols(o + c + 8 * v, acc[v], left - 8 * v);
+    }
+  }
+}
+
+}  // namespace galley::backends::cpu::depthwise

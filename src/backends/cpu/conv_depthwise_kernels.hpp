@@ -1,0 +1,36 @@
+// Inner loops of cpu.conv.depthwise, one scalar and one AVX2 version of each (the AVX2 ones in
+// conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/conv_base.hpp"
+
+namespace galley::backends::cpu::depthwise {
+
+/// One NCHW channel plane, padded and split by column phase so that every stride reads its
+/// input contiguously: phase j holds padded columns j, j+sw, j+2sw, ...; output column ow, tap
+/// s reads phase (s*dw) % sw at position ow + (s*dw) / sw. Rows and positions past the image
+/// are zero; each row has slack after the last needed position for whole-vector loads.
+struct Plane {
+  std::int64_t rows;          ///< padded rows kept: (Ho-1)*sh + (R-1)*dh + 1
+  std::int64_t row_stride;    ///< floats per row of one phase
+  std::int64_t phase_stride;  ///< floats per phase = rows * row_stride
+  std::int64_t phases;        ///< sw
+  std::int64_t floats() const { return phase_stride * phases; }
+  static Plane of(const ConvShape& s);
+};
+
+/// Fills `plane` from the input channel `xc` (H x W).
+void build_plane(const ConvShape& s, const Plane& plane, const float* xc, float* out);
+
+/// All Ho x Wo outputs of one channel from its built plane; `w` is that channel's R x S filter.
+void nchw_plane_scalar(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out);
+void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out);
+
+/// One output row (oh) of one NHWC image: y_row[Wo][C]. `xn` is the image, `wt` the filter
+/// repacked tap-major ([R*S][C]) so a vector of channels is contiguous.
+void nhwc_row_scalar(const ConvShape& s, const float* xn, const float* wt, std::int64_t oh, float* y_row);
+void nhwc_row_avx2(const ConvShape& s, const float* xn, const float* wt, std::int64_t oh, float* y_row);
+
+}  // namespace galley::backends::cpu::depthwise
