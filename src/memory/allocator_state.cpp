@@ -1,0 +1,478 @@
+// The caching allocator's algorithm: rounding, best fit, split and merge, stream-ordered reuse,
+// events for record_stream, and the release-and-retry path on out-of-memory.
+#include "memory/allocator_state.hpp"
+
+#include <bit>
+#include <string>
+#include <utility>
+
+#include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
+#include "galley/core/units.hpp"
+
+namespace galley::memory::detail {
+
+AllocatorState::AllocatorState(runtime::DeviceImpl& impl_in, std::optional<runtime::Device> device_in,
+                               AllocatorConfig config_in, std::string name_in)
+    : impl(impl_in), device(std::move(device_in)), config(config_in), name(std::move(name_in)) {
+  if (config.memory_fraction < 1.0) {
+    const auto total = impl.memory_info().total;
+    reserve_limit_ = static_cast<std::size_t>(static_cast<double>(total) * config.memory_fraction);
+  }
+  // Room for the usual number of free fragments, so the hit path never grows these vectors.
+  spare_nodes_.reserve(256);
+  spare_blocks_.reserve(256);
+}
+
+AllocatorState::~AllocatorState() {
+  std::unique_lock lock(mutex);
+  if (stats.allocation.all.current > 0) {
+    log::warn("caching allocator of " + name + " destroyed with " + std::to_string(stats.allocation.all.current) +
+              " live buffer(s) (" + format_bytes(static_cast<std::size_t>(stats.allocated_bytes.all.current)) +
+              "); their segments are leaked");
+  }
+  sync_and_release(lock);
+}
+
+std::size_t AllocatorState::round_size(std::size_t bytes) const {
+  if (bytes <= kMinBlockSize) return kMinBlockSize;
+  const std::size_t divisions = config.roundup_power2_divisions;
+  if (divisions > 1 && bytes > kMinBlockSize * divisions) {
+    // divisions is a power of two, so floor >= 512 * divisions and the step is a multiple of 512.
+    const std::size_t floor = std::bit_floor(bytes);
+    const std::size_t step = floor / divisions;
+    return (bytes + step - 1) / step * step;
+  }
+  return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+std::size_t AllocatorState::segment_size(std::size_t rounded) const {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) {
+  if (bytes > kMaxRequest) {
+    throw Error(Status::invalid_argument, "allocate on " + name + ": " + std::to_string(bytes) +
+                                              " bytes exceeds the largest request the allocator accepts (2^62 bytes)");
+  }
+  std::unique_lock lock(mutex);
+  if (!pending_.empty()) process_events();
+  if (!config.caching) return allocate_uncached(bytes, stream);
+
+  const std::size_t size = round_size(bytes);
+  const bool small = size <= kSmallSize;
+  Block* block = find_cached(size, small, stream);
+  if (block != nullptr) {
+    ++stats.cache_hits;
+  } else {
+    ++stats.cache_misses;
+    const std::size_t segment_bytes = segment_size(size);
+    bool over_fraction = false;
+    std::string backend_message;
+    block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
+    if (block == nullptr) {
+      // As PyTorch: wait for the device, release the cache, and try once more.
+      ++stats.num_alloc_retries;
+      sync_and_release(lock);
+      block = find_cached(size, small, stream);
+      if (block == nullptr) block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
+      if (block == nullptr) {
+        ++stats.num_ooms;
+        throw Error(Status::out_of_memory, oom_message_locked(bytes, segment_bytes, over_fraction, backend_message));
+      }
+    }
+  }
+  block = split_for(block, size);
+  block->allocated = true;
+  block->stream = stream;
+  block->requested = bytes;
+  stats.allocation.increase(small, 1);
+  stats.allocated_bytes.increase(small, static_cast<std::int64_t>(block->size));
+  stats.active.increase(small, 1);
+  stats.active_bytes.increase(small, static_cast<std::int64_t>(block->size));
+  stats.requested_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  return block;
+}
+
+Block* AllocatorState::find_cached(std::size_t size, bool small, runtime::StreamImpl* stream) {
+  Pool& pool = pool_of(small);
+  Block* block = take_free_block(pool, stream, size);
+  // Blocks free for any stream (no-stream frees, completed record_stream frees) come second, so a
+  // stream keeps reusing its own recent memory first.
+  if (block == nullptr && stream != nullptr) block = take_free_block(pool, nullptr, size);
+  return block;
+}
+
+Block* AllocatorState::take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size) {
+  Block probe;
+  probe.stream = key;
+  probe.size = size;
+  const auto it = pool.lower_bound(&probe);
+  if (it == pool.end() || (*it)->stream != key) return nullptr;
+  Block* block = *it;
+  // PyTorch's max_split_size rules: small requests never carve up a big unsplittable block, and a
+  // big request takes one only when little would be wasted.
+  if (size < config.max_split_size && block->size >= config.max_split_size) return nullptr;
+  if (size >= config.max_split_size && block->size - size >= config.max_non_split_rounding) return nullptr;
+  pool_erase(pool, it);
+  return block;
+}
+
+Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
+                                       bool& over_fraction, std::string& backend_message) {
+  const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all.current);
+  if (reserve_limit_ != SIZE_MAX && (segment_bytes > reserve_limit_ || reserved > reserve_limit_ - segment_bytes)) {
+    over_fraction = true;
+    return nullptr;
+  }
+  Block* block = new_block();  // before raw_alloc, so a host allocation failure leaks no device memory
+  void* ptr = nullptr;
+  try {
+    ptr = impl.raw_alloc(segment_bytes);
+  } catch (const Error& e) {
+    recycle_block(block);
+    if (e.status() != Status::out_of_memory) throw;
+    backend_message = e.what();
+    return nullptr;
+  } catch (...) {
+    recycle_block(block);
+    throw;
+  }
+  if (ptr == nullptr) {
+    recycle_block(block);
+    backend_message = "raw_alloc returned null";
+    return nullptr;
+  }
+  block->ptr = static_cast<char*>(ptr);
+  block->size = segment_bytes;
+  block->small = small;
+  block->stream = stream;
+  try {
+    segments_.emplace(block->ptr, Segment{block, segment_bytes, small, stream});
+  } catch (...) {
+    impl.raw_free(ptr);
+    recycle_block(block);
+    throw;
+  }
+  ++stats.num_device_alloc;
+  stats.segment.increase(small, 1);
+  stats.reserved_bytes.increase(small, static_cast<std::int64_t>(segment_bytes));
+  return block;
+}
+
+Block* AllocatorState::split_for(Block* block, std::size_t size) {
+  const std::size_t remaining = block->size - size;
+  const bool split = block->small ? remaining >= kMinBlockSize
+                                  : (size < config.max_split_size && remaining > kSmallSize);
+  if (!split) return block;
+  // The allocated part keeps the lower address and the Block object, so a segment's head is stable.
+  Block* rest = new_block();
+  rest->ptr = block->ptr + size;
+  rest->size = remaining;
+  rest->small = block->small;
+  rest->stream = block->stream;
+  rest->prev = block;
+  rest->next = block->next;
+  if (block->next != nullptr) block->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  pool_insert(rest);
+  return block;
+}
+
+Block* AllocatorState::allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream) {
+  ++stats.cache_misses;
+  const bool small = bytes <= kSmallSize;
+  Block* block = new_block();
+  void* ptr = nullptr;
+  std::string backend_message;
+  try {
+    ptr = impl.raw_alloc(bytes);
+  } catch (const Error& e) {
+    recycle_block(block);
+    if (e.status() != Status::out_of_memory) throw;
+    backend_message = e.what();
+  } catch (...) {
+    recycle_block(block);
+    throw;
+  }
+  if (ptr == nullptr) {
+    if (backend_message.empty()) {
+      recycle_block(block);
+      backend_message = "raw_alloc returned null";
+    }
+    ++stats.num_ooms;
+    throw Error(Status::out_of_memory, oom_message_locked(bytes, bytes, false, backend_message));
+  }
+  block->ptr = static_cast<char*>(ptr);
+  block->size = bytes;
+  block->small = small;
+  try {
+    segments_.emplace(block->ptr, Segment{block, bytes, small, stream});
+  } catch (...) {
+    impl.raw_free(ptr);
+    recycle_block(block);
+    throw;
+  }
+  ++stats.num_device_alloc;
+  stats.segment.increase(small, 1);
+  stats.reserved_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  block->allocated = true;
+  block->stream = stream;
+  block->requested = bytes;
+  stats.allocation.increase(small, 1);
+  stats.allocated_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  stats.active.increase(small, 1);
+  stats.active_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  stats.requested_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  return block;
+}
+
+void AllocatorState::free(Block* block) noexcept {
+  std::lock_guard lock(mutex);
+  stats.allocation.decrease(block->small, 1);
+  stats.allocated_bytes.decrease(block->small, static_cast<std::int64_t>(block->size));
+  stats.requested_bytes.decrease(block->small, static_cast<std::int64_t>(block->requested));
+  block->allocated = false;
+  block->requested = 0;
+  // Without a cache the memory goes back to the backend, which on an asynchronous device must
+  // wait for the stream's work: the same events as record_stream do that without blocking.
+  const bool needs_events = !block->stream_uses.empty() || (!config.caching && block->stream != nullptr);
+  if (needs_events) {
+    insert_free_events(block);
+    if (block->pending_events > 0) return;
+    block->stream = nullptr;
+  }
+  finish_free(block);
+}
+
+void AllocatorState::finish_free(Block* block) {
+  stats.active.decrease(block->small, 1);
+  stats.active_bytes.decrease(block->small, static_cast<std::int64_t>(block->size));
+  if (!config.caching) {
+    release_segment(block);
+    return;
+  }
+  free_block(block);
+}
+
+namespace {
+// A free block keyed to stream S may merge with one free for any stream (key nullptr); the result
+// belongs to S. Blocks of two different streams stay apart.
+bool compatible(const runtime::StreamImpl* a, const runtime::StreamImpl* b) {
+  return a == b || a == nullptr || b == nullptr;
+}
+}  // namespace
+
+void AllocatorState::free_block(Block* block) {
+  if (Block* prev = block->prev; prev != nullptr && prev->in_pool && compatible(prev->stream, block->stream)) {
+    pool_erase(prev);
+    if (prev->stream == nullptr) prev->stream = block->stream;
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    recycle_block(block);
+    block = prev;
+  }
+  if (Block* next = block->next; next != nullptr && next->in_pool && compatible(next->stream, block->stream)) {
+    pool_erase(next);
+    if (block->stream == nullptr) block->stream = next->stream;
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    recycle_block(next);
+  }
+  pool_insert(block);
+}
+
+void AllocatorState::record_stream(Block* block, runtime::StreamImpl& stream) {
+  std::lock_guard lock(mutex);
+  if (!block->allocated) throw Error(Status::invalid_argument, "record_stream on a freed buffer");
+  if (&stream == block->stream) return;
+  for (const auto* used : block->stream_uses) {
+    if (used == &stream) return;
+  }
+  block->stream_uses.push_back(&stream);
+}
+
+void AllocatorState::insert_free_events(Block* block) noexcept {
+  // Events on the owning stream too: once all complete no stream has work on the block left, so
+  // it is reused by any stream.
+  const auto record_on = [&](runtime::StreamImpl* stream) {
+    try {
+      auto event = take_event();
+      stream->record(*event);
+      pending_.push_back({std::move(event), block});
+      ++block->pending_events;
+    } catch (const std::exception& e) {
+      // Without an event the only safe course is to wait now; if even that fails the block is
+      // kept out of the pools for good rather than risk handing out memory still in use.
+      try {
+        stream->synchronize();
+        log::warn("caching allocator of " + name + ": recording a free event failed (" + e.what() +
+                  "); synchronised the stream instead");
+      } catch (const std::exception& e2) {
+        ++block->pending_events;
+        log::error("caching allocator of " + name + ": cannot record or wait for a free event (" + e2.what() +
+                   "); a block of " + format_bytes(block->size) + " is leaked");
+      }
+    }
+  };
+  if (block->stream != nullptr) record_on(block->stream);
+  for (auto* used : block->stream_uses) record_on(used);
+  block->stream_uses.clear();
+}
+
+void AllocatorState::process_events() {
+  for (std::size_t i = 0; i < pending_.size();) {
+    bool done = false;
+    try {
+      done = pending_[i].event->query();
+    } catch (const std::exception& e) {
+      log::warn_once("alloc-event-query", "caching allocator of " + name + ": event query failed (" + e.what() +
+                                              "); the block stays reserved");
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    Block* block = pending_[i].block;
+    spare_events_.push_back(std::move(pending_[i].event));
+    if (i + 1 != pending_.size()) pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
+    if (--block->pending_events == 0) {
+      block->stream = nullptr;
+      finish_free(block);
+    }
+  }
+}
+
+void AllocatorState::empty_cache() {
+  std::unique_lock lock(mutex);
+  sync_and_release(lock);
+}
+
+void AllocatorState::sync_and_release(std::unique_lock<std::mutex>& lock) {
+  // Unlocked while waiting: work on a stream may free buffers (a host task owning one), which
+  // needs this lock.
+  lock.unlock();
+  bool synced = true;
+  try {
+    impl.synchronize();
+  } catch (const std::exception& e) {
+    synced = false;
+    log::warn("caching allocator of " + name + ": device synchronize failed (" + e.what() +
+              "); only memory free for every stream is released");
+  }
+  lock.lock();
+  ++stats.num_sync_all_streams;
+  process_events();
+  if (synced && config.caching) make_free_blocks_shared();
+  release_free_segments(synced);
+}
+
+void AllocatorState::make_free_blocks_shared() {
+  // After a device-wide synchronize no stream has work on a free block, so each becomes free for
+  // every stream and neighbours that stayed apart because of their streams merge now.
+  for (auto& entry : segments_) {
+    for (Block* block = entry.second.head; block != nullptr; block = block->next) {
+      if (!block->in_pool) continue;
+      pool_erase(block);
+      block->stream = nullptr;
+      while (block->next != nullptr && block->next->in_pool) {
+        Block* next = block->next;
+        pool_erase(next);
+        block->size += next->size;
+        block->next = next->next;
+        if (next->next != nullptr) next->next->prev = block;
+        recycle_block(next);
+      }
+      pool_insert(block);
+    }
+  }
+}
+
+void AllocatorState::release_free_segments(bool synced) {
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Block* head = it->second.head;
+    ++it;  // release_segment erases the current entry
+    if (head->in_pool && !head->is_split() && (synced || head->stream == nullptr)) release_segment(head);
+  }
+}
+
+void AllocatorState::release_segment(Block* head) {
+  if (head->in_pool) pool_erase(head);
+  impl.raw_free(head->ptr);
+  ++stats.num_device_free;
+  stats.segment.decrease(head->small, 1);
+  stats.reserved_bytes.decrease(head->small, static_cast<std::int64_t>(head->size));
+  segments_.erase(head->ptr);
+  recycle_block(head);
+}
+
+void AllocatorState::pool_insert(Block* block) {
+  block->in_pool = true;
+  if (block->is_split()) {
+    stats.inactive_split.increase(block->small, 1);
+    stats.inactive_split_bytes.increase(block->small, static_cast<std::int64_t>(block->size));
+  }
+  Pool& pool = pool_of(block->small);
+  if (!spare_nodes_.empty()) {
+    auto node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.value() = block;
+    pool.insert(std::move(node));
+  } else {
+    pool.insert(block);
+  }
+}
+
+void AllocatorState::pool_erase(Block* block) {
+  Pool& pool = pool_of(block->small);
+  pool_erase(pool, pool.find(block));
+}
+
+void AllocatorState::pool_erase(Pool& pool, Pool::iterator it) {
+  Block* block = *it;
+  spare_nodes_.push_back(pool.extract(it));
+  block->in_pool = false;
+  // A free block's neighbours change only while it is out of the pool, so this matches its insert.
+  if (block->is_split()) {
+    stats.inactive_split.decrease(block->small, 1);
+    stats.inactive_split_bytes.decrease(block->small, static_cast<std::int64_t>(block->size));
+  }
+}
+
+Block* AllocatorState::new_block() {
+  Block* block;
+  if (!spare_blocks_.empty()) {
+    block = spare_blocks_.back();
+    spare_blocks_.pop_back();
+  } else {
+    block = &block_storage_.emplace_back();
+  }
+  block->ptr = nullptr;
+  block->size = 0;
+  block->requested = 0;
+  block->stream = nullptr;
+  block->prev = block->next = nullptr;
+  block->small = block->allocated = block->in_pool = false;
+  block->pending_events = 0;
+  block->stream_uses.clear();
+  return block;
+}
+
+void AllocatorState::recycle_block(Block* block) { spare_blocks_.push_back(block); }
+
+std::unique_ptr<runtime::EventImpl> AllocatorState::take_event() {
+  if (!spare_events_.empty()) {
+    auto event = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return event;
+  }
+  return impl.create_event(false);
+}
+
+}  // namespace galley::memory::detail

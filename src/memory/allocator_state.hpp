@@ -1,0 +1,139 @@
+// Internals of the caching allocator: blocks, pools and the state behind one CachingAllocator.
+// Every member is guarded by `mutex` unless noted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "galley/memory/allocator_config.hpp"
+#include "galley/memory/allocator_stats.hpp"
+#include "galley/runtime/backend.hpp"
+#include "galley/runtime/device.hpp"
+
+namespace galley::memory::detail {
+
+// PyTorch's constants (CUDACachingAllocator.cpp), kept so figures and advice carry over.
+constexpr std::size_t kMinBlockSize = 512;               // every size is a multiple of this
+constexpr std::size_t kSmallSize = std::size_t{1} << 20;  // requests up to this use the small pool
+constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;   // small-pool segment size
+constexpr std::size_t kLargeBuffer = std::size_t{20} << 20;  // segment for 1-10 MiB requests
+constexpr std::size_t kMinLargeAlloc = std::size_t{10} << 20;
+constexpr std::size_t kRoundLarge = std::size_t{2} << 20;  // larger segments round to this
+// Above this no rounding arithmetic can overflow and no device could serve the request anyway.
+constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
+
+/// A contiguous piece of a segment: allocated, free in a pool, or freed and awaiting events.
+struct Block {
+  char* ptr = nullptr;
+  std::size_t size = 0;       // rounded; blocks of a segment add up to the segment
+  std::size_t requested = 0;  // caller's size while allocated
+  // Allocated: the owning stream. Free: the pool key, i.e. the only stream that may reuse the
+  // block at once; nullptr means any stream may.
+  runtime::StreamImpl* stream = nullptr;
+  Block* prev = nullptr;  // neighbours in the segment, by address
+  Block* next = nullptr;
+  bool small = false;
+  bool allocated = false;
+  bool in_pool = false;
+  int pending_events = 0;  // events still to complete before the freed block returns to a pool
+  std::vector<runtime::StreamImpl*> stream_uses;  // record_stream; empty (no heap) in the common case
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+/// Orders free blocks by (stream, size, address): lower_bound gives the best fit on one stream.
+struct BlockLess {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<const runtime::StreamImpl*>()(a->stream, b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<const char*>()(a->ptr, b->ptr);
+  }
+};
+using Pool = std::set<Block*, BlockLess>;
+
+/// One raw_alloc. `head` is the lowest block; merges always keep the lower block, so it never changes.
+struct Segment {
+  Block* head = nullptr;
+  std::size_t size = 0;
+  bool small = false;
+  runtime::StreamImpl* stream = nullptr;  // stream of the request that created it
+};
+
+struct PendingEvent {
+  std::unique_ptr<runtime::EventImpl> event;
+  Block* block = nullptr;
+};
+
+class AllocatorState {
+ public:
+  AllocatorState(runtime::DeviceImpl& impl, std::optional<runtime::Device> device, AllocatorConfig config,
+                 std::string name);
+
+  // Entry points; each takes the lock itself.
+  Block* allocate(std::size_t bytes, runtime::StreamImpl* stream);
+  void free(Block* block) noexcept;
+  void record_stream(Block* block, runtime::StreamImpl& stream);
+  void empty_cache();
+  ~AllocatorState();
+
+  // Reports (allocator_report.cpp); callers hold the lock.
+  std::string snapshot_json_locked() const;
+  void check_invariants_locked() const;
+  std::string oom_message_locked(std::size_t bytes, std::size_t segment_bytes, bool over_fraction,
+                                 const std::string& backend_message) const;
+  std::size_t largest_free_block_locked() const;
+
+  runtime::DeviceImpl& impl;
+  const std::optional<runtime::Device> device;
+  const AllocatorConfig config;
+  const std::string name;
+  mutable std::mutex mutex;
+  AllocatorStats stats;
+
+ private:
+  std::size_t round_size(std::size_t bytes) const;
+  std::size_t segment_size(std::size_t rounded) const;
+  Pool& pool_of(bool small) { return small ? small_pool_ : large_pool_; }
+
+  Block* find_cached(std::size_t size, bool small, runtime::StreamImpl* stream);
+  Block* take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size);
+  Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream, bool& over_fraction,
+                         std::string& backend_message);
+  Block* split_for(Block* block, std::size_t size);
+  void finish_free(Block* block);
+  void free_block(Block* block);
+  void insert_free_events(Block* block) noexcept;
+  void process_events();
+  void sync_and_release(std::unique_lock<std::mutex>& lock);
+  void make_free_blocks_shared();
+  void release_free_segments(bool synced);
+  void release_segment(Block* head);
+  Block* allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream);
+
+  void pool_insert(Block* block);
+  void pool_erase(Block* block);
+  void pool_erase(Pool& pool, Pool::iterator it);
+  Block* new_block();
+  void recycle_block(Block* block);
+  std::unique_ptr<runtime::EventImpl> take_event();
+
+  Pool small_pool_, large_pool_;
+  std::vector<Pool::node_type> spare_nodes_;  // set nodes kept for reuse: no heap traffic on hits
+  std::deque<Block> block_storage_;           // stable addresses; recycled through spare_blocks_
+  std::vector<Block*> spare_blocks_;
+  std::map<const char*, Segment> segments_;
+  std::vector<std::unique_ptr<runtime::EventImpl>> spare_events_;
+  std::vector<PendingEvent> pending_;
+  std::size_t reserve_limit_ = SIZE_MAX;  // memory_fraction x device total
+};
+
+}  // namespace galley::memory::detail
