@@ -115,6 +115,23 @@ TEST(CpuConvDepthwise, RefusesNonDepthwise) {
   expect_refused("cpu.conv.depthwise", make(1, 8, 8, 8, 16, 3, 3, 1, 1, 1, 8), "multiplier");
 }
 
+TEST(CpuConvDirect, MatchesReferenceOverShapes) {
+  for (Layout l : kLayouts) {
+    for (DType d : kDtypes) expect_pass("cpu.conv.direct", make(2, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, l, d));
+    expect_pass("cpu.conv.direct", make(2, 3, 31, 29, 17, 7, 7, 3, 2, 1, 1, l));     // conv1-like
+    expect_pass("cpu.conv.direct", make(1, 16, 15, 13, 40, 3, 3, 2, 1, 2, 1, l));    // dilated, K tail
+    expect_pass("cpu.conv.direct", make(1, 32, 12, 11, 32, 3, 3, 1, 2, 1, 32, l));   // depthwise
+    expect_pass("cpu.conv.direct", make(2, 64, 9, 9, 64, 3, 3, 1, 1, 1, 8, l));      // 8 channels per group
+    expect_pass("cpu.conv.direct", make(1, 46, 9, 10, 46, 3, 3, 1, 1, 1, 2, l));     // 23 per group
+    expect_pass("cpu.conv.direct", make(1, 23, 17, 19, 5, 5, 5, 2, 1, 1, 1, l));
+    expect_pass("cpu.conv.direct", make(1, 6, 11, 13, 4, 1, 7, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.direct", make(1, 6, 11, 13, 4, 7, 1, 3, 1, 1, 1, l));
+    expect_pass("cpu.conv.direct", make(2, 8, 9, 9, 24, 1, 1, 0, 2, 1, 1, l));      // strided 1x1
+    expect_pass("cpu.conv.direct", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));        // padding past the reach
+    expect_pass("cpu.conv.direct", make(1, 5, 3, 40, 33, 3, 3, 1, 1, 1, 1, l));      // long rows, ragged K
+  }
+}
+
 TEST(CpuConvIm2colGemm, WorkspaceIsBoundedForLargeImages) {
   // 512 channels of 3x3 on a 64x64 image: the full column matrix would be 75 MB per image.
   const auto p = make(8, 512, 64, 64, 512, 3, 3, 2, 1, 2, 1);
