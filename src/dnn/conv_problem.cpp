@@ -125,7 +125,7 @@ void ConvProblem::check_tensors(const TensorDesc& xd, const TensorDesc& wd, cons
     t.got.validate(t.name);
     if (t.got.dtype != t.want.dtype || t.got.dims != t.want.dims) bad(tensor_mismatch(t.name, t.got, t.want));
     // Solvers index packed tensors; a strided view must be made contiguous by the caller.
-    if (t.got.strides != t.want.strides) {
+    if (!t.got.is_packed(layout)) {
       bad(std::string("conv problem: ") + t.name + " tensor " + t.got.to_string() + " is not packed " +
           to_string(layout) + " (want strides of " + t.want.to_string() + ")");
     }

@@ -90,7 +90,13 @@ std::size_t TensorDesc::bytes() const {
 }
 
 bool TensorDesc::is_packed(Layout layout) const {
-  return strides == packed(dtype, layout, dims[0], dims[1], dims[2], dims[3]).strides;
+  // A dimension of size 1 is never stepped over, so its stride does not change the memory (as in
+  // PyTorch's is_contiguous): NCHW with C == 1 is also NHWC.
+  const auto want = packed(dtype, layout, dims[0], dims[1], dims[2], dims[3]).strides;
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (dims[i] != 1 && strides[i] != want[i]) return false;
+  }
+  return true;
 }
 
 void TensorDesc::validate(std::string_view what) const {

@@ -12,9 +12,9 @@
 namespace galley::dnn {
 
 /// Enqueues y = conv(x, w) on `stream` and returns the solver that ran.
-/// x, w and y are memory of stream.device(), packed in problem.layout (the descriptors must equal
-/// problem.x_desc(), w_desc(), y_desc(); anything else throws Error(invalid_argument) naming the
-/// tensor). With `solver` null the first solver of the device's list whose check() says yes runs
+/// x, w and y are memory of stream.device(), packed in problem.layout (the descriptors need the
+/// dims and dtype of problem.x_desc(), w_desc(), y_desc() and packed strides; anything else throws
+/// Error(invalid_argument) naming the tensor). With `solver` null the first solver of the device's list whose check() says yes runs
 /// (the tuner will choose by measurement later); a given solver must belong to the device's backend
 /// and accept the problem, else Error(unsupported) with its reason. Workspace comes from the
 /// caching allocator, stream-ordered. Like every stream op it returns before the work is done.

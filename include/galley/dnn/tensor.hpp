@@ -30,7 +30,7 @@ struct TensorDesc {
   std::int64_t elements() const;
   /// Bytes spanned: (max offset + 1) * element size.
   std::size_t bytes() const;
-  /// True when the strides are exactly the packed strides of `layout`.
+  /// True when the strides are the packed strides of `layout` (strides of size-1 dims ignored).
   bool is_packed(Layout layout) const;
   /// Throws Error(invalid_argument) naming `what` and the field on non-positive dims or strides,
   /// or an extent that overflows.
