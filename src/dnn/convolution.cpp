@@ -6,7 +6,7 @@
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
-#include "workspace.hpp"
+#include "galley/memory/buffer.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -81,7 +81,8 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
   }
 
   const std::size_t ws_bytes = solver->workspace_bytes(problem, device);
-  Workspace workspace(stream, ws_bytes);
+  // Stream-ordered: freed when this returns, reused only by work enqueued after the solver's.
+  const memory::Buffer workspace = memory::allocate(stream, ws_bytes);
   const ConvArgs args{x, w, y, workspace.data(), ws_bytes};
   solver->run(stream, problem, args);
   return *solver;

@@ -16,9 +16,9 @@
 #include "conv_grid.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
-#include "dnn/workspace.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
 #include "galley/runtime/device.hpp"
 
 namespace galley::dnn {
@@ -46,9 +46,9 @@ struct SolverStats {
 };
 
 // Copies host bytes to a fresh device buffer of the same size.
-std::unique_ptr<Workspace> upload(runtime::Stream& s, const std::vector<std::byte>& host) {
-  auto buf = std::make_unique<Workspace>(s, host.size());
-  s.copy_h2d(buf->data(), host.data(), host.size());
+memory::Buffer upload(runtime::Stream& s, const std::vector<std::byte>& host) {
+  memory::Buffer buf = memory::allocate(s, host.size());
+  s.copy_h2d(buf.data(), host.data(), host.size());
   return buf;
 }
 
@@ -72,7 +72,8 @@ std::string run_one(const ConvSolver& solver, runtime::Stream& stream, const Con
   const runtime::Device& device = stream.device();
   const std::size_t y_bytes = p.y_desc().bytes();
   const std::size_t ws_bytes = solver.workspace_bytes(p, device);
-  Workspace y(stream, y_bytes + kGuard), ws(stream, ws_bytes + kGuard);
+  const memory::Buffer y = memory::allocate(stream, y_bytes + kGuard);
+  const memory::Buffer ws = memory::allocate(stream, ws_bytes + kGuard);
   try {
     stream.memset(y.data(), 0xff, y_bytes);
     stream.memset(static_cast<std::byte*>(y.data()) + y_bytes, static_cast<int>(kGuardByte), kGuard);
@@ -137,7 +138,7 @@ TEST_P(ConvConformance, EverySolverMatchesTheReference) {
     for (const ConvSolver* s : applicable) {
       SolverStats& st = stats[std::string(s->name())];
       double rel = 0;
-      const std::string failure = run_one(*s, stream, p, x_dev->data(), w_dev->data(), x, w, ref, &rel);
+      const std::string failure = run_one(*s, stream, p, x_dev.data(), w_dev.data(), x, w, ref, &rel);
       ++st.ran;
       st.worst = std::max(st.worst, rel);
       if (failure.empty()) {
@@ -267,7 +268,7 @@ TEST(ConvHarness, CatchesEveryKindOfFault) {
     const auto x_dev = upload(stream, x);
     const auto w_dev = upload(stream, w);
     double rel = 0;
-    const std::string failure = run_one(BrokenSolver(fault), stream, p, x_dev->data(), w_dev->data(), x, w, ref, &rel);
+    const std::string failure = run_one(BrokenSolver(fault), stream, p, x_dev.data(), w_dev.data(), x, w, ref, &rel);
     if (expect.empty()) {
       EXPECT_EQ(failure, "");
     } else {
