@@ -132,6 +132,37 @@ TEST(CpuConvDirect, MatchesReferenceOverShapes) {
   }
 }
 
+TEST(CpuConvWinograd, MatchesReferenceOnTrickySizes) {
+  const std::string wino = "cpu.conv.winograd_f4x3";
+  for (Layout l : kLayouts) {
+    for (DType d : kDtypes) expect_pass(wino, make(2, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, l, d));
+    expect_pass(wino, make(1, 8, 4, 4, 16, 3, 3, 1, 1, 1, 1, l));      // one tile
+    expect_pass(wino, make(1, 8, 5, 5, 16, 3, 3, 1, 1, 1, 1, l));      // tiles overhang by 3
+    expect_pass(wino, make(1, 3, 3, 3, 5, 3, 3, 0, 1, 1, 1, l));       // 1x1 output
+    expect_pass(wino, make(3, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, l));   // the transpose path
+    expect_pass(wino, make(1, 24, 9, 30, 40, 3, 3, 0, 1, 1, 1, l));    // no padding, K not /16
+    expect_pass(wino, make(1, 16, 7, 7, 8, 3, 3, 2, 1, 1, 1, l));      // padding 2
+    expect_pass(wino, make(2, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, l));   // long reductions
+  }
+}
+
+TEST(CpuConvWinograd, ManyTilesSpanSeveralPasses) {
+  // A pass holds 12 MiB of V and M, 36 x (C + K) floats per tile: with C = 1024 and K = 16 that
+  // is 84 tiles, so these 4 x 25 tiles take two passes and the second starts inside image 3.
+  // 1024 input channels also exercise the chunked reduction's accuracy.
+  expect_pass("cpu.conv.winograd_f4x3", make(4, 1024, 20, 20, 16, 3, 3, 1, 1, 1, 1));
+  expect_pass("cpu.conv.winograd_f4x3", make(4, 1024, 20, 20, 16, 3, 3, 1, 1, 1, 1, Layout::nhwc));
+}
+
+TEST(CpuConvWinograd, RefusesOtherShapes) {
+  const std::string wino = "cpu.conv.winograd_f4x3";
+  expect_refused(wino, make(1, 8, 8, 8, 8, 5, 5, 2, 1, 1, 1), "not 3x3");
+  expect_refused(wino, make(1, 8, 8, 8, 8, 1, 3, 0, 1, 1, 1), "not 3x3");
+  expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 1, 2, 1, 1), "stride");
+  expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 2, 1, 2, 1), "dilation");
+  expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 2), "groups");
+}
+
 TEST(CpuConvIm2colGemm, WorkspaceIsBoundedForLargeImages) {
   // 512 channels of 3x3 on a 64x64 image: the full column matrix would be 75 MB per image.
   const auto p = make(8, 512, 64, 64, 512, 3, 3, 2, 1, 2, 1);

@@ -1,0 +1,119 @@
+// cpu.conv.winograd_f4x3: 3x3, stride 1, dilation 1, groups 1, Winograd F(4x4, 3x3). Per pass
+// over a block of tiles: transform the inputs (V), 36 independent GEMMs (M = V * U, one per
+// transformed position), transform the outputs; each phase is split over the pool. The weight
+// transform (U) runs once per call. See conv_winograd_kernels.hpp for the layouts.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/conv_winograd_kernels.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace galley::backends::cpu {
+namespace winograd {
+
+// V and M of one pass stay within this, so the workspace is bounded whatever the batch.
+constexpr std::int64_t kPassBytes = std::int64_t{12} << 20;
+
+Geometry Geometry::of(const ConvShape& s) {
+  Geometry g{};
+  g.s = s;
+  g.tiles_h = (s.ho + 3) / 4;
+  g.tiles_w = (s.wo + 3) / 4;
+  g.tiles = s.n * g.tiles_h * g.tiles_w;
+  g.cp = (s.c + 7) / 8 * 8;
+  g.k16 = (s.k + 15) / 16 * 16;
+  const std::int64_t per_tile = 36 * (g.cp + g.k16) * static_cast<std::int64_t>(sizeof(float));
+  g.block = std::clamp<std::int64_t>(kPassBytes / per_tile, 6, g.tiles);
+  return g;
+}
+
+}  // namespace winograd
+
+namespace {
+
+class ConvWinogradF4x3 final : public CpuConvSolver {
+ public:
+  std::string_view name() const override { return "cpu.conv.winograd_f4x3"; }
+
+ protected:
+  dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
+    if (!cpu_has_avx2_fma()) return dnn::Applicability::no("needs AVX2 and FMA, which this CPU lacks");
+    if (p.y != 3 || p.x != 3) {
+      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) + " is not 3x3");
+    }
+    if (p.stride_h != 1 || p.stride_w != 1) {
+      return dnn::Applicability::no("stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+                                    " is not 1");
+    }
+    if (p.dilation_h != 1 || p.dilation_w != 1) {
+      return dnn::Applicability::no("dilation " + std::to_string(p.dilation_h) + "x" +
+                                    std::to_string(p.dilation_w) + " is not 1");
+    }
+    if (p.groups != 1) return dnn::Applicability::no("groups " + std::to_string(p.groups) + " is not 1");
+    return dnn::Applicability::yes();
+  }
+
+  std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
+    const winograd::Geometry g = winograd::Geometry::of(ConvShape::of(problem));
+    return align_up64(static_cast<std::size_t>(g.u_floats()) * sizeof(float)) +
+           align_up64(static_cast<std::size_t>(g.v_floats()) * sizeof(float)) +
+           align_up64(static_cast<std::size_t>(g.m_floats()) * sizeof(float));
+  }
+
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                   void* ws) const override {
+    const winograd::Geometry g = winograd::Geometry::of(ConvShape::of(problem));
+    const ConvShape& s = g.s;
+    char* base = static_cast<char*>(ws);
+    auto* u = reinterpret_cast<float*>(base);
+    base += align_up64(static_cast<std::size_t>(g.u_floats()) * sizeof(float));
+    auto* v = reinterpret_cast<float*>(base);
+    base += align_up64(static_cast<std::size_t>(g.v_floats()) * sizeof(float));
+    auto* m = reinterpret_cast<float*>(base);
+
+    // U: tasks of 8 output channels x up to 64 input channels.
+    const std::int64_t k8 = (s.k + 7) / 8, c_parts = (s.c + 63) / 64;
+    if (g.k16 != (k8 * 8)) std::fill(u, u + g.u_floats(), 0.0f);  // zero the padded panel lanes
+    parallel_for(0, k8 * c_parts, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t t = lo; t < hi; ++t) {
+        const std::int64_t kq = t / c_parts, cq = t % c_parts;
+        winograd::transform_weights(g, w, kq * 8, cq * 64, std::min(s.c, cq * 64 + 64), u);
+      }
+    });
+
+    const std::int64_t c8 = g.cp / 8, kb16 = g.k16 / 16;
+    constexpr std::int64_t kTileGroup = 8;  // tiles per transform task
+    for (std::int64_t first = 0; first < g.tiles; first += g.block) {
+      const std::int64_t count = std::min(g.block, g.tiles - first);
+      const std::int64_t groups = (count + kTileGroup - 1) / kTileGroup;
+      parallel_for(0, groups * c8, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t t = lo; t < hi; ++t) {
+          const std::int64_t tg = t / c8, cq = t % c8;
+          winograd::transform_input(g, x, first, tg * kTileGroup, std::min(count, tg * kTileGroup + kTileGroup),
+                                    cq * 8, v);
+        }
+      });
+      parallel_for(0, 36 * kb16, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t t = lo; t < hi; ++t) winograd::multiply(g, u, v, t / kb16, t % kb16, count, m);
+      });
+      parallel_for(0, groups * k8, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t t = lo; t < hi; ++t) {
+          const std::int64_t tg = t / k8, kq = t % k8;
+          winograd::transform_output(g, m, first, tg * kTileGroup, std::min(count, tg * kTileGroup + kTileGroup),
+                                     kq * 8, y);
+        }
+      });
+    }
+  }
+};
+
+const bool kRegistered = [] {
+  dnn::register_conv_solver("cpu", 30, std::make_unique<ConvWinogradF4x3>());
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::backends::cpu
