@@ -1,0 +1,241 @@
+// cuda.conv.cudnn: cuDNN 9's legacy convolution API, the vendor baseline every own solver is
+// measured against. Algorithms are chosen as PyTorch does with cudnn.benchmark=True: cuDNN times
+// every algorithm once per problem (cudnnFindConvolutionForwardAlgorithm) and the fastest that
+// fits the workspace cap wins; the choice is cached per (device, problem key).
+//
+// Math: f32 uses CUDNN_FMA_MATH (no TF32, so comparisons with fp32 peers are fair); f16/bf16
+// use tensor-op math with fp32 accumulation (compute type float).
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/runtime_check.hpp"
+#include "backends/gpu/conv_params.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+
+namespace galley::backends::cuda {
+namespace {
+
+using dnn::Applicability;
+using dnn::ConvProblem;
+using ScopedDevice = DeviceGuard;
+
+constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, about what frameworks allow
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error(Status::backend_error, std::string("cuda.conv.cudnn: ") + call + ": " + cudnnGetErrorString(status));
+}
+
+const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
+  switch (algo) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "UNKNOWN";
+  }
+}
+
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op+conversion";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "?";
+  }
+}
+
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: throw Error(Status::unsupported, std::string("cuda.conv.cudnn: dtype ") + to_string(dtype));
+  }
+}
+
+/// Descriptors and the chosen algorithm for one problem on one device. Immutable once built.
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::size_t workspace = 0;
+  float find_ms = 0;  // cuDNN's own timing of the winner
+  int candidates = 0;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+/// One cuDNN handle per device; cudnnSetStream + the call happen under its mutex.
+struct Handle {
+  std::mutex mutex;
+  cudnnHandle_t handle = nullptr;
+  // Never destroyed: solvers live until process exit, when the CUDA context may already be gone
+  // and cudnnDestroy could fault (PyTorch leaks its handles for the same reason).
+};
+
+class CudnnSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return "cuda.conv.cudnn"; }
+
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
+    if (p.direction != dnn::ConvDirection::forward) return Applicability::no("forward only");
+    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
+    try {
+      const gpu::ConvParams cp = gpu::make_params(p);
+      if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
+    } catch (const Error& e) {
+      return Applicability::no(e.what());
+    }
+    return Applicability::yes();
+  }
+
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan(p, device).workspace;
+  }
+
+  void run(runtime::Stream& stream, const ConvProblem& p, const dnn::ConvArgs& a) const override {
+    const Plan& pl = plan(p, stream.device());
+    if (a.workspace_bytes < pl.workspace)
+      throw Error(Status::invalid_argument, "cuda.conv.cudnn: workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(pl.workspace));
+    Handle& h = handle(stream.device());
+    stream.launch("cuda.conv.cudnn", [&] {
+      ScopedDevice guard(stream.device().index());
+      std::lock_guard lock(h.mutex);
+      check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
+      const float alpha = 1.f, beta = 0.f;
+      check_cudnn(cudnnConvolutionForward(h.handle, &alpha, pl.x, a.x, pl.w, a.w, pl.conv, pl.algo,
+                                          pl.workspace ? a.workspace : nullptr, pl.workspace, &beta, pl.y, a.y),
+                  "cudnnConvolutionForward");
+    });
+  }
+
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const Plan& pl = plan(p, device);
+    return std::string("algo ") + algo_name(pl.algo) + ", " + math_name(pl.math) + " math, workspace " +
+           std::to_string(pl.workspace) + " B, fastest of " + std::to_string(pl.candidates) +
+           " by cudnnFind (" + std::to_string(pl.find_ms) + " ms)";
+  }
+
+ private:
+  Handle& handle(const runtime::Device& device) const {
+    std::lock_guard lock(handles_mutex_);
+    auto& slot = handles_[device.index()];
+    if (!slot) {
+      auto h = std::make_unique<Handle>();
+      ScopedDevice guard(device.index());
+      check_cudnn(cudnnCreate(&h->handle), "cudnnCreate");
+      slot = std::move(h);
+    }
+    return *slot;
+  }
+
+  const Plan& plan(const ConvProblem& p, const runtime::Device& device) const {
+    const std::string key = device.name() + "|" + p.key();
+    {
+      std::lock_guard lock(plans_mutex_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return *it->second;
+    }
+    auto pl = build_plan(p, device);
+    std::lock_guard lock(plans_mutex_);
+    auto [it, inserted] = plans_.emplace(key, std::move(pl));
+    return *it->second;
+  }
+
+  std::unique_ptr<Plan> build_plan(const ConvProblem& p, const runtime::Device& device) const {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    auto pl = std::make_unique<Plan>();
+    const cudnnDataType_t dt = data_type(cp.dtype);
+    const cudnnTensorFormat_t fmt = cp.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    check_cudnn(cudnnCreateTensorDescriptor(&pl->x), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateTensorDescriptor(&pl->y), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateFilterDescriptor(&pl->w), "cudnnCreateFilterDescriptor");
+    check_cudnn(cudnnCreateConvolutionDescriptor(&pl->conv), "cudnnCreateConvolutionDescriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(pl->x, fmt, dt, cp.n, cp.c, cp.h, cp.w), "cudnnSetTensor4dDescriptor(x)");
+    check_cudnn(cudnnSetTensor4dDescriptor(pl->y, fmt, dt, cp.n, cp.k, cp.p, cp.q), "cudnnSetTensor4dDescriptor(y)");
+    check_cudnn(cudnnSetFilter4dDescriptor(pl->w, dt, fmt, cp.k, cp.cg, cp.r, cp.s), "cudnnSetFilter4dDescriptor");
+    check_cudnn(cudnnSetConvolution2dDescriptor(pl->conv, cp.pad_h, cp.pad_w, cp.stride_h, cp.stride_w, cp.dil_h,
+                                                cp.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    check_cudnn(cudnnSetConvolutionGroupCount(pl->conv, cp.groups), "cudnnSetConvolutionGroupCount");
+    const cudnnMathType_t wanted = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    check_cudnn(cudnnSetConvolutionMathType(pl->conv, wanted), "cudnnSetConvolutionMathType");
+    int n = 0, c = 0, h = 0, w = 0;
+    check_cudnn(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &c, &h, &w),
+                "cudnnGetConvolution2dForwardOutputDim");
+    if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
+      throw Error(Status::internal, "cuda.conv.cudnn: cuDNN's output size disagrees with the problem's for " + p.key());
+
+    Handle& hd = handle(device);
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    {
+      ScopedDevice guard(device.index());
+      std::lock_guard lock(hd.mutex);
+      // Find runs on the handle's stream and blocks; reset to the default stream first.
+      check_cudnn(cudnnSetStream(hd.handle, nullptr), "cudnnSetStream");
+      check_cudnn(cudnnFindConvolutionForwardAlgorithm(hd.handle, pl->x, pl->w, pl->conv, pl->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+                  "cudnnFindConvolutionForwardAlgorithm");
+    }
+    for (int i = 0; i < returned; ++i) {  // sorted by time, fastest first
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceCap) continue;
+      // f32 must stay on FMA math even if cuDNN offers a tensor-op (TF32) variant.
+      if (cp.dtype == DType::f32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+        continue;
+      ++pl->candidates;
+      if (pl->candidates == 1) {
+        pl->algo = perf[i].algo;
+        pl->math = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : perf[i].mathType;
+        pl->workspace = perf[i].memory;
+        pl->find_ms = perf[i].time;
+      }
+    }
+    if (pl->candidates == 0)
+      throw Error(Status::unsupported, "cuda.conv.cudnn: no cuDNN algorithm supports " + p.key());
+    check_cudnn(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
+    // The size cuDNN reports for the chosen algorithm with the final math type is the contract.
+    std::size_t ws = 0;
+    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(hd.handle, pl->x, pl->w, pl->conv, pl->y, pl->algo, &ws),
+                "cudnnGetConvolutionForwardWorkspaceSize");
+    pl->workspace = std::max(pl->workspace, ws);
+    return pl;
+  }
+
+  mutable std::mutex handles_mutex_;
+  mutable std::map<int, std::unique_ptr<Handle>> handles_;
+  mutable std::mutex plans_mutex_;
+  mutable std::map<std::string, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::ConvSolver> make_cudnn_conv_solver() { return std::make_unique<CudnnSolver>(); }
+
+}  // namespace galley::backends::cuda

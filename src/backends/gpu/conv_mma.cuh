@@ -1,0 +1,113 @@
+// The one header with vendor-specific matrix instructions for the conv kernels: NVIDIA's
+// mma.sync / ldmatrix / cp.async PTX (sm_80 and newer). GALLEY_GPU_MMA is 1 where they exist; code
+// that uses them sits behind `#if GALLEY_GPU_MMA`, and the hip build takes the SIMT paths instead
+// (an MFMA path for gfx90a would go here, behind its own macro).
+#pragma once
+
+#include "conv_device.cuh"
+
+#if !GALLEY_GPU_HIP
+#define GALLEY_GPU_MMA 1
+#else
+#define GALLEY_GPU_MMA 0
+#endif
+
+#if GALLEY_GPU_MMA
+namespace galley::backends::gpu::mma {
+
+// The device pass for an arch older than sm_80 compiles these to traps; the planners never pick
+// tensor-core kernels there (check() refuses such devices).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GALLEY_MMA_UNAVAILABLE 1
+#endif
+
+__device__ __forceinline__ unsigned smem_addr(const void* ptr) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(ptr));
+}
+
+/// 16-byte async copy global -> shared; `src_bytes` = 0 writes zeros (padding, out of range).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/// Four 8x8 b16 matrices; lane i supplies the row address of matrix i/8, row i%8.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  r[0] = r[1] = r[2] = r[3] = 0;
+  __trap();
+#endif
+}
+
+/// D(16x8, f32) += A(16x16, row) * B(16x8, col) for T = __half or bf16_t.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+template <>
+__device__ __forceinline__ void mma_16816<bf16_t>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+/// D(16x8, f32) += A(16x8, row) * B(8x8, col).
+template <typename T>
+__device__ __forceinline__ void mma_1688(float (&d)[4], unsigned a0, unsigned a1, unsigned b);
+template <>
+__device__ __forceinline__ void mma_1688<__half>(float (&d)[4], unsigned a0, unsigned a1, unsigned b) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(b));
+#else
+  __trap();
+#endif
+}
+template <>
+__device__ __forceinline__ void mma_1688<bf16_t>(float (&d)[4], unsigned a0, unsigned a1, unsigned b) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(b));
+#else
+  __trap();
+#endif
+}
+
+}  // namespace galley::backends::gpu::mma
+#endif  // GALLEY_GPU_MMA

@@ -1,0 +1,76 @@
+// Host-side view of one convolution for the single-source GPU kernels: a flat, 32-bit POD that
+// kernels take by value, and the launchers' declarations. Vendor-neutral on purpose (streams are
+// `void*`), so the cuda plugin's plain .cpp files (cuBLAS, cuDNN) can include it too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "galley/core/dtype.hpp"
+
+namespace galley::dnn {
+struct ConvProblem;
+}
+
+namespace galley::backends::gpu {
+
+/// The problem as kernels see it. Filter height/width are r/s (the problem's y/x), output p/q.
+/// 32-bit on purpose: the fast solvers' check() refuses tensors of 2^31 elements or more.
+struct ConvParams {
+  int n = 1, c = 1, h = 1, w = 1;
+  int k = 1, r = 1, s = 1;
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int groups = 1;
+  int p = 1, q = 1;          ///< output height, width
+  int cg = 1, kg = 1;        ///< channels per group in and out
+  bool nhwc = false;
+  DType dtype = DType::f32;
+
+  std::int64_t x_elems() const { return std::int64_t(n) * c * h * w; }
+  std::int64_t y_elems() const { return std::int64_t(n) * k * p * q; }
+  std::int64_t w_elems() const { return std::int64_t(k) * cg * r * s; }
+  std::int64_t pixels() const { return std::int64_t(n) * p * q; }
+  /// Reduction length of one output: cg * r * s.
+  std::int64_t kred() const { return std::int64_t(cg) * r * s; }
+};
+
+/// Builds the kernel view of a validated problem (throws Error(invalid_argument) if it is not).
+ConvParams make_params(const dnn::ConvProblem& problem);
+
+/// Empty when every tensor fits the 32-bit indexing of the fast kernels, else the reason.
+std::string too_large_for_int32(const ConvParams& p);
+
+/// A tiling choice for the implicit-GEMM kernels, derived only from the problem and the
+/// device's multiprocessor count so that workspace_bytes() and run() always agree.
+struct IgemmPlan {
+  int tile = 0;        ///< index into the kernel's tile table
+  int bm = 0, bn = 0;  ///< block tile over GEMM rows/cols
+  int splits = 1;      ///< split-K factor; > 1 needs an fp32 workspace of splits * y_elems
+  std::size_t workspace_bytes = 0;
+  std::string describe() const;
+};
+
+IgemmPlan plan_igemm_f32(const ConvParams& p, int sm_count);
+IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count);
+
+// Launchers. Each enqueues on `stream` (a cudaStream_t / hipStream_t) and throws
+// Error(backend_error) naming the kernel if the launch fails. Pointers are device memory.
+void launch_conv_direct(const ConvParams& p, const void* x, const void* w, void* y, void* stream);
+void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, void* y, void* stream);
+void launch_conv_grouped(const ConvParams& p, const void* x, const void* w, void* y, void* stream);
+/// True when launch_conv_grouped takes its tensor-core path for this problem (for detail()).
+bool grouped_uses_mma(const ConvParams& p);
+void launch_conv_igemm_f32(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                           void* y, void* workspace, void* stream);
+void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                          void* y, void* workspace, void* stream);
+/// True when this build has the mma.sync tensor-core kernels (CUDA); false on HIP, where
+/// launch_conv_igemm_tc runs the SIMT implicit GEMM instead.
+bool igemm_tc_has_mma();
+/// Sums `splits` fp32 partial outputs laid out back to back into y (converted to p.dtype).
+void launch_splitk_reduce(const ConvParams& p, int splits, const float* partial, void* y, void* stream);
+/// im2col for GEMM-based solvers. nchw: col[n][c*r*s][p*q]; nhwc: col[n*p*q][r*s*c]. groups == 1.
+void launch_im2col(const ConvParams& p, const void* x, void* col, void* stream);
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,206 @@
+// The single-source GPU conv solvers (check / workspace / run glue over the kernels in conv_*.cu)
+// and register_gpu_conv_solvers(), which each GPU plugin calls once while it loads.
+//
+// List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
+//   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   50 gpu.conv.igemm_f32
+//   90 gpu.conv.direct (claims everything: the GPU list's last entry)
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "conv_device.cuh"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+#include "register_conv_solvers.hpp"
+
+namespace galley::backends::gpu {
+namespace {
+
+using dnn::Applicability;
+using dnn::ConvArgs;
+using dnn::ConvProblem;
+
+struct DeviceInfo {
+  int sm_count = 1;
+  int arch_major = 0;  // compute capability major on CUDA (9 for sm_90); 0 elsewhere
+};
+
+// properties() may query the driver; solvers ask on every check(), so cache per device name.
+DeviceInfo device_info(const runtime::Device& device) {
+  static std::mutex mutex;
+  static std::map<std::string, DeviceInfo> cache;
+  {
+    std::lock_guard lock(mutex);
+    auto it = cache.find(device.name());
+    if (it != cache.end()) return it->second;
+  }
+  const runtime::DeviceProperties props = device.properties();
+  DeviceInfo info;
+  info.sm_count = std::max(1, props.compute_units);
+  if (props.arch.rfind("sm_", 0) == 0 && props.arch.size() >= 4) info.arch_major = props.arch[3] - '0';
+  if (props.arch.rfind("sm_1", 0) == 0 && props.arch.size() >= 5) info.arch_major = 10 + (props.arch[4] - '0');
+  std::lock_guard lock(mutex);
+  cache[device.name()] = info;
+  return info;
+}
+
+class GpuSolver : public dnn::ConvSolver {
+ public:
+  GpuSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  std::string_view name() const override { return name_; }
+
+ protected:
+  // What every single-source solver needs; empty when fine, else the reason.
+  std::string common_no(const ConvProblem& p, const runtime::Device& device, bool int32) const {
+    if (device.backend() != backend_) return "runs on " + backend_ + " devices, not " + device.name();
+    if (p.direction != dnn::ConvDirection::forward)
+      return std::string("forward only, not ") + dnn::to_string(p.direction);
+    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)";
+    try {
+      const ConvParams cp = make_params(p);
+      if (int32) return too_large_for_int32(cp);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return {};
+  }
+  void enqueue(runtime::Stream& stream, const std::function<void(void*)>& body) const {
+    stream.launch(name_, [&] {
+      ScopedDevice device(stream.device().index());
+      body(stream.native_handle());
+    });
+  }
+
+  std::string name_, backend_;
+};
+
+class DirectSolver final : public GpuSolver {
+ public:
+  explicit DirectSolver(std::string backend) : GpuSolver("gpu.conv.direct", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    enqueue(stream, [&](void* s) { launch_conv_direct(cp, a.x, a.w, a.y, s); });
+  }
+  std::string detail(const ConvProblem&, const runtime::Device&) const override {
+    return "one thread per output, 64-bit indexing";
+  }
+};
+
+class DepthwiseSolver final : public GpuSolver {
+ public:
+  explicit DepthwiseSolver(std::string backend) : GpuSolver("gpu.conv.depthwise", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (!(p.groups == p.c && p.groups > 1))
+      return Applicability::no("not depthwise (groups " + std::to_string(p.groups) + " != c " + std::to_string(p.c) + ")");
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    enqueue(stream, [&](void* s) { launch_conv_depthwise(cp, a.x, a.w, a.y, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device&) const override {
+    const bool vec = p.layout == dnn::Layout::nhwc && p.k == p.c && p.c % 8 == 0;
+    return vec ? "nhwc 8-channel vectors, weights in shared memory" : "scalar row strips";
+  }
+};
+
+class GroupedSolver final : public GpuSolver {
+ public:
+  explicit GroupedSolver(std::string backend) : GpuSolver("gpu.conv.grouped", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (p.groups < 2) return Applicability::no("groups == 1 (not grouped)");
+    const ConvParams cp = make_params(p);
+    if (!igemm_tc_has_mma()) return Applicability::no("needs mma.sync (this build has no tensor-core path)");
+    if (device_info(device).arch_major < 8) return Applicability::no("needs sm_80 or newer for mma.sync");
+    if (p.layout != dnn::Layout::nhwc) return Applicability::no("needs nhwc layout");
+    if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor-core path)");
+    if (cp.cg % 8 != 0 || cp.kg % 8 != 0)
+      return Applicability::no("channels per group in/out (" + std::to_string(cp.cg) + "/" + std::to_string(cp.kg) +
+                               ") must be multiples of 8");
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    enqueue(stream, [&](void* s) { launch_conv_grouped(cp, a.x, a.w, a.y, s); });
+  }
+  std::string detail(const ConvProblem&, const runtime::Device&) const override {
+    return "mma.sync m16n8k8 per group, operands from global/L1";
+  }
+};
+
+class IgemmF32Solver final : public GpuSolver {
+ public:
+  explicit IgemmF32Solver(std::string backend) : GpuSolver("gpu.conv.igemm_f32", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_igemm_f32(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = plan_igemm_f32(cp, device_info(stream.device()).sm_count);
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams cp = make_params(p);
+    return "fp32 SIMT, " + plan_igemm_f32(cp, device_info(device).sm_count).describe() +
+           (cp.cg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
+  }
+};
+
+class IgemmTcSolver final : public GpuSolver {
+ public:
+  explicit IgemmTcSolver(std::string backend) : GpuSolver("gpu.conv.igemm_tc", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
+    if (p.layout != dnn::Layout::nhwc) return Applicability::no("needs nhwc layout");
+    if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
+      return Applicability::no("needs sm_80 or newer for mma.sync");
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_igemm_tc(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = plan_igemm_tc(cp, device_info(stream.device()).sm_count);
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_igemm_tc(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams cp = make_params(p);
+    const std::string plan = plan_igemm_tc(cp, device_info(device).sm_count).describe();
+    if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan;
+    return "mma.sync m16n8k16, 4-stage cp.async, " + plan + (cp.cg % 8 == 0 ? "" : ", scalar gather");
+  }
+};
+
+}  // namespace
+
+void register_gpu_conv_solvers(std::string_view backend) {
+  const std::string b(backend);
+  dnn::register_conv_solver(backend, 10, std::make_unique<DepthwiseSolver>(b));
+  dnn::register_conv_solver(backend, 11, std::make_unique<GroupedSolver>(b));
+  dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
+  dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
+  dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
+}
+
+}  // namespace galley::backends::gpu
