@@ -10,8 +10,10 @@
 //   by requests on S, in stream order. A block used on other streams (Buffer::record_stream) gets
 //   an event recorded at the free on each of those streams and on S; it is reused only when all
 //   have completed, and then by any stream. Blocks allocated without a stream are reusable by any
-//   stream as soon as they are freed. Events are created only for record_stream blocks and pooled,
-//   so the common alloc/free pair performs no backend call and no heap allocation.
+//   stream as soon as they are freed. A block free for any stream that merges with a neighbour
+//   free on S belongs to S (PyTorch keeps such blocks on S too; merging beats fragmentation).
+//   Events are created only for record_stream blocks and pooled, so the common alloc/free pair
+//   performs no backend call and no heap allocation.
 // - On a failed raw_alloc the allocator synchronises the device, makes every cached block
 //   available to every stream, releases the cached segments that are wholly free and retries once;
 //   then it throws Error(out_of_memory) with the sizes that explain the failure.
