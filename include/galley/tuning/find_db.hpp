@@ -1,0 +1,111 @@
+// The persistent find-db: benchmarked, ranked solver lists per problem and device, in SQLite.
+//
+// Rows are keyed by problem key + device identity (name, arch, compute units) + Galley version +
+// driver version, so an upgrade, a driver update or another device never sees stale rows: they are
+// simply not matched (and stay in the file, visible to `galley db list`). A read-only system db
+// shipped beside the install (share/galley/finddb.sqlite) is consulted under the user db.
+//
+// Robustness (the pains of MIOpen's find-db): several processes may tune into one file at once
+// (WAL, busy timeout plus retries; "database is locked" never reaches the caller); a corrupt file
+// is reported once, moved aside as <file>.corrupt-<time> and replaced by a fresh db; an unwritable
+// folder or file is reported once and the process continues with an in-memory db (the unwritable
+// file, when readable, is still consulted). No method throws for these conditions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "galley/runtime/device.hpp"
+
+namespace galley::tuning {
+
+/// What a find-db row must match besides the problem key.
+struct DeviceIdentity {
+  std::string name;            ///< "NVIDIA H200", the CPU model name
+  std::string arch;            ///< "sm_90", "gfx90a", "avx2"
+  int compute_units = 0;       ///< SMs, CUs, cpu pool threads
+  std::string driver_version;  ///< driver (GPU) or kernel (cpu) version
+  std::string galley_version;  ///< version_string() of the library that tuned
+
+  /// The identity of `device` as this build of Galley sees it.
+  static DeviceIdentity of(const runtime::Device& device);
+  /// "NVIDIA H200 sm_90 x132, driver 13.0, galley 0.1.0" for messages and `galley db list`.
+  std::string to_string() const;
+  friend bool operator==(const DeviceIdentity&, const DeviceIdentity&) = default;
+};
+
+/// One ranked entry of a problem's list.
+struct FindRecord {
+  std::string solver;               ///< solver name, e.g. "cpu.conv.winograd_f4x3"
+  double ms = 0;                    ///< median time; NaN when not timed (the only applicable solver)
+  std::size_t workspace_bytes = 0;
+  int rank = 0;                     ///< 0 = fastest
+};
+
+/// A whole row, as listed, exported and imported.
+struct FindRow {
+  std::string problem;  ///< canonical problem key
+  DeviceIdentity device;
+  FindRecord record;
+  std::int64_t tuned_at = 0;  ///< unix seconds
+};
+
+/// Where the find-db files are.
+struct FindDbPaths {
+  std::filesystem::path user;    ///< read-write db; empty: in-memory only
+  std::filesystem::path system;  ///< read-only db consulted under the user db; empty: none
+};
+
+/// $GALLEY_CACHE_DIR, else $XDG_CACHE_HOME/galley, else $HOME/.cache/galley (not created here).
+std::filesystem::path default_cache_dir();
+/// <folder of libgalley>/../share/galley/finddb.sqlite (it need not exist).
+std::filesystem::path default_system_db_path();
+/// {default_cache_dir()/finddb.sqlite, default_system_db_path()}.
+FindDbPaths default_find_db_paths();
+
+/// The find-db. Thread-safe (one mutex); every process may hold its own FindDb on the same file.
+class FindDb {
+ public:
+  /// Opens (creating the folder 0700 and the file when missing) or falls back as described at the top.
+  explicit FindDb(FindDbPaths paths);
+  ~FindDb();
+  FindDb(const FindDb&) = delete;
+  FindDb& operator=(const FindDb&) = delete;
+
+  /// The ranked records of `problem` for `device`, best first: the user db's when it has any,
+  /// else the system db's (then *from_system_db is set). Empty on a miss.
+  std::vector<FindRecord> lookup(std::string_view problem, const DeviceIdentity& device,
+                                 bool* from_system_db = nullptr);
+  /// Replaces the records of `problem` for `device` by `ranked` (ranks renumbered 0..n-1) in one
+  /// transaction, so a concurrent reader sees the old list or the new one, never a mix.
+  void store(std::string_view problem, const DeviceIdentity& device, const std::vector<FindRecord>& ranked);
+
+  /// Every row of the user db (all devices and versions), ordered by problem, device, rank.
+  std::vector<FindRow> rows();
+  /// Deletes every row of the user db; returns how many.
+  std::size_t clear();
+  /// Writes rows() as JSON ({"format": "galley-finddb", "version": 1, "rows": [...]}).
+  void export_json(const std::filesystem::path& file);
+  /// Adds the rows of an exported file, replacing rows with the same key, device, versions and
+  /// rank. A missing, unreadable or malformed file throws Error naming it; returns the row count.
+  std::size_t import_json(const std::filesystem::path& file);
+
+  /// The user db file, or empty when none was configured.
+  const std::filesystem::path& user_path() const;
+  const std::filesystem::path& system_path() const;
+  /// True when the user db could not be opened for writing and rows live in memory only.
+  bool in_memory() const;
+  /// True when a system db was found and opened.
+  bool has_system_db() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace galley::tuning

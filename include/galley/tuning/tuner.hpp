@@ -1,0 +1,125 @@
+// The auto-tuner: chooses a conv solver per problem and device by measurement, remembers the
+// choice in an in-process cache and in the find-db, and honours the find modes.
+//
+//   tuning::Tuner& tuner = tuning::default_tuner();
+//   tuning::Pick p = tuner.pick(problem, device);   // p.solver, p.hit
+//   auto list = tuner.ranked(problem, device);      // [{solver, ms, workspace_bytes}], best first
+//
+// A hit (in-process cache or find-db) is trusted only after the stored solver still exists on the
+// device's backend, its check() still says yes and its workspace fits the limit; otherwise the
+// problem is re-tuned and the stored rows replaced. A hit served by the in-process cache touches
+// neither SQLite nor the solver registry.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/find_db.hpp"
+#include "galley/tuning/find_mode.hpp"
+
+namespace galley::tuning {
+
+/// Everything a Tuner is configured with.
+struct TunerOptions {
+  FindOptions find;  ///< mode, enforce, time box
+  /// The find-db files. Ignored in FindMode::off.
+  FindDbPaths db_paths;
+  /// Solvers needing more workspace are skipped. 0: a quarter of the device's memory, at most 4 GiB.
+  std::size_t workspace_limit = 0;
+  /// When not empty, only these solver names are candidates (tests, `--solver` style filters).
+  std::vector<std::string> only_solvers;
+
+  /// FindOptions::from_env() and default_find_db_paths().
+  static TunerOptions from_env();
+};
+
+/// One entry of a ranked list.
+struct RankedSolver {
+  std::string solver;
+  double ms = 0;  ///< median time; NaN when not timed (reference solver alone, or from a fast choice)
+  std::size_t workspace_bytes = 0;
+};
+
+/// Where a pick came from.
+enum class PickSource {
+  cache,       ///< the in-process cache (of a find-db hit or of this process's tuning)
+  user_db,     ///< a user find-db row
+  system_db,   ///< a system find-db row
+  tuned,       ///< benchmarked just now
+  list_order,  ///< the first applicable solver of the ordered list (fast miss, off)
+};
+const char* to_string(PickSource source) noexcept;
+
+/// The answer of pick().
+struct Pick {
+  const dnn::ConvSolver* solver = nullptr;  ///< never null
+  /// True when the solver came from stored tuning results (find-db, or the in-process cache of a
+  /// db hit or of earlier tuning) without benchmarking now; false after tuning or a list-order choice.
+  bool hit = false;
+  PickSource source = PickSource::list_order;
+};
+
+/// A solver that was not a candidate, and why.
+struct Rejection {
+  std::string solver;
+  std::string reason;
+};
+
+/// What benchmarking one problem produced (tune(), `galley tune`).
+struct TuneResult {
+  std::vector<RankedSolver> ranked;   ///< best first; solvers cut by the time box are absent
+  std::string list_order_choice;      ///< the first applicable solver of the ordered list
+  std::vector<Rejection> rejected;    ///< check() said no, workspace too large, reference skipped
+  double tune_ms = 0;                 ///< wall time spent benchmarking
+  bool time_box_hit = false;          ///< the time box stopped benchmarking early
+};
+
+class Tuner {
+ public:
+  explicit Tuner(TunerOptions options);
+  ~Tuner();
+  Tuner(const Tuner&) = delete;
+  Tuner& operator=(const Tuner&) = delete;
+
+  /// The solver to run `problem` on `device`, by the find mode (see find_mode.hpp). Throws
+  /// Error(unsupported) listing each solver's reason when none applies. Thread-safe.
+  Pick pick(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// The ranked list for `problem`: the stored one on a valid hit (hybrid/fast, no enforce),
+  /// otherwise benchmarked now (and stored unless the mode is off). Entries whose solver no longer
+  /// exists or applies are dropped.
+  std::vector<RankedSolver> ranked(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// Benchmarks now, whatever the mode, stores the list (unless off) and updates the cache.
+  TuneResult tune(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// The stored, still valid ranked list (in-process cache, then find-db), or empty on a miss.
+  /// Never benchmarks. Always empty in FindMode::off.
+  std::vector<RankedSolver> lookup(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// The first applicable solver of the ordered list within the workspace limit (what fast and
+  /// off choose on a miss). Throws Error(unsupported) with every reason when none applies.
+  const dnn::ConvSolver& list_order_choice(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// Forgets the in-process cache (the find-db is untouched).
+  void clear_cache();
+
+  const TunerOptions& options() const;
+  /// The find-db, opened on first use (pick() and ranked() never open it in FindMode::off).
+  FindDb& db();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The process-wide tuner used by dnn::convolution_forward, built from the environment on first
+/// use (TunerOptions::from_env(); a malformed variable throws here, and again on the next call).
+Tuner& default_tuner();
+
+}  // namespace galley::tuning

@@ -1,0 +1,47 @@
+// Measuring conv solvers for the tuner: which solvers are candidates (and why the others are not),
+// and timing them on one stream with events under a per-problem time box. Internal to libgalley.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
+
+namespace galley::tuning::detail {
+
+/// The solvers worth timing for one problem, in list order.
+struct Candidates {
+  std::vector<const dnn::ConvSolver*> timed;    ///< to benchmark (no reference when another applies)
+  const dnn::ConvSolver* list_first = nullptr;  ///< first applicable solver of the list within the limit
+  std::vector<Rejection> rejected;              ///< with reasons, also logged at debug level
+};
+
+/// Walks the device's ordered list: only_solvers filter, check(), workspace limit, reference rule.
+Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Device& device,
+                           std::size_t workspace_limit, const std::vector<std::string>& only_solvers);
+
+/// Error(unsupported) naming the problem, the device and every rejection's reason.
+[[noreturn]] void throw_no_solver(const dnn::ConvProblem& problem, const runtime::Device& device,
+                                  const std::vector<Rejection>& rejected);
+
+/// One solver's measurement.
+struct Timing {
+  const dnn::ConvSolver* solver = nullptr;
+  double median_ms = 0;
+  std::size_t workspace_bytes = 0;
+  int runs = 0;
+};
+
+/// Times `solvers` on random data: per solver a warm-up, then repeats until the median is stable
+/// (or a run cap, or the solver's share of the time box). A solver whose first two timed runs are far
+/// slower than the best so far is cut short. Solvers whose run throws are added to `rejected`.
+/// Returns the timings sorted fastest first; `time_box_hit` says whether the box cut anything.
+std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
+                                 const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
+                                 std::vector<Rejection>& rejected, bool& time_box_hit);
+
+}  // namespace galley::tuning::detail

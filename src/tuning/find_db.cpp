@@ -1,0 +1,394 @@
+// The find-db: opening with fallbacks, lookups through the layers, stores in one transaction, and
+// the recovery paths (corrupt file moved aside, unwritable file replaced by an in-memory db).
+#include "galley/tuning/find_db.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <mutex>
+#include <optional>
+
+#include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
+#include "galley/core/version.hpp"
+#include "sqlite.hpp"
+
+namespace galley::tuning {
+namespace {
+
+namespace fs = std::filesystem;
+using sqlite::Connection;
+using sqlite::Failure;
+using sqlite::SqliteError;
+
+// Bump when the table changes; a file with a newer schema is left alone (read by nobody here).
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kCreateTable = R"(
+CREATE TABLE IF NOT EXISTS find_rows (
+  problem  TEXT    NOT NULL,
+  device   TEXT    NOT NULL,
+  arch     TEXT    NOT NULL,
+  units    INTEGER NOT NULL,
+  driver   TEXT    NOT NULL,
+  galley   TEXT    NOT NULL,
+  rank     INTEGER NOT NULL,
+  solver   TEXT    NOT NULL,
+  ms       REAL,
+  workspace INTEGER NOT NULL,
+  tuned_at INTEGER NOT NULL,
+  PRIMARY KEY (problem, device, arch, units, driver, galley, rank)
+) WITHOUT ROWID)";
+
+constexpr const char* kSelectRecords =
+    "SELECT solver, ms, workspace, rank FROM find_rows WHERE problem=?1 AND device=?2 AND arch=?3 AND units=?4 "
+    "AND driver=?5 AND galley=?6 ORDER BY rank";
+
+constexpr const char* kSelectAll =
+    "SELECT problem, device, arch, units, driver, galley, rank, solver, ms, workspace, tuned_at FROM find_rows "
+    "ORDER BY problem, device, arch, units, driver, galley, rank";
+
+void bind_identity(sqlite::Statement& s, std::string_view problem, const DeviceIdentity& d) {
+  s.bind(1, problem).bind(2, d.name).bind(3, d.arch).bind(4, std::int64_t{d.compute_units});
+  s.bind(5, d.driver_version).bind(6, d.galley_version);
+}
+
+std::vector<FindRecord> select_records(Connection& c, std::string_view problem, const DeviceIdentity& d) {
+  auto s = c.prepare(kSelectRecords);
+  bind_identity(s, problem, d);
+  std::vector<FindRecord> out;
+  while (s.step()) {
+    out.push_back(FindRecord{s.column_text(0), s.column_double(1), static_cast<std::size_t>(s.column_int(2)),
+                             static_cast<int>(s.column_int(3))});
+  }
+  return out;
+}
+
+std::vector<FindRow> select_all(Connection& c) {
+  auto s = c.prepare(kSelectAll);
+  std::vector<FindRow> out;
+  while (s.step()) {
+    FindRow row;
+    row.problem = s.column_text(0);
+    row.device = DeviceIdentity{s.column_text(1), s.column_text(2), static_cast<int>(s.column_int(3)),
+                                s.column_text(4), s.column_text(5)};
+    row.record = FindRecord{s.column_text(7), s.column_double(8), static_cast<std::size_t>(s.column_int(9)),
+                            static_cast<int>(s.column_int(6))};
+    row.tuned_at = s.column_int(10);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+// Creates the table on a writable connection. WAL lets readers proceed while one process writes.
+void setup_schema(Connection& c) {
+  sqlite::with_busy_retry([&] { (void)c.query_text("PRAGMA journal_mode=WAL"); });
+  c.exec("PRAGMA synchronous=NORMAL");
+  int version = 0;
+  sqlite::with_busy_retry([&] { version = std::stoi(c.query_text("PRAGMA user_version").value_or("0")); });
+  if (version > kSchemaVersion) {
+    throw Error(Status::unsupported, "its schema version " + std::to_string(version) +
+                                         " is newer than this Galley's (" + std::to_string(kSchemaVersion) + ")");
+  }
+  if (version < kSchemaVersion) {
+    sqlite::with_busy_retry([&] {
+      sqlite::Transaction t(c);
+      c.exec(kCreateTable);
+      c.exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
+      t.commit();
+    });
+  }
+}
+
+// file: URIs need '?', '#' and '%' escaped.
+std::string file_uri(const fs::path& path, std::string_view query) {
+  std::string uri = "file:";
+  for (char ch : path.string()) {
+    if (ch == '?' || ch == '#' || ch == '%') {
+      char buffer[4];
+      std::snprintf(buffer, sizeof buffer, "%%%02X", static_cast<unsigned char>(ch));
+      uri += buffer;
+    } else {
+      uri += ch;
+    }
+  }
+  return uri + "?" + std::string(query);
+}
+
+// A read-only layer (system db, or a user db this process cannot write). mode=ro first; a WAL file in
+// an unwritable folder cannot be opened that way (no -shm can be made), so then immutable=1, which
+// reads the file as it is without locking.
+std::optional<Connection> open_read_layer(const fs::path& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+  for (const char* query : {"mode=ro", "immutable=1"}) {
+    try {
+      Connection c(file_uri(path, query), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+      (void)c.query_text("SELECT count(*) FROM find_rows");  // proves it is readable and ours
+      return c;
+    } catch (const SqliteError&) {
+      continue;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y%m%d-%H%M%S", &tm);
+  return buffer;
+}
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool valid = false;
+};
+
+FileId file_id(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return FileId{st.st_dev, st.st_ino, true};
+}
+
+}  // namespace
+
+DeviceIdentity DeviceIdentity::of(const runtime::Device& device) {
+  const auto p = device.properties();
+  return DeviceIdentity{p.name, p.arch, p.compute_units, p.driver_version, version_string()};
+}
+
+std::string DeviceIdentity::to_string() const {
+  return name + " " + arch + " x" + std::to_string(compute_units) + ", driver " + driver_version + ", galley " +
+         galley_version;
+}
+
+struct FindDb::State {
+  std::mutex mutex;
+  FindDbPaths paths;
+  Connection writer;               // the user file, or :memory: after a fallback
+  bool writer_is_file = false;
+  FileId writer_file;              // which file the writer opened (recovery must not move another's)
+  std::optional<Connection> user_read_only;  // the unwritable user file, still consulted
+  std::optional<Connection> system;
+  bool corrupt_recovered = false;  // one move-aside per process; a second corruption falls back
+
+  void open_writer() {
+    writer_is_file = false;
+    if (paths.user.empty()) return open_memory();
+    const fs::path dir = paths.user.has_parent_path() ? paths.user.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) {
+      fs::create_directories(dir, ec);
+      // Tuning results reveal what a user runs; the folder is private, as XDG asks of cache dirs.
+      if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+      if (ec) return fall_back_to_memory("cannot create folder " + dir.string() + ": " + ec.message());
+    }
+    try {
+      Connection c(paths.user.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+      if (c.read_only()) throw SqliteError(SQLITE_READONLY, "the file is write-protected");
+      setup_schema(c);
+      writer = std::move(c);
+      writer_is_file = true;
+      writer_file = file_id(paths.user);
+    } catch (const SqliteError& e) {
+      if (e.failure() == Failure::corrupt) return recover_corrupt(e.what());
+      fall_back_to_memory(e.what());
+    } catch (const Error& e) {  // a newer schema
+      fall_back_to_memory(e.what());
+    }
+  }
+
+  void open_memory() {
+    writer = Connection(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+    setup_schema(writer);
+    writer_is_file = false;
+  }
+
+  void fall_back_to_memory(const std::string& why) {
+    log::warn_once("finddb-unwritable:" + paths.user.string(),
+                   "find-db " + paths.user.string() + " cannot be written (" + why +
+                       "); this process keeps its tuning results in memory only");
+    writer.close();
+    user_read_only = open_read_layer(paths.user);
+    open_memory();
+  }
+
+  void recover_corrupt(const std::string& why) {
+    writer.close();
+    if (corrupt_recovered) return fall_back_to_memory("still corrupt after a fresh start: " + why);
+    corrupt_recovered = true;
+    const FileId now = file_id(paths.user);
+    // Another process may have moved the file aside and started a fresh one already: then that new
+    // file is not ours to move, we just open it.
+    const bool same_file = !writer_file.valid || (now.valid && now.dev == writer_file.dev && now.ino == writer_file.ino);
+    if (now.valid && same_file) {
+      const std::string aside = paths.user.string() + ".corrupt-" + timestamp();
+      std::error_code ec;
+      fs::rename(paths.user, aside, ec);
+      if (ec) return fall_back_to_memory("corrupt (" + why + ") and cannot be moved aside: " + ec.message());
+      for (const char* suffix : {"-wal", "-shm"}) {
+        const fs::path side = paths.user.string() + suffix;
+        if (fs::exists(side, ec)) fs::rename(side, aside + suffix, ec);
+      }
+      log::warn_once("finddb-corrupt:" + paths.user.string(),
+                     "find-db " + paths.user.string() + " is corrupt (" + why + "); moved aside as " + aside +
+                         ", starting a fresh one");
+    }
+    open_writer();
+  }
+
+  // Runs `body` on the writer. Busy: retried, then given up with one warning (the in-process cache
+  // still has the result). Corrupt: moved aside and the body rerun on the fresh db. Unwritable:
+  // in-memory from now on and the body rerun there. Returns false when the body was given up.
+  bool on_writer(const std::function<void(Connection&)>& body, bool throw_other) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      try {
+        sqlite::with_busy_retry([&] { body(writer); });
+        return true;
+      } catch (const SqliteError& e) {
+        switch (e.failure()) {
+          case Failure::busy:
+            log::warn_once("finddb-busy:" + paths.user.string(),
+                           "find-db " + paths.user.string() + " stayed locked for 60 s (" + e.what() +
+                               "); this result is kept in memory only");
+            return false;
+          case Failure::corrupt:
+            if (!writer_is_file) throw Error(Status::internal, std::string("in-memory find-db: ") + e.what());
+            recover_corrupt(e.what());
+            break;
+          case Failure::unwritable:
+            if (!writer_is_file) throw Error(Status::internal, std::string("in-memory find-db: ") + e.what());
+            fall_back_to_memory(e.what());
+            break;
+          case Failure::other:
+            if (throw_other) throw Error(Status::io_error, "find-db " + paths.user.string() + ": " + e.what());
+            log::warn_once("finddb-other:" + paths.user.string(),
+                           "find-db " + paths.user.string() + ": " + e.what() + "; ignoring the find-db");
+            return false;
+        }
+      }
+    }
+    return false;
+  }
+
+  // A read-only layer that fails is dropped with one warning; it can only cost a re-tune.
+  std::vector<FindRecord> read_layer(std::optional<Connection>& layer, const fs::path& path, std::string_view problem,
+                                     const DeviceIdentity& device) {
+    if (!layer) return {};
+    try {
+      std::vector<FindRecord> out;
+      sqlite::with_busy_retry([&] { out = select_records(*layer, problem, device); }, 5000);
+      return out;
+    } catch (const SqliteError& e) {
+      log::warn_once("finddb-read:" + path.string(),
+                     "find-db " + path.string() + " cannot be read (" + e.what() + "); ignoring it");
+      layer.reset();
+      return {};
+    }
+  }
+};
+
+FindDb::FindDb(FindDbPaths paths) : state_(std::make_unique<State>()) {
+  state_->paths = std::move(paths);
+  state_->open_writer();
+  if (!state_->paths.system.empty() && state_->paths.system != state_->paths.user) {
+    state_->system = open_read_layer(state_->paths.system);
+    std::error_code ec;
+    if (!state_->system && fs::exists(state_->paths.system, ec)) {
+      log::warn_once("finddb-read:" + state_->paths.system.string(),
+                     "system find-db " + state_->paths.system.string() + " cannot be read; ignoring it");
+    }
+  }
+}
+
+FindDb::~FindDb() = default;
+
+std::vector<FindRecord> FindDb::lookup(std::string_view problem, const DeviceIdentity& device,
+                                       bool* from_system_db) {
+  std::lock_guard lock(state_->mutex);
+  if (from_system_db != nullptr) *from_system_db = false;
+  std::vector<FindRecord> out;
+  state_->on_writer([&](Connection& c) { out = select_records(c, problem, device); }, false);
+  if (out.empty()) out = state_->read_layer(state_->user_read_only, state_->paths.user, problem, device);
+  if (out.empty()) {
+    out = state_->read_layer(state_->system, state_->paths.system, problem, device);
+    if (!out.empty() && from_system_db != nullptr) *from_system_db = true;
+  }
+  return out;
+}
+
+void FindDb::store(std::string_view problem, const DeviceIdentity& device, const std::vector<FindRecord>& ranked) {
+  std::lock_guard lock(state_->mutex);
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  state_->on_writer(
+      [&](Connection& c) {
+        sqlite::Transaction t(c);
+        auto del = c.prepare(
+            "DELETE FROM find_rows WHERE problem=?1 AND device=?2 AND arch=?3 AND units=?4 AND driver=?5 AND galley=?6");
+        bind_identity(del, problem, device);
+        del.step();
+        auto ins = c.prepare(
+            "INSERT INTO find_rows (problem, device, arch, units, driver, galley, rank, solver, ms, workspace, "
+            "tuned_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+        for (std::size_t rank = 0; rank < ranked.size(); ++rank) {
+          ins.reset();
+          bind_identity(ins, problem, device);
+          ins.bind(7, static_cast<std::int64_t>(rank)).bind(8, ranked[rank].solver).bind(9, ranked[rank].ms);
+          ins.bind(10, static_cast<std::int64_t>(ranked[rank].workspace_bytes)).bind(11, now);
+          ins.step();
+        }
+        t.commit();
+      },
+      false);
+}
+
+std::vector<FindRow> FindDb::rows() {
+  std::lock_guard lock(state_->mutex);
+  std::vector<FindRow> out;
+  state_->on_writer([&](Connection& c) { out = select_all(c); }, true);
+  if (state_->user_read_only) {
+    try {
+      auto more = select_all(*state_->user_read_only);
+      out.insert(out.end(), more.begin(), more.end());
+    } catch (const SqliteError& e) {
+      log::warn_once("finddb-read:" + state_->paths.user.string(),
+                     "find-db " + state_->paths.user.string() + " cannot be read (" + e.what() + ")");
+    }
+  }
+  return out;
+}
+
+std::size_t FindDb::clear() {
+  std::lock_guard lock(state_->mutex);
+  std::size_t count = 0;
+  state_->on_writer(
+      [&](Connection& c) {
+        sqlite::Transaction t(c);
+        c.exec("DELETE FROM find_rows");
+        count = static_cast<std::size_t>(sqlite3_changes(c.handle()));
+        t.commit();
+      },
+      true);
+  return count;
+}
+
+const std::filesystem::path& FindDb::user_path() const { return state_->paths.user; }
+const std::filesystem::path& FindDb::system_path() const { return state_->paths.system; }
+
+bool FindDb::in_memory() const {
+  std::lock_guard lock(state_->mutex);
+  return !state_->writer_is_file;
+}
+
+bool FindDb::has_system_db() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->system.has_value();
+}
+
+}  // namespace galley::tuning

@@ -1,0 +1,305 @@
+// The tuner: find modes, the in-process cache in front of the find-db, hit validation and tuning.
+#include "galley/tuning/tuner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "conv_benchmark.hpp"
+#include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
+
+namespace galley::tuning {
+namespace {
+
+using dnn::ConvProblem;
+using dnn::ConvSolver;
+
+// The cache is keyed by the problem itself, not by its key text: formatting the key costs more
+// than the whole lookup may (<= 1 us).
+struct CacheKey {
+  std::string device;
+  ConvProblem problem;
+  friend bool operator==(const CacheKey&, const CacheKey&) = default;
+};
+
+struct CacheKeyHash {
+  std::size_t operator()(const CacheKey& k) const noexcept {
+    const ConvProblem& p = k.problem;
+    std::uint64_t h = std::hash<std::string>{}(k.device);
+    for (std::int64_t v : {p.n, p.c, p.h, p.w, p.k, p.y, p.x, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
+                           p.dilation_w, p.groups, static_cast<std::int64_t>(p.dtype),
+                           static_cast<std::int64_t>(p.layout), static_cast<std::int64_t>(p.direction)}) {
+      h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return static_cast<std::size_t>(h);
+  }
+};
+
+struct CacheEntry {
+  const ConvSolver* solver = nullptr;
+  bool hit = false;         // stored tuning result (db or this process's tuning), not a list-order guess
+  PickSource origin = PickSource::list_order;
+  std::vector<RankedSolver> ranked;  // empty for list-order entries
+};
+
+}  // namespace
+
+const char* to_string(PickSource source) noexcept {
+  switch (source) {
+    case PickSource::cache: return "cache";
+    case PickSource::user_db: return "user find-db";
+    case PickSource::system_db: return "system find-db";
+    case PickSource::tuned: return "tuned";
+    case PickSource::list_order: return "list order";
+  }
+  return "?";
+}
+
+TunerOptions TunerOptions::from_env() {
+  TunerOptions options;
+  options.find = FindOptions::from_env();
+  options.db_paths = default_find_db_paths();
+  return options;
+}
+
+struct Tuner::Impl {
+  TunerOptions options;
+  std::shared_mutex cache_mutex;
+  std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> cache;
+  std::mutex slow_mutex;  // one db access or tuning at a time; hits never take it
+  std::unique_ptr<FindDb> db;
+  std::map<std::string, DeviceIdentity> identities;
+  std::map<std::string, std::size_t> workspace_limits;
+
+  FindDb& find_db() {
+    if (!db) db = std::make_unique<FindDb>(options.db_paths);
+    return *db;
+  }
+
+  const DeviceIdentity& identity(const runtime::Device& device) {
+    auto it = identities.find(device.name());
+    if (it == identities.end()) it = identities.emplace(device.name(), DeviceIdentity::of(device)).first;
+    return it->second;
+  }
+
+  std::size_t workspace_limit(const runtime::Device& device) {
+    if (options.workspace_limit != 0) return options.workspace_limit;
+    auto it = workspace_limits.find(device.name());
+    if (it == workspace_limits.end()) {
+      const std::size_t total = device.properties().memory_total;
+      const std::size_t limit = std::min<std::size_t>(std::size_t{4} << 30, total / 4);
+      it = workspace_limits.emplace(device.name(), limit == 0 ? std::size_t{4} << 30 : limit).first;
+    }
+    return it->second;
+  }
+
+  std::optional<CacheEntry> cached(const CacheKey& key) {
+    std::shared_lock lock(cache_mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void remember(const CacheKey& key, CacheEntry entry) {
+    std::unique_lock lock(cache_mutex);
+    cache.insert_or_assign(key, std::move(entry));
+  }
+
+  // Why a stored solver cannot be trusted now, or nothing when it can.
+  std::optional<std::string> invalid(const std::string& name, const ConvProblem& problem,
+                                     const runtime::Device& device, const ConvSolver*& solver) {
+    solver = dnn::find_conv_solver(device.backend(), name);
+    if (solver == nullptr) return "solver '" + name + "' no longer exists on backend " + device.backend();
+    if (!options.only_solvers.empty() &&
+        std::find(options.only_solvers.begin(), options.only_solvers.end(), name) == options.only_solvers.end()) {
+      return "solver '" + name + "' is excluded by the solver filter";
+    }
+    const dnn::Applicability a = solver->check(problem, device);
+    if (!a) return "solver '" + name + "' no longer applies: " + a.reason;
+    const std::size_t ws = solver->workspace_bytes(problem, device);
+    if (ws > workspace_limit(device)) return "solver '" + name + "' needs more workspace than the limit";
+    return std::nullopt;
+  }
+
+  // A find-db hit whose best entry is still valid, with the list's invalid entries dropped.
+  std::optional<CacheEntry> db_hit(const ConvProblem& problem, const runtime::Device& device, const std::string& key) {
+    bool from_system = false;
+    const auto records = find_db().lookup(key, identity(device), &from_system);
+    if (records.empty()) return std::nullopt;
+    CacheEntry entry;
+    entry.hit = true;
+    entry.origin = from_system ? PickSource::system_db : PickSource::user_db;
+    for (const FindRecord& r : records) {
+      const ConvSolver* solver = nullptr;
+      if (const auto why = invalid(r.solver, problem, device, solver)) {
+        if (entry.solver == nullptr) {
+          // The best stored choice is gone: the whole list is re-tuned and replaced, never trusted.
+          log::info("find-db row for " + key + " on " + device.name() + " ignored: " + *why + "; re-tuning");
+          return std::nullopt;
+        }
+        continue;
+      }
+      if (entry.solver == nullptr) entry.solver = solver;
+      entry.ranked.push_back(RankedSolver{r.solver, r.ms, r.workspace_bytes});
+    }
+    return entry;
+  }
+
+  TuneResult run_tuning(const ConvProblem& problem, const runtime::Device& device, const CacheKey& cache_key,
+                        const ConvSolver** chosen = nullptr) {
+    problem.validate();
+    const auto start = std::chrono::steady_clock::now();
+    TuneResult result;
+    auto candidates = detail::find_candidates(problem, device, workspace_limit(device), options.only_solvers);
+    result.rejected = candidates.rejected;
+    if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, result.rejected);
+    result.list_order_choice = std::string(candidates.list_first->name());
+
+    const ConvSolver* best = nullptr;
+    if (candidates.timed.empty()) {
+      // Only a reference applies: nothing to compare, so nothing is timed.
+      best = candidates.list_first;
+      result.ranked.push_back(
+          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes(problem, device)});
+    } else {
+      const auto timings = detail::time_solvers(problem, device, candidates.timed, options.find.time_box_ms,
+                                                result.rejected, result.time_box_hit);
+      if (timings.empty()) detail::throw_no_solver(problem, device, result.rejected);
+      best = timings.front().solver;
+      for (const auto& t : timings) {
+        result.ranked.push_back(RankedSolver{std::string(t.solver->name()), t.median_ms, t.workspace_bytes});
+      }
+    }
+    result.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (log::enabled(log::Level::info)) {
+      log::info("tuned " + problem.key() + " on " + device.name() + " in " + std::to_string(result.tune_ms) +
+                " ms: " + std::string(best->name()));
+    }
+    if (options.find.mode != FindMode::off) {
+      std::vector<FindRecord> records;
+      for (const RankedSolver& r : result.ranked) records.push_back(FindRecord{r.solver, r.ms, r.workspace_bytes, 0});
+      find_db().store(problem.key(), identity(device), records);
+    }
+    remember(cache_key, CacheEntry{best, true, PickSource::tuned, result.ranked});
+    if (chosen != nullptr) *chosen = best;
+    return result;
+  }
+
+  bool trusts_db() const {
+    return !options.find.enforce_search &&
+           (options.find.mode == FindMode::hybrid || options.find.mode == FindMode::fast);
+  }
+};
+
+Tuner::Tuner(TunerOptions options) : impl_(std::make_unique<Impl>()) { impl_->options = std::move(options); }
+
+Tuner::~Tuner() = default;
+
+const TunerOptions& Tuner::options() const { return impl_->options; }
+
+FindDb& Tuner::db() {
+  std::lock_guard lock(impl_->slow_mutex);
+  return impl_->find_db();
+}
+
+void Tuner::clear_cache() {
+  std::unique_lock lock(impl_->cache_mutex);
+  impl_->cache.clear();
+}
+
+const ConvSolver& Tuner::list_order_choice(const ConvProblem& problem, const runtime::Device& device) {
+  std::size_t limit = 0;
+  {
+    std::lock_guard lock(impl_->slow_mutex);
+    limit = impl_->workspace_limit(device);
+  }
+  const auto candidates = detail::find_candidates(problem, device, limit, impl_->options.only_solvers);
+  if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, candidates.rejected);
+  return *candidates.list_first;
+}
+
+Pick Tuner::pick(const ConvProblem& problem, const runtime::Device& device) {
+  const CacheKey key{device.name(), problem};
+  // The hit path: one shared-lock hash lookup and the solver's own cheap check().
+  if (auto entry = impl_->cached(key)) {
+    const dnn::Applicability a = entry->solver->check(problem, device);
+    if (a) return Pick{entry->solver, entry->hit, PickSource::cache};
+    log::info("cached choice " + std::string(entry->solver->name()) + " for " + problem.key() +
+              " no longer applies (" + a.reason + ")");
+    std::unique_lock lock(impl_->cache_mutex);
+    impl_->cache.erase(key);
+  }
+
+  std::lock_guard lock(impl_->slow_mutex);
+  if (auto entry = impl_->cached(key)) return Pick{entry->solver, entry->hit, PickSource::cache};  // another thread
+  problem.validate();
+  const FindMode mode = impl_->options.find.mode;
+  auto list_order = [&] {
+    const auto c = detail::find_candidates(problem, device, impl_->workspace_limit(device), impl_->options.only_solvers);
+    if (c.list_first == nullptr) detail::throw_no_solver(problem, device, c.rejected);
+    impl_->remember(key, CacheEntry{c.list_first, false, PickSource::list_order, {}});
+    return Pick{c.list_first, false, PickSource::list_order};
+  };
+  if (mode == FindMode::off) return list_order();
+  const std::string text_key = problem.key();
+  if (impl_->trusts_db()) {
+    if (auto entry = impl_->db_hit(problem, device, text_key)) {
+      impl_->remember(key, *entry);
+      return Pick{entry->solver, true, entry->origin};
+    }
+    if (mode == FindMode::fast) return list_order();
+  }
+  const ConvSolver* best = nullptr;
+  impl_->run_tuning(problem, device, key, &best);
+  return Pick{best, false, PickSource::tuned};
+}
+
+std::vector<RankedSolver> Tuner::lookup(const ConvProblem& problem, const runtime::Device& device) {
+  if (impl_->options.find.mode == FindMode::off) return {};
+  const CacheKey key{device.name(), problem};
+  if (auto entry = impl_->cached(key); entry && entry->hit && !entry->ranked.empty()) return entry->ranked;
+  std::lock_guard lock(impl_->slow_mutex);
+  problem.validate();
+  if (auto entry = impl_->db_hit(problem, device, problem.key())) {
+    impl_->remember(key, *entry);
+    return entry->ranked;
+  }
+  return {};
+}
+
+std::vector<RankedSolver> Tuner::ranked(const ConvProblem& problem, const runtime::Device& device) {
+  const CacheKey key{device.name(), problem};
+  const FindMode mode = impl_->options.find.mode;
+  if (auto entry = impl_->cached(key); entry && entry->hit && !entry->ranked.empty()) {
+    // A db hit is reusable unless this process must re-measure; its own tuning always is.
+    if (entry->origin == PickSource::tuned || impl_->trusts_db()) return entry->ranked;
+  }
+  std::lock_guard lock(impl_->slow_mutex);
+  if (mode != FindMode::off && impl_->trusts_db()) {
+    problem.validate();
+    if (auto entry = impl_->db_hit(problem, device, problem.key())) {
+      impl_->remember(key, *entry);
+      return entry->ranked;
+    }
+  }
+  return impl_->run_tuning(problem, device, key).ranked;
+}
+
+TuneResult Tuner::tune(const ConvProblem& problem, const runtime::Device& device) {
+  const CacheKey key{device.name(), problem};
+  std::lock_guard lock(impl_->slow_mutex);
+  return impl_->run_tuning(problem, device, key);
+}
+
+Tuner& default_tuner() {
+  static Tuner tuner(TunerOptions::from_env());
+  return tuner;
+}
+
+}  // namespace galley::tuning

@@ -1,0 +1,363 @@
+// The tuner: every find mode on a hit and on a miss, enforce, hit validation, the reference and
+// workspace rules, the time box, debug logging, and the in-process cache.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
+#include "galley/tuning/tuner.hpp"
+#include "tuning_fixtures.hpp"
+
+namespace galley::tuning {
+namespace {
+
+using namespace testing;
+const std::vector<std::string> kFastSlow = {kFast, kSlow};
+
+std::string name_of(const Pick& p) { return std::string(p.solver->name()); }
+
+// Stores `solver` as the best entry for the problem, as another process would have.
+void seed_db(const std::filesystem::path& dir, const dnn::ConvProblem& p, const std::string& solver) {
+  FindDb db({dir / "finddb.sqlite", {}});
+  db.store(p.key(), DeviceIdentity::of(cpu()), {FindRecord{solver, 0.5, 0, 0}});
+}
+
+TEST(Tuner, HybridMissTunesStoresAndThenHits) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const auto p = small_problem();
+  const Pick first = tuner.pick(p, cpu());
+  EXPECT_EQ(name_of(first), kFast);  // measured, although slow comes first in list order
+  EXPECT_FALSE(first.hit);
+  EXPECT_EQ(first.source, PickSource::tuned);
+  const Pick second = tuner.pick(p, cpu());
+  EXPECT_TRUE(second.hit);
+  EXPECT_EQ(second.source, PickSource::cache);
+  EXPECT_EQ(second.solver, first.solver);
+  // Stored with the whole ranked list.
+  const auto rows = tuner.db().lookup(p.key(), DeviceIdentity::of(cpu()));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].solver, kFast);
+  EXPECT_EQ(rows[1].solver, kSlow);
+  EXPECT_LT(rows[0].ms, rows[1].ms);
+  EXPECT_EQ(rows[1].workspace_bytes, 1024u);
+  // A second tuner (as a new process would) hits the db without timing anything.
+  const long runs_before = runs_of(kFast) + runs_of(kSlow);
+  Tuner fresh(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const Pick from_db = fresh.pick(p, cpu());
+  EXPECT_TRUE(from_db.hit);
+  EXPECT_EQ(from_db.source, PickSource::user_db);
+  EXPECT_EQ(name_of(from_db), kFast);
+  EXPECT_EQ(runs_of(kFast) + runs_of(kSlow), runs_before);
+}
+
+TEST(Tuner, HybridHitUsesTheStoredSolver) {
+  TempDir dir;
+  const auto p = small_problem(1);
+  seed_db(dir.path(), p, kSlow);  // deliberately not the fastest: the stored choice wins
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_TRUE(pick.hit);
+  EXPECT_EQ(name_of(pick), kSlow);
+}
+
+TEST(Tuner, FastModeHitAndMissNeverBenchmark) {
+  TempDir dir;
+  const auto hit_problem = small_problem(2);
+  seed_db(dir.path(), hit_problem, kFast);
+  Tuner tuner(options_in(dir.path(), FindMode::fast, kFastSlow));
+  const long runs_before = runs_of(kFast) + runs_of(kSlow);
+  const Pick hit = tuner.pick(hit_problem, cpu());
+  EXPECT_TRUE(hit.hit);
+  EXPECT_EQ(name_of(hit), kFast);
+  const Pick miss = tuner.pick(small_problem(3), cpu());
+  EXPECT_FALSE(miss.hit);
+  EXPECT_EQ(miss.source, PickSource::list_order);
+  EXPECT_EQ(name_of(miss), kSlow);  // first in list order
+  EXPECT_EQ(runs_of(kFast) + runs_of(kSlow), runs_before);
+  EXPECT_TRUE(tuner.db().lookup(small_problem(3).key(), DeviceIdentity::of(cpu())).empty());  // not stored
+  // Later calls keep the list-order choice from the cache, still not a hit.
+  const Pick again = tuner.pick(small_problem(3), cpu());
+  EXPECT_FALSE(again.hit);
+  EXPECT_EQ(again.source, PickSource::cache);
+}
+
+TEST(Tuner, NormalModeBenchmarksDespiteAHitAndStores) {
+  TempDir dir;
+  const auto p = small_problem(4);
+  seed_db(dir.path(), p, kSlow);
+  Tuner tuner(options_in(dir.path(), FindMode::normal, kFastSlow));
+  const Pick first = tuner.pick(p, cpu());
+  EXPECT_FALSE(first.hit);
+  EXPECT_EQ(first.source, PickSource::tuned);
+  EXPECT_EQ(name_of(first), kFast);
+  EXPECT_EQ(tuner.db().lookup(p.key(), DeviceIdentity::of(cpu()))[0].solver, kFast);  // replaced
+  const Pick second = tuner.pick(p, cpu());
+  EXPECT_TRUE(second.hit);  // tuned once per process
+  EXPECT_EQ(second.source, PickSource::cache);
+}
+
+TEST(Tuner, OffModeNeverTouchesTheDb) {
+  TempDir dir;
+  const auto p = small_problem(5);
+  seed_db(dir.path(), p, kFast);
+  const auto file = dir.path() / "finddb.sqlite";
+  const auto before = std::filesystem::last_write_time(file);
+  Tuner tuner(options_in(dir.path(), FindMode::off, kFastSlow));
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_FALSE(pick.hit);
+  EXPECT_EQ(pick.source, PickSource::list_order);
+  EXPECT_EQ(name_of(pick), kSlow);  // the stored kFast is not read
+  const Pick again = tuner.pick(p, cpu());
+  EXPECT_FALSE(again.hit);
+  const Pick miss = tuner.pick(small_problem(6), cpu());
+  EXPECT_FALSE(miss.hit);
+  EXPECT_EQ(std::filesystem::last_write_time(file), before);
+  // ranked() in off mode measures without storing.
+  EXPECT_EQ(tuner.ranked(small_problem(7), cpu()).front().solver, kFast);
+  EXPECT_TRUE(FindDb(FindDbPaths{file, {}}).lookup(small_problem(7).key(), DeviceIdentity::of(cpu())).empty());
+}
+
+TEST(Tuner, OffModeCreatesNoDbFile) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path() / "sub", FindMode::off, kFastSlow));
+  tuner.pick(small_problem(), cpu());
+  tuner.ranked(small_problem(1), cpu());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "sub"));
+}
+
+TEST(Tuner, EnforceSearchRetunesOnAHit) {
+  TempDir dir;
+  const auto p = small_problem(8);
+  seed_db(dir.path(), p, kSlow);
+  for (FindMode mode : {FindMode::hybrid, FindMode::fast}) {
+    auto options = options_in(dir.path(), mode, kFastSlow);
+    options.find.enforce_search = true;
+    Tuner tuner(options);
+    const Pick pick = tuner.pick(p, cpu());
+    EXPECT_FALSE(pick.hit) << to_string(mode);
+    EXPECT_EQ(pick.source, PickSource::tuned) << to_string(mode);
+    EXPECT_EQ(name_of(pick), kFast) << to_string(mode);
+    seed_db(dir.path(), p, kSlow);
+  }
+}
+
+TEST(Tuner, RowNamingAMissingSolverIsIgnoredAndRetuned) {
+  TempDir dir;
+  const auto p = small_problem(9);
+  seed_db(dir.path(), p, "cpu.conv.removed_long_ago");
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_FALSE(pick.hit);
+  EXPECT_EQ(pick.source, PickSource::tuned);
+  EXPECT_EQ(name_of(pick), kFast);
+  EXPECT_EQ(tuner.db().lookup(p.key(), DeviceIdentity::of(cpu()))[0].solver, kFast);  // replaced
+}
+
+TEST(Tuner, SolverThatNoLongerAppliesIsRetuned) {
+  TempDir dir;
+  const auto p = small_problem(10);
+  const std::vector<std::string> solvers = {kFast, kSlow, kToggle};
+  toggle_applicable() = true;
+  {
+    Tuner tuner(options_in(dir.path(), FindMode::hybrid, solvers));
+    EXPECT_EQ(name_of(tuner.pick(p, cpu())), kToggle);
+    // Same process: the cached choice is re-checked on every pick.
+    toggle_applicable() = false;
+    const Pick pick = tuner.pick(p, cpu());
+    EXPECT_EQ(name_of(pick), kFast);
+    EXPECT_FALSE(pick.hit);
+    toggle_applicable() = true;
+  }
+  seed_db(dir.path(), p, kToggle);
+  toggle_applicable() = false;  // a "new version" where the stored solver no longer applies
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, solvers));
+  const Pick pick = tuner.pick(p, cpu());
+  toggle_applicable() = true;
+  EXPECT_FALSE(pick.hit);
+  EXPECT_EQ(name_of(pick), kFast);
+  EXPECT_EQ(tuner.db().lookup(p.key(), DeviceIdentity::of(cpu()))[0].solver, kFast);
+}
+
+TEST(Tuner, StaleGalleyVersionIsIgnored) {
+  TempDir dir;
+  const auto p = small_problem(11);
+  DeviceIdentity old = DeviceIdentity::of(cpu());
+  old.galley_version = "0.0.1-old";
+  FindDb(FindDbPaths{dir.path() / "finddb.sqlite", {}}).store(p.key(), old, {FindRecord{kSlow, 0.1, 0, 0}});
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_FALSE(pick.hit);
+  EXPECT_EQ(name_of(pick), kFast);
+}
+
+TEST(Tuner, ReferenceNeverTimedWhenAnotherApplies) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kFast, kRef}));
+  const long ref_runs = runs_of(kRef);
+  const TuneResult result = tuner.tune(small_problem(12), cpu());
+  EXPECT_EQ(runs_of(kRef), ref_runs);
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_EQ(result.ranked[0].solver, kFast);
+  bool reported = false;
+  for (const auto& r : result.rejected) reported |= r.solver == kRef && r.reason.find("reference") != std::string::npos;
+  EXPECT_TRUE(reported);
+  // Alone, the reference is chosen without being timed.
+  Tuner only_ref(options_in(dir.path(), FindMode::hybrid, {kRef}));
+  const Pick pick = only_ref.pick(small_problem(13), cpu());
+  EXPECT_EQ(name_of(pick), kRef);
+  EXPECT_EQ(runs_of(kRef), ref_runs);
+  EXPECT_TRUE(std::isnan(only_ref.ranked(small_problem(13), cpu())[0].ms));
+}
+
+TEST(Tuner, WorkspaceOverTheLimitIsSkipped) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kBigWs, kSlow}));
+  const TuneResult result = tuner.tune(small_problem(14), cpu());
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_EQ(result.ranked[0].solver, kSlow);
+  EXPECT_EQ(runs_of(kBigWs), 0);
+  ASSERT_FALSE(result.rejected.empty());
+  EXPECT_NE(result.rejected[0].reason.find("workspace"), std::string::npos) << result.rejected[0].reason;
+}
+
+TEST(Tuner, NoApplicableSolverListsReasons) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  auto p = small_problem();
+  p.dtype = DType::f16;
+  try {
+    tuner.pick(p, cpu());
+    FAIL() << "picked a solver for an unsupported problem";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::unsupported);
+    EXPECT_NE(std::string(e.what()).find("f32 only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tuner, TimeBoxBoundsTuning) {
+  TempDir dir;
+  auto options = options_in(dir.path(), FindMode::hybrid, {kSleepy, kSlow, kFast});
+  options.find.time_box_ms = 100;
+  Tuner tuner(options);
+  const auto start = std::chrono::steady_clock::now();
+  const TuneResult result = tuner.tune(small_problem(15), cpu());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // The box may be overrun by the run in flight when it expires (40 ms here) plus setup.
+  EXPECT_LT(ms, 100 + 2 * 40 + 100);
+  EXPECT_TRUE(result.time_box_hit);
+  EXPECT_FALSE(result.ranked.empty());
+  EXPECT_EQ(result.list_order_choice, kSlow);
+}
+
+TEST(Tuner, RankedListIsSortedAndServedFromTheDb) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const auto ranked = tuner.ranked(small_problem(16), cpu());
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0].solver, kFast);
+  EXPECT_LE(ranked[0].ms, ranked[1].ms);
+  EXPECT_NEAR(ranked[0].ms, 1.0, 0.9);
+  EXPECT_NEAR(ranked[1].ms, 4.0, 3.0);
+  const long runs = runs_of(kFast);
+  Tuner fresh(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  EXPECT_EQ(fresh.ranked(small_problem(16), cpu()).size(), 2u);
+  EXPECT_EQ(fresh.lookup(small_problem(16), cpu()).size(), 2u);
+  EXPECT_TRUE(fresh.lookup(small_problem(17), cpu()).empty());
+  EXPECT_EQ(runs_of(kFast), runs);
+}
+
+TEST(Tuner, CacheHitDoesNotTouchTheDb) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  const auto p = small_problem(18);
+  tuner.pick(p, cpu());
+  // Another process empties the db; this process keeps its in-process answer.
+  FindDb(FindDbPaths{dir.path() / "finddb.sqlite", {}}).clear();
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_TRUE(pick.hit);
+  EXPECT_EQ(pick.source, PickSource::cache);
+  tuner.clear_cache();
+  EXPECT_EQ(tuner.pick(p, cpu()).source, PickSource::tuned);
+}
+
+TEST(Tuner, ConcurrentPicksAgree) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  std::vector<std::thread> threads;
+  std::vector<const dnn::ConvSolver*> picks(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] { picks[i] = tuner.pick(small_problem(19 + i % 2), cpu()).solver; });
+  }
+  for (auto& t : threads) t.join();
+  for (auto* s : picks) EXPECT_EQ(s->name(), kFast);
+}
+
+TEST(Tuner, DebugLogShowsRejectionsAndTimings) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kFast, kBigWs, kRef}));
+  const auto previous = log::level();
+  log::set_level(log::Level::debug);
+  ::testing::internal::CaptureStderr();
+  tuner.pick(small_problem(21), cpu());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  log::set_level(previous);
+  EXPECT_NE(err.find("test.conv.bigws rejected: workspace"), std::string::npos) << err;
+  EXPECT_NE(err.find("test.conv.ref rejected: reference"), std::string::npos) << err;
+  EXPECT_NE(err.find("test.conv.fast run 1: "), std::string::npos) << err;
+  EXPECT_NE(err.find("test.conv.fast median"), std::string::npos) << err;
+}
+
+TEST(FindMode, ParsesValidNamesAndRejectsOthers) {
+  EXPECT_EQ(parse_find_mode("normal"), FindMode::normal);
+  EXPECT_EQ(parse_find_mode("FAST"), FindMode::fast);
+  EXPECT_EQ(parse_find_mode(" hybrid "), FindMode::hybrid);
+  EXPECT_EQ(parse_find_mode("off"), FindMode::off);
+  for (const char* bad : {"", "3", "dynamic_hybrid", "norm"}) {
+    try {
+      parse_find_mode(bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::invalid_argument);
+      const std::string what = e.what();
+      for (const char* valid : {"normal", "fast", "hybrid", "off"}) EXPECT_NE(what.find(valid), std::string::npos);
+      EXPECT_NE(what.find("GALLEY_FIND_MODE"), std::string::npos);
+    }
+  }
+}
+
+TEST(FindMode, EnvironmentIsReadAndValidated) {
+  ::setenv("GALLEY_FIND_MODE", "bogus", 1);
+  try {
+    (void)FindOptions::from_env();
+    FAIL() << "malformed GALLEY_FIND_MODE accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'bogus'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("normal, fast, hybrid, off"), std::string::npos);
+  }
+  ::setenv("GALLEY_FIND_MODE", "fast", 1);
+  ::setenv("GALLEY_FIND_ENFORCE", "search", 1);
+  ::setenv("GALLEY_FIND_TIME_MS", "250", 1);
+  FindOptions o = FindOptions::from_env();
+  EXPECT_EQ(o.mode, FindMode::fast);
+  EXPECT_TRUE(o.enforce_search);
+  EXPECT_DOUBLE_EQ(o.time_box_ms, 250);
+  ::setenv("GALLEY_FIND_ENFORCE", "always", 1);
+  EXPECT_THROW(FindOptions::from_env(), Error);
+  ::unsetenv("GALLEY_FIND_ENFORCE");
+  for (const char* bad : {"0", "-5", "abc", "10ms"}) {
+    ::setenv("GALLEY_FIND_TIME_MS", bad, 1);
+    EXPECT_THROW(FindOptions::from_env(), Error) << bad;
+  }
+  ::unsetenv("GALLEY_FIND_TIME_MS");
+  ::unsetenv("GALLEY_FIND_MODE");
+  o = FindOptions::from_env();
+  EXPECT_EQ(o.mode, FindMode::hybrid);
+  EXPECT_FALSE(o.enforce_search);
+}
+
+}  // namespace
+}  // namespace galley::tuning

@@ -1,0 +1,177 @@
+#include "tuning_fixtures.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "galley/core/error.hpp"
+
+extern char** environ;
+
+namespace galley::tuning::testing {
+namespace {
+
+std::mutex g_runs_mutex;
+std::map<std::string, long>& runs() {
+  static std::map<std::string, long> r;
+  return r;
+}
+
+class FakeSolver final : public dnn::ConvSolver {
+ public:
+  FakeSolver(std::string name, double sleep_ms, std::size_t workspace = 0, bool reference = false,
+             bool toggled = false)
+      : name_(std::move(name)), sleep_ms_(sleep_ms), workspace_(workspace), reference_(reference), toggled_(toggled) {}
+  std::string_view name() const override { return name_; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    if (!d.is_cpu()) return dnn::Applicability::no("fake solvers run on cpu only");
+    if (p.dtype != DType::f32) return dnn::Applicability::no("fake solvers take f32 only");
+    if (toggled_ && !toggle_applicable().load()) return dnn::Applicability::no("switched off by the test");
+    return dnn::Applicability::yes();
+  }
+  std::size_t workspace_bytes(const dnn::ConvProblem&, const runtime::Device&) const override { return workspace_; }
+  void run(runtime::Stream& stream, const dnn::ConvProblem&, const dnn::ConvArgs& args) const override {
+    if (workspace_ > 0 && args.workspace == nullptr) throw Error(Status::internal, name_ + ": no workspace given");
+    {
+      std::lock_guard lock(g_runs_mutex);
+      ++runs()[name_];
+    }
+    const double ms = sleep_ms_;
+    stream.launch(name_, [&stream, ms] {
+      stream.host_task([ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
+    });
+  }
+  bool is_reference() const override { return reference_; }
+
+ private:
+  std::string name_;
+  double sleep_ms_;
+  std::size_t workspace_;
+  bool reference_;
+  bool toggled_;
+};
+
+const bool g_registered = [] {
+  dnn::register_conv_solver("cpu", 999, std::make_unique<FakeSolver>(kSlow, 4.0, 1024));
+  dnn::register_conv_solver("cpu", 1000, std::make_unique<FakeSolver>(kFast, 1.0));
+  dnn::register_conv_solver("cpu", 1001, std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
+  dnn::register_conv_solver("cpu", 1002, std::make_unique<FakeSolver>(kBigWs, 0.1, std::size_t{1} << 30));
+  dnn::register_conv_solver("cpu", 1003, std::make_unique<FakeSolver>(kSleepy, 40.0));
+  dnn::register_conv_solver("cpu", dnn::kReferenceRank, std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
+  return true;
+}();
+
+}  // namespace
+
+std::atomic<bool>& toggle_applicable() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+long runs_of(const std::string& name) {
+  std::lock_guard lock(g_runs_mutex);
+  return runs()[name];
+}
+
+dnn::ConvProblem small_problem(int variant) {
+  return dnn::ConvProblem{.n = 1, .c = 4 + variant, .h = 8, .w = 8, .k = 4, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
+}
+
+runtime::Device cpu() { return runtime::device("cpu"); }
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = std::filesystem::temp_directory_path() /
+          ("galley-tuning-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+TunerOptions options_in(const std::filesystem::path& dir, FindMode mode, std::vector<std::string> solvers) {
+  TunerOptions o;
+  o.find.mode = mode;
+  o.find.time_box_ms = 5000;
+  o.db_paths.user = dir / "finddb.sqlite";
+  o.workspace_limit = std::size_t{64} << 20;
+  o.only_solvers = std::move(solvers);
+  return o;
+}
+
+namespace {
+std::mutex g_children_mutex;
+std::map<int, std::string> g_child_logs;
+}  // namespace
+
+int spawn(const std::string& filter, const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : env) merged[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string filter_arg = "--gtest_filter=" + filter;
+  std::string quiet = "--gtest_brief=1";
+  std::vector<char*> argv = {const_cast<char*>(exe.c_str()), filter_arg.data(), quiet.data(), nullptr};
+
+  static std::atomic<int> counter{0};
+  const std::string log = (std::filesystem::temp_directory_path() /
+                           ("galley-tuning-child-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+                              .string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  std::lock_guard lock(g_children_mutex);
+  g_child_logs[pid] = log;
+  return pid;
+}
+
+int wait_child(int pid, std::string* output) {
+  int status = 0;
+  if (pid <= 0 || ::waitpid(pid, &status, 0) != pid) return -1;
+  std::string log;
+  {
+    std::lock_guard lock(g_children_mutex);
+    log = g_child_logs[pid];
+    g_child_logs.erase(pid);
+  }
+  if (output != nullptr) {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *output = ss.str();
+  }
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_child(const std::string& filter, const std::map<std::string, std::string>& env, std::string* output) {
+  return wait_child(spawn(filter, env), output);
+}
+
+}  // namespace galley::tuning::testing

@@ -1,0 +1,64 @@
+// Shared pieces of the tuning tests: fake cpu solvers with known speeds and switchable check(),
+// temporary cache folders, and child processes running this test binary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
+
+namespace galley::tuning::testing {
+
+// Registered on the real "cpu" backend by this binary only (tuning_fixtures.cpp):
+//   test.conv.fast   sleeps 1 ms per run, rank 1000 (after the real solvers)
+//   test.conv.slow   sleeps 4 ms per run, rank 999 (before fast in list order)
+//   test.conv.toggle sleeps 0.2 ms, the fastest, but check() follows toggle_applicable()
+//   test.conv.bigws  asks for 1 GiB of workspace
+//   test.conv.ref    a reference solver (sleeps 1 ms)
+//   test.conv.sleepy sleeps 40 ms (time-box tests)
+// Each counts its runs.
+inline constexpr const char* kFast = "test.conv.fast";
+inline constexpr const char* kSlow = "test.conv.slow";
+inline constexpr const char* kToggle = "test.conv.toggle";
+inline constexpr const char* kBigWs = "test.conv.bigws";
+inline constexpr const char* kRef = "test.conv.ref";
+inline constexpr const char* kSleepy = "test.conv.sleepy";
+
+std::atomic<bool>& toggle_applicable();
+/// Runs of a fake solver so far.
+long runs_of(const std::string& name);
+
+/// A small valid problem; `variant` changes the channel count so keys differ.
+dnn::ConvProblem small_problem(int variant = 0);
+
+runtime::Device cpu();
+
+/// A fresh folder under the system temp dir, removed (recursively) at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Options for a tuner over `dir`/finddb.sqlite limited to `solvers`, with no system db.
+TunerOptions options_in(const std::filesystem::path& dir, FindMode mode, std::vector<std::string> solvers);
+
+/// Runs this test binary with `--gtest_filter=<filter>` and extra environment, returns the exit
+/// code; stderr and stdout go to `output` when given. Spawned asynchronously by spawn(); wait() collects.
+int spawn(const std::string& filter, const std::map<std::string, std::string>& env);
+int wait_child(int pid, std::string* output = nullptr);
+int run_child(const std::string& filter, const std::map<std::string, std::string>& env, std::string* output = nullptr);
+
+}  // namespace galley::tuning::testing
