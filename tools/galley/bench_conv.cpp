@@ -1,0 +1,301 @@
+// `galley bench conv`: MIOpenDriver's flags (or --file with one problem per line), every chosen
+// solver timed with device events, optional verification against ref.conv.direct, an aligned
+// table or --json. Exit code 1 when any verification fails or a solver throws.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_conv_run.hpp"
+#include "command.hpp"
+#include "galley/core/error.hpp"
+#include "galley/core/units.hpp"
+#include "galley/dnn/convolution.hpp"
+#include "galley/runtime/device.hpp"
+#include "table.hpp"
+
+namespace galley::cli {
+namespace {
+
+// MIOpenDriver's problem flags, in its order: the option name and where CLI11 stores the value.
+struct DriverFlag {
+  const char* name;
+  const char* help;
+  std::int64_t value = 0;
+};
+
+struct ConvBenchArgs {
+  std::vector<DriverFlag> flags = {
+      {"-n", "batch size (MIOpenDriver default 100)"}, {"-c", "input channels (3)"},
+      {"-H", "input height (32)"},                     {"-W", "input width (32)"},
+      {"-k", "output channels (32)"},                  {"-y", "filter height (3)"},
+      {"-x", "filter width (3)"},                      {"-p", "zero padding height (0)"},
+      {"-q", "zero padding width (0)"},                {"-u", "stride height (1)"},
+      {"-v", "stride width (1)"},                      {"-l", "dilation height (1)"},
+      {"-j", "dilation width (1)"},                    {"-g", "groups (1)"},
+  };
+  int direction = 1;
+  int verify = 0;
+  int iterations = 10;
+  int warmup = 1;
+  int timing = 1;
+  double tolerance = 0;
+  std::string mode = "conv";
+  std::string dtype, layout, device, solver, file;
+  bool all_solvers = false;
+  bool json = false;
+};
+
+struct ProblemLine {
+  dnn::ConvProblem problem;
+  std::string tag;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::vector<ProblemLine> read_problem_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(Status::io_error, "--file " + path + ": cannot open");
+  std::vector<ProblemLine> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    ProblemLine p;
+    try {
+      p.problem = dnn::ConvProblem::parse_driver_line(line, &p.tag);
+    } catch (const Error& e) {
+      throw Error(e.status(), path + ":" + std::to_string(number) + ": " + e.what());
+    }
+    out.push_back(std::move(p));
+  }
+  if (out.empty()) throw Error(Status::invalid_argument, "--file " + path + ": no problems in it");
+  return out;
+}
+
+std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App& cmd) {
+  std::vector<ProblemLine> problems;
+  std::string given;
+  for (const DriverFlag& f : args.flags) {
+    if (cmd.count(f.name) > 0) given += std::string(given.empty() ? "" : " ") + f.name + " " + std::to_string(f.value);
+  }
+  if (!args.file.empty()) {
+    if (!given.empty()) {
+      throw Error(Status::invalid_argument, "give the problem as flags or as --file, not both (flags: " + given + ")");
+    }
+    problems = read_problem_file(args.file);
+  } else {
+    // The flags go through the same parser as a file line: MIOpenDriver's defaults, one validation.
+    problems.push_back({dnn::ConvProblem::parse_driver_line("conv " + given), ""});
+  }
+  for (ProblemLine& p : problems) {
+    // An explicit --dtype/--layout wins over a line's convfp16/--layout; otherwise the line's stands.
+    if (!args.dtype.empty()) p.problem.dtype = parse_dtype(args.dtype);
+    if (!args.layout.empty()) p.problem.layout = dnn::parse_layout(args.layout);
+    p.problem.validate();
+  }
+  return problems;
+}
+
+// The solvers to time on `device`: one named, all but the reference, or the one the library picks.
+std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, const runtime::Device& device,
+                                                   const dnn::ConvProblem& problem) {
+  const auto list = dnn::conv_solvers(device.backend());
+  if (!args.solver.empty()) {
+    if (const dnn::ConvSolver* s = dnn::find_conv_solver(device.backend(), args.solver)) return {s};
+    std::vector<std::string> here;
+    for (const dnn::ConvSolver* s : list) here.emplace_back(s->name());
+    if (dnn::find_conv_solver(args.solver) != nullptr) {
+      throw Error(Status::invalid_argument, "--solver " + args.solver + " is not a solver of device " +
+                                                device.name() + " (its solvers: " + join(here) + ")");
+    }
+    throw Error(Status::not_found, "unknown conv solver '" + args.solver + "' (valid on " + device.name() + ": " +
+                                       join(here) + "; all: " + join(dnn::conv_solver_names()) + ")");
+  }
+  if (args.all_solvers) {
+    std::vector<const dnn::ConvSolver*> out;
+    for (const dnn::ConvSolver* s : list) {
+      if (!s->is_reference()) out.push_back(s);
+    }
+    return out;
+  }
+  return {&dnn::select_conv_solver(problem, device)};
+}
+
+std::string number(double value, int digits = 4) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string verify_cell(const ConvBenchResult& r) {
+  if (!r.error.empty()) return "ERROR";
+  if (!r.verified) return "-";
+  return std::string(*r.verified ? "ok " : "FAIL ") + number(*r.max_rel_err, 2);
+}
+
+nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runtime::Device& device,
+                       const ConvBenchOptions& options, double geomean) {
+  nlohmann::json out;
+  out["device"] = device.name();
+  out["device_model"] = device.properties().name;
+  out["iterations"] = options.iterations;
+  out["warmup"] = options.warmup;
+  out["verify"] = options.verify;
+  out["problems"] = nlohmann::json::array();
+  for (const auto& p : problems) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& r : p.results) {
+      nlohmann::json j = {{"solver", r.solver},
+                          {"ms", r.ms},
+                          {"tflops", r.tflops},
+                          {"gbps", r.gbps},
+                          {"workspace_bytes", r.workspace_bytes},
+                          {"verified", r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr)},
+                          {"max_rel_err", r.max_rel_err && std::isfinite(*r.max_rel_err)
+                                              ? nlohmann::json(*r.max_rel_err)
+                                              : nlohmann::json(nullptr)},
+                          {"detail", r.detail}};
+      if (!r.verify_summary.empty()) j["verify_summary"] = r.verify_summary;
+      if (!r.error.empty()) j["error"] = r.error;
+      results.push_back(std::move(j));
+    }
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const auto& s : p.skipped) skipped.push_back({{"solver", s.solver}, {"reason", s.reason}});
+    out["problems"].push_back({{"key", p.problem.key()},
+                               {"tag", p.tag},
+                               {"command", dnn::conv_bench_command(p.problem, device)},
+                               {"flops", p.problem.flops()},
+                               {"results", std::move(results)},
+                               {"skipped", std::move(skipped)}});
+  }
+  out["geomean_best_tflops"] = geomean > 0 ? nlohmann::json(geomean) : nlohmann::json(nullptr);
+  return out;
+}
+
+void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::Device& device,
+                 const ConvBenchOptions& options, double geomean, int measured) {
+  std::printf("device %s (%s), median of %d runs after %d warm-up%s\n", device.name().c_str(),
+              device.properties().name.c_str(), options.iterations, options.warmup,
+              options.verify ? ", verified against ref.conv.direct" : "");
+  Table table({"problem", "solver", "ms", "TFLOP/s", "GB/s", "workspace", "verify", "detail"});
+  for (const auto& p : problems) {
+    const std::string name = p.tag.empty() ? p.problem.key() : p.tag;
+    for (const auto& r : p.results) {
+      if (!r.error.empty()) {
+        table.add({name, r.solver, "-", "-", "-", "-", "ERROR", r.error});
+        continue;
+      }
+      table.add({name, r.solver, number(r.ms), number(r.tflops), number(r.gbps, 3), format_bytes(r.workspace_bytes),
+                 verify_cell(r), r.verified && !*r.verified ? r.verify_summary : r.detail});
+    }
+    if (p.results.empty()) {
+      for (const auto& s : p.skipped) table.add({name, s.solver, "-", "-", "-", "-", "n/a", s.reason});
+    }
+  }
+  table.print();
+  if (problems.size() > 1 && geomean > 0) {
+    std::printf("geomean of the best TFLOP/s per problem over %d problems: %s\n", measured, number(geomean).c_str());
+  }
+}
+
+int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
+  if (args.direction != 1) {
+    throw Error(Status::unsupported, "-F " + std::to_string(args.direction) +
+                                         ": only forward convolution (-F 1) is implemented");
+  }
+  if (args.mode != "conv") throw Error(Status::invalid_argument, "-m " + args.mode + ": only conv is supported");
+  if (args.verify != 0 && args.verify != 1) {
+    throw Error(Status::invalid_argument, "-V " + std::to_string(args.verify) + ": valid values are 0 and 1");
+  }
+  if (args.warmup < 0) throw Error(Status::invalid_argument, "--warmup must be >= 0");
+  if (!args.solver.empty() && args.all_solvers) {
+    throw Error(Status::invalid_argument, "--solver and --all-solvers exclude each other");
+  }
+  const auto problems = problems_from(args, cmd);
+  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  if (args.tolerance < 0) throw Error(Status::invalid_argument, "--tolerance must be positive");
+  const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
+  runtime::Stream stream(device);
+  const bool progress = !args.json && problems.size() > 1 && ::isatty(STDERR_FILENO);
+
+  std::vector<ConvBenchProblem> results;
+  bool failed = false;
+  double log_sum = 0;
+  int measured = 0;
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const ProblemLine& line = problems[i];
+    if (progress) {
+      std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, problems.size(),
+                   (line.tag.empty() ? line.problem.key() : line.tag).c_str());
+    }
+    std::vector<const dnn::ConvSolver*> solvers;
+    try {
+      solvers = chosen_solvers(args, device, line.problem);
+    } catch (const Error& e) {
+      if (e.status() != Status::unsupported) throw;
+      ConvBenchProblem none{line.problem, line.tag, {}, {{"(none)", e.what()}}};
+      results.push_back(std::move(none));
+      continue;
+    }
+    results.push_back(bench_conv_problem(stream, line.problem, line.tag, solvers, options));
+    double best = 0;
+    for (const auto& r : results.back().results) {
+      failed = failed || r.failed();
+      if (r.error.empty()) best = std::max(best, r.tflops);
+    }
+    if (best > 0) {
+      log_sum += std::log(best);
+      ++measured;
+    }
+  }
+  const double geomean = measured > 0 ? std::exp(log_sum / measured) : 0;
+  if (args.json) {
+    std::printf("%s\n", to_json(results, device, options, geomean).dump(2).c_str());
+  } else {
+    print_table(results, device, options, geomean, measured);
+  }
+  if (measured == 0) {
+    std::string why;
+    for (const auto& p : results) {
+      for (const auto& s : p.skipped) why += "\n  " + p.problem.key() + ": " + s.solver + ": " + s.reason;
+    }
+    throw Error(Status::unsupported, "no solver ran on " + device.name() + why);
+  }
+  return failed ? 1 : 0;
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto args = std::make_shared<ConvBenchArgs>();
+  CLI::App* cmd = bench_group(root).add_subcommand(
+      "conv", "Time convolution solvers on MIOpenDriver-style problems (-n -c -H -W -k -y -x ...)");
+  for (DriverFlag& f : args->flags) cmd->add_option(f.name, f.value, f.help);
+  cmd->add_option("-F", args->direction, "direction: 1 forward (the only one implemented)");
+  cmd->add_option("-V", args->verify, "1: verify every solver against ref.conv.direct (slow on big problems)");
+  cmd->add_option("-i", args->iterations, "timed iterations; the median is reported (default 10)");
+  cmd->add_option("-t", args->timing, "accepted for MIOpenDriver compatibility: timing is always on");
+  cmd->add_option("-m", args->mode, "accepted for MIOpenDriver compatibility: conv");
+  cmd->add_option("--warmup", args->warmup, "untimed runs before timing (default 1)");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "-V 1 passes when max|got-ref| / max|ref| <= this (default 1e-5 for f32, 1e-2 for f16/bf16)");
+  cmd->add_option("--dtype", args->dtype, "f32, f16 or bf16 (default f32, or the line's convfp16/convbfp16)");
+  cmd->add_option("--layout", args->layout, "nchw or nhwc (default nchw)");
+  cmd->add_option("--device", args->device, "cpu, cuda:0, hip:0 (default GALLEY_DEVICE, else the first GPU)");
+  cmd->add_option("--solver", args->solver, "time only this solver (e.g. cpu.conv.im2col_gemm, ref.conv.direct)");
+  cmd->add_flag("--all-solvers", args->all_solvers, "time every applicable solver except the reference");
+  cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem, '# tag' kept");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([args, cmd] { set_exit_code(run_bench_conv(*args, *cmd)); });
+});
+
+}  // namespace
+}  // namespace galley::cli

@@ -1,0 +1,120 @@
+#include "bench_conv_run.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/core/error.hpp"
+#include "galley/core/hash.hpp"
+#include "galley/memory/buffer.hpp"
+
+namespace galley::cli {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+struct DeviceData {
+  memory::Buffer x, w, y;
+};
+
+// Runs, verifies and times one solver. Throws whatever the solver or the runtime throws.
+void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvSolver& solver, DeviceData& data,
+             const std::vector<std::byte>* ref, const ConvBenchOptions& options, ConvBenchResult& result) {
+  const runtime::Device& device = stream.device();
+  result.workspace_bytes = solver.workspace_bytes(p, device);
+  result.detail = solver.detail(p, device);
+  const memory::Buffer ws = memory::allocate(stream, result.workspace_bytes);
+  const dnn::ConvArgs args{data.x.data(), data.w.data(), data.y.data(), ws.data(), result.workspace_bytes};
+  const std::size_t y_bytes = p.y_desc().bytes();
+
+  if (ref != nullptr) {
+    // 0xFF bytes are NaN in f32, f16 and bf16: an element the solver does not write fails.
+    stream.memset(data.y.data(), 0xff, y_bytes);
+    solver.run(stream, p, args);
+    std::vector<std::byte> got(y_bytes);
+    stream.copy_d2h(got.data(), data.y.data(), y_bytes);
+    stream.synchronize();
+    const dnn::Comparison c =
+        dnn::compare_outputs(p.dtype, got.data(), ref->data(), p.y_desc().elements(),
+                             options.tolerance > 0 ? options.tolerance : dnn::conv_tolerance(p.dtype));
+    result.verified = c.passed;
+    result.max_rel_err = c.max_rel_err;
+    result.verify_summary = c.summary;
+  }
+
+  for (int i = 0; i < options.warmup; ++i) solver.run(stream, p, args);
+  std::deque<runtime::Event> starts, stops;  // deque: events never move once recorded
+  for (int i = 0; i < options.iterations; ++i) {
+    starts.emplace_back(device).record(stream);
+    solver.run(stream, p, args);
+    stops.emplace_back(device).record(stream);
+  }
+  stream.synchronize();
+  std::vector<double> times;
+  for (int i = 0; i < options.iterations; ++i) times.push_back(stops[i].elapsed_ms_since(starts[i]));
+  result.ms = median(times);
+  const double seconds = result.ms * 1e-3;
+  result.tflops = seconds > 0 ? p.flops() / seconds / 1e12 : 0;
+  result.gbps = seconds > 0 ? p.min_bytes() / seconds / 1e9 : 0;
+}
+
+}  // namespace
+
+ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProblem& p, std::string tag,
+                                    const std::vector<const dnn::ConvSolver*>& solvers,
+                                    const ConvBenchOptions& options) {
+  if (options.iterations < 1) {
+    throw Error(Status::invalid_argument, "-i " + std::to_string(options.iterations) + ": need at least 1 iteration");
+  }
+  p.validate();
+  ConvBenchProblem out{p, std::move(tag), {}, {}};
+  const runtime::Device& device = stream.device();
+  std::vector<const dnn::ConvSolver*> runnable;
+  for (const dnn::ConvSolver* s : solvers) {
+    const dnn::Applicability a = s->check(p, device);
+    if (a) {
+      runnable.push_back(s);
+    } else {
+      out.skipped.push_back({std::string(s->name()), a.reason});
+    }
+  }
+  if (runnable.empty()) return out;
+
+  const std::uint64_t seed = fnv1a64(p.key());
+  const auto x = dnn::random_tensor(p.dtype, p.x_desc().elements(), seed);
+  const auto w = dnn::random_tensor(p.dtype, p.w_desc().elements(), seed + 1);
+  std::vector<std::byte> ref;
+  if (options.verify) {
+    ref.resize(p.y_desc().bytes());
+    dnn::reference_conv_forward(p, x.data(), w.data(), ref.data());
+  }
+  DeviceData data{memory::allocate(stream, x.size()), memory::allocate(stream, w.size()),
+                  memory::allocate(stream, p.y_desc().bytes())};
+  stream.copy_h2d(data.x.data(), x.data(), x.size());
+  stream.copy_h2d(data.w.data(), w.data(), w.size());
+
+  for (const dnn::ConvSolver* s : runnable) {
+    ConvBenchResult result;
+    result.solver = std::string(s->name());
+    try {
+      measure(stream, p, *s, data, options.verify ? &ref : nullptr, options, result);
+    } catch (const std::exception& e) {
+      result.error = e.what();
+      try {
+        stream.synchronize();  // let the next solver start from a quiet stream
+      } catch (const std::exception&) {
+        // Already reported as this solver's error.
+      }
+    }
+    out.results.push_back(std::move(result));
+  }
+  return out;
+}
+
+}  // namespace galley::cli
