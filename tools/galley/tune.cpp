@@ -1,0 +1,216 @@
+// `galley tune --file LIST [--device D] [--dtype T] [--layout L] [--batch N] [--force] [--json]`:
+// pre-warms the find-db by tuning every problem of a list, with a progress bar on a terminal (plain
+// lines otherwise), then a summary: problem, chosen solver, time, speedup over the list-order choice.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "command.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/conv_problem.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
+#include "table.hpp"
+
+namespace galley::cli {
+namespace {
+
+struct TuneArgs {
+  std::string file, device, dtype, layout;
+  std::int64_t batch = 0;
+  bool force = false;
+  bool json = false;
+};
+
+struct Line {
+  dnn::ConvProblem problem;
+  std::string tag;
+};
+
+struct Outcome {
+  Line line;
+  std::string status;  // "tuned", "cached" or "error"
+  std::string error;
+  std::vector<tuning::RankedSolver> ranked;
+  std::string list_order;
+  double tune_ms = 0;
+  bool time_box_hit = false;
+};
+
+std::vector<Line> read_lines(const TuneArgs& args) {
+  std::ifstream in(args.file);
+  if (!in) throw Error(Status::io_error, "--file " + args.file + ": cannot open");
+  std::vector<Line> out;
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string::npos || text[first] == '#') continue;
+    Line line;
+    try {
+      line.problem = dnn::ConvProblem::parse_driver_line(text, &line.tag);
+      if (!args.dtype.empty()) line.problem.dtype = parse_dtype(args.dtype);
+      if (!args.layout.empty()) line.problem.layout = dnn::parse_layout(args.layout);
+      if (args.batch > 0) line.problem.n = args.batch;
+      line.problem.validate();
+    } catch (const Error& e) {
+      throw Error(e.status(), args.file + ":" + std::to_string(number) + ": " + e.what());
+    }
+    out.push_back(std::move(line));
+  }
+  if (out.empty()) throw Error(Status::invalid_argument, "--file " + args.file + ": no problems in it");
+  return out;
+}
+
+std::string fixed(double v, int digits = 3) {
+  if (std::isnan(v)) return "-";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
+  return buffer;
+}
+
+std::string name_of(const Line& line) { return line.tag.empty() ? line.problem.key() : line.tag; }
+
+// The time of the list-order choice from the ranked list; NaN when it was not timed.
+double list_order_ms(const Outcome& o) {
+  for (const auto& r : o.ranked) {
+    if (r.solver == o.list_order) return r.ms;
+  }
+  return std::nan("");
+}
+
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) == 1) {}
+  void start(std::size_t index, const std::string& name) {
+    if (!tty_) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * index / total_);
+    std::fprintf(stderr, "\r\033[K[%s%s] %zu/%zu %s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), index, total_, name.c_str());
+    std::fflush(stderr);
+  }
+  void done(std::size_t index, const Outcome& o) {
+    if (tty_) {
+      if (index + 1 == total_) std::fprintf(stderr, "\r\033[K");
+      return;
+    }
+    std::string what = o.status == "error" ? "error: " + o.error
+                       : o.ranked.empty()  ? o.status
+                                           : o.ranked[0].solver + " " + fixed(o.ranked[0].ms) + " ms (" + o.status +
+                                                 (o.status == "tuned" ? " in " + fixed(o.tune_ms, 0) + " ms" : "") + ")";
+    std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index + 1, total_, name_of(o.line).c_str(), what.c_str());
+  }
+
+ private:
+  std::size_t total_;
+  bool tty_;
+};
+
+int run_tune(const TuneArgs& args) {
+  auto options = tuning::TunerOptions::from_env();
+  if (options.find.mode == tuning::FindMode::off) {
+    throw Error(Status::invalid_argument, "GALLEY_FIND_MODE=off: galley tune would store nothing (unset it)");
+  }
+  tuning::Tuner tuner(options);
+  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  const auto lines = read_lines(args);
+  Progress progress(lines.size());
+  std::vector<Outcome> outcomes;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    progress.start(i, name_of(lines[i]));
+    Outcome o{lines[i], "", "", {}, "", 0, false};
+    try {
+      o.list_order = std::string(tuner.list_order_choice(o.line.problem, device).name());
+      if (!args.force) o.ranked = tuner.lookup(o.line.problem, device);
+      if (!o.ranked.empty()) {
+        o.status = "cached";
+      } else {
+        const auto result = tuner.tune(o.line.problem, device);
+        o.ranked = result.ranked;
+        o.tune_ms = result.tune_ms;
+        o.time_box_hit = result.time_box_hit;
+        o.status = "tuned";
+      }
+    } catch (const Error& e) {
+      o.status = "error";
+      o.error = e.what();
+    }
+    progress.done(i, o);
+    outcomes.push_back(std::move(o));
+  }
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int errors = 0;
+  for (const auto& o : outcomes) errors += o.status == "error";
+  if (args.json) {
+    nlohmann::json problems = nlohmann::json::array();
+    for (const auto& o : outcomes) {
+      nlohmann::json ranked = nlohmann::json::array();
+      for (const auto& r : o.ranked) {
+        ranked.push_back({{"solver", r.solver},
+                          {"ms", std::isnan(r.ms) ? nlohmann::json(nullptr) : nlohmann::json(r.ms)},
+                          {"workspace_bytes", r.workspace_bytes}});
+      }
+      const double base = list_order_ms(o);
+      const double best = o.ranked.empty() ? std::nan("") : o.ranked[0].ms;
+      const double speedup = base / best;
+      problems.push_back({{"key", o.line.problem.key()},
+                          {"tag", o.line.tag},
+                          {"status", o.status},
+                          {"error", o.error},
+                          {"list_order_solver", o.list_order},
+                          {"tune_ms", o.tune_ms},
+                          {"time_box_hit", o.time_box_hit},
+                          {"speedup_over_list_order", std::isfinite(speedup) ? nlohmann::json(speedup) : nlohmann::json(nullptr)},
+                          {"ranked", ranked}});
+    }
+    const nlohmann::json doc = {{"device", device.name()},
+                                {"db", tuner.db().user_path().string()},
+                                {"db_in_memory", tuner.db().in_memory()},
+                                {"total_s", total_s},
+                                {"problems", problems}};
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    Table table({"problem", "solver", "ms", "list-order solver", "ms", "speedup", "status"});
+    for (const auto& o : outcomes) {
+      if (o.status == "error") {
+        table.add({name_of(o.line), "-", "-", o.list_order, "-", "-", "error: " + o.error});
+        continue;
+      }
+      const double base = list_order_ms(o);
+      const double best = o.ranked.empty() ? std::nan("") : o.ranked[0].ms;
+      const std::string status =
+          o.status == "tuned" ? "tuned in " + fixed(o.tune_ms, 0) + " ms" + (o.time_box_hit ? " (time box)" : "")
+                              : o.status;
+      table.add({name_of(o.line), o.ranked.empty() ? "-" : o.ranked[0].solver, fixed(best), o.list_order,
+                 fixed(base), std::isfinite(base / best) ? fixed(base / best, 2) + "x" : "-", status});
+    }
+    table.print();
+    std::printf("%zu problems on %s in %.1f s; find-db %s%s\n", outcomes.size(), device.name().c_str(), total_s,
+                tuner.db().user_path().string().c_str(), tuner.db().in_memory() ? " (in memory: not saved)" : "");
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto args = std::make_shared<TuneArgs>();
+  CLI::App* cmd = root.add_subcommand("tune", "Tune every problem of a list into the find-db (pre-warm)");
+  cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem ('# tag' kept)")
+      ->required();
+  cmd->add_option("--device", args->device, "device to tune for (default: GALLEY_DEVICE, else the first GPU, else cpu)");
+  cmd->add_option("--dtype", args->dtype, "override every line's dtype: f32, f16, bf16");
+  cmd->add_option("--layout", args->layout, "override every line's layout: nchw, nhwc");
+  cmd->add_option("--batch", args->batch, "override every line's batch size (-n)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--force", args->force, "re-tune problems that already have a find-db entry");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([args] { set_exit_code(run_tune(*args)); });
+});
+
+}  // namespace
+}  // namespace galley::cli
