@@ -59,7 +59,7 @@ Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) 
   }
   std::unique_lock lock(mutex);
   if (!pending_.empty()) process_events();
-  if (!config.caching) return allocate_uncached(bytes, stream);
+  if (!config.caching) return allocate_uncached(bytes, stream, lock);
 
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
@@ -182,29 +182,39 @@ Block* AllocatorState::split_for(Block* block, std::size_t size) {
   return block;
 }
 
-Block* AllocatorState::allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream) {
+Block* AllocatorState::allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream,
+                                         std::unique_lock<std::mutex>& lock) {
   ++stats.cache_misses;
   const bool small = bytes <= kSmallSize;
-  Block* block = new_block();
-  void* ptr = nullptr;
   std::string backend_message;
-  try {
-    ptr = impl.raw_alloc(bytes);
-  } catch (const Error& e) {
-    recycle_block(block);
-    if (e.status() != Status::out_of_memory) throw;
-    backend_message = e.what();
-  } catch (...) {
-    recycle_block(block);
-    throw;
+  const auto try_raw = [&]() -> void* {
+    try {
+      void* ptr = impl.raw_alloc(bytes);
+      if (ptr == nullptr) backend_message = "raw_alloc returned null";
+      return ptr;
+    } catch (const Error& e) {
+      if (e.status() != Status::out_of_memory) throw;
+      backend_message = e.what();
+      return nullptr;
+    }
+  };
+  void* ptr = try_raw();
+  if (ptr == nullptr && !pending_.empty()) {
+    // Freed buffers whose stream work is still pending hold memory: wait for them once.
+    ++stats.num_alloc_retries;
+    sync_and_release(lock);
+    ptr = try_raw();
   }
   if (ptr == nullptr) {
-    if (backend_message.empty()) {
-      recycle_block(block);
-      backend_message = "raw_alloc returned null";
-    }
     ++stats.num_ooms;
     throw Error(Status::out_of_memory, oom_message_locked(bytes, bytes, false, backend_message));
+  }
+  Block* block;
+  try {
+    block = new_block();
+  } catch (...) {
+    impl.raw_free(ptr);
+    throw;
   }
   block->ptr = static_cast<char*>(ptr);
   block->size = bytes;

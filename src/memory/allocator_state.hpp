@@ -117,7 +117,7 @@ class AllocatorState {
   void make_free_blocks_shared();
   void release_free_segments(bool synced);
   void release_segment(Block* head);
-  Block* allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream);
+  Block* allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream, std::unique_lock<std::mutex>& lock);
 
   void pool_insert(Block* block);
   void pool_erase(Block* block);
