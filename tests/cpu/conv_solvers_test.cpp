@@ -23,6 +23,12 @@ ConvProblem make(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
                      .dtype = dtype, .layout = layout};
 }
 
+// Height and width hyper-parameters that differ, so a swapped index shows.
+ConvProblem asymmetric(std::int64_t c, std::int64_t k, std::int64_t g, Layout layout) {
+  return ConvProblem{.n = 2, .c = c, .h = 19, .w = 26, .k = k, .y = 3, .x = 5, .pad_h = 2, .pad_w = 1,
+                     .stride_h = 2, .stride_w = 1, .dilation_h = 1, .dilation_w = 2, .groups = g, .layout = layout};
+}
+
 void expect_pass(const std::string& solver, const ConvProblem& p, std::uint64_t seed = 7) {
   SCOPED_TRACE(solver + " " + p.key());
   const test::SolverRun r = test::run_against_reference(solver, p, seed);
@@ -89,6 +95,7 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 6, 11, 13, 4, 7, 1, 3, 1, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 8, 9, 9, 8, 1, 1, 0, 2, 1, 1, l));       // strided 1x1
     expect_pass("cpu.conv.im2col_gemm", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));       // pad > filter reach
+    expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
     for (DType d : {DType::f16, DType::bf16}) {
       expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
     }
@@ -106,6 +113,10 @@ TEST(CpuConvDepthwise, MatchesReference) {
     expect_pass("cpu.conv.depthwise", make(1, 5, 6, 7, 5, 1, 7, 0, 1, 1, 5, l));         // 1x7
     expect_pass("cpu.conv.depthwise", make(1, 5, 6, 7, 5, 7, 1, 3, 1, 1, 5, l));         // 7x1
     expect_pass("cpu.conv.depthwise", make(1, 8, 4, 4, 8, 3, 3, 3, 1, 1, 8, l));         // padding wider than reach
+    expect_pass("cpu.conv.depthwise", asymmetric(12, 12, 12, l));
+    auto wide_stride = asymmetric(12, 12, 12, l);
+    std::swap(wide_stride.stride_h, wide_stride.stride_w);  // stride 1 x 2: the padded-plane path
+    expect_pass("cpu.conv.depthwise", wide_stride);
   }
 }
 
@@ -129,6 +140,8 @@ TEST(CpuConvDirect, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.direct", make(2, 8, 9, 9, 24, 1, 1, 0, 2, 1, 1, l));      // strided 1x1
     expect_pass("cpu.conv.direct", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));        // padding past the reach
     expect_pass("cpu.conv.direct", make(1, 5, 3, 40, 33, 3, 3, 1, 1, 1, 1, l));      // long rows, ragged K
+    expect_pass("cpu.conv.direct", asymmetric(10, 20, 2, l));
+    expect_pass("cpu.conv.direct", make(1, 300, 5, 7, 16, 3, 3, 1, 1, 1, 1, l));     // several channel chunks
   }
 }
 

@@ -107,9 +107,14 @@ class ConvDepthwise final : public CpuConvSolver {
     return dnn::Applicability::yes();  // any filter, stride, padding, dilation, both layouts
   }
 
+  // NCHW with unit width stride reads the input planes in place (AVX2); other strides, and CPUs
+  // without AVX2, go through a padded copy of each plane.
+  static bool direct_planes(const ConvShape& s) { return !s.nhwc && s.sw == 1 && cpu_has_avx2_fma(); }
+
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
     if (s.nhwc) return align_up64(static_cast<std::size_t>(s.r * s.s * s.c) * sizeof(float));
+    if (direct_planes(s)) return 0;
     const auto plane = static_cast<std::size_t>(depthwise::Plane::of(s).floats()) * sizeof(float);
     return static_cast<std::size_t>(slot_count(s.n * s.c)) * align_up64(plane);
   }
@@ -118,6 +123,14 @@ class ConvDepthwise final : public CpuConvSolver {
                    void* ws) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
+    if (!s.nhwc && direct_planes(s)) {
+      parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t nc = lo; nc < hi; ++nc) {
+          depthwise::nchw_plane_s1_avx2(s, x + nc * s.h * s.w, w + nc % s.c * s.r * s.s, y + nc * s.ho * s.wo);
+        }
+      });
+      return;
+    }
     if (!s.nhwc) {
       const depthwise::Plane plane = depthwise::Plane::of(s);
       const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(plane.floats()) * sizeof(float));

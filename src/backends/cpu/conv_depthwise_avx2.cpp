@@ -53,7 +53,72 @@ void rows_block(const ConvShape& s, const Plane& plane, const float* in, const f
   }
 }
 
+// Lanes whose input column ow0 + lane + shift lies in [0, W).
+__m256i column_mask(std::int64_t ow0, std::int64_t shift, std::int64_t w) {
+  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(ow0 + shift)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i ge0 = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1));
+  const __m256i ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), col);
+  return _mm256_and_si256(ge0, ltw);
+}
+
+// Rows [oh, oh + kRows) whose taps all lie inside the image vertically (or kRows == 1 with
+// the taps outside skipped), 16 columns per step.
+template <int kRows>
+void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out) {
+  std::int64_t r_lo = 0, r_hi = s.r;
+  if (kRows == 1) {
+    while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
+    while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
+  }
+  const std::int64_t row_step = s.sh * s.w;
+  for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
+    __m256 acc[kRows][2];
+    for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+    // All 16 lanes of every tap inside the row: plain loads.
+    const bool inside = ow - s.pw >= 0 && ow + 15 + (s.s - 1) * s.dw - s.pw < s.w;
+    for (std::int64_t r = r_lo; r < r_hi; ++r) {
+      const float* in = xc + (oh * s.sh - s.ph + r * s.dh) * s.w + ow - s.pw;
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        const __m256 wv = _mm256_broadcast_ss(w + r * s.s + q);
+        const float* src = in + q * s.dw;
+        if (inside) {
+          for (int i = 0; i < kRows; ++i) {
+            acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + i * row_step), acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + i * row_step + 8), acc[i][1]);
+          }
+        } else {
+          // maskload never touches masked-out lanes, so columns outside the row are safe.
+          const std::int64_t shift = q * s.dw - s.pw;
+          const __m256i m0 = column_mask(ow, shift, s.w), m1 = column_mask(ow + 8, shift, s.w);
+          for (int i = 0; i < kRows; ++i) {
+            acc[i][0] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(src + i * row_step, m0), acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(src + i * row_step + 8, m1), acc[i][1]);
+          }
+        }
+      }
+    }
+    const std::int64_t left = s.wo - ow;
+    for (int i = 0; i < kRows; ++i) {
+      float* o = out + (oh + i) * s.wo + ow;
+      store_cols(o, acc[i][0], left);
+      store_cols(o + 8, acc[i][1], left - 8);
+    }
+  }
+}
+
 }  // namespace
+
+void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, float* out) {
+  // Output rows whose filter rows all lie inside the image.
+  const std::int64_t first = std::min(s.ho, (s.ph + s.sh - 1) / s.sh);
+  const std::int64_t last_in = s.h - 1 + s.ph - (s.r - 1) * s.dh;
+  const std::int64_t end = last_in < 0 ? first : std::max(first, std::min(s.ho, last_in / s.sh + 1));
+  std::int64_t oh = 0;
+  for (; oh < first; ++oh) rows_s1<1>(s, xc, w, oh, out);
+  for (; oh + 4 <= end; oh += 4) rows_s1<4>(s, xc, w, oh, out);
+  for (; oh < s.ho; ++oh) rows_s1<1>(s, xc, w, oh, out);
+}
 
 void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out) {
   std::int64_t oh = 0;

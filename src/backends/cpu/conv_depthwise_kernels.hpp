@@ -28,6 +28,10 @@ void build_plane(const ConvShape& s, const Plane& plane, const float* xc, float*
 void nchw_plane_scalar(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out);
 void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, const float* w, float* out);
 
+/// Stride-1 (in width) channels straight from the input plane `xc` (H x W), no copy: masked
+/// loads at the left and right edges, skipped taps at the top and bottom. AVX2 only.
+void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, float* out);
+
 /// One output row (oh) of one NHWC image: y_row[Wo][C]. `xn` is the image, `wt` the filter
 /// repacked tap-major ([R*S][C]) so a vector of channels is contiguous.
 void nhwc_row_scalar(const ConvShape& s, const float* xn, const float* wt, std::int64_t oh, float* y_row);

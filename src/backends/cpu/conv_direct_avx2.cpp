@@ -14,19 +14,28 @@
 namespace galley::backends::cpu::direct {
 namespace {
 
-// kW columns starting at ow, all of whose taps lie inside the image horizontally.
-template <int kV, int kW>
-void block_interior(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, std::int64_t ow,
-                    std::int64_t r_lo, std::int64_t r_hi, float* tile) {
+// A zero to broadcast for taps that fall in the padding.
+alignas(32) const float kZero[8] = {};
+
+// kW columns starting at ow. kInterior: every tap column lies inside the image, so there are no
+// checks; otherwise taps in the padding broadcast a zero (the pointer is switched, not the FMA,
+// so the block keeps its full register blocking at the image edges).
+// Input channels [c0, c1) are added to the partial sums in the tile (or start them when c0 == 0).
+template <int kV, int kW, bool kInterior>
+void block(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, std::int64_t ow, std::int64_t r_lo,
+           std::int64_t r_hi, std::int64_t c0, std::int64_t c1, float* tile) {
   const ConvShape& s = g.s;
   __m256 acc[kW][kV];
-  for (auto& col : acc) {
-    for (auto& v : col) v = _mm256_setzero_ps();
+  for (int j = 0; j < kW; ++j) {
+    for (int v = 0; v < kV; ++v) {
+      acc[j][v] = c0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(tile + (ow + j) * g.kbw + 8 * v);
+    }
   }
   const std::int64_t xstep = s.sw * g.x_ws;
   const std::int64_t tap_step = s.dw * g.x_ws;
-  const float* x0 = xg + (oh * s.sh - s.ph) * g.x_hs + (ow * s.sw - s.pw) * g.x_ws;
-  for (std::int64_t c = 0; c < s.cg; ++c) {
+  const std::int64_t iw0 = ow * s.sw - s.pw;
+  const float* x0 = xg + (oh * s.sh - s.ph) * g.x_hs + iw0 * g.x_ws;
+  for (std::int64_t c = c0; c < c1; ++c) {
     for (std::int64_t r = r_lo; r < r_hi; ++r) {
       const float* xs = x0 + c * g.x_cs + r * s.dh * g.x_hs;
       const float* wr = wp + (c * s.r + r) * s.s * g.kbw;
@@ -34,7 +43,12 @@ void block_interior(const Geometry& g, const float* xg, const float* wp, std::in
         __m256 wv[kV];
         for (int v = 0; v < kV; ++v) wv[v] = _mm256_loadu_ps(wr + 8 * v);
         for (int j = 0; j < kW; ++j) {
-          const __m256 b = _mm256_broadcast_ss(xs + j * xstep);
+          const float* src = xs + j * xstep;
+          if constexpr (!kInterior) {
+            const std::int64_t iw = iw0 + j * s.sw + q * s.dw;
+            if (iw < 0 || iw >= s.w) src = kZero;
+          }
+          const __m256 b = _mm256_broadcast_ss(src);
           for (int v = 0; v < kV; ++v) acc[j][v] = _mm256_fmadd_ps(wv[v], b, acc[j][v]);
         }
       }
@@ -45,26 +59,28 @@ void block_interior(const Geometry& g, const float* xg, const float* wp, std::in
   }
 }
 
-// One column near the left or right edge: taps outside the image are skipped.
-template <int kV>
-void column_edge(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, std::int64_t ow,
-                 std::int64_t r_lo, std::int64_t r_hi, float* tile) {
-  const ConvShape& s = g.s;
-  __m256 acc[kV];
-  for (auto& v : acc) v = _mm256_setzero_ps();
-  for (std::int64_t c = 0; c < s.cg; ++c) {
-    for (std::int64_t r = r_lo; r < r_hi; ++r) {
-      const float* xr = xg + c * g.x_cs + (oh * s.sh - s.ph + r * s.dh) * g.x_hs;
-      const float* wr = wp + (c * s.r + r) * s.s * g.kbw;
-      for (std::int64_t q = 0; q < s.s; ++q) {
-        const std::int64_t iw = ow * s.sw - s.pw + q * s.dw;
-        if (iw < 0 || iw >= s.w) continue;
-        const __m256 b = _mm256_broadcast_ss(xr + iw * g.x_ws);
-        for (int v = 0; v < kV; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(wr + q * g.kbw + 8 * v), b, acc[v]);
-      }
+template <int kV, int kW>
+void block_any(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, std::int64_t ow,
+               std::int64_t r_lo, std::int64_t r_hi, std::int64_t c0, std::int64_t c1, float* tile) {
+  if (ow >= g.ow_lo && ow + kW <= g.ow_hi) {
+    block<kV, kW, true>(g, xg, wp, oh, ow, r_lo, r_hi, c0, c1, tile);
+  } else {
+    block<kV, kW, false>(g, xg, wp, oh, ow, r_lo, r_hi, c0, c1, tile);
+  }
+}
+
+// Columns [ow, ow + width) with width <= kMax, dispatched to a compile-time width.
+template <int kV, int kMax>
+void block_width(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, std::int64_t ow,
+                 std::int64_t width, std::int64_t r_lo, std::int64_t r_hi, std::int64_t c0, std::int64_t c1,
+                 float* tile) {
+  if constexpr (kMax > 0) {
+    if (width == kMax) {
+      block_any<kV, kMax>(g, xg, wp, oh, ow, r_lo, r_hi, c0, c1, tile);
+    } else {
+      block_width<kV, kMax - 1>(g, xg, wp, oh, ow, width, r_lo, r_hi, c0, c1, tile);
     }
   }
-  for (int v = 0; v < kV; ++v) _mm256_storeu_ps(tile + ow * g.kbw + 8 * v, acc[v]);
 }
 
 template <int kV, int kW>
@@ -74,11 +90,20 @@ void row(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, f
   std::int64_t r_lo = 0, r_hi = s.r;
   while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
   while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
-  std::int64_t ow = 0;
-  for (; ow < g.ow_lo; ++ow) column_edge<kV>(g, xg, wp, oh, ow, r_lo, r_hi, tile);
-  for (; ow + kW <= g.ow_hi; ow += kW) block_interior<kV, kW>(g, xg, wp, oh, ow, r_lo, r_hi, tile);
-  for (; ow < g.ow_hi; ++ow) block_interior<kV, 1>(g, xg, wp, oh, ow, r_lo, r_hi, tile);
-  for (; ow < s.wo; ++ow) column_edge<kV>(g, xg, wp, oh, ow, r_lo, r_hi, tile);
+  // Near-equal blocks of at most kW columns: 7 columns become 4 + 3, not 6 + 1, so no block is
+  // left with too few accumulators to hide the FMA latency.
+  const std::int64_t blocks = (s.wo + kW - 1) / kW;
+  // Input channels in chunks whose packed weights (kChunkBytes) stay in L1 while every block of
+  // the row uses them; the partial sums wait in the tile between chunks.
+  constexpr std::int64_t kChunkBytes = 16 << 10;
+  const std::int64_t chunk = std::max<std::int64_t>(1, kChunkBytes / (s.r * s.s * g.kbw * 4));
+  for (std::int64_t c0 = 0; c0 < s.cg; c0 += chunk) {
+    const std::int64_t c1 = std::min(s.cg, c0 + chunk);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t ow0 = s.wo * b / blocks, ow1 = s.wo * (b + 1) / blocks;
+      block_width<kV, kW>(g, xg, wp, oh, ow0, ow1 - ow0, r_lo, r_hi, c0, c1, tile);
+    }
+  }
 }
 
 }  // namespace
