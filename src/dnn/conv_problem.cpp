@@ -28,17 +28,20 @@ std::int64_t out_extent(std::int64_t in, std::int64_t pad, std::int64_t filter, 
 }
 
 std::string tensor_mismatch(const char* what, const TensorDesc& got, const TensorDesc& want) {
-  return std::string("conv problem: ") + what + " tensor " + got.to_string() + " does not match the problem's " +
-         want.to_string();
+  return std::string("conv problem: ") + what + " tensor " + got.to_string() +
+         " does not match the problem's " + want.to_string();
 }
 
 }  // namespace
 
 const char* to_string(ConvDirection direction) noexcept {
   switch (direction) {
-    case ConvDirection::forward: return "forward";
-    case ConvDirection::backward_data: return "backward_data";
-    case ConvDirection::backward_weights: return "backward_weights";
+    case ConvDirection::forward:
+      return "forward";
+    case ConvDirection::backward_data:
+      return "backward_data";
+    case ConvDirection::backward_weights:
+      return "backward_weights";
   }
   return "?";
 }
@@ -53,13 +56,20 @@ void ConvProblem::validate() const {
     std::int64_t minimum;
   };
   const Field fields[] = {
-      {"n (batch, -n)", n, 1},           {"c (input channels, -c)", c, 1},
-      {"h (input height, -H)", h, 1},    {"w (input width, -W)", w, 1},
-      {"k (output channels, -k)", k, 1}, {"y (filter height, -y)", y, 1},
-      {"x (filter width, -x)", x, 1},    {"pad_h (-p)", pad_h, 0},
-      {"pad_w (-q)", pad_w, 0},          {"stride_h (-u)", stride_h, 1},
-      {"stride_w (-v)", stride_w, 1},    {"dilation_h (-l)", dilation_h, 1},
-      {"dilation_w (-j)", dilation_w, 1}, {"groups (-g)", groups, 1},
+      {"n (batch, -n)", n, 1},
+      {"c (input channels, -c)", c, 1},
+      {"h (input height, -H)", h, 1},
+      {"w (input width, -W)", w, 1},
+      {"k (output channels, -k)", k, 1},
+      {"y (filter height, -y)", y, 1},
+      {"x (filter width, -x)", x, 1},
+      {"pad_h (-p)", pad_h, 0},
+      {"pad_w (-q)", pad_w, 0},
+      {"stride_h (-u)", stride_h, 1},
+      {"stride_w (-v)", stride_w, 1},
+      {"dilation_h (-l)", dilation_h, 1},
+      {"dilation_w (-j)", dilation_w, 1},
+      {"groups (-g)", groups, 1},
   };
   for (const Field& f : fields) {
     if (f.value < f.minimum) {
@@ -68,25 +78,26 @@ void ConvProblem::validate() const {
     }
   }
   if (c % groups != 0) {
-    bad("conv problem: c (input channels) = " + std::to_string(c) + " is not divisible by groups = " +
-        std::to_string(groups));
+    bad("conv problem: c (input channels) = " + std::to_string(c) +
+        " is not divisible by groups = " + std::to_string(groups));
   }
   if (k % groups != 0) {
-    bad("conv problem: k (output channels) = " + std::to_string(k) + " is not divisible by groups = " +
-        std::to_string(groups));
+    bad("conv problem: k (output channels) = " + std::to_string(k) +
+        " is not divisible by groups = " + std::to_string(groups));
   }
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("conv problem: dtype ") + galley::to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+    bad(std::string("conv problem: dtype ") + galley::to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
   }
   if (out_h() <= 0) {
     bad("conv problem: empty output height: input h = " + std::to_string(h) + " + 2*pad_h " +
-        std::to_string(pad_h) + " is smaller than the dilated filter height " + std::to_string(y) + " (dilation " +
-        std::to_string(dilation_h) + ")");
+        std::to_string(pad_h) + " is smaller than the dilated filter height " + std::to_string(y) +
+        " (dilation " + std::to_string(dilation_h) + ")");
   }
   if (out_w() <= 0) {
     bad("conv problem: empty output width: input w = " + std::to_string(w) + " + 2*pad_w " +
-        std::to_string(pad_w) + " is smaller than the dilated filter width " + std::to_string(x) + " (dilation " +
-        std::to_string(dilation_w) + ")");
+        std::to_string(pad_w) + " is smaller than the dilated filter width " + std::to_string(x) +
+        " (dilation " + std::to_string(dilation_w) + ")");
   }
   // Element counts (and their byte sizes) must fit, so every later index computation is safe.
   const std::int64_t elem = static_cast<std::int64_t>(size_of(dtype));

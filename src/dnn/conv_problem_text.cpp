@@ -13,9 +13,12 @@ namespace {
 
 char direction_letter(ConvDirection d) {
   switch (d) {
-    case ConvDirection::forward: return 'F';
-    case ConvDirection::backward_data: return 'B';
-    case ConvDirection::backward_weights: return 'W';
+    case ConvDirection::forward:
+      return 'F';
+    case ConvDirection::backward_data:
+      return 'B';
+    case ConvDirection::backward_weights:
+      return 'W';
   }
   return '?';
 }
@@ -74,13 +77,20 @@ struct FieldSpec {
   std::int64_t ConvProblem::*member;
 };
 constexpr FieldSpec kFields[] = {
-    {'n', "-n", "--batchsize", &ConvProblem::n},         {'c', "-c", "--in_channels", &ConvProblem::c},
-    {'h', "-H", "--in_h", &ConvProblem::h},              {'w', "-W", "--in_w", &ConvProblem::w},
-    {'k', "-k", "--out_channels", &ConvProblem::k},      {'y', "-y", "--fil_h", &ConvProblem::y},
-    {'x', "-x", "--fil_w", &ConvProblem::x},             {'p', "-p", "--pad_h", &ConvProblem::pad_h},
-    {'q', "-q", "--pad_w", &ConvProblem::pad_w},         {'u', "-u", "--conv_stride_h", &ConvProblem::stride_h},
-    {'v', "-v", "--conv_stride_w", &ConvProblem::stride_w}, {'l', "-l", "--dilation_h", &ConvProblem::dilation_h},
-    {'j', "-j", "--dilation_w", &ConvProblem::dilation_w}, {'g', "-g", "--group_count", &ConvProblem::groups},
+    {'n', "-n", "--batchsize", &ConvProblem::n},
+    {'c', "-c", "--in_channels", &ConvProblem::c},
+    {'h', "-H", "--in_h", &ConvProblem::h},
+    {'w', "-W", "--in_w", &ConvProblem::w},
+    {'k', "-k", "--out_channels", &ConvProblem::k},
+    {'y', "-y", "--fil_h", &ConvProblem::y},
+    {'x', "-x", "--fil_w", &ConvProblem::x},
+    {'p', "-p", "--pad_h", &ConvProblem::pad_h},
+    {'q', "-q", "--pad_w", &ConvProblem::pad_w},
+    {'u', "-u", "--conv_stride_h", &ConvProblem::stride_h},
+    {'v', "-v", "--conv_stride_w", &ConvProblem::stride_w},
+    {'l', "-l", "--dilation_h", &ConvProblem::dilation_h},
+    {'j', "-j", "--dilation_w", &ConvProblem::dilation_w},
+    {'g', "-g", "--group_count", &ConvProblem::groups},
 };
 
 }  // namespace
@@ -235,7 +245,8 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
             " names no single direction (valid: 1 forward, 2 backward data, 4 backward weights)");
       }
     } else if (flag == "-m" || flag == "--mode") {
-      if (value != "conv") bad("line " + quoted + ": -m " + std::string(value) + " is not supported (valid: conv)");
+      if (value != "conv")
+        bad("line " + quoted + ": -m " + std::string(value) + " is not supported (valid: conv)");
     } else if (flag == "-t" || flag == "--time" || flag == "-V" || flag == "--verify" || flag == "-i" ||
                flag == "--iter") {
       need_int();  // run options of the driver, not part of the problem: accepted so pasted lines work

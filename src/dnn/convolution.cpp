@@ -31,11 +31,13 @@ const ConvSolver& select_conv_solver(const ConvProblem& problem, const runtime::
     }
     reasons += "\n  " + std::string(s->name()) + ": " + a.reason;
   }
-  throw Error(Status::unsupported, "no conv solver on " + device.name() + " accepts " + problem.key() +
-                                       (solvers.empty() ? std::string(" (backend has no conv solvers)") : reasons));
+  throw Error(Status::unsupported,
+              "no conv solver on " + device.name() + " accepts " + problem.key() +
+                  (solvers.empty() ? std::string(" (backend has no conv solvers)") : reasons));
 }
 
-std::string conv_bench_command(const ConvProblem& problem, const runtime::Device& device, std::string_view solver) {
+std::string conv_bench_command(const ConvProblem& problem, const runtime::Device& device,
+                               std::string_view solver) {
   const char* direction = problem.direction == ConvDirection::forward         ? "1"
                           : problem.direction == ConvDirection::backward_data ? "2"
                                                                               : "4";
@@ -48,7 +50,8 @@ std::string conv_bench_command(const ConvProblem& problem, const runtime::Device
 
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem,
                                       const TensorDesc& x_desc, const void* x, const TensorDesc& w_desc,
-                                      const void* w, const TensorDesc& y_desc, void* y, const ConvSolver* solver) {
+                                      const void* w, const TensorDesc& y_desc, void* y,
+                                      const ConvSolver* solver) {
   if (problem.direction != ConvDirection::forward) {
     throw Error(Status::invalid_argument, std::string("convolution_forward: problem direction is ") +
                                               to_string(problem.direction) + ", not forward");
@@ -64,13 +67,13 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
   } else {
     if (find_conv_solver(device.backend(), solver->name()) != solver) {
       throw Error(Status::unsupported, "conv solver '" + std::string(solver->name()) +
-                                           "' is not a solver of backend '" + device.backend() + "' (device " +
-                                           device.name() + ")");
+                                           "' is not a solver of backend '" + device.backend() +
+                                           "' (device " + device.name() + ")");
     }
     const Applicability a = solver->check(problem, device);
     if (!a) {
-      throw Error(Status::unsupported,
-                  "conv solver '" + std::string(solver->name()) + "' cannot do " + problem.key() + ": " + a.reason);
+      throw Error(Status::unsupported, "conv solver '" + std::string(solver->name()) + "' cannot do " +
+                                           problem.key() + ": " + a.reason);
     }
   }
 
@@ -91,7 +94,8 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const void* x,
                                       const void* w, void* y, const ConvSolver* solver) {
   problem.validate();
-  return convolution_forward(stream, problem, problem.x_desc(), x, problem.w_desc(), w, problem.y_desc(), y, solver);
+  return convolution_forward(stream, problem, problem.x_desc(), x, problem.w_desc(), w, problem.y_desc(), y,
+                             solver);
 }
 
 }  // namespace galley::dnn

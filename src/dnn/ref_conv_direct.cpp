@@ -93,8 +93,8 @@ class RefConvDirect final : public ConvSolver {
 void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, void* y) {
   p.validate();
   if (p.direction != ConvDirection::forward) {
-    throw Error(Status::unsupported, std::string("reference_conv_forward: direction ") + to_string(p.direction) +
-                                         " is not forward");
+    throw Error(Status::unsupported, std::string("reference_conv_forward: direction ") +
+                                         to_string(p.direction) + " is not forward");
   }
   const std::int64_t n = p.n, c = p.c, h = p.h, wd = p.w, k = p.k, fy = p.y, fx = p.x;
   const std::int64_t g = p.groups, cg = c / g, kg = k / g;
@@ -156,7 +156,8 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
             for (; ic < cg; ++ic) acc[0] += static_cast<double>(xp[ic]) * wp[ic];
           }
         }
-        values[static_cast<std::size_t>(ow * k + ok)] = static_cast<float>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        values[static_cast<std::size_t>(ow * k + ok)] =
+            static_cast<float>((acc[0] + acc[1]) + (acc[2] + acc[3]));
       }
     }
     // Round once to the storage type and scatter into the row's place in y.
@@ -164,10 +165,12 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
       std::vector<float> line(static_cast<std::size_t>(wo));
       for (std::int64_t ok = 0; ok < k; ++ok) {
         for (std::int64_t ow = 0; ow < wo; ++ow) line[ow] = values[static_cast<std::size_t>(ow * k + ok)];
-        from_float(p.dtype, line.data(), out + static_cast<std::size_t>(((in * k + ok) * ho + oh) * wo) * elem, wo);
+        from_float(p.dtype, line.data(),
+                   out + static_cast<std::size_t>(((in * k + ok) * ho + oh) * wo) * elem, wo);
       }
     } else {
-      from_float(p.dtype, values.data(), out + static_cast<std::size_t>((in * ho + oh) * wo * k) * elem, wo * k);
+      from_float(p.dtype, values.data(), out + static_cast<std::size_t>((in * ho + oh) * wo * k) * elem,
+                 wo * k);
     }
   });
 }

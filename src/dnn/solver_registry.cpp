@@ -49,8 +49,8 @@ void register_conv_solver(std::string_view backend, int rank, std::unique_ptr<Co
   std::lock_guard lock(r.mutex);
   for (const Entry& e : r.entries) {
     if (e.backend == backend && e.solver->name() == name) {
-      throw Error(Status::invalid_argument,
-                  "conv solver '" + name + "' is already registered on backend '" + std::string(backend) + "'");
+      throw Error(Status::invalid_argument, "conv solver '" + name + "' is already registered on backend '" +
+                                                std::string(backend) + "'");
     }
   }
   r.entries.push_back(Entry{std::string(backend), rank, r.next_order++, std::move(solver)});

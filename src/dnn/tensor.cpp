@@ -38,8 +38,10 @@ std::int64_t extent(const TensorDesc& desc, std::string_view what) {
 
 const char* to_string(Layout layout) noexcept {
   switch (layout) {
-    case Layout::nchw: return "nchw";
-    case Layout::nhwc: return "nhwc";
+    case Layout::nchw:
+      return "nchw";
+    case Layout::nhwc:
+      return "nhwc";
   }
   return "?";
 }
@@ -115,7 +117,8 @@ void TensorDesc::validate(std::string_view what) const {
   (void)elements();
   std::size_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<std::size_t>(extent(*this, what)), size_of(dtype), &bytes)) {
-    throw Error(Status::invalid_argument, std::string(what) + " tensor " + to_string() + ": byte size overflows");
+    throw Error(Status::invalid_argument,
+                std::string(what) + " tensor " + to_string() + ": byte size overflows");
   }
 }
 

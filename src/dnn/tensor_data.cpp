@@ -12,8 +12,8 @@ namespace {
 
 void require_float_type(DType dtype, const char* what) {
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    throw Error(Status::invalid_argument,
-                std::string(what) + ": dtype " + to_string(dtype) + " is not a float type (valid: f32, f16, bf16)");
+    throw Error(Status::invalid_argument, std::string(what) + ": dtype " + to_string(dtype) +
+                                              " is not a float type (valid: f32, f16, bf16)");
   }
 }
 
@@ -88,7 +88,8 @@ std::vector<std::byte> random_tensor(DType dtype, std::int64_t count, std::uint6
   return out;
 }
 
-Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::int64_t count, double tolerance) {
+Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::int64_t count,
+                           double tolerance) {
   require_float_type(dtype, "compare_outputs");
   Comparison c;
   std::int64_t ref_bad = 0;
@@ -142,13 +143,17 @@ Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::i
 
 double conv_tolerance(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 1e-5;
-    case DType::f16: return 1e-2;
-    case DType::bf16: return 1e-2;
-    default: break;
+    case DType::f32:
+      return 1e-5;
+    case DType::f16:
+      return 1e-2;
+    case DType::bf16:
+      return 1e-2;
+    default:
+      break;
   }
-  throw Error(Status::invalid_argument,
-              std::string("conv_tolerance: dtype ") + to_string(dtype) + " is not a float type (valid: f32, f16, bf16)");
+  throw Error(Status::invalid_argument, std::string("conv_tolerance: dtype ") + to_string(dtype) +
+                                            " is not a float type (valid: f32, f16, bf16)");
 }
 
 }  // namespace galley::dnn

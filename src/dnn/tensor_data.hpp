@@ -23,12 +23,12 @@ std::vector<std::byte> random_tensor(DType dtype, std::int64_t count, std::uint6
 
 /// How far an output is from the reference.
 struct Comparison {
-  double max_rel_err = 0;     ///< max |got - ref| / max |ref| (the output's inf-norm); inf when any NaN
-  double max_abs_err = 0;     ///< max |got - ref|
-  double ref_norm = 0;        ///< max |ref|
-  std::int64_t nan_count = 0; ///< NaN or inf in `got` (poison left behind counts here)
+  double max_rel_err = 0;         ///< max |got - ref| / max |ref| (the output's inf-norm); inf when any NaN
+  double max_abs_err = 0;         ///< max |got - ref|
+  double ref_norm = 0;            ///< max |ref|
+  std::int64_t nan_count = 0;     ///< NaN or inf in `got` (poison left behind counts here)
   std::int64_t worst_index = -1;  ///< element with the largest error, or the first NaN
-  bool passed = false;        ///< no NaN/inf and max_rel_err <= tolerance
+  bool passed = false;            ///< no NaN/inf and max_rel_err <= tolerance
   /// "max_rel_err 1.2e-07 at element 17 (got 0.5, want 0.50001)" or "3 NaN, first at element 0".
   std::string summary;
 };
@@ -36,7 +36,8 @@ struct Comparison {
 /// Compares `count` elements of `got` with `ref` (both in `dtype` storage) against `tolerance`.
 /// Errors are relative to the reference's largest magnitude, so one tolerance fits every problem
 /// size; a NaN or inf anywhere in `got` or `ref` fails, whatever the tolerance.
-Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::int64_t count, double tolerance);
+Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::int64_t count,
+                           double tolerance);
 
 /// The tolerance for a conv output of `dtype` with f32 accumulation: 1e-5 for f32 (room for
 /// summation order and Winograd transforms), 1e-2 for f16/bf16 (one rounding of the output

@@ -51,7 +51,8 @@ TEST_F(BenchConvCli, JsonHasEveryFieldAndVerifies) {
   EXPECT_EQ(p["tag"], "");
   ASSERT_FALSE(p["results"].empty());
   for (const auto& res : p["results"]) {
-    for (const char* field : {"solver", "ms", "tflops", "gbps", "verified", "max_rel_err", "workspace_bytes", "detail"}) {
+    for (const char* field :
+         {"solver", "ms", "tflops", "gbps", "verified", "max_rel_err", "workspace_bytes", "detail"}) {
       EXPECT_TRUE(res.contains(field)) << field << " missing in " << res.dump();
     }
     EXPECT_NE(res["solver"], "ref.conv.direct") << "--all-solvers leaves the reference out";
@@ -64,7 +65,8 @@ TEST_F(BenchConvCli, JsonHasEveryFieldAndVerifies) {
 }
 
 TEST_F(BenchConvCli, FileKeepsTagsAndOverridesDtype) {
-  const std::string path = ::testing::TempDir() + "/bench_conv_cli_test_" + std::to_string(::getpid()) + ".txt";
+  const std::string path =
+      ::testing::TempDir() + "/bench_conv_cli_test_" + std::to_string(::getpid()) + ".txt";
   {
     std::ofstream f(path);
     f << "# comment line\n\n"
@@ -96,7 +98,8 @@ TEST_F(BenchConvCli, FileKeepsTagsAndOverridesDtype) {
 
 TEST_F(BenchConvCli, VerificationFailureMeansNonZeroExit) {
   // No cpu solver is bit-exact with the double reference on f16 output at a 1e-12 tolerance...
-  Result r = run("bench conv " + kSmall + " --device cpu --dtype f16 --all-solvers -V 1 -i 1 --tolerance 1e-12 --json");
+  Result r = run("bench conv " + kSmall +
+                 " --device cpu --dtype f16 --all-solvers -V 1 -i 1 --tolerance 1e-12 --json");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   bool any_failed = false;

@@ -66,9 +66,9 @@ bool guard_intact(const std::vector<std::byte>& bytes, std::size_t from) {
 }
 
 // Runs one solver on one problem; returns an empty string on success, else what went wrong.
-std::string run_one(const ConvSolver& solver, runtime::Stream& stream, const ConvProblem& p, const void* x_dev,
-                    const void* w_dev, const std::vector<std::byte>& x, const std::vector<std::byte>& w,
-                    const std::vector<std::byte>& ref, double* rel_err) {
+std::string run_one(const ConvSolver& solver, runtime::Stream& stream, const ConvProblem& p,
+                    const void* x_dev, const void* w_dev, const std::vector<std::byte>& x,
+                    const std::vector<std::byte>& w, const std::vector<std::byte>& ref, double* rel_err) {
   const runtime::Device& device = stream.device();
   const std::size_t y_bytes = p.y_desc().bytes();
   const std::size_t ws_bytes = solver.workspace_bytes(p, device);
@@ -92,10 +92,12 @@ std::string run_one(const ConvSolver& solver, runtime::Stream& stream, const Con
   stream.synchronize();
   std::string problems;
   if (!guard_intact(y_back, y_bytes)) problems += "wrote past the end of y; ";
-  if (!guard_intact(ws_back, ws_bytes)) problems += "wrote past workspace_bytes() = " + std::to_string(ws_bytes) + "; ";
+  if (!guard_intact(ws_back, ws_bytes))
+    problems += "wrote past workspace_bytes() = " + std::to_string(ws_bytes) + "; ";
   if (x_back != x) problems += "modified x; ";
   if (w_back != w) problems += "modified w; ";
-  const Comparison c = compare_outputs(p.dtype, y_back.data(), ref.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+  const Comparison c =
+      compare_outputs(p.dtype, y_back.data(), ref.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
   *rel_err = c.max_rel_err;
   if (!c.passed) problems += c.summary;
   return problems;
@@ -150,15 +152,16 @@ TEST_P(ConvConformance, EverySolverMatchesTheReference) {
     }
   }
   for (const auto& [name, st] : stats) {
-    std::cout << "  " << name << ": " << st.passed << "/" << st.ran << " passed, worst max_rel_err " << st.worst
-              << "\n";
+    std::cout << "  " << name << ": " << st.passed << "/" << st.ran << " passed, worst max_rel_err "
+              << st.worst << "\n";
     EXPECT_EQ(st.passed, st.ran) << name << " failed " << st.ran - st.passed << " cases (first "
                                  << kMaxReportsPerSolver << " reported above)";
   }
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param)) + "_" + to_string(std::get<2>(info.param));
+  return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param)) + "_" +
+         to_string(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConvConformance,
@@ -224,7 +227,9 @@ class BrokenSolver final : public ConvSolver {
  public:
   explicit BrokenSolver(Fault fault) : fault_(fault) {}
   std::string_view name() const override { return "test.conv.broken"; }
-  Applicability check(const ConvProblem&, const runtime::Device&) const override { return Applicability::yes(); }
+  Applicability check(const ConvProblem&, const runtime::Device&) const override {
+    return Applicability::yes();
+  }
   std::size_t workspace_bytes(const ConvProblem&, const runtime::Device&) const override { return 64; }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     stream.host_task([p, a, fault = fault_] {
@@ -234,8 +239,10 @@ class BrokenSolver final : public ConvSolver {
       auto* y = static_cast<std::byte*>(a.y);
       std::memcpy(y, tmp.data(), fault == Fault::skip_last ? bytes - size_of(p.dtype) : bytes);
       if (fault == Fault::past_y) y[bytes] = std::byte{0};
-      if (fault == Fault::past_workspace) static_cast<std::byte*>(a.workspace)[a.workspace_bytes] = std::byte{0};
-      if (fault == Fault::modify_x) const_cast<std::byte*>(static_cast<const std::byte*>(a.x))[0] ^= std::byte{1};
+      if (fault == Fault::past_workspace)
+        static_cast<std::byte*>(a.workspace)[a.workspace_bytes] = std::byte{0};
+      if (fault == Fault::modify_x)
+        const_cast<std::byte*>(static_cast<const std::byte*>(a.x))[0] ^= std::byte{1};
       if (fault == Fault::off_by_tolerance) {
         float v;
         std::memcpy(&v, y, 4);
@@ -268,11 +275,13 @@ TEST(ConvHarness, CatchesEveryKindOfFault) {
     const auto x_dev = upload(stream, x);
     const auto w_dev = upload(stream, w);
     double rel = 0;
-    const std::string failure = run_one(BrokenSolver(fault), stream, p, x_dev.data(), w_dev.data(), x, w, ref, &rel);
+    const std::string failure =
+        run_one(BrokenSolver(fault), stream, p, x_dev.data(), w_dev.data(), x, w, ref, &rel);
     if (expect.empty()) {
       EXPECT_EQ(failure, "");
     } else {
-      EXPECT_NE(failure.find(expect), std::string::npos) << "fault " << static_cast<int>(fault) << ": '" << failure << "'";
+      EXPECT_NE(failure.find(expect), std::string::npos)
+          << "fault " << static_cast<int>(fault) << ": '" << failure << "'";
     }
   }
 }

@@ -13,11 +13,24 @@
 
 namespace galley::test {
 
-inline dnn::ConvProblem geometry(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
-                                 std::int64_t y, std::int64_t x, std::int64_t p, std::int64_t q, std::int64_t u,
-                                 std::int64_t v, std::int64_t l, std::int64_t j, std::int64_t g) {
-  return dnn::ConvProblem{.n = n, .c = c, .h = h, .w = w, .k = k, .y = y, .x = x, .pad_h = p, .pad_w = q,
-                          .stride_h = u, .stride_w = v, .dilation_h = l, .dilation_w = j, .groups = g};
+inline dnn::ConvProblem geometry(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                                 std::int64_t k, std::int64_t y, std::int64_t x, std::int64_t p,
+                                 std::int64_t q, std::int64_t u, std::int64_t v, std::int64_t l,
+                                 std::int64_t j, std::int64_t g) {
+  return dnn::ConvProblem{.n = n,
+                          .c = c,
+                          .h = h,
+                          .w = w,
+                          .k = k,
+                          .y = y,
+                          .x = x,
+                          .pad_h = p,
+                          .pad_w = q,
+                          .stride_h = u,
+                          .stride_w = v,
+                          .dilation_h = l,
+                          .dilation_w = j,
+                          .groups = g};
 }
 
 /// Multiply-adds budget per random geometry (x2 = flops), so the reference stays in milliseconds.
@@ -89,10 +102,17 @@ inline std::vector<dnn::ConvProblem> conv_grid() {
     const auto filter = kFilters[pick(6)];
     std::int64_t c = kChannels[pick(3)], k = kChannels[pick(3)], g = 1;
     switch (pick(4)) {
-      case 0: break;
-      case 1: g = 2, c *= 2, k *= 2; break;
-      case 2: g = 32, c = 32 * (1 + pick(2)), k = 32 * (1 + pick(2)); break;
-      default: g = c, k = c * (1 + pick(2)); break;  // depthwise, multiplier 1 or 2
+      case 0:
+        break;
+      case 1:
+        g = 2, c *= 2, k *= 2;
+        break;
+      case 2:
+        g = 32, c = 32 * (1 + pick(2)), k = 32 * (1 + pick(2));
+        break;
+      default:
+        g = c, k = c * (1 + pick(2));
+        break;  // depthwise, multiplier 1 or 2
     }
     dnn::ConvProblem p = geometry(1 + pick(2), c, size[0], size[1], k, filter[0], filter[1], pick(3), pick(3),
                                   1 + pick(2), 1 + pick(2), 1 + pick(2), 1 + pick(2), g);

@@ -1,11 +1,12 @@
 // ConvProblem: output sizes, validation errors that name the field, canonical keys, MIOpenDriver lines.
+#include "galley/dnn/conv_problem.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
 #include "galley/core/error.hpp"
-#include "galley/dnn/conv_problem.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -22,20 +23,40 @@ void expect_invalid(Fn&& fn, std::initializer_list<std::string_view> fragments) 
     ADD_FAILURE() << "no error; expected one mentioning '" << *fragments.begin() << "'";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
-    for (std::string_view f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    for (std::string_view f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
   }
 }
 
 TEST(ConvProblem, OutputSizeInferred) {
   EXPECT_EQ(r50_3x3().out_h(), 56);
   EXPECT_EQ(r50_3x3().out_w(), 56);
-  const ConvProblem conv1{.n = 32, .c = 3, .h = 224, .w = 224, .k = 64, .y = 7, .x = 7, .pad_h = 3, .pad_w = 3,
-                          .stride_h = 2, .stride_w = 2};
+  const ConvProblem conv1{.n = 32,
+                          .c = 3,
+                          .h = 224,
+                          .w = 224,
+                          .k = 64,
+                          .y = 7,
+                          .x = 7,
+                          .pad_h = 3,
+                          .pad_w = 3,
+                          .stride_h = 2,
+                          .stride_w = 2};
   EXPECT_EQ(conv1.out_h(), 112);
   EXPECT_EQ(conv1.out_w(), 112);
   // Dilation 2 widens a 3x3 filter to 5x5; stride 2 on 31 rows keeps 14 outputs of 27 positions.
-  const ConvProblem odd{.c = 17, .h = 31, .w = 29, .k = 23, .y = 3, .x = 3, .pad_h = 0, .pad_w = 2,
-                        .stride_h = 2, .stride_w = 1, .dilation_h = 2, .dilation_w = 2};
+  const ConvProblem odd{.c = 17,
+                        .h = 31,
+                        .w = 29,
+                        .k = 23,
+                        .y = 3,
+                        .x = 3,
+                        .pad_h = 0,
+                        .pad_w = 2,
+                        .stride_h = 2,
+                        .stride_w = 1,
+                        .dilation_h = 2,
+                        .dilation_w = 2};
   EXPECT_EQ(odd.out_h(), 14);  // (31 - 5) / 2 + 1
   EXPECT_EQ(odd.out_w(), 29);  // 29 + 4 - 5 + 1
   EXPECT_NO_THROW(odd.validate());
@@ -71,8 +92,10 @@ TEST(ConvProblem, ValidationNamesTheField) {
   expect_invalid(with([](ConvProblem& p) { p.dilation_h = 0; }), {"dilation_h"});
   expect_invalid(with([](ConvProblem& p) { p.dilation_w = 0; }), {"dilation_w"});
   expect_invalid(with([](ConvProblem& p) { p.groups = 0; }), {"groups"});
-  expect_invalid(with([](ConvProblem& p) { p.groups = 3; }), {"c (input channels) = 64", "divisible", "groups = 3"});
-  expect_invalid(with([](ConvProblem& p) { p.c = 96, p.groups = 3; }), {"k (output channels) = 64", "groups = 3"});
+  expect_invalid(with([](ConvProblem& p) { p.groups = 3; }),
+                 {"c (input channels) = 64", "divisible", "groups = 3"});
+  expect_invalid(with([](ConvProblem& p) { p.c = 96, p.groups = 3; }),
+                 {"k (output channels) = 64", "groups = 3"});
   expect_invalid(with([](ConvProblem& p) { p.dtype = DType::i8; }), {"dtype i8"});
 }
 
@@ -133,9 +156,23 @@ TEST(ConvProblem, MismatchedTensorsNameTheTensor) {
 
 TEST(ConvKey, CanonicalTextAndRoundTrip) {
   EXPECT_EQ(r50_3x3().key(), "conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1");
-  ConvProblem p{.n = 3, .c = 34, .h = 31, .w = 29, .k = 46, .y = 1, .x = 7, .pad_h = 0, .pad_w = 2, .stride_h = 2,
-                .stride_w = 1, .dilation_h = 1, .dilation_w = 2, .groups = 2, .dtype = DType::bf16,
-                .layout = Layout::nhwc, .direction = ConvDirection::backward_weights};
+  ConvProblem p{.n = 3,
+                .c = 34,
+                .h = 31,
+                .w = 29,
+                .k = 46,
+                .y = 1,
+                .x = 7,
+                .pad_h = 0,
+                .pad_w = 2,
+                .stride_h = 2,
+                .stride_w = 1,
+                .dilation_h = 1,
+                .dilation_w = 2,
+                .groups = 2,
+                .dtype = DType::bf16,
+                .layout = Layout::nhwc,
+                .direction = ConvDirection::backward_weights};
   EXPECT_EQ(p.key(), "conv-W-bf16-nhwc-n3-c34-h31-w29-k46-y1-x7-p0-q2-u2-v1-l1-j2-g2");
   EXPECT_EQ(ConvProblem::parse_key(p.key()), p);
   for (DType d : {DType::f32, DType::f16, DType::bf16}) {
@@ -153,13 +190,16 @@ TEST(ConvKey, CanonicalTextAndRoundTrip) {
 TEST(ConvKey, MalformedKeysAreRejected) {
   const std::string good = r50_3x3().key();
   for (const std::string bad : {
-           std::string(""), std::string("conv"), good + "-z1", "conf" + good.substr(4),
+           std::string(""),
+           std::string("conv"),
+           good + "-z1",
+           "conf" + good.substr(4),
            std::string("conv-X-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),
            std::string("conv-F-f64-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),
            std::string("conv-F-f32-NCHW-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),
-           std::string("conv-F-f32-nchw-n32-c64-w56-h56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),  // fields swapped
+           std::string("conv-F-f32-nchw-n32-c64-w56-h56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),   // fields swapped
            std::string("conv-F-f32-nchw-n032-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1"),  // not canonical
-           std::string("conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g3"),  // invalid problem
+           std::string("conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g3"),   // invalid problem
            std::string("conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1 "),
            std::string("conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-gx"),
            std::string("conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g99999999999999999999"),
@@ -171,7 +211,8 @@ TEST(ConvKey, MalformedKeysAreRejected) {
 TEST(ConvDriverLine, ParsesFlagsAndTag) {
   std::string tag;
   const ConvProblem p = ConvProblem::parse_driver_line(
-      "conv -n 32 -c 128 -H 56 -W 56 -k 128 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -l 1 -j 1 -g 1 # r50.l2.c2s2 ", &tag);
+      "conv -n 32 -c 128 -H 56 -W 56 -k 128 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -l 1 -j 1 -g 1 # r50.l2.c2s2 ",
+      &tag);
   EXPECT_EQ(tag, "r50.l2.c2s2");
   EXPECT_EQ(p.key(), "conv-F-f32-nchw-n32-c128-h56-w56-k128-y3-x3-p1-q1-u2-v2-l1-j1-g1");
   EXPECT_EQ(ConvProblem::parse_driver_line("conv " + p.driver_flags()), p);
@@ -180,7 +221,9 @@ TEST(ConvDriverLine, ParsesFlagsAndTag) {
   // No leading word, no tag: the tag is cleared. Long flags and --flag=value work.
   tag = "stale";
   const ConvProblem q = ConvProblem::parse_driver_line(
-      "--batchsize=2 --in_channels 6 -H 9 -W 7 --out_channels 4 -y 1 -x 1 --group_count 2 -F 1 -t 1 -V 0 -i 5", &tag);
+      "--batchsize=2 --in_channels 6 -H 9 -W 7 --out_channels 4 -y 1 -x 1 --group_count 2 -F 1 -t 1 -V 0 -i "
+      "5",
+      &tag);
   EXPECT_EQ(tag, "");
   EXPECT_EQ(q.n, 2);
   EXPECT_EQ(q.c, 6);

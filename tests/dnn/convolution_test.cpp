@@ -1,5 +1,7 @@
 // The public entry point dnn::convolution_forward: solver choice, argument errors, workspace,
 // GALLEY_LOG_CMD.
+#include "galley/dnn/convolution.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,7 +11,6 @@
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/convolution.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -86,8 +87,8 @@ TEST(ConvolutionForward, RunsANamedSolverWithItsWorkspace) {
     p.dtype = dt;
     p.layout = Layout::nhwc;
     Data d(p);
-    const ConvSolver& used = convolution_forward(stream, d.p, d.p.x_desc(), d.x.data(), d.p.w_desc(), d.w.data(),
-                                                 d.p.y_desc(), d.y.data(), &probe());
+    const ConvSolver& used = convolution_forward(stream, d.p, d.p.x_desc(), d.x.data(), d.p.w_desc(),
+                                                 d.w.data(), d.p.y_desc(), d.y.data(), &probe());
     stream.synchronize();
     EXPECT_EQ(&used, &probe());
     EXPECT_EQ(d.y, d.want);
@@ -98,25 +99,29 @@ TEST(ConvolutionForward, BadArgumentsAreNamed) {
   runtime::Stream stream(runtime::device("cpu"));
   Data d(test::geometry(1, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1));
   const ConvProblem& p = d.p;
-  expect_error(Status::invalid_argument, [&] { convolution_forward(stream, p, nullptr, d.w.data(), d.y.data()); },
+  expect_error(Status::invalid_argument,
+               [&] { convolution_forward(stream, p, nullptr, d.w.data(), d.y.data()); },
                {"x (input)", "null"});
-  expect_error(Status::invalid_argument, [&] { convolution_forward(stream, p, d.x.data(), d.w.data(), nullptr); },
+  expect_error(Status::invalid_argument,
+               [&] { convolution_forward(stream, p, d.x.data(), d.w.data(), nullptr); },
                {"y (output)", "null"});
   TensorDesc wrong_w = p.w_desc();
   wrong_w.dims[0] = 5;
   expect_error(Status::invalid_argument,
                [&] {
-                 convolution_forward(stream, p, p.x_desc(), d.x.data(), wrong_w, d.w.data(), p.y_desc(), d.y.data());
+                 convolution_forward(stream, p, p.x_desc(), d.x.data(), wrong_w, d.w.data(), p.y_desc(),
+                                     d.y.data());
                },
                {"w (weights)"});
   ConvProblem bwd = p;
   bwd.direction = ConvDirection::backward_data;
-  expect_error(Status::invalid_argument, [&] { convolution_forward(stream, bwd, d.x.data(), d.w.data(), d.y.data()); },
+  expect_error(Status::invalid_argument,
+               [&] { convolution_forward(stream, bwd, d.x.data(), d.w.data(), d.y.data()); },
                {"backward_data"});
   ConvProblem bad = p;
   bad.groups = 3;
-  expect_error(Status::invalid_argument, [&] { convolution_forward(stream, bad, d.x.data(), d.w.data(), d.y.data()); },
-               {"divisible"});
+  expect_error(Status::invalid_argument,
+               [&] { convolution_forward(stream, bad, d.x.data(), d.w.data(), d.y.data()); }, {"divisible"});
 }
 
 TEST(ConvolutionForward, NamedSolverMustFit) {
@@ -126,7 +131,9 @@ TEST(ConvolutionForward, NamedSolverMustFit) {
   class Elsewhere final : public ConvSolver {
    public:
     std::string_view name() const override { return "test.conv.elsewhere"; }
-    Applicability check(const ConvProblem&, const runtime::Device&) const override { return Applicability::yes(); }
+    Applicability check(const ConvProblem&, const runtime::Device&) const override {
+      return Applicability::yes();
+    }
     void run(runtime::Stream&, const ConvProblem&, const ConvArgs&) const override {}
   };
   static const ConvSolver* elsewhere = [] {
@@ -141,7 +148,8 @@ TEST(ConvolutionForward, NamedSolverMustFit) {
   for (const ConvSolver* s : conv_solvers("cpu")) {
     const Applicability a = s->check(d.p, stream.device());
     if (a) continue;
-    expect_error(Status::unsupported, [&] { convolution_forward(stream, d.p, d.x.data(), d.w.data(), d.y.data(), s); },
+    expect_error(Status::unsupported,
+                 [&] { convolution_forward(stream, d.p, d.x.data(), d.w.data(), d.y.data(), s); },
                  {std::string_view(s->name()), std::string_view(a.reason)});
   }
 }

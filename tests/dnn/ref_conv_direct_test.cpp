@@ -1,11 +1,12 @@
 // The reference itself must be right, since every other solver is judged by it: hand-computed
 // outputs, an independent textbook loop over general strides, layout and group identities.
+#include "dnn/ref_conv_direct.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "conv_grid.hpp"
-#include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/solver.hpp"
@@ -15,8 +16,10 @@
 namespace galley::dnn {
 namespace {
 
-std::vector<float> run_reference_f32(const ConvProblem& p, const std::vector<float>& x, const std::vector<float>& w) {
-  std::vector<float> y(static_cast<std::size_t>(p.y_desc().elements()), std::numeric_limits<float>::quiet_NaN());
+std::vector<float> run_reference_f32(const ConvProblem& p, const std::vector<float>& x,
+                                     const std::vector<float>& w) {
+  std::vector<float> y(static_cast<std::size_t>(p.y_desc().elements()),
+                       std::numeric_limits<float>::quiet_NaN());
   reference_conv_forward(p, x.data(), w.data(), y.data());
   return y;
 }
@@ -60,7 +63,16 @@ TEST(RefConvDirect, HandComputed) {
   ConvProblem p{.n = 1, .c = 1, .h = 3, .w = 3, .k = 1, .y = 2, .x = 2};
   EXPECT_EQ(run_reference_f32(p, x, {1, 0, 0, 1}), (std::vector<float>{6, 8, 12, 14}));
   // 3x3 of ones, pad 1, stride 2: the sums around the four corners.
-  p = ConvProblem{.n = 1, .c = 1, .h = 3, .w = 3, .k = 1, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2,
+  p = ConvProblem{.n = 1,
+                  .c = 1,
+                  .h = 3,
+                  .w = 3,
+                  .k = 1,
+                  .y = 3,
+                  .x = 3,
+                  .pad_h = 1,
+                  .pad_w = 1,
+                  .stride_h = 2,
                   .stride_w = 2};
   EXPECT_EQ(run_reference_f32(p, x, std::vector<float>(9, 1.0f)), (std::vector<float>{12, 16, 24, 28}));
   // Dilation 2 on a 3x3 filter over a 5x5 image touches only the corners and centre lines.
@@ -117,11 +129,13 @@ TEST(RefConvDirect, LayoutsAgree) {
   for (std::int64_t n = 0; n < p.n; ++n)
     for (std::int64_t c = 0; c < p.c; ++c)
       for (std::int64_t h = 0; h < p.h; ++h)
-        for (std::int64_t v = 0; v < p.w; ++v) xt[((n * p.h + h) * p.w + v) * p.c + c] = xf[((n * p.c + c) * p.h + h) * p.w + v];
+        for (std::int64_t v = 0; v < p.w; ++v)
+          xt[((n * p.h + h) * p.w + v) * p.c + c] = xf[((n * p.c + c) * p.h + h) * p.w + v];
   for (std::int64_t k = 0; k < p.k; ++k)
     for (std::int64_t c = 0; c < p.c; ++c)
       for (std::int64_t r = 0; r < p.y; ++r)
-        for (std::int64_t s = 0; s < p.x; ++s) wt[((k * p.y + r) * p.x + s) * p.c + c] = wf[((k * p.c + c) * p.y + r) * p.x + s];
+        for (std::int64_t s = 0; s < p.x; ++s)
+          wt[((k * p.y + r) * p.x + s) * p.c + c] = wf[((k * p.c + c) * p.y + r) * p.x + s];
   p.layout = Layout::nhwc;
   std::vector<float> y_nhwc(p.y_desc().elements());
   reference_conv_forward(p, xt.data(), wt.data(), y_nhwc.data());

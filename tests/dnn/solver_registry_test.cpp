@@ -103,7 +103,8 @@ TEST(SolverRegistry, ConcurrentRegistrationAndReads) {
       writers.emplace_back([t] {
         for (int i = 0; i < kEach; ++i) {
           const int id = t * kEach + i;
-          register_conv_solver("test.concurrent", id % kEach, std::make_unique<NamedSolver>("c." + std::to_string(id)));
+          register_conv_solver("test.concurrent", id % kEach,
+                               std::make_unique<NamedSolver>("c." + std::to_string(id)));
         }
       });
     }

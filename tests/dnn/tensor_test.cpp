@@ -1,4 +1,6 @@
 // TensorDesc and the host tensor-data helpers (conversion, seeded random data, the output judge).
+#include "galley/dnn/tensor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/tensor.hpp"
 
 namespace galley::dnn {
 namespace {

@@ -31,13 +31,20 @@ struct DriverFlag {
 
 struct ConvBenchArgs {
   std::vector<DriverFlag> flags = {
-      {"-n", "batch size (MIOpenDriver default 100)"}, {"-c", "input channels (3)"},
-      {"-H", "input height (32)"},                     {"-W", "input width (32)"},
-      {"-k", "output channels (32)"},                  {"-y", "filter height (3)"},
-      {"-x", "filter width (3)"},                      {"-p", "zero padding height (0)"},
-      {"-q", "zero padding width (0)"},                {"-u", "stride height (1)"},
-      {"-v", "stride width (1)"},                      {"-l", "dilation height (1)"},
-      {"-j", "dilation width (1)"},                    {"-g", "groups (1)"},
+      {"-n", "batch size (MIOpenDriver default 100)"},
+      {"-c", "input channels (3)"},
+      {"-H", "input height (32)"},
+      {"-W", "input width (32)"},
+      {"-k", "output channels (32)"},
+      {"-y", "filter height (3)"},
+      {"-x", "filter width (3)"},
+      {"-p", "zero padding height (0)"},
+      {"-q", "zero padding width (0)"},
+      {"-u", "stride height (1)"},
+      {"-v", "stride width (1)"},
+      {"-l", "dilation height (1)"},
+      {"-j", "dilation width (1)"},
+      {"-g", "groups (1)"},
   };
   int direction = 1;
   int verify = 0;
@@ -86,11 +93,13 @@ std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App
   std::vector<ProblemLine> problems;
   std::string given;
   for (const DriverFlag& f : args.flags) {
-    if (cmd.count(f.name) > 0) given += std::string(given.empty() ? "" : " ") + f.name + " " + std::to_string(f.value);
+    if (cmd.count(f.name) > 0)
+      given += std::string(given.empty() ? "" : " ") + f.name + " " + std::to_string(f.value);
   }
   if (!args.file.empty()) {
     if (!given.empty()) {
-      throw Error(Status::invalid_argument, "give the problem as flags or as --file, not both (flags: " + given + ")");
+      throw Error(Status::invalid_argument,
+                  "give the problem as flags or as --file, not both (flags: " + given + ")");
     }
     problems = read_problem_file(args.file);
   } else {
@@ -118,8 +127,8 @@ std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, co
       throw Error(Status::invalid_argument, "--solver " + args.solver + " is not a solver of device " +
                                                 device.name() + " (its solvers: " + join(here) + ")");
     }
-    throw Error(Status::not_found, "unknown conv solver '" + args.solver + "' (valid on " + device.name() + ": " +
-                                       join(here) + "; all: " + join(dnn::conv_solver_names()) + ")");
+    throw Error(Status::not_found, "unknown conv solver '" + args.solver + "' (valid on " + device.name() +
+                                       ": " + join(here) + "; all: " + join(dnn::conv_solver_names()) + ")");
   }
   if (args.all_solvers) {
     std::vector<const dnn::ConvSolver*> out;
@@ -155,16 +164,16 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
   for (const auto& p : problems) {
     nlohmann::json results = nlohmann::json::array();
     for (const auto& r : p.results) {
-      nlohmann::json j = {{"solver", r.solver},
-                          {"ms", r.ms},
-                          {"tflops", r.tflops},
-                          {"gbps", r.gbps},
-                          {"workspace_bytes", r.workspace_bytes},
-                          {"verified", r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr)},
-                          {"max_rel_err", r.max_rel_err && std::isfinite(*r.max_rel_err)
-                                              ? nlohmann::json(*r.max_rel_err)
-                                              : nlohmann::json(nullptr)},
-                          {"detail", r.detail}};
+      nlohmann::json j = {
+          {"solver", r.solver},
+          {"ms", r.ms},
+          {"tflops", r.tflops},
+          {"gbps", r.gbps},
+          {"workspace_bytes", r.workspace_bytes},
+          {"verified", r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr)},
+          {"max_rel_err", r.max_rel_err && std::isfinite(*r.max_rel_err) ? nlohmann::json(*r.max_rel_err)
+                                                                         : nlohmann::json(nullptr)},
+          {"detail", r.detail}};
       if (!r.verify_summary.empty()) j["verify_summary"] = r.verify_summary;
       if (!r.error.empty()) j["error"] = r.error;
       results.push_back(std::move(j));
@@ -195,8 +204,9 @@ void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::D
         table.add({name, r.solver, "-", "-", "-", "-", "ERROR", r.error});
         continue;
       }
-      table.add({name, r.solver, number(r.ms), number(r.tflops), number(r.gbps, 3), format_bytes(r.workspace_bytes),
-                 verify_cell(r), r.verified && !*r.verified ? r.verify_summary : r.detail});
+      table.add({name, r.solver, number(r.ms), number(r.tflops), number(r.gbps, 3),
+                 format_bytes(r.workspace_bytes), verify_cell(r),
+                 r.verified && !*r.verified ? r.verify_summary : r.detail});
     }
     if (p.results.empty()) {
       for (const auto& s : p.skipped) table.add({name, s.solver, "-", "-", "-", "-", "n/a", s.reason});
@@ -204,16 +214,18 @@ void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::D
   }
   table.print();
   if (problems.size() > 1 && geomean > 0) {
-    std::printf("geomean of the best TFLOP/s per problem over %d problems: %s\n", measured, number(geomean).c_str());
+    std::printf("geomean of the best TFLOP/s per problem over %d problems: %s\n", measured,
+                number(geomean).c_str());
   }
 }
 
 int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   if (args.direction != 1) {
-    throw Error(Status::unsupported, "-F " + std::to_string(args.direction) +
-                                         ": only forward convolution (-F 1) is implemented");
+    throw Error(Status::unsupported,
+                "-F " + std::to_string(args.direction) + ": only forward convolution (-F 1) is implemented");
   }
-  if (args.mode != "conv") throw Error(Status::invalid_argument, "-m " + args.mode + ": only conv is supported");
+  if (args.mode != "conv")
+    throw Error(Status::invalid_argument, "-m " + args.mode + ": only conv is supported");
   if (args.verify != 0 && args.verify != 1) {
     throw Error(Status::invalid_argument, "-V " + std::to_string(args.verify) + ": valid values are 0 and 1");
   }
@@ -222,7 +234,8 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
     throw Error(Status::invalid_argument, "--solver and --all-solvers exclude each other");
   }
   const auto problems = problems_from(args, cmd);
-  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  const runtime::Device device =
+      args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   if (args.tolerance < 0) throw Error(Status::invalid_argument, "--tolerance must be positive");
   const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
   runtime::Stream stream(device);
@@ -280,17 +293,20 @@ const bool registered = register_command([](CLI::App& root) {
       "conv", "Time convolution solvers on MIOpenDriver-style problems (-n -c -H -W -k -y -x ...)");
   for (DriverFlag& f : args->flags) cmd->add_option(f.name, f.value, f.help);
   cmd->add_option("-F", args->direction, "direction: 1 forward (the only one implemented)");
-  cmd->add_option("-V", args->verify, "1: verify every solver against ref.conv.direct (slow on big problems)");
+  cmd->add_option("-V", args->verify,
+                  "1: verify every solver against ref.conv.direct (slow on big problems)");
   cmd->add_option("-i", args->iterations, "timed iterations; the median is reported (default 10)");
   cmd->add_option("-t", args->timing, "accepted for MIOpenDriver compatibility: timing is always on");
   cmd->add_option("-m", args->mode, "accepted for MIOpenDriver compatibility: conv");
   cmd->add_option("--warmup", args->warmup, "untimed runs before timing (default 1)");
-  cmd->add_option("--tolerance", args->tolerance,
-                  "-V 1 passes when max|got-ref| / max|ref| <= this (default 1e-5 for f32, 1e-2 for f16/bf16)");
+  cmd->add_option(
+      "--tolerance", args->tolerance,
+      "-V 1 passes when max|got-ref| / max|ref| <= this (default 1e-5 for f32, 1e-2 for f16/bf16)");
   cmd->add_option("--dtype", args->dtype, "f32, f16 or bf16 (default f32, or the line's convfp16/convbfp16)");
   cmd->add_option("--layout", args->layout, "nchw or nhwc (default nchw)");
   cmd->add_option("--device", args->device, "cpu, cuda:0, hip:0 (default GALLEY_DEVICE, else the first GPU)");
-  cmd->add_option("--solver", args->solver, "time only this solver (e.g. cpu.conv.im2col_gemm, ref.conv.direct)");
+  cmd->add_option("--solver", args->solver,
+                  "time only this solver (e.g. cpu.conv.im2col_gemm, ref.conv.direct)");
   cmd->add_flag("--all-solvers", args->all_solvers, "time every applicable solver except the reference");
   cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem, '# tag' kept");
   cmd->add_flag("--json", args->json, "machine-readable output");

@@ -24,8 +24,9 @@ struct DeviceData {
 };
 
 // Runs, verifies and times one solver. Throws whatever the solver or the runtime throws.
-void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvSolver& solver, DeviceData& data,
-             const std::vector<std::byte>* ref, const ConvBenchOptions& options, ConvBenchResult& result) {
+void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvSolver& solver,
+             DeviceData& data, const std::vector<std::byte>* ref, const ConvBenchOptions& options,
+             ConvBenchResult& result) {
   const runtime::Device& device = stream.device();
   result.workspace_bytes = solver.workspace_bytes(p, device);
   result.detail = solver.detail(p, device);
@@ -70,7 +71,8 @@ ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProb
                                     const std::vector<const dnn::ConvSolver*>& solvers,
                                     const ConvBenchOptions& options) {
   if (options.iterations < 1) {
-    throw Error(Status::invalid_argument, "-i " + std::to_string(options.iterations) + ": need at least 1 iteration");
+    throw Error(Status::invalid_argument,
+                "-i " + std::to_string(options.iterations) + ": need at least 1 iteration");
   }
   p.validate();
   ConvBenchProblem out{p, std::move(tag), {}, {}};

@@ -13,10 +13,10 @@
 namespace galley::cli {
 
 struct ConvBenchOptions {
-  int iterations = 10;  ///< timed runs; the median is reported
-  int warmup = 1;       ///< untimed runs before timing (the verification run comes on top)
-  bool verify = false;  ///< compare with ref.conv.direct on poisoned output
-  double tolerance = 0; ///< max relative error that passes; <= 0: dnn::conv_tolerance(dtype)
+  int iterations = 10;   ///< timed runs; the median is reported
+  int warmup = 1;        ///< untimed runs before timing (the verification run comes on top)
+  bool verify = false;   ///< compare with ref.conv.direct on poisoned output
+  double tolerance = 0;  ///< max relative error that passes; <= 0: dnn::conv_tolerance(dtype)
 };
 
 struct ConvBenchResult {

@@ -18,13 +18,13 @@ const char* to_string(ConvDirection direction) noexcept;
 /// `ConvProblem{.n = 32, .c = 64, .h = 56, .w = 56, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1}`;
 /// the output size is inferred. Weights are K x (C/g) x y x x (KCYX for nchw, KYXC for nhwc).
 struct ConvProblem {
-  std::int64_t n = 1, c = 1, h = 1, w = 1;  ///< input batch, channels, height, width
-  std::int64_t k = 1;                        ///< output channels
-  std::int64_t y = 1, x = 1;                 ///< filter height, width
-  std::int64_t pad_h = 0, pad_w = 0;         ///< -p -q
-  std::int64_t stride_h = 1, stride_w = 1;   ///< -u -v
+  std::int64_t n = 1, c = 1, h = 1, w = 1;      ///< input batch, channels, height, width
+  std::int64_t k = 1;                           ///< output channels
+  std::int64_t y = 1, x = 1;                    ///< filter height, width
+  std::int64_t pad_h = 0, pad_w = 0;            ///< -p -q
+  std::int64_t stride_h = 1, stride_w = 1;      ///< -u -v
   std::int64_t dilation_h = 1, dilation_w = 1;  ///< -l -j
-  std::int64_t groups = 1;                   ///< -g; depthwise when groups == c
+  std::int64_t groups = 1;                      ///< -g; depthwise when groups == c
   DType dtype = DType::f32;
   Layout layout = Layout::nchw;
   ConvDirection direction = ConvDirection::forward;

@@ -14,9 +14,9 @@ namespace galley::dnn {
 /// Enqueues y = conv(x, w) on `stream` and returns the solver that ran.
 /// x, w and y are memory of stream.device(), packed in problem.layout (the descriptors need the
 /// dims and dtype of problem.x_desc(), w_desc(), y_desc() and packed strides; anything else throws
-/// Error(invalid_argument) naming the tensor). With `solver` null the first solver of the device's list whose check() says yes runs
-/// (the tuner will choose by measurement later); a given solver must belong to the device's backend
-/// and accept the problem, else Error(unsupported) with its reason. Workspace comes from the
+/// Error(invalid_argument) naming the tensor). With `solver` null the first solver of the device's list whose
+/// check() says yes runs (the tuner will choose by measurement later); a given solver must belong to the
+/// device's backend and accept the problem, else Error(unsupported) with its reason. Workspace comes from the
 /// caching allocator, stream-ordered. Like every stream op it returns before the work is done.
 /// With GALLEY_LOG_CMD=1 it prints the `galley bench conv` line that reproduces the call.
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem,

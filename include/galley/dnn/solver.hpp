@@ -40,7 +40,8 @@ class ConvSolver {
   virtual std::string_view name() const = 0;
   /// Can this solver do `problem` on `device`? A "no" always carries a reason.
   virtual Applicability check(const ConvProblem& problem, const runtime::Device& device) const = 0;
-  virtual std::size_t workspace_bytes(const ConvProblem& /*problem*/, const runtime::Device& /*device*/) const {
+  virtual std::size_t workspace_bytes(const ConvProblem& /*problem*/,
+                                      const runtime::Device& /*device*/) const {
     return 0;
   }
   /// Enqueues the convolution on `stream`. Preconditions: check() said yes, the problem is valid,
@@ -64,6 +65,8 @@ inline constexpr int kReferenceRank = 1 << 30;
 /// A name registered twice on one backend throws Error(invalid_argument). The same name may exist
 /// on two backends: the single-source gpu.conv.* solvers are registered by both cuda and hip.
 /// A null solver or an empty name or backend throws Error(invalid_argument).
+/// A plugin registers from galley_plugin_register but must not call the lookups below from there:
+/// they wait for plugin loading to finish.
 void register_conv_solver(std::string_view backend, int rank, std::unique_ptr<ConvSolver> solver);
 
 /// The ordered list for a backend (empty for an unknown backend). Pointers stay valid for the
