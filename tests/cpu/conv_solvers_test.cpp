@@ -156,6 +156,12 @@ TEST(CpuConvWinograd, MatchesReferenceOnTrickySizes) {
     expect_pass(wino, make(1, 24, 9, 30, 40, 3, 3, 0, 1, 1, 1, l));    // no padding, K not /16
     expect_pass(wino, make(1, 16, 7, 7, 8, 3, 3, 2, 1, 1, 1, l));      // padding 2
     expect_pass(wino, make(2, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, l));   // long reductions
+    expect_pass(wino, make(2, 16, 21, 19, 24, 3, 3, 2, 1, 2, 1, l));   // dilation 2: four phases
+    expect_pass(wino, make(1, 9, 17, 23, 8, 3, 3, 3, 1, 3, 1, l));     // dilation 3, phases of unequal size
+    auto mixed = asymmetric(16, 16, 1, l);                            // dilation 1 x 2, padding 2 x 1
+    mixed.x = 3;
+    mixed.stride_h = 1;
+    expect_pass(wino, mixed);
   }
 }
 
@@ -172,7 +178,6 @@ TEST(CpuConvWinograd, RefusesOtherShapes) {
   expect_refused(wino, make(1, 8, 8, 8, 8, 5, 5, 2, 1, 1, 1), "not 3x3");
   expect_refused(wino, make(1, 8, 8, 8, 8, 1, 3, 0, 1, 1, 1), "not 3x3");
   expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 1, 2, 1, 1), "stride");
-  expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 2, 1, 2, 1), "dilation");
   expect_refused(wino, make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 2), "groups");
 }
 

@@ -72,11 +72,15 @@ struct TilePos {
   std::int64_t n, ih0, iw0, oh0, ow0;
 };
 
+// Tiles run image, row phase, column phase, tile row, tile column.
 TilePos tile_pos(const Geometry& g, std::int64_t tile) {
-  const std::int64_t per_image = g.tiles_h * g.tiles_w;
-  const std::int64_t n = tile / per_image, rem = tile % per_image;
-  const std::int64_t oh0 = rem / g.tiles_w * 4, ow0 = rem % g.tiles_w * 4;
-  return {n, oh0 - g.s.ph, ow0 - g.s.pw, oh0, ow0};
+  const ConvShape& s = g.s;
+  const std::int64_t per_phase = g.tiles_h * g.tiles_w;
+  const std::int64_t tw = tile % g.tiles_w, th = tile / g.tiles_w % g.tiles_h;
+  const std::int64_t phase = tile / per_phase % (s.dh * s.dw);
+  const std::int64_t n = tile / (per_phase * s.dh * s.dw);
+  const std::int64_t oh0 = phase / s.dw + th * 4 * s.dh, ow0 = phase % s.dw + tw * 4 * s.dw;
+  return {n, oh0 - s.ph, ow0 - s.pw, oh0, ow0};
 }
 
 // d[i][j] = the 6x6 input patch of 8 channels [c0, c0+8) (zero outside the image and past C).
@@ -86,9 +90,9 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
   if (s.nhwc) {
     const __m256i mask = lane_mask(lanes);
     for (int i = 0; i < 6; ++i) {
-      const std::int64_t ih = p.ih0 + i;
+      const std::int64_t ih = p.ih0 + i * s.dh;
       for (int j = 0; j < 6; ++j) {
-        const std::int64_t iw = p.iw0 + j;
+        const std::int64_t iw = p.iw0 + j * s.dw;
         if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) {
           d[i][j] = _mm256_setzero_ps();
         } else {
@@ -100,12 +104,14 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
     return;
   }
   const float* xc = x + (p.n * s.c + c0) * s.h * s.w;
-  const bool interior = lanes == 8 && p.ih0 >= 0 && p.ih0 + 6 <= s.h && p.iw0 >= 0 && p.iw0 + 8 <= s.w;
+  const bool interior = lanes == 8 && s.dw == 1 && p.ih0 >= 0 && p.ih0 + 5 * s.dh < s.h && p.iw0 >= 0 &&
+                        p.iw0 + 8 <= s.w;
   if (interior) {
     // Row i of 8 channels: load 8 columns per channel, transpose so lanes become channels.
     for (int i = 0; i < 6; ++i) {
       __m256 r[8];
-      for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(xc + l * s.h * s.w + (p.ih0 + i) * s.w + p.iw0);
+      const std::int64_t ih = p.ih0 + i * s.dh;
+      for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(xc + l * s.h * s.w + ih * s.w + p.iw0);
       transpose8(r);
       for (int j = 0; j < 6; ++j) d[i][j] = r[j];
     }
@@ -113,9 +119,9 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
   }
   alignas(32) float stage[6][6][8];
   for (int i = 0; i < 6; ++i) {
-    const std::int64_t ih = p.ih0 + i;
+    const std::int64_t ih = p.ih0 + i * s.dh;
     for (int j = 0; j < 6; ++j) {
-      const std::int64_t iw = p.iw0 + j;
+      const std::int64_t iw = p.iw0 + j * s.dw;
       const bool inside = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w;
       for (int l = 0; l < 8; ++l) stage[i][j][l] = inside && l < lanes ? xc[l * s.h * s.w + ih * s.w + iw] : 0.0f;
     }
@@ -129,12 +135,14 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
 void store_tile(const Geometry& g, float* y, const TilePos& p, std::int64_t k0, __m256 o[4][4]) {
   const ConvShape& s = g.s;
   const std::int64_t lanes = std::min<std::int64_t>(8, s.k - k0);
-  const std::int64_t rows = std::min<std::int64_t>(4, s.ho - p.oh0), cols = std::min<std::int64_t>(4, s.wo - p.ow0);
+  // Outputs (oh0 + i*dh, ow0 + j*dw) that exist.
+  const std::int64_t rows = std::clamp<std::int64_t>((s.ho - p.oh0 + s.dh - 1) / s.dh, 0, 4);
+  const std::int64_t cols = std::clamp<std::int64_t>((s.wo - p.ow0 + s.dw - 1) / s.dw, 0, 4);
   if (s.nhwc) {
     const __m256i mask = lane_mask(lanes);
     for (std::int64_t i = 0; i < rows; ++i) {
       for (std::int64_t j = 0; j < cols; ++j) {
-        float* dst = y + ((p.n * s.ho + p.oh0 + i) * s.wo + p.ow0 + j) * s.k + k0;
+        float* dst = y + ((p.n * s.ho + p.oh0 + i * s.dh) * s.wo + p.ow0 + j * s.dw) * s.k + k0;
         if (lanes == 8) {
           _mm256_storeu_ps(dst, o[i][j]);
         } else {
@@ -146,14 +154,14 @@ void store_tile(const Geometry& g, float* y, const TilePos& p, std::int64_t k0, 
   }
   const std::int64_t plane = s.ho * s.wo;
   float* yk = y + (p.n * s.k + k0) * plane + p.oh0 * s.wo + p.ow0;
-  if (lanes == 8 && cols == 4) {
+  if (lanes == 8 && cols == 4 && s.dw == 1) {
     // Per row: 4 column vectors of 8 channels -> 8 channel rows of 4 columns.
     for (std::int64_t i = 0; i < rows; ++i) {
       const __m256 t0 = _mm256_unpacklo_ps(o[i][0], o[i][1]), t1 = _mm256_unpackhi_ps(o[i][0], o[i][1]);
       const __m256 t2 = _mm256_unpacklo_ps(o[i][2], o[i][3]), t3 = _mm256_unpackhi_ps(o[i][2], o[i][3]);
       const __m256 c04 = _mm256_shuffle_ps(t0, t2, 0x44), c15 = _mm256_shuffle_ps(t0, t2, 0xee);
       const __m256 c26 = _mm256_shuffle_ps(t1, t3, 0x44), c37 = _mm256_shuffle_ps(t1, t3, 0xee);
-      float* row = yk + i * s.wo;
+      float* row = yk + i * s.dh * s.wo;
       _mm_storeu_ps(row + 0 * plane, _mm256_castps256_ps128(c04));
       _mm_storeu_ps(row + 1 * plane, _mm256_castps256_ps128(c15));
       _mm_storeu_ps(row + 2 * plane, _mm256_castps256_ps128(c26));
@@ -171,7 +179,7 @@ void store_tile(const Geometry& g, float* y, const TilePos& p, std::int64_t k0, 
   }
   for (std::int64_t l = 0; l < lanes; ++l) {
     for (std::int64_t i = 0; i < rows; ++i) {
-      for (std::int64_t j = 0; j < cols; ++j) yk[l * plane + i * s.wo + j] = stage[i][j][l];
+      for (std::int64_t j = 0; j < cols; ++j) yk[l * plane + i * s.dh * s.wo + j * s.dw] = stage[i][j][l];
     }
   }
 }

@@ -1,4 +1,4 @@
-// cpu.conv.winograd_f4x3: 3x3, stride 1, dilation 1, groups 1, Winograd F(4x4, 3x3). Per pass
+// cpu.conv.winograd_f4x3: 3x3, stride 1, any dilation, groups 1, Winograd F(4x4, 3x3). Per pass
 // over a block of tiles: transform the inputs (V), 36 independent GEMMs (M = V * U, one per
 // transformed position), transform the outputs; each phase is split over the pool. The weight
 // transform (U) runs once per call. See conv_winograd_kernels.hpp for the layouts.
@@ -20,9 +20,11 @@ constexpr std::int64_t kPassBytes = std::int64_t{12} << 20;
 Geometry Geometry::of(const ConvShape& s) {
   Geometry g{};
   g.s = s;
-  g.tiles_h = (s.ho + 3) / 4;
-  g.tiles_w = (s.wo + 3) / 4;
-  g.tiles = s.n * g.tiles_h * g.tiles_w;
+  // Every phase gets the grid of the largest one; tiles past a smaller phase's outputs are
+  // clipped at the store (at most one tile row and column per phase).
+  g.tiles_h = ((s.ho + s.dh - 1) / s.dh + 3) / 4;
+  g.tiles_w = ((s.wo + s.dw - 1) / s.dw + 3) / 4;
+  g.tiles = s.n * s.dh * s.dw * g.tiles_h * g.tiles_w;
   g.cp = (s.c + 7) / 8 * 8;
   g.k16 = (s.k + 15) / 16 * 16;
   const std::int64_t per_tile = 36 * (g.cp + g.k16) * static_cast<std::int64_t>(sizeof(float));
@@ -47,10 +49,6 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
     if (p.stride_h != 1 || p.stride_w != 1) {
       return dnn::Applicability::no("stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
                                     " is not 1");
-    }
-    if (p.dilation_h != 1 || p.dilation_w != 1) {
-      return dnn::Applicability::no("dilation " + std::to_string(p.dilation_h) + "x" +
-                                    std::to_string(p.dilation_w) + " is not 1");
     }
     if (p.groups != 1) return dnn::Applicability::no("groups " + std::to_string(p.groups) + " is not 1");
     return dnn::Applicability::yes();

@@ -3,6 +3,10 @@
 // multiplications per output tile instead of 144. Everything runs 8 channels per AVX2 vector
 // (conv_winograd_avx2.cpp, entered only after cpu_has_avx2_fma()).
 //
+// Dilation d is handled by phases: the outputs with oh % dh == a and ow % dw == b form an
+// ordinary dense 3x3 convolution of the input rows and columns of the same phase, so a tile
+// covers outputs (oh0 + i*dh, ow0 + j*dw) and reads inputs (ih0 + i*dh, iw0 + j*dw).
+//
 // Buffers, xi = 6*i + j indexing the 36 transformed positions:
 //   U[xi][K16/16][C][16]  weights, in 16-output-channel panels (the GEMM's vector operand)
 //   V[xi][T][Cp]          inputs of a block of T tiles, Cp = C rounded up to 8
@@ -17,8 +21,8 @@ namespace galley::backends::cpu::winograd {
 
 struct Geometry {
   ConvShape s;
-  std::int64_t tiles_h, tiles_w;  ///< 4x4 output tiles per image: ceil(Ho/4) x ceil(Wo/4)
-  std::int64_t tiles;             ///< over the batch: N * tiles_h * tiles_w
+  std::int64_t tiles_h, tiles_w;  ///< 4x4 tiles per phase: ceil(ceil(Ho/dh)/4) x ceil(ceil(Wo/dw)/4)
+  std::int64_t tiles;             ///< over the batch: N * dh * dw * tiles_h * tiles_w
   std::int64_t cp, k16;           ///< C rounded up to 8, K rounded up to 16
   std::int64_t block;             ///< tiles per pass (V and M hold one pass)
   std::int64_t u_floats() const { return 36 * k16 * s.c; }
