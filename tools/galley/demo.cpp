@@ -13,6 +13,9 @@
 #include "galley/core/units.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/memory/caching_allocator.hpp"
+#include "galley/dnn/convolution.hpp"
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 
@@ -114,6 +117,47 @@ void allocator_at_work(runtime::Stream& stream, Checklist& checks) {
   allocator.empty_cache();
 }
 
+// A ResNet-50 bottleneck (layer 1, batch 1) through the public entry point: whatever solver the
+// library picks for this device must agree with the reference.
+void resnet_bottleneck(runtime::Stream& stream, Checklist& checks) {
+  const dnn::ConvProblem layers[] = {
+      {.n = 1, .c = 256, .h = 56, .w = 56, .k = 64, .y = 1, .x = 1},
+      {.n = 1, .c = 64, .h = 56, .w = 56, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      {.n = 1, .c = 64, .h = 56, .w = 56, .k = 256, .y = 1, .x = 1},
+  };
+  std::uint64_t seed = 7;
+  for (const auto& problem : layers) {
+    const auto x_count = problem.x_desc().elements();
+    const auto w_count = problem.w_desc().elements();
+    const auto y_count = problem.y_desc().elements();
+    const auto host_x = dnn::random_tensor(problem.dtype, x_count, seed++);
+    const auto host_w = dnn::random_tensor(problem.dtype, w_count, seed++);
+    auto x = memory::allocate(stream, problem.x_desc().bytes());
+    auto w = memory::allocate(stream, problem.w_desc().bytes());
+    auto y = memory::allocate(stream, problem.y_desc().bytes());
+    memory::copy_from_host(stream, x, host_x.data(), host_x.size());
+    memory::copy_from_host(stream, w, host_w.data(), host_w.size());
+    const auto& solver = dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data());  // warm-up
+    runtime::Event start(stream.device()), stop(stream.device());
+    constexpr int kRepeats = 5;
+    start.record(stream);
+    for (int i = 0; i < kRepeats; ++i) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data());
+    stop.record(stream);
+    stop.synchronize();
+    const double ms = stop.elapsed_ms_since(start) / kRepeats;
+    std::vector<std::byte> got(problem.y_desc().bytes()), want(problem.y_desc().bytes());
+    memory::copy_to_host(stream, got.data(), y, got.size());
+    stream.synchronize();
+    dnn::reference_conv_forward(problem, host_x.data(), host_w.data(), want.data());
+    const auto cmp = dnn::compare_outputs(problem.dtype, got.data(), want.data(), y_count,
+                                          dnn::conv_tolerance(problem.dtype));
+    char detail[200];
+    std::snprintf(detail, sizeof detail, "%s, %.3f ms, %.1f GFLOP/s, max rel err %.1e", std::string(solver.name()).c_str(),
+                  ms, problem.flops() / ms / 1e6, cmp.max_rel_err);
+    checks.report("conv " + problem.driver_flags().substr(0, 40) + "... matches the reference", cmp.passed, detail);
+  }
+}
+
 void bad_input_is_an_error(runtime::Stream& stream, Checklist& checks) {
   try {
     // 1 PiB: a well-formed request no device of today can satisfy.
@@ -139,6 +183,7 @@ int run_demo(const DemoOptions& options) {
   runtime::Stream stream(device);
   round_trip(stream, checks);
   allocator_at_work(stream, checks);
+  resnet_bottleneck(stream, checks);
   bad_input_is_an_error(stream, checks);
   std::printf("%s\n", checks.failures() == 0 ? "demo: all checks passed" : "demo: some checks FAILED");
   return checks.failures() == 0 ? 0 : 1;
