@@ -4,10 +4,12 @@
 // of the vector width, strides and dilations that cut through the blocking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "conv_test_util.hpp"
+#include "galley/core/error.hpp"
 
 namespace galley {
 namespace {
@@ -187,6 +189,56 @@ TEST(CpuConvIm2colGemm, WorkspaceIsBoundedForLargeImages) {
   const dnn::ConvSolver* s = dnn::find_conv_solver("cpu", "cpu.conv.im2col_gemm");
   ASSERT_NE(s, nullptr);
   EXPECT_LE(s->workspace_bytes(p, runtime::device("cpu")), std::size_t{64} << 20);
+}
+
+TEST(CpuConvSolvers, RunRejectsBadArgumentsBeforeEnqueueing) {
+  const auto p = make(1, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1);
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  std::vector<float> x(16 * 81), w(16 * 16 * 9), y(16 * 81);
+  for (const auto* s : dnn::conv_solvers("cpu")) {
+    if (s->is_reference() || !s->check(p, cpu)) continue;
+    SCOPED_TRACE(std::string(s->name()));
+    const std::size_t need = s->workspace_bytes(p, cpu);
+    std::vector<std::byte> ws(need + 1);
+    auto expect_invalid = [&](const dnn::ConvArgs& args, const std::string& what) {
+      try {
+        s->run(stream, p, args);
+        ADD_FAILURE() << "no error for " << what;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      }
+    };
+    expect_invalid({nullptr, w.data(), y.data(), ws.data(), need}, "x is null");
+    expect_invalid({x.data(), nullptr, y.data(), ws.data(), need}, "w is null");
+    expect_invalid({x.data(), w.data(), nullptr, ws.data(), need}, "y is null");
+    if (need > 0) {
+      expect_invalid({x.data(), w.data(), y.data(), ws.data(), need - 1}, "workspace");
+      expect_invalid({x.data(), w.data(), y.data(), nullptr, need}, "workspace");
+    }
+    // A solver asked to run a problem its check() refuses says why instead of computing garbage.
+    auto refused = p;
+    refused.dtype = DType::i8;
+    EXPECT_THROW(s->run(stream, refused, {x.data(), w.data(), y.data(), ws.data(), need}), Error);
+    stream.synchronize();
+  }
+}
+
+TEST(CpuConvSolvers, WorkspaceDoesNotDependOnTheBatchBeyondABound) {
+  // Per-worker buffers and tile passes keep each solver's scratch bounded as the batch grows.
+  const runtime::Device cpu = runtime::device("cpu");
+  for (const auto* s : dnn::conv_solvers("cpu")) {
+    if (s->is_reference()) continue;
+    for (auto p : {make(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), make(1, 64, 56, 56, 64, 1, 1, 0, 1, 1, 1),
+                   make(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 64)}) {
+      if (!s->check(p, cpu)) continue;
+      const std::size_t one = s->workspace_bytes(p, cpu);
+      p.n = 256;
+      EXPECT_LE(s->workspace_bytes(p, cpu), std::max<std::size_t>(one, std::size_t{64} << 20))
+          << s->name() << " " << p.key();
+    }
+  }
 }
 
 TEST(CpuConvLowPrecision, StagingChunksTheBatch) {
