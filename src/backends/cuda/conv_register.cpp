@@ -1,12 +1,9 @@
-// register_cuda_conv_solvers(): the cuda plugin's whole conv solver list in one call.
+// register_vendor_conv_solvers(): cuDNN and cuBLAS in the cuda plugin's conv list.
 #include "backends/cuda/conv_register.hpp"
-
-#include "backends/gpu/register_conv_solvers.hpp"
 
 namespace galley::backends::cuda {
 
-void register_cuda_conv_solvers() {
-  gpu::register_gpu_conv_solvers("cuda");
+void register_vendor_conv_solvers() {
   // Between the specialised own solvers (depthwise 10, grouped 11) and the implicit GEMMs (30, 50):
   // cuDNN is the usual first choice when nothing has been measured yet.
   dnn::register_conv_solver("cuda", 20, make_cudnn_conv_solver());

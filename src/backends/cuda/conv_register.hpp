@@ -1,4 +1,5 @@
-// The cuda plugin's conv solvers: the single-source gpu.conv.* set plus the vendor solvers.
+// The cuda plugin's vendor conv solvers (cuDNN, cuBLAS). The plugin registers them through
+// gpu::register_plugin_conv_solvers (backends/gpu/register_conv_solvers.hpp).
 #pragma once
 
 #include <memory>
@@ -7,9 +8,8 @@
 
 namespace galley::backends::cuda {
 
-/// Registers gpu.conv.* (backends/gpu) and cuda.conv.cudnn (rank 20) and cuda.conv.cublas_gemm
-/// (rank 40) on the "cuda" backend. Called once from galley_plugin_register.
-void register_cuda_conv_solvers();
+/// Registers cuda.conv.cudnn (rank 20) and cuda.conv.cublas_gemm (rank 40) on the "cuda" backend.
+void register_vendor_conv_solvers();
 
 std::unique_ptr<dnn::ConvSolver> make_cudnn_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cublas_gemm_conv_solver();

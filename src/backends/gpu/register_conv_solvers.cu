@@ -193,6 +193,15 @@ class IgemmTcSolver final : public GpuSolver {
 };
 
 }  // namespace
+}  // namespace galley::backends::gpu
+
+#if !GALLEY_GPU_HIP
+namespace galley::backends::cuda {
+void register_vendor_conv_solvers();  // src/backends/cuda/conv_register.cpp, cuda plugin only
+}
+#endif
+
+namespace galley::backends::gpu {
 
 void register_gpu_conv_solvers(std::string_view backend) {
   const std::string b(backend);
@@ -201,6 +210,13 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
+}
+
+void register_plugin_conv_solvers(std::string_view backend) {
+  register_gpu_conv_solvers(backend);
+#if !GALLEY_GPU_HIP
+  cuda::register_vendor_conv_solvers();
+#endif
 }
 
 }  // namespace galley::backends::gpu

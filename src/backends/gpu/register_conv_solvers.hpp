@@ -1,4 +1,5 @@
-// Registration of the single-source GPU conv solvers (gpu.conv.*) on one GPU backend.
+// Registration of the conv solvers a GPU plugin brings: the single-source gpu.conv.* set on every
+// GPU backend, plus the vendor solvers where the build has them (cuda.conv.cudnn, cublas_gemm).
 #pragma once
 
 #include <string_view>
@@ -6,7 +7,11 @@
 namespace galley::backends::gpu {
 
 /// Adds gpu.conv.depthwise, grouped, igemm_tc, igemm_f32 and direct to `backend`'s list ("cuda" or
-/// "hip"). Call once per process from the plugin's galley_plugin_register; throws Error on a repeat.
+/// "hip"). Throws Error if they are already registered there.
 void register_gpu_conv_solvers(std::string_view backend);
+
+/// What galley_plugin_register calls once: register_gpu_conv_solvers(backend) and, in the cuda
+/// plugin, the cuDNN and cuBLAS solvers.
+void register_plugin_conv_solvers(std::string_view backend);
 
 }  // namespace galley::backends::gpu

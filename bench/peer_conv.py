@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""PyTorch peer for `galley bench conv`: times torch.nn.functional.conv2d (cuDNN behind it) on the
+problems of a MIOpenDriver-syntax list (shared/bench/conv_problems.txt) so Galley's figures can be
+set beside it, measured in the same command on the same GPU.
+
+Settings match issue 3's reference figures: torch.backends.cudnn.benchmark = True (cuDNN times
+its algorithms on the first call of each shape), TF32 off for both cuDNN and matmul, random normal
+data, warm-up first, then the median of repeated CUDA-event timings. Each timing covers `inner`
+back-to-back calls (chosen so one timing lasts >= ~1 ms) divided by `inner`.
+
+  python3 bench/peer_conv.py --file conv_problems.txt --dtype f16 --layout nhwc [--json out.json]
+  python3 bench/peer_conv.py --file conv_problems.txt --all --json out.json   # the 4 configurations
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+
+CONFIGS = [("f32", "nchw"), ("f16", "nchw"), ("f16", "nhwc"), ("bf16", "nhwc")]
+FLAG_FIELDS = {"-n": "n", "-c": "c", "-H": "h", "-W": "w", "-k": "k", "-y": "y", "-x": "x", "-p": "p",
+               "-q": "q", "-u": "u", "-v": "v", "-l": "l", "-j": "j", "-g": "g"}
+
+
+def parse_problems(path):
+    problems = []
+    with open(path) as f:
+        for line in f:
+            body, _, tag = line.partition("#")
+            words = body.split()
+            if not words:
+                continue
+            if words[0].startswith("conv"):
+                words = words[1:]
+            p = {"n": 1, "c": 1, "h": 1, "w": 1, "k": 1, "y": 1, "x": 1, "p": 0, "q": 0, "u": 1, "v": 1,
+                 "l": 1, "j": 1, "g": 1}
+            for flag, value in zip(words[0::2], words[1::2]):
+                if flag == "-F":
+                    continue
+                if flag not in FLAG_FIELDS:
+                    sys.exit(f"unknown flag {flag} in: {line.strip()}")
+                p[FLAG_FIELDS[flag]] = int(value)
+            p["tag"] = tag.strip()
+            problems.append(p)
+    return problems
+
+
+def out_size(size, pad, dil, k, stride):
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def key(p, dtype, layout):
+    # Galley's canonical key text (conv_problem.hpp) so rows can be joined with `galley bench --json`.
+    return (f"conv-F-{dtype}-{layout}-n{p['n']}-c{p['c']}-h{p['h']}-w{p['w']}-k{p['k']}-y{p['y']}-x{p['x']}"
+            f"-p{p['p']}-q{p['q']}-u{p['u']}-v{p['v']}-l{p['l']}-j{p['j']}-g{p['g']}")
+
+
+def time_problem(torch, p, dtype, layout, warmup_ms, repeats):
+    F = torch.nn.functional
+    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    x = torch.randn(p["n"], p["c"], p["h"], p["w"], device="cuda", generator=gen).to(tdtype)
+    w = torch.randn(p["k"], p["c"] // p["g"], p["y"], p["x"], device="cuda", generator=gen).to(tdtype)
+    x = x.contiguous(memory_format=fmt)
+    w = (w / math.sqrt(w[0].numel())).contiguous(memory_format=fmt)
+
+    def call():
+        return F.conv2d(x, w, None, (p["u"], p["v"]), (p["p"], p["q"]), (p["l"], p["j"]), p["g"])
+
+    y = call()  # cudnn.benchmark picks its algorithm here
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # Warm-up for warmup_ms, which also sizes `inner`.
+    start.record()
+    calls = 0
+    while True:
+        call()
+        calls += 1
+        stop.record()
+        stop.synchronize()
+        elapsed = start.elapsed_time(stop)
+        if elapsed >= warmup_ms and calls >= 5:
+            break
+    per_call = elapsed / calls
+    inner = max(1, min(200, int(math.ceil(1.0 / max(per_call, 1e-4)))))
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(inner):
+            call()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / inner)
+    ms = statistics.median(times)
+    ho = out_size(p["h"], p["p"], p["l"], p["y"], p["u"])
+    wo = out_size(p["w"], p["q"], p["j"], p["x"], p["v"])
+    flops = 2.0 * p["n"] * p["k"] * ho * wo * (p["c"] // p["g"]) * p["y"] * p["x"]
+    assert tuple(y.shape) == (p["n"], p["k"], ho, wo)
+    return {"key": key(p, dtype, layout), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
+            "spread_ms": [min(times), max(times)], "inner": inner}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--file", required=True)
+    ap.add_argument("--dtype", choices=["f32", "f16", "bf16"], default="f32")
+    ap.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw")
+    ap.add_argument("--all", action="store_true", help="the four configurations of issue 3")
+    ap.add_argument("--warmup-ms", type=float, default=50.0)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--json", help="write results here")
+    args = ap.parse_args()
+
+    import torch
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if not torch.cuda.is_available():
+        sys.exit("peer_conv.py: no CUDA device")
+
+    problems = parse_problems(args.file)
+    configs = CONFIGS if args.all else [(args.dtype, args.layout)]
+    out = {"peer": f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
+           "device": torch.cuda.get_device_name(0), "cudnn_benchmark": True, "tf32": False, "configs": []}
+    for dtype, layout in configs:
+        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats) for p in problems]
+        geo = math.exp(sum(math.log(r["tflops"]) for r in rows) / len(rows))
+        out["configs"].append({"dtype": dtype, "layout": layout, "geomean_tflops": geo, "problems": rows})
+        print(f"# {out['peer']} on {out['device']}: {dtype} {layout}")
+        for r in rows:
+            print(f"{r['tag']:18s} {r['ms']:9.4f} ms {r['tflops']:8.2f} TFLOP/s")
+        print(f"geomean {dtype} {layout}: {geo:.2f} TFLOP/s", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
