@@ -25,8 +25,8 @@ std::string trim(std::string_view text) {
 }
 
 [[noreturn]] void fail(std::string_view text, const std::string& why) {
-  throw Error(Status::invalid_argument,
-              "GALLEY_ALLOC_CONF='" + std::string(text) + "': " + why + "; valid keys:\n" + alloc_conf_help());
+  throw Error(Status::invalid_argument, "GALLEY_ALLOC_CONF='" + std::string(text) + "': " + why +
+                                            "; valid keys:\n" + alloc_conf_help());
 }
 
 std::size_t parse_count(std::string_view text, const std::string& key, const std::string& value) {
@@ -52,9 +52,11 @@ double parse_fraction(std::string_view text, const std::string& key, const std::
 
 std::string alloc_conf_help() {
   return "  max_split_mb:N               cached blocks >= N MiB are never split (N > 20; default: no limit)\n"
-         "  max_non_split_rounding_mb:N  a request >= max_split_mb may take a cached block at most N MiB larger "
+         "  max_non_split_rounding_mb:N  a request >= max_split_mb may take a cached block at most N MiB "
+         "larger "
          "(default 20)\n"
-         "  roundup_power2_divisions:N   round sizes up to N steps between powers of two (N = 0, 1, 2, 4 ... 64; "
+         "  roundup_power2_divisions:N   round sizes up to N steps between powers of two (N = 0, 1, 2, 4 ... "
+         "64; "
          "default 0 = off)\n"
          "  memory_fraction:F            reserve at most F of the device's memory (0 < F <= 1; default 1)\n"
          "  (GALLEY_NO_CACHING=1 bypasses the cache entirely)";
@@ -75,7 +77,8 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
     const std::string value = trim(std::string_view(item).substr(colon + 1));
     if (key == "max_split_mb") {
       const auto mb = parse_count(text, key, value);
-      if (mb <= 20 || mb > kMaxMiB) fail(text, "max_split_mb must be > 20 (the 20 MiB segment size) and sane, not " + value);
+      if (mb <= 20 || mb > kMaxMiB)
+        fail(text, "max_split_mb must be > 20 (the 20 MiB segment size) and sane, not " + value);
       config.max_split_size = mb * kMiB;
     } else if (key == "max_non_split_rounding_mb") {
       const auto mb = parse_count(text, key, value);
@@ -83,7 +86,8 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
       config.max_non_split_rounding = mb * kMiB;
     } else if (key == "roundup_power2_divisions") {
       const auto n = parse_count(text, key, value);
-      if (n > 64 || (n & (n - 1)) != 0) fail(text, "roundup_power2_divisions must be 0 or a power of two up to 64, not " + value);
+      if (n > 64 || (n & (n - 1)) != 0)
+        fail(text, "roundup_power2_divisions must be 0 or a power of two up to 64, not " + value);
       config.roundup_power2_divisions = n;
     } else if (key == "memory_fraction") {
       config.memory_fraction = parse_fraction(text, key, value);
@@ -105,7 +109,8 @@ AllocatorConfig AllocatorConfig::from_env() {
 std::string AllocatorConfig::to_string() const {
   const AllocatorConfig defaults;
   std::vector<std::string> items;
-  if (max_split_size != defaults.max_split_size) items.push_back("max_split_mb:" + std::to_string(max_split_size / kMiB));
+  if (max_split_size != defaults.max_split_size)
+    items.push_back("max_split_mb:" + std::to_string(max_split_size / kMiB));
   if (max_non_split_rounding != defaults.max_non_split_rounding)
     items.push_back("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding / kMiB));
   if (roundup_power2_divisions != defaults.roundup_power2_divisions)

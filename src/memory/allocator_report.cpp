@@ -59,7 +59,7 @@ std::string AllocatorState::snapshot_json_locked() const {
     nlohmann::json blocks = nlohmann::json::array();
     std::size_t allocated = 0, active = 0, requested = 0;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
-      const char* state = b->allocated ? "active_allocated"
+      const char* state = b->allocated            ? "active_allocated"
                           : b->pending_events > 0 ? "active_awaiting_free"
                                                   : "inactive";
       if (b->allocated) allocated += b->size;
@@ -96,8 +96,8 @@ std::size_t AllocatorState::largest_free_block_locked() const {
   return largest;
 }
 
-std::string AllocatorState::oom_message_locked(std::size_t bytes, std::size_t segment_bytes, bool over_fraction,
-                                               const std::string& backend_message) const {
+std::string AllocatorState::oom_message_locked(std::size_t bytes, std::size_t segment_bytes,
+                                               bool over_fraction, const std::string& backend_message) const {
   std::string total = "unknown", free = "unknown";
   try {
     const auto info = impl.memory_info();
@@ -111,9 +111,10 @@ std::string AllocatorState::oom_message_locked(std::size_t bytes, std::size_t se
   std::string message = "out of memory on " + name + ": tried to allocate " + format_bytes(bytes) + " (" +
                         std::to_string(bytes) + " bytes";
   if (segment_bytes != bytes) message += ", as a " + format_bytes(segment_bytes) + " segment";
-  message += "). Device total " + total + ", free " + free + ". Galley's allocator has " + format_bytes(allocated) +
-             " allocated and " + format_bytes(reserved) + " reserved (" + format_bytes(reserved - allocated) +
-             " reserved but unallocated; largest free block " + format_bytes(largest_free_block_locked()) + ").";
+  message += "). Device total " + total + ", free " + free + ". Galley's allocator has " +
+             format_bytes(allocated) + " allocated and " + format_bytes(reserved) + " reserved (" +
+             format_bytes(reserved - allocated) + " reserved but unallocated; largest free block " +
+             format_bytes(largest_free_block_locked()) + ").";
   if (!backend_message.empty()) message += " Backend: " + backend_message + ".";
 
   const std::string current = config.to_string();
@@ -123,8 +124,10 @@ std::string AllocatorState::oom_message_locked(std::size_t bytes, std::size_t se
     message += " The cap GALLEY_ALLOC_CONF=memory_fraction:" + std::to_string(config.memory_fraction) +
                " was reached; raise memory_fraction to let the allocator reserve more.";
   } else if (reserved - allocated >= bytes) {
-    message += " Reserved but unallocated memory exceeds the request, so it is fragmented: try GALLEY_ALLOC_CONF="
-               "max_split_mb:" + std::to_string(suggested_split_mb) + " so that large cached blocks are not split.";
+    message +=
+        " Reserved but unallocated memory exceeds the request, so it is fragmented: try GALLEY_ALLOC_CONF="
+        "max_split_mb:" +
+        std::to_string(suggested_split_mb) + " so that large cached blocks are not split.";
   } else {
     message += " Free memory or allocate less; if sizes vary a lot, GALLEY_ALLOC_CONF=max_split_mb:" +
                std::to_string(suggested_split_mb) + " reduces fragmentation.";
@@ -179,13 +182,16 @@ void AllocatorState::check_invariants_locked() const {
       sum += b->size;
       expected += b->size;
     }
-    if (sum != segment.size) fail("blocks add up to " + std::to_string(sum) + ", not the segment's " +
-                                  std::to_string(segment.size));
+    if (sum != segment.size)
+      fail("blocks add up to " + std::to_string(sum) + ", not the segment's " + std::to_string(segment.size));
     reserved += static_cast<std::int64_t>(segment.size);
   }
-  if (in_pool != small_pool_.size() + large_pool_.size()) fail("pools hold blocks that are not free blocks of a segment");
+  if (in_pool != small_pool_.size() + large_pool_.size())
+    fail("pools hold blocks that are not free blocks of a segment");
   const auto expect = [&](const char* what, std::int64_t counted, std::int64_t stat) {
-    if (counted != stat) fail(std::string(what) + " counter is " + std::to_string(stat) + ", blocks say " + std::to_string(counted));
+    if (counted != stat)
+      fail(std::string(what) + " counter is " + std::to_string(stat) + ", blocks say " +
+           std::to_string(counted));
   };
   expect("reserved_bytes", reserved, stats.reserved_bytes.all.current);
   expect("segment", static_cast<std::int64_t>(segments_.size()), stats.segment.all.current);
@@ -196,8 +202,10 @@ void AllocatorState::check_invariants_locked() const {
   expect("active_bytes", active, stats.active_bytes.all.current);
   expect("inactive_split", splits, stats.inactive_split.all.current);
   expect("inactive_split_bytes", split_bytes, stats.inactive_split_bytes.all.current);
-  if (stats.allocated_bytes.all.current > stats.reserved_bytes.all.current) fail("allocated exceeds reserved");
-  for (const StatByPool* s : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.segment, &stats.allocation}) {
+  if (stats.allocated_bytes.all.current > stats.reserved_bytes.all.current)
+    fail("allocated exceeds reserved");
+  for (const StatByPool* s :
+       {&stats.allocated_bytes, &stats.reserved_bytes, &stats.segment, &stats.allocation}) {
     if (s->small_pool.current + s->large_pool.current != s->all.current) fail("pool counters do not add up");
   }
 }

@@ -27,8 +27,9 @@ AllocatorState::AllocatorState(runtime::DeviceImpl& impl_in, std::optional<runti
 AllocatorState::~AllocatorState() {
   std::unique_lock lock(mutex);
   if (stats.allocation.all.current > 0) {
-    log::warn("caching allocator of " + name + " destroyed with " + std::to_string(stats.allocation.all.current) +
-              " live buffer(s) (" + format_bytes(static_cast<std::size_t>(stats.allocated_bytes.all.current)) +
+    log::warn("caching allocator of " + name + " destroyed with " +
+              std::to_string(stats.allocation.all.current) + " live buffer(s) (" +
+              format_bytes(static_cast<std::size_t>(stats.allocated_bytes.all.current)) +
               "); their segments are leaked");
   }
   sync_and_release(lock);
@@ -54,8 +55,9 @@ std::size_t AllocatorState::segment_size(std::size_t rounded) const {
 
 Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) {
   if (bytes > kMaxRequest) {
-    throw Error(Status::invalid_argument, "allocate on " + name + ": " + std::to_string(bytes) +
-                                              " bytes exceeds the largest request the allocator accepts (2^62 bytes)");
+    throw Error(Status::invalid_argument,
+                "allocate on " + name + ": " + std::to_string(bytes) +
+                    " bytes exceeds the largest request the allocator accepts (2^62 bytes)");
   }
   std::unique_lock lock(mutex);
   if (!pending_.empty()) process_events();
@@ -77,10 +79,12 @@ Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) 
       ++stats.num_alloc_retries;
       sync_and_release(lock);
       block = find_cached(size, small, stream);
-      if (block == nullptr) block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
+      if (block == nullptr)
+        block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
       if (block == nullptr) {
         ++stats.num_ooms;
-        throw Error(Status::out_of_memory, oom_message_locked(bytes, segment_bytes, over_fraction, backend_message));
+        throw Error(Status::out_of_memory,
+                    oom_message_locked(bytes, segment_bytes, over_fraction, backend_message));
       }
     }
   }
@@ -123,7 +127,8 @@ Block* AllocatorState::take_free_block(Pool& pool, runtime::StreamImpl* key, std
 Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
                                        bool& over_fraction, std::string& backend_message) {
   const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all.current);
-  if (reserve_limit_ != SIZE_MAX && (segment_bytes > reserve_limit_ || reserved > reserve_limit_ - segment_bytes)) {
+  if (reserve_limit_ != SIZE_MAX &&
+      (segment_bytes > reserve_limit_ || reserved > reserve_limit_ - segment_bytes)) {
     over_fraction = true;
     return nullptr;
   }
@@ -164,8 +169,8 @@ Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, ru
 
 Block* AllocatorState::split_for(Block* block, std::size_t size) {
   const std::size_t remaining = block->size - size;
-  const bool split = block->small ? remaining >= kMinBlockSize
-                                  : (size < config.max_split_size && remaining > kSmallSize);
+  const bool split =
+      block->small ? remaining >= kMinBlockSize : (size < config.max_split_size && remaining > kSmallSize);
   if (!split) return block;
   // The allocated part keeps the lower address and the Block object, so a segment's head is stable.
   Block* rest = new_block();
@@ -277,7 +282,8 @@ bool compatible(const runtime::StreamImpl* a, const runtime::StreamImpl* b) {
 }  // namespace
 
 void AllocatorState::free_block(Block* block) {
-  if (Block* prev = block->prev; prev != nullptr && prev->in_pool && compatible(prev->stream, block->stream)) {
+  if (Block* prev = block->prev;
+      prev != nullptr && prev->in_pool && compatible(prev->stream, block->stream)) {
     pool_erase(prev);
     if (prev->stream == nullptr) prev->stream = block->stream;
     prev->size += block->size;
@@ -286,7 +292,8 @@ void AllocatorState::free_block(Block* block) {
     recycle_block(block);
     block = prev;
   }
-  if (Block* next = block->next; next != nullptr && next->in_pool && compatible(next->stream, block->stream)) {
+  if (Block* next = block->next;
+      next != nullptr && next->in_pool && compatible(next->stream, block->stream)) {
     pool_erase(next);
     if (block->stream == nullptr) block->stream = next->stream;
     block->size += next->size;
@@ -341,8 +348,8 @@ void AllocatorState::process_events() {
     try {
       done = pending_[i].event->query();
     } catch (const std::exception& e) {
-      log::warn_once("alloc-event-query", "caching allocator of " + name + ": event query failed (" + e.what() +
-                                              "); the block stays reserved");
+      log::warn_once("alloc-event-query", "caching allocator of " + name + ": event query failed (" +
+                                              e.what() + "); the block stays reserved");
     }
     if (!done) {
       ++i;

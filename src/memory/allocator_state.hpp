@@ -22,8 +22,8 @@
 namespace galley::memory::detail {
 
 // PyTorch's constants (CUDACachingAllocator.cpp), kept so figures and advice carry over.
-constexpr std::size_t kMinBlockSize = 512;               // every size is a multiple of this
-constexpr std::size_t kSmallSize = std::size_t{1} << 20;  // requests up to this use the small pool
+constexpr std::size_t kMinBlockSize = 512;                   // every size is a multiple of this
+constexpr std::size_t kSmallSize = std::size_t{1} << 20;     // requests up to this use the small pool
 constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;   // small-pool segment size
 constexpr std::size_t kLargeBuffer = std::size_t{20} << 20;  // segment for 1-10 MiB requests
 constexpr std::size_t kMinLargeAlloc = std::size_t{10} << 20;
@@ -106,8 +106,8 @@ class AllocatorState {
 
   Block* find_cached(std::size_t size, bool small, runtime::StreamImpl* stream);
   Block* take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size);
-  Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream, bool& over_fraction,
-                         std::string& backend_message);
+  Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
+                         bool& over_fraction, std::string& backend_message);
   Block* split_for(Block* block, std::size_t size);
   void finish_free(Block* block);
   void free_block(Block* block);
@@ -117,7 +117,8 @@ class AllocatorState {
   void make_free_blocks_shared();
   void release_free_segments(bool synced);
   void release_segment(Block* head);
-  Block* allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream, std::unique_lock<std::mutex>& lock);
+  Block* allocate_uncached(std::size_t bytes, runtime::StreamImpl* stream,
+                           std::unique_lock<std::mutex>& lock);
 
   void pool_insert(Block* block);
   void pool_erase(Block* block);

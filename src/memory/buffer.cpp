@@ -38,7 +38,9 @@ Buffer allocate(runtime::Stream& stream, std::size_t bytes) {
   return allocator_for(stream.device()).allocate(bytes, &stream.impl());
 }
 
-Buffer allocate(const runtime::Device& device, std::size_t bytes) { return allocator_for(device).allocate(bytes); }
+Buffer allocate(const runtime::Device& device, std::size_t bytes) {
+  return allocator_for(device).allocate(bytes);
+}
 
 namespace {
 
@@ -47,8 +49,8 @@ void check_buffer(const char* op, const char* which, runtime::Stream& stream, co
                   std::size_t bytes) {
   if (buffer.allocator() == nullptr) {
     if (bytes == 0) return;
-    throw Error(Status::invalid_argument,
-                std::string(op) + ": " + which + " is an empty Buffer but " + std::to_string(bytes) + " bytes were asked");
+    throw Error(Status::invalid_argument, std::string(op) + ": " + which + " is an empty Buffer but " +
+                                              std::to_string(bytes) + " bytes were asked");
   }
   if (&buffer.allocator()->device_impl() != &stream.device().impl()) {
     throw Error(Status::invalid_argument, std::string(op) + ": " + which + " buffer is on " +
@@ -56,8 +58,9 @@ void check_buffer(const char* op, const char* which, runtime::Stream& stream, co
                                               stream.device().name());
   }
   if (bytes > buffer.size()) {
-    throw Error(Status::invalid_argument, std::string(op) + ": " + std::to_string(bytes) + " bytes exceed the " +
-                                              which + " buffer's " + std::to_string(buffer.size()) + " bytes");
+    throw Error(Status::invalid_argument, std::string(op) + ": " + std::to_string(bytes) +
+                                              " bytes exceed the " + which + " buffer's " +
+                                              std::to_string(buffer.size()) + " bytes");
   }
 }
 

@@ -19,7 +19,9 @@
 namespace galley::memory {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(CpuBuffer, RoundTripThroughDeviceMemory) {
   const auto cpu = runtime::device("cpu");

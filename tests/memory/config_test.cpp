@@ -51,7 +51,8 @@ TEST(AllocConf, ParsesEveryKey) {
   EXPECT_EQ(c.max_non_split_rounding, 64 * kMiB);
   EXPECT_EQ(c.roundup_power2_divisions, 4u);
   EXPECT_DOUBLE_EQ(c.memory_fraction, 0.75);
-  EXPECT_EQ(c.to_string(), "max_split_mb:512,max_non_split_rounding_mb:64,roundup_power2_divisions:4,memory_fraction:0.75");
+  EXPECT_EQ(c.to_string(),
+            "max_split_mb:512,max_non_split_rounding_mb:64,roundup_power2_divisions:4,memory_fraction:0.75");
   // The text round-trips.
   const auto again = AllocatorConfig::parse(c.to_string());
   EXPECT_EQ(again.max_split_size, c.max_split_size);
@@ -59,11 +60,12 @@ TEST(AllocConf, ParsesEveryKey) {
 }
 
 TEST(AllocConf, MalformedValuesAreErrorsListingValidKeys) {
-  for (const char* bad : {"max_split_mb", "max_split_mb:", "max_split_mb:abc", "max_split_mb:-5", "max_split_mb:10",
-                          "max_split_mb:20", "max_split_mb:99999999999999999999", "garbage:1", "expandable_segments:True",
-                          "max_split_size_mb:100", "roundup_power2_divisions:3", "roundup_power2_divisions:128",
-                          "memory_fraction:0", "memory_fraction:1.5", "memory_fraction:nan", "memory_fraction:x",
-                          "max_split_mb:64,oops"}) {
+  for (const char* bad :
+       {"max_split_mb", "max_split_mb:", "max_split_mb:abc", "max_split_mb:-5", "max_split_mb:10",
+        "max_split_mb:20", "max_split_mb:99999999999999999999", "garbage:1", "expandable_segments:True",
+        "max_split_size_mb:100", "roundup_power2_divisions:3", "roundup_power2_divisions:128",
+        "memory_fraction:0", "memory_fraction:1.5", "memory_fraction:nan", "memory_fraction:x",
+        "max_split_mb:64,oops"}) {
     try {
       AllocatorConfig::parse(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -71,7 +73,8 @@ TEST(AllocConf, MalformedValuesAreErrorsListingValidKeys) {
       EXPECT_EQ(e.status(), Status::invalid_argument) << bad;
       const std::string m = e.what();
       EXPECT_NE(m.find(bad), std::string::npos) << "message should quote the value: " << m;
-      for (const char* key : {"max_split_mb", "max_non_split_rounding_mb", "roundup_power2_divisions", "memory_fraction"}) {
+      for (const char* key :
+           {"max_split_mb", "max_non_split_rounding_mb", "roundup_power2_divisions", "memory_fraction"}) {
         EXPECT_NE(m.find(key), std::string::npos) << "message should list " << key << ": " << m;
       }
     }

@@ -14,7 +14,9 @@ namespace {
 using testing::FakeDevice;
 constexpr std::size_t kMiB = 1024 * 1024;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(Oom, ReleasesCachedSegmentsAndRetriesOnce) {
   FakeDevice fake{64 * kMiB};
@@ -47,9 +49,9 @@ TEST(Oom, ErrorNamesEveryFigureAndTheSetting) {
     EXPECT_EQ(e.status(), Status::out_of_memory);
     const std::string m = e.what();
     EXPECT_TRUE(contains(m, "fake:0")) << m;
-    EXPECT_TRUE(contains(m, "10.00 MiB")) << m;           // requested
-    EXPECT_TRUE(contains(m, "total 64.00 MiB")) << m;     // device total
-    EXPECT_TRUE(contains(m, "free 4.00 MiB")) << m;       // device free
+    EXPECT_TRUE(contains(m, "10.00 MiB")) << m;        // requested
+    EXPECT_TRUE(contains(m, "total 64.00 MiB")) << m;  // device total
+    EXPECT_TRUE(contains(m, "free 4.00 MiB")) << m;    // device free
     EXPECT_TRUE(contains(m, "60.00 MiB allocated")) << m;
     EXPECT_TRUE(contains(m, "60.00 MiB reserved")) << m;
     EXPECT_TRUE(contains(m, "largest free block")) << m;

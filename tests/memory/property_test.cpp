@@ -181,7 +181,8 @@ void run_sequence(std::uint64_t seed, int steps) {
     ASSERT_LE(st.allocated_bytes.all.current, st.reserved_bytes.all.current);
     std::int64_t rounded = 0;
     for (const auto& l : live) {
-      rounded += static_cast<std::int64_t>(config.caching ? (l.buffer.size() + 511) / 512 * 512 : l.buffer.size());
+      rounded +=
+          static_cast<std::int64_t>(config.caching ? (l.buffer.size() + 511) / 512 * 512 : l.buffer.size());
     }
     if (config.caching) {
       ASSERT_GE(st.allocated_bytes.all.current, rounded);
@@ -189,9 +190,11 @@ void run_sequence(std::uint64_t seed, int steps) {
       ASSERT_EQ(st.allocated_bytes.all.current, rounded);
     }
     std::vector<std::pair<const char*, const char*>> ranges;
-    for (const auto& l : live) ranges.emplace_back(l.buffer.as<char>(), l.buffer.as<char>() + l.buffer.size());
+    for (const auto& l : live)
+      ranges.emplace_back(l.buffer.as<char>(), l.buffer.as<char>() + l.buffer.size());
     std::sort(ranges.begin(), ranges.end());
-    for (std::size_t i = 1; i < ranges.size(); ++i) ASSERT_LE(ranges[i - 1].second, ranges[i].first) << "overlap";
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+      ASSERT_LE(ranges[i - 1].second, ranges[i].first) << "overlap";
   }
   ASSERT_GT(attempts, 0u);
   live.clear();

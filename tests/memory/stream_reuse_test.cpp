@@ -23,7 +23,8 @@ struct StreamReuse : ::testing::Test {
     const auto snap = nlohmann::json::parse(alloc.snapshot_json());
     for (const auto& seg : snap["segments"]) {
       for (const auto& blk : seg["blocks"]) {
-        if (blk["address"].get<std::uintptr_t>() == reinterpret_cast<std::uintptr_t>(ptr)) return blk["state"];
+        if (blk["address"].get<std::uintptr_t>() == reinterpret_cast<std::uintptr_t>(ptr))
+          return blk["state"];
       }
     }
     return "missing";

@@ -47,7 +47,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-SizeResult bench_size(const runtime::Device& device, runtime::Stream& stream, std::size_t bytes, int repeats) {
+SizeResult bench_size(const runtime::Device& device, runtime::Stream& stream, std::size_t bytes,
+                      int repeats) {
   SizeResult r;
   r.bytes = bytes;
   const auto free_bytes = device.memory_info().free;
@@ -104,7 +105,8 @@ std::vector<std::size_t> parse_sizes(const std::string& text) {
     start = comma + 1;
     if (item.empty()) continue;
     const auto bytes = parse_bytes(item);
-    if (bytes == 0) throw Error(Status::invalid_argument, "--sizes: size 0 ('" + item + "') cannot be benchmarked");
+    if (bytes == 0)
+      throw Error(Status::invalid_argument, "--sizes: size 0 ('" + item + "') cannot be benchmarked");
     sizes.push_back(bytes);
   }
   if (sizes.empty()) throw Error(Status::invalid_argument, "--sizes '" + text + "' names no size");
@@ -118,9 +120,11 @@ std::string fixed(double value, int digits) {
 }
 
 int run_alloc_bench(const AllocBenchArgs& args) {
-  if (args.repeats < 1) throw Error(Status::invalid_argument, "--repeats must be >= 1, not " + std::to_string(args.repeats));
+  if (args.repeats < 1)
+    throw Error(Status::invalid_argument, "--repeats must be >= 1, not " + std::to_string(args.repeats));
   const auto sizes = parse_sizes(args.sizes);
-  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  const runtime::Device device =
+      args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   runtime::Stream stream(device);
   const auto& config = memory::allocator_for(device).config();
 
@@ -143,24 +147,24 @@ int run_alloc_bench(const AllocBenchArgs& args) {
       }
       rows.push_back(std::move(row));
     }
-    const nlohmann::json out = {{"device", device.name()},
-                                {"model", device.properties().name},
-                                {"caching", config.caching},
-                                {"alloc_conf", config.to_string()},
-                                {"repeats", args.repeats},
-                                {"statistic", "median over repeats of the mean per alloc+free"},
-                                {"results", std::move(rows)}};
+    const nlohmann::json out = {
+        {"device", device.name()},   {"model", device.properties().name},
+        {"caching", config.caching}, {"alloc_conf", config.to_string()},
+        {"repeats", args.repeats},   {"statistic", "median over repeats of the mean per alloc+free"},
+        {"results", std::move(rows)}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("allocator on %s (%s)%s: median of %d repeats, host time per alloc+free\n", device.name().c_str(),
-              device.properties().name.c_str(), config.caching ? "" : " with GALLEY_NO_CACHING=1", args.repeats);
+  std::printf("allocator on %s (%s)%s: median of %d repeats, host time per alloc+free\n",
+              device.name().c_str(), device.properties().name.c_str(),
+              config.caching ? "" : " with GALLEY_NO_CACHING=1", args.repeats);
   Table table({"size", "hit (us)", "raw alloc+free (us)", "speedup", "hit rate", "note"});
   for (const auto& r : results) {
     if (r.skipped) {
       table.add({format_bytes(r.bytes), "-", "-", "-", "-", r.note});
     } else {
-      table.add({format_bytes(r.bytes), fixed(r.hit_us, 3), fixed(r.miss_us, 2), fixed(r.miss_us / r.hit_us, r.miss_us / r.hit_us < 10 ? 1 : 0) + "x",
+      table.add({format_bytes(r.bytes), fixed(r.hit_us, 3), fixed(r.miss_us, 2),
+                 fixed(r.miss_us / r.hit_us, r.miss_us / r.hit_us < 10 ? 1 : 0) + "x",
                  fixed(100 * r.hit_rate, 2) + "%", ""});
     }
   }
@@ -172,7 +176,8 @@ const bool registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<AllocBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "alloc", "Caching allocator: hit latency vs the backend's raw alloc+free, hit rate");
-  cmd->add_option("--device", args->device, "device (cpu, cuda:0, hip:0); default GALLEY_DEVICE or the first GPU");
+  cmd->add_option("--device", args->device,
+                  "device (cpu, cuda:0, hip:0); default GALLEY_DEVICE or the first GPU");
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (4K, 1M, 64M, 1G)")->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "timed repeats; the median is reported")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON for machines");

@@ -57,12 +57,12 @@ struct AllocatorStats {
   StatByPool inactive_split_bytes;  ///< bytes in free fragments of split segments
   StatByPool requested_bytes;       ///< bytes the callers asked for (before rounding)
 
-  std::uint64_t cache_hits = 0;         ///< allocations served from cached memory
-  std::uint64_t cache_misses = 0;       ///< allocations that needed a backend raw_alloc
-  std::uint64_t num_alloc_retries = 0;  ///< raw_alloc failures retried after releasing the cache
-  std::uint64_t num_ooms = 0;           ///< out-of-memory errors thrown
-  std::uint64_t num_device_alloc = 0;   ///< raw_alloc calls that succeeded
-  std::uint64_t num_device_free = 0;    ///< raw_free calls
+  std::uint64_t cache_hits = 0;            ///< allocations served from cached memory
+  std::uint64_t cache_misses = 0;          ///< allocations that needed a backend raw_alloc
+  std::uint64_t num_alloc_retries = 0;     ///< raw_alloc failures retried after releasing the cache
+  std::uint64_t num_ooms = 0;              ///< out-of-memory errors thrown
+  std::uint64_t num_device_alloc = 0;      ///< raw_alloc calls that succeeded
+  std::uint64_t num_device_free = 0;       ///< raw_free calls
   std::uint64_t num_sync_all_streams = 0;  ///< device-wide synchronisations (empty_cache, OOM retry)
 
   /// HR = H / (H + M); 0 before the first allocation.
