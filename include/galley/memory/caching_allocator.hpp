@@ -26,6 +26,9 @@
 //
 // Releasing cached memory (empty_cache, OOM retry) relies on DeviceImpl::synchronize() covering
 // every stream of the device.
+//
+// Graph capture: the allocator does not know about captures (PyTorch gives them private pools).
+// Memory used by a captured graph must stay allocated while the graph may replay.
 #pragma once
 
 #include <cstddef>
