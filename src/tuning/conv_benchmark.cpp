@@ -20,7 +20,7 @@ constexpr int kMinRuns = 5;            // before a median is trusted at all
 constexpr int kMaxRuns = 100;          // a noisy machine must not keep one solver forever
 constexpr double kStableRel = 0.01;    // the median moved by <= 1% ...
 constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
-constexpr double kAbandonFactor = 1.5; // first runs this much slower than the best cannot win
+constexpr double kAbandonFactor = 1.5; // a best run this much slower than the best median cannot win
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -105,78 +105,115 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   const auto start = Clock::now();
   const std::string key = problem.key();
   const bool debug = log::enabled(log::Level::debug);
+  auto out_of_time = [&] { return ms_since(start) >= time_box_ms; };
 
   runtime::Stream stream(device);
   memory::Buffer x = random_buffer(stream, problem.dtype, problem.x_desc().elements(), 1);
   memory::Buffer w = random_buffer(stream, problem.dtype, problem.w_desc().elements(), 2);
   memory::Buffer y = memory::allocate(stream, problem.y_desc().bytes());
   runtime::Event before(device), after(device);
-  double best = 0;  // best median so far, 0 before the first
 
-  for (std::size_t i = 0; i < solvers.size(); ++i) {
-    const dnn::ConvSolver* s = solvers[i];
-    const double left = time_box_ms - ms_since(start);
-    if (left <= 0) {
-      time_box_hit = true;
-      for (std::size_t j = i; j < solvers.size(); ++j) {
-        if (debug) log::debug("tune " + key + ": " + std::string(solvers[j]->name()) + " not timed: time box of " +
-                              std::to_string(time_box_ms) + " ms used up");
-      }
-      break;
-    }
-    // Each remaining solver gets an equal share of what is left; unused shares pass on.
-    const double share_ms = left / static_cast<double>(solvers.size() - i);
+  struct Candidate {
+    const dnn::ConvSolver* solver;
+    std::size_t ws_bytes;
+    std::vector<double> times;
+    double last_median = -1;
+    int stable = 0;
+    bool active = true;
+  };
+  std::vector<Candidate> candidates;
+
+  // One run of `c`; the workspace comes from the caching allocator each time (a cached block after
+  // the first), so the candidates never hold all their workspaces at once. Returns false when the
+  // solver failed, after recording why.
+  auto run_once = [&](Candidate& c, bool timed) {
     try {
-      const std::size_t ws_bytes = s->workspace_bytes(problem, device);
-      memory::Buffer ws = memory::allocate(stream, ws_bytes);
-      const dnn::ConvArgs args{x.data(), w.data(), y.data(), ws.data(), ws_bytes};
-      const auto solver_start = Clock::now();
-      s->run(stream, problem, args);  // warm-up: first-touch of workspace, caches, lazy setup
-      stream.synchronize();
-
-      std::vector<double> times;
-      double last_median = -1;
-      int stable = 0;
-      for (;;) {
-        before.record(stream);
-        s->run(stream, problem, args);
+      memory::Buffer ws = memory::allocate(stream, c.ws_bytes);
+      const dnn::ConvArgs args{x.data(), w.data(), y.data(), ws.data(), c.ws_bytes};
+      if (timed) before.record(stream);
+      c.solver->run(stream, problem, args);
+      if (timed) {
         after.record(stream);
         after.synchronize();
         const double t = after.elapsed_ms_since(before);
-        times.push_back(t);
-        if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " run " + std::to_string(times.size()) +
-                              ": " + std::to_string(t) + " ms");
-        // Two runs, so that one hiccup of a loaded machine cannot discard the real winner.
-        if (times.size() == 2 && best > 0 && std::min(times[0], times[1]) > kAbandonFactor * best) break;
-        if (static_cast<int>(times.size()) >= kMinRuns) {
-          const double m = median(times);
-          stable = (last_median > 0 && std::abs(m - last_median) <= kStableRel * m) ? stable + 1 : 0;
-          last_median = m;
-          if (stable >= kStableChecks) break;
-        }
-        if (static_cast<int>(times.size()) >= kMaxRuns) break;
-        if (ms_since(solver_start) >= share_ms) {
-          if (ms_since(start) >= time_box_ms) time_box_hit = true;
-          break;
-        }
+        c.times.push_back(t);
+        if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " run " +
+                              std::to_string(c.times.size()) + ": " + std::to_string(t) + " ms");
+      } else {
+        stream.synchronize();
       }
-      stream.synchronize();
-      const double m = median(times);
-      if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " median " + std::to_string(m) +
-                            " ms over " + std::to_string(times.size()) + " runs");
-      timings.push_back(Timing{s, m, ws_bytes, static_cast<int>(times.size())});
-      if (best == 0 || m < best) best = m;
+      return true;
     } catch (const Error& e) {
       // A solver that fails at run time is not a candidate; the others still are.
       try {
         stream.synchronize();
       } catch (const Error&) {
       }
-      if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " rejected: run failed: " + e.what());
-      rejected.push_back(Rejection{std::string(s->name()), std::string("run failed: ") + e.what()});
+      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " rejected: run failed: " + e.what());
+      rejected.push_back(Rejection{std::string(c.solver->name()), std::string("run failed: ") + e.what()});
+      c.active = false;
+      c.times.clear();
+      return false;
+    }
+  };
+
+  // Warm-up in list order (first touch of workspace, caches, lazy setup). Solvers not reached before
+  // the box runs out are not timed at all.
+  for (const dnn::ConvSolver* s : solvers) {
+    if (out_of_time()) {
+      time_box_hit = true;
+      if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " not timed: time box of " +
+                            std::to_string(time_box_ms) + " ms used up");
+      continue;
+    }
+    Candidate c{s, s->workspace_bytes(problem, device), {}};
+    if (run_once(c, false)) candidates.push_back(std::move(c));
+  }
+
+  // Timed rounds: every active candidate once per round, so that a shared machine's drifting load
+  // hits all of them alike instead of favouring whoever ran in a quiet moment.
+  for (int round = 1; round <= kMaxRuns; ++round) {
+    bool any = false;
+    for (Candidate& c : candidates) {
+      if (!c.active) continue;
+      if (out_of_time() && !c.times.empty()) {
+        time_box_hit = true;
+        continue;  // every candidate still gets its first timed run
+      }
+      any = true;
+      if (!run_once(c, true)) continue;
+      if (static_cast<int>(c.times.size()) >= kMinRuns) {
+        const double m = median(c.times);
+        c.stable = (c.last_median > 0 && std::abs(m - c.last_median) <= kStableRel * m) ? c.stable + 1 : 0;
+        c.last_median = m;
+        if (c.stable >= kStableChecks) c.active = false;  // its median is final
+      }
+    }
+    if (!any) break;
+    // After two rounds, a candidate whose best run is far behind the best median cannot win.
+    if (round >= 2) {
+      double best = 0;
+      for (const Candidate& c : candidates) {
+        if (!c.times.empty()) best = best == 0 ? median(c.times) : std::min(best, median(c.times));
+      }
+      for (Candidate& c : candidates) {
+        if (c.active && !c.times.empty() && *std::min_element(c.times.begin(), c.times.end()) > kAbandonFactor * best) {
+          if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped: more than " +
+                                std::to_string(kAbandonFactor) + "x slower than the best");
+          c.active = false;
+        }
+      }
     }
   }
-  if (ms_since(start) >= time_box_ms) time_box_hit = true;
+  stream.synchronize();
+  for (const Candidate& c : candidates) {
+    if (c.times.empty()) continue;
+    const double m = median(c.times);
+    if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " median " + std::to_string(m) +
+                          " ms over " + std::to_string(c.times.size()) + " runs");
+    timings.push_back(Timing{c.solver, m, c.ws_bytes, static_cast<int>(c.times.size())});
+  }
+  if (out_of_time()) time_box_hit = true;
   std::stable_sort(timings.begin(), timings.end(),
                    [](const Timing& a, const Timing& b) { return a.median_ms < b.median_ms; });
   return timings;

@@ -36,10 +36,12 @@ struct Timing {
   int runs = 0;
 };
 
-/// Times `solvers` on random data: per solver a warm-up, then repeats until the median is stable
-/// (or a run cap, or the solver's share of the time box). A solver whose first two timed runs are far
-/// slower than the best so far is cut short. Solvers whose run throws are added to `rejected`.
-/// Returns the timings sorted fastest first; `time_box_hit` says whether the box cut anything.
+/// Times `solvers` on random data: each warmed up once in list order, then timed in rounds (one run
+/// of every active solver per round, so load drift hits all alike) until each one's median is stable
+/// or the run cap is reached. After two rounds a solver whose best run is far slower than the best
+/// median is dropped. When the time box runs out, solvers not yet warmed up are not timed and the
+/// rounds stop (each warmed-up solver still gets one timed run). Solvers whose run throws are added
+/// to `rejected`. Returns the timings sorted fastest first; `time_box_hit` says whether the box was hit.
 std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
                                  const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
                                  std::vector<Rejection>& rejected, bool& time_box_hit);

@@ -1,0 +1,275 @@
+// `galley bench tuner --file LIST [--batch N] [--dtype] [--layout] [--device] [--rounds R] [--json]`
+// measures what the tuner costs and what it buys, for bench/RESULTS.md (issue 4):
+//   - per problem: T_tune (benchmarking all candidates into a fresh db), T_exec (the pick's median
+//     through dnn::convolution_forward), T_avg = T_tune/N + T_exec for N = 1, 10, 1000;
+//   - whether the pick is within 3% of the fastest solver, every applicable non-reference solver
+//     timed round-robin (R rounds) the same way;
+//   - the cost of pick() on a hit (in-process cache) and of one SQLite find-db lookup.
+// With --first-call it instead measures, in this new process, each problem's first call through the
+// default tuner (expected to be a find-db hit after `galley tune`) against its steady state.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <unistd.h>
+
+#include "command.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/convolution.hpp"
+#include "galley/memory/buffer.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
+#include "table.hpp"
+
+namespace galley::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string file, device, dtype, layout;
+  std::int64_t batch = 0;
+  int rounds = 15;
+  bool first_call = false;
+  bool json = false;
+};
+
+struct Line {
+  dnn::ConvProblem problem;
+  std::string tag;
+};
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string fixed(double v, int digits = 3) {
+  if (std::isnan(v)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+std::vector<Line> read_lines(const Args& args) {
+  std::ifstream in(args.file);
+  if (!in) throw Error(Status::io_error, "--file " + args.file + ": cannot open");
+  std::vector<Line> out;
+  for (std::string text; std::getline(in, text);) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string::npos || text[first] == '#') continue;
+    Line line;
+    line.problem = dnn::ConvProblem::parse_driver_line(text, &line.tag);
+    if (!args.dtype.empty()) line.problem.dtype = parse_dtype(args.dtype);
+    if (!args.layout.empty()) line.problem.layout = dnn::parse_layout(args.layout);
+    if (args.batch > 0) line.problem.n = args.batch;
+    line.problem.validate();
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+// x, w (random) and y on `stream`, as a user's tensors would be.
+struct Tensors {
+  memory::Buffer x, w, y;
+  Tensors(runtime::Stream& stream, const dnn::ConvProblem& p) {
+    auto fill = [&](std::int64_t n, std::uint64_t seed) {
+      const auto host = dnn::random_tensor(p.dtype, n, seed);
+      memory::Buffer b = memory::allocate(stream, host.size());
+      memory::copy_from_host(stream, b, host.data(), host.size());
+      stream.synchronize();
+      return b;
+    };
+    x = fill(p.x_desc().elements(), 11);
+    w = fill(p.w_desc().elements(), 12);
+    y = memory::allocate(stream, p.y_desc().bytes());
+    memory::memset(stream, y, 0, p.y_desc().bytes());  // touch every page, as a real output was
+    stream.synchronize();
+  }
+};
+
+// One user-visible call: convolution_forward with `solver`, waited for. Milliseconds.
+double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t, const dnn::ConvSolver* solver) {
+  const auto start = Clock::now();
+  dnn::convolution_forward(stream, p, t.x.data(), t.w.data(), t.y.data(), solver);
+  stream.synchronize();
+  return ms_since(start);
+}
+
+int run_first_call(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
+  tuning::Tuner& tuner = tuning::default_tuner();
+  runtime::Stream stream(device);
+  Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady"});
+  nlohmann::json rows = nlohmann::json::array();
+  int within = 0, hits = 0;
+  for (const Line& line : lines) {
+    Tensors t(stream, line.problem);
+    // The first call exactly as a user makes it: pick (find-db), then run.
+    const auto start = Clock::now();
+    const tuning::Pick pick = tuner.pick(line.problem, device);
+    const double pick_ms = ms_since(start);
+    dnn::convolution_forward(stream, line.problem, t.x.data(), t.w.data(), t.y.data(), pick.solver);
+    stream.synchronize();
+    const double first = ms_since(start);
+    std::vector<double> steady;
+    for (int i = 0; i < args.rounds; ++i) {
+      const auto s = Clock::now();
+      const auto* solver = tuner.pick(line.problem, device).solver;
+      dnn::convolution_forward(stream, line.problem, t.x.data(), t.w.data(), t.y.data(), solver);
+      stream.synchronize();
+      steady.push_back(ms_since(s));
+    }
+    const double m = median(steady);
+    within += first <= 1.05 * m;
+    hits += pick.hit;
+    const std::string name = line.tag.empty() ? line.problem.key() : line.tag;
+    table.add({name, std::string(pick.solver->name()), pick.hit ? tuning::to_string(pick.source) : "no",
+               fixed(first), fixed(pick_ms * 1000, 1), fixed(m), fixed(first / m, 3)});
+    rows.push_back({{"problem", name}, {"solver", pick.solver->name()}, {"hit", pick.hit},
+                    {"source", tuning::to_string(pick.source)}, {"first_ms", first}, {"pick_ms", pick_ms},
+                    {"steady_ms", m}});
+  }
+  if (args.json) {
+    std::printf("%s\n", nlohmann::json({{"first_call", rows}}).dump(2).c_str());
+  } else {
+    table.print();
+    std::printf("%d/%zu problems: first call <= 1.05x steady state; %d/%zu picks were find-db hits\n", within,
+                lines.size(), hits, lines.size());
+  }
+  return 0;
+}
+
+int run_figures(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
+  // A private db so the figures never depend on (or disturb) the user's.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("galley-bench-tuner-" + std::to_string(::getpid()));
+  tuning::TunerOptions options = tuning::TunerOptions::from_env();
+  options.find.mode = tuning::FindMode::normal;
+  options.db_paths = {dir / "finddb.sqlite", {}};
+  tuning::Tuner tuner(options);
+  runtime::Stream stream(device);
+
+  Table table({"problem", "pick", "T_tune ms", "T_exec ms", "T_avg N=1", "N=10", "N=1000", "fastest", "ms",
+               "pick/fastest"});
+  nlohmann::json rows = nlohmann::json::array();
+  int within3 = 0, compared = 0;
+  double sum_tune = 0, sum_exec = 0, max_tune = 0;
+  for (const Line& line : lines) {
+    const std::string name = line.tag.empty() ? line.problem.key() : line.tag;
+    std::fprintf(stderr, "%s ...\n", name.c_str());
+    const tuning::TuneResult tuned = tuner.tune(line.problem, device);
+    const auto* pick = dnn::find_conv_solver(device.backend(), tuned.ranked.front().solver);
+    // Every applicable non-reference solver (as --all-solvers), timed round-robin so that drift of
+    // a shared machine hits them all alike; the pick is one of them.
+    std::vector<const dnn::ConvSolver*> all;
+    for (const auto* s : dnn::conv_solvers(device.backend())) {
+      if (!s->is_reference() && s->check(line.problem, device)) all.push_back(s);
+    }
+    if (all.empty()) all.push_back(pick);
+    Tensors t(stream, line.problem);
+    std::vector<std::vector<double>> times(all.size());
+    for (const auto* s : all) timed_call(stream, line.problem, t, s);  // warm-up each
+    for (int r = 0; r < args.rounds; ++r) {
+      for (std::size_t i = 0; i < all.size(); ++i) times[i].push_back(timed_call(stream, line.problem, t, all[i]));
+    }
+    std::size_t best = 0, picked = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (median(times[i]) < median(times[best])) best = i;
+      if (all[i] == pick) picked = i;
+    }
+    const double exec = median(times[picked]);
+    const double fastest = median(times[best]);
+    const double ratio = exec / fastest;
+    ++compared;
+    within3 += ratio <= 1.03;
+    sum_tune += tuned.tune_ms;
+    sum_exec += exec;
+    max_tune = std::max(max_tune, tuned.tune_ms);
+    auto avg = [&](double n) { return tuned.tune_ms / n + exec; };
+    table.add({name, std::string(pick->name()), fixed(tuned.tune_ms, 1), fixed(exec), fixed(avg(1)), fixed(avg(10)),
+               fixed(avg(1000)), std::string(all[best]->name()), fixed(fastest), fixed(ratio, 3)});
+    rows.push_back({{"problem", name}, {"key", line.problem.key()}, {"pick", pick->name()},
+                    {"tune_ms", tuned.tune_ms}, {"time_box_hit", tuned.time_box_hit}, {"exec_ms", exec},
+                    {"fastest", all[best]->name()}, {"fastest_ms", fastest}, {"candidates", all.size()}});
+  }
+
+  // pick() on a hit: the in-process cache plus the solver's check(), batches of 1000 calls.
+  const auto& probe = lines.front().problem;
+  tuner.pick(probe, device);
+  std::vector<double> per_call_ns;
+  for (int batch = 0; batch < 200; ++batch) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 1000; ++i) {
+      const auto p = tuner.pick(probe, device);
+      asm volatile("" : : "r"(p.solver) : "memory");
+    }
+    per_call_ns.push_back(ms_since(start) * 1e6 / 1000);
+  }
+  // One SQLite lookup, for comparison: what every call would cost without the in-process cache.
+  std::vector<double> sqlite_us;
+  const auto id = tuning::DeviceIdentity::of(device);
+  const std::string key = probe.key();
+  for (int i = 0; i < 2000; ++i) {
+    const auto start = Clock::now();
+    (void)tuner.db().lookup(key, id);
+    sqlite_us.push_back(ms_since(start) * 1000);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+
+  const double box = options.find.time_box_ms;
+  if (args.json) {
+    std::printf("%s\n", nlohmann::json({{"device", device.name()},
+                                        {"time_box_ms", box},
+                                        {"problems", rows},
+                                        {"hit_pick_ns_median", median(per_call_ns)},
+                                        {"sqlite_lookup_us_median", median(sqlite_us)}})
+                            .dump(2)
+                            .c_str());
+    return 0;
+  }
+  table.print();
+  std::printf("\nall %d problems: sum T_tune %.1f ms, sum T_exec %.3f ms; T_avg/T_exec: N=1 %.1fx, N=10 %.2fx, "
+              "N=1000 %.4fx\n",
+              compared, sum_tune, sum_exec, (sum_tune + sum_exec) / sum_exec, (sum_tune / 10 + sum_exec) / sum_exec,
+              (sum_tune / 1000 + sum_exec) / sum_exec);
+  std::printf("pick within 3%% of the fastest on %d/%d problems\n", within3, compared);
+  std::printf("tuning per problem: max %.1f ms with a time box of %.0f ms\n", max_tune, box);
+  std::printf("pick() on a hit: median %.1f ns per call (200 batches of 1000); one SQLite lookup: median %.1f us\n",
+              median(per_call_ns), median(sqlite_us));
+  return 0;
+}
+
+int run(const Args& args) {
+  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  const auto lines = read_lines(args);
+  if (lines.empty()) throw Error(Status::invalid_argument, "--file " + args.file + ": no problems in it");
+  return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = bench_group(root).add_subcommand("tuner", "Tuner figures: T_tune vs T_exec, pick quality, hit cost");
+  cmd->add_option("--file", args->file, "problem list (MIOpenDriver lines)")->required();
+  cmd->add_option("--device", args->device, "device (default: GALLEY_DEVICE, else first GPU, else cpu)");
+  cmd->add_option("--dtype", args->dtype, "override every line's dtype");
+  cmd->add_option("--layout", args->layout, "override every line's layout");
+  cmd->add_option("--batch", args->batch, "override every line's batch (-n)")->check(CLI::PositiveNumber);
+  cmd->add_option("--rounds", args->rounds, "timed calls per solver (median)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--first-call", args->first_call,
+                "measure each problem's first call in this process against steady state (run after galley tune)");
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->callback([args] { set_exit_code(run(*args)); });
+});
+
+}  // namespace
+}  // namespace galley::cli
