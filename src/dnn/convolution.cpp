@@ -1,5 +1,6 @@
 #include "galley/dnn/convolution.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -18,7 +19,11 @@ void require_pointer(const void* p, const char* what, const ConvProblem& problem
   }
 }
 
+std::atomic<ConvSolverPicker> g_picker{nullptr};
+
 }  // namespace
+
+void set_conv_solver_picker(ConvSolverPicker picker) { g_picker.store(picker, std::memory_order_release); }
 
 const ConvSolver& select_conv_solver(const ConvProblem& problem, const runtime::Device& device) {
   const auto solvers = conv_solvers(device.backend());
@@ -63,7 +68,8 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
 
   const runtime::Device& device = stream.device();
   if (solver == nullptr) {
-    solver = &select_conv_solver(problem, device);
+    const ConvSolverPicker picker = g_picker.load(std::memory_order_acquire);
+    solver = picker != nullptr ? &picker(problem, device) : &select_conv_solver(problem, device);
   } else {
     if (find_conv_solver(device.backend(), solver->name()) != solver) {
       throw Error(Status::unsupported, "conv solver '" + std::string(solver->name()) +

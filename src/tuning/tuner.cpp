@@ -13,6 +13,7 @@
 #include "conv_benchmark.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
+#include "galley/dnn/convolution.hpp"
 
 namespace galley::tuning {
 namespace {
@@ -301,5 +302,17 @@ Tuner& default_tuner() {
   static Tuner tuner(TunerOptions::from_env());
   return tuner;
 }
+
+namespace {
+
+const dnn::ConvSolver& pick_for_convolution(const ConvProblem& problem, const runtime::Device& device) {
+  return *default_tuner().pick(problem, device).solver;
+}
+
+// dnn::convolution_forward asks the tuner through this hook: dnn sits above tuning and may not
+// include it, so tuning installs itself when libgalley loads.
+const bool g_picker_installed = (dnn::set_conv_solver_picker(&pick_for_convolution), true);
+
+}  // namespace
 
 }  // namespace galley::tuning

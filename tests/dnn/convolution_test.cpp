@@ -74,7 +74,8 @@ TEST(ConvolutionForward, PicksTheFirstApplicableSolver) {
   Data d(test::geometry(2, 17, 15, 13, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1));
   const ConvSolver& used = convolution_forward(stream, d.p, d.x.data(), d.w.data(), d.y.data());
   stream.synchronize();
-  EXPECT_EQ(&used, &select_conv_solver(d.p, stream.device()));
+  // The tuner chooses by measurement (list order only with GALLEY_FIND_MODE=off): any applicable solver.
+  EXPECT_TRUE(used.check(d.p, stream.device()));
   EXPECT_FALSE(used.is_reference()) << "a cpu solver other than the reference should accept a plain 3x3";
   const Comparison c = compare_outputs(d.p.dtype, d.y.data(), d.want.data(), d.p.y_desc().elements(), 1e-5);
   EXPECT_TRUE(c.passed) << used.name() << ": " << c.summary;

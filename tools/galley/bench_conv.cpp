@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +18,7 @@
 #include "galley/core/units.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
 #include "table.hpp"
 
 namespace galley::cli {
@@ -115,6 +117,12 @@ std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App
   return problems;
 }
 
+// The tuner's picks of this run, by problem key (the default, no --solver / --all-solvers).
+std::map<std::string, tuning::Pick>& tuner_picks() {
+  static std::map<std::string, tuning::Pick> picks;
+  return picks;
+}
+
 // The solvers to time on `device`: one named, all but the reference, or the one the library picks.
 std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, const runtime::Device& device,
                                                    const dnn::ConvProblem& problem) {
@@ -137,7 +145,26 @@ std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, co
     }
     return out;
   }
-  return {&dnn::select_conv_solver(problem, device)};
+  // The library's own choice: the tuner (a find-db hit, or tuned now), reported under the results.
+  const tuning::Pick pick = tuning::default_tuner().pick(problem, device);
+  tuner_picks()[problem.key()] = pick;
+  return {pick.solver};
+}
+
+// "tuner: <solver> (find-db hit, user find-db)" for a problem benchmarked with the tuner's pick.
+std::string tuner_note(const dnn::ConvProblem& problem) {
+  const auto it = tuner_picks().find(problem.key());
+  if (it == tuner_picks().end()) return {};
+  const tuning::Pick& p = it->second;
+  return std::string(p.solver->name()) + (p.hit ? " (find-db hit, " : " (no hit: ") + tuning::to_string(p.source) +
+         ")";
+}
+
+// {"solver", "hit", "source"} of the tuner's pick, or null when the solvers were named by flags.
+nlohmann::json tuner_json(const dnn::ConvProblem& problem) {
+  const auto it = tuner_picks().find(problem.key());
+  if (it == tuner_picks().end()) return nullptr;
+  return {{"solver", it->second.solver->name()}, {"hit", it->second.hit}, {"source", tuning::to_string(it->second.source)}};
 }
 
 std::string number(double value, int digits = 4) {
@@ -184,6 +211,7 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
                                {"tag", p.tag},
                                {"command", dnn::conv_bench_command(p.problem, device)},
                                {"flops", p.problem.flops()},
+                               {"tuner", tuner_json(p.problem)},
                                {"results", std::move(results)},
                                {"skipped", std::move(skipped)}});
   }
@@ -213,6 +241,11 @@ void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::D
     }
   }
   table.print();
+  for (const auto& p : problems) {
+    const std::string note = tuner_note(p.problem);
+    const std::string name = p.tag.empty() ? p.problem.key() : p.tag;
+    if (!note.empty()) std::printf("tuner pick for %s: %s\n", name.c_str(), note.c_str());
+  }
   if (problems.size() > 1 && geomean > 0) {
     std::printf("geomean of the best TFLOP/s per problem over %d problems: %s\n", measured,
                 number(geomean).c_str());
