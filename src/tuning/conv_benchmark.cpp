@@ -20,7 +20,8 @@ constexpr int kMinRuns = 5;            // before a median is trusted at all
 constexpr int kMaxRuns = 100;          // a noisy machine must not keep one solver forever
 constexpr double kStableRel = 0.01;    // the median moved by <= 1% ...
 constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
-constexpr double kAbandonFactor = 1.5; // a best run this much slower than the best median cannot win
+constexpr double kAbandonFactor = 2.0; // a best run this much slower than the best median cannot win
+constexpr int kDropAfterRounds = 3;    // ... judged after this many runs, so one unlucky run cannot
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -50,10 +51,11 @@ memory::Buffer random_buffer(runtime::Stream& stream, DType dtype, std::int64_t 
 }  // namespace
 
 Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Device& device,
-                           std::size_t workspace_limit, const std::vector<std::string>& only_solvers) {
+                           std::size_t workspace_limit, const std::vector<std::string>& only_solvers,
+                           bool log_rejections) {
   Candidates out;
   std::vector<const dnn::ConvSolver*> references;
-  const bool debug = log::enabled(log::Level::debug);
+  const bool debug = log_rejections && log::enabled(log::Level::debug);
   auto reject = [&](const dnn::ConvSolver* s, std::string why) {
     if (debug) log::debug("tune " + problem.key() + " on " + device.name() + ": " + std::string(s->name()) +
                           " rejected: " + why);
@@ -186,12 +188,16 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
         const double m = median(c.times);
         c.stable = (c.last_median > 0 && std::abs(m - c.last_median) <= kStableRel * m) ? c.stable + 1 : 0;
         c.last_median = m;
-        if (c.stable >= kStableChecks) c.active = false;  // its median is final
       }
     }
     if (!any) break;
-    // After two rounds, a candidate whose best run is far behind the best median cannot win.
-    if (round >= 2) {
+    // Stop once every remaining candidate's median is stable. They stop together, so each one's
+    // runs stay interleaved with the others' to the end.
+    bool all_stable = true;
+    for (const Candidate& c : candidates) all_stable = all_stable && (!c.active || c.stable >= kStableChecks);
+    if (all_stable) break;
+    // After a few rounds, a candidate whose best run is far behind the best median cannot win.
+    if (round >= kDropAfterRounds) {
       double best = 0;
       for (const Candidate& c : candidates) {
         if (!c.times.empty()) best = best == 0 ? median(c.times) : std::min(best, median(c.times));

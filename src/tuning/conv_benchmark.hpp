@@ -21,8 +21,10 @@ struct Candidates {
 };
 
 /// Walks the device's ordered list: only_solvers filter, check(), workspace limit, reference rule.
+/// Rejections are logged at debug level when `log_rejections` (tuning), not for a plain list-order walk.
 Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Device& device,
-                           std::size_t workspace_limit, const std::vector<std::string>& only_solvers);
+                           std::size_t workspace_limit, const std::vector<std::string>& only_solvers,
+                           bool log_rejections = true);
 
 /// Error(unsupported) naming the problem, the device and every rejection's reason.
 [[noreturn]] void throw_no_solver(const dnn::ConvProblem& problem, const runtime::Device& device,
@@ -37,9 +39,9 @@ struct Timing {
 };
 
 /// Times `solvers` on random data: each warmed up once in list order, then timed in rounds (one run
-/// of every active solver per round, so load drift hits all alike) until each one's median is stable
-/// or the run cap is reached. After two rounds a solver whose best run is far slower than the best
-/// median is dropped. When the time box runs out, solvers not yet warmed up are not timed and the
+/// of every active solver per round, so load drift hits all alike) until every one's median is
+/// stable or the run cap is reached. After three rounds a solver whose best run is far slower than
+/// the best median is dropped. When the time box runs out, solvers not yet warmed up are not timed and the
 /// rounds stop (each warmed-up solver still gets one timed run). Solvers whose run throws are added
 /// to `rejected`. Returns the timings sorted fastest first; `time_box_hit` says whether the box was hit.
 std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,

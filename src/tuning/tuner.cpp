@@ -220,7 +220,7 @@ const ConvSolver& Tuner::list_order_choice(const ConvProblem& problem, const run
     std::lock_guard lock(impl_->slow_mutex);
     limit = impl_->workspace_limit(device);
   }
-  const auto candidates = detail::find_candidates(problem, device, limit, impl_->options.only_solvers);
+  const auto candidates = detail::find_candidates(problem, device, limit, impl_->options.only_solvers, false);
   if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, candidates.rejected);
   return *candidates.list_first;
 }
