@@ -107,6 +107,18 @@ struct Tuner::Impl {
     return it->second;
   }
 
+  // The hit path's lookup: no copy of the ranked list (its strings would cost heap allocations).
+  struct Hit {
+    const ConvSolver* solver = nullptr;
+    bool hit = false;
+  };
+  Hit cached_hit(const CacheKey& key) {
+    std::shared_lock lock(cache_mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) return {};
+    return Hit{it->second.solver, it->second.hit};
+  }
+
   void remember(const CacheKey& key, CacheEntry entry) {
     std::unique_lock lock(cache_mutex);
     cache.insert_or_assign(key, std::move(entry));
@@ -228,10 +240,10 @@ const ConvSolver& Tuner::list_order_choice(const ConvProblem& problem, const run
 Pick Tuner::pick(const ConvProblem& problem, const runtime::Device& device) {
   const CacheKey key{device.name(), problem};
   // The hit path: one shared-lock hash lookup and the solver's own cheap check().
-  if (auto entry = impl_->cached(key)) {
-    const dnn::Applicability a = entry->solver->check(problem, device);
-    if (a) return Pick{entry->solver, entry->hit, PickSource::cache};
-    log::info("cached choice " + std::string(entry->solver->name()) + " for " + problem.key() +
+  if (const auto entry = impl_->cached_hit(key); entry.solver != nullptr) {
+    const dnn::Applicability a = entry.solver->check(problem, device);
+    if (a) return Pick{entry.solver, entry.hit, PickSource::cache};
+    log::info("cached choice " + std::string(entry.solver->name()) + " for " + problem.key() +
               " no longer applies (" + a.reason + ")");
     std::unique_lock lock(impl_->cache_mutex);
     impl_->cache.erase(key);
