@@ -36,6 +36,23 @@ TEST(TuningChild, Run) {
   std::cout.flush();
 }
 
+// Child mode: stores $TUNING_CHILD_COUNT lists straight into the db as fast as possible (maximum
+// write contention), keys "stress-<TUNING_CHILD_FIRST + i>".
+TEST(TuningChild, Store) {
+  const char* dir = std::getenv("TUNING_CHILD_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "only run as a child of the multi-process tests";
+  const int first = std::stoi(env_or("TUNING_CHILD_FIRST", "0"));
+  const int count = std::stoi(env_or("TUNING_CHILD_COUNT", "1"));
+  FindDb db({std::filesystem::path(dir) / "finddb.sqlite", {}});
+  const DeviceIdentity id{"Stress Device", "x", 1, "d", "0.1.0"};
+  for (int i = first; i < first + count; ++i) {
+    db.store("stress-" + std::to_string(i), id,
+             {FindRecord{"a" + std::to_string(i), 1.0, 0, 0}, FindRecord{"b", 2.0, 0, 0}});
+    ASSERT_FALSE(db.lookup("stress-" + std::to_string(i), id).empty());
+  }
+  EXPECT_FALSE(db.in_memory());
+}
+
 std::vector<std::string> pick_lines(const std::string& output) {
   std::vector<std::string> lines;
   std::istringstream in(output);
@@ -95,6 +112,39 @@ TEST(TuningProcesses, ConcurrentTunersLoseNoRows) {
     EXPECT_EQ(records[1].solver, kSlow);
   }
   EXPECT_EQ(rows.size(), 48u);  // whole lists replaced, never duplicated or mixed
+}
+
+}  // namespace
+}  // namespace galley::tuning
+
+namespace galley::tuning {
+namespace {
+
+TEST(TuningProcesses, WriteStormLosesNothingAndNeverReportsLocked) {
+  testing::TempDir dir;
+  constexpr int kChildren = 6, kEach = 150;
+  std::vector<int> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    // Overlapping halves: child c writes [c*kEach/2, c*kEach/2 + kEach).
+    pids.push_back(testing::spawn("TuningChild.Store", {{"TUNING_CHILD_DIR", dir.path().string()},
+                                                        {"TUNING_CHILD_FIRST", std::to_string(c * kEach / 2)},
+                                                        {"TUNING_CHILD_COUNT", std::to_string(kEach)}}));
+  }
+  for (int pid : pids) {
+    std::string out;
+    EXPECT_EQ(testing::wait_child(pid, &out), 0) << out;
+    EXPECT_EQ(out.find("locked"), std::string::npos) << out;
+    EXPECT_EQ(out.find("galley[warn]"), std::string::npos) << out;
+  }
+  FindDb db({dir.path() / "finddb.sqlite", {}});
+  const int distinct = (kChildren - 1) * kEach / 2 + kEach;
+  EXPECT_EQ(db.rows().size(), static_cast<std::size_t>(2 * distinct));
+  const DeviceIdentity id{"Stress Device", "x", 1, "d", "0.1.0"};
+  for (int i = 0; i < distinct; ++i) {
+    const auto records = db.lookup("stress-" + std::to_string(i), id);
+    ASSERT_EQ(records.size(), 2u) << i;
+    EXPECT_EQ(records[0].solver, "a" + std::to_string(i));
+  }
 }
 
 }  // namespace
