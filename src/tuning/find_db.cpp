@@ -191,11 +191,11 @@ struct FindDb::State {
     }
     try {
       Connection c(paths.user.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+      writer_file = file_id(paths.user);  // before any statement: recovery must know which file this is
       if (c.read_only()) throw SqliteError(SQLITE_READONLY, "the file is write-protected");
       setup_schema(c);
       writer = std::move(c);
       writer_is_file = true;
-      writer_file = file_id(paths.user);
     } catch (const SqliteError& e) {
       if (e.failure() == Failure::corrupt) return recover_corrupt(e.what());
       fall_back_to_memory(e.what());
