@@ -23,7 +23,7 @@ const std::vector<Variable>& variables() {
       {"GALLEY_FIND_ENFORCE", "search: re-tune even on a find-db hit", "(unset)"},
       {"GALLEY_FIND_TIME_MS", "time box for tuning one problem, in milliseconds", "2000"},
       {"GALLEY_CACHE_DIR", "find-db and kernel cache folder", "$XDG_CACHE_HOME/galley or ~/.cache/galley"},
-      {"GALLEY_ALLOC_CONF", "caching allocator settings, key:value,... (see galley info --env)", "(unset)"},
+      {"GALLEY_ALLOC_CONF", "caching allocator settings key:value,... (max_split_mb, max_non_split_rounding_mb, roundup_power2_divisions, memory_fraction; keys listed below)", "(unset)"},
       {"GALLEY_NO_CACHING", "1: allocator passes straight to the backend (for memory checkers)", "0"},
       {"GALLEY_PROFILE", "FILE.json: write a Chrome trace of the run", "(unset)"},
       {"GALLEY_NUM_THREADS", "threads in the cpu backend's pool", "hardware threads"},

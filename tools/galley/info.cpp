@@ -8,6 +8,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
 #include "galley/core/version.hpp"
+#include "galley/memory/allocator_config.hpp"
 #include "galley/runtime/device.hpp"
 #include "table.hpp"
 
@@ -63,6 +64,7 @@ int run_env(bool json) {
     table.add({std::string(v.name), value ? *value : "(unset)", std::string(v.default_value), std::string(v.meaning)});
   }
   table.print();
+  std::printf("\nGALLEY_ALLOC_CONF keys:\n%s\n", memory::alloc_conf_help().c_str());
   return 0;
 }
 

@@ -94,11 +94,11 @@ class CpuDevice final : public runtime::DeviceImpl {
   void raw_free(void* ptr) noexcept override { std::free(ptr); }
   void* pinned_alloc(std::size_t bytes) override { return aligned_allocation(bytes, "pinned_alloc"); }
   void pinned_free(void* ptr) noexcept override { std::free(ptr); }
-  std::unique_ptr<runtime::StreamImpl> create_stream() override { return std::make_unique<CpuStream>(); }
+  std::unique_ptr<runtime::StreamImpl> create_stream() override { return std::make_unique<CpuStream>(&streams_); }
   std::unique_ptr<runtime::EventImpl> create_event(bool) override { return std::make_unique<CpuEvent>(); }
-  // Streams are independent workers; a device-wide sync is the caller's job on cpu, as there is no
-  // registry of live streams. Neutral code synchronises the streams it owns.
-  void synchronize() override {}
+  // Waits for every live stream, as cudaDeviceSynchronize does; the allocator's empty_cache() and
+  // out-of-memory retry rely on it before handing memory back.
+  void synchronize() override { streams_.wait_all_idle(); }
   std::vector<std::string> readiness() override {
     std::vector<std::string> lines;
     lines.push_back(std::string("cpu ISA ") + best_isa() + ", " + std::to_string(pool_size()) + " threads: ok");
@@ -106,6 +106,9 @@ class CpuDevice final : public runtime::DeviceImpl {
     lines.push_back(std::string("AVX2+FMA kernels: ") + (avx2 ? "ok" : "ok (not supported here; scalar paths used)"));
     return lines;
   }
+
+ private:
+  StreamSet streams_;
 };
 
 class CpuBackend final : public runtime::Backend {

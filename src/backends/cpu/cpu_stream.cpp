@@ -67,9 +67,28 @@ void CpuGraph::replay(runtime::StreamImpl& stream) {
   for (const auto& task : tasks_) cpu->submit(task);
 }
 
-CpuStream::CpuStream() : worker_([this] { worker_loop(); }) {}
+void StreamSet::add(CpuStream* stream) {
+  std::lock_guard lock(mutex_);
+  streams_.push_back(stream);
+}
+
+void StreamSet::remove(CpuStream* stream) {
+  std::lock_guard lock(mutex_);
+  std::erase(streams_, stream);
+}
+
+void StreamSet::wait_all_idle() {
+  // Holding the lock keeps every listed stream alive while we wait (its destructor must remove it).
+  std::lock_guard lock(mutex_);
+  for (CpuStream* stream : streams_) stream->wait_idle();
+}
+
+CpuStream::CpuStream(StreamSet* owner) : owner_(owner), worker_([this] { worker_loop(); }) {
+  if (owner_ != nullptr) owner_->add(this);
+}
 
 CpuStream::~CpuStream() {
+  if (owner_ != nullptr) owner_->remove(this);
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -161,6 +180,11 @@ void CpuStream::synchronize() {
     error_ = nullptr;
     std::rethrow_exception(failure);
   }
+}
+
+void CpuStream::wait_idle() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !running_task_; });
 }
 
 bool CpuStream::query() {

@@ -49,9 +49,25 @@ class CpuGraph final : public runtime::GraphImpl {
   std::vector<std::function<void()>> tasks_;
 };
 
+class CpuStream;
+
+/// The live streams of the cpu device, so a device-wide synchronize() can wait for all of them.
+class StreamSet {
+ public:
+  void add(CpuStream* stream);
+  void remove(CpuStream* stream);
+  /// Waits until every live stream is idle. Errors stay with their streams (each stream's own
+  /// synchronize() reports them), as a device sync must not swallow another stream's failure.
+  void wait_all_idle();
+
+ private:
+  std::mutex mutex_;
+  std::vector<CpuStream*> streams_;
+};
+
 class CpuStream final : public runtime::StreamImpl {
  public:
-  CpuStream();
+  explicit CpuStream(StreamSet* owner = nullptr);
   ~CpuStream() override;
   void copy_h2d(void* dst, const void* src, std::size_t bytes) override { enqueue_copy(dst, src, bytes); }
   void copy_d2h(void* dst, const void* src, std::size_t bytes) override { enqueue_copy(dst, src, bytes); }
@@ -70,6 +86,8 @@ class CpuStream final : public runtime::StreamImpl {
 
   /// Enqueues (or, while capturing, records) one task.
   void submit(std::function<void()> task);
+  /// Blocks until the queue is drained, without consuming a pending error.
+  void wait_idle();
 
  private:
   void enqueue_copy(void* dst, const void* src, std::size_t bytes);
@@ -83,6 +101,7 @@ class CpuStream final : public runtime::StreamImpl {
   std::exception_ptr error_;  // first failure of an enqueued task; rethrown by synchronize()
   bool capturing_ = false;
   std::vector<std::function<void()>> captured_;
+  StreamSet* owner_;
   std::thread worker_;
 };
 
