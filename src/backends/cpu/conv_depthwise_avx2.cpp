@@ -30,6 +30,7 @@ void rows_block(const ConvShape& s, const Plane& plane, const float* in, const f
                 float* out) {
   for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
     __m256 acc[kRows][2];
+    #pragma GCC unroll 16
     for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
     for (std::int64_t r = 0; r < s.r; ++r) {
       for (std::int64_t q = 0; q < s.s; ++q) {
@@ -37,6 +38,7 @@ void rows_block(const ConvShape& s, const Plane& plane, const float* in, const f
         const std::int64_t tap = q * s.dw;
         const float* src = in + (tap % s.sw) * plane.phase_stride + (oh * s.sh + r * s.dh) * plane.row_stride +
                            tap / s.sw + ow;
+        #pragma GCC unroll 16
         for (int i = 0; i < kRows; ++i) {
           const float* row = src + i * s.sh * plane.row_stride;
           acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(row), acc[i][0]);
@@ -45,6 +47,7 @@ void rows_block(const ConvShape& s, const Plane& plane, const float* in, const f
       }
     }
     const std::int64_t left = s.wo - ow;
+    #pragma GCC unroll 16
     for (int i = 0; i < kRows; ++i) {
       float* o = out + (oh + i) * s.wo + ow;
       store_cols(o, acc[i][0], left);
@@ -74,6 +77,7 @@ void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t o
   const std::int64_t row_step = s.sh * s.w;
   for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
     __m256 acc[kRows][2];
+    #pragma GCC unroll 16
     for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
     // All 16 lanes of every tap inside the row: plain loads.
     const bool inside = ow - s.pw >= 0 && ow + 15 + (s.s - 1) * s.dw - s.pw < s.w;
@@ -83,6 +87,7 @@ void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t o
         const __m256 wv = _mm256_broadcast_ss(w + r * s.s + q);
         const float* src = in + q * s.dw;
         if (inside) {
+          #pragma GCC unroll 16
           for (int i = 0; i < kRows; ++i) {
             acc[i][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + i * row_step), acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(src + i * row_step + 8), acc[i][1]);
@@ -91,6 +96,7 @@ void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t o
           // maskload never touches masked-out lanes, so columns outside the row are safe.
           const std::int64_t shift = q * s.dw - s.pw;
           const __m256i m0 = column_mask(ow, shift, s.w), m1 = column_mask(ow + 8, shift, s.w);
+          #pragma GCC unroll 16
           for (int i = 0; i < kRows; ++i) {
             acc[i][0] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(src + i * row_step, m0), acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(src + i * row_step + 8, m1), acc[i][1]);
@@ -99,6 +105,7 @@ void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t o
       }
     }
     const std::int64_t left = s.wo - ow;
+    #pragma GCC unroll 16
     for (int i = 0; i < kRows; ++i) {
       float* o = out + (oh + i) * s.wo + ow;
       store_cols(o, acc[i][0], left);
@@ -145,11 +152,13 @@ void nhwc_row_avx2(const ConvShape& s, const float* xn, const float* wt, std::in
           const float* in = xn + (ih * s.w + iw) * s.c + c;
           const float* wv = wt + (r * s.s + q) * s.c + c;
           if (left >= 32) {
+            #pragma GCC unroll 16
             for (int v = 0; v < 4; ++v) {
               acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(wv + 8 * v), _mm256_loadu_ps(in + 8 * v), acc[v]);
             }
           } else {
             // maskload never touches the lanes it leaves out, so reading past C is safe.
+            #pragma GCC unroll 16
             for (int v = 0; v < 4; ++v) {
               acc[v] = _mm256_fmadd_ps(_mm256_maskload_ps(wv + 8 * v, m[v]), _mm256_maskload_ps(in + 8 * v, m[v]),
                                        acc[v]);
@@ -157,6 +166,7 @@ void nhwc_row_avx2(const ConvShape& s, const float* xn, const float* wt, std::in
           }
         }
       }
+      #pragma GCC unroll 16
       for (int v = 0; v < 4; ++v) store_cols(o + c + 8 * v, acc[v], left - 8 * v);
     }
   }

@@ -26,7 +26,9 @@ void block(const Geometry& g, const float* xg, const float* wp, std::int64_t oh,
            std::int64_t r_hi, std::int64_t c0, std::int64_t c1, float* tile) {
   const ConvShape& s = g.s;
   __m256 acc[kW][kV];
+  #pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) {
+    #pragma GCC unroll 16
     for (int v = 0; v < kV; ++v) {
       acc[j][v] = c0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(tile + (ow + j) * g.kbw + 8 * v);
     }
@@ -41,7 +43,9 @@ void block(const Geometry& g, const float* xg, const float* wp, std::int64_t oh,
       const float* wr = wp + (c * s.r + r) * s.s * g.kbw;
       for (std::int64_t q = 0; q < s.s; ++q, xs += tap_step, wr += g.kbw) {
         __m256 wv[kV];
+        #pragma GCC unroll 16
         for (int v = 0; v < kV; ++v) wv[v] = _mm256_loadu_ps(wr + 8 * v);
+        #pragma GCC unroll 16
         for (int j = 0; j < kW; ++j) {
           const float* src = xs + j * xstep;
           if constexpr (!kInterior) {
@@ -49,12 +53,15 @@ void block(const Geometry& g, const float* xg, const float* wp, std::int64_t oh,
             if (iw < 0 || iw >= s.w) src = kZero;
           }
           const __m256 b = _mm256_broadcast_ss(src);
+          #pragma GCC unroll 16
           for (int v = 0; v < kV; ++v) acc[j][v] = _mm256_fmadd_ps(wv[v], b, acc[j][v]);
         }
       }
     }
   }
+  #pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) {
+    #pragma GCC unroll 16
     for (int v = 0; v < kV; ++v) _mm256_storeu_ps(tile + (ow + j) * g.kbw + 8 * v, acc[j][v]);
   }
 }
@@ -84,35 +91,42 @@ void block_width(const Geometry& g, const float* xg, const float* wp, std::int64
 }
 
 template <int kV, int kW>
-void row(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, float* tile) {
+void rows(const Geometry& g, const float* x, std::int64_t gi, const float* wp, std::int64_t row0, std::int64_t row1,
+          float* tile) {
   const ConvShape& s = g.s;
-  // Filter rows that fall inside the image are the same for the whole output row.
-  std::int64_t r_lo = 0, r_hi = s.r;
-  while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
-  while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
   // Near-equal blocks of at most kW columns: 7 columns become 4 + 3, not 6 + 1, so no block is
   // left with too few accumulators to hide the FMA latency.
   const std::int64_t blocks = (s.wo + kW - 1) / kW;
-  // Input channels in chunks whose packed weights (kChunkBytes) stay in L1 while every block of
-  // the row uses them; the partial sums wait in the tile between chunks.
+  // Input channels in chunks whose packed weights (kChunkBytes) stay in L1 while every row of
+  // the task uses them; the partial sums wait in the tile between chunks.
   constexpr std::int64_t kChunkBytes = 16 << 10;
   const std::int64_t chunk = std::max<std::int64_t>(1, kChunkBytes / (s.r * s.s * g.kbw * 4));
   for (std::int64_t c0 = 0; c0 < s.cg; c0 += chunk) {
     const std::int64_t c1 = std::min(s.cg, c0 + chunk);
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const std::int64_t ow0 = s.wo * b / blocks, ow1 = s.wo * (b + 1) / blocks;
-      block_width<kV, kW>(g, xg, wp, oh, ow0, ow1 - ow0, r_lo, r_hi, c0, c1, tile);
+    for (std::int64_t row = row0; row < row1; ++row) {
+      const std::int64_t n = row / s.ho, oh = row % s.ho;
+      const float* xg = x + n * s.c * s.h * s.w + gi * s.cg * g.x_cs;
+      float* trow = tile + (row - row0) * s.wo * g.kbw;
+      // Filter rows that fall inside the image are the same for the whole output row.
+      std::int64_t r_lo = 0, r_hi = s.r;
+      while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
+      while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t ow0 = s.wo * b / blocks, ow1 = s.wo * (b + 1) / blocks;
+        block_width<kV, kW>(g, xg, wp, oh, ow0, ow1 - ow0, r_lo, r_hi, c0, c1, trow);
+      }
     }
   }
 }
 
 }  // namespace
 
-void row_avx2(const Geometry& g, const float* xg, const float* wp, std::int64_t oh, float* tile) {
+void rows_avx2(const Geometry& g, const float* x, std::int64_t gi, const float* wp, std::int64_t row0,
+               std::int64_t row1, float* tile) {
   if (g.kbw == 16) {
-    row<2, 6>(g, xg, wp, oh, tile);
+    rows<2, 6>(g, x, gi, wp, row0, row1, tile);
   } else {
-    row<1, 12>(g, xg, wp, oh, tile);
+    rows<1, 12>(g, x, gi, wp, row0, row1, tile);
   }
 }
 

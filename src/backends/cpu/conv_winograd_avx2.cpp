@@ -89,8 +89,10 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
   const std::int64_t lanes = std::min<std::int64_t>(8, s.c - c0);
   if (s.nhwc) {
     const __m256i mask = lane_mask(lanes);
+    #pragma GCC unroll 16
     for (int i = 0; i < 6; ++i) {
       const std::int64_t ih = p.ih0 + i * s.dh;
+      #pragma GCC unroll 16
       for (int j = 0; j < 6; ++j) {
         const std::int64_t iw = p.iw0 + j * s.dw;
         if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) {
@@ -108,25 +110,33 @@ void load_patch(const Geometry& g, const float* x, const TilePos& p, std::int64_
                         p.iw0 + 8 <= s.w;
   if (interior) {
     // Row i of 8 channels: load 8 columns per channel, transpose so lanes become channels.
+    #pragma GCC unroll 16
     for (int i = 0; i < 6; ++i) {
       __m256 r[8];
       const std::int64_t ih = p.ih0 + i * s.dh;
+      #pragma GCC unroll 16
       for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(xc + l * s.h * s.w + ih * s.w + p.iw0);
       transpose8(r);
+      #pragma GCC unroll 16
       for (int j = 0; j < 6; ++j) d[i][j] = r[j];
     }
     return;
   }
   alignas(32) float stage[6][6][8];
+  #pragma GCC unroll 16
   for (int i = 0; i < 6; ++i) {
     const std::int64_t ih = p.ih0 + i * s.dh;
+    #pragma GCC unroll 16
     for (int j = 0; j < 6; ++j) {
       const std::int64_t iw = p.iw0 + j * s.dw;
       const bool inside = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w;
+      #pragma GCC unroll 16
       for (int l = 0; l < 8; ++l) stage[i][j][l] = inside && l < lanes ? xc[l * s.h * s.w + ih * s.w + iw] : 0.0f;
     }
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 6; ++i) {
+    #pragma GCC unroll 16
     for (int j = 0; j < 6; ++j) d[i][j] = _mm256_load_ps(stage[i][j]);
   }
 }
@@ -174,7 +184,9 @@ void store_tile(const Geometry& g, float* y, const TilePos& p, std::int64_t k0, 
     return;
   }
   alignas(32) float stage[4][4][8];
+  #pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {
+    #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j) _mm256_store_ps(stage[i][j], o[i][j]);
   }
   for (std::int64_t l = 0; l < lanes; ++l) {
@@ -191,15 +203,18 @@ template <int kW>
 void multiply_block(const float* up, const float* vx, std::int64_t c0, std::int64_t c1, std::int64_t cp,
                     std::int64_t k16, float* mx) {
   __m256 acc[kW][2];
+  #pragma GCC unroll 16
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   for (std::int64_t c = c0; c < c1; ++c) {
     const __m256 u0 = _mm256_loadu_ps(up + c * 16), u1 = _mm256_loadu_ps(up + c * 16 + 8);
+    #pragma GCC unroll 16
     for (int j = 0; j < kW; ++j) {
       const __m256 b = _mm256_broadcast_ss(vx + j * cp + c);
       acc[j][0] = _mm256_fmadd_ps(u0, b, acc[j][0]);
       acc[j][1] = _mm256_fmadd_ps(u1, b, acc[j][1]);
     }
   }
+  #pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) {
     if (c0 != 0) {
       acc[j][0] = _mm256_add_ps(acc[j][0], _mm256_loadu_ps(mx + j * k16));
@@ -220,6 +235,7 @@ void transform_weights(const Geometry& g, const float* w, std::int64_t k0, std::
   for (std::int64_t c = c0; c < c1; ++c) {
     // Gather the 3x3 filters of 8 output channels so lanes are channels.
     alignas(32) float stage[9][8];
+    #pragma GCC unroll 16
     for (int t = 0; t < 9; ++t) {
       for (std::int64_t l = 0; l < 8; ++l) {
         if (l >= lanes) {
@@ -235,10 +251,12 @@ void transform_weights(const Geometry& g, const float* w, std::int64_t k0, std::
       const __m256 col[3] = {_mm256_load_ps(stage[j]), _mm256_load_ps(stage[3 + j]), _mm256_load_ps(stage[6 + j])};
       weight_1d(col, gcol[j]);
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < 6; ++i) {
       const __m256 row[3] = {gcol[0][i], gcol[1][i], gcol[2][i]};
       __m256 out[6];
       weight_1d(row, out);
+      #pragma GCC unroll 16
       for (int j = 0; j < 6; ++j) {
         float* dst = u + (((6 * i + j) * (g.k16 / 16) + panel) * s.c + c) * 16 + lane0;
         _mm256_storeu_ps(dst, out[j]);
@@ -253,14 +271,17 @@ void transform_input(const Geometry& g, const float* x, std::int64_t first, std:
     __m256 d[6][6];
     load_patch(g, x, tile_pos(g, first + t), c0, d);
     __m256 cols[6][6];  // B^T applied down each column
+    #pragma GCC unroll 16
     for (int j = 0; j < 6; ++j) {
       const __m256 col[6] = {d[0][j], d[1][j], d[2][j], d[3][j], d[4][j], d[5][j]};
       input_1d(col, cols[j]);
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < 6; ++i) {
       const __m256 row[6] = {cols[0][i], cols[1][i], cols[2][i], cols[3][i], cols[4][i], cols[5][i]};
       __m256 out[6];
       input_1d(row, out);
+      #pragma GCC unroll 16
       for (int j = 0; j < 6; ++j) _mm256_storeu_ps(vbuf + ((6 * i + j) * g.block + t) * g.cp + c0, out[j]);
     }
   }
@@ -294,12 +315,15 @@ void transform_output(const Geometry& g, const float* m, std::int64_t first, std
                       std::int64_t k0, float* y) {
   for (std::int64_t t = t0; t < t1; ++t) {
     __m256 cols[6][4];  // A^T applied down each column
+    #pragma GCC unroll 16
     for (int j = 0; j < 6; ++j) {
       __m256 col[6];
+      #pragma GCC unroll 16
       for (int i = 0; i < 6; ++i) col[i] = _mm256_loadu_ps(m + ((6 * i + j) * g.block + t) * g.k16 + k0);
       output_1d(col, cols[j]);
     }
     __m256 o[4][4];
+    #pragma GCC unroll 16
     for (int i = 0; i < 4; ++i) {
       const __m256 row[6] = {cols[0][i], cols[1][i], cols[2][i], cols[3][i], cols[4][i], cols[5][i]};
       output_1d(row, o[i]);
