@@ -1,0 +1,154 @@
+// The scalar fallbacks of the cpu conv solvers run only on CPUs without AVX2, so on this machine
+// the solver tests never reach them. Here each scalar kernel is run directly and compared with
+// its AVX2 twin (which the solver tests hold to the reference) on the same data, and the F16C/AVX2
+// conversions are
+// checked bit for bit against galley/core/dtype.hpp over every interesting bit pattern.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/conv_depthwise_kernels.hpp"
+#include "backends/cpu/conv_direct_kernels.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "galley/core/dtype.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+std::vector<float> random_floats(std::size_t count, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (auto& f : v) f = dist(gen);
+  return v;
+}
+
+ConvShape shape(std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t r, std::int64_t s,
+                std::int64_t pad, std::int64_t stride, std::int64_t dil, std::int64_t g, bool nhwc) {
+  const dnn::ConvProblem p{.n = 2, .c = c, .h = h, .w = w, .k = k, .y = r, .x = s, .pad_h = pad, .pad_w = pad,
+                           .stride_h = stride, .stride_w = stride, .dilation_h = dil, .dilation_w = dil, .groups = g,
+                           .layout = nhwc ? dnn::Layout::nhwc : dnn::Layout::nchw};
+  return ConvShape::of(p);
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_FALSE(std::isnan(a[i]) || std::isnan(b[i])) << what << " NaN at " << i;
+    ASSERT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::fabs(b[i]))) << what << " at " << i;
+  }
+}
+
+TEST(CpuConvKernels, DirectScalarMatchesAvx2) {
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2 here: the solver tests already run the scalar path";
+  for (bool nhwc : {false, true}) {
+    for (const ConvShape& s : {shape(5, 9, 13, 21, 3, 3, 1, 1, 1, 1, nhwc), shape(6, 11, 10, 8, 5, 5, 2, 2, 1, 2, nhwc),
+                               shape(4, 12, 12, 16, 3, 3, 2, 1, 2, 1, nhwc)}) {
+      const direct::Geometry g = direct::Geometry::of(s, 2);
+      const auto x = random_floats(static_cast<std::size_t>(s.n * s.c * s.h * s.w), 1);
+      const auto wp = random_floats(static_cast<std::size_t>(g.block_floats()), 2);
+      const std::int64_t rows = std::min<std::int64_t>(g.rows_per_task, s.n * s.ho);
+      std::vector<float> a(static_cast<std::size_t>(g.tile_floats()), NAN), b = a;
+      // Rows from the end of image 0 into image 1, for the last group.
+      const std::int64_t row0 = std::max<std::int64_t>(0, s.ho - rows / 2);
+      const std::int64_t row1 = std::min(s.n * s.ho, row0 + rows);
+      direct::rows_scalar(g, x.data(), s.g - 1, wp.data(), row0, row1, a.data());
+      direct::rows_avx2(g, x.data(), s.g - 1, wp.data(), row0, row1, b.data());
+      a.resize(static_cast<std::size_t>((row1 - row0) * s.wo * g.kbw));
+      b.resize(a.size());
+      expect_close(a, b, "direct rows");
+    }
+  }
+}
+
+TEST(CpuConvKernels, DepthwiseScalarMatchesAvx2) {
+  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2 here: the solver tests already run the scalar path";
+  for (const ConvShape& s : {shape(3, 17, 23, 3, 3, 3, 1, 1, 1, 3, false), shape(3, 17, 23, 3, 5, 5, 2, 2, 1, 3, false),
+                             shape(3, 9, 40, 3, 3, 3, 2, 1, 2, 3, false)}) {
+    const depthwise::Plane plane = depthwise::Plane::of(s);
+    const auto x = random_floats(static_cast<std::size_t>(s.h * s.w), 3);
+    const auto w = random_floats(static_cast<std::size_t>(s.r * s.s), 4);
+    std::vector<float> buf(static_cast<std::size_t>(plane.floats()));
+    depthwise::build_plane(s, plane, x.data(), buf.data());
+    std::vector<float> scalar(static_cast<std::size_t>(s.ho * s.wo), NAN), simd = scalar, in_place = scalar;
+    depthwise::nchw_plane_scalar(s, plane, buf.data(), w.data(), scalar.data());
+    depthwise::nchw_plane_avx2(s, plane, buf.data(), w.data(), simd.data());
+    expect_close(simd, scalar, "depthwise plane");
+    if (s.sw == 1) {
+      depthwise::nchw_plane_s1_avx2(s, x.data(), w.data(), in_place.data());
+      expect_close(in_place, scalar, "depthwise in place");
+    }
+  }
+  for (const ConvShape& s : {shape(37, 7, 9, 37, 3, 3, 1, 1, 1, 37, true), shape(8, 7, 9, 8, 3, 3, 2, 2, 2, 8, true)}) {
+    const auto x = random_floats(static_cast<std::size_t>(s.h * s.w * s.c), 5);
+    const auto wt = random_floats(static_cast<std::size_t>(s.r * s.s * s.c), 6);
+    for (std::int64_t oh = 0; oh < s.ho; ++oh) {
+      std::vector<float> a(static_cast<std::size_t>(s.wo * s.c), NAN), b = a;
+      depthwise::nhwc_row_scalar(s, x.data(), wt.data(), oh, a.data());
+      depthwise::nhwc_row_avx2(s, x.data(), wt.data(), oh, b.data());
+      expect_close(b, a, "depthwise nhwc row");
+    }
+  }
+}
+
+// Every f16 bit pattern, and f32 values around every rounding boundary, NaN, inf and subnormals.
+TEST(CpuConvKernels, VectorConversionsAreBitExact) {
+  if (!cpu_has_f16c()) GTEST_SKIP() << "no F16C here: the scalar conversions are the only path";
+  std::vector<std::uint16_t> all(65536);
+  for (std::uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<std::uint16_t>(i);
+  std::vector<float> wide(all.size());
+  avx2::half_to_float(all.data(), wide.data(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const float want = half_to_float(all[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(wide[i])) << i;
+    } else {
+      ASSERT_EQ(std::memcmp(&want, &wide[i], 4), 0) << "half " << i;
+    }
+  }
+  avx2::bf16_to_float(all.data(), wide.data(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const float want = bfloat16_to_float(all[i]);
+    ASSERT_EQ(std::memcmp(&want, &wide[i], 4), 0) << "bf16 " << i;
+  }
+  std::vector<float> values;
+  std::mt19937 gen(9);
+  for (int i = 0; i < 200000; ++i) {
+    std::uint32_t bits = gen();
+    if (i % 4 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // exact bf16 ties
+    if (i % 4 == 1) bits = (bits & 0xffffe000u) | 0x1000u;  // exact f16 ties
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 6e-8f, 3e-8f, 1e-45f, 3.4e38f}) {
+    values.push_back(f);
+  }
+  std::vector<std::uint16_t> got(values.size());
+  avx2::float_to_half(values.data(), got.data(), values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint16_t want = float_to_half(values[i]);
+    if (std::isnan(values[i])) {
+      ASSERT_TRUE((got[i] & 0x7c00u) == 0x7c00u && (got[i] & 0x3ffu) != 0) << "NaN stays NaN";
+    } else {
+      ASSERT_EQ(got[i], want) << "f16 of " << values[i];
+    }
+  }
+  avx2::float_to_bf16(values.data(), got.data(), values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint16_t want = float_to_bfloat16(values[i]);
+    if (std::isnan(values[i])) {
+      ASSERT_TRUE((got[i] & 0x7f80u) == 0x7f80u && (got[i] & 0x7fu) != 0) << "NaN stays NaN";
+    } else {
+      ASSERT_EQ(got[i], want) << "bf16 of " << values[i];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace galley::backends::cpu
