@@ -1,8 +1,7 @@
 // The scalar fallbacks of the cpu conv solvers run only on CPUs without AVX2, so on this machine
 // the solver tests never reach them. Here each scalar kernel is run directly and compared with
-// its AVX2 twin (which the solver tests hold to the reference) on the same data, and the F16C/AVX2
-// conversions are
-// checked bit for bit against galley/core/dtype.hpp over every interesting bit pattern.
+// its AVX2 twin (which the solver tests hold to the reference) on the same data, and the
+// F16C/AVX2 conversions are checked bit for bit against galley/core/dtype.hpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
