@@ -116,6 +116,9 @@ TEST(CpuConvDepthwise, MatchesReference) {
     expect_pass("cpu.conv.depthwise", make(1, 5, 6, 7, 5, 7, 1, 3, 1, 1, 5, l));         // 7x1
     expect_pass("cpu.conv.depthwise", make(1, 8, 4, 4, 8, 3, 3, 3, 1, 1, 8, l));         // padding wider than reach
     expect_pass("cpu.conv.depthwise", asymmetric(12, 12, 12, l));
+    expect_pass("cpu.conv.depthwise", make(2, 10, 13, 9, 10, 3, 3, 0, 1, 1, 10, l));     // 3x3 unpadded
+    expect_pass("cpu.conv.depthwise", make(1, 10, 25, 20, 10, 3, 3, 2, 1, 1, 10, l));    // 3x3 padding 2
+    expect_pass("cpu.conv.depthwise", make(1, 4, 6, 3, 4, 3, 3, 1, 1, 1, 4, l));         // narrower than a vector
     auto wide_stride = asymmetric(12, 12, 12, l);
     std::swap(wide_stride.stride_h, wide_stride.stride_w);  // stride 1 x 2: the padded-plane path
     expect_pass("cpu.conv.depthwise", wide_stride);

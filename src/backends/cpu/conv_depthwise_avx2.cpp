@@ -114,9 +114,80 @@ void rows_s1(const ConvShape& s, const float* xc, const float* w, std::int64_t o
   }
 }
 
+// The MobileNet case, 3x3 with unit stride and dilation: each input row is loaded once per tap
+// column and feeds every output row of the block it touches, and the nine weights stay in
+// registers, so the loop does about one load per three FMAs instead of one per FMA.
+template <int kRows, bool kEdge>
+void column_3x3(const ConvShape& s, const float* xc, const __m256 wv[9], std::int64_t oh, std::int64_t ow,
+                float* out) {
+  __m256i mask[3];
+  if constexpr (kEdge) {
+#pragma GCC unroll 3
+    for (int q = 0; q < 3; ++q) mask[q] = column_mask(ow, q - s.pw, s.w);
+  }
+  __m256 acc[kRows];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i) acc[i] = _mm256_setzero_ps();
+#pragma GCC unroll 10
+  for (int j = 0; j < kRows + 2; ++j) {
+    const std::int64_t ih = oh - s.ph + j;
+    if (ih < 0 || ih >= s.h) continue;  // a padding row adds nothing
+    const float* row = xc + ih * s.w + ow - s.pw;
+#pragma GCC unroll 3
+    for (int q = 0; q < 3; ++q) {
+      __m256 in;
+      if constexpr (kEdge) {
+        in = _mm256_maskload_ps(row + q, mask[q]);
+      } else {
+        in = _mm256_loadu_ps(row + q);
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < kRows; ++i) {
+        const int r = j - i;
+        if (r >= 0 && r < 3) acc[i] = _mm256_fmadd_ps(wv[r * 3 + q], in, acc[i]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i) store_cols(out + (oh + i) * s.wo + ow, acc[i], s.wo - ow);
+}
+
+template <int kRows>
+void rows_3x3(const ConvShape& s, const float* xc, const __m256 wv[9], std::int64_t oh, float* out) {
+  for (std::int64_t ow = 0; ow < s.wo; ow += 8) {
+    // Every lane of every tap inside the row (and the vector inside the output row).
+    if (ow - s.pw >= 0 && ow + 9 - s.pw < s.w && ow + 8 <= s.wo) {
+      column_3x3<kRows, false>(s, xc, wv, oh, ow, out);
+    } else {
+      column_3x3<kRows, true>(s, xc, wv, oh, ow, out);
+    }
+  }
+}
+
+void plane_3x3(const ConvShape& s, const float* xc, const float* w, float* out) {
+  __m256 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_broadcast_ss(w + t);
+  constexpr int kRows = 6;
+  std::int64_t oh = 0;
+  for (; oh + kRows <= s.ho; oh += kRows) rows_3x3<kRows>(s, xc, wv, oh, out);
+  switch (s.ho - oh) {
+    case 5: rows_3x3<5>(s, xc, wv, oh, out); break;
+    case 4: rows_3x3<4>(s, xc, wv, oh, out); break;
+    case 3: rows_3x3<3>(s, xc, wv, oh, out); break;
+    case 2: rows_3x3<2>(s, xc, wv, oh, out); break;
+    case 1: rows_3x3<1>(s, xc, wv, oh, out); break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, float* out) {
+  if (s.r == 3 && s.s == 3 && s.sh == 1 && s.dh == 1 && s.dw == 1) {
+    plane_3x3(s, xc, w, out);
+    return;
+  }
   // Output rows whose filter rows all lie inside the image.
   const std::int64_t first = std::min(s.ho, (s.ph + s.sh - 1) / s.sh);
   const std::int64_t last_in = s.h - 1 + s.ph - (s.r - 1) * s.dh;
