@@ -9,6 +9,7 @@
 #include <ctime>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
@@ -64,6 +65,28 @@ std::vector<FindRecord> select_records(Connection& c, std::string_view problem, 
                              static_cast<int>(s.column_int(3))});
   }
   return out;
+}
+
+// Every row of one identity, at most `cap` + 1 (the caller gives up on snapshots beyond `cap`).
+std::vector<std::pair<std::string, FindRecord>> select_identity(Connection& c, const DeviceIdentity& d,
+                                                                std::size_t cap) {
+  auto s = c.prepare(
+      "SELECT problem, solver, ms, workspace, rank FROM find_rows WHERE device=?1 AND arch=?2 AND units=?3 AND "
+      "driver=?4 AND galley=?5 ORDER BY problem, rank LIMIT ?6");
+  s.bind(1, d.name).bind(2, d.arch).bind(3, std::int64_t{d.compute_units}).bind(4, d.driver_version);
+  s.bind(5, d.galley_version).bind(6, static_cast<std::int64_t>(cap + 1));
+  std::vector<std::pair<std::string, FindRecord>> out;
+  while (s.step()) {
+    out.emplace_back(s.column_text(0), FindRecord{s.column_text(1), s.column_double(2),
+                                                  static_cast<std::size_t>(s.column_int(3)),
+                                                  static_cast<int>(s.column_int(4))});
+  }
+  return out;
+}
+
+std::string identity_text(const DeviceIdentity& d) {
+  return d.name + '\x1f' + d.arch + '\x1f' + std::to_string(d.compute_units) + '\x1f' + d.driver_version + '\x1f' +
+         d.galley_version;
 }
 
 std::vector<FindRow> select_all(Connection& c) {
@@ -178,6 +201,16 @@ struct FindDb::State {
   std::optional<Connection> system;
   bool corrupt_recovered = false;  // one move-aside per process; a second corruption falls back
 
+  // A process's first call on each problem should cost a map lookup, not a SQL query: the first
+  // lookup for a device identity reads all of its rows (all layers, user over system) at once.
+  // Rows stored later by other processes are found by the direct queries a snapshot miss makes.
+  struct Snapshot {
+    bool usable = false;  // false when the identity has too many rows to hold
+    std::unordered_map<std::string, std::pair<std::vector<FindRecord>, bool>> lists;  // key -> (list, from system)
+  };
+  std::unordered_map<std::string, Snapshot> snapshots;  // by identity_text
+  static constexpr std::size_t kSnapshotCap = 20000;    // rows per identity and layer
+
   void open_writer() {
     writer_is_file = false;
     if (paths.user.empty()) return open_memory();
@@ -211,6 +244,7 @@ struct FindDb::State {
   }
 
   void fall_back_to_memory(const std::string& why) {
+    snapshots.clear();
     log::warn_once("finddb-unwritable:" + paths.user.string(),
                    "find-db " + paths.user.string() + " cannot be written (" + why +
                        "); this process keeps its tuning results in memory only");
@@ -220,6 +254,7 @@ struct FindDb::State {
   }
 
   void recover_corrupt(const std::string& why) {
+    snapshots.clear();
     writer.close();
     if (corrupt_recovered) return fall_back_to_memory("still corrupt after a fresh start: " + why);
     corrupt_recovered = true;
@@ -277,6 +312,38 @@ struct FindDb::State {
     return false;
   }
 
+  Snapshot load_snapshot(const DeviceIdentity& device) {
+    Snapshot snap;
+    snap.usable = true;
+    auto add = [&](const std::vector<std::pair<std::string, FindRecord>>& rows, bool system_layer) {
+      if (rows.size() > kSnapshotCap) snap.usable = false;
+      if (!snap.usable) return;
+      std::unordered_map<std::string, std::vector<FindRecord>> lists;
+      for (const auto& [problem, record] : rows) lists[problem].push_back(record);
+      for (auto& [problem, list] : lists) snap.lists[problem] = {std::move(list), system_layer};  // later layers win
+    };
+    auto read_only_rows = [&](std::optional<Connection>& layer, const fs::path& path) {
+      if (!layer) return std::vector<std::pair<std::string, FindRecord>>{};
+      try {
+        std::vector<std::pair<std::string, FindRecord>> rows;
+        sqlite::with_busy_retry([&] { rows = select_identity(*layer, device, kSnapshotCap); }, 5000);
+        return rows;
+      } catch (const SqliteError& e) {
+        log::warn_once("finddb-read:" + path.string(),
+                       "find-db " + path.string() + " cannot be read (" + e.what() + "); ignoring it");
+        layer.reset();
+        return std::vector<std::pair<std::string, FindRecord>>{};
+      }
+    };
+    add(read_only_rows(system, paths.system), true);
+    add(read_only_rows(user_read_only, paths.user), false);
+    std::vector<std::pair<std::string, FindRecord>> rows;
+    if (!on_writer([&](Connection& c) { rows = select_identity(c, device, kSnapshotCap); }, false)) snap.usable = false;
+    add(rows, false);
+    if (!snap.usable) snap.lists.clear();
+    return snap;
+  }
+
   // A read-only layer that fails is dropped with one warning; it can only cost a re-tune.
   std::vector<FindRecord> read_layer(std::optional<Connection>& layer, const fs::path& path, std::string_view problem,
                                      const DeviceIdentity& device) {
@@ -313,12 +380,28 @@ std::vector<FindRecord> FindDb::lookup(std::string_view problem, const DeviceIde
                                        bool* from_system_db) {
   std::lock_guard lock(state_->mutex);
   if (from_system_db != nullptr) *from_system_db = false;
+  const std::string id = identity_text(device);
+  if (state_->snapshots.find(id) == state_->snapshots.end()) {
+    State::Snapshot snap = state_->load_snapshot(device);  // may reset `snapshots` while recovering
+    state_->snapshots[id] = std::move(snap);
+  }
+  if (auto it = state_->snapshots.find(id); it != state_->snapshots.end() && it->second.usable) {
+    if (auto hit = it->second.lists.find(std::string(problem)); hit != it->second.lists.end()) {
+      if (from_system_db != nullptr) *from_system_db = hit->second.second;
+      return hit->second.first;
+    }
+  }
   std::vector<FindRecord> out;
+  bool system_layer = false;
   state_->on_writer([&](Connection& c) { out = select_records(c, problem, device); }, false);
   if (out.empty()) out = state_->read_layer(state_->user_read_only, state_->paths.user, problem, device);
   if (out.empty()) {
     out = state_->read_layer(state_->system, state_->paths.system, problem, device);
-    if (!out.empty() && from_system_db != nullptr) *from_system_db = true;
+    system_layer = !out.empty();
+  }
+  if (from_system_db != nullptr) *from_system_db = system_layer;
+  if (auto it = state_->snapshots.find(id); it != state_->snapshots.end() && it->second.usable && !out.empty()) {
+    it->second.lists[std::string(problem)] = {out, system_layer};
   }
   return out;
 }
@@ -346,6 +429,12 @@ void FindDb::store(std::string_view problem, const DeviceIdentity& device, const
         t.commit();
       },
       false);
+  // This process's view follows its own writes even when the file could not take them.
+  if (auto it = state_->snapshots.find(identity_text(device)); it != state_->snapshots.end() && it->second.usable) {
+    std::vector<FindRecord> list = ranked;
+    for (std::size_t rank = 0; rank < list.size(); ++rank) list[rank].rank = static_cast<int>(rank);
+    it->second.lists[std::string(problem)] = {std::move(list), false};
+  }
 }
 
 std::vector<FindRow> FindDb::rows() {
@@ -370,6 +459,7 @@ std::size_t FindDb::clear() {
   state_->on_writer(
       [&](Connection& c) {
         sqlite::Transaction t(c);
+        state_->snapshots.clear();
         c.exec("DELETE FROM find_rows");
         count = static_cast<std::size_t>(sqlite3_changes(c.handle()));
         t.commit();

@@ -280,8 +280,20 @@ TEST(Tuner, CacheHitDoesNotTouchTheDb) {
   const Pick pick = tuner.pick(p, cpu());
   EXPECT_TRUE(pick.hit);
   EXPECT_EQ(pick.source, PickSource::cache);
-  tuner.clear_cache();
-  EXPECT_EQ(tuner.pick(p, cpu()).source, PickSource::tuned);
+  // A new process sees the emptied db and tunes again.
+  Tuner fresh(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  EXPECT_EQ(fresh.pick(p, cpu()).source, PickSource::tuned);
+}
+
+TEST(Tuner, RowsStoredByAnotherProcessLaterAreFound) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  tuner.pick(small_problem(30), cpu());  // loads this process's view of the db
+  seed_db(dir.path(), small_problem(31), kSlow);  // "another process" stores afterwards
+  const Pick pick = tuner.pick(small_problem(31), cpu());
+  EXPECT_TRUE(pick.hit);
+  EXPECT_EQ(pick.source, PickSource::user_db);
+  EXPECT_EQ(name_of(pick), kSlow);
 }
 
 TEST(Tuner, ConcurrentPicksAgree) {

@@ -78,7 +78,10 @@ class FindDb {
   FindDb& operator=(const FindDb&) = delete;
 
   /// The ranked records of `problem` for `device`, best first: the user db's when it has any,
-  /// else the system db's (then *from_system_db is set). Empty on a miss.
+  /// else the system db's (then *from_system_db is set). Empty on a miss. The first lookup for a
+  /// device identity reads all of that identity's rows at once, so later lookups of this object cost
+  /// a hash lookup; rows other processes store later are still found (a miss queries the files),
+  /// rows they delete or replace later may still be returned by this object.
   std::vector<FindRecord> lookup(std::string_view problem, const DeviceIdentity& device,
                                  bool* from_system_db = nullptr);
   /// Replaces the records of `problem` for `device` by `ranked` (ranks renumbered 0..n-1) in one
