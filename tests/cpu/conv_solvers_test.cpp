@@ -70,6 +70,8 @@ TEST(CpuConvGemm1x1, MatchesReference) {
     expect_pass("cpu.conv.gemm_1x1", make(1, 64, 7, 7, 96, 1, 1, 0, 1, 1, 1, l));
     expect_pass("cpu.conv.gemm_1x1", make(3, 32, 9, 5, 64, 1, 1, 0, 1, 2, 2, l));   // groups, dilation ignored
     expect_pass("cpu.conv.gemm_1x1", make(1, 3, 40, 40, 5, 1, 1, 0, 1, 1, 1, l));  // columns split
+    expect_pass("cpu.conv.gemm_1x1", make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2, l));  // small planes side by side
+    expect_pass("cpu.conv.gemm_1x1", make(9, 4096, 7, 5, 20, 1, 1, 0, 1, 1, 1, l)); // ... in two GEMMs
   }
 }
 
@@ -98,6 +100,8 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(2, 8, 9, 9, 8, 1, 1, 0, 2, 1, 1, l));       // strided 1x1
     expect_pass("cpu.conv.im2col_gemm", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));       // pad > filter reach
     expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
+    expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
+    expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
     for (DType d : {DType::f16, DType::bf16}) {
       expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
     }

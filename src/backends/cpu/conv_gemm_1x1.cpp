@@ -2,6 +2,11 @@
 // straight to SGEMM with no im2col copy.
 //   NCHW, per image and group: Y[Kg x HW] = W[Kg x Cg] * X[Cg x HW]
 //   NHWC, per group:           Y[NHW x Kg] = X[NHW x Cg] * W[Kg x Cg]^T   (row strides C and K)
+// NCHW images under kSmallPlane pixels (7x7) would give GEMMs a few dozen columns wide that each
+// pack all the weights again; there the images are copied side by side into one [Cg x n*HW]
+// matrix and one GEMM, split over rows of W between the workers, computes them all at once.
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -14,6 +19,15 @@ namespace {
 
 // Fewer columns per GEMM than this and OpenBLAS's packing overhead dominates.
 constexpr std::int64_t kMinColumns = 64;
+constexpr std::int64_t kSmallPlane = 64;
+constexpr std::size_t kGatherBytes = std::size_t{4} << 20;  // bound on the side-by-side copy
+
+std::int64_t images_per_gemm(const ConvShape& s) {
+  const auto per_image = static_cast<std::int64_t>(sizeof(float)) * s.cg * s.h * s.w;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(kGatherBytes) / per_image, 1, s.n);
+}
+
+bool batched(const ConvShape& s) { return !s.nhwc && s.h * s.w < kSmallPlane; }
 
 class ConvGemm1x1 final : public CpuConvSolver {
  public:
@@ -35,10 +49,22 @@ class ConvGemm1x1 final : public CpuConvSolver {
     return dnn::Applicability::yes();  // dilation does not matter for a 1x1 filter
   }
 
-  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* /*ws*/) const override {
+  std::size_t f32_workspace_bytes(const dnn::ConvProblem& p) const override {
+    const ConvShape s = ConvShape::of(p);
+    if (!batched(s)) return 0;
+    const std::int64_t cols = images_per_gemm(s) * s.h * s.w;
+    return align_up64(static_cast<std::size_t>(s.cg * cols) * sizeof(float)) +
+           align_up64(static_cast<std::size_t>(s.kg * cols) * sizeof(float));
+  }
+
+  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws) const override {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
     const std::int64_t workers = pool_size();
+    if (batched(s)) {
+      compute_batched(s, x, w, y, ws);
+      return;
+    }
     if (!s.nhwc) {
       // Tasks are (image, group, column block); columns are split only when images x groups
       // leave workers idle.
@@ -65,6 +91,40 @@ class ConvGemm1x1 final : public CpuConvSolver {
               0.0f, y + r0 * s.k + gi * s.kg, s.k);
       }
     });
+  }
+
+ private:
+  static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws) {
+    const std::int64_t hw = s.h * s.w, images = images_per_gemm(s);
+    auto* gathered = static_cast<float*>(ws);
+    auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
+                                            align_up64(static_cast<std::size_t>(s.cg * images * hw) * sizeof(float)));
+    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * pool_size());
+    const auto plane_bytes = static_cast<std::size_t>(hw) * sizeof(float);
+    for (std::int64_t gi = 0; gi < s.g; ++gi) {
+      for (std::int64_t n0 = 0; n0 < s.n; n0 += images) {
+        const std::int64_t count = std::min(images, s.n - n0), ld = count * hw;
+        parallel_for(0, s.cg, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t c = lo; c < hi; ++c) {
+            for (std::int64_t i = 0; i < count; ++i) {
+              std::memcpy(gathered + c * ld + i * hw, x + ((n0 + i) * s.c + gi * s.cg + c) * hw, plane_bytes);
+            }
+          }
+        });
+        parallel_for(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t b = lo; b < hi; ++b) {
+            const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
+            sgemm(false, false, k1 - k0, ld, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg, gathered, ld, 0.0f,
+                  staged + k0 * ld, ld);
+            for (std::int64_t i = 0; i < count; ++i) {
+              for (std::int64_t k = k0; k < k1; ++k) {
+                std::memcpy(y + ((n0 + i) * s.k + gi * s.kg + k) * hw, staged + k * ld + i * hw, plane_bytes);
+              }
+            }
+          }
+        });
+      }
+    }
   }
 };
 

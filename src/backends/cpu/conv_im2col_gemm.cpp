@@ -5,6 +5,11 @@
 //   NHWC: col[P x R*S*Cg] (columns in KYXC order), Y[P x Kg] = col * W[Kg x RSCg]^T, ldc = K
 // The buffer is per worker and bounded (kColumnBytes), so the workspace does not grow with the
 // batch or the image.
+//
+// NCHW images smaller than kSmallPlane pixels (7x7 layers) would make GEMMs only a few dozen
+// columns wide, each packing all the weights again: there the columns of several images sit side
+// by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
+// them all into a staging buffer that is then copied out per image.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -19,6 +24,7 @@ namespace {
 
 constexpr std::size_t kColumnBytes = std::size_t{4} << 20;  // per worker: fits L2+L3 share
 constexpr std::int64_t kMinPixels = 256;                    // keeps OpenBLAS's N large enough
+constexpr std::int64_t kSmallPlane = 64;                    // output pixels per image
 
 struct Plan {
   std::int64_t outer;       // NCHW: images x groups; NHWC: groups
@@ -27,6 +33,8 @@ struct Plan {
   std::int64_t block;       // pixels per block (the last may be shorter)
   std::int64_t patch;       // Cg * R * S
   std::int64_t slots;
+  bool batched = false;     // NCHW small planes: images side by side, GEMM split over rows
+  std::int64_t images = 0;  // batched: images per GEMM
 };
 
 Plan make_plan(const ConvShape& s) {
@@ -42,12 +50,17 @@ Plan make_plan(const ConvShape& s) {
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
   p.chunks = (p.pixels + p.block - 1) / p.block;
   p.slots = slot_count(p.outer * p.chunks);
+  if (!s.nhwc && s.ho * s.wo < kSmallPlane) {
+    p.batched = true;
+    const auto per_image = static_cast<std::int64_t>(sizeof(float)) * p.patch * s.ho * s.wo;
+    p.images = std::clamp<std::int64_t>(static_cast<std::int64_t>(kColumnBytes) / per_image, 1, s.n);
+  }
   return p;
 }
 
-// Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col (ld = p1 - p0).
-void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col) {
-  const std::int64_t ld = p1 - p0;
+// Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col, rows `ld` apart.
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+                 std::int64_t ld) {
   for (std::int64_t c = 0; c < s.cg; ++c) {
     const float* xc = xn + c * s.h * s.w;
     for (std::int64_t r = 0; r < s.r; ++r) {
@@ -115,7 +128,13 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
-    const Plan p = make_plan(ConvShape::of(problem));
+    const ConvShape s = ConvShape::of(problem);
+    const Plan p = make_plan(s);
+    if (p.batched) {
+      const std::int64_t cols = p.images * s.ho * s.wo;
+      return align_up64(static_cast<std::size_t>(p.patch * cols) * sizeof(float)) +
+             align_up64(static_cast<std::size_t>(s.kg * cols) * sizeof(float));
+    }
     return static_cast<std::size_t>(p.slots) * align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
   }
 
@@ -123,6 +142,10 @@ class ConvIm2colGemm final : public CpuConvSolver {
                    void* ws) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
+    if (p.batched) {
+      compute_batched(s, p, x, w, y, ws);
+      return;
+    }
     const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
       auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
@@ -132,7 +155,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
       const float* wg = w + gi * s.kg * p.patch;
       if (!s.nhwc) {
         const std::int64_t n = outer / s.g;
-        im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col);
+        im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
         sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f,
               y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo);
       } else {
@@ -141,6 +164,41 @@ class ConvIm2colGemm final : public CpuConvSolver {
               s.k);
       }
     });
+  }
+
+ private:
+  static void compute_batched(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
+                              void* ws) {
+    const std::int64_t plane = s.ho * s.wo;
+    auto* col = static_cast<float*>(ws);
+    auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
+                                            align_up64(static_cast<std::size_t>(p.patch * p.images * plane) * sizeof(float)));
+    // Row blocks of W: a few per worker, at least 16 rows so each GEMM keeps its register tile.
+    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * pool_size());
+    for (std::int64_t gi = 0; gi < s.g; ++gi) {
+      const float* wg = w + gi * s.kg * p.patch;
+      for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
+        const std::int64_t count = std::min(p.images, s.n - n0), ld = count * plane;
+        parallel_for(0, count, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t i = lo; i < hi; ++i) {
+            im2col_nchw(s, x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, 0, plane, col + i * plane, ld);
+          }
+        });
+        parallel_for(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t b = lo; b < hi; ++b) {
+            const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
+            sgemm(false, false, k1 - k0, ld, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, ld, 0.0f, staged + k0 * ld,
+                  ld);
+            for (std::int64_t i = 0; i < count; ++i) {
+              for (std::int64_t k = k0; k < k1; ++k) {
+                std::memcpy(y + ((n0 + i) * s.k + gi * s.kg + k) * plane, staged + k * ld + i * plane,
+                            static_cast<std::size_t>(plane) * sizeof(float));
+              }
+            }
+          }
+        });
+      }
+    }
   }
 };
 
