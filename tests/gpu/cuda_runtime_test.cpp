@@ -273,6 +273,7 @@ TEST_F(CudaRuntime, PageableCopyCannotBeCaptured) {
   std::vector<unsigned char> host(kBytes, 1);
   DeviceMemory d(device_, kBytes);
   stream.begin_capture();
+  stream.memset(d.get(), 0, kBytes);
   try {
     stream.copy_h2d(d.get(), host.data(), kBytes);
     ADD_FAILURE() << "a pageable copy in a capture must be refused";
