@@ -119,6 +119,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     const dnn::ConvSolver* solver;
     std::size_t ws_bytes;
     std::vector<double> times;
+    double warmup_ms = 0;  // the one sample of a solver the time box left untimed
     double last_median = -1;
     int stable = 0;
     bool active = true;
@@ -132,18 +133,19 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     try {
       memory::Buffer ws = memory::allocate(stream, c.ws_bytes);
       const dnn::ConvArgs args{x.data(), w.data(), y.data(), ws.data(), c.ws_bytes};
-      if (timed) before.record(stream);
+      before.record(stream);
       c.solver->run(stream, problem, args);
+      after.record(stream);
+      after.synchronize();
+      const double t = after.elapsed_ms_since(before);
       if (timed) {
-        after.record(stream);
-        after.synchronize();
-        const double t = after.elapsed_ms_since(before);
         c.times.push_back(t);
-        if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " run " +
-                              std::to_string(c.times.size()) + ": " + std::to_string(t) + " ms");
       } else {
-        stream.synchronize();
+        c.warmup_ms = t;
       }
+      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) +
+                            (timed ? " run " + std::to_string(c.times.size()) : std::string(" warm-up")) + ": " +
+                            std::to_string(t) + " ms");
       return true;
     } catch (const Error& e) {
       // A solver that fails at run time is not a candidate; the others still are.
@@ -160,7 +162,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   };
 
   // Warm-up in list order (first touch of workspace, caches, lazy setup). Solvers not reached before
-  // the box runs out are not timed at all.
+  // the box runs out are not run at all; the first one always is, so there is an answer.
   for (const dnn::ConvSolver* s : solvers) {
     if (out_of_time()) {
       time_box_hit = true;
@@ -168,19 +170,20 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
                             std::to_string(time_box_ms) + " ms used up");
       continue;
     }
-    Candidate c{s, s->workspace_bytes(problem, device), {}};
+    Candidate c{s, s->workspace_bytes(problem, device)};
     if (run_once(c, false)) candidates.push_back(std::move(c));
   }
 
   // Timed rounds: every active candidate once per round, so that a shared machine's drifting load
-  // hits all of them alike instead of favouring whoever ran in a quiet moment.
-  for (int round = 1; round <= kMaxRuns; ++round) {
+  // hits all of them alike instead of favouring whoever ran in a quiet moment. Once the box is used
+  // up nothing more runs: tuning overruns the box by at most the one run in flight.
+  for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
     bool any = false;
     for (Candidate& c : candidates) {
       if (!c.active) continue;
-      if (out_of_time() && !c.times.empty()) {
+      if (out_of_time()) {
         time_box_hit = true;
-        continue;  // every candidate still gets its first timed run
+        break;
       }
       any = true;
       if (!run_once(c, true)) continue;
@@ -213,8 +216,9 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   }
   stream.synchronize();
   for (const Candidate& c : candidates) {
-    if (c.times.empty()) continue;
-    const double m = median(c.times);
+    if (!c.active && c.times.empty()) continue;  // failed
+    // Cut off by the box before any timed run: the warm-up (a pessimistic sample) ranks it.
+    const double m = c.times.empty() ? c.warmup_ms : median(c.times);
     if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " median " + std::to_string(m) +
                           " ms over " + std::to_string(c.times.size()) + " runs");
     timings.push_back(Timing{c.solver, m, c.ws_bytes, static_cast<int>(c.times.size())});

@@ -41,9 +41,10 @@ struct Timing {
 /// Times `solvers` on random data: each warmed up once in list order, then timed in rounds (one run
 /// of every active solver per round, so load drift hits all alike) until every one's median is
 /// stable or the run cap is reached. After three rounds a solver whose best run is far slower than
-/// the best median is dropped. When the time box runs out, solvers not yet warmed up are not timed and the
-/// rounds stop (each warmed-up solver still gets one timed run). Solvers whose run throws are added
-/// to `rejected`. Returns the timings sorted fastest first; `time_box_hit` says whether the box was hit.
+/// the best median is dropped. When the time box runs out nothing more runs (tuning overruns it by
+/// at most the run in flight): solvers not reached are left out, solvers warmed up but not yet timed
+/// are ranked by their warm-up run. Solvers whose run throws are added to `rejected`. Returns the
+/// timings sorted fastest first; `time_box_hit` says whether the box was hit.
 std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
                                  const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
                                  std::vector<Rejection>& rejected, bool& time_box_hit);

@@ -246,8 +246,9 @@ TEST(Tuner, TimeBoxBoundsTuning) {
   const auto start = std::chrono::steady_clock::now();
   const TuneResult result = tuner.tune(small_problem(15), cpu());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  // The box may be overrun by the run in flight when it expires (40 ms here) plus setup.
-  EXPECT_LT(ms, 100 + 2 * 40 + 100);
+  // The box may be overrun by the one run in flight when it expires (40 ms here), plus setup and a
+  // loaded machine's scheduling.
+  EXPECT_LT(ms, 100 + 40 + 100);
   EXPECT_TRUE(result.time_box_hit);
   EXPECT_FALSE(result.ranked.empty());
   EXPECT_EQ(result.list_order_choice, kSlow);

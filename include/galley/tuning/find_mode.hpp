@@ -33,8 +33,9 @@ struct FindOptions {
   /// GALLEY_FIND_ENFORCE=search: benchmark even on a find-db hit (once per process and problem)
   /// and replace the stored rows.
   bool enforce_search = false;
-  /// GALLEY_FIND_TIME_MS: wall-clock budget for benchmarking one problem. Solvers not yet timed
-  /// when it runs out are left out of the ranked list; a solver already running finishes its run.
+  /// GALLEY_FIND_TIME_MS: wall-clock budget for benchmarking one problem. When it runs out nothing
+  /// more runs (the run in flight finishes): solvers not reached are left out of the ranked list,
+  /// solvers warmed up but not yet timed are ranked by their warm-up run.
   double time_box_ms = 2000;
 
   /// Reads GALLEY_FIND_MODE (default hybrid), GALLEY_FIND_ENFORCE (none|search) and
