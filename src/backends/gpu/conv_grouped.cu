@@ -17,24 +17,26 @@ namespace {
 constexpr int kThreads = 256;
 
 #if GALLEY_GPU_MMA
-template <typename T, int kTaps>
+// kTaps = 9: a 3x3 filter; kChunks = cg / 8 when 1 or 2. Compile-time counts let the compiler issue
+// every tap's loads before the first mma (0 = run-time count).
+template <typename T, int kTaps, int kChunks>
 __global__ void __launch_bounds__(kThreads)
     grouped_mma_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                        std::int64_t tasks) {
   const int lane = threadIdx.x & 31;
   const int gid = lane >> 2, tig = lane & 3;
   const int RS = kTaps > 0 ? kTaps : cp.r * cp.s;
-  const int ntiles = cp.kg / 8, kchunks = cp.cg / 8;
+  const int ntiles = cp.kg / 8, kchunks = kChunks > 0 ? kChunks : cp.cg / 8;
   const int PQ = cp.p * cp.q;
   const int pixels = cp.n * PQ;
-  const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x >> 5);
-  for (std::int64_t task = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); task < tasks;
-       task += warps) {
+  // tasks <= pixels / 16 * k / 8 < 2^31: 32-bit index math.
+  const unsigned warps = gridDim.x * (blockDim.x >> 5);
+  for (unsigned task = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); task < unsigned(tasks); task += warps) {
     // task = (pixel tile, group, n-tile), n-tile fastest, then group: a block's warps share pixels.
-    const int nt = int(task % ntiles);
-    std::int64_t rest = task / ntiles;
-    const int g = int(rest % cp.groups);
-    const int tile = int(rest / cp.groups);
+    const int nt = int(task % unsigned(ntiles));
+    const unsigned rest = task / unsigned(ntiles);
+    const int g = int(rest % unsigned(cp.groups));
+    const int tile = int(rest / unsigned(cp.groups));
     int ih0[2], iw0[2], xoff[2];
     bool pix_ok[2];
 #pragma unroll
@@ -63,6 +65,7 @@ __global__ void __launch_bounds__(kThreads)
         ok[h] = unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
         xa[h] = x + xoff[h] + (ih * cp.w + iw) * cp.c;
       }
+#pragma unroll(kChunks > 0 ? kChunks : 1)
       for (int kc = 0; kc < kchunks; ++kc) {
         const unsigned a0 = ok[0] ? __ldg(reinterpret_cast<const unsigned*>(xa[0] + kc * 8)) : 0u;
         const unsigned a1 = ok[1] ? __ldg(reinterpret_cast<const unsigned*>(xa[1] + kc * 8)) : 0u;
@@ -81,6 +84,94 @@ __global__ void __launch_bounds__(kThreads)
 }
 #endif
 
+// SIMT path, any dtype and layout: a block owns one (image, group); a thread owns kStrip outputs
+// along a row for 8 output channels at a time, so each input value feeds 8 FMAs and each weight
+// (a block-uniform shared-memory read, i.e. a broadcast) feeds kStrip. Weights of the group are
+// staged as fp32 [c][r*s][k].
+constexpr int kSimtThreads = 128;
+constexpr int kStrip = 4;
+constexpr int kKb = 8;
+constexpr int kMaxSmemFloats = 12 * 1024;
+
+template <typename T, bool kNhwc, int R, int S>
+__global__ void __launch_bounds__(kSimtThreads)
+    grouped_simt_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y) {
+  extern __shared__ float wsm[];
+  const int RR = R > 0 ? R : cp.r, SS = S > 0 ? S : cp.s, RS = RR * SS;
+  const int n = blockIdx.y / cp.groups, g = blockIdx.y % cp.groups;
+  const int cgrs = cp.cg * RS;
+  for (int i = threadIdx.x; i < cp.kg * cgrs; i += blockDim.x) {
+    const int k = i / cgrs, rem = i - k * cgrs;
+    const int c = rem / RS, rs = rem - c * RS;
+    const int src = kNhwc ? rs * cp.cg + c : rem;  // KRSC or KCRS within the output channel
+    wsm[rem * cp.kg + k] = ldg_f32(w + std::int64_t(g * cp.kg + k) * cgrs + src);
+  }
+  __syncthreads();
+
+  const int qs = (cp.q + kStrip - 1) / kStrip;
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= cp.p * qs) return;
+  const int op = t / qs, q0 = (t - op * qs) * kStrip;
+  const std::int64_t row = kNhwc ? std::int64_t(cp.w) * cp.c : cp.w;
+  const std::int64_t col = kNhwc ? cp.c : 1;
+  const std::int64_t chan = kNhwc ? 1 : std::int64_t(cp.h) * cp.w;
+  const T* x_grp = kNhwc ? x + std::int64_t(n) * cp.h * cp.w * cp.c + g * cp.cg
+                         : x + (std::int64_t(n) * cp.c + g * cp.cg) * cp.h * cp.w;
+  const bool vec_w = cp.kg % 4 == 0;
+  for (int kb = 0; kb < cp.kg; kb += kKb) {
+    float acc[kStrip][kKb];
+#pragma unroll
+    for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+      for (int e = 0; e < kKb; ++e) acc[j][e] = 0.f;
+    for (int c = 0; c < cp.cg; ++c) {
+      const T* x_c = x_grp + c * chan;
+#pragma unroll
+      for (int r = 0; r < RR; ++r) {
+        const int ih = op * cp.stride_h - cp.pad_h + r * cp.dil_h;
+        const bool row_ok = unsigned(ih) < unsigned(cp.h);
+        const T* x_row = x_c + (row_ok ? ih : 0) * row;
+#pragma unroll
+        for (int s = 0; s < SS; ++s) {
+          float xv[kStrip];
+#pragma unroll
+          for (int j = 0; j < kStrip; ++j) {
+            const int iw = (q0 + j) * cp.stride_w - cp.pad_w + s * cp.dil_w;
+            xv[j] = (row_ok && unsigned(iw) < unsigned(cp.w)) ? ldg_f32(x_row + iw * col) : 0.f;
+          }
+          const float* wp = wsm + (c * RS + r * SS + s) * cp.kg + kb;
+          float wv[kKb];
+          if (vec_w && kb + kKb <= cp.kg) {
+            const float4 a = *reinterpret_cast<const float4*>(wp);
+            const float4 b = *reinterpret_cast<const float4*>(wp + 4);
+            wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
+          } else {
+#pragma unroll
+            for (int e = 0; e < kKb; ++e) wv[e] = kb + e < cp.kg ? wp[e] : 0.f;
+          }
+#pragma unroll
+          for (int j = 0; j < kStrip; ++j)
+#pragma unroll
+            for (int e = 0; e < kKb; ++e) acc[j][e] = fmaf(xv[j], wv[e], acc[j][e]);
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kKb; ++e) {
+      const int k = g * cp.kg + kb + e;
+      if (kb + e >= cp.kg) break;
+#pragma unroll
+      for (int j = 0; j < kStrip; ++j) {
+        const int oq = q0 + j;
+        if (oq >= cp.q) break;
+        const std::int64_t yi = kNhwc ? ((std::int64_t(n) * cp.p + op) * cp.q + oq) * cp.k + k
+                                      : ((std::int64_t(n) * cp.k + k) * cp.p + op) * cp.q + oq;
+        y[yi] = from_f32<T>(acc[j][e]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool grouped_uses_mma(const ConvParams& p) {
@@ -88,10 +179,34 @@ bool grouped_uses_mma(const ConvParams& p) {
          p.kg % 8 == 0;
 }
 
+bool grouped_simt_fits(const ConvParams& p) {
+  return std::int64_t(p.kg) * p.cg * p.r * p.s <= kMaxSmemFloats && std::int64_t(p.n) * p.groups <= 65535;  // grid.y
+}
+
 void launch_conv_grouped(const ConvParams& p, const void* x, const void* w, void* y, void* stream) {
-  if (!grouped_uses_mma(p))
-    throw Error(Status::unsupported, "gpu.conv.grouped: needs f16/bf16 NHWC with channels per group % 8 == 0 "
-                                     "on a build with tensor-core instructions");
+  if (!grouped_uses_mma(p)) {
+    if (!grouped_simt_fits(p))
+      throw Error(Status::unsupported, "gpu.conv.grouped: a group's weights exceed 48 KiB of shared memory");
+    const int qs = (p.q + kStrip - 1) / kStrip;
+    const dim3 grid(ceil_div(std::int64_t(p.p) * qs, kSimtThreads), p.n * p.groups);
+    const int smem = p.kg * p.cg * p.r * p.s * int(sizeof(float));
+    const bool k3 = p.r == 3 && p.s == 3;
+    dispatch_dtype(p.dtype, "gpu.conv.grouped", [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      const T* xt = static_cast<const T*>(x);
+      const T* wt = static_cast<const T*>(w);
+      T* yt = static_cast<T*>(y);
+      const GpuStream s = as_stream(stream);
+      if (p.nhwc)
+        k3 ? grouped_simt_kernel<T, true, 3, 3><<<grid, kSimtThreads, smem, s>>>(p, xt, wt, yt)
+           : grouped_simt_kernel<T, true, 0, 0><<<grid, kSimtThreads, smem, s>>>(p, xt, wt, yt);
+      else
+        k3 ? grouped_simt_kernel<T, false, 3, 3><<<grid, kSimtThreads, smem, s>>>(p, xt, wt, yt)
+           : grouped_simt_kernel<T, false, 0, 0><<<grid, kSimtThreads, smem, s>>>(p, xt, wt, yt);
+    });
+    check_launch("gpu.conv.grouped");
+    return;
+  }
 #if GALLEY_GPU_MMA
   const std::int64_t tiles = (p.pixels() + 15) / 16;
   const std::int64_t tasks = tiles * p.groups * (p.kg / 8);
@@ -103,10 +218,15 @@ void launch_conv_grouped(const ConvParams& p, const void* x, const void* w, void
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(w);
     T* yt = static_cast<T*>(y);
-    if (p.r * p.s == 9 && p.r == 3)
-      grouped_mma_kernel<T, 9><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
+    const bool k3 = p.r == 3 && p.s == 3;
+    if (k3 && p.cg == 8)
+      grouped_mma_kernel<T, 9, 1><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
+    else if (k3 && p.cg == 16)
+      grouped_mma_kernel<T, 9, 2><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
+    else if (k3)
+      grouped_mma_kernel<T, 9, 0><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
     else
-      grouped_mma_kernel<T, 0><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
+      grouped_mma_kernel<T, 0, 0><<<blocks, kThreads, 0, s>>>(p, xt, wt, yt, tasks);
   };
   if (p.dtype == DType::f16)
     go(static_cast<__half*>(nullptr));

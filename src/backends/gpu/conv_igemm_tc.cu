@@ -8,6 +8,7 @@
 // first layer of a network, c = 3). Split-K writes fp32 partials to a workspace.
 //
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
+#include <atomic>
 #include <cmath>
 
 #include "conv_mma.cuh"
@@ -17,14 +18,19 @@ namespace {
 
 constexpr int kBk = 32;
 constexpr int kStages = 4;
-constexpr int kWarps = 4;
-constexpr int kThreadsTc = 32 * kWarps;
 
 struct TcTile {
-  int bm, bn;
+  int bm, bn, warps;
   double efficiency;
+  bool planned;  // considered by the planner (others exist for measurement)
 };
-constexpr TcTile kTcTiles[] = {{128, 128, 1.0}, {128, 64, 0.8}, {64, 64, 0.55}};
+// Tiles 3 and 4 are tiles 0 and 1 with 8 warps (warp tiles 64x32, 64x16): more warps to hide
+// latency, more shared-memory reads per mma.
+// 64x64's efficiency is set from the H200: at 0.55 the planner chose it for r50.l4.c1b, which ran at
+// 56 TFLOP/s where 128x128 with split-K runs near 120.
+constexpr TcTile kTcTiles[] = {{128, 128, 4, 1.0, true},  {128, 64, 4, 0.8, true}, {64, 64, 4, 0.3, true},
+                               {128, 128, 8, 1.0, false}, {128, 64, 8, 0.8, false}};
+constexpr int kTcTileCount = 5;
 
 #if GALLEY_GPU_MMA
 
@@ -34,18 +40,20 @@ __device__ __forceinline__ unsigned swz(int row, int chunk) {
   return unsigned(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
 }
 
-template <typename T, bool kVec, int BM, int BN>
-__global__ void __launch_bounds__(kThreadsTc)
+template <typename T, bool kVec, int BM, int BN, int WARPS_N>
+__global__ void __launch_bounds__(64 * WARPS_N)
     igemm_tc_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                     float* __restrict__ partial, int splits) {
-  constexpr int WM = BM / 2, WN = BN / 2;  // warp tile
+  constexpr int kThreads = 64 * WARPS_N;      // warp grid 2 x WARPS_N
+  constexpr int kRowsPerPass = kThreads / 4;  // loader rows covered by one pass of the block
+  constexpr int WM = BM / 2, WN = BN / WARPS_N;  // warp tile
   constexpr int MT = WM / 16, NT = WN / 8;
-  constexpr int A_ROWS = BM / 32, B_ROWS = BN / 32;  // 16-byte chunks per thread per stage
+  constexpr int A_ROWS = BM / kRowsPerPass, B_ROWS = BN / kRowsPerPass;  // 16-byte chunks per thread per stage
   constexpr int kStageBytes = (BM + BN) * kBk * 2;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp >> 1, warp_n = warp & 1;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
   const int g = blockIdx.z % cp.groups;
   const int split = blockIdx.z / cp.groups;
   const int m0 = blockIdx.x * BM;
@@ -64,7 +72,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   int a_off[A_ROWS], a_ih[A_ROWS], a_iw[A_ROWS];
 #pragma unroll
   for (int i = 0; i < A_ROWS; ++i) {
-    const int pix = m0 + row0 + 32 * i;
+    const int pix = m0 + row0 + kRowsPerPass * i;
     if (pix < pixels) {
       const int nn = pix / PQ, pq = pix - nn * PQ;
       const int op = pq / cp.q, oq = pq - op * cp.q;
@@ -81,7 +89,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   bool b_ok[B_ROWS];
 #pragma unroll
   for (int i = 0; i < B_ROWS; ++i) {
-    const int kk = n0 + row0 + 32 * i;
+    const int kk = n0 + row0 + kRowsPerPass * i;
     b_ok[i] = kk < cp.kg;
     b_row[i] = w + std::int64_t(g * cp.kg + (b_ok[i] ? kk : 0)) * kred;
   }
@@ -101,12 +109,12 @@ __global__ void __launch_bounds__(kThreadsTc)
         const int ih = a_ih[i] + r * cp.dil_h, iw = a_iw[i] + s * cp.dil_w;
         const bool ok = k_ok && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
         const T* src = ok ? x + a_off[i] + (ih * cp.w + iw) * cp.c + c : x;
-        mma::cp_async16(a_base + swz(row0 + 32 * i, ch), src, ok ? 16 : 0);
+        mma::cp_async16(a_base + swz(row0 + kRowsPerPass * i, ch), src, ok ? 16 : 0);
       }
 #pragma unroll
       for (int i = 0; i < B_ROWS; ++i) {
         const bool ok = k_ok && b_ok[i];
-        mma::cp_async16(b_base + swz(row0 + 32 * i, ch), ok ? b_row[i] + kc : w, ok ? 16 : 0);
+        mma::cp_async16(b_base + swz(row0 + kRowsPerPass * i, ch), ok ? b_row[i] + kc : w, ok ? 16 : 0);
       }
     } else {
       // Scalar gather: decode each of the chunk's 8 kred entries once, reuse across rows.
@@ -136,7 +144,7 @@ __global__ void __launch_bounds__(kThreadsTc)
         }
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-        *reinterpret_cast<uint4*>(base + swz(row0 + 32 * i, ch)) = packed;
+        *reinterpret_cast<uint4*>(base + swz(row0 + kRowsPerPass * i, ch)) = packed;
       }
 #pragma unroll
       for (int i = 0; i < B_ROWS; ++i) {
@@ -145,7 +153,7 @@ __global__ void __launch_bounds__(kThreadsTc)
         for (int e = 0; e < 8; ++e) v[e] = (b_ok[i] && kc + e < kred) ? bits16(b_row[i][kc + e]) : std::uint16_t(0);
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-        *reinterpret_cast<uint4*>(base + BM * kBk * 2 + swz(row0 + 32 * i, ch)) = packed;
+        *reinterpret_cast<uint4*>(base + BM * kBk * 2 + swz(row0 + kRowsPerPass * i, ch)) = packed;
       }
     }
   };
@@ -197,7 +205,37 @@ __global__ void __launch_bounds__(kThreadsTc)
   }
   mma::cp_async_wait<0>();
 
-  // Epilogue: acc[mt][nt] holds rows lane/4 (+8) and columns 2*(lane%4) (+1) of its 16x8 tile.
+  // Epilogue through shared memory when the output tile can leave as 16-byte rows: each lane's
+  // fragments are scattered 4-byte pieces, which would half-fill 32-byte sectors.
+  if (splits == 1 && cp.kg % 8 == 0) {
+    constexpr int kLd = BN + 8;  // halves; +16 bytes per row keeps the fragment writes conflict-free
+    static_assert(BM * kLd * 2 <= kStages * kStageBytes, "epilogue tile must fit the pipeline buffers");
+    __syncthreads();  // every warp is done reading the stages
+    std::uint32_t* tile32 = reinterpret_cast<std::uint32_t*>(smem);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = warp_n * WN + nt * 8 + (lane & 3) * 2;
+          tile32[(row * kLd + col) / 2] = pack2<T>(acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1]);
+        }
+      }
+    __syncthreads();
+    constexpr int kChunksPerRow = BN / 8;
+    for (int idx = tid; idx < BM * kChunksPerRow; idx += kThreads) {
+      const int row = idx / kChunksPerRow, cc = idx - row * kChunksPerRow;
+      const int pix = m0 + row, col = n0 + cc * 8;
+      if (pix < pixels && col < cp.kg)
+        *reinterpret_cast<uint4*>(y + std::int64_t(pix) * cp.k + g * cp.kg + col) =
+            *reinterpret_cast<const uint4*>(smem + (row * kLd + cc * 8) * 2);
+    }
+    return;
+  }
+
+  // General epilogue: acc[mt][nt] holds rows lane/4 (+8) and columns 2*(lane%4) (+1) of its 16x8 tile.
   const std::int64_t y_elems = std::int64_t(pixels) * cp.k;
   const bool pairs = (cp.k % 2 == 0) && (cp.kg % 2 == 0);
 #pragma unroll
@@ -232,15 +270,27 @@ template <typename T, bool kVec>
 void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* w, T* y, float* partial,
                GpuStream stream) {
   const dim3 grid(ceil_div(p.pixels(), plan.bm), ceil_div(p.kg, plan.bn), p.groups * plan.splits);
-  auto run = [&](auto kernel, int bm, int bn) {
-    const int smem = kStages * (bm + bn) * kBk * 2;
-    allow_dynamic_smem(kernel, smem, "gpu.conv.igemm_tc");
-    kernel<<<grid, kThreadsTc, smem, stream>>>(p, x, w, y, partial, plan.splits);
+  auto run = [&](auto kernel, int tile) {
+    const TcTile& t = kTcTiles[tile];
+    const int smem = kStages * (t.bm + t.bn) * kBk * 2;
+    // Raising the limit is a driver call; do it once per device and instantiation, not per launch.
+    // (one flag word per tile: the kernels of all tiles share one pointer type).
+    static std::atomic<std::uint64_t> raised[kTcTileCount];
+    int device = 0;
+    (void)cudaGetDevice(&device);
+    const std::uint64_t bit = std::uint64_t(1) << (device & 63);
+    if ((raised[tile].load(std::memory_order_relaxed) & bit) == 0) {
+      allow_dynamic_smem(kernel, smem, "gpu.conv.igemm_tc");
+      raised[tile].fetch_or(bit, std::memory_order_relaxed);
+    }
+    kernel<<<grid, 32 * t.warps, smem, stream>>>(p, x, w, y, partial, plan.splits);
   };
   switch (plan.tile) {
-    case 0: run(igemm_tc_kernel<T, kVec, 128, 128>, 128, 128); break;
-    case 1: run(igemm_tc_kernel<T, kVec, 128, 64>, 128, 64); break;
-    default: run(igemm_tc_kernel<T, kVec, 64, 64>, 64, 64); break;
+    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2>, 0); break;
+    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2>, 1); break;
+    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2>, 2); break;
+    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4>, 3); break;
+    default: run(igemm_tc_kernel<T, kVec, 128, 64, 4>, 4); break;
   }
 }
 
@@ -257,8 +307,9 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
   const std::int64_t steps = (p.kred() + kBk - 1) / kBk;
   IgemmPlan best;
   double best_time = INFINITY;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < kTcTileCount; ++t) {
     const TcTile& shape = kTcTiles[t];
+    if (!shape.planned) continue;
     const std::int64_t tiles = std::int64_t(ceil_div(p.pixels(), shape.bm)) * ceil_div(p.kg, shape.bn) * p.groups;
     for (int splits : {1, 2, 3, 4, 6, 8}) {
       if (splits > 1 && steps / splits < 4) break;
@@ -281,6 +332,20 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
   return best;
 #else
   return plan_igemm_f32(p, sm_count);
+#endif
+}
+
+IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
+#if GALLEY_GPU_MMA
+  IgemmPlan plan;
+  plan.tile = std::clamp(tile, 0, kTcTileCount - 1);
+  plan.bm = kTcTiles[plan.tile].bm;
+  plan.bn = kTcTiles[plan.tile].bn;
+  plan.splits = std::max(1, splits);
+  plan.workspace_bytes = plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
+  return plan;
+#else
+  return igemm_f32_plan_for(p, tile, splits);
 #endif
 }
 

@@ -53,6 +53,9 @@ struct IgemmPlan {
 
 IgemmPlan plan_igemm_f32(const ConvParams& p, int sm_count);
 IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count);
+/// A plan with a given tile index and split count (for measuring tiles the planner skips).
+IgemmPlan igemm_f32_plan_for(const ConvParams& p, int tile, int splits);
+IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits);
 
 // Launchers. Each enqueues on `stream` (a cudaStream_t / hipStream_t) and throws
 // Error(backend_error) naming the kernel if the launch fails. Pointers are device memory.
@@ -61,6 +64,9 @@ void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, vo
 void launch_conv_grouped(const ConvParams& p, const void* x, const void* w, void* y, void* stream);
 /// True when launch_conv_grouped takes its tensor-core path for this problem (for detail()).
 bool grouped_uses_mma(const ConvParams& p);
+/// True when a group's weights fit the SIMT path's shared memory (48 KiB as fp32) and n * groups
+/// fits a grid dimension.
+bool grouped_simt_fits(const ConvParams& p);
 void launch_conv_igemm_f32(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
                            void* y, void* workspace, void* stream);
 void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,

@@ -22,6 +22,9 @@ using dnn::Applicability;
 using dnn::ConvArgs;
 using dnn::ConvProblem;
 
+// The implicit GEMMs put groups x split-K (<= 16) in grid.z, which holds 65535.
+constexpr int kMaxGemmGroups = 4095;
+
 struct DeviceInfo {
   int sm_count = 1;
   int arch_major = 0;  // compute capability major on CUDA (9 for sm_90); 0 elsewhere
@@ -119,21 +122,22 @@ class GroupedSolver final : public GpuSolver {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.groups < 2) return Applicability::no("groups == 1 (not grouped)");
     const ConvParams cp = make_params(p);
-    if (!igemm_tc_has_mma()) return Applicability::no("needs mma.sync (this build has no tensor-core path)");
-    if (device_info(device).arch_major < 8) return Applicability::no("needs sm_80 or newer for mma.sync");
-    if (p.layout != dnn::Layout::nhwc) return Applicability::no("needs nhwc layout");
-    if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor-core path)");
-    if (cp.cg % 8 != 0 || cp.kg % 8 != 0)
-      return Applicability::no("channels per group in/out (" + std::to_string(cp.cg) + "/" + std::to_string(cp.kg) +
-                               ") must be multiples of 8");
+    if (grouped_uses_mma(cp)) {
+      if (device_info(device).arch_major < 8) return Applicability::no("tensor-core path needs sm_80 or newer");
+      return Applicability::yes();
+    }
+    if (!grouped_simt_fits(cp))
+      return Applicability::no("a group's weights (" + std::to_string(cp.kg) + "x" + std::to_string(cp.cg) + "x" +
+                               std::to_string(cp.r) + "x" + std::to_string(cp.s) + ") exceed 48 KiB as fp32, or n * groups > 65535");
     return Applicability::yes();
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     enqueue(stream, [&](void* s) { launch_conv_grouped(cp, a.x, a.w, a.y, s); });
   }
-  std::string detail(const ConvProblem&, const runtime::Device&) const override {
-    return "mma.sync m16n8k8 per group, operands from global/L1";
+  std::string detail(const ConvProblem& p, const runtime::Device&) const override {
+    return grouped_uses_mma(make_params(p)) ? "mma.sync m16n8k8 per group, operands from global/L1"
+                                            : "SIMT, 4 outputs x 8 channels per thread, group weights in shared memory";
   }
 };
 
@@ -142,6 +146,7 @@ class IgemmF32Solver final : public GpuSolver {
   explicit IgemmF32Solver(std::string backend) : GpuSolver("gpu.conv.igemm_f32", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
@@ -169,6 +174,7 @@ class IgemmTcSolver final : public GpuSolver {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
     if (p.layout != dnn::Layout::nhwc) return Applicability::no("needs nhwc layout");
+    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
     if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
       return Applicability::no("needs sm_80 or newer for mma.sync");
     return Applicability::yes();
