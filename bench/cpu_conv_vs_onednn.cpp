@@ -1,21 +1,33 @@
 // Times Galley's cpu conv solvers beside oneDNN and a naive loop, in one program and one run.
 //
 //   cpu_conv_vs_onednn PROBLEMS_FILE [--batch N] [--min-time S] [--no-naive] [--only TAG]
+//                      [--onednn-isa all|avx2]
 //
 // For every problem of the file (MIOpenDriver syntax, shared/bench/conv_problems.txt) at batch N
 // (default 2), fp32 NCHW: each Galley cpu solver that accepts it (run through the public
-// Stream path, synchronised), oneDNN with plain NCHW/OIHW tensors, oneDNN with its blocked
-// layouts (format_tag::any) with and without the activation reorders, and a naive 7-loop. Every
-// output is checked against the double-precision reference before it is timed. Medians after
-// warm-up; prints a Markdown table and geomeans for bench/RESULTS.md.
+// Stream path), oneDNN with plain NCHW/OIHW tensors, oneDNN with its blocked layouts
+// (format_tag::any) with and without the activation reorders, and a naive 7-loop. Every output
+// is checked against the double-precision reference before it is timed. Medians after warm-up;
+// prints a Markdown table and geomeans for bench/RESULTS.md.
+//
+// Timing: oneDNN executes in the calling thread and is timed by the wall clock around execute +
+// stream.wait(). Galley ops run on a cpu Stream (a worker thread) and are timed as `galley bench
+// conv` and GPU benchmarks time kernels: events recorded before and after each op, ops enqueued
+// back to back, so the host-to-stream handoff is not counted (--wall times each op with
+// run + synchronize instead, handoff included).
+//
+// --onednn-isa avx2 caps oneDNN at AVX2 (dnnl::set_max_cpu_isa), the instruction set Galley's
+// cpu kernels use, so the comparison is like for like on a CPU that also has AVX-512.
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -42,6 +54,8 @@ struct Options {
   double min_time = 0.3;  // seconds of timed repeats per measurement (after warm-up)
   bool naive = true;
   std::string only;       // run only problems whose tag contains this
+  std::string onednn_isa = "all";
+  bool wall = false;      // time Galley ops by run + synchronize instead of events
 };
 
 // Median milliseconds of fn(): two warm-up calls, then repeats until min_time has passed and at
@@ -56,6 +70,31 @@ double median_ms(const Options& o, const std::function<void()>& fn) {
     fn();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Median milliseconds of one Galley op on `stream`, measured between events recorded around it;
+// the ops of a round are enqueued back to back (as `galley bench conv` does), so the median is
+// the time the op takes on the stream.
+double median_event_ms(const Options& o, galley::runtime::Stream& stream, const std::function<void()>& enqueue) {
+  enqueue();
+  enqueue();
+  stream.synchronize();
+  const auto t0 = Clock::now();
+  enqueue();
+  stream.synchronize();
+  const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int reps = static_cast<int>(std::clamp(o.min_time / std::max(once, 1e-6), 5.0, 200.0));
+  std::deque<galley::runtime::Event> starts, stops;  // events must not move once recorded
+  for (int i = 0; i < reps; ++i) {
+    starts.emplace_back(stream.device()).record(stream);
+    enqueue();
+    stops.emplace_back(stream.device()).record(stream);
+  }
+  stream.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(stops[i].elapsed_ms_since(starts[i]));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -194,6 +233,15 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
+// "0.42 0.61 0.70": the 1/5/15-minute load averages, so a reader can see whether other work
+// shared the cores during the run.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 std::string machine() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown cpu";
@@ -209,6 +257,12 @@ std::string machine() {
          (avx512 ? ", AVX-512" : "");
 }
 
+// GALLEY_NUM_THREADS or the hardware threads, as the cpu backend's pool reads it.
+int galley_pool_threads() {
+  const char* v = std::getenv("GALLEY_NUM_THREADS");
+  return v != nullptr && *v != '\0' ? std::atoi(v) : static_cast<int>(std::thread::hardware_concurrency());
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -221,10 +275,17 @@ Options parse(int argc, char** argv) {
       o.batch = std::stoll(next());
     } else if (a == "--min-time") {
       o.min_time = std::stod(next());
+    } else if (a == "--wall") {
+      o.wall = true;
     } else if (a == "--no-naive") {
       o.naive = false;
     } else if (a == "--only") {
       o.only = next();
+    } else if (a == "--onednn-isa") {
+      o.onednn_isa = next();
+      if (o.onednn_isa != "all" && o.onednn_isa != "avx2") {
+        throw std::runtime_error("--onednn-isa '" + o.onednn_isa + "' (valid: all, avx2)");
+      }
     } else if (!a.empty() && a[0] != '-' && o.file.empty()) {
       o.file = a;
     } else {
@@ -233,13 +294,18 @@ Options parse(int argc, char** argv) {
   }
   if (o.file.empty()) {
     throw std::runtime_error(
-        "usage: cpu_conv_vs_onednn PROBLEMS_FILE [--batch N] [--min-time S] [--no-naive] [--only TAG]");
+        "usage: cpu_conv_vs_onednn PROBLEMS_FILE [--batch N] [--min-time S] [--no-naive] [--only TAG] "
+        "[--onednn-isa all|avx2] [--wall]");
   }
   return o;
 }
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  // Must happen before oneDNN creates any primitive.
+  if (o.onednn_isa == "avx2" && dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success) {
+    throw std::runtime_error("oneDNN refused to cap its ISA at AVX2");
+  }
   std::ifstream in(o.file);
   if (!in) throw std::runtime_error("cannot open problems file '" + o.file + "'");
   const galley::runtime::Device cpu = galley::runtime::device("cpu");
@@ -256,10 +322,12 @@ int run(int argc, char** argv) {
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   const dnnl_version_t* dv = dnnl_version();
-  std::printf("command: `%s`\n\ndate: %s; machine: %s; oneDNN %d.%d.%d (%s); %s; batch %lld, fp32, NCHW; "
-              "GFLOP/s = 2*N*K*Ho*Wo*(C/g)*R*S / median time\n\n",
-              cmdline.c_str(), date, machine().c_str(), dv->major, dv->minor, dv->patch, dv->cpu_runtime == 1 ? "OpenMP" : "other",
-              openblas_get_config(), static_cast<long long>(o.batch));
+  std::printf("command: `%s`\n\ndate: %s; machine: %s; load average at start %s; oneDNN %d.%d.%d (ISA %s); %s; "
+              "Galley pool %d threads, timed by %s; batch %lld, fp32, NCHW; GFLOP/s = 2*N*K*Ho*Wo*(C/g)*R*S / median time\n\n",
+              cmdline.c_str(), date, machine().c_str(), load_average().c_str(), dv->major, dv->minor, dv->patch,
+              o.onednn_isa == "avx2" ? "capped at AVX2" : "all the CPU has",
+              openblas_get_config(), galley_pool_threads(), o.wall ? "run + synchronize" : "stream events",
+              static_cast<long long>(o.batch));
 
   std::printf("| problem | GFLOP | own best | solver |");
   for (const auto* s : solvers) std::printf(" %s |", short_name(s->name()).c_str());
@@ -316,7 +384,8 @@ int run(int argc, char** argv) {
       std::fill(y.begin(), y.end(), NAN);
       step();
       verify(own[i], std::string(s->name()));
-      own[i].gflops = flop / median_ms(o, step) / 1e6;
+      const double ms = o.wall ? median_ms(o, step) : median_event_ms(o, stream, [&] { s->run(stream, p, args); });
+      own[i].gflops = flop / ms / 1e6;
       if (own[i].verified) {
         g_solver[short_name(s->name())].push_back(*own[i].gflops);
         if (!best.gflops || *own[i].gflops > *best.gflops) {
@@ -374,6 +443,7 @@ int run(int argc, char** argv) {
               "own best / naive = %.0fx (geomean of per-problem ratios, target >= 50x)\n",
               gb / gblk, gb / geomean(g_plain), geomean(g_best_over_naive));
   for (const auto& d : depthwise_notes) std::printf("\nDepthwise %s (target >= 1.0x)\n", d.c_str());
+  std::printf("\nLoad average at the end: %s\n", load_average().c_str());
   std::printf("\noneDNN implementations:\n");
   for (const auto& [tag, impl] : impl_list) std::printf("- %s: %s\n", tag.c_str(), impl.c_str());
   if (!failures.empty()) {

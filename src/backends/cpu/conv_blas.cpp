@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
 
 // cblas.h of the pthread and openmp OpenBLAS flavours declares this; the reference cblas does
@@ -14,10 +15,36 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace galley::backends::cpu {
 
-void blas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+// Measured on the 2-core Zen 5 (bench/RESULTS.md, "OpenBLAS threading"): splitting over the pool
+// with single-threaded OpenBLAS was faster end to end (geomean of own best 121.6 vs 110.4 GFLOP/s,
+// im2col_gemm 103 vs 77): each worker's im2col buffer stays in its core's cache, the small-plane
+// GEMMs split over rows of W, and OpenBLAS's idle workers, which spin for up to 2^28 cycles after
+// a threaded call, never fight the pool for the cores. Build with -DGALLEY_CPU_BLAS_THREADED to
+// measure the other way.
+#ifdef GALLEY_CPU_BLAS_THREADED
+constexpr bool kThreaded = true;
+#else
+constexpr bool kThreaded = false;
+#endif
+
+bool blas_threaded() { return kThreaded; }
+
+std::int64_t gemm_workers() { return kThreaded ? 1 : pool_size(); }
+
+void for_gemm_tasks(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t, std::int64_t)>& body) {
+  if (kThreaded) {
+    if (begin < end) body(begin, end);
+  } else {
+    parallel_for(begin, end, body);
+  }
 }
+
+namespace {
+void blas_setup() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(kThreaded ? pool_size() : 1); });
+}
+}  // namespace
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
@@ -29,7 +56,7 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
     }
   }
   if (m == 0 || n == 0) return;
-  blas_single_threaded();
+  blas_setup();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

@@ -1,12 +1,14 @@
 // The one door from the cpu conv solvers to OpenBLAS.
 //
 // Threading: Galley parallelises over its own pool and calls OpenBLAS single-threaded from each
-// pool thread (see bench/RESULTS.md "OpenBLAS threading" for the measurement). OpenBLAS's pthread
-// workers spin after every call; mixed with the pool (im2col, transforms) they would fight it for
-// the same cores, and a per-worker GEMM keeps the column buffer it just wrote in that core's cache.
+// pool thread (see conv_blas.cpp and bench/RESULTS.md "OpenBLAS threading" for the measurement).
+// OpenBLAS's pthread workers spin after every threaded call; mixed with the pool (im2col,
+// transforms) they would fight it for the same cores, and a per-worker GEMM keeps the column
+// buffer it just wrote in that core's cache.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace galley::backends::cpu {
 
@@ -17,8 +19,17 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
            std::int64_t ldc);
 
-/// Puts OpenBLAS in single-threaded mode once per process (openblas_set_num_threads(1)): every
-/// cpu solver calls it before its first GEMM.
-void blas_single_threaded();
+/// True when OpenBLAS runs its own threads (one GEMM call uses every core), false when it is
+/// single-threaded and the solvers split GEMMs over the pool. sgemm() sets OpenBLAS up to match
+/// on first use.
+bool blas_threaded();
+
+/// Workers a GEMM-based solver should plan its GEMM tasks for: 1 when OpenBLAS threads each
+/// call itself, else the pool size.
+std::int64_t gemm_workers();
+
+/// Runs body(lo, hi) over [begin, end): one call on this thread when OpenBLAS threads its GEMMs
+/// (they must not be issued concurrently), else parallel_for over the pool.
+void for_gemm_tasks(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t, std::int64_t)>& body);
 
 }  // namespace galley::backends::cpu

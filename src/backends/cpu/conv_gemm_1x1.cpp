@@ -60,7 +60,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
   void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws) const override {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
-    const std::int64_t workers = pool_size();
+    const std::int64_t workers = gemm_workers();
     if (batched(s)) {
       compute_batched(s, x, w, y, ws);
       return;
@@ -70,7 +70,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
       // leave workers idle.
       const std::int64_t outer = s.n * s.g;
       const std::int64_t cols = block_count(hw, kMinColumns, (workers + outer - 1) / outer);
-      parallel_for(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
+      for_gemm_tasks(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t col = t % cols, ng = t / cols;
           const std::int64_t gi = ng % s.g, n = ng / s.g;
@@ -83,7 +83,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
     }
     const std::int64_t rows_total = s.n * hw;
     const std::int64_t rows = block_count(rows_total, kMinColumns, (workers + s.g - 1) / s.g);
-    parallel_for(0, s.g * rows, [&](std::int64_t lo, std::int64_t hi) {
+    for_gemm_tasks(0, s.g * rows, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t t = lo; t < hi; ++t) {
         const std::int64_t blk = t % rows, gi = t / rows;
         const std::int64_t r0 = rows_total * blk / rows, r1 = rows_total * (blk + 1) / rows;
@@ -99,7 +99,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
     auto* gathered = static_cast<float*>(ws);
     auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
                                             align_up64(static_cast<std::size_t>(s.cg * images * hw) * sizeof(float)));
-    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * pool_size());
+    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * gemm_workers());
     const auto plane_bytes = static_cast<std::size_t>(hw) * sizeof(float);
     for (std::int64_t gi = 0; gi < s.g; ++gi) {
       for (std::int64_t n0 = 0; n0 < s.n; n0 += images) {
@@ -111,7 +111,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
             }
           }
         });
-        parallel_for(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+        for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t b = lo; b < hi; ++b) {
             const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
             sgemm(false, false, k1 - k0, ld, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg, gathered, ld, 0.0f,

@@ -44,12 +44,12 @@ Plan make_plan(const ConvShape& s) {
   p.pixels = s.nhwc ? s.n * s.ho * s.wo : s.ho * s.wo;
   const std::int64_t cap =
       std::max<std::int64_t>(kMinPixels, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * p.patch)));
-  const std::int64_t workers = pool_size();
+  const std::int64_t workers = gemm_workers();
   const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (workers + p.outer - 1) / p.outer);
   p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 32));
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
   p.chunks = (p.pixels + p.block - 1) / p.block;
-  p.slots = slot_count(p.outer * p.chunks);
+  p.slots = blas_threaded() ? 1 : slot_count(p.outer * p.chunks);
   if (!s.nhwc && s.ho * s.wo < kSmallPlane) {
     p.batched = true;
     const auto per_image = static_cast<std::int64_t>(sizeof(float)) * p.patch * s.ho * s.wo;
@@ -174,7 +174,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
     auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
                                             align_up64(static_cast<std::size_t>(p.patch * p.images * plane) * sizeof(float)));
     // Row blocks of W: a few per worker, at least 16 rows so each GEMM keeps its register tile.
-    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * pool_size());
+    const std::int64_t row_blocks = block_count(s.kg, 16, 2 * gemm_workers());
     for (std::int64_t gi = 0; gi < s.g; ++gi) {
       const float* wg = w + gi * s.kg * p.patch;
       for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
@@ -184,7 +184,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
             im2col_nchw(s, x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, 0, plane, col + i * plane, ld);
           }
         });
-        parallel_for(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+        for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t b = lo; b < hi; ++b) {
             const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
             sgemm(false, false, k1 - k0, ld, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, ld, 0.0f, staged + k0 * ld,
