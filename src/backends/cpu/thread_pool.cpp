@@ -1,6 +1,8 @@
 #include "backends/cpu/thread_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -33,6 +35,22 @@ int configured_threads() {
 // A fork-join pool: one job at a time (parallel_for calls from different streams serialise on
 // job_mutex_), workers take chunk indices from an atomic-free counter under the state mutex.
 // Chunks are coarse (a few per thread), so the lock is not a bottleneck.
+//
+// Waking a thread that sleeps on a condition variable took ~100 us on the 2-core VM this was
+// measured on (median, bench/RESULTS.md), longer than many whole kernels, so without care a
+// short parallel_for ran almost entirely on the caller. Workers therefore poll for the next job
+// for kSpin after finishing one, and the caller polls for the last chunk before it sleeps: back-
+// to-back jobs (the phases of one kernel, consecutive ops on a stream) find everyone awake.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 class Pool {
  public:
   explicit Pool(int threads) : size_(threads) {
@@ -42,6 +60,7 @@ class Pool {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
+      posted_.store(~std::uint64_t{0}, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -62,9 +81,15 @@ class Pool {
       done_chunks_ = 0;
       error_ = nullptr;
       ++generation_;
+      done_posted_.store(0, std::memory_order_relaxed);
+      posted_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     work_until_done();
+    for (const auto until = std::chrono::steady_clock::now() + kSpin;
+         done_posted_.load(std::memory_order_acquire) != chunks && std::chrono::steady_clock::now() < until;) {
+      cpu_relax();
+    }
     std::unique_lock lock(mutex_);
     finished_.wait(lock, [&] { return done_chunks_ == chunks_; });
     body_ = nullptr;
@@ -76,6 +101,10 @@ class Pool {
     t_in_region = true;
     std::uint64_t seen = 0;
     for (;;) {
+      for (const auto until = std::chrono::steady_clock::now() + kSpin;
+           posted_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until;) {
+        cpu_relax();
+      }
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && body_ != nullptr); });
@@ -107,6 +136,7 @@ class Pool {
         if (!error_) error_ = std::current_exception();
       }
       std::lock_guard lock(mutex_);
+      done_posted_.store(done_chunks_ + 1, std::memory_order_release);
       if (++done_chunks_ == chunks_) finished_.notify_all();
     }
     t_in_region = was_in_region;
@@ -119,6 +149,8 @@ class Pool {
   std::condition_variable wake_, finished_;
   bool stopping_ = false;
   std::uint64_t generation_ = 0;
+  std::atomic<std::uint64_t> posted_{0};       // generation_, readable without the lock
+  std::atomic<std::int64_t> done_posted_{0};   // done_chunks_, readable without the lock
   const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
   std::int64_t begin_ = 0, total_ = 0, chunks_ = 0, next_chunk_ = 0, done_chunks_ = 0;
   std::exception_ptr error_;
