@@ -1,5 +1,7 @@
 #include "backends/cuda/runtime_device.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "backends/cuda/runtime_check.hpp"
@@ -41,6 +43,21 @@ std::string version_text(cudaError_t (*get)(int*)) {
   return vendor::format_version(version);
 }
 
+// Every GpuDevice alive, so the exit handler can reach their staging pools.
+std::mutex& live_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<GpuDevice*>& live_devices() {
+  static std::vector<GpuDevice*> devices;
+  return devices;
+}
+
+void release_staging_at_exit() {
+  std::lock_guard lock(live_mutex());
+  for (GpuDevice* device : live_devices()) device->release_staging();
+}
+
 }  // namespace
 
 std::vector<std::string> built_for() {
@@ -54,9 +71,15 @@ std::vector<std::string> built_for() {
 
 // ---- GpuDevice ------------------------------------------------------------------------------
 
-GpuDevice::GpuDevice(int index) : index_(index), name_(device_name(index)) {}
+GpuDevice::GpuDevice(int index) : index_(index), name_(device_name(index)) {
+  std::lock_guard lock(live_mutex());
+  live_devices().push_back(this);
+}
 
-GpuDevice::~GpuDevice() = default;
+GpuDevice::~GpuDevice() {
+  std::lock_guard lock(live_mutex());
+  std::erase(live_devices(), this);
+}
 
 runtime::DeviceProperties GpuDevice::properties() {
   DeviceGuard guard(index_);
@@ -133,8 +156,22 @@ void GpuDevice::synchronize() {
 }
 
 StagingPool& GpuDevice::staging() {
-  std::call_once(staging_once_, [this] { staging_ = std::make_unique<StagingPool>(index_); });
+  std::lock_guard lock(staging_mutex_);
+  if (!staging_) {
+    staging_ = std::make_unique<StagingPool>(index_);
+    // The backend lives until static destruction, which runs after the vendor runtime's own exit
+    // handler has destroyed the context. A handler registered now (after the runtime initialised)
+    // runs before that one, so the pinned chunks are freed while they still can be, and memory
+    // checkers see no leak.
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(release_staging_at_exit); });
+  }
   return *staging_;
+}
+
+void GpuDevice::release_staging() noexcept {
+  std::lock_guard lock(staging_mutex_);
+  staging_.reset();
 }
 
 std::vector<std::string> GpuDevice::readiness() {

@@ -33,11 +33,13 @@ class GpuDevice final : public runtime::DeviceImpl {
   const std::string& name() const { return name_; }
   /// The pinned chunks and threads that stage pageable copies; created on first use.
   StagingPool& staging();
+  /// Frees the staging pool (at exit, before the vendor runtime tears down its context).
+  void release_staging() noexcept;
 
  private:
   int index_;
   std::string name_;
-  std::once_flag staging_once_;
+  std::mutex staging_mutex_;
   std::unique_ptr<StagingPool> staging_;
 };
 

@@ -8,10 +8,12 @@
 
 #include <cuda_runtime.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #define GALLEY_GPU_NS cuda
@@ -69,16 +71,21 @@ inline PointerKind pointer_kind(const void* ptr, int* device = nullptr) {
   }
 }
 
-/// The kernel module's version ("580.95.05"), which nvidia-smi calls the driver version.
+/// The kernel module's version ("580.159.04"), which nvidia-smi calls the driver version. The line
+/// reads "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ...".
 inline std::string driver_detail() {
   std::ifstream file("/proc/driver/nvidia/version");
   std::string line;
   if (!std::getline(file, line)) return "";
   const auto at = line.find("Kernel Module");
   if (at == std::string::npos) return "";
-  char version[64] = {};
-  if (std::sscanf(line.c_str() + at, "Kernel Module %63s", version) != 1) return "";
-  return std::string("kernel module ") + version;
+  std::istringstream words(line.substr(at));
+  for (std::string word; words >> word;) {
+    if (!word.empty() && std::isdigit(static_cast<unsigned char>(word[0])) && word.find('.') != std::string::npos) {
+      return "kernel module " + word;
+    }
+  }
+  return "";
 }
 
 /// Runs Fn(data) on a host thread in stream order (captured as a host node in a graph).
