@@ -18,7 +18,9 @@ namespace galley::backends::cpu {
 namespace {
 
 // Fewer columns per GEMM than this and OpenBLAS's packing overhead dominates.
-constexpr std::int64_t kMinColumns = 64;
+constexpr std::int64_t kMinColumns = 256;
+// GEMM tasks per worker: more than one, so a worker that wakes late still takes a share.
+constexpr std::int64_t kTasksPerWorker = 4;
 constexpr std::int64_t kSmallPlane = 64;
 constexpr std::size_t kGatherBytes = std::size_t{4} << 20;  // bound on the side-by-side copy
 
@@ -67,9 +69,9 @@ class ConvGemm1x1 final : public CpuConvSolver {
     }
     if (!s.nhwc) {
       // Tasks are (image, group, column block); columns are split only when images x groups
-      // leave workers idle.
+      // give the workers too few tasks.
       const std::int64_t outer = s.n * s.g;
-      const std::int64_t cols = block_count(hw, kMinColumns, (workers + outer - 1) / outer);
+      const std::int64_t cols = block_count(hw, kMinColumns, (kTasksPerWorker * workers + outer - 1) / outer);
       for_gemm_tasks(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t col = t % cols, ng = t / cols;
@@ -82,7 +84,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
       return;
     }
     const std::int64_t rows_total = s.n * hw;
-    const std::int64_t rows = block_count(rows_total, kMinColumns, (workers + s.g - 1) / s.g);
+    const std::int64_t rows = block_count(rows_total, kMinColumns, (kTasksPerWorker * workers + s.g - 1) / s.g);
     for_gemm_tasks(0, s.g * rows, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t t = lo; t < hi; ++t) {
         const std::int64_t blk = t % rows, gi = t / rows;

@@ -45,8 +45,9 @@ Plan make_plan(const ConvShape& s) {
   const std::int64_t cap =
       std::max<std::int64_t>(kMinPixels, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * p.patch)));
   const std::int64_t workers = gemm_workers();
-  const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (workers + p.outer - 1) / p.outer);
-  p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 32));
+  // A few tasks per worker (so one that wakes late still takes a share), of at least 128 pixels.
+  const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (4 * workers + p.outer - 1) / p.outer);
+  p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 128));
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
   p.chunks = (p.pixels + p.block - 1) / p.block;
   p.slots = blas_threaded() ? 1 : slot_count(p.outer * p.chunks);
