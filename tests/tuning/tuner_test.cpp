@@ -260,6 +260,18 @@ TEST(Tuner, TimeBoxBoundsTuning) {
   EXPECT_NEAR(boxed.ranked[0].ms, 40, 30);
 }
 
+TEST(Tuner, TinyTimeBoxStillAnswers) {
+  TempDir dir;
+  auto options = options_in(dir.path(), FindMode::hybrid, kFastSlow);
+  options.find.time_box_ms = 0.001;
+  Tuner tuner(options);
+  const TuneResult result = tuner.tune(small_problem(29), cpu());
+  EXPECT_TRUE(result.time_box_hit);
+  ASSERT_EQ(result.ranked.size(), 1u);  // the first solver is always run once, ranked by that run
+  EXPECT_EQ(result.ranked[0].solver, kSlow);
+  EXPECT_EQ(name_of(tuner.pick(small_problem(29), cpu())), kSlow);
+}
+
 TEST(Tuner, RankedListIsSortedAndServedFromTheDb) {
   TempDir dir;
   Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
