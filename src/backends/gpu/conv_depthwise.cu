@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ float ws[];  // [r*s][c]
   const int C = cp.c;
   const int RR = R > 0 ? R : cp.r, SS = S > 0 ? S : cp.s, RS = RR * SS;
+  constexpr int kUnrollR = R > 0 ? R : 1, kUnrollS = S > 0 ? S : 1;  // 1: run-time trip count
   for (int i = threadIdx.x; i < C * RS; i += blockDim.x) {
     const int c = i % C, rs = i / C;
     ws[i] = ldg_f32(w + c * RS + rs);  // weights are k x 1 x r x s in both layouts
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       a[6] = fmaf(xv[6], w1.z, a[6]);
       a[7] = fmaf(xv[7], w1.w, a[7]);
     };
-#pragma unroll
+#pragma unroll kUnrollR
     for (int r = 0; r < RR; ++r) {
       const int ih = op * cp.stride_h - cp.pad_h + r * cp.dil_h;
       const bool row_ok = unsigned(ih) < unsigned(cp.h);
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       } else {
 #pragma unroll
         for (int j = 0; j < kStrip; ++j)
-#pragma unroll
+#pragma unroll kUnrollS
           for (int s = 0; s < SS; ++s) {
             const int iw = (q0 + j) * cp.stride_w - cp.pad_w + s * cp.dil_w;
             float xv[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -108,6 +109,7 @@ __global__ void __launch_bounds__(kThreads)
     depthwise_scalar_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y) {
   const int strips = (cp.q + kStrip - 1) / kStrip;
   const int RR = R > 0 ? R : cp.r, SS = S > 0 ? S : cp.s, RS = RR * SS;
+  constexpr int kUnrollR = R > 0 ? R : 1, kUnrollS = S > 0 ? S : 1;  // 1: run-time trip count
   const bool sliding = cp.stride_w == 1 && cp.dil_w == 1;
   const unsigned total = unsigned(cp.n) * cp.k * cp.p * strips;  // < 2^31, see above
   for (unsigned t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t col = kNhwc ? cp.c : 1;
     const T* base = kNhwc ? x + std::int64_t(n) * cp.h * cp.w * cp.c + c : x + (std::int64_t(n) * cp.c + c) * cp.h * cp.w;
     float acc[kStrip] = {};
-#pragma unroll
+#pragma unroll kUnrollR
     for (int r = 0; r < RR; ++r) {
       const int ih = op * cp.stride_h - cp.pad_h + r * cp.dil_h;
       const bool row_ok = unsigned(ih) < unsigned(cp.h);
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       } else {
-#pragma unroll
+#pragma unroll kUnrollS
         for (int s = 0; s < SS; ++s) {
           const float wv = ldg_f32(wk + r * SS + s);
 #pragma unroll

@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(kSimtThreads)
     grouped_simt_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y) {
   extern __shared__ float wsm[];
   const int RR = R > 0 ? R : cp.r, SS = S > 0 ? S : cp.s, RS = RR * SS;
+  constexpr int kUnrollR = R > 0 ? R : 1, kUnrollS = S > 0 ? S : 1;  // 1: run-time trip count
   const int n = blockIdx.y / cp.groups, g = blockIdx.y % cp.groups;
   const int cgrs = cp.cg * RS;
   for (int i = threadIdx.x; i < cp.kg * cgrs; i += blockDim.x) {
@@ -126,12 +127,12 @@ __global__ void __launch_bounds__(kSimtThreads)
       for (int e = 0; e < kKb; ++e) acc[j][e] = 0.f;
     for (int c = 0; c < cp.cg; ++c) {
       const T* x_c = x_grp + c * chan;
-#pragma unroll
+#pragma unroll kUnrollR
       for (int r = 0; r < RR; ++r) {
         const int ih = op * cp.stride_h - cp.pad_h + r * cp.dil_h;
         const bool row_ok = unsigned(ih) < unsigned(cp.h);
         const T* x_row = x_c + (row_ok ? ih : 0) * row;
-#pragma unroll
+#pragma unroll kUnrollS
         for (int s = 0; s < SS; ++s) {
           float xv[kStrip];
 #pragma unroll
