@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -38,6 +39,7 @@ struct Args {
   int rounds = 15;
   double budget_ms = 4000;
   bool first_call = false;
+  bool explicit_solver = false;
   bool json = false;
 };
 
@@ -112,6 +114,12 @@ double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t
 
 int run_first_call(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   tuning::Tuner& tuner = tuning::default_tuner();
+  // The control (--explicit): the same stored solver named by the caller, found before the clock
+  // starts, so the first call carries only the cold start that any first call has.
+  std::unique_ptr<tuning::FindDb> db;
+  if (args.explicit_solver) db = std::make_unique<tuning::FindDb>(tuning::default_find_db_paths());
+  const auto id = tuning::DeviceIdentity::of(device);
+  std::vector<double> pick_fraction, ratios;
   runtime::Stream stream(device);
   Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady"});
   nlohmann::json rows = nlohmann::json::array();
@@ -120,22 +128,31 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
     Tensors t(stream, line.problem);
     // The first call as a user makes it: pick (a find-db lookup), then the run. The pick is host
     // work (host clock); the run is timed with events (see timed_call).
+    tuning::Pick pick;
+    if (db) {
+      const auto records = db->lookup(line.problem.key(), id);
+      if (records.empty()) throw Error(Status::not_found, "--explicit: nothing stored for " + line.problem.key());
+      pick.solver = dnn::find_conv_solver(device.backend(), records[0].solver);
+      if (pick.solver == nullptr) throw Error(Status::not_found, "--explicit: no solver " + records[0].solver);
+    }
     auto start = Clock::now();
-    const tuning::Pick pick = tuner.pick(line.problem, device);
+    if (!db) pick = tuner.pick(line.problem, device);
     const double pick_ms = ms_since(start);
     const double first = pick_ms + timed_call(stream, line.problem, t, pick.solver);
     std::vector<double> steady;
     for (int i = 0; i < args.rounds; ++i) {
       start = Clock::now();
-      const auto* solver = tuner.pick(line.problem, device).solver;
+      const auto* solver = db ? pick.solver : tuner.pick(line.problem, device).solver;
       const double hit_ms = ms_since(start);
       steady.push_back(hit_ms + timed_call(stream, line.problem, t, solver));
     }
     const double m = median(steady);
     within += first <= 1.05 * m;
+    pick_fraction.push_back(pick_ms / m);
+    ratios.push_back(first / m);
     hits += pick.hit;
     const std::string name = line.tag.empty() ? line.problem.key() : line.tag;
-    table.add({name, std::string(pick.solver->name()), pick.hit ? tuning::to_string(pick.source) : "no",
+    table.add({name, std::string(pick.solver->name()), db ? "explicit" : pick.hit ? tuning::to_string(pick.source) : "no",
                fixed(first), fixed(pick_ms * 1000, 1), fixed(m), fixed(first / m, 3)});
     rows.push_back({{"problem", name}, {"solver", pick.solver->name()}, {"hit", pick.hit},
                     {"source", tuning::to_string(pick.source)}, {"first_ms", first}, {"pick_ms", pick_ms},
@@ -145,8 +162,10 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
     std::printf("%s\n", nlohmann::json({{"first_call", rows}}).dump(2).c_str());
   } else {
     table.print();
-    std::printf("%d/%zu problems: first call <= 1.05x steady state; %d/%zu picks were find-db hits\n", within,
-                lines.size(), hits, lines.size());
+    std::printf("%d/%zu problems: first call <= 1.05x steady state (median first/steady %.3f); %d/%zu picks were "
+                "find-db hits; the first pick costs a median %.2f%% (max %.2f%%) of the steady-state call\n",
+                within, lines.size(), median(ratios), hits, lines.size(), 100 * median(pick_fraction),
+                100 * *std::max_element(pick_fraction.begin(), pick_fraction.end()));
   }
   return 0;
 }
@@ -279,6 +298,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--budget-ms", args->budget_ms, "per problem: no more rounds after this (at least 5 rounds)");
   cmd->add_flag("--first-call", args->first_call,
                 "measure each problem's first call in this process against steady state (run after galley tune)");
+  cmd->add_flag("--explicit", args->explicit_solver,
+                "with --first-call: run the stored solver named explicitly (no tuner), the control");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { set_exit_code(run(*args)); });
 });
