@@ -23,7 +23,8 @@ inline std::optional<runtime::Device> first_device(const std::string& backend, s
   }
   why = backend + " backend: not reported";
   for (const auto& r : runtime::backend_reports()) {
-    if (r.name == backend) why = backend + " backend: " + (r.reason.empty() ? "no visible devices" : r.reason);
+    if (r.name == backend)
+      why = backend + " backend: " + (r.reason.empty() ? "no visible devices" : r.reason);
   }
   return std::nullopt;
 }

@@ -17,9 +17,11 @@ TEST(HipPlugin, ReportsWhyItHasNoDevices) {
     if (r.name == "hip") hip = &r;
   }
   ASSERT_NE(hip, nullptr) << "the registry must report the hip backend";
-  const std::filesystem::path built = std::filesystem::path(GALLEY_TEST_BIN_DIR) / ".." / "lib" / "libgalley_backend_hip.so";
+  const std::filesystem::path built =
+      std::filesystem::path(GALLEY_TEST_BIN_DIR) / ".." / "lib" / "libgalley_backend_hip.so";
   if (!hip->loaded && !std::filesystem::exists(built)) {
-    GTEST_SKIP() << "hip plugin not built in this tree (configure with the hip or all preset): " << hip->reason;
+    GTEST_SKIP() << "hip plugin not built in this tree (configure with the hip or all preset): "
+                 << hip->reason;
   }
   if (!hip->loaded && hip->reason.find("libamdhip64") != std::string::npos) {
     GTEST_SKIP() << "the HIP runtime library is not installed here: " << hip->reason;

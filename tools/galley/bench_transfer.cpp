@@ -188,10 +188,13 @@ std::string fixed(double value, int digits) {
 }
 
 int run_transfer(const TransferArgs& args) {
-  if (args.repeats < 1) throw Error(Status::invalid_argument, "--repeats must be >= 1, got " + std::to_string(args.repeats));
-  if (args.warmup < 0) throw Error(Status::invalid_argument, "--warmup must be >= 0, got " + std::to_string(args.warmup));
+  if (args.repeats < 1)
+    throw Error(Status::invalid_argument, "--repeats must be >= 1, got " + std::to_string(args.repeats));
+  if (args.warmup < 0)
+    throw Error(Status::invalid_argument, "--warmup must be >= 0, got " + std::to_string(args.warmup));
   const auto sizes = parse_sizes(args.sizes);
-  const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
+  const runtime::Device device =
+      args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const auto props = device.properties();
   runtime::Stream stream(device);
   std::vector<SizeReport> reports;
@@ -212,10 +215,9 @@ int run_transfer(const TransferArgs& args) {
       const Timing* memcpy_timing = find(r, "memcpy", "pageable");
       nlohmann::json copies = nlohmann::json::array();
       for (const auto& t : r.timings) {
-        nlohmann::json c = {{"copy", t.copy},           {"host_memory", t.host_memory},
-                            {"median_s", t.median_s},   {"min_s", t.min_s},
-                            {"max_s", t.max_s},         {"repeats", t.repeats},
-                            {"GBps", t.gbps()}};
+        nlohmann::json c = {
+            {"copy", t.copy},   {"host_memory", t.host_memory}, {"median_s", t.median_s}, {"min_s", t.min_s},
+            {"max_s", t.max_s}, {"repeats", t.repeats},         {"GBps", t.gbps()}};
         if (t.copy == "d2d") c["read_write_GBps"] = 2 * t.gbps();
         if (memcpy_timing != nullptr && t.copy != "memcpy") c["vs_memcpy"] = t.gbps() / memcpy_timing->gbps();
         copies.push_back(c);
@@ -227,16 +229,19 @@ int run_transfer(const TransferArgs& args) {
         {"device", device.name()},
         {"model", props.name},
         {"arch", props.arch},
-        {"method", "BW = bytes / (T_copy + T_sync): host steady_clock around copy + stream.synchronize(); median of "
-                   "repeats after warm-up; GB = 1e9 bytes"},
+        {"method",
+         "BW = bytes / (T_copy + T_sync): host steady_clock around copy + stream.synchronize(); median of "
+         "repeats after warm-up; GB = 1e9 bytes"},
         {"warmup", args.warmup},
         {"repeats", args.repeats},
         {"verified", all_verified},
         {"sizes", rows}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("galley bench transfer on %s (%s, %s): median of %d after %d warm-up, BW = bytes / (T_copy + T_sync)\n",
-                device.name().c_str(), props.name.c_str(), props.arch.c_str(), args.repeats, args.warmup);
+    std::printf(
+        "galley bench transfer on %s (%s, %s): median of %d after %d warm-up, BW = bytes / (T_copy + "
+        "T_sync)\n",
+        device.name().c_str(), props.name.c_str(), props.arch.c_str(), args.repeats, args.warmup);
     const bool cpu = device.is_cpu();
     std::vector<std::string> headers = {"size", "copy", "host memory", "median ms", "GB/s", "min-max GB/s"};
     if (cpu) headers.push_back("vs memcpy");
@@ -252,11 +257,17 @@ int run_transfer(const TransferArgs& args) {
       for (const auto& t : r.timings) {
         std::string gbps = fixed(t.gbps(), 1);
         if (t.copy == "d2d") gbps += " (" + fixed(2 * t.gbps(), 1) + " r+w)";
-        std::vector<std::string> row = {format_bytes(r.bytes), t.copy, t.host_memory.empty() ? "-" : t.host_memory,
-                                        fixed(t.median_s * 1e3, 3), gbps,
+        std::vector<std::string> row = {format_bytes(r.bytes),
+                                        t.copy,
+                                        t.host_memory.empty() ? "-" : t.host_memory,
+                                        fixed(t.median_s * 1e3, 3),
+                                        gbps,
                                         fixed(static_cast<double>(t.bytes) / t.max_s / 1e9, 1) + "-" +
                                             fixed(static_cast<double>(t.bytes) / t.min_s / 1e9, 1)};
-        if (cpu) row.push_back(memcpy_timing != nullptr && t.copy != "memcpy" ? fixed(t.gbps() / memcpy_timing->gbps(), 2) + "x" : "");
+        if (cpu)
+          row.push_back(memcpy_timing != nullptr && t.copy != "memcpy"
+                            ? fixed(t.gbps() / memcpy_timing->gbps(), 2) + "x"
+                            : "");
         table.add(row);
       }
     }
@@ -270,9 +281,11 @@ const bool registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<TransferArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "transfer", "Copy bandwidth: H2D/D2H from pageable and pinned memory, D2D (and memcpy on cpu)");
-  cmd->add_option("--device", args->device, "device (cpu, cuda:0, hip:0); default GALLEY_DEVICE or the first GPU");
+  cmd->add_option("--device", args->device,
+                  "device (cpu, cuda:0, hip:0); default GALLEY_DEVICE or the first GPU");
   cmd->add_option("--sizes", args->sizes, "comma list of copy sizes (64M, 256M, 1G)")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "timed repeats per copy; the median is reported")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "timed repeats per copy; the median is reported")
+      ->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "untimed runs before the repeats")->capture_default_str();
   cmd->add_flag("--json", args->json, "JSON for machines");
   cmd->callback([args] { set_exit_code(run_transfer(*args)); });

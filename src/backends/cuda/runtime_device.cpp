@@ -97,7 +97,8 @@ runtime::DeviceProperties GpuDevice::properties() {
   p.memory_clock_mhz = attribute(cudaDevAttrMemoryClockRate, index_) / 1000;
   p.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
   p.driver_version = version_text(cudaDriverGetVersion);
-  if (const std::string detail = vendor::driver_detail(); !detail.empty()) p.driver_version += " (" + detail + ")";
+  if (const std::string detail = vendor::driver_detail(); !detail.empty())
+    p.driver_version += " (" + detail + ")";
   p.runtime_version = version_text(cudaRuntimeGetVersion);
   p.built_for = built_for();
   return p;
@@ -113,8 +114,8 @@ runtime::MemoryInfo GpuDevice::memory_info() {
 void* GpuDevice::raw_alloc(std::size_t bytes) {
   DeviceGuard guard(index_);
   void* ptr = nullptr;
-  check(cudaMalloc(&ptr, bytes), "Malloc", name_ + ", " + std::to_string(bytes) + " bytes (" +
-                                               format_bytes(bytes) + ")");
+  check(cudaMalloc(&ptr, bytes), "Malloc",
+        name_ + ", " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) + ")");
   return ptr;
 }
 
@@ -176,7 +177,9 @@ void GpuDevice::release_staging() noexcept {
 
 std::vector<std::string> GpuDevice::readiness() {
   std::vector<std::string> lines;
-  const auto verdict = [](bool ok, const std::string& why) { return ok ? std::string(": ok") : ": FAIL (" + why + ")"; };
+  const auto verdict = [](bool ok, const std::string& why) {
+    return ok ? std::string(": ok") : ": FAIL (" + why + ")";
+  };
 
   // Runtime: a context can be made on the device (fails on a busy exclusive-mode or faulty GPU).
   int previous = 0;
@@ -202,7 +205,8 @@ std::vector<std::string> GpuDevice::readiness() {
   if (probe != cudaSuccess) (void)cudaGetLastError();
   std::string why;
   if (!covered) why = "no machine code for " + arch + "; rebuild with it in the plugin's arch list";
-  if (probe != cudaSuccess) why += (why.empty() ? "" : "; ") + std::string("probe kernel: ") + error_text(probe);
+  if (probe != cudaSuccess)
+    why += (why.empty() ? "" : "; ") + std::string("probe kernel: ") + error_text(probe);
   lines.push_back("built for " + join(arches, ",") + ", device " + arch + verdict(why.empty(), why));
 
   // Driver: the runtime works with any driver of its major version or newer.
@@ -213,7 +217,8 @@ std::vector<std::string> GpuDevice::readiness() {
   const bool driver_ok = vendor::version_major(driver) >= vendor::version_major(runtime);
   lines.push_back(std::string(vendor::kRuntimeName) + " runtime " + vendor::format_version(runtime) +
                   " needs driver >= " + std::to_string(vendor::version_major(runtime)) + ".0, driver " +
-                  vendor::format_version(driver) + verdict(driver_ok, "update the " + std::string(vendor::kVendor) + " driver"));
+                  vendor::format_version(driver) +
+                  verdict(driver_ok, "update the " + std::string(vendor::kVendor) + " driver"));
 
   // Libraries the plugin links (cuBLAS, cuDNN...).
   for (auto& line : library_readiness()) lines.push_back(std::move(line));

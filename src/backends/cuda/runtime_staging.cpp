@@ -140,8 +140,8 @@ void StagingPool::d2h(void* dst, const void* src, std::size_t bytes, cudaStream_
 void StagingPool::copy(Direction direction, char* device, char* host, std::size_t bytes,
                        cudaStream_t stream) {
   std::lock_guard copy_lock(copy_mutex_);
-  const std::string where = device_name(device_) + ", staged pageable copy of " + std::to_string(bytes) +
-                            " bytes";
+  const std::string where =
+      device_name(device_) + ", staged pageable copy of " + std::to_string(bytes) + " bytes";
   // Pieces small enough that every worker gets some, big enough that per-piece calls stay cheap.
   const std::size_t workers = static_cast<std::size_t>(workers_.size());
   constexpr std::size_t kGrain = std::size_t{64} << 10;

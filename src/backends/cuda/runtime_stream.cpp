@@ -72,7 +72,9 @@ bool GpuEvent::query() {
   return true;
 }
 
-void GpuEvent::synchronize() { check(cudaEventSynchronize(event_), "EventSynchronize", device_name(device_)); }
+void GpuEvent::synchronize() {
+  check(cudaEventSynchronize(event_), "EventSynchronize", device_name(device_));
+}
 
 float GpuEvent::elapsed_ms_since(runtime::EventImpl& start) {
   float ms = 0.0f;
@@ -128,7 +130,8 @@ GpuStream::GpuStream(GpuDevice& device) : device_(device) {
 GpuStream::~GpuStream() {
   if (capturing_) {
     cudaGraph_t graph = nullptr;
-    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) (void)cudaGraphDestroy(graph);
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr)
+      (void)cudaGraphDestroy(graph);
   }
   // The driver releases the stream once its queued work is done. One-shot host tasks still
   // queued own themselves; captured ones die with their graph (never launched here).
@@ -222,7 +225,8 @@ void GpuStream::host_task(std::function<void()> fn) {
     task->slot_mutex = capture_slot_mutex_;
   }
   DeviceGuard guard(device_.index());
-  check(vendor::launch_host_func<run_host_task>(stream_, task.get()), "LaunchHostFunc", device_.name() + " host_task");
+  check(vendor::launch_host_func<run_host_task>(stream_, task.get()), "LaunchHostFunc",
+        device_.name() + " host_task");
   if (capturing_) {
     captured_tasks_.push_back(std::move(task));
   } else {
@@ -237,7 +241,8 @@ void GpuStream::record(runtime::EventImpl& event) {
 
 void GpuStream::wait(runtime::EventImpl& event) {
   DeviceGuard guard(device_.index());
-  check(cudaStreamWaitEvent(stream_, gpu_event(event, "wait").native(), 0), "StreamWaitEvent", device_.name());
+  check(cudaStreamWaitEvent(stream_, gpu_event(event, "wait").native(), 0), "StreamWaitEvent",
+        device_.name());
 }
 
 void GpuStream::rethrow_task_error() {
@@ -246,8 +251,8 @@ void GpuStream::rethrow_task_error() {
 
 void GpuStream::synchronize() {
   if (capturing_) {
-    throw Error(Status::invalid_argument, "synchronize: " + device_.name() +
-                                              " stream is capturing a graph; call end_capture() first");
+    throw Error(Status::invalid_argument,
+                "synchronize: " + device_.name() + " stream is capturing a graph; call end_capture() first");
   }
   check(cudaStreamSynchronize(stream_), "StreamSynchronize", device_.name());
   rethrow_task_error();
@@ -261,7 +266,9 @@ bool GpuStream::query() {
 }
 
 void GpuStream::begin_capture() {
-  if (capturing_) throw Error(Status::invalid_argument, "begin_capture: " + device_.name() + " stream is already capturing");
+  if (capturing_)
+    throw Error(Status::invalid_argument,
+                "begin_capture: " + device_.name() + " stream is already capturing");
   DeviceGuard guard(device_.index());
   // Relaxed: the caching allocator may cudaMalloc from this thread while a capture is open.
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "StreamBeginCapture", device_.name());
@@ -271,7 +278,8 @@ void GpuStream::begin_capture() {
 }
 
 std::unique_ptr<runtime::GraphImpl> GpuStream::end_capture() {
-  if (!capturing_) throw Error(Status::invalid_argument, "end_capture: " + device_.name() + " stream is not capturing");
+  if (!capturing_)
+    throw Error(Status::invalid_argument, "end_capture: " + device_.name() + " stream is not capturing");
   capturing_ = false;
   auto tasks = std::move(captured_tasks_);
   captured_tasks_.clear();

@@ -27,7 +27,7 @@ struct ErrorSlot {
 /// themselves after running; payloads captured in a graph live as long as the graph.
 struct HostTask {
   std::function<void()> fn;
-  std::shared_ptr<ErrorSlot> slot;     // stream whose synchronize() reports a failure
+  std::shared_ptr<ErrorSlot> slot;         // stream whose synchronize() reports a failure
   std::shared_ptr<std::mutex> slot_mutex;  // guards `slot` while a graph rebinds it on replay
   bool one_shot = true;
 };

@@ -62,12 +62,15 @@ inline PointerKind pointer_kind(const void* ptr, int* device = nullptr) {
     return PointerKind::pageable;
   }
   switch (attributes.type) {
-    case cudaMemoryTypeHost: return PointerKind::pinned;
+    case cudaMemoryTypeHost:
+      return PointerKind::pinned;
     case cudaMemoryTypeDevice:
       if (device != nullptr) *device = attributes.device;
       return PointerKind::device;
-    case cudaMemoryTypeManaged: return PointerKind::device;
-    default: return PointerKind::pageable;
+    case cudaMemoryTypeManaged:
+      return PointerKind::device;
+    default:
+      return PointerKind::pageable;
   }
 }
 
@@ -81,7 +84,8 @@ inline std::string driver_detail() {
   if (at == std::string::npos) return "";
   std::istringstream words(line.substr(at));
   for (std::string word; words >> word;) {
-    if (!word.empty() && std::isdigit(static_cast<unsigned char>(word[0])) && word.find('.') != std::string::npos) {
+    if (!word.empty() && std::isdigit(static_cast<unsigned char>(word[0])) &&
+        word.find('.') != std::string::npos) {
       return "kernel module " + word;
     }
   }
@@ -98,8 +102,9 @@ inline cudaError_t launch_host_func(cudaStream_t stream, void* data) {
 inline std::string no_device_summary(cudaError_t error, int driver_version, int runtime_version) {
   if (error == cudaErrorInsufficientDriver) {
     if (driver_version == 0) return "no NVIDIA driver found (libcuda.so.1 could not be loaded)";
-    return "NVIDIA driver too old: CUDA runtime " + format_version(runtime_version) + " needs driver >= " +
-           std::to_string(version_major(runtime_version)) + ".0, driver " + format_version(driver_version);
+    return "NVIDIA driver too old: CUDA runtime " + format_version(runtime_version) +
+           " needs driver >= " + std::to_string(version_major(runtime_version)) + ".0, driver " +
+           format_version(driver_version);
   }
   if (error == cudaErrorNoDevice || error == cudaSuccess) return "no NVIDIA GPU found";
   return "CUDA unavailable";

@@ -37,10 +37,12 @@ std::vector<std::string> library_readiness() {
   std::string why;
   if (cudnn_major != CUDNN_MAJOR) why = "plugin built against cuDNN " + std::to_string(CUDNN_MAJOR);
   if (cudnn_cuda_major != runtime_major) {
-    why += (why.empty() ? "" : "; ") + std::string("cuDNN built for CUDA ") + std::to_string(cudnn_cuda_major);
+    why +=
+        (why.empty() ? "" : "; ") + std::string("cuDNN built for CUDA ") + std::to_string(cudnn_cuda_major);
   }
-  lines.push_back("cuDNN " + three_part(cudnn, 10000, 100) + " (built against " + std::to_string(CUDNN_MAJOR) +
-                  "." + std::to_string(CUDNN_MINOR) + ")" + (why.empty() ? ": ok" : ": FAIL (" + why + ")"));
+  lines.push_back("cuDNN " + three_part(cudnn, 10000, 100) + " (built against " +
+                  std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + ")" +
+                  (why.empty() ? ": ok" : ": FAIL (" + why + ")"));
   return lines;
 }
 

@@ -8,8 +8,8 @@
 #error "include backends/gpu/vendor.hpp instead"
 #endif
 
-#include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
 
 #include <fstream>
 #include <string>
