@@ -15,9 +15,11 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace galley::backends::cpu {
 
-// Measured on the 2-core Zen 5 (bench/RESULTS.md, "OpenBLAS threading"): splitting over the pool
-// with single-threaded OpenBLAS was faster end to end (geomean of own best 121.6 vs 110.4 GFLOP/s,
-// im2col_gemm 103 vs 77): each worker's im2col buffer stays in its core's cache, the small-plane
+// Measured on the 2-core Zen 5 (bench/RESULTS.md, "OpenBLAS threading"): on bare GEMMs the two
+// ways tie (geomean 0.96), but end to end over the 27 benchmark problems splitting over the pool
+// with single-threaded OpenBLAS won in both of two alternating runs (own best / oneDNN-AVX2
+// blocked 0.85 and 0.77, against 0.74 and 0.72 with OpenBLAS's threads; im2col_gemm 120 and 105
+// GFLOP/s against 90 and 83): each worker's im2col buffer stays in its core's cache, the 7x7-plane
 // GEMMs split over rows of W, and OpenBLAS's idle workers, which spin for up to 2^28 cycles after
 // a threaded call, never fight the pool for the cores. Build with -DGALLEY_CPU_BLAS_THREADED to
 // measure the other way.
