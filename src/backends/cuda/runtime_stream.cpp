@@ -133,8 +133,10 @@ GpuStream::~GpuStream() {
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr)
       (void)cudaGraphDestroy(graph);
   }
-  // The driver releases the stream once its queued work is done. One-shot host tasks still
-  // queued own themselves; captured ones die with their graph (never launched here).
+  // Wait for queued work first: the caching allocator keys cached blocks by StreamImpl address, so
+  // a new stream created at this address must not inherit blocks that this stream's pending work
+  // still uses. One-shot host tasks own themselves; captured ones die with their graph.
+  (void)cudaStreamSynchronize(stream_);
   (void)cudaStreamDestroy(stream_);
 }
 
