@@ -247,17 +247,22 @@ TEST(Tuner, TimeBoxBoundsTuning) {
   auto options = options_in(dir.path(), FindMode::hybrid, {kSleepy});
   auto start = std::chrono::steady_clock::now();
   const TuneResult unboxed = Tuner(options).tune(small_problem(15), cpu());
-  EXPECT_GE(elapsed_ms(start), 7 * 40);
+  const double unboxed_ms = elapsed_ms(start);
+  EXPECT_GE(unboxed_ms, 7 * 40);
   EXPECT_FALSE(unboxed.time_box_hit);
-  // Boxed at 100 ms: overrun by at most the run in flight (40 ms), plus setup on a loaded machine.
+  // Boxed at 100 ms: overrun by at most the run in flight (40 ms), plus setup. The slack is wide
+  // because CI runs tests two at a time on two cores; the box must still cut the unboxed time.
   options.find.time_box_ms = 100;
   start = std::chrono::steady_clock::now();
   const TuneResult boxed = Tuner(options).tune(small_problem(15), cpu());
-  EXPECT_LT(elapsed_ms(start), 100 + 40 + 150);
+  const double boxed_ms = elapsed_ms(start);
+  EXPECT_LT(boxed_ms, 100 + 40 + 400);
+  EXPECT_LT(boxed_ms, unboxed_ms);
   EXPECT_TRUE(boxed.time_box_hit);
   ASSERT_EQ(boxed.ranked.size(), 1u);
   EXPECT_EQ(boxed.ranked[0].solver, kSleepy);
-  EXPECT_NEAR(boxed.ranked[0].ms, 40, 30);
+  EXPECT_GE(boxed.ranked[0].ms, 35);  // a 40 ms sleep never measures much less
+  EXPECT_LT(boxed.ranked[0].ms, 400);
 }
 
 TEST(Tuner, TinyTimeBoxStillAnswers) {
