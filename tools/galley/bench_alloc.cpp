@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "command.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
@@ -36,12 +37,6 @@ struct SizeResult {
   int hit_iterations = 0;
   int miss_iterations = 0;
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -95,34 +90,10 @@ SizeResult bench_size(const runtime::Device& device, runtime::Stream& stream, st
   return r;
 }
 
-std::vector<std::size_t> parse_sizes(const std::string& text) {
-  std::vector<std::size_t> sizes;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    auto comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(start, comma - start);
-    start = comma + 1;
-    if (item.empty()) continue;
-    const auto bytes = parse_bytes(item);
-    if (bytes == 0)
-      throw Error(Status::invalid_argument, "--sizes: size 0 ('" + item + "') cannot be benchmarked");
-    sizes.push_back(bytes);
-  }
-  if (sizes.empty()) throw Error(Status::invalid_argument, "--sizes '" + text + "' names no size");
-  return sizes;
-}
-
-std::string fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
 int run_alloc_bench(const AllocBenchArgs& args) {
   if (args.repeats < 1)
     throw Error(Status::invalid_argument, "--repeats must be >= 1, not " + std::to_string(args.repeats));
-  const auto sizes = parse_sizes(args.sizes);
+  const auto sizes = parse_size_list(args.sizes);
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   runtime::Stream stream(device);

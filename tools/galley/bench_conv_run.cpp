@@ -1,4 +1,5 @@
 #include "bench_conv_run.hpp"
+#include "bench_stats.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -12,12 +13,6 @@
 
 namespace galley::cli {
 namespace {
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 struct DeviceData {
   memory::Buffer x, w, y;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "command.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
@@ -66,18 +67,6 @@ class DeviceMemory {
   runtime::Device device_;
   void* ptr_;
 };
-
-std::vector<std::size_t> parse_sizes(const std::string& text) {
-  std::vector<std::size_t> sizes;
-  std::stringstream list(text);
-  for (std::string item; std::getline(list, item, ',');) {
-    const std::size_t bytes = parse_bytes(item);
-    if (bytes == 0) throw Error(Status::invalid_argument, "--sizes: '" + item + "' is zero bytes");
-    sizes.push_back(bytes);
-  }
-  if (sizes.empty()) throw Error(Status::invalid_argument, "--sizes is empty (example: 64M,256M,1G)");
-  return sizes;
-}
 
 // Distinct, non-zero bytes, so a copy that moved nothing or the wrong range cannot pass.
 void fill_pattern(void* data, std::size_t bytes, std::uint64_t seed) {
@@ -181,18 +170,12 @@ const Timing* find(const SizeReport& r, const std::string& copy, const std::stri
   return nullptr;
 }
 
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
 int run_transfer(const TransferArgs& args) {
   if (args.repeats < 1)
     throw Error(Status::invalid_argument, "--repeats must be >= 1, got " + std::to_string(args.repeats));
   if (args.warmup < 0)
     throw Error(Status::invalid_argument, "--warmup must be >= 0, got " + std::to_string(args.warmup));
-  const auto sizes = parse_sizes(args.sizes);
+  const auto sizes = parse_size_list(args.sizes);
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const auto props = device.properties();

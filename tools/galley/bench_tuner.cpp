@@ -19,6 +19,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "bench_stats.hpp"
 #include "command.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
@@ -49,19 +50,6 @@ struct Line {
 };
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-std::string fixed(double v, int digits = 3) {
-  if (std::isnan(v)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
 
 std::vector<Line> read_lines(const Args& args) {
   std::ifstream in(args.file);

@@ -1,0 +1,41 @@
+#include "bench_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "galley/core/error.hpp"
+#include "galley/core/units.hpp"
+
+namespace galley::cli {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string fixed(double value, int digits) {
+  if (std::isnan(value)) return "-";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+std::vector<std::size_t> parse_size_list(const std::string& text, const std::string& option) {
+  std::vector<std::size_t> sizes;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item.empty()) continue;
+    const std::size_t bytes = parse_bytes(item);
+    if (bytes == 0) throw Error(Status::invalid_argument, option + ": '" + item + "' is zero bytes");
+    sizes.push_back(bytes);
+  }
+  if (sizes.empty())
+    throw Error(Status::invalid_argument, option + " '" + text + "' names no size (example: 64M,256M,1G)");
+  return sizes;
+}
+
+}  // namespace galley::cli
