@@ -5,7 +5,9 @@ namespace galley::backends::cuda {
 
 void register_vendor_conv_solvers() {
   // Between the specialised own solvers (depthwise 10, grouped 11) and the implicit GEMMs (30, 50):
-  // cuDNN is the usual first choice when nothing has been measured yet.
+  // cuDNN is the usual first choice when nothing has been measured yet; its graph API (19) reaches
+  // engines the legacy API (20) does not.
+  dnn::register_conv_solver("cuda", 19, make_cudnn_graph_conv_solver());
   dnn::register_conv_solver("cuda", 20, make_cudnn_conv_solver());
   dnn::register_conv_solver("cuda", 40, make_cublas_gemm_conv_solver());
 }

@@ -6,6 +6,8 @@
 // step, a 4-stage cp.async pipeline in XOR-swizzled shared memory, ldmatrix and mma.sync m16n8k16.
 // "vec" mode needs cg % 8 == 0; otherwise each element is gathered with scalar loads (the
 // first layer of a network, c = 3). Split-K writes fp32 partials to a workspace.
+// kNchwOut (gpu.conv.igemm_tc_nchw) writes y as NCHW: the same GEMM, with the epilogue's tile
+// transposed in shared memory so each channel's pixel run leaves as 16-byte stores.
 //
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
 #include <atomic>
@@ -40,7 +42,7 @@ __device__ __forceinline__ unsigned swz(int row, int chunk) {
   return unsigned(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
 }
 
-template <typename T, bool kVec, int BM, int BN, int WARPS_N>
+template <typename T, bool kVec, int BM, int BN, int WARPS_N, bool kNchwOut>
 __global__ void __launch_bounds__(64 * WARPS_N)
     igemm_tc_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                     float* __restrict__ partial, int splits) {
@@ -205,9 +207,58 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   }
   mma::cp_async_wait<0>();
 
+  if constexpr (kNchwOut) {
+    if (splits == 1) {
+      // NCHW: the tile goes to shared memory transposed ([BN channels][BM pixels]); a channel's
+      // pixels are contiguous in y, so 8 of them leave as one 16-byte store when p*q % 8 == 0
+      // (then a run of 8 never crosses an image). kLdT keeps rows 16-byte aligned, and the
+      // fragment writes (rows lane/4, columns 2*(lane%4)) land on 16 distinct banks.
+      constexpr int kLdT = BM + 8;
+      static_assert(BN * kLdT * 2 <= kStages * kStageBytes, "epilogue tile must fit the pipeline buffers");
+      __syncthreads();  // every warp is done reading the stages
+      std::uint16_t* t16 = reinterpret_cast<std::uint16_t*>(smem);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int col = warp_n * WN + nt * 8 + (lane & 3) * 2;
+            t16[col * kLdT + row] = bits16(from_f32<T>(acc[mt][nt][half * 2]));
+            t16[(col + 1) * kLdT + row] = bits16(from_f32<T>(acc[mt][nt][half * 2 + 1]));
+          }
+        }
+      __syncthreads();
+      std::uint16_t* y16 = reinterpret_cast<std::uint16_t*>(y);
+      if (PQ % 8 == 0) {
+        constexpr int kChunksPerCol = BM / 8;
+        for (int idx = tid; idx < BN * kChunksPerCol; idx += kThreads) {
+          const int col = idx / kChunksPerCol, rc = idx - col * kChunksPerCol;
+          const int pix = m0 + rc * 8, kk = n0 + col;
+          if (pix < pixels && kk < cp.kg) {
+            const int nn = pix / PQ, pq = pix - nn * PQ;
+            *reinterpret_cast<uint4*>(y16 + (std::int64_t(nn) * cp.k + g * cp.kg + kk) * PQ + pq) =
+                *reinterpret_cast<const uint4*>(t16 + col * kLdT + rc * 8);
+          }
+        }
+      } else {
+        for (int idx = tid; idx < BN * BM; idx += kThreads) {
+          const int col = idx / BM, row = idx - col * BM;
+          const int pix = m0 + row, kk = n0 + col;
+          if (pix < pixels && kk < cp.kg) {
+            const int nn = pix / PQ, pq = pix - nn * PQ;
+            y16[(std::int64_t(nn) * cp.k + g * cp.kg + kk) * PQ + pq] = t16[col * kLdT + row];
+          }
+        }
+      }
+      return;
+    }
+  }
+
   // Epilogue through shared memory when the output tile can leave as 16-byte rows: each lane's
   // fragments are scattered 4-byte pieces, which would half-fill 32-byte sectors.
-  if (splits == 1 && cp.kg % 8 == 0) {
+  if (!kNchwOut && splits == 1 && cp.kg % 8 == 0) {
     constexpr int kLd = BN + 8;  // halves; +16 bytes per row keeps the fragment writes conflict-free
     static_assert(BM * kLd * 2 <= kStages * kStageBytes, "epilogue tile must fit the pipeline buffers");
     __syncthreads();  // every warp is done reading the stages
@@ -236,37 +287,41 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   }
 
   // General epilogue: acc[mt][nt] holds rows lane/4 (+8) and columns 2*(lane%4) (+1) of its 16x8 tile.
+  // With kNchwOut (split-K partials here) the next channel is p*q elements on, not 1.
   const std::int64_t y_elems = std::int64_t(pixels) * cp.k;
-  const bool pairs = (cp.k % 2 == 0) && (cp.kg % 2 == 0);
+  const bool pairs = !kNchwOut && (cp.k % 2 == 0) && (cp.kg % 2 == 0);
+  const std::int64_t col_step = kNchwOut ? PQ : 1;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int pix = m0 + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
       if (pix >= pixels) continue;
+      const int nn = pix / PQ, pq = pix - nn * PQ;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = n0 + warp_n * WN + nt * 8 + (lane & 3) * 2;
         if (col >= cp.kg) continue;
-        const std::int64_t idx = std::int64_t(pix) * cp.k + g * cp.kg + col;
+        const std::int64_t idx = kNchwOut ? (std::int64_t(nn) * cp.k + g * cp.kg + col) * PQ + pq
+                                          : std::int64_t(pix) * cp.k + g * cp.kg + col;
         const float v0 = acc[mt][nt][half * 2], v1 = acc[mt][nt][half * 2 + 1];
         const bool both = col + 1 < cp.kg;
         if (splits > 1) {
           float* dst = partial + split * y_elems + idx;
           dst[0] = v0;
-          if (both) dst[1] = v1;
+          if (both) dst[col_step] = v1;
         } else if (pairs && both) {
           *reinterpret_cast<std::uint32_t*>(y + idx) = pack2<T>(v0, v1);
         } else {
           y[idx] = from_f32<T>(v0);
-          if (both) y[idx + 1] = from_f32<T>(v1);
+          if (both) y[idx + col_step] = from_f32<T>(v1);
         }
       }
     }
   }
 }
 
-template <typename T, bool kVec>
+template <typename T, bool kVec, bool kNchwOut>
 void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* w, T* y, float* partial,
                GpuStream stream) {
   const dim3 grid(ceil_div(p.pixels(), plan.bm), ceil_div(p.kg, plan.bn), p.groups * plan.splits);
@@ -286,11 +341,11 @@ void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* 
     kernel<<<grid, 32 * t.warps, smem, stream>>>(p, x, w, y, partial, plan.splits);
   };
   switch (plan.tile) {
-    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2>, 0); break;
-    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2>, 1); break;
-    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2>, 2); break;
-    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4>, 3); break;
-    default: run(igemm_tc_kernel<T, kVec, 128, 64, 4>, 4); break;
+    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2, kNchwOut>, 0); break;
+    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2, kNchwOut>, 1); break;
+    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2, kNchwOut>, 2); break;
+    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4, kNchwOut>, 3); break;
+    default: run(igemm_tc_kernel<T, kVec, 128, 64, 4, kNchwOut>, 4); break;
   }
 }
 
@@ -349,9 +404,12 @@ IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
 #endif
 }
 
-void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
-                          void* workspace, void* stream) {
 #if GALLEY_GPU_MMA
+namespace {
+
+template <bool kNchwOut>
+void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y, void* workspace,
+                   void* stream) {
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.igemm_tc: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
@@ -364,17 +422,39 @@ void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void
     auto xt = static_cast<const __half*>(x);
     auto wt = static_cast<const __half*>(w);
     auto yt = static_cast<__half*>(y);
-    vec ? launch_tc<__half, true>(p, plan, xt, wt, yt, partial, s) : launch_tc<__half, false>(p, plan, xt, wt, yt, partial, s);
+    vec ? launch_tc<__half, true, kNchwOut>(p, plan, xt, wt, yt, partial, s)
+        : launch_tc<__half, false, kNchwOut>(p, plan, xt, wt, yt, partial, s);
   } else {
     auto xt = static_cast<const bf16_t*>(x);
     auto wt = static_cast<const bf16_t*>(w);
     auto yt = static_cast<bf16_t*>(y);
-    vec ? launch_tc<bf16_t, true>(p, plan, xt, wt, yt, partial, s) : launch_tc<bf16_t, false>(p, plan, xt, wt, yt, partial, s);
+    vec ? launch_tc<bf16_t, true, kNchwOut>(p, plan, xt, wt, yt, partial, s)
+        : launch_tc<bf16_t, false, kNchwOut>(p, plan, xt, wt, yt, partial, s);
   }
   check_launch("gpu.conv.igemm_tc");
+  // Partials are in y's layout (NHWC, or NCHW with kNchwOut), so the reduction is elementwise.
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
+}
+
+}  // namespace
+#endif  // GALLEY_GPU_MMA
+
+void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                          void* workspace, void* stream) {
+#if GALLEY_GPU_MMA
+  launch_tc_any<false>(p, plan, x, w, y, workspace, stream);
 #else
   launch_conv_igemm_f32(p, plan, x, w, y, workspace, stream);
+#endif
+}
+
+void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                                   void* workspace, void* stream) {
+#if GALLEY_GPU_MMA
+  launch_tc_any<true>(p, plan, x, w, y, workspace, stream);
+#else
+  (void)p, (void)plan, (void)x, (void)w, (void)y, (void)workspace, (void)stream;
+  throw Error(Status::unsupported, "gpu.conv.igemm_tc: the NCHW-output kernel needs mma.sync (CUDA)");
 #endif
 }
 

@@ -74,6 +74,16 @@ void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void
 /// True when this build has the mma.sync tensor-core kernels (CUDA); false on HIP, where
 /// launch_conv_igemm_tc runs the SIMT implicit GEMM instead.
 bool igemm_tc_has_mma();
+/// The tensor-core kernel of launch_conv_igemm_tc (x NHWC, w KRSC, `p` an NHWC view) writing y as
+/// NCHW; split-K partials are NCHW too. CUDA only (throws Error(unsupported) on HIP).
+void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                                   void* y, void* workspace, void* stream);
+/// gpu.conv.igemm_tc_nchw: f16/bf16 NCHW through the tensor-core kernel, x (and w unless 1x1)
+/// transposed into the workspace first. The plan's workspace_bytes covers the transposed copies
+/// and the split-K partials. On HIP: the SIMT implicit GEMM on the NCHW tensors directly.
+IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count);
+void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                               void* workspace, void* stream);
 /// Sums `splits` fp32 partial outputs laid out back to back into y (converted to p.dtype).
 void launch_splitk_reduce(const ConvParams& p, int splits, const float* partial, void* y, void* stream);
 /// im2col for GEMM-based solvers. nchw: col[n][c*r*s][p*q]; nhwc: col[n*p*q][r*s*c]. groups == 1.

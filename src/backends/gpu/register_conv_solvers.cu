@@ -2,7 +2,8 @@
 // and register_gpu_conv_solvers(), which each GPU plugin calls once while it loads.
 //
 // List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
-//   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   50 gpu.conv.igemm_f32
+//   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   31 gpu.conv.igemm_tc_nchw
+//   50 gpu.conv.igemm_f32
 //   90 gpu.conv.direct (claims everything: the GPU list's last entry)
 #include <functional>
 #include <map>
@@ -198,6 +199,39 @@ class IgemmTcSolver final : public GpuSolver {
   }
 };
 
+class IgemmTcNchwSolver final : public GpuSolver {
+ public:
+  explicit IgemmTcNchwSolver(std::string backend) : GpuSolver("gpu.conv.igemm_tc_nchw", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
+    if (p.layout != dnn::Layout::nchw) return Applicability::no("needs nchw layout (nhwc: gpu.conv.igemm_tc)");
+    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
+    if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
+      return Applicability::no("needs sm_80 or newer for mma.sync");
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_igemm_tc_nchw(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = plan_igemm_tc_nchw(cp, device_info(stream.device()).sm_count);
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_igemm_tc_nchw(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = plan_igemm_tc_nchw(cp, device_info(device).sm_count);
+    if (!igemm_tc_has_mma()) return "SIMT fp32 fallback on nchw (no MFMA path yet), " + plan.describe();
+    return std::string("x to nhwc") + (cp.r * cp.s > 1 ? ", w to krsc" : "") +
+           " in the workspace, mma.sync m16n8k16, nchw epilogue, " + plan.describe() +
+           (cp.cg % 8 == 0 ? "" : ", scalar gather");
+  }
+};
+
 }  // namespace
 }  // namespace galley::backends::gpu
 
@@ -214,6 +248,7 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 10, std::make_unique<DepthwiseSolver>(b));
   dnn::register_conv_solver(backend, 11, std::make_unique<GroupedSolver>(b));
   dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
+  dnn::register_conv_solver(backend, 31, std::make_unique<IgemmTcNchwSolver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
 }

@@ -6,7 +6,7 @@
 
 namespace galley::backends::gpu {
 
-/// Adds gpu.conv.depthwise, grouped, igemm_tc, igemm_f32 and direct to `backend`'s list ("cuda" or
+/// Adds gpu.conv.depthwise, grouped, igemm_tc(_nchw), igemm_f32 and direct to `backend`'s list ("cuda" or
 /// "hip"). Throws Error if they are already registered there.
 void register_gpu_conv_solvers(std::string_view backend);
 

@@ -1,0 +1,543 @@
+// cuda.conv.cudnn_graph: cuDNN 9's backend (graph) API, called directly. The legacy API behind
+// cuda.conv.cudnn (cudnnFind) does not reach the engines PyTorch reaches through this API, which
+// were 2-4x faster on the H200 for f16/bf16 (bench/RESULTS.md, "GPU convolution").
+//
+// Per (device, problem key), once: a one-node operation graph (conv forward; NCHW or NHWC is only
+// a matter of strides), engine configs from heuristics mode A topped up from the fallback list,
+// filtered by their notes, finalized into execution plans (up to kMaxCandidates); then, on the
+// first workspace_bytes() or run(), each plan is timed on scratch buffers and the fastest is kept.
+// workspace_bytes() is that plan's workspace, so it is exact for what run() executes.
+//
+// Notes filter: f32 refuses tensor-core / down-converting engines (TF32 would make comparisons with
+// TF32-off peers unfair); every dtype refuses reduced-precision reduction (the issue wants fp32
+// accumulation) and runtime-compiled engines (an NVRTC compile per problem costs seconds).
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/runtime_check.hpp"
+#include "backends/gpu/conv_params.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+
+namespace galley::backends::cuda {
+namespace {
+
+using dnn::Applicability;
+using dnn::ConvProblem;
+
+constexpr const char* kName = "cuda.conv.cudnn_graph";
+constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
+constexpr int kMaxCandidates = 8;
+constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+constexpr std::int64_t kAlignment = 16;  // bytes; run() checks the pointers
+
+std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
+
+void check_cudnn(cudnnStatus_t status, const std::string& call) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + status_text(status));
+}
+
+void check_cuda(cudaError_t error, const std::string& call) {
+  if (error != cudaSuccess)
+    throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + cudaGetErrorString(error));
+}
+
+// The handle attributes are deprecated in cuDNN 9.19 in favour of device-property descriptors, but
+// they are what every 9.x release accepts; keep the warning local.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+constexpr cudnnBackendAttributeName_t kGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+/// One backend descriptor, destroyed with its owner (move-only).
+class Desc {
+ public:
+  Desc() = default;
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    check_cudnn(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
+  }
+  ~Desc() {
+    if (d_) (void)cudnnBackendDestroyDescriptor(d_);
+  }
+  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  Desc& operator=(Desc&& o) noexcept {
+    if (this != &o) {
+      if (d_) (void)cudnnBackendDestroyDescriptor(d_);
+      d_ = std::exchange(o.d_, nullptr);
+    }
+    return *this;
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  /// Gives up ownership without destroying (cached plans at process exit, see ~GraphSolver).
+  void release() { d_ = nullptr; }
+
+  template <typename V>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count,
+           const char* what) {
+    check_cudnn(cudnnBackendSetAttribute(d_, name, type, count, values),
+                std::string("cudnnBackendSetAttribute(") + what + ")");
+  }
+  void set_desc(cudnnBackendAttributeName_t name, const Desc& value, const char* what) {
+    cudnnBackendDescriptor_t v = value.get();
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v, 1, what);
+  }
+  void finalize(const char* what) {
+    check_cudnn(cudnnBackendFinalize(d_), std::string("cudnnBackendFinalize(") + what + ")");
+  }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
+  }
+}
+
+/// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides.
+Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
+                 std::int64_t w, bool nhwc) {
+  const std::array<std::int64_t, 4> dims{n, c, h, w};
+  const std::array<std::int64_t, 4> strides =
+      nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt, 1, "tensor data type");
+  t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4, "tensor dims");
+  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4, "tensor strides");
+  t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1, "tensor uid");
+  t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &kAlignment, 1, "tensor alignment");
+  t.finalize("tensor");
+  return t;
+}
+
+/// What an engine config is, for filtering and for detail().
+struct EngineInfo {
+  std::int64_t index = -1;
+  std::vector<cudnnBackendNumericalNote_t> numerical;
+  std::vector<cudnnBackendBehaviorNote_t> behavior;
+  std::string knobs;  // "k2=3,k14=4"
+  bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
+  bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
+  std::string tag() const { return "eng" + std::to_string(index) + (knobs.empty() ? "" : "{" + knobs + "}"); }
+};
+
+EngineInfo engine_info(const Desc& config) {
+  EngineInfo info;
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t e = engine.get();
+  std::int64_t n = 0;
+  check_cudnn(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
+              "get ENGINECFG_ENGINE");
+  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index),
+              "get ENGINE_GLOBAL_INDEX");
+  info.numerical.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
+              "get ENGINE_NUMERICAL_NOTE");
+  info.numerical.resize(std::size_t(std::max<std::int64_t>(0, n)));
+  info.behavior.resize(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
+  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
+              "get ENGINE_BEHAVIOR_NOTE");
+  info.behavior.resize(std::size_t(std::max<std::int64_t>(0, n)));
+
+  std::vector<Desc> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    raw.push_back(choices.back().get());
+  }
+  check_cudnn(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                       std::int64_t(raw.size()), &n, raw.data()),
+              "get ENGINECFG_KNOB_CHOICES");
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(n, std::int64_t(raw.size())); ++i) {
+    cudnnBackendKnobType_t type{};
+    std::int64_t value = 0, got = 0;
+    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
+            CUDNN_STATUS_SUCCESS)
+      continue;
+    info.knobs.append(info.knobs.empty() ? "k" : ",k").append(std::to_string(int(type))).append("=").append(std::to_string(value));
+  }
+  return info;
+}
+
+/// Why `info` is refused for `dtype`, or empty.
+std::string refused(const EngineInfo& info, DType dtype) {
+  if (info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) return "runtime compilation";
+  if (info.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return "reduced-precision reduction";
+  if (info.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return "down-converts inputs";
+  if (dtype == DType::f32 && info.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) return "tensor cores (TF32) for f32";
+  return {};
+}
+
+std::string notes_text(const EngineInfo& info) {
+  std::string s;
+  auto add = [&](const char* t) {
+    if (!s.empty()) s += ',';
+    s += t;
+  };
+  if (info.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) add("tensor-core");
+  if (info.has(CUDNN_NUMERICAL_NOTE_FFT)) add("fft");
+  if (info.has(CUDNN_NUMERICAL_NOTE_WINOGRAD)) add("winograd");
+  if (info.has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) add("nondeterministic");
+  return s;
+}
+
+/// One timed execution plan.
+struct Candidate {
+  Desc config, plan;
+  EngineInfo info;
+  std::int64_t workspace = 0;
+  float ms = -1;  // measured time of one run; < 0 until timed (or when it failed)
+};
+
+/// Everything for one (device, problem): the graph, its candidates and, once tuned, the winner.
+struct Entry {
+  Desc x, w, y, conv, op, graph;
+  std::vector<Candidate> candidates;
+  std::string none_reason;  // why there are no candidates
+  int heuristic_configs = 0, fallback_configs = 0;
+  std::mutex tune_mutex;
+  bool tuned = false;
+  int best = -1;
+};
+
+/// One cuDNN handle per device; cudnnSetStream + the call happen under its mutex.
+struct Handle {
+  std::mutex mutex;
+  cudnnHandle_t handle = nullptr;
+  // Never destroyed, as in cuda.conv.cudnn: at process exit the CUDA context may already be gone.
+};
+
+/// Device buffer for autotuning, freed on scope exit.
+class Scratch {
+ public:
+  explicit Scratch(std::size_t bytes) {
+    if (bytes > 0) check_cuda(cudaMalloc(&p_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes, autotune)");
+  }
+  ~Scratch() {
+    if (p_) (void)cudaFree(p_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+cudnnStatus_t execute(cudnnHandle_t handle, const Desc& plan, const void* x, const void* w, void* y, void* workspace) {
+  cudnnBackendDescriptor_t vp = nullptr;
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  const std::int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+  st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(handle, plan.get(), vp);
+  (void)cudnnBackendDestroyDescriptor(vp);
+  return st;
+}
+
+class GraphSolver final : public dnn::ConvSolver {
+ public:
+  ~GraphSolver() override {
+    // Plans may own device code and memory of a context that is gone at process exit: leak them.
+    for (auto& [key, e] : entries_)
+      for (Candidate& c : e->candidates) c.plan.release();
+  }
+
+  std::string_view name() const override { return kName; }
+
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
+    if (p.direction != dnn::ConvDirection::forward) return Applicability::no("forward only");
+    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
+    try {
+      const gpu::ConvParams cp = gpu::make_params(p);
+      if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
+      // Building the graph and finalizing plans is the only way to know cuDNN can do the problem;
+      // the result is cached, so later checks are a map lookup.
+      const Entry& e = entry(p, device);
+      if (e.candidates.empty()) return Applicability::no("cuDNN graph API: " + e.none_reason);
+    } catch (const Error& e) {
+      return Applicability::no(e.what());
+    }
+    return Applicability::yes();
+  }
+
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return std::size_t(best(p, device).workspace);
+  }
+
+  void run(runtime::Stream& stream, const ConvProblem& p, const dnn::ConvArgs& a) const override {
+    const Candidate& c = best(p, stream.device());
+    if (a.workspace_bytes < std::size_t(c.workspace))
+      throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(c.workspace));
+    for (const void* ptr : {a.x, a.w, static_cast<const void*>(a.y)}) {
+      if (reinterpret_cast<std::uintptr_t>(ptr) % kAlignment != 0)
+        throw Error(Status::invalid_argument, std::string(kName) + ": tensor pointer not " +
+                                                  std::to_string(kAlignment) + "-byte aligned");
+    }
+    Handle& h = handle(stream.device());
+    stream.launch(kName, [&] {
+      DeviceGuard guard(stream.device().index());
+      std::lock_guard lock(h.mutex);
+      check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
+      check_cudnn(execute(h.handle, c.plan, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr),
+                  "cudnnBackendExecute(" + c.info.tag() + ")");
+    });
+  }
+
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const Entry& e = entry(p, device);
+    const Candidate& c = best(p, device);
+    const std::string notes = notes_text(c.info);
+    return c.info.tag() + (notes.empty() ? "" : " (" + notes + ")") + ", workspace " + std::to_string(c.workspace) +
+           " B, fastest of " + std::to_string(e.candidates.size()) + " plans timed (" + std::to_string(c.ms) +
+           " ms; heuristics mode A " + std::to_string(e.heuristic_configs) + " configs, fallback " +
+           std::to_string(e.fallback_configs) + ")";
+  }
+
+ private:
+  Handle& handle(const runtime::Device& device) const {
+    std::lock_guard lock(handles_mutex_);
+    auto& slot = handles_[device.index()];
+    if (!slot) {
+      auto h = std::make_unique<Handle>();
+      DeviceGuard guard(device.index());
+      check_cudnn(cudnnCreate(&h->handle), "cudnnCreate");
+      slot = std::move(h);
+    }
+    return *slot;
+  }
+
+  Entry& entry(const ConvProblem& p, const runtime::Device& device) const {
+    const std::string key = device.name() + "|" + p.key();
+    std::lock_guard lock(entries_mutex_);  // held while building: plans of one handle, one at a time
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return *it->second;
+    auto e = build(p, device);
+    return *entries_.emplace(key, std::move(e)).first->second;
+  }
+
+  std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    const cudnnDataType_t dt = data_type(cp.dtype);
+    Handle& h = handle(device);
+    DeviceGuard guard(device.index());
+    auto e = std::make_unique<Entry>();
+    e->x = make_tensor(kUidX, dt, cp.n, cp.c, cp.h, cp.w, cp.nhwc);
+    e->w = make_tensor(kUidW, dt, cp.k, cp.cg, cp.r, cp.s, cp.nhwc);  // groups: w's channels are c / groups
+    e->y = make_tensor(kUidY, dt, cp.n, cp.k, cp.p, cp.q, cp.nhwc);
+
+    e->conv = Desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const std::int64_t spatial = 2;
+    const std::int64_t pads[2] = {cp.pad_h, cp.pad_w}, strides[2] = {cp.stride_h, cp.stride_w},
+                       dils[2] = {cp.dil_h, cp.dil_w};
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute, 1, "conv compute type");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode, 1, "conv mode");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial, 1, "conv spatial dims");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pads, 2, "conv pre paddings");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pads, 2, "conv post paddings");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, strides, 2, "conv strides");
+    e->conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dils, 2, "conv dilations");
+    e->conv.finalize("convolution");
+
+    e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    const float alpha = 1.f, beta = 0.f;
+    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, e->x, "conv fwd x");
+    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, e->w, "conv fwd w");
+    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, e->y, "conv fwd y");
+    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, e->conv, "conv fwd conv desc");
+    e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1, "conv fwd alpha");
+    e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta, 1, "conv fwd beta");
+    e->op.finalize("conv forward operation");
+
+    e->graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    cudnnBackendDescriptor_t ops = e->op.get();
+    e->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &ops, 1, "graph ops");
+    e->graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "graph handle");
+    e->graph.finalize("operation graph");
+
+    std::vector<std::string> seen, refusals;
+    for (cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      if (int(e->candidates.size()) >= kMaxCandidates) break;
+      std::vector<Desc> configs = engine_configs(*e, heur_mode);
+      (heur_mode == CUDNN_HEUR_MODE_A ? e->heuristic_configs : e->fallback_configs) = int(configs.size());
+      for (Desc& config : configs) {
+        if (int(e->candidates.size()) >= kMaxCandidates) break;
+        Candidate c;
+        c.info = engine_info(config);
+        if (std::find(seen.begin(), seen.end(), c.info.tag()) != seen.end()) continue;
+        seen.push_back(c.info.tag());
+        if (auto why = refused(c.info, cp.dtype); !why.empty()) {
+          refusals.push_back(c.info.tag() + ": " + why);
+          continue;
+        }
+        c.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        cudnnBackendDescriptor_t cfg = config.get();
+        c.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "plan handle");
+        c.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg, 1, "plan config");
+        if (const cudnnStatus_t st = cudnnBackendFinalize(c.plan.get()); st != CUDNN_STATUS_SUCCESS) {
+          refusals.push_back(c.info.tag() + ": plan " + status_text(st));
+          continue;
+        }
+        std::int64_t n = 0;
+        check_cudnn(cudnnBackendGetAttribute(c.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                             &n, &c.workspace),
+                    "get EXECUTION_PLAN_WORKSPACE_SIZE");
+        if (c.workspace < 0 || std::size_t(c.workspace) > kWorkspaceCap) {
+          refusals.push_back(c.info.tag() + ": workspace " + std::to_string(c.workspace) + " B");
+          continue;
+        }
+        c.config = std::move(config);
+        e->candidates.push_back(std::move(c));
+      }
+    }
+    if (e->candidates.empty()) {
+      e->none_reason = "no usable engine config (" + std::to_string(e->heuristic_configs) + " from heuristics, " +
+                       std::to_string(e->fallback_configs) + " fallback)";
+      for (std::size_t i = 0; i < std::min<std::size_t>(refusals.size(), 4); ++i) e->none_reason += "; " + refusals[i];
+    }
+    return e;
+  }
+
+  /// Engine configs of `mode`, best first; empty when the heuristic has nothing for the graph.
+  static std::vector<Desc> engine_configs(const Entry& e, cudnnBackendHeurMode_t mode) {
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, e.graph, "heuristics graph");
+    heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode, 1, "heuristics mode");
+    if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+    std::int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS ||
+        count <= 0)
+      return {};
+    std::vector<Desc> configs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (std::int64_t i = 0; i < count; ++i) {
+      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(configs.back().get());
+    }
+    std::int64_t got = 0;
+    check_cudnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                         &got, raw.data()),
+                "get ENGINEHEUR_RESULTS");
+    configs.resize(std::size_t(std::clamp<std::int64_t>(got, 0, count)));
+    return configs;
+  }
+
+  /// The tuned plan for the problem (tunes on first use).
+  const Candidate& best(const ConvProblem& p, const runtime::Device& device) const {
+    Entry& e = entry(p, device);
+    if (e.candidates.empty())
+      throw Error(Status::unsupported, std::string(kName) + ": " + e.none_reason + " for " + p.key());
+    std::lock_guard lock(e.tune_mutex);
+    if (!e.tuned) tune(p, device, e);
+    return e.candidates[std::size_t(e.best)];
+  }
+
+  /// Times every candidate on scratch buffers (constant non-zero data: zeros can run faster than
+  /// real data) and keeps the fastest. One warm-up run, then enough runs to fill ~1 ms.
+  void tune(const ConvProblem& p, const runtime::Device& device, Entry& e) const {
+    DeviceGuard guard(device.index());
+    std::int64_t max_ws = 0;
+    for (const Candidate& c : e.candidates) max_ws = std::max(max_ws, c.workspace);
+    const Scratch x{p.x_desc().bytes()}, w{p.w_desc().bytes()}, y{p.y_desc().bytes()}, ws{std::size_t(max_ws)};
+    cudaStream_t stream = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cudaEvent_t start = nullptr, stop = nullptr;
+    auto cleanup = [&] {
+      if (start) (void)cudaEventDestroy(start);
+      if (stop) (void)cudaEventDestroy(stop);
+      (void)cudaStreamSynchronize(stream);
+      (void)cudaStreamDestroy(stream);
+    };
+    Handle& h = handle(device);
+    std::string failures;
+    try {
+      check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+      check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+      check_cuda(cudaMemsetAsync(x.get(), 0x3c, p.x_desc().bytes(), stream), "cudaMemsetAsync");
+      check_cuda(cudaMemsetAsync(w.get(), 0x3c, p.w_desc().bytes(), stream), "cudaMemsetAsync");
+      std::lock_guard lock(h.mutex);
+      check_cudnn(cudnnSetStream(h.handle, stream), "cudnnSetStream");
+      auto time_runs = [&](const Candidate& c, int runs, float* ms) -> cudnnStatus_t {
+        check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+        for (int i = 0; i < runs; ++i) {
+          const cudnnStatus_t st = execute(h.handle, c.plan, x.get(), w.get(), y.get(), ws.get());
+          if (st != CUDNN_STATUS_SUCCESS) return st;
+        }
+        check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");
+        check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        check_cuda(cudaEventElapsedTime(ms, start, stop), "cudaEventElapsedTime");
+        *ms /= float(runs);
+        return CUDNN_STATUS_SUCCESS;
+      };
+      for (std::size_t i = 0; i < e.candidates.size(); ++i) {
+        Candidate& c = e.candidates[i];
+        float once = 0;
+        cudnnStatus_t st = time_runs(c, 1, &once);  // warm-up, and the size of the real timing
+        if (st == CUDNN_STATUS_SUCCESS) {
+          const int runs = std::clamp(int(1.0f / std::max(once, 1e-3f)), 1, 20);
+          st = time_runs(c, runs, &c.ms);
+        }
+        if (st != CUDNN_STATUS_SUCCESS) {
+          c.ms = -1;
+          failures.append(" ").append(c.info.tag()).append(": ").append(status_text(st)).append(";");
+          continue;
+        }
+        if (e.best < 0 || c.ms < e.candidates[std::size_t(e.best)].ms) e.best = int(i);
+      }
+      check_cudnn(cudnnSetStream(h.handle, nullptr), "cudnnSetStream");
+    } catch (...) {
+      cleanup();
+      throw;
+    }
+    cleanup();
+    if (e.best < 0)
+      throw Error(Status::backend_error, std::string(kName) + ": every plan failed for " + p.key() + ":" + failures);
+    e.tuned = true;
+  }
+
+  mutable std::mutex handles_mutex_;
+  mutable std::map<int, std::unique_ptr<Handle>> handles_;
+  mutable std::mutex entries_mutex_;
+  mutable std::map<std::string, std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_conv_solver() { return std::make_unique<GraphSolver>(); }
+
+}  // namespace galley::backends::cuda
