@@ -3,9 +3,12 @@
 // were 2-4x faster on the H200 for f16/bf16 (bench/RESULTS.md, "GPU convolution").
 //
 // Per (device, problem key), once: a one-node operation graph (conv forward; NCHW or NHWC is only
-// a matter of strides), engine configs from heuristics mode A topped up from the fallback list,
-// filtered by their notes, finalized into execution plans (up to kMaxCandidates); then, on the
-// first workspace_bytes() or run(), each plan is timed on scratch buffers and the fastest is kept.
+// a matter of strides), engine configs from heuristics mode A (the first kMaxHeuristic usable ones)
+// and from the fallback list (kMaxFallback more), filtered by their notes, finalized into execution
+// plans; then, on the first workspace_bytes() or run(), each plan is timed on scratch buffers and the
+// fastest is kept. The fallback list holds the classic engines (Winograd, FFT, precomputed implicit
+// GEMM) that mode A ranks low but that win some problems: with mode A's top 8 alone the H200 lost
+// to the legacy API's exhaustive cudnnFind on r50.conv1 and on fp32 3x3 layers.
 // workspace_bytes() is that plan's workspace, so it is exact for what run() executes.
 //
 // Notes filter: f32 refuses tensor-core / down-converting engines (TF32 would make comparisons with
@@ -39,7 +42,8 @@ using dnn::ConvProblem;
 
 constexpr const char* kName = "cuda.conv.cudnn_graph";
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
-constexpr int kMaxCandidates = 8;
+constexpr int kMaxHeuristic = 16;
+constexpr int kMaxFallback = 8;
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 constexpr std::int64_t kAlignment = 16;  // bytes; run() checks the pointers
 
@@ -391,11 +395,12 @@ class GraphSolver final : public dnn::ConvSolver {
 
     std::vector<std::string> seen, refusals;
     for (cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      if (int(e->candidates.size()) >= kMaxCandidates) break;
+      const bool heuristic = heur_mode == CUDNN_HEUR_MODE_A;
+      const std::size_t cap = e->candidates.size() + (heuristic ? kMaxHeuristic : kMaxFallback);
       std::vector<Desc> configs = engine_configs(*e, heur_mode);
-      (heur_mode == CUDNN_HEUR_MODE_A ? e->heuristic_configs : e->fallback_configs) = int(configs.size());
+      (heuristic ? e->heuristic_configs : e->fallback_configs) = int(configs.size());
       for (Desc& config : configs) {
-        if (int(e->candidates.size()) >= kMaxCandidates) break;
+        if (e->candidates.size() >= cap) break;
         Candidate c;
         c.info = engine_info(config);
         if (std::find(seen.begin(), seen.end(), c.info.tag()) != seen.end()) continue;

@@ -84,6 +84,19 @@ void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, c
 IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count);
 void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
                                void* workspace, void* stream);
+/// gpu.conv.winograd (F(4x4,3x3), f32): tile counts, the grouped-GEMM view of the 36 products
+/// (run by launch_conv_igemm_f32) and where the transformed tensors sit in the workspace.
+struct WinogradPlan {
+  int tiles_h = 0, tiles_w = 0;
+  ConvParams gemm;
+  IgemmPlan gemm_plan;
+  std::size_t u_offset = 0, v_offset = 0, m_offset = 0, gemm_offset = 0, workspace_bytes = 0;
+};
+/// Empty when gpu.conv.winograd can run `p` (f32, 3x3, stride 1, dilation 1, groups 1), else why not.
+std::string winograd_refusal(const ConvParams& p);
+WinogradPlan plan_winograd(const ConvParams& p, int sm_count);
+void launch_conv_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x, const void* w, void* y,
+                          void* workspace, void* stream);
 /// Sums `splits` fp32 partial outputs laid out back to back into y (converted to p.dtype).
 void launch_splitk_reduce(const ConvParams& p, int splits, const float* partial, void* y, void* stream);
 /// im2col for GEMM-based solvers. nchw: col[n][c*r*s][p*q]; nhwc: col[n*p*q][r*s*c]. groups == 1.

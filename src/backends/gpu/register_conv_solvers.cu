@@ -3,7 +3,7 @@
 //
 // List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
 //   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   31 gpu.conv.igemm_tc_nchw
-//   50 gpu.conv.igemm_f32
+//   45 gpu.conv.winograd    50 gpu.conv.igemm_f32
 //   90 gpu.conv.direct (claims everything: the GPU list's last entry)
 #include <functional>
 #include <map>
@@ -232,6 +232,32 @@ class IgemmTcNchwSolver final : public GpuSolver {
   }
 };
 
+class WinogradSolver final : public GpuSolver {
+ public:
+  explicit WinogradSolver(std::string backend) : GpuSolver("gpu.conv.winograd", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (auto why = winograd_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_winograd(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const WinogradPlan plan = plan_winograd(cp, device_info(stream.device()).sm_count);
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const WinogradPlan plan = plan_winograd(make_params(p), device_info(device).sm_count);
+    return "F(4x4,3x3), " + std::to_string(plan.gemm.q) + " tiles, 36 GEMMs as grouped 1x1 igemm_f32 (" +
+           plan.gemm_plan.describe() + ")";
+  }
+};
+
 }  // namespace
 }  // namespace galley::backends::gpu
 
@@ -249,6 +275,7 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 11, std::make_unique<GroupedSolver>(b));
   dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
   dnn::register_conv_solver(backend, 31, std::make_unique<IgemmTcNchwSolver>(b));
+  dnn::register_conv_solver(backend, 45, std::make_unique<WinogradSolver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
 }

@@ -6,8 +6,8 @@
 
 namespace galley::backends::gpu {
 
-/// Adds gpu.conv.depthwise, grouped, igemm_tc(_nchw), igemm_f32 and direct to `backend`'s list ("cuda" or
-/// "hip"). Throws Error if they are already registered there.
+/// Adds gpu.conv.depthwise, grouped, igemm_tc(_nchw), winograd, igemm_f32 and direct to `backend`'s list
+/// ("cuda" or "hip"). Throws Error if they are already registered there.
 void register_gpu_conv_solvers(std::string_view backend);
 
 /// What galley_plugin_register calls once: register_gpu_conv_solvers(backend) and, in the cuda
