@@ -20,6 +20,14 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr std::size_t kAlign = 256;
+// Longest run of input channels one GEMM accumulator sums before split-K takes over. Winograd-domain
+// products are large and cancel in the output transform, so a long sequential fp32 sum costs
+// accuracy: on the H200 (2026-12-02) whole-C sums gave max_rel_err 1.2e-5 (C = 128) and 1.4e-5
+// (C = 256) on ResNet-50 layers, over the 1e-5 f32 tolerance, while 64-channel chunks (C = 64, and
+// C = 512 with split-K 4 -> 128) gave 7.1e-6 and 7.9e-6. A CPU emulation of this kernel's order
+// (fma per chunk, partials summed in order) gives 9.3e-6 / 1.6e-5 whole-C and 6.9e-6 / 5.4e-6
+// with 64-channel chunks on the same shapes.
+constexpr int kMaxChunk = 64;
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // B^T d for one 6-vector (stride `st` apart in `d`), into v[0..5].
@@ -203,6 +211,8 @@ WinogradPlan plan_winograd(const ConvParams& p, int sm_count) {
   g.nhwc = p.nhwc;
   g.dtype = DType::f32;
   plan.gemm_plan = plan_igemm_f32(g, sm_count);
+  const int min_splits = ceil_div(p.c, kMaxChunk);
+  if (plan.gemm_plan.splits < min_splits) plan.gemm_plan = igemm_f32_plan_for(g, plan.gemm_plan.tile, min_splits);
   plan.u_offset = 0;
   plan.v_offset = align_up(std::size_t(g.w_elems()) * sizeof(float));
   plan.m_offset = plan.v_offset + align_up(std::size_t(g.x_elems()) * sizeof(float));
