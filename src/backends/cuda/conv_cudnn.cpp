@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -24,14 +25,10 @@ namespace {
 
 using dnn::Applicability;
 using dnn::ConvProblem;
-using ScopedDevice = DeviceGuard;
 
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, about what frameworks allow
 
-void check_cudnn(cudnnStatus_t status, const char* call) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw Error(Status::backend_error, std::string("cuda.conv.cudnn: ") + call + ": " + cudnnGetErrorString(status));
-}
+void check_cudnn(cudnnStatus_t status, const char* call) { check_cudnn_status(status, "cuda.conv.cudnn", call); }
 
 const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
   switch (algo) {
@@ -88,14 +85,6 @@ struct Plan {
   }
 };
 
-/// One cuDNN handle per device; cudnnSetStream + the call happen under its mutex.
-struct Handle {
-  std::mutex mutex;
-  cudnnHandle_t handle = nullptr;
-  // Never destroyed: solvers live until process exit, when the CUDA context may already be gone
-  // and cudnnDestroy could fault (PyTorch leaks its handles for the same reason).
-};
-
 class CudnnSolver final : public dnn::ConvSolver {
  public:
   std::string_view name() const override { return "cuda.conv.cudnn"; }
@@ -123,9 +112,9 @@ class CudnnSolver final : public dnn::ConvSolver {
     if (a.workspace_bytes < pl.workspace)
       throw Error(Status::invalid_argument, "cuda.conv.cudnn: workspace of " + std::to_string(a.workspace_bytes) +
                                                 " bytes, needs " + std::to_string(pl.workspace));
-    Handle& h = handle(stream.device());
+    CudnnHandle& h = handle(stream.device());
     stream.launch("cuda.conv.cudnn", [&] {
-      ScopedDevice guard(stream.device().index());
+      DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
       check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
       const float alpha = 1.f, beta = 0.f;
@@ -143,17 +132,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   }
 
  private:
-  Handle& handle(const runtime::Device& device) const {
-    std::lock_guard lock(handles_mutex_);
-    auto& slot = handles_[device.index()];
-    if (!slot) {
-      auto h = std::make_unique<Handle>();
-      ScopedDevice guard(device.index());
-      check_cudnn(cudnnCreate(&h->handle), "cudnnCreate");
-      slot = std::move(h);
-    }
-    return *slot;
-  }
+  CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   const Plan& plan(const ConvProblem& p, const runtime::Device& device) const {
     const std::string key = device.name() + "|" + p.key();
@@ -192,11 +171,11 @@ class CudnnSolver final : public dnn::ConvSolver {
     if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
       throw Error(Status::internal, "cuda.conv.cudnn: cuDNN's output size disagrees with the problem's for " + p.key());
 
-    Handle& hd = handle(device);
+    CudnnHandle& hd = handle(device);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     {
-      ScopedDevice guard(device.index());
+      DeviceGuard guard(device.index());
       std::lock_guard lock(hd.mutex);
       // Find runs on the handle's stream and blocks; reset to the default stream first.
       check_cudnn(cudnnSetStream(hd.handle, nullptr), "cudnnSetStream");
@@ -228,8 +207,6 @@ class CudnnSolver final : public dnn::ConvSolver {
     return pl;
   }
 
-  mutable std::mutex handles_mutex_;
-  mutable std::map<int, std::unique_ptr<Handle>> handles_;
   mutable std::mutex plans_mutex_;
   mutable std::map<std::string, std::unique_ptr<Plan>> plans_;
 };

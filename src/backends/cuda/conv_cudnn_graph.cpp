@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -49,10 +50,7 @@ constexpr std::int64_t kAlignment = 16;  // bytes; run() checks the pointers
 
 std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
 
-void check_cudnn(cudnnStatus_t status, const std::string& call) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + status_text(status));
-}
+void check_cudnn(cudnnStatus_t status, const std::string& call) { check_cudnn_status(status, kName, call); }
 
 void check_cuda(cudaError_t error, const std::string& call) {
   if (error != cudaSuccess)
@@ -229,13 +227,6 @@ struct Entry {
   int best = -1;
 };
 
-/// One cuDNN handle per device; cudnnSetStream + the call happen under its mutex.
-struct Handle {
-  std::mutex mutex;
-  cudnnHandle_t handle = nullptr;
-  // Never destroyed, as in cuda.conv.cudnn: at process exit the CUDA context may already be gone.
-};
-
 /// Device buffer for autotuning, freed on scope exit.
 class Scratch {
  public:
@@ -310,7 +301,7 @@ class GraphSolver final : public dnn::ConvSolver {
         throw Error(Status::invalid_argument, std::string(kName) + ": tensor pointer not " +
                                                   std::to_string(kAlignment) + "-byte aligned");
     }
-    Handle& h = handle(stream.device());
+    CudnnHandle& h = handle(stream.device());
     stream.launch(kName, [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
@@ -331,17 +322,7 @@ class GraphSolver final : public dnn::ConvSolver {
   }
 
  private:
-  Handle& handle(const runtime::Device& device) const {
-    std::lock_guard lock(handles_mutex_);
-    auto& slot = handles_[device.index()];
-    if (!slot) {
-      auto h = std::make_unique<Handle>();
-      DeviceGuard guard(device.index());
-      check_cudnn(cudnnCreate(&h->handle), "cudnnCreate");
-      slot = std::move(h);
-    }
-    return *slot;
-  }
+  CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   Entry& entry(const ConvProblem& p, const runtime::Device& device) const {
     const std::string key = device.name() + "|" + p.key();
@@ -355,7 +336,7 @@ class GraphSolver final : public dnn::ConvSolver {
   std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ConvParams cp = gpu::make_params(p);
     const cudnnDataType_t dt = data_type(cp.dtype);
-    Handle& h = handle(device);
+    CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     auto e = std::make_unique<Entry>();
     e->x = make_tensor(kUidX, dt, cp.n, cp.c, cp.h, cp.w, cp.nhwc);
@@ -488,7 +469,7 @@ class GraphSolver final : public dnn::ConvSolver {
       (void)cudaStreamSynchronize(stream);
       (void)cudaStreamDestroy(stream);
     };
-    Handle& h = handle(device);
+    CudnnHandle& h = handle(device);
     std::string failures;
     try {
       check_cuda(cudaEventCreate(&start), "cudaEventCreate");
@@ -535,8 +516,6 @@ class GraphSolver final : public dnn::ConvSolver {
     e.tuned = true;
   }
 
-  mutable std::mutex handles_mutex_;
-  mutable std::map<int, std::unique_ptr<Handle>> handles_;
   mutable std::mutex entries_mutex_;
   mutable std::map<std::string, std::unique_ptr<Entry>> entries_;
 };

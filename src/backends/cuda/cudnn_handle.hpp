@@ -1,0 +1,26 @@
+// The per-device cuDNN handle shared by every cuDNN solver (cuda.conv.cudnn, cuda.conv.cudnn_graph).
+#pragma once
+
+#include <cudnn.h>
+
+#include <mutex>
+#include <string_view>
+
+#include "galley/runtime/device.hpp"
+
+namespace galley::backends::cuda {
+
+/// One cuDNN handle per device; callers hold `mutex` around cudnnSetStream and the call that uses it.
+struct CudnnHandle {
+  std::mutex mutex;
+  cudnnHandle_t handle = nullptr;
+};
+
+/// The device's handle, created on first use. Never destroyed: at process exit the CUDA context may
+/// already be gone and cudnnDestroy could fault (PyTorch leaks its handles for the same reason).
+CudnnHandle& cudnn_handle(const runtime::Device& device);
+
+/// Throws Error(backend_error) "<who>: <call>: <cuDNN message>" unless `status` is success.
+void check_cudnn_status(cudnnStatus_t status, std::string_view who, std::string_view call);
+
+}  // namespace galley::backends::cuda
