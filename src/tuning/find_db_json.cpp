@@ -8,14 +8,11 @@
 
 #include "galley/core/error.hpp"
 #include "galley/tuning/find_db.hpp"
+#include "tuning/find_row_json.hpp"
 
 namespace galley::tuning {
-namespace {
 
-constexpr const char* kFormat = "galley-finddb";
-constexpr int kFormatVersion = 1;
-
-nlohmann::json to_json(const FindRow& row) {
+nlohmann::json find_row_to_json(const FindRow& row) {
   nlohmann::json j = {{"problem", row.problem},
                       {"device", row.device.name},
                       {"arch", row.device.arch},
@@ -30,6 +27,11 @@ nlohmann::json to_json(const FindRow& row) {
   j["ms"] = std::isnan(row.record.ms) ? nlohmann::json(nullptr) : nlohmann::json(row.record.ms);
   return j;
 }
+
+namespace {
+
+constexpr const char* kFormat = "galley-finddb";
+constexpr int kFormatVersion = 1;
 
 FindRow from_json(const nlohmann::json& j) {
   FindRow row;
@@ -54,7 +56,7 @@ FindRow from_json(const nlohmann::json& j) {
 
 void FindDb::export_json(const std::filesystem::path& file) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const FindRow& row : this->rows()) rows.push_back(to_json(row));
+  for (const FindRow& row : this->rows()) rows.push_back(find_row_to_json(row));
   const nlohmann::json doc = {{"format", kFormat}, {"version", kFormatVersion}, {"rows", std::move(rows)}};
   std::ofstream out(file);
   if (!out) throw Error(Status::io_error, "cannot write " + file.string());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "tuning/find_row_json.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
 #include "galley/core/version.hpp"
@@ -79,18 +80,9 @@ int run_list(const DbArgs& args) {
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
-      out.push_back({{"problem", r.problem},
-                     {"device", r.device.name},
-                     {"arch", r.device.arch},
-                     {"compute_units", r.device.compute_units},
-                     {"driver_version", r.device.driver_version},
-                     {"galley_version", r.device.galley_version},
-                     {"rank", r.record.rank},
-                     {"solver", r.record.solver},
-                     {"ms", std::isnan(r.record.ms) ? nlohmann::json(nullptr) : nlohmann::json(r.record.ms)},
-                     {"workspace_bytes", r.record.workspace_bytes},
-                     {"tuned_at", r.tuned_at},
-                     {"current", is_current(r.device, here)}});
+      nlohmann::json row = tuning::find_row_to_json(r);
+      row["current"] = is_current(r.device, here);
+      out.push_back(std::move(row));
     }
     const nlohmann::json doc = {{"path", db.user_path().string()}, {"in_memory", db.in_memory()}, {"rows", out}};
     std::printf("%s\n", doc.dump(2).c_str());
