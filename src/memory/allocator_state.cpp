@@ -150,12 +150,18 @@ Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, ru
     backend_message = "raw_alloc returned null";
     return nullptr;
   }
+  adopt_segment(block, ptr, segment_bytes, small, stream);
+  return block;
+}
+
+void AllocatorState::adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small,
+                                   runtime::StreamImpl* stream) {
   block->ptr = static_cast<char*>(ptr);
-  block->size = segment_bytes;
+  block->size = bytes;
   block->small = small;
   block->stream = stream;
   try {
-    segments_.emplace(block->ptr, Segment{block, segment_bytes, small, stream});
+    segments_.emplace(block->ptr, Segment{block, bytes, small, stream});
   } catch (...) {
     impl.raw_free(ptr);
     recycle_block(block);
@@ -163,8 +169,7 @@ Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, ru
   }
   ++stats.num_device_alloc;
   stats.segment.increase(small, 1);
-  stats.reserved_bytes.increase(small, static_cast<std::int64_t>(segment_bytes));
-  return block;
+  stats.reserved_bytes.increase(small, static_cast<std::int64_t>(bytes));
 }
 
 Block* AllocatorState::split_for(Block* block, std::size_t size) {
@@ -221,21 +226,8 @@ Block* AllocatorState::allocate_uncached(std::size_t bytes, runtime::StreamImpl*
     impl.raw_free(ptr);
     throw;
   }
-  block->ptr = static_cast<char*>(ptr);
-  block->size = bytes;
-  block->small = small;
-  try {
-    segments_.emplace(block->ptr, Segment{block, bytes, small, stream});
-  } catch (...) {
-    impl.raw_free(ptr);
-    recycle_block(block);
-    throw;
-  }
-  ++stats.num_device_alloc;
-  stats.segment.increase(small, 1);
-  stats.reserved_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  adopt_segment(block, ptr, bytes, small, stream);
   block->allocated = true;
-  block->stream = stream;
   block->requested = bytes;
   stats.allocation.increase(small, 1);
   stats.allocated_bytes.increase(small, static_cast<std::int64_t>(bytes));

@@ -108,6 +108,9 @@ class AllocatorState {
   Block* take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size);
   Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
                          bool& over_fraction, std::string& backend_message);
+  /// Makes `block` the head of a new segment over `ptr` (raw memory of `bytes` from the backend)
+  /// and counts it. On failure the raw memory is given back and `block` recycled before rethrowing.
+  void adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small, runtime::StreamImpl* stream);
   Block* split_for(Block* block, std::size_t size);
   void finish_free(Block* block);
   void free_block(Block* block);
