@@ -1,7 +1,7 @@
 // Times Galley's cpu conv solvers beside oneDNN and a naive loop, in one program and one run.
 //
 //   cpu_conv_vs_onednn PROBLEMS_FILE [--batch N] [--min-time S] [--rounds R] [--no-naive]
-//                      [--only TAG] [--onednn-isa all|avx2] [--wall]
+//                      [--only TAG] [--onednn-isa all|avx2] [--galley-isa avx512|avx2|scalar] [--wall]
 //
 // For every problem of the file (MIOpenDriver syntax, shared/bench/conv_problems.txt) at batch N
 // (default 2), fp32 NCHW: each Galley cpu solver that accepts it (through the public Stream
@@ -19,7 +19,9 @@
 // host-to-stream handoff is not counted (--wall: run + synchronize per op, handoff included).
 //
 // --onednn-isa avx2 caps oneDNN at AVX2 (dnnl::set_max_cpu_isa), the instruction set of Galley's
-// cpu kernels, for a like-for-like comparison on a CPU that also has AVX-512.
+// cpu kernels, for a like-for-like comparison on a CPU that also has AVX-512. --galley-isa caps
+// Galley's kernels the same way (default: all the CPU has; below avx512 the GEMM solvers call
+// OpenBLAS, at avx512 Galley's packed kernel).
 #include <cblas.h>
 
 #include <cmath>
@@ -38,6 +40,7 @@
 #include "dnn/tensor_data.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
+#include "backends/cpu/conv_isa.hpp"
 #include "galley/runtime/stream.hpp"
 #include "onednn_conv.hpp"
 
@@ -54,6 +57,7 @@ struct Options {
   bool naive = true;
   std::string only;       // run only problems whose tag contains this
   std::string onednn_isa = "all";
+  std::string galley_isa = "avx512";  // a cap: the CPU's own level when lower
   bool wall = false;      // time Galley ops by run + synchronize instead of events
 };
 
@@ -131,6 +135,9 @@ Options parse(int argc, char** argv) {
       if (o.onednn_isa != "all" && o.onednn_isa != "avx2") {
         throw std::runtime_error("--onednn-isa '" + o.onednn_isa + "' (valid: all, avx2)");
       }
+    } else if (a == "--galley-isa") {
+      o.galley_isa = next();
+      galley::backends::cpu::parse_cpu_isa(o.galley_isa);  // throws naming a bad value
     } else if (!a.empty() && a[0] != '-' && o.file.empty()) {
       o.file = a;
     } else {
@@ -140,7 +147,7 @@ Options parse(int argc, char** argv) {
   if (o.file.empty()) {
     throw std::runtime_error(
         "usage: cpu_conv_vs_onednn PROBLEMS_FILE [--batch N] [--min-time S] [--rounds R] [--no-naive] "
-        "[--only TAG] [--onednn-isa all|avx2] [--wall]");
+        "[--only TAG] [--onednn-isa all|avx2] [--galley-isa avx512|avx2|scalar] [--wall]");
   }
   return o;
 }
@@ -151,6 +158,7 @@ int run(int argc, char** argv) {
   if (o.onednn_isa == "avx2" && dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success) {
     throw std::runtime_error("oneDNN refused to cap its ISA at AVX2");
   }
+  galley::backends::cpu::set_cpu_isa_cap(galley::backends::cpu::parse_cpu_isa(o.galley_isa));
   std::ifstream in(o.file);
   if (!in) throw std::runtime_error("cannot open problems file '" + o.file + "'");
   const galley::runtime::Device cpu = galley::runtime::device("cpu");
@@ -169,10 +177,11 @@ int run(int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   const dnnl_version_t* dv = dnnl_version();
   std::printf("command: `%s`\n\ndate: %s; machine: %s; load average at start %s; oneDNN %d.%d.%d (ISA %s); %s; "
-              "Galley pool %d threads, timed by %s; batch %lld, fp32, NCHW; %d rounds, %.2f s per candidate; "
+              "Galley kernels %s; Galley pool %d threads, timed by %s; batch %lld, fp32, NCHW; %d rounds, %.2f s per candidate; "
               "GFLOP/s = 2*N*K*Ho*Wo*(C/g)*R*S / median time\n\n",
               cmdline.c_str(), date, gb::machine().c_str(), gb::load_average().c_str(), dv->major, dv->minor,
               dv->patch, o.onednn_isa == "avx2" ? "capped at AVX2" : "all the CPU has", openblas_get_config(),
+              std::string(galley::backends::cpu::to_string(galley::backends::cpu::cpu_isa())).c_str(),
               galley_pool_threads(), o.wall ? "run + synchronize" : "stream events", static_cast<long long>(o.batch),
               o.rounds, o.min_time);
 

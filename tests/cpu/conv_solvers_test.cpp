@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
 #include "conv_test_util.hpp"
 #include "galley/core/error.hpp"
 
@@ -31,11 +32,24 @@ ConvProblem asymmetric(std::int64_t c, std::int64_t k, std::int64_t g, Layout la
                      .stride_h = 2, .stride_w = 1, .dilation_h = 1, .dilation_w = 2, .groups = g, .layout = layout};
 }
 
+// Runs the solver at every instruction-set level this CPU has (AVX-512, AVX2, scalar: the cap of
+// conv_isa.hpp), so each kernel variant meets the reference here, not only the fastest one. A
+// lower level may refuse the problem only for want of the instructions.
 void expect_pass(const std::string& solver, const ConvProblem& p, std::uint64_t seed = 7) {
-  SCOPED_TRACE(solver + " " + p.key());
-  const test::SolverRun r = test::run_against_reference(solver, p, seed);
-  ASSERT_TRUE(r.applicable.ok) << r.applicable.reason;
-  EXPECT_TRUE(r.comparison.passed) << r.comparison.summary;
+  using backends::cpu::CpuIsa;
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::avx2, CpuIsa::scalar}) {
+    if (isa > backends::cpu::cpu_isa_supported()) continue;
+    SCOPED_TRACE(solver + " " + p.key() + " at " + std::string(backends::cpu::to_string(isa)));
+    backends::cpu::set_cpu_isa_cap(isa);
+    const test::SolverRun r = test::run_against_reference(solver, p, seed);
+    backends::cpu::set_cpu_isa_cap(CpuIsa::avx512);
+    if (!r.applicable.ok && isa != backends::cpu::cpu_isa_supported()) {
+      EXPECT_NE(r.applicable.reason.find("AVX"), std::string::npos) << r.applicable.reason;
+      continue;
+    }
+    ASSERT_TRUE(r.applicable.ok) << r.applicable.reason;
+    EXPECT_TRUE(r.comparison.passed) << r.comparison.summary;
+  }
 }
 
 void expect_refused(const std::string& solver, const ConvProblem& p, const std::string& reason_part) {
@@ -72,6 +86,9 @@ TEST(CpuConvGemm1x1, MatchesReference) {
     expect_pass("cpu.conv.gemm_1x1", make(1, 3, 40, 40, 5, 1, 1, 0, 1, 1, 1, l));  // columns split
     expect_pass("cpu.conv.gemm_1x1", make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2, l));  // small planes side by side
     expect_pass("cpu.conv.gemm_1x1", make(9, 4096, 7, 5, 20, 1, 1, 0, 1, 1, 1, l)); // ... in two GEMMs
+    // C past one 256-deep packed slice, HW past one 512-column block, K not a multiple of 6.
+    expect_pass("cpu.conv.gemm_1x1", make(1, 300, 23, 29, 70, 1, 1, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.gemm_1x1", make(2, 257, 17, 31, 97, 1, 1, 0, 1, 1, 1, l));
   }
 }
 
@@ -102,6 +119,7 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
     expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
     expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
+    expect_pass("cpu.conv.im2col_gemm", make(1, 61, 29, 23, 103, 3, 3, 1, 1, 1, 1, l)); // patch 549, K prime
     for (DType d : {DType::f16, DType::bf16}) {
       expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
     }
@@ -112,6 +130,8 @@ TEST(CpuConvDepthwise, MatchesReference) {
   for (Layout l : kLayouts) {
     for (DType d : kDtypes) expect_pass("cpu.conv.depthwise", make(2, 17, 31, 29, 17, 3, 3, 1, 1, 1, 17, l, d));
     expect_pass("cpu.conv.depthwise", make(2, 144, 14, 14, 144, 3, 3, 1, 1, 1, 144, l));
+    expect_pass("cpu.conv.depthwise", make(1, 7, 56, 56, 7, 3, 3, 1, 1, 1, 7, l));        // mbv2.dw's plane
+    expect_pass("cpu.conv.depthwise", make(1, 5, 37, 47, 5, 3, 3, 1, 1, 1, 5, l));        // prime plane
     expect_pass("cpu.conv.depthwise", make(1, 40, 31, 29, 40, 3, 3, 1, 2, 1, 40, l));    // stride 2
     expect_pass("cpu.conv.depthwise", make(1, 23, 17, 19, 23, 5, 5, 2, 1, 1, 23, l));    // 5x5
     expect_pass("cpu.conv.depthwise", make(1, 9, 20, 21, 9, 3, 3, 2, 1, 2, 9, l));       // dilated

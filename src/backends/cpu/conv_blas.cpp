@@ -3,9 +3,13 @@
 #include <cblas.h>
 
 #include <climits>
+#include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/sgemm_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
 
@@ -46,6 +50,14 @@ void blas_setup() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(kThreaded ? pool_size() : 1); });
 }
+
+// The calling thread's packing buffer for avx512::sgemm, 64-byte aligned. Kept for the life of
+// the thread (pool workers live as long as the process) so a GEMM never allocates.
+float* pack_buffer() {
+  thread_local std::vector<float> storage(static_cast<std::size_t>(avx512::kPackFloats + 16));
+  const auto addr = reinterpret_cast<std::uintptr_t>(storage.data());
+  return reinterpret_cast<float*>((addr + 63) & ~std::uintptr_t{63});
+}
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
@@ -58,6 +70,12 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
     }
   }
   if (m == 0 || n == 0) return;
+  // OpenBLAS 0.3.21 as Debian builds it runs its Haswell (AVX2) kernels on AVX-512 CPUs; Galley's
+  // packed AVX-512 kernel beats it there (bench/RESULTS.md, "CPU convolution with AVX-512").
+  if (cpu_has_avx512() && !kThreaded) {
+    avx512::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack_buffer());
+    return;
+  }
   blas_setup();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,

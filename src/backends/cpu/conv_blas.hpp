@@ -1,4 +1,5 @@
-// The one door from the cpu conv solvers to OpenBLAS.
+// The one door from the cpu conv solvers to a GEMM: Galley's packed AVX-512 kernel
+// (sgemm_avx512.hpp) where cpu_isa() is avx512, else OpenBLAS.
 //
 // Threading: Galley parallelises over its own pool and calls OpenBLAS single-threaded from each
 // pool thread (see conv_blas.cpp and bench/RESULTS.md "OpenBLAS threading" for the measurement).
@@ -12,7 +13,8 @@
 
 namespace galley::backends::cpu {
 
-/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C on the calling thread.
+/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C on the calling thread
+/// (C is not read when beta == 0).
 /// `trans_a`/`trans_b` select the transposed operand. Sizes are checked (Error(internal) when
 /// they do not fit OpenBLAS's int) and a zero-sized product only scales C.
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,

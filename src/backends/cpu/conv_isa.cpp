@@ -1,22 +1,69 @@
 #include "backends/cpu/conv_isa.hpp"
 
-namespace galley::backends::cpu {
+#include <atomic>
 
-// __builtin_cpu_supports reads cpuid and also checks that the OS saves the ymm state (xgetbv), so
-// a "yes" here means the AVX2 code can really run.
-bool cpu_has_avx2_fma() {
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+// Lifted (avx512) unless a test or benchmark lowers it.
+std::atomic<int> g_cap{static_cast<int>(CpuIsa::avx512)};
+
+// __builtin_cpu_supports reads cpuid and also checks that the OS saves the ymm / zmm state
+// (xgetbv), so a "yes" here means the code can really run.
+CpuIsa detect() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return CpuIsa::scalar;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")) {
+    return CpuIsa::avx512;
+  }
+  return CpuIsa::avx2;
 #else
-  return false;
+  return CpuIsa::scalar;
 #endif
 }
 
+}  // namespace
+
+std::string_view to_string(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::scalar: return "scalar";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+CpuIsa parse_cpu_isa(const std::string& name) {
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avx512}) {
+    if (name == to_string(isa)) return isa;
+  }
+  throw Error(Status::invalid_argument, "cpu ISA '" + name + "' (valid: scalar, avx2, avx512)");
+}
+
+CpuIsa cpu_isa_supported() {
+  static const CpuIsa supported = detect();
+  return supported;
+}
+
+CpuIsa cpu_isa() {
+  const int cap = g_cap.load(std::memory_order_relaxed);
+  const int have = static_cast<int>(cpu_isa_supported());
+  return static_cast<CpuIsa>(cap < have ? cap : have);
+}
+
+void set_cpu_isa_cap(CpuIsa cap) { g_cap.store(static_cast<int>(cap), std::memory_order_relaxed); }
+
+bool cpu_has_avx2_fma() { return cpu_isa() >= CpuIsa::avx2; }
+
+bool cpu_has_avx512() { return cpu_isa() >= CpuIsa::avx512; }
+
 bool cpu_has_f16c() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = cpu_has_avx2_fma() && __builtin_cpu_supports("f16c");
-  return has;
+  static const bool has = __builtin_cpu_supports("f16c");
+  return has && cpu_has_avx2_fma();
 #else
   return false;
 #endif

@@ -1,12 +1,37 @@
 // Which vector kernels this CPU may run. The *_avx2.cpp files are compiled with -mavx2 -mfma
-// -mf16c and must only be entered after these checks say yes.
+// -mf16c, the *_avx512.cpp files with AVX-512 F/BW/VL/DQ as well; each must only be entered after
+// these checks say yes.
+//
+// The level in effect is the highest the CPU (and OS) supports, lowered by set_cpu_isa_cap() so
+// that tests and benchmarks can run the AVX2 and scalar paths on a machine that has AVX-512.
 #pragma once
+
+#include <string>
+#include <string_view>
 
 namespace galley::backends::cpu {
 
-/// AVX2 and FMA (the register-blocked kernels). Cached after the first call.
+/// Instruction-set levels the cpu kernels are written for, lowest first.
+enum class CpuIsa { scalar = 0, avx2 = 1, avx512 = 2 };
+
+/// "scalar", "avx2", "avx512".
+std::string_view to_string(CpuIsa isa);
+/// The inverse of to_string; Error(invalid_argument) naming the value and the valid ones.
+CpuIsa parse_cpu_isa(const std::string& name);
+
+/// The highest level this CPU and OS can run (cpuid + saved register state). Cached.
+CpuIsa cpu_isa_supported();
+/// The level the kernels use now: min(cpu_isa_supported(), cap).
+CpuIsa cpu_isa();
+/// Caps cpu_isa() at `cap` (CpuIsa::avx512 lifts any cap). Solvers read the level when they size
+/// their workspace and when they run, so change it only between convolutions, never during one.
+void set_cpu_isa_cap(CpuIsa cap);
+
+/// cpu_isa() >= avx2 (AVX2 and FMA: the register-blocked kernels).
 bool cpu_has_avx2_fma();
-/// F16C (vectorised f16 <-> f32 conversion). Cached after the first call.
+/// cpu_isa() >= avx512 (AVX-512 F, BW, VL, DQ with the zmm state saved by the OS).
+bool cpu_has_avx512();
+/// F16C at cpu_isa() >= avx2 (vectorised f16 <-> f32 conversion).
 bool cpu_has_f16c();
 
 }  // namespace galley::backends::cpu

@@ -1,0 +1,185 @@
+// The packed AVX-512 SGEMM (see sgemm_avx512.hpp for the blocking). Compiled with AVX-512
+// F/BW/VL/DQ; entered only after cpu_has_avx512(). Nothing here instantiates a standard-library
+// template: an out-of-line copy compiled with AVX-512 could be the one the linker keeps for
+// every other caller in libgalley.
+#include "backends/cpu/sgemm_avx512.hpp"
+
+#include <immintrin.h>
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+constexpr std::int64_t kVectors = kNr / 16;
+
+inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+// Lanes [0, count) of a 16-float vector, count clamped to [0, 16].
+inline __mmask16 lanes(std::int64_t count) {
+  if (count <= 0) return 0;
+  if (count >= 16) return 0xffff;
+  return static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// A[rows x depth] (op applied) from row r0, column p0 into kMr-high panels, each laid out
+// depth-major (kMr consecutive floats per step of k); rows past `rows` are zero.
+void pack_a(bool trans, const float* a, std::int64_t lda, std::int64_t r0, std::int64_t rows, std::int64_t p0,
+            std::int64_t depth, float* out) {
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kMr) {
+    const std::int64_t h = min64(kMr, rows - i0);
+    float* panel = out + i0 * depth;
+    if (!trans) {
+      const float* src[kMr];
+      for (std::int64_t i = 0; i < kMr; ++i) src[i] = a + (r0 + i0 + (i < h ? i : 0)) * lda + p0;
+      if (h == kMr) {
+        for (std::int64_t p = 0; p < depth; ++p) {
+#pragma GCC unroll 6
+          for (std::int64_t i = 0; i < kMr; ++i) panel[p * kMr + i] = src[i][p];
+        }
+      } else {
+        for (std::int64_t p = 0; p < depth; ++p) {
+          for (std::int64_t i = 0; i < kMr; ++i) panel[p * kMr + i] = i < h ? src[i][p] : 0.0f;
+        }
+      }
+    } else {
+      for (std::int64_t p = 0; p < depth; ++p) {
+        const float* src = a + (p0 + p) * lda + r0 + i0;
+        for (std::int64_t i = 0; i < kMr; ++i) panel[p * kMr + i] = i < h ? src[i] : 0.0f;
+      }
+    }
+  }
+}
+
+// B[depth x cols] (op applied) from row p0, column c0 into kNr-wide panels, each depth-major
+// (kNr consecutive floats per step of k); columns past `cols` are zero.
+void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::int64_t depth, std::int64_t c0,
+            std::int64_t cols, float* out) {
+  for (std::int64_t j0 = 0; j0 < cols; j0 += kNr) {
+    const std::int64_t w = min64(kNr, cols - j0);
+    float* panel = out + j0 * depth;
+    if (!trans) {
+      const float* src = b + p0 * ldb + c0 + j0;
+      if (w == kNr) {
+        for (std::int64_t p = 0; p < depth; ++p, src += ldb) {
+#pragma GCC unroll 4
+          for (std::int64_t v = 0; v < kVectors; ++v) {
+            _mm512_store_ps(panel + p * kNr + 16 * v, _mm512_loadu_ps(src + 16 * v));
+          }
+        }
+      } else {
+        __mmask16 mask[kVectors];
+        for (std::int64_t v = 0; v < kVectors; ++v) mask[v] = lanes(w - 16 * v);
+        for (std::int64_t p = 0; p < depth; ++p, src += ldb) {
+#pragma GCC unroll 4
+          for (std::int64_t v = 0; v < kVectors; ++v) {
+            // A masked-off lane is never read, so columns past the matrix are safe.
+            _mm512_store_ps(panel + p * kNr + 16 * v, _mm512_maskz_loadu_ps(mask[v], src + 16 * v));
+          }
+        }
+      }
+    } else {
+      // op(B)[p][j] = b[j * ldb + p]: one source row per panel column.
+      for (std::int64_t j = 0; j < kNr; ++j) {
+        if (j < w) {
+          const float* src = b + (c0 + j0 + j) * ldb + p0;
+          for (std::int64_t p = 0; p < depth; ++p) panel[p * kNr + j] = src[p];
+        } else {
+          for (std::int64_t p = 0; p < depth; ++p) panel[p * kNr + j] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+// C[rows x cols] (rows <= kMr, cols <= 16 * kNv) = alpha * Apanel * Bpanel + beta * C.
+template <int kNv>
+void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, float* c,
+                  std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta) {
+  __m512 acc[kMr][kNv];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (std::int64_t p = 0; p < depth; ++p) {
+    __m512 bv[kNv];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_load_ps(bp + 16 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMr; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    ap += kMr;
+    bp += kNr;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= rows) break;
+    float* ci = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
+      __m512 r = _mm512_mul_ps(va, acc[i][v]);
+      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
+      _mm512_mask_storeu_ps(ci + 16 * v, m, r);
+    }
+  }
+}
+
+void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64_t ldc) {
+  const __m512 vb = _mm512_set1_ps(beta);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mask = lanes(n - j);
+      const __m512 r = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, c + i * ldc + j));
+      _mm512_mask_storeu_ps(c + i * ldc + j, mask, r);
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_rows(m, n, beta, c, ldc);
+    return;
+  }
+  float* a_pack = pack;
+  float* b_pack = pack + kMc * kKc;
+  for (std::int64_t jc = 0; jc < n; jc += kNc) {
+    const std::int64_t nc = min64(kNc, n - jc);
+    for (std::int64_t pc = 0; pc < k; pc += kKc) {
+      const std::int64_t kc = min64(kKc, k - pc);
+      const float beta_now = pc == 0 ? beta : 1.0f;  // later slices add to what the first wrote
+      pack_b(trans_b, b, ldb, pc, kc, jc, nc, b_pack);
+      for (std::int64_t ic = 0; ic < m; ic += kMc) {
+        const std::int64_t mc = min64(kMc, m - ic);
+        pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
+        for (std::int64_t ir = 0; ir < mc; ir += kMr) {
+          const std::int64_t rows = min64(kMr, mc - ir);
+          const float* ap = a_pack + ir * kc;
+          float* c_row = c + (ic + ir) * ldc + jc;
+          for (std::int64_t jr = 0; jr < nc; jr += kNr) {
+            const std::int64_t cols = min64(kNr, nc - jr);
+            const float* bp = b_pack + jr * kc;
+            const std::int64_t vectors = (cols + 15) / 16;
+            const __mmask16 last = lanes(cols - 16 * (vectors - 1));
+            switch (vectors) {
+              case 4: micro_kernel<4>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
+              case 3: micro_kernel<3>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
+              case 2: micro_kernel<2>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
+              default: micro_kernel<1>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace galley::backends::cpu::avx512

@@ -1,0 +1,31 @@
+// Galley's own packed single-precision GEMM for AVX-512 (sgemm_avx512.cpp, compiled with
+// AVX-512 F/BW/VL/DQ and entered only after cpu_has_avx512()). conv_blas.cpp's sgemm() calls it
+// instead of OpenBLAS, whose Debian build runs only its AVX2 (Haswell) kernels on AVX-512 CPUs.
+//
+// Blocking (in the manner of BLIS, written from the idea, not the code): C is cut into kNc-wide
+// column blocks; for each kKc-deep slice of the product a block of B is packed into kNr-wide
+// panels that stay in L2, then kMc-row blocks of A are packed into kMr-high panels; one A panel
+// (kMr x kKc, 6 KiB) stays in L1 while the micro-kernel sweeps it across the B panels, holding a
+// kMr x kNr tile of C (24 zmm registers) and doing 24 FMAs per 4 vector loads and 6 broadcasts.
+#pragma once
+
+#include <cstdint>
+
+namespace galley::backends::cpu::avx512 {
+
+constexpr std::int64_t kMr = 6;    ///< rows of the register tile
+constexpr std::int64_t kNr = 64;   ///< columns of the register tile (4 zmm)
+constexpr std::int64_t kKc = 256;  ///< depth of one packed slice
+constexpr std::int64_t kMc = 96;   ///< rows of A packed at a time (multiple of kMr)
+constexpr std::int64_t kNc = 512;  ///< columns of B packed at a time (multiple of kNr)
+
+/// Floats of the packing buffer sgemm() needs: one A block and one B block.
+constexpr std::int64_t kPackFloats = kMc * kKc + kKc * kNc;
+
+/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, single-threaded, the same
+/// contract as conv_blas.hpp's sgemm (C is not read when beta == 0). `pack` holds kPackFloats
+/// floats, 64-byte aligned, private to the calling thread.
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack);
+
+}  // namespace galley::backends::cpu::avx512
