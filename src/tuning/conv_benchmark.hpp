@@ -38,8 +38,9 @@ struct Timing {
   int runs = 0;
 };
 
-/// Times `solvers` on random data: each warmed up once in list order, then timed in rounds (one run
-/// of every active solver per round, so load drift hits all alike) until every one's median is
+/// Times `solvers` on random data: each warmed up in list order (a cold run, then a warm one that
+/// sets its batch: a sample is ~0.5 ms of back-to-back runs divided by their count, at most 64), then
+/// timed in rounds (one sample of every active solver per round, so load drift hits all alike) until every one's median is
 /// stable or the run cap is reached. After three rounds a solver whose best run is far slower than
 /// the best median is dropped. When the time box runs out nothing more runs (tuning overruns it by
 /// at most the run in flight): solvers not reached are left out, solvers warmed up but not yet timed

@@ -2,6 +2,7 @@
 // the recovery paths (corrupt file moved aside, unwritable file replaced by an in-memory db).
 #include "galley/tuning/find_db.hpp"
 
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -25,7 +26,8 @@ using sqlite::Failure;
 using sqlite::SqliteError;
 
 // Bump when the table changes; a file with a newer schema is left alone (read by nobody here).
-constexpr int kSchemaVersion = 1;
+// 2: `params`, a solver's own inner choice (dnn::ConvSolver::tuned_params), added to version 1.
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kCreateTable = R"(
 CREATE TABLE IF NOT EXISTS find_rows (
@@ -40,15 +42,16 @@ CREATE TABLE IF NOT EXISTS find_rows (
   ms       REAL,
   workspace INTEGER NOT NULL,
   tuned_at INTEGER NOT NULL,
+  params   TEXT    NOT NULL DEFAULT '',
   PRIMARY KEY (problem, device, arch, units, driver, galley, rank)
 ) WITHOUT ROWID)";
 
 constexpr const char* kSelectRecords =
-    "SELECT solver, ms, workspace, rank FROM find_rows WHERE problem=?1 AND device=?2 AND arch=?3 AND units=?4 "
+    "SELECT solver, ms, workspace, rank, params FROM find_rows WHERE problem=?1 AND device=?2 AND arch=?3 AND units=?4 "
     "AND driver=?5 AND galley=?6 ORDER BY rank";
 
 constexpr const char* kSelectAll =
-    "SELECT problem, device, arch, units, driver, galley, rank, solver, ms, workspace, tuned_at FROM find_rows "
+    "SELECT problem, device, arch, units, driver, galley, rank, solver, ms, workspace, tuned_at, params FROM find_rows "
     "ORDER BY problem, device, arch, units, driver, galley, rank";
 
 void bind_identity(sqlite::Statement& s, std::string_view problem, const DeviceIdentity& d) {
@@ -62,7 +65,7 @@ std::vector<FindRecord> select_records(Connection& c, std::string_view problem, 
   std::vector<FindRecord> out;
   while (s.step()) {
     out.push_back(FindRecord{s.column_text(0), s.column_double(1), static_cast<std::size_t>(s.column_int(2)),
-                             static_cast<int>(s.column_int(3))});
+                             static_cast<int>(s.column_int(3)), s.column_text(4)});
   }
   return out;
 }
@@ -71,7 +74,7 @@ std::vector<FindRecord> select_records(Connection& c, std::string_view problem, 
 std::vector<std::pair<std::string, FindRecord>> select_identity(Connection& c, const DeviceIdentity& d,
                                                                 std::size_t cap) {
   auto s = c.prepare(
-      "SELECT problem, solver, ms, workspace, rank FROM find_rows WHERE device=?1 AND arch=?2 AND units=?3 AND "
+      "SELECT problem, solver, ms, workspace, rank, params FROM find_rows WHERE device=?1 AND arch=?2 AND units=?3 AND "
       "driver=?4 AND galley=?5 ORDER BY problem, rank LIMIT ?6");
   s.bind(1, d.name).bind(2, d.arch).bind(3, std::int64_t{d.compute_units}).bind(4, d.driver_version);
   s.bind(5, d.galley_version).bind(6, static_cast<std::int64_t>(cap + 1));
@@ -79,7 +82,7 @@ std::vector<std::pair<std::string, FindRecord>> select_identity(Connection& c, c
   while (s.step()) {
     out.emplace_back(s.column_text(0), FindRecord{s.column_text(1), s.column_double(2),
                                                   static_cast<std::size_t>(s.column_int(3)),
-                                                  static_cast<int>(s.column_int(4))});
+                                                  static_cast<int>(s.column_int(4)), s.column_text(5)});
   }
   return out;
 }
@@ -98,7 +101,7 @@ std::vector<FindRow> select_all(Connection& c) {
     row.device = DeviceIdentity{s.column_text(1), s.column_text(2), static_cast<int>(s.column_int(3)),
                                 s.column_text(4), s.column_text(5)};
     row.record = FindRecord{s.column_text(7), s.column_double(8), static_cast<std::size_t>(s.column_int(9)),
-                            static_cast<int>(s.column_int(6))};
+                            static_cast<int>(s.column_int(6)), s.column_text(11)};
     row.tuned_at = s.column_int(10);
     out.push_back(std::move(row));
   }
@@ -118,6 +121,8 @@ void setup_schema(Connection& c) {
   if (version < kSchemaVersion) {
     sqlite::with_busy_retry([&] {
       sqlite::Transaction t(c);
+      // Version 1 files keep their rows; they gain an empty `params` (their solvers search again).
+      if (version == 1) c.exec("ALTER TABLE find_rows ADD COLUMN params TEXT NOT NULL DEFAULT ''");
       c.exec(kCreateTable);
       c.exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
       t.commit();
@@ -418,12 +423,13 @@ void FindDb::store(std::string_view problem, const DeviceIdentity& device, const
         del.step();
         auto ins = c.prepare(
             "INSERT INTO find_rows (problem, device, arch, units, driver, galley, rank, solver, ms, workspace, "
-            "tuned_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+            "tuned_at, params) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
         for (std::size_t rank = 0; rank < ranked.size(); ++rank) {
           ins.reset();
           bind_identity(ins, problem, device);
           ins.bind(7, static_cast<std::int64_t>(rank)).bind(8, ranked[rank].solver).bind(9, ranked[rank].ms);
           ins.bind(10, static_cast<std::int64_t>(ranked[rank].workspace_bytes)).bind(11, now);
+          ins.bind(12, ranked[rank].params);
           ins.step();
         }
         t.commit();
@@ -435,6 +441,34 @@ void FindDb::store(std::string_view problem, const DeviceIdentity& device, const
     for (std::size_t rank = 0; rank < list.size(); ++rank) list[rank].rank = static_cast<int>(rank);
     it->second.lists[std::string(problem)] = {std::move(list), false};
   }
+}
+
+std::vector<std::string> FindDb::problems(const DeviceIdentity& device) {
+  std::lock_guard lock(state_->mutex);
+  const std::string id = identity_text(device);
+  if (state_->snapshots.find(id) == state_->snapshots.end()) {
+    State::Snapshot snap = state_->load_snapshot(device);
+    state_->snapshots[id] = std::move(snap);
+  }
+  std::vector<std::string> out;
+  if (auto it = state_->snapshots.find(id); it != state_->snapshots.end() && it->second.usable) {
+    for (const auto& [problem, list] : it->second.lists) out.push_back(problem);
+  } else {
+    // Too many rows to hold: the writer's distinct keys (read-only layers are not walked then).
+    state_->on_writer(
+        [&](Connection& c) {
+          out.clear();
+          auto s = c.prepare(
+              "SELECT DISTINCT problem FROM find_rows WHERE device=?1 AND arch=?2 AND units=?3 AND driver=?4 AND "
+              "galley=?5");
+          s.bind(1, device.name).bind(2, device.arch).bind(3, std::int64_t{device.compute_units});
+          s.bind(4, device.driver_version).bind(5, device.galley_version);
+          while (s.step()) out.push_back(s.column_text(0));
+        },
+        false);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<FindRow> FindDb::rows() {

@@ -22,7 +22,8 @@ nlohmann::json find_row_to_json(const FindRow& row) {
                       {"rank", row.record.rank},
                       {"solver", row.record.solver},
                       {"workspace_bytes", row.record.workspace_bytes},
-                      {"tuned_at", row.tuned_at}};
+                      {"tuned_at", row.tuned_at},
+                      {"params", row.record.params}};
   // JSON has no NaN: an untimed entry has "ms": null.
   j["ms"] = std::isnan(row.record.ms) ? nlohmann::json(nullptr) : nlohmann::json(row.record.ms);
   return j;
@@ -46,6 +47,8 @@ FindRow from_json(const nlohmann::json& j) {
   row.record.workspace_bytes = j.at("workspace_bytes").get<std::size_t>();
   const auto& ms = j.at("ms");
   row.record.ms = ms.is_null() ? std::nan("") : ms.get<double>();
+  // Files exported before solvers had inner choices have no "params": the solver searches again.
+  if (const auto it = j.find("params"); it != j.end()) row.record.params = it->get<std::string>();
   if (row.problem.empty() || row.record.solver.empty() || row.record.rank < 0) {
     throw Error(Status::corrupt_data, "row with an empty problem or solver, or a negative rank");
   }

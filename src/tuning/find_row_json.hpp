@@ -9,7 +9,7 @@
 namespace galley::tuning {
 
 /// {"problem", "device", "arch", "compute_units", "driver_version", "galley_version", "rank",
-///  "solver", "workspace_bytes", "tuned_at", "ms"}; "ms" is null for an untimed row (JSON has no NaN).
+///  "solver", "workspace_bytes", "tuned_at", "params", "ms"}; "ms" is null for an untimed row (JSON has no NaN).
 nlohmann::json find_row_to_json(const FindRow& row);
 
 }  // namespace galley::tuning

@@ -14,6 +14,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/dnn/convolution.hpp"
+#include "galley/memory/buffer.hpp"
 
 namespace galley::tuning {
 namespace {
@@ -47,6 +48,9 @@ struct CacheEntry {
   bool hit = false;         // stored tuning result (db or this process's tuning), not a list-order guess
   PickSource origin = PickSource::list_order;
   std::vector<RankedSolver> ranked;  // empty for list-order entries
+  // False when the runners-up of a find-db list were taken on trust (see db_hit): ranked() and
+  // lookup() check them before handing the list out.
+  bool ranked_checked = true;
 };
 
 }  // namespace
@@ -124,14 +128,21 @@ struct Tuner::Impl {
     cache.insert_or_assign(key, std::move(entry));
   }
 
-  // Why a stored solver cannot be trusted now, or nothing when it can.
-  std::optional<std::string> invalid(const std::string& name, const ConvProblem& problem,
+  // Why a stored solver cannot be trusted now, or nothing when it can. Its stored inner choice is
+  // handed back first, so that check() of a solver with an inner search (a vendor library's plans)
+  // costs a plan build, not the search again.
+  std::optional<std::string> invalid(const FindRecord& record, const ConvProblem& problem,
                                      const runtime::Device& device, const ConvSolver*& solver) {
+    const std::string& name = record.solver;
     solver = dnn::find_conv_solver(device.backend(), name);
     if (solver == nullptr) return "solver '" + name + "' no longer exists on backend " + device.backend();
     if (!options.only_solvers.empty() &&
         std::find(options.only_solvers.begin(), options.only_solvers.end(), name) == options.only_solvers.end()) {
       return "solver '" + name + "' is excluded by the solver filter";
+    }
+    if (!solver->use_tuned_params(problem, device, record.params)) {
+      log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
+                " cannot be used here; the solver searches again");
     }
     const dnn::Applicability a = solver->check(problem, device);
     if (!a) return "solver '" + name + "' no longer applies: " + a.reason;
@@ -140,17 +151,24 @@ struct Tuner::Impl {
     return std::nullopt;
   }
 
-  // A find-db hit whose best entry is still valid, with the list's invalid entries dropped.
-  std::optional<CacheEntry> db_hit(const ConvProblem& problem, const runtime::Device& device, const std::string& key) {
+  // A find-db hit whose best entry is still valid. With `check_all` every runner-up is checked too
+  // and invalid ones dropped; without (pick()), runners-up are only looked up by name: their check()
+  // may build a vendor library's plans, which a pick that runs the best alone must not pay for.
+  std::optional<CacheEntry> db_hit(const ConvProblem& problem, const runtime::Device& device, const std::string& key,
+                                   bool check_all) {
     bool from_system = false;
     const auto records = find_db().lookup(key, identity(device), &from_system);
     if (records.empty()) return std::nullopt;
     CacheEntry entry;
     entry.hit = true;
     entry.origin = from_system ? PickSource::system_db : PickSource::user_db;
+    entry.ranked_checked = check_all;
     for (const FindRecord& r : records) {
       const ConvSolver* solver = nullptr;
-      if (const auto why = invalid(r.solver, problem, device, solver)) {
+      if (entry.solver != nullptr && !check_all) {
+        solver = dnn::find_conv_solver(device.backend(), r.solver);
+        if (solver == nullptr) continue;
+      } else if (const auto why = invalid(r, problem, device, solver)) {
         if (entry.solver == nullptr) {
           // The best stored choice is gone: the whole list is re-tuned and replaced, never trusted.
           log::info("find-db row for " + key + " on " + device.name() + " ignored: " + *why + "; re-tuning");
@@ -159,7 +177,7 @@ struct Tuner::Impl {
         continue;
       }
       if (entry.solver == nullptr) entry.solver = solver;
-      entry.ranked.push_back(RankedSolver{r.solver, r.ms, r.workspace_bytes});
+      entry.ranked.push_back(RankedSolver{r.solver, r.ms, r.workspace_bytes, r.params});
     }
     return entry;
   }
@@ -186,7 +204,8 @@ struct Tuner::Impl {
       if (timings.empty()) detail::throw_no_solver(problem, device, result.rejected);
       best = timings.front().solver;
       for (const auto& t : timings) {
-        result.ranked.push_back(RankedSolver{std::string(t.solver->name()), t.median_ms, t.workspace_bytes});
+        result.ranked.push_back(RankedSolver{std::string(t.solver->name()), t.median_ms, t.workspace_bytes,
+                                             t.solver->tuned_params(problem, device)});
       }
     }
     result.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -196,7 +215,9 @@ struct Tuner::Impl {
     }
     if (options.find.mode != FindMode::off) {
       std::vector<FindRecord> records;
-      for (const RankedSolver& r : result.ranked) records.push_back(FindRecord{r.solver, r.ms, r.workspace_bytes, 0});
+      for (const RankedSolver& r : result.ranked) {
+        records.push_back(FindRecord{r.solver, r.ms, r.workspace_bytes, 0, r.params});
+      }
       find_db().store(problem.key(), identity(device), records);
     }
     remember(cache_key, CacheEntry{best, true, PickSource::tuned, result.ranked});
@@ -262,7 +283,7 @@ Pick Tuner::pick(const ConvProblem& problem, const runtime::Device& device) {
   if (mode == FindMode::off) return list_order();
   const std::string text_key = problem.key();
   if (impl_->trusts_db()) {
-    if (auto entry = impl_->db_hit(problem, device, text_key)) {
+    if (auto entry = impl_->db_hit(problem, device, text_key, false)) {
       impl_->remember(key, *entry);
       return Pick{entry->solver, true, entry->origin};
     }
@@ -276,10 +297,12 @@ Pick Tuner::pick(const ConvProblem& problem, const runtime::Device& device) {
 std::vector<RankedSolver> Tuner::lookup(const ConvProblem& problem, const runtime::Device& device) {
   if (impl_->options.find.mode == FindMode::off) return {};
   const CacheKey key{device.name(), problem};
-  if (auto entry = impl_->cached(key); entry && entry->hit && !entry->ranked.empty()) return entry->ranked;
+  if (auto entry = impl_->cached(key); entry && entry->hit && entry->ranked_checked && !entry->ranked.empty()) {
+    return entry->ranked;
+  }
   std::lock_guard lock(impl_->slow_mutex);
   problem.validate();
-  if (auto entry = impl_->db_hit(problem, device, problem.key())) {
+  if (auto entry = impl_->db_hit(problem, device, problem.key(), true)) {
     impl_->remember(key, *entry);
     return entry->ranked;
   }
@@ -289,14 +312,14 @@ std::vector<RankedSolver> Tuner::lookup(const ConvProblem& problem, const runtim
 std::vector<RankedSolver> Tuner::ranked(const ConvProblem& problem, const runtime::Device& device) {
   const CacheKey key{device.name(), problem};
   const FindMode mode = impl_->options.find.mode;
-  if (auto entry = impl_->cached(key); entry && entry->hit && !entry->ranked.empty()) {
+  if (auto entry = impl_->cached(key); entry && entry->hit && entry->ranked_checked && !entry->ranked.empty()) {
     // A db hit is reusable unless this process must re-measure; its own tuning always is.
     if (entry->origin == PickSource::tuned || impl_->trusts_db()) return entry->ranked;
   }
   std::lock_guard lock(impl_->slow_mutex);
   if (mode != FindMode::off && impl_->trusts_db()) {
     problem.validate();
-    if (auto entry = impl_->db_hit(problem, device, problem.key())) {
+    if (auto entry = impl_->db_hit(problem, device, problem.key(), true)) {
       impl_->remember(key, *entry);
       return entry->ranked;
     }
@@ -308,6 +331,58 @@ TuneResult Tuner::tune(const ConvProblem& problem, const runtime::Device& device
   const CacheKey key{device.name(), problem};
   std::lock_guard lock(impl_->slow_mutex);
   return impl_->run_tuning(problem, device, key);
+}
+
+PreloadResult Tuner::preload(runtime::Stream& stream) {
+  const auto start = std::chrono::steady_clock::now();
+  PreloadResult result;
+  const runtime::Device& device = stream.device();
+  if (impl_->options.find.mode == FindMode::off || !impl_->trusts_db()) return result;
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(impl_->slow_mutex);
+    keys = impl_->find_db().problems(impl_->identity(device));
+  }
+  result.problems = static_cast<int>(keys.size());
+  for (const std::string& key : keys) {
+    try {
+      const ConvProblem problem = ConvProblem::parse_key(key);
+      const CacheKey cache_key{device.name(), problem};
+      const ConvSolver* solver = nullptr;
+      {
+        std::lock_guard lock(impl_->slow_mutex);
+        if (auto entry = impl_->cached(cache_key); entry && entry->hit) {
+          solver = entry->solver;
+        } else if (auto hit = impl_->db_hit(problem, device, key, false)) {
+          impl_->remember(cache_key, *hit);
+          solver = hit->solver;
+        }
+      }
+      if (solver == nullptr) {
+        result.skipped.emplace_back(key, "no stored solver is valid here (see GALLEY_LOG_LEVEL=info)");
+        continue;
+      }
+      // One run on scratch tensors: what a first call pays once (kernel loading, vendor handles
+      // and plans, first touch of workspace) is paid here. Zeroed inputs: leftover bytes of a
+      // reused block could be denormals, which are slow on some CPUs.
+      const std::size_t ws_bytes = solver->workspace_bytes(problem, device);
+      memory::Buffer x = memory::allocate(stream, problem.x_desc().bytes());
+      memory::Buffer w = memory::allocate(stream, problem.w_desc().bytes());
+      memory::Buffer y = memory::allocate(stream, problem.y_desc().bytes());
+      memory::Buffer ws = memory::allocate(stream, ws_bytes);
+      memory::memset(stream, x, 0, problem.x_desc().bytes());
+      memory::memset(stream, w, 0, problem.w_desc().bytes());
+      solver->run(stream, problem, dnn::ConvArgs{x.data(), w.data(), y.data(), ws.data(), ws_bytes});
+      stream.synchronize();
+      ++result.prepared;
+    } catch (const Error& e) {
+      result.skipped.emplace_back(key, e.what());
+    }
+  }
+  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  log::info("preloaded " + std::to_string(result.prepared) + " of " + std::to_string(result.problems) +
+            " stored problems on " + device.name() + " in " + std::to_string(result.ms) + " ms");
+  return result;
 }
 
 Tuner& default_tuner() {

@@ -1,6 +1,7 @@
 // The find-db on its own: round trips, identity matching, layers, corruption, unwritable files,
 // export/import.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -55,6 +56,49 @@ TEST(FindDb, StoreThenLookupRoundTripsAndRanks) {
   db.store("conv-key", identity(), {FindRecord{"c", 0.5, 0, 0}});
   ASSERT_EQ(db.lookup("conv-key", identity()).size(), 1u);
   EXPECT_EQ(db.lookup("conv-key", identity())[0].solver, "c");
+}
+
+TEST(FindDb, InnerChoiceParamsRoundTrip) {
+  TempDir dir;
+  const auto path = dir.path() / "finddb.sqlite";
+  FindDb(FindDbPaths{path, {}})
+      .store("conv-key", identity(), {FindRecord{"a", 1.0, 0, 0, "eng12{k2=3,k14=4}"}, FindRecord{"b", 2.0, 0, 1, ""}});
+  FindDb reopened({path, {}});
+  const auto got = reopened.lookup("conv-key", identity());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].params, "eng12{k2=3,k14=4}");
+  EXPECT_EQ(got[1].params, "");
+  EXPECT_EQ(reopened.problems(identity()), std::vector<std::string>{"conv-key"});
+  EXPECT_TRUE(reopened.problems(identity("9.9.9")).empty());
+}
+
+TEST(FindDb, SchemaVersion1FileIsMigratedAndKeepsItsRows) {
+  TempDir dir;
+  const auto path = dir.path() / "finddb.sqlite";
+  {
+    // A find-db as Galley wrote it before rows carried params (schema 1).
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* sql = R"(
+      CREATE TABLE find_rows (problem TEXT NOT NULL, device TEXT NOT NULL, arch TEXT NOT NULL,
+        units INTEGER NOT NULL, driver TEXT NOT NULL, galley TEXT NOT NULL, rank INTEGER NOT NULL,
+        solver TEXT NOT NULL, ms REAL, workspace INTEGER NOT NULL, tuned_at INTEGER NOT NULL,
+        PRIMARY KEY (problem, device, arch, units, driver, galley, rank)) WITHOUT ROWID;
+      INSERT INTO find_rows VALUES ('conv-old', 'Test CPU', 'avx2', 2, 'Linux 6.1', '0.1.0', 0, 'old.solver', 2.5,
+        64, 1700000000);
+      PRAGMA user_version=1;)";
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  FindDb db({path, {}});
+  EXPECT_FALSE(db.in_memory());
+  const auto got = db.lookup("conv-old", identity());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].solver, "old.solver");
+  EXPECT_EQ(got[0].workspace_bytes, 64u);
+  EXPECT_EQ(got[0].params, "");
+  db.store("conv-new", identity(), {FindRecord{"new.solver", 1.0, 0, 0, "p1"}});
+  EXPECT_EQ(FindDb({path, {}}).lookup("conv-new", identity())[0].params, "p1");
 }
 
 TEST(FindDb, FolderCreatedPrivate) {
@@ -251,6 +295,23 @@ TEST(FindDb, ClearExportImport) {
   EXPECT_THROW(other.import_json(dir.path() / "broken.json"), Error);
   EXPECT_THROW(other.import_json(dir.path() / "missing.json"), Error);
   EXPECT_EQ(other.rows().size(), 3u);  // failed imports change nothing
+}
+
+TEST(FindDb, ExportCarriesParamsAndOlderExportsWithoutThemImport) {
+  TempDir dir;
+  FindDb db({dir.path() / "a.sqlite", {}});
+  db.store("k1", identity(), {FindRecord{"a", 1.0, 0, 0, "eng3"}});
+  db.export_json(dir.path() / "export.json");
+  FindDb other({dir.path() / "b.sqlite", {}});
+  ASSERT_EQ(other.import_json(dir.path() / "export.json"), 1u);
+  EXPECT_EQ(other.lookup("k1", identity())[0].params, "eng3");
+  write_file(dir.path() / "old.json",
+             R"({"format": "galley-finddb", "version": 1, "rows": [{"problem": "k2", "device": "Test CPU",
+                 "arch": "avx2", "compute_units": 2, "driver_version": "Linux 6.1", "galley_version": "0.1.0",
+                 "rank": 0, "solver": "b", "workspace_bytes": 0, "tuned_at": 1, "ms": 2.0}]})");
+  ASSERT_EQ(other.import_json(dir.path() / "old.json"), 1u);
+  EXPECT_EQ(other.lookup("k2", identity())[0].solver, "b");
+  EXPECT_EQ(other.lookup("k2", identity())[0].params, "");
 }
 
 TEST(FindDb, DefaultPathsFollowTheEnvironment) {

@@ -59,7 +59,54 @@ class FakeSolver final : public dnn::ConvSolver {
   bool toggled_;
 };
 
+std::map<std::string, std::string>& adopted_params() {
+  static std::map<std::string, std::string> m;
+  return m;
+}
+std::atomic<long> g_counted_checks{0};
+
+// A solver with an inner search, like cuda.conv.cudnn_graph's plan timing.
+class InnerChoiceSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kInner; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    return base_.check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
+    base_.run(stream, p, args);
+  }
+  std::string tuned_params(const dnn::ConvProblem& p, const runtime::Device&) const override {
+    return "searched-" + p.key();
+  }
+  bool use_tuned_params(const dnn::ConvProblem& p, const runtime::Device&, std::string_view params) const override {
+    std::lock_guard lock(g_runs_mutex);
+    adopted_params()[p.key()] = std::string(params);
+    return params == "searched-" + p.key();
+  }
+
+ private:
+  FakeSolver base_{kInner, 0.5};
+};
+
+// Counts check() calls: a pick on a find-db hit must not check the runners-up.
+class CountedSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kCounted; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    ++g_counted_checks;
+    return base_.check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
+    base_.run(stream, p, args);
+  }
+
+ private:
+  FakeSolver base_{kCounted, 2.0};
+};
+
 const bool g_registered = [] {
+  dnn::register_conv_solver("cpu", 1004, std::make_unique<InnerChoiceSolver>());
+  dnn::register_conv_solver("cpu", 1005, std::make_unique<CountedSolver>());
   dnn::register_conv_solver("cpu", 999, std::make_unique<FakeSolver>(kSlow, 4.0, 1024));
   dnn::register_conv_solver("cpu", 1000, std::make_unique<FakeSolver>(kFast, 1.0));
   dnn::register_conv_solver("cpu", 1001, std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
@@ -75,6 +122,14 @@ std::atomic<bool>& toggle_applicable() {
   static std::atomic<bool> on{true};
   return on;
 }
+
+std::string inner_params_adopted(const std::string& problem_key) {
+  std::lock_guard lock(g_runs_mutex);
+  const auto it = adopted_params().find(problem_key);
+  return it == adopted_params().end() ? std::string() : it->second;
+}
+
+long checks_of_counted() { return g_counted_checks.load(); }
 
 long runs_of(const std::string& name) {
   std::lock_guard lock(g_runs_mutex);

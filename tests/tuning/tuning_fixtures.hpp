@@ -24,6 +24,9 @@ namespace galley::tuning::testing {
 //   test.conv.bigws  asks for 1 GiB of workspace
 //   test.conv.ref    a reference solver (sleeps 1 ms)
 //   test.conv.sleepy sleeps 40 ms (time-box tests)
+//   test.conv.inner  sleeps 0.5 ms and has an inner search: tuned_params() reports "searched-<key>",
+//                    use_tuned_params() records what it was handed (accepts only that form)
+//   test.conv.counted sleeps 2 ms and counts its check() calls
 // Each counts its runs.
 inline constexpr const char* kFast = "test.conv.fast";
 inline constexpr const char* kSlow = "test.conv.slow";
@@ -31,6 +34,13 @@ inline constexpr const char* kToggle = "test.conv.toggle";
 inline constexpr const char* kBigWs = "test.conv.bigws";
 inline constexpr const char* kRef = "test.conv.ref";
 inline constexpr const char* kSleepy = "test.conv.sleepy";
+inline constexpr const char* kInner = "test.conv.inner";
+inline constexpr const char* kCounted = "test.conv.counted";
+
+/// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
+std::string inner_params_adopted(const std::string& problem_key);
+/// check() calls of test.conv.counted so far.
+long checks_of_counted();
 
 std::atomic<bool>& toggle_applicable();
 /// Runs of a fake solver so far.

@@ -3,10 +3,11 @@
 //   - per problem: T_tune (benchmarking all candidates into a fresh db), T_exec (the pick's median
 //     through dnn::convolution_forward), T_avg = T_tune/N + T_exec for N = 1, 10, 1000;
 //   - whether the pick is within 3% of the fastest solver, every applicable non-reference solver
-//     timed round-robin (R rounds) the same way;
+//     timed round-robin (R rounds) as the tuner times: samples of back-to-back calls (~0.5 ms);
 //   - the cost of pick() on a hit (in-process cache) and of one SQLite find-db lookup.
 // With --first-call it instead measures, in this new process, each problem's first call through the
-// default tuner (expected to be a find-db hit after `galley tune`) against its steady state.
+// default tuner (expected to be a find-db hit after `galley tune`) against its steady state; with
+// --preload, after Tuner::preload() warmed every stored problem up (its cost reported apart).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +42,7 @@ struct Args {
   double budget_ms = 4000;
   bool first_call = false;
   bool explicit_solver = false;
+  bool preload = false;
   bool json = false;
 };
 
@@ -91,14 +93,19 @@ struct Tensors {
 // One call of convolution_forward with `solver`, timed on the stream with events, as the tuner and
 // `galley bench conv` time: a host clock around a blocking wait would mostly measure how soon a
 // loaded machine schedules this thread again. Milliseconds.
-double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t, const dnn::ConvSolver* solver) {
+double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t, const dnn::ConvSolver* solver,
+                  int batch = 1) {
   runtime::Event before(stream.device()), after(stream.device());
   before.record(stream);
-  dnn::convolution_forward(stream, p, t.x.data(), t.w.data(), t.y.data(), solver);
+  for (int i = 0; i < batch; ++i) dnn::convolution_forward(stream, p, t.x.data(), t.w.data(), t.y.data(), solver);
   after.record(stream);
   after.synchronize();
-  return after.elapsed_ms_since(before);
+  return after.elapsed_ms_since(before) / batch;
 }
+
+// Back-to-back calls per sample so a sample lasts ~0.5 ms, as the tuner times (conv_benchmark.cpp):
+// short GPU calls timed one by one measure mostly their launch round trip.
+int batch_for(double one_call_ms) { return std::clamp(int(std::ceil(0.5 / std::max(one_call_ms, 1e-4))), 1, 64); }
 
 int run_first_call(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   tuning::Tuner& tuner = tuning::default_tuner();
@@ -109,6 +116,12 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
   const auto id = tuning::DeviceIdentity::of(device);
   std::vector<double> pick_fraction, ratios;
   runtime::Stream stream(device);
+  // --preload: the deployment pattern, a warm-up of every stored problem at startup (timed apart).
+  tuning::PreloadResult preloaded;
+  if (args.preload && !db) {
+    preloaded = tuner.preload(stream);
+    for (const auto& [key, why] : preloaded.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
+  }
   Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady"});
   nlohmann::json rows = nlohmann::json::array();
   int within = 0, hits = 0;
@@ -147,8 +160,18 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
                     {"steady_ms", m}});
   }
   if (args.json) {
-    std::printf("%s\n", nlohmann::json({{"first_call", rows}}).dump(2).c_str());
+    std::printf("%s\n", nlohmann::json({{"first_call", rows},
+                                        {"preload", {{"enabled", args.preload && !db},
+                                                     {"problems", preloaded.problems},
+                                                     {"prepared", preloaded.prepared},
+                                                     {"ms", preloaded.ms}}}})
+                            .dump(2)
+                            .c_str());
   } else {
+    if (args.preload && !db) {
+      std::printf("preload: %d of %d stored problems prepared in %.1f ms\n", preloaded.prepared, preloaded.problems,
+                  preloaded.ms);
+    }
     table.print();
     std::printf("%d/%zu problems: first call <= 1.05x steady state (median first/steady %.3f); %d/%zu picks were "
                 "find-db hits; the first pick costs a median %.2f%% (max %.2f%%) of the steady-state call\n",
@@ -187,11 +210,17 @@ int run_figures(const Args& args, const std::vector<Line>& lines, const runtime:
     if (all.empty()) all.push_back(pick);
     Tensors t(stream, line.problem);
     std::vector<std::vector<double>> times(all.size());
-    for (const auto* s : all) timed_call(stream, line.problem, t, s);  // warm-up each
+    std::vector<int> batches;
+    for (const auto* s : all) {
+      timed_call(stream, line.problem, t, s);  // cold warm-up, then a warm call sizes the batch
+      batches.push_back(batch_for(timed_call(stream, line.problem, t, s)));
+    }
     // At least 5 rounds; more up to --rounds while the problem's --budget-ms lasts (heavy problems).
     const auto measure_start = Clock::now();
     for (int r = 0; r < args.rounds && (r < 5 || ms_since(measure_start) < args.budget_ms); ++r) {
-      for (std::size_t i = 0; i < all.size(); ++i) times[i].push_back(timed_call(stream, line.problem, t, all[i]));
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        times[i].push_back(timed_call(stream, line.problem, t, all[i], batches[i]));
+      }
     }
     std::size_t best = 0, picked = 0;
     for (std::size_t i = 0; i < all.size(); ++i) {
@@ -288,6 +317,8 @@ const bool registered = register_command([](CLI::App& root) {
                 "measure each problem's first call in this process against steady state (run after galley tune)");
   cmd->add_flag("--explicit", args->explicit_solver,
                 "with --first-call: run the stored solver named explicitly (no tuner), the control");
+  cmd->add_flag("--preload", args->preload,
+                "with --first-call: Tuner::preload() the stored problems first (startup warm-up, timed apart)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { set_exit_code(run(*args)); });
 });

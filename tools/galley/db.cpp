@@ -88,12 +88,13 @@ int run_list(const DbArgs& args) {
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
   }
-  Table table({"problem", "rank", "solver", "ms", "workspace", "device", "tuned", "current"});
+  Table table({"problem", "rank", "solver", "params", "ms", "workspace", "device", "tuned", "current"});
   std::size_t stale = 0;
   for (const auto& r : rows) {
     const bool current = is_current(r.device, here);
     stale += !current;
-    table.add({r.problem, std::to_string(r.record.rank), r.record.solver, fixed(r.record.ms),
+    table.add({r.problem, std::to_string(r.record.rank), r.record.solver,
+               r.record.params.empty() ? "-" : r.record.params, fixed(r.record.ms),
                format_bytes(r.record.workspace_bytes), r.device.to_string(), when(r.tuned_at),
                current ? "yes" : "no"});
   }

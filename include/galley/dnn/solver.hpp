@@ -54,6 +54,24 @@ class ConvSolver {
   /// Reference solvers are slow and exist for verification; the tuner never times them when
   /// another solver applies.
   virtual bool is_reference() const { return false; }
+
+  // A solver that searches among its own variants on first use (cuda.conv.cudnn_graph times
+  // cuDNN's execution plans) reports its choice as text, which the tuner stores beside the find-db
+  // row and hands back in a new process, so the search runs once per device, not once per process
+  // (MIOpen's perf-db). Solvers without an inner search keep the defaults.
+
+  /// The inner choice made for `problem` on `device` (searching now if not done yet); empty when
+  /// the solver has none.
+  virtual std::string tuned_params(const ConvProblem& /*problem*/, const runtime::Device& /*device*/) const {
+    return {};
+  }
+  /// Adopts a choice tuned_params() gave in an earlier process. Returns false when it cannot be
+  /// used here (malformed, or the engine is gone); the solver then searches again on first use.
+  /// Thread-safe; a no-op returning true when this process already made its choice.
+  virtual bool use_tuned_params(const ConvProblem& /*problem*/, const runtime::Device& /*device*/,
+                                std::string_view params) const {
+    return params.empty();
+  }
 };
 
 /// The rank of reference solvers: after every other solver in a list.

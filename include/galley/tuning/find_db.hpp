@@ -45,6 +45,7 @@ struct FindRecord {
   double ms = 0;                    ///< median time; NaN when not timed (the only applicable solver)
   std::size_t workspace_bytes = 0;
   int rank = 0;                     ///< 0 = fastest
+  std::string params;               ///< the solver's inner choice (ConvSolver::tuned_params), often empty
 };
 
 /// A whole row, as listed, exported and imported.
@@ -87,6 +88,9 @@ class FindDb {
   /// Replaces the records of `problem` for `device` by `ranked` (ranks renumbered 0..n-1) in one
   /// transaction, so a concurrent reader sees the old list or the new one, never a mix.
   void store(std::string_view problem, const DeviceIdentity& device, const std::vector<FindRecord>& ranked);
+
+  /// The problem keys stored for `device` in every layer (what Tuner::preload warms up), sorted.
+  std::vector<std::string> problems(const DeviceIdentity& device);
 
   /// Every row of the user db (all devices and versions), ordered by problem, device, rank.
   std::vector<FindRow> rows();

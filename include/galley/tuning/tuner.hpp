@@ -14,11 +14,13 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "galley/dnn/conv_problem.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
 #include "galley/tuning/find_db.hpp"
 #include "galley/tuning/find_mode.hpp"
 
@@ -43,6 +45,7 @@ struct RankedSolver {
   std::string solver;
   double ms = 0;  ///< median time; NaN when not timed (reference solver alone, or from a fast choice)
   std::size_t workspace_bytes = 0;
+  std::string params;  ///< the solver's inner choice (dnn::ConvSolver::tuned_params), often empty
 };
 
 /// Where a pick came from.
@@ -54,6 +57,16 @@ enum class PickSource {
   list_order,  ///< the first applicable solver of the ordered list (fast miss, off)
 };
 const char* to_string(PickSource source) noexcept;
+
+/// What preload() did.
+struct PreloadResult {
+  int problems = 0;  ///< stored problems of the device's identity
+  int prepared = 0;  ///< resolved to a valid stored solver and run once
+  /// Problems that could not be prepared (unparsable key, no valid stored solver, a failed run),
+  /// each with its reason; they are tuned or resolved again on their first pick as usual.
+  std::vector<std::pair<std::string, std::string>> skipped;
+  double ms = 0;  ///< wall time
+};
 
 /// The answer of pick().
 struct Pick {
@@ -105,6 +118,14 @@ class Tuner {
   /// The first applicable solver of the ordered list within the workspace limit (what fast and
   /// off choose on a miss). Throws Error(unsupported) with every reason when none applies.
   const dnn::ConvSolver& list_order_choice(const dnn::ConvProblem& problem, const runtime::Device& device);
+
+  /// Startup warm-up for deployment: resolves every problem stored in the find-db for the stream's
+  /// device (the stored solver, its inner choice, its check()), then runs each once on scratch
+  /// tensors on `stream`, so that kernels are loaded, vendor plans built and workspace blocks
+  /// cached for that stream before the first real call, which then costs what later calls cost.
+  /// Never benchmarks and never writes the db. Does nothing in FindMode::off or under
+  /// GALLEY_FIND_ENFORCE=search. Scratch memory comes from the caching allocator and is returned to it.
+  PreloadResult preload(runtime::Stream& stream);
 
   /// Forgets the in-process cache (the find-db is untouched).
   void clear_cache();
