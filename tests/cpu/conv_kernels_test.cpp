@@ -95,6 +95,34 @@ TEST(CpuConvKernels, DepthwiseScalarMatchesAvx2) {
   }
 }
 
+// The AVX-512 in-place plane loop against the scalar loop on the padded plane, over shapes that
+// cut through its 16-column steps and 8-row blocks: widths below, at and just past a vector,
+// prime sizes, padding wider than the filter's reach, stride and dilation in height.
+TEST(CpuConvKernels, DepthwiseAvx512MatchesScalar) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const ConvShape& s :
+       {shape(1, 56, 56, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 17, 23, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 3, 5, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 16, 16, 1, 3, 3, 0, 1, 1, 1, false),
+        shape(1, 9, 15, 1, 3, 3, 2, 1, 1, 1, false), shape(1, 31, 33, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 17, 23, 1, 5, 5, 2, 1, 1, 1, false), shape(1, 9, 40, 1, 3, 3, 2, 1, 2, 1, false),
+        shape(1, 11, 13, 1, 7, 7, 3, 1, 1, 1, false), shape(1, 8, 4, 1, 3, 3, 3, 1, 1, 1, false)}) {
+    SCOPED_TRACE("h=" + std::to_string(s.h) + " w=" + std::to_string(s.w) + " r=" + std::to_string(s.r) +
+                 " pad=" + std::to_string(s.ph) + " dil=" + std::to_string(s.dh));
+    const depthwise::Plane plane = depthwise::Plane::of(s);
+    const auto x = random_floats(static_cast<std::size_t>(s.h * s.w), 7);
+    const auto w = random_floats(static_cast<std::size_t>(s.r * s.s), 8);
+    std::vector<float> buf(static_cast<std::size_t>(plane.floats()));
+    depthwise::build_plane(s, plane, x.data(), buf.data());
+    // One spare float after the plane: a store past Wo x Ho would show there.
+    std::vector<float> scalar(static_cast<std::size_t>(s.ho * s.wo), NAN), simd(scalar.size() + 1, NAN);
+    depthwise::nchw_plane_scalar(s, plane, buf.data(), w.data(), scalar.data());
+    depthwise::nchw_plane_s1_avx512(s, x.data(), w.data(), simd.data());
+    EXPECT_TRUE(std::isnan(simd.back())) << "wrote past the plane";
+    simd.pop_back();
+    expect_close(simd, scalar, "depthwise avx512 in place");
+  }
+}
+
 // Every f16 bit pattern, and f32 values around every rounding boundary, NaN, inf and subnormals.
 TEST(CpuConvKernels, VectorConversionsAreBitExact) {
   if (!cpu_has_f16c()) GTEST_SKIP() << "no F16C here: the scalar conversions are the only path";

@@ -107,8 +107,8 @@ class ConvDepthwise final : public CpuConvSolver {
     return dnn::Applicability::yes();  // any filter, stride, padding, dilation, both layouts
   }
 
-  // NCHW with unit width stride reads the input planes in place (AVX2); other strides, and CPUs
-  // without AVX2, go through a padded copy of each plane.
+  // NCHW with unit width stride reads the input planes in place (AVX2, or AVX-512 where the CPU
+  // has it); other strides, and CPUs without AVX2, go through a padded copy of each plane.
   static bool direct_planes(const ConvShape& s) { return !s.nhwc && s.sw == 1 && cpu_has_avx2_fma(); }
 
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
@@ -124,9 +124,10 @@ class ConvDepthwise final : public CpuConvSolver {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
     if (!s.nhwc && direct_planes(s)) {
+      const auto plane_fn = cpu_has_avx512() ? depthwise::nchw_plane_s1_avx512 : depthwise::nchw_plane_s1_avx2;
       parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t nc = lo; nc < hi; ++nc) {
-          depthwise::nchw_plane_s1_avx2(s, x + nc * s.h * s.w, w + nc % s.c * s.r * s.s, y + nc * s.ho * s.wo);
+          plane_fn(s, x + nc * s.h * s.w, w + nc % s.c * s.r * s.s, y + nc * s.ho * s.wo);
         }
       });
       return;

@@ -1,5 +1,6 @@
 // Inner loops of cpu.conv.depthwise, one scalar and one AVX2 version of each (the AVX2 ones in
-// conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()).
+// conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()), and an AVX-512 version of the
+// in-place unit-stride loop (conv_depthwise_avx512.cpp, only after cpu_has_avx512()).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,8 @@ void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, co
 /// Stride-1 (in width) channels straight from the input plane `xc` (H x W), no copy: masked
 /// loads at the left and right edges, skipped taps at the top and bottom. AVX2 only.
 void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, float* out);
+/// The same with 16-column AVX-512 steps (conv_depthwise_avx512.cpp, after cpu_has_avx512()).
+void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out);
 
 /// One output row (oh) of one NHWC image: y_row[Wo][C]. `xn` is the image, `wt` the filter
 /// repacked tap-major ([R*S][C]) so a vector of channels is contiguous.
