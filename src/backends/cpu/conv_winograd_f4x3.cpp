@@ -83,6 +83,7 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
     });
 
     const std::int64_t c8 = g.cp / 8, kb16 = g.k16 / 16;
+    const bool avx512 = cpu_has_avx512();
     constexpr std::int64_t kTileGroup = 8;  // tiles per transform task
     for (std::int64_t first = 0; first < g.tiles; first += g.block) {
       const std::int64_t count = std::min(g.block, g.tiles - first);
@@ -94,9 +95,20 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
                                     cq * 8, v);
         }
       });
-      parallel_for(0, 36 * kb16, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t t = lo; t < hi; ++t) winograd::multiply(g, u, v, t / kb16, t % kb16, count, m);
-      });
+      if (avx512) {
+        // Pairs of 16-channel panels: 24 zmm accumulators per 12 tiles.
+        const std::int64_t pairs = (kb16 + 1) / 2;
+        parallel_for(0, 36 * pairs, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t t = lo; t < hi; ++t) {
+            const std::int64_t kb = t % pairs * 2;
+            winograd::multiply_avx512(g, u, v, t / pairs, kb, std::min<std::int64_t>(2, kb16 - kb), count, m);
+          }
+        });
+      } else {
+        parallel_for(0, 36 * kb16, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t t = lo; t < hi; ++t) winograd::multiply(g, u, v, t / kb16, t % kb16, count, m);
+        });
+      }
       parallel_for(0, groups * k8, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t tg = t / k8, kq = t % k8;

@@ -1,7 +1,8 @@
 // Transforms and the batched GEMM of cpu.conv.winograd_f4x3, F(4x4, 3x3) (Lavin & Gray 2016):
 // a 6x6 input tile d gives a 4x4 output tile Y = A^T [ (G g G^T) (.) (B^T d B) ] A, 36
 // multiplications per output tile instead of 144. Everything runs 8 channels per AVX2 vector
-// (conv_winograd_avx2.cpp, entered only after cpu_has_avx2_fma()).
+// (conv_winograd_avx2.cpp, entered only after cpu_has_avx2_fma()), except that the batched GEMM
+// has an AVX-512 twin taking two 16-channel panels at a time (conv_winograd_avx512.cpp).
 //
 // Dilation d is handled by phases: the outputs with oh % dh == a and ow % dw == b form an
 // ordinary dense 3x3 convolution of the input rows and columns of the same phase, so a tile
@@ -39,6 +40,10 @@ void transform_input(const Geometry& g, const float* x, std::int64_t first, std:
 /// M[xi][t][kb*16 .. +16] = V[xi][t][:] * U[xi][kb] for all `count` tiles of the pass.
 void multiply(const Geometry& g, const float* u, const float* v, std::int64_t xi, std::int64_t kb,
               std::int64_t count, float* m);
+/// The same for `panels` (1 or 2) consecutive panels kb, kb+1 with AVX-512
+/// (conv_winograd_avx512.cpp, only after cpu_has_avx512()).
+void multiply_avx512(const Geometry& g, const float* u, const float* v, std::int64_t xi, std::int64_t kb,
+                     std::int64_t panels, std::int64_t count, float* m);
 /// y for tiles [t0, t1) of the pass starting at `first` and output channels [k0, k0+8).
 void transform_output(const Geometry& g, const float* m, std::int64_t first, std::int64_t t0, std::int64_t t1,
                       std::int64_t k0, float* y);
