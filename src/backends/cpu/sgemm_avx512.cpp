@@ -90,13 +90,18 @@ void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::
   }
 }
 
-// C[rows x cols] (rows <= kMr, cols <= 16 * kNv) = alpha * Apanel * Bpanel + beta * C.
-template <int kNv>
+// C[rows x cols] (rows <= kPanels * kMr, cols <= 16 * kNv) = alpha * A * Bpanel + beta * C, A being
+// kPanels consecutive packed panels. A narrow column tail (kNv 1 or 2) takes several A panels at
+// once so that it still holds 24 accumulators: fewer would leave the FMA units waiting on their
+// own latency.
+template <int kNv, int kPanels>
 void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, float* c,
                   std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta) {
-  __m512 acc[kMr][kNv];
-#pragma GCC unroll 6
-  for (int i = 0; i < kMr; ++i) {
+  constexpr int kRows = kPanels * static_cast<int>(kMr);
+  const std::int64_t panel_step = kMr * depth;  // floats between consecutive A panels
+  __m512 acc[kRows][kNv];
+#pragma GCC unroll 24
+  for (int i = 0; i < kRows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
   }
@@ -105,9 +110,9 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
     __m512 bv[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) bv[v] = _mm512_load_ps(bp + 16 * v);
-#pragma GCC unroll 6
-    for (int i = 0; i < kMr; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[i]);
+#pragma GCC unroll 24
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[(i / kMr) * panel_step + i % kMr]);
 #pragma GCC unroll 4
       for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
@@ -115,8 +120,8 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
     bp += kNr;
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 6
-  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 24
+  for (int i = 0; i < kRows; ++i) {
     if (i >= rows) break;
     float* ci = c + i * ldc;
 #pragma GCC unroll 4
@@ -126,6 +131,19 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
       if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
       _mm512_mask_storeu_ps(ci + 16 * v, m, r);
     }
+  }
+}
+
+// The column panel at jr (cols wide) against A rows [ir, mc) of the packed block, taking as many
+// A panels per call as the panel's width allows.
+template <int kNv, int kPanels>
+void panel_column(std::int64_t kc, const float* a_pack, std::int64_t ir, std::int64_t mc, const float* bp, float* c,
+                  std::int64_t ldc, std::int64_t ic, std::int64_t jc, std::int64_t jr, __mmask16 last, float alpha,
+                  float beta) {
+  for (; ir < mc; ir += kPanels * kMr) {
+    const std::int64_t rows = min64(kPanels * kMr, mc - ir);
+    micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, rows, last, alpha,
+                               beta);
   }
 }
 
@@ -160,21 +178,30 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
       for (std::int64_t ic = 0; ic < m; ic += kMc) {
         const std::int64_t mc = min64(kMc, m - ic);
         pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
+        // Panels of 48-64 columns: one A panel in L1 swept across them. A narrower last panel
+        // (a ragged N) is done after, several A panels at a time.
+        const std::int64_t wide_end = nc - nc % kNr + (nc % kNr > 32 ? nc % kNr : 0);
         for (std::int64_t ir = 0; ir < mc; ir += kMr) {
           const std::int64_t rows = min64(kMr, mc - ir);
           const float* ap = a_pack + ir * kc;
           float* c_row = c + (ic + ir) * ldc + jc;
-          for (std::int64_t jr = 0; jr < nc; jr += kNr) {
+          for (std::int64_t jr = 0; jr < wide_end; jr += kNr) {
             const std::int64_t cols = min64(kNr, nc - jr);
             const float* bp = b_pack + jr * kc;
-            const std::int64_t vectors = (cols + 15) / 16;
-            const __mmask16 last = lanes(cols - 16 * (vectors - 1));
-            switch (vectors) {
-              case 4: micro_kernel<4>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
-              case 3: micro_kernel<3>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
-              case 2: micro_kernel<2>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
-              default: micro_kernel<1>(kc, ap, bp, c_row + jr, ldc, rows, last, alpha, beta_now); break;
+            if (cols > 48) {
+              micro_kernel<4, 1>(kc, ap, bp, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now);
+            } else {
+              micro_kernel<3, 1>(kc, ap, bp, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now);
             }
+          }
+        }
+        if (wide_end < nc) {
+          const std::int64_t cols = nc - wide_end;
+          const float* bp = b_pack + wide_end * kc;
+          if (cols > 16) {
+            panel_column<2, 2>(kc, a_pack, 0, mc, bp, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha, beta_now);
+          } else {
+            panel_column<1, 4>(kc, a_pack, 0, mc, bp, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
           }
         }
       }
