@@ -6,9 +6,18 @@
 // f32) at kStrip output pixels along a row; the block stages all weights in shared memory as
 // [tap][channel] fp32 so a warp reads them conflict-free. Consecutive threads take consecutive
 // channel vectors, so every warp-wide load is contiguous.
+// NHWC 3x3, stride 1, dilation 1, multiplier 1, c % 4 == 0 (MobileNet's depthwise layers) has its
+// own kernel, `depthwise_nhwc_3x3_slide_kernel`: the vec8 kernel above re-reads every weight from
+// shared memory for every output (two 16-byte shared loads per tap per pixel: more shared-memory
+// traffic than the tensors' own), so there a thread keeps its channels' weights in registers and
+// walks down a band of output rows, reading each input row once: input row i feeds output rows i,
+// i-1, i-2 (filter rows 0, 1, 2), held in a ring of three accumulator rows. It is bound by memory
+// latency more than by bandwidth, so it keeps the next row in registers and asks L2 for the rows
+// after that.
 // Anything else (NCHW, multipliers, odd channel counts): a thread owns kStrip outputs along a row of
 // one channel plane; loads are scalar but coalesced along the row.
 #include "conv_device.cuh"
+#include "conv_kernel_detail.cuh"
 
 namespace galley::backends::gpu {
 namespace {
@@ -16,6 +25,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kStrip = 4;
 constexpr int kMaxSmemWeights = 12 * 1024;  // floats: 48 KiB
+
+// The sliding kernel: 2 output columns x 4 channels per thread (36 weights, 3 x 8 accumulators and
+// two rows of 4 x 4 inputs in registers: about 115 registers, 16 warps per multiprocessor; 8
+// channels per thread measured the same on the H200 with twice the registers), 128-thread blocks,
+// slide_band() output rows per thread, kSlideAhead rows prefetched into L2 (1-3 measured within 2%
+// of each other on the H200; no prefetch was 13-20% slower).
+constexpr int kSlideThreads = 128;
+constexpr int kSlideCols = 2;
+constexpr int kSlideVec = 4;
+constexpr int kSlideAhead = 3;
 
 // R, S > 0: filter size known at compile time, every loop unrolled so all loads of a thread are in
 // flight at once (the kernels are latency-bound otherwise); R = S = 0: run-time sizes.
@@ -103,6 +122,197 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// Asks L2 for the line holding `ptr` without tying up a register until it arrives (a load would).
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+#if !GALLEY_GPU_HIP
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr));
+#else
+  (void)ptr;
+#endif
+}
+
+// kVec consecutive channels of T as raw 32-bit words: 8 or 16 bytes, loaded and stored in one or
+// two vector accesses, converted to float only once they are used.
+template <typename T, int kVec>
+struct RawVec {
+  static constexpr int kWords = kVec * int(sizeof(T)) / 4;
+  std::uint32_t u[kWords];
+
+  __device__ __forceinline__ void load(const T* ptr) {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(ptr) + i);
+        u[4 * i] = v.x, u[4 * i + 1] = v.y, u[4 * i + 2] = v.z, u[4 * i + 3] = v.w;
+      }
+    } else {
+      static_assert(kWords == 2, "8 or 16-byte vectors");
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(ptr));
+      u[0] = v.x, u[1] = v.y;
+    }
+  }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) u[i] = 0u;
+  }
+  __device__ __forceinline__ void to_float(float (&f)[kVec]) const {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        f[i] = __uint_as_float(u[i]);
+      } else {
+        const float2 v = unpack2(u[i], static_cast<T*>(nullptr));
+        f[2 * i] = v.x, f[2 * i + 1] = v.y;
+      }
+    }
+  }
+  __device__ __forceinline__ void from_float(const float (&f)[kVec]) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (std::is_same_v<T, float>)
+        u[i] = __float_as_uint(f[i]);
+      else
+        u[i] = pack2<T>(f[2 * i], f[2 * i + 1]);
+    }
+  }
+  __device__ __forceinline__ void store(T* ptr) const {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i)
+        reinterpret_cast<uint4*>(ptr)[i] = make_uint4(u[4 * i], u[4 * i + 1], u[4 * i + 2], u[4 * i + 3]);
+    } else {
+      *reinterpret_cast<uint2*>(ptr) = make_uint2(u[0], u[1]);
+    }
+  }
+};
+
+// NHWC, 3x3, unit stride and dilation, multiplier 1, c % kVec == 0. Thread = (image, band of
+// `band` output rows, kSlideCols output columns, kVec channels), channels fastest so a warp's loads
+// are contiguous. The next input row's loads are issued before the current row's FMAs, so each
+// thread keeps two rows in flight. band + 2 (the input rows the band reads) is a multiple of 3, so
+// the ring slot of each accumulator row is a compile-time constant in the 3-way unrolled loop. Rows
+// past the band or the image accumulate into ring slots that are zeroed before reuse, never stored.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kSlideThreads)
+    depthwise_nhwc_3x3_slide_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w,
+                                    T* __restrict__ y, int band, int ahead) {
+  const int C = cp.c, vecs = C / kVec;
+  const int strips = (cp.q + kSlideCols - 1) / kSlideCols;
+  const int bands = (cp.p + band - 1) / band;
+  // 32-bit index math: total <= the output's element count / kVec < 2^31 (check() bounds tensors).
+  const unsigned total = unsigned(cp.n) * bands * strips * vecs;
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const int v = int(t % unsigned(vecs));
+  unsigned rest = t / unsigned(vecs);
+  const int strip = int(rest % unsigned(strips));
+  rest /= unsigned(strips);
+  const int b = int(rest % unsigned(bands));
+  const int n = int(rest / unsigned(bands));
+  const int c0 = v * kVec, q0 = strip * kSlideCols, o0 = b * band;
+
+  // Weights are c x 1 x 3 x 3: this thread's channels are 9 * kVec consecutive values, wt[e * 9 + rs].
+  float wt[9 * kVec];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) {
+    RawVec<T, kVec> raw;
+    raw.load(w + c0 * 9 + i * kVec);
+    float chunk[kVec];
+    raw.to_float(chunk);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
+  }
+
+  constexpr int kInCols = kSlideCols + 2;
+  const T* x_img = x + std::int64_t(n) * cp.h * cp.w * C + c0;
+  int col_off[kInCols];
+  bool col_ok[kInCols];
+#pragma unroll
+  for (int j = 0; j < kInCols; ++j) {
+    const int iw = q0 - cp.pad_w + j;
+    col_ok[j] = unsigned(iw) < unsigned(cp.w);
+    col_off[j] = col_ok[j] ? iw * C : 0;
+  }
+  T* y_img = y + std::int64_t(n) * cp.p * cp.q * C + c0;
+  const int rows_in = band + 2;
+  // Input row i of the band (image row o0 - pad_h + i), zeros outside the image.
+  auto load_row = [&](int i, RawVec<T, kVec> (&row)[kInCols]) {
+    const int ih = o0 - cp.pad_h + i;
+    const bool row_ok = unsigned(ih) < unsigned(cp.h);
+    const T* x_row = x_img + std::int64_t(row_ok ? ih : 0) * cp.w * C;
+#pragma unroll
+    for (int j = 0; j < kInCols; ++j) {
+      row[j].zero();
+      if (row_ok && col_ok[j]) row[j].load(x_row + col_off[j]);
+    }
+  };
+
+  // Rows further ahead than the one in registers are only asked of L2, so more bytes are in flight
+  // than the registers could hold (the kernel is otherwise bound by memory latency).
+  auto prefetch_row = [&](int i) {
+    const int ih = o0 - cp.pad_h + i;
+    if (i >= rows_in || unsigned(ih) >= unsigned(cp.h)) return;
+    const T* x_row = x_img + std::int64_t(ih) * cp.w * C;
+#pragma unroll
+    for (int j = 0; j < kInCols; ++j)
+      if (col_ok[j]) prefetch_l2(x_row + col_off[j]);
+  };
+
+  float acc[3][kSlideCols][kVec];
+#pragma unroll
+  for (int a = 0; a < 3; ++a)
+#pragma unroll
+    for (int j = 0; j < kSlideCols; ++j)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[a][j][e] = 0.f;
+
+  RawVec<T, kVec> cur[kInCols], next[kInCols];
+  load_row(0, cur);
+  for (int i = 1; i <= ahead; ++i) prefetch_row(i);
+  for (int i0 = 0; i0 < rows_in; i0 += 3) {
+#pragma unroll
+    for (int ph = 0; ph < 3; ++ph) {
+      const int i = i0 + ph;
+      if (i + 1 < rows_in) load_row(i + 1, next);
+      if (ahead > 0) prefetch_row(i + 1 + ahead);
+      float xv[kInCols][kVec];
+#pragma unroll
+      for (int j = 0; j < kInCols; ++j) cur[j].to_float(xv[j]);
+      // Input row i is filter row r of output row i - r, whose ring slot is (i - r) mod 3.
+#pragma unroll
+      for (int r = 0; r < 3; ++r) {
+        const int slot = (ph - r + 3) % 3;
+#pragma unroll
+        for (int j = 0; j < kSlideCols; ++j)
+#pragma unroll
+          for (int s = 0; s < 3; ++s)
+#pragma unroll
+            for (int e = 0; e < kVec; ++e)
+              acc[slot][j][e] = fmaf(xv[j + s][e], wt[e * 9 + r * 3 + s], acc[slot][j][e]);
+      }
+      // Output row i - 2 has seen all three filter rows: store it, then free its slot for row i + 1.
+      const int done = (ph + 1) % 3;
+      const int op = o0 + i - 2;
+      if (i >= 2 && op < cp.p) {
+        T* y_row = y_img + std::int64_t(op) * cp.q * C;
+#pragma unroll
+        for (int j = 0; j < kSlideCols; ++j) {
+          if (q0 + j >= cp.q) continue;
+          RawVec<T, kVec> out;
+          out.from_float(acc[done][j]);
+          out.store(y_row + (q0 + j) * C);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kSlideCols; ++j)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[done][j][e] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kInCols; ++j) cur[j] = next[j];
+    }
+  }
+}
+
 // One channel plane row strip per thread; k = c * multiplier + m reads input channel k / multiplier.
 template <typename T, bool kNhwc, int R, int S>
 __global__ void __launch_bounds__(kThreads)
@@ -176,11 +386,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+bool use_slide(const ConvParams& p) {
+  return p.nhwc && p.k == p.c && p.c % kSlideVec == 0 && p.r == 3 && p.s == 3 && p.stride_h == 1 &&
+         p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1;
+}
+
+// Output rows per thread for the sliding kernel: 7 (9 input rows read for 7 output rows), fewer
+// when that leaves too few threads to fill the GPU; always 3m - 2 (see the kernel).
+int slide_band(const ConvParams& p) {
+  const std::int64_t columns = std::int64_t(p.n) * ((p.q + kSlideCols - 1) / kSlideCols) * (p.c / kSlideVec);
+  int band = 7;
+  while (band > 1 && columns * ((p.p + band - 1) / band) < (std::int64_t(1) << 16)) band -= 3;
+  return band;
+}
+
 bool use_vec8(const ConvParams& p) {
   return p.nhwc && p.k == p.c && p.c % 8 == 0 && std::int64_t(p.c) * p.r * p.s <= kMaxSmemWeights;
 }
 
 }  // namespace
+
+std::string depthwise_detail(const ConvParams& p) {
+  if (use_slide(p)) return "nhwc 3x3 sliding rows, 4 channels x 2 columns per thread, weights in registers";
+  if (use_vec8(p)) return "nhwc 8-channel vectors, weights in shared memory";
+  return "scalar row strips";
+}
 
 void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, void* y, void* stream) {
   const GpuStream s = as_stream(stream);
@@ -190,7 +420,13 @@ void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, vo
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(w);
     T* yt = static_cast<T*>(y);
-    if (use_vec8(p)) {
+    if (use_slide(p)) {
+      const int band = slide_band(p);
+      const std::int64_t threads = std::int64_t(p.n) * ((p.p + band - 1) / band) *
+                                   ((p.q + kSlideCols - 1) / kSlideCols) * (p.c / kSlideVec);
+      depthwise_nhwc_3x3_slide_kernel<T, kSlideVec>
+          <<<ceil_div(threads, kSlideThreads), kSlideThreads, 0, s>>>(p, xt, wt, yt, band, kSlideAhead);
+    } else if (use_vec8(p)) {
       const std::int64_t total = std::int64_t(p.n) * p.p * strips * (p.c / 8);
       const int blocks = int(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 1 << 20));
       const int smem = p.c * p.r * p.s * int(sizeof(float));

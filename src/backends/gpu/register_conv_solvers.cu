@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "conv_device.cuh"
+#include "conv_kernel_detail.cuh"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -111,8 +112,7 @@ class DepthwiseSolver final : public GpuSolver {
     enqueue(stream, [&](void* s) { launch_conv_depthwise(cp, a.x, a.w, a.y, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device&) const override {
-    const bool vec = p.layout == dnn::Layout::nhwc && p.k == p.c && p.c % 8 == 0;
-    return vec ? "nhwc 8-channel vectors, weights in shared memory" : "scalar row strips";
+    return depthwise_detail(make_params(p));
   }
 };
 
@@ -137,8 +137,7 @@ class GroupedSolver final : public GpuSolver {
     enqueue(stream, [&](void* s) { launch_conv_grouped(cp, a.x, a.w, a.y, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device&) const override {
-    return grouped_uses_mma(make_params(p)) ? "mma.sync m16n8k8 per group, operands from global/L1"
-                                            : "SIMT, 4 outputs x 8 channels per thread, group weights in shared memory";
+    return grouped_detail(make_params(p));
   }
 };
 
