@@ -17,6 +17,8 @@
 
 #include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_blas.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/im2col_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
 namespace galley::backends::cpu {
@@ -60,8 +62,11 @@ Plan make_plan(const ConvShape& s) {
 }
 
 // Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col, rows `ld` apart.
-void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+void im2col_nchw_baseline(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld) {
+  // The output row and column of p0, found once: a division per output row per (c, r, s) row cost
+  // more than the copy itself on 28x28 layers.
+  const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;
   for (std::int64_t c = 0; c < s.cg; ++c) {
     const float* xc = xn + c * s.h * s.w;
     for (std::int64_t r = 0; r < s.r; ++r) {
@@ -72,8 +77,8 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
         const std::int64_t ow_lo = std::min(s.wo, std::max<std::int64_t>(0, (-shift + s.sw - 1) / s.sw));
         const std::int64_t last = s.w - 1 - shift;  // largest ow * sw that stays inside
         const std::int64_t ow_hi = last < 0 ? ow_lo : std::max(ow_lo, std::min(s.wo, last / s.sw + 1));
-        for (std::int64_t p = p0; p < p1;) {
-          const std::int64_t oh = p / s.wo, ow0 = p % s.wo;
+        std::int64_t oh = oh_first, ow0 = ow_first;
+        for (std::int64_t p = p0; p < p1; ++oh, ow0 = 0) {
           const std::int64_t ow1 = std::min(s.wo, ow0 + (p1 - p));
           float* out = row + (p - p0);
           const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
@@ -82,18 +87,28 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
           } else {
             const float* in = xc + ih * s.w + shift;
             const std::int64_t a = std::clamp(ow_lo, ow0, ow1), b = std::clamp(ow_hi, ow0, ow1);
-            std::fill(out, out + (a - ow0), 0.0f);
+            // Plain loops, not memcpy/fill: rows of small images are a few dozen floats, where
+            // the library calls cost more than the copy (7x7 and 28x28 layers).
+            for (std::int64_t ow = ow0; ow < a; ++ow) out[ow - ow0] = 0.0f;
             if (s.sw == 1) {
-              std::memcpy(out + (a - ow0), in + a, static_cast<std::size_t>(b - a) * sizeof(float));
+              for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow];
             } else {
               for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow * s.sw];
             }
-            std::fill(out + (b - ow0), out + (ow1 - ow0), 0.0f);
+            for (std::int64_t ow = b; ow < ow1; ++ow) out[ow - ow0] = 0.0f;
           }
           p += ow1 - ow0;
         }
       }
     }
+  }
+}
+
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld) {
+  if (cpu_has_avx512()) {
+    avx512::im2col_nchw(s, xn, p0, p1, col, ld);
+  } else {
+    im2col_nchw_baseline(s, xn, p0, p1, col, ld);
   }
 }
 

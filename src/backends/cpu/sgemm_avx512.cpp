@@ -95,8 +95,8 @@ void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::
 // once so that it still holds 24 accumulators: fewer would leave the FMA units waiting on their
 // own latency.
 template <int kNv, int kPanels>
-void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, float* c,
-                  std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta) {
+void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, std::int64_t b_step,
+                  float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta) {
   constexpr int kRows = kPanels * static_cast<int>(kMr);
   const std::int64_t panel_step = kMr * depth;  // floats between consecutive A panels
   __m512 acc[kRows][kNv];
@@ -109,7 +109,10 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
   for (std::int64_t p = 0; p < depth; ++p) {
     __m512 bv[kNv];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_load_ps(bp + 16 * v);
+    for (int v = 0; v < kNv; ++v) {
+      // The last vector is masked: B read in place may end there (a packed panel has zeros).
+      bv[v] = v == kNv - 1 ? _mm512_maskz_loadu_ps(last, bp + 16 * v) : _mm512_loadu_ps(bp + 16 * v);
+    }
 #pragma GCC unroll 24
     for (int i = 0; i < kRows; ++i) {
       const __m512 av = _mm512_set1_ps(ap[(i / kMr) * panel_step + i % kMr]);
@@ -117,7 +120,7 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
       for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
     ap += kMr;
-    bp += kNr;
+    bp += b_step;
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 24
@@ -137,13 +140,14 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
 // The column panel at jr (cols wide) against A rows [ir, mc) of the packed block, taking as many
 // A panels per call as the panel's width allows.
 template <int kNv, int kPanels>
-void panel_column(std::int64_t kc, const float* a_pack, std::int64_t ir, std::int64_t mc, const float* bp, float* c,
+void panel_column(std::int64_t kc, const float* a_pack, std::int64_t ir, std::int64_t mc, const float* bp,
+                  std::int64_t b_step, float* c,
                   std::int64_t ldc, std::int64_t ic, std::int64_t jc, std::int64_t jr, __mmask16 last, float alpha,
                   float beta) {
   for (; ir < mc; ir += kPanels * kMr) {
     const std::int64_t rows = min64(kPanels * kMr, mc - ir);
-    micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, rows, last, alpha,
-                               beta);
+    micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, b_step, c + (ic + ir) * ldc + jc + jr, ldc, rows, last,
+                               alpha, beta);
   }
 }
 
@@ -169,12 +173,18 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
   }
   float* a_pack = pack;
   float* b_pack = pack + kMc * kKc;
+  // With few rows of A each B panel would be packed for one or two sweeps only; a plain B is then
+  // read in place (rows ldb apart) instead.
+  const bool b_in_place = !trans_b && m <= 2 * kMr;
   for (std::int64_t jc = 0; jc < n; jc += kNc) {
     const std::int64_t nc = min64(kNc, n - jc);
     for (std::int64_t pc = 0; pc < k; pc += kKc) {
       const std::int64_t kc = min64(kKc, k - pc);
       const float beta_now = pc == 0 ? beta : 1.0f;  // later slices add to what the first wrote
-      pack_b(trans_b, b, ldb, pc, kc, jc, nc, b_pack);
+      // Panel jr of this block starts at b_at + jr * b_col and steps b_step floats per k.
+      const float* b_at = b_in_place ? b + pc * ldb + jc : b_pack;
+      const std::int64_t b_step = b_in_place ? ldb : kNr, b_col = b_in_place ? 1 : kc;
+      if (!b_in_place) pack_b(trans_b, b, ldb, pc, kc, jc, nc, b_pack);
       for (std::int64_t ic = 0; ic < m; ic += kMc) {
         const std::int64_t mc = min64(kMc, m - ic);
         pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
@@ -187,21 +197,22 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
           float* c_row = c + (ic + ir) * ldc + jc;
           for (std::int64_t jr = 0; jr < wide_end; jr += kNr) {
             const std::int64_t cols = min64(kNr, nc - jr);
-            const float* bp = b_pack + jr * kc;
+            const float* bp = b_at + jr * b_col;
             if (cols > 48) {
-              micro_kernel<4, 1>(kc, ap, bp, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now);
+              micro_kernel<4, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now);
             } else {
-              micro_kernel<3, 1>(kc, ap, bp, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now);
+              micro_kernel<3, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now);
             }
           }
         }
         if (wide_end < nc) {
           const std::int64_t cols = nc - wide_end;
-          const float* bp = b_pack + wide_end * kc;
+          const float* bp = b_at + wide_end * b_col;
           if (cols > 16) {
-            panel_column<2, 2>(kc, a_pack, 0, mc, bp, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha, beta_now);
+            panel_column<2, 2>(kc, a_pack, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha,
+                               beta_now);
           } else {
-            panel_column<1, 4>(kc, a_pack, 0, mc, bp, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
+            panel_column<1, 4>(kc, a_pack, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
           }
         }
       }

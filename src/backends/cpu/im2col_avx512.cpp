@@ -1,0 +1,125 @@
+// See im2col_avx512.hpp. Compiled with AVX-512 F/BW/VL/DQ; nothing here instantiates a
+// standard-library template (see sgemm_avx512.cpp).
+#include "backends/cpu/im2col_avx512.hpp"
+
+#include <immintrin.h>
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+
+// Lanes l with lo <= l < hi (clamped to [0, 16]).
+inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
+  lo = max64(lo, 0);
+  hi = min64(hi, 16);
+  if (hi <= lo) return 0;
+  const unsigned below_hi = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
+  return static_cast<__mmask16>(below_hi & ~((1u << lo) - 1u));
+}
+
+// out[i] for i in [0, count): in[(i + first) * stride] when i + first lies in [a, b), else 0.
+// Masked loads touch no lane outside [a, b), so nothing past the input row is read.
+void row_segment(const float* in, std::int64_t stride, std::int64_t first, std::int64_t count, std::int64_t a,
+                 std::int64_t b, float* out) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (std::int64_t i = 0; i < count; i += 16) {
+    const std::int64_t ow = first + i;
+    const __mmask16 store = lane_range(0, count - i);
+    // Valid lanes [l0, l1): inside both the segment and [a, b).
+    const std::int64_t l0 = max64(0, a - ow), l1 = min64(min64(16, count - i), b - ow);
+    __m512 v;
+    if (stride == 1) {
+      v = _mm512_maskz_loadu_ps(lane_range(l0, l1), in + ow);
+    } else if (stride == 2) {
+      // Lanes 2l of the 32 floats from in + 2*ow: two masked loads and one permute.
+      const __m512 lo = _mm512_maskz_loadu_ps(lane_range(2 * l0, 2 * l1 - 1), in + 2 * ow);
+      const __m512 hi = _mm512_maskz_loadu_ps(lane_range(2 * l0 - 16, 2 * l1 - 17), in + 2 * ow + 16);
+      v = _mm512_permutex2var_ps(lo, evens, hi);
+    } else {
+      alignas(64) float tmp[16];
+      for (std::int64_t l = 0; l < 16; ++l) tmp[l] = l >= l0 && l < l1 ? in[(ow + l) * stride] : 0.0f;
+      v = _mm512_load_ps(tmp);
+    }
+    _mm512_mask_storeu_ps(out + i, store, v);
+  }
+}
+
+// Stride 1 with Wo == W >= 16 (a "same" padded row): pixel p of the output reads input flat
+// index p + (r*dh - ph)*W + shift, so a whole column row is one run over the flat plane with the
+// lanes whose input column falls outside the row masked off. No per-output-row bookkeeping: a
+// 28x28 layer would otherwise pay it for every 28 floats.
+void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i width = _mm512_set1_epi32(static_cast<int>(s.w));
+  const std::int64_t plane = s.h * s.w;
+  for (std::int64_t c = 0; c < s.cg; ++c) {
+    const float* xc = xn + c * plane;
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        float* row = col + ((c * s.r + r) * s.s + q) * ld - p0;
+        const std::int64_t shift = q * s.dw - s.pw;
+        const std::int64_t offset = (r * s.dh - s.ph) * s.w + shift;  // input flat index - p
+        const float* in = xc + offset;
+        // Columns ow with 0 <= ow + shift < W; pixels whose flat input index lies in the plane.
+        const __m512i col_lo = _mm512_set1_epi32(static_cast<int>(-shift));
+        const __m512i col_hi = _mm512_set1_epi32(static_cast<int>(s.w - shift));
+        const std::int64_t p_lo = -offset, p_hi = plane - offset;
+        std::int64_t ow = p0 % s.w;
+        for (std::int64_t p = p0; p < p1; p += 16) {
+          __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(ow)), iota);
+          cols = _mm512_mask_sub_epi32(cols, _mm512_cmpge_epi32_mask(cols, width), cols, width);
+          const __mmask16 store = lane_range(0, p1 - p);
+          const __mmask16 take = _mm512_cmpge_epi32_mask(cols, col_lo) & _mm512_cmplt_epi32_mask(cols, col_hi) &
+                                 lane_range(p_lo - p, p_hi - p) & store;
+          // Plain loads and stores where every lane takes part: the masked forms are slower here.
+          const __m512 v = take == 0xffff ? _mm512_loadu_ps(in + p) : _mm512_maskz_loadu_ps(take, in + p);
+          if (store == 0xffff) {
+            _mm512_storeu_ps(row + p, v);
+          } else {
+            _mm512_mask_storeu_ps(row + p, store, v);
+          }
+          ow += 16;
+          if (ow >= s.w) ow -= s.w;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+                 std::int64_t ld) {
+  if (s.sw == 1 && s.sh == 1 && s.wo == s.w && s.w >= 16) {
+    flat_rows(s, xn, p0, p1, col, ld);
+    return;
+  }
+  const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;
+  for (std::int64_t c = 0; c < s.cg; ++c) {
+    const float* xc = xn + c * s.h * s.w;
+    for (std::int64_t r = 0; r < s.r; ++r) {
+      for (std::int64_t q = 0; q < s.s; ++q) {
+        float* row = col + ((c * s.r + r) * s.s + q) * ld;
+        // Output columns [ow_lo, ow_hi) read inside the image row.
+        const std::int64_t shift = q * s.dw - s.pw;
+        const std::int64_t ow_lo = min64(s.wo, max64(0, (-shift + s.sw - 1) / s.sw));
+        const std::int64_t last = s.w - 1 - shift;
+        const std::int64_t ow_hi = last < 0 ? ow_lo : max64(ow_lo, min64(s.wo, last / s.sw + 1));
+        std::int64_t oh = oh_first, ow0 = ow_first;
+        for (std::int64_t p = p0; p < p1; ++oh, ow0 = 0) {
+          const std::int64_t count = min64(s.wo - ow0, p1 - p);
+          const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+          // A row outside the image reads nothing: an empty [a, b) writes zeros.
+          const bool inside = ih >= 0 && ih < s.h;
+          row_segment(xc + (inside ? ih : 0) * s.w + shift, s.sw, ow0, count, inside ? ow_lo : 0, inside ? ow_hi : 0,
+                      row + (p - p0));
+          p += count;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace galley::backends::cpu::avx512
