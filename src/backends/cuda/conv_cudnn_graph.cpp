@@ -10,6 +10,11 @@
 // GEMM) that mode A ranks low but that win some problems: with mode A's top 8 alone the H200 lost
 // to the legacy API's exhaustive cudnnFind on r50.conv1 and on fp32 3x3 layers.
 // workspace_bytes() is that plan's workspace, so it is exact for what run() executes.
+// The winner is reported by tuned_params() as "eng<global index>{k<knob type>=<value>,...}"; the tuner
+// stores it in the find-db and hands it back through use_tuned_params() in a new process, which then
+// builds that one plan and skips the enumeration and the timing (MIOpen's perf-db idea).
+// A variant pack (the data pointers) is kept per plan and rebuilt only when the pointers change:
+// building one on every call was a measurable host cost for calls of 20-50 us.
 //
 // Notes filter: f32 refuses tensor-core / down-converting engines (TF32 would make comparisons with
 // TF32-off peers unfair); every dtype refuses reduced-precision reduction (the issue wants fp32
@@ -22,8 +27,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <cctype>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -87,6 +95,12 @@ class Desc {
   Desc& operator=(const Desc&) = delete;
 
   cudnnBackendDescriptor_t get() const { return d_; }
+  /// Takes ownership of a descriptor created elsewhere.
+  static Desc adopt(cudnnBackendDescriptor_t d) {
+    Desc out;
+    out.d_ = d;
+    return out;
+  }
   /// Gives up ownership without destroying (cached plans at process exit, see ~GraphSolver).
   void release() { d_ = nullptr; }
 
@@ -213,17 +227,24 @@ struct Candidate {
   Desc config, plan;
   EngineInfo info;
   std::int64_t workspace = 0;
-  float ms = -1;  // measured time of one run; < 0 until timed (or when it failed)
+  float ms = -1;  // measured time of one run; < 0 until timed (or when it failed, or when stored)
+  // The last variant pack and its pointers (x, w, y, workspace); used under the handle's mutex.
+  Desc variant_pack;
+  std::array<const void*, 4> pack_pointers{};
 };
 
 /// Everything for one (device, problem): the graph, its candidates and, once tuned, the winner.
+/// The graph is built at once; the candidates on the first check() or run() unless a stored choice
+/// came first (use_tuned_params), which makes that one plan the only candidate.
 struct Entry {
   Desc x, w, y, conv, op, graph;
+  std::mutex mutex;  // guards the members below
+  bool enumerated = false;
   std::vector<Candidate> candidates;
   std::string none_reason;  // why there are no candidates
   int heuristic_configs = 0, fallback_configs = 0;
-  std::mutex tune_mutex;
   bool tuned = false;
+  bool stored_choice = false;  // the winner came from use_tuned_params, not from timing here
   int best = -1;
 };
 
@@ -244,19 +265,62 @@ class Scratch {
   void* p_ = nullptr;
 };
 
-cudnnStatus_t execute(cudnnHandle_t handle, const Desc& plan, const void* x, const void* w, void* y, void* workspace) {
-  cudnnBackendDescriptor_t vp = nullptr;
-  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  const std::int64_t uids[3] = {kUidX, kUidW, kUidY};
-  void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
-  st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
-  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(handle, plan.get(), vp);
-  (void)cudnnBackendDestroyDescriptor(vp);
-  return st;
+/// Runs `c`'s plan; the caller holds the handle's mutex (which also guards c's variant pack).
+cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const void* w, void* y, void* workspace) {
+  const std::array<const void*, 4> pointers{x, w, y, workspace};
+  if (c.variant_pack.get() == nullptr || c.pack_pointers != pointers) {
+    c.variant_pack = Desc();
+    cudnnBackendDescriptor_t vp = nullptr;
+    cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    const std::int64_t uids[3] = {kUidX, kUidW, kUidY};
+    void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      (void)cudnnBackendDestroyDescriptor(vp);
+      return st;
+    }
+    c.variant_pack = Desc::adopt(vp);
+    c.pack_pointers = pointers;
+  }
+  return cudnnBackendExecute(handle, c.plan.get(), c.variant_pack.get());
+}
+
+/// "eng12{k2=3,k14=4}" (EngineInfo::tag) back into the index and the knob choices; false if malformed.
+bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs) {
+  auto number = [](std::string_view& text, std::int64_t& out) {
+    std::size_t used = 0;
+    while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) || (used == 0 && text[0] == '-'))) ++used;
+    if (used == 0 || (used == 1 && text[0] == '-') || used > 18) return false;
+    out = std::stoll(std::string(text.substr(0, used)));
+    text.remove_prefix(used);
+    return true;
+  };
+  if (tag.substr(0, 3) != "eng") return false;
+  tag.remove_prefix(3);
+  if (!number(tag, index) || index < 0) return false;
+  knobs.clear();
+  if (tag.empty()) return true;
+  if (tag.front() != '{' || tag.back() != '}') return false;
+  tag = tag.substr(1, tag.size() - 2);
+  while (!tag.empty()) {
+    std::int64_t type = 0, value = 0;
+    if (tag.front() != 'k') return false;
+    tag.remove_prefix(1);
+    if (!number(tag, type) || type < 0 || tag.empty() || tag.front() != '=') return false;
+    tag.remove_prefix(1);
+    if (!number(tag, value)) return false;
+    knobs.emplace_back(type, value);
+    if (!tag.empty()) {
+      if (tag.front() != ',') return false;
+      tag.remove_prefix(1);
+      if (tag.empty()) return false;
+    }
+  }
+  return true;
 }
 
 class GraphSolver final : public dnn::ConvSolver {
@@ -264,7 +328,10 @@ class GraphSolver final : public dnn::ConvSolver {
   ~GraphSolver() override {
     // Plans may own device code and memory of a context that is gone at process exit: leak them.
     for (auto& [key, e] : entries_)
-      for (Candidate& c : e->candidates) c.plan.release();
+      for (Candidate& c : e->candidates) {
+        c.plan.release();
+        c.variant_pack.release();
+      }
   }
 
   std::string_view name() const override { return kName; }
@@ -279,7 +346,9 @@ class GraphSolver final : public dnn::ConvSolver {
       if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
       // Building the graph and finalizing plans is the only way to know cuDNN can do the problem;
       // the result is cached, so later checks are a map lookup.
-      const Entry& e = entry(p, device);
+      Entry& e = entry(p, device);
+      std::lock_guard lock(e.mutex);
+      enumerate_if_needed(p, device, e);
       if (e.candidates.empty()) return Applicability::no("cuDNN graph API: " + e.none_reason);
     } catch (const Error& e) {
       return Applicability::no(e.what());
@@ -292,7 +361,7 @@ class GraphSolver final : public dnn::ConvSolver {
   }
 
   void run(runtime::Stream& stream, const ConvProblem& p, const dnn::ConvArgs& a) const override {
-    const Candidate& c = best(p, stream.device());
+    Candidate& c = best(p, stream.device());
     if (a.workspace_bytes < std::size_t(c.workspace))
       throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " + std::to_string(a.workspace_bytes) +
                                                 " bytes, needs " + std::to_string(c.workspace));
@@ -306,19 +375,48 @@ class GraphSolver final : public dnn::ConvSolver {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
       check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
-      check_cudnn(execute(h.handle, c.plan, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr),
+      check_cudnn(execute(h.handle, c, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr),
                   "cudnnBackendExecute(" + c.info.tag() + ")");
     });
   }
 
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const Entry& e = entry(p, device);
     const Candidate& c = best(p, device);
+    Entry& e = entry(p, device);
+    std::lock_guard lock(e.mutex);
     const std::string notes = notes_text(c.info);
-    return c.info.tag() + (notes.empty() ? "" : " (" + notes + ")") + ", workspace " + std::to_string(c.workspace) +
-           " B, fastest of " + std::to_string(e.candidates.size()) + " plans timed (" + std::to_string(c.ms) +
+    const std::string head = c.info.tag() + (notes.empty() ? "" : " (" + notes + ")") + ", workspace " +
+                             std::to_string(c.workspace) + " B, ";
+    if (e.stored_choice) return head + "the stored choice (find-db params), not timed in this process";
+    return head + "fastest of " + std::to_string(e.candidates.size()) + " plans timed (" + std::to_string(c.ms) +
            " ms; heuristics mode A " + std::to_string(e.heuristic_configs) + " configs, fallback " +
            std::to_string(e.fallback_configs) + ")";
+  }
+
+  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
+    return best(p, device).info.tag();
+  }
+
+  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
+    std::int64_t index = -1;
+    std::vector<std::pair<std::int64_t, std::int64_t>> knobs;
+    if (!parse_tag(params, index, knobs)) return false;
+    try {
+      if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
+      Entry& e = entry(p, device);
+      std::lock_guard lock(e.mutex);
+      if (e.tuned) return true;  // this process chose already
+      std::optional<Candidate> c = plan_from_tag(device, e, index, knobs, p.dtype);
+      if (!c) return false;
+      e.candidates.clear();
+      e.candidates.push_back(std::move(*c));
+      e.best = 0;
+      e.tuned = true;
+      e.stored_choice = true;
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
   }
 
  private:
@@ -333,6 +431,59 @@ class GraphSolver final : public dnn::ConvSolver {
     return *entries_.emplace(key, std::move(e)).first->second;
   }
 
+  /// Builds the candidates once, unless a stored choice made the entry tuned already. e.mutex held.
+  void enumerate_if_needed(const ConvProblem& p, const runtime::Device& device, Entry& e) const {
+    if (e.enumerated || e.tuned) return;
+    enumerate(p, device, e);
+    e.enumerated = true;
+  }
+
+  /// The plan of a stored engine config, or nothing when cuDNN no longer has it, refuses it, or the
+  /// notes filter would refuse it (a row written by another build must not bypass the filter).
+  std::optional<Candidate> plan_from_tag(const runtime::Device& device, const Entry& e, std::int64_t index,
+                                         const std::vector<std::pair<std::int64_t, std::int64_t>>& knobs,
+                                         DType dtype) const {
+    CudnnHandle& h = handle(device);
+    DeviceGuard guard(device.index());
+    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    engine.set_desc(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, e.graph, "engine graph");
+    engine.set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, &index, 1, "engine global index");
+    if (cudnnBackendFinalize(engine.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    std::vector<Desc> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (const auto& [type, value] : knobs) {
+      Desc choice(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      const auto knob = static_cast<cudnnBackendKnobType_t>(type);
+      choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &knob, 1, "knob type");
+      choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &value, 1, "knob value");
+      if (cudnnBackendFinalize(choice.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+      raw.push_back(choice.get());
+      choices.push_back(std::move(choice));
+    }
+    Candidate c;
+    c.config = Desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    c.config.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine, "config engine");
+    if (!raw.empty()) {
+      c.config.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
+                   std::int64_t(raw.size()), "config knob choices");
+    }
+    if (cudnnBackendFinalize(c.config.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    c.info = engine_info(c.config);
+    if (!refused(c.info, dtype).empty()) return std::nullopt;
+    c.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnBackendDescriptor_t cfg = c.config.get();
+    c.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "plan handle");
+    c.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg, 1, "plan config");
+    if (cudnnBackendFinalize(c.plan.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    std::int64_t n = 0;
+    check_cudnn(cudnnBackendGetAttribute(c.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                         &c.workspace),
+                "get EXECUTION_PLAN_WORKSPACE_SIZE");
+    if (c.workspace < 0 || std::size_t(c.workspace) > kWorkspaceCap) return std::nullopt;
+    return c;
+  }
+
+  /// The tensors, the convolution and its one-node operation graph (no engine work yet).
   std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ConvParams cp = gpu::make_params(p);
     const cudnnDataType_t dt = data_type(cp.dtype);
@@ -373,6 +524,15 @@ class GraphSolver final : public dnn::ConvSolver {
     e->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &ops, 1, "graph ops");
     e->graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "graph handle");
     e->graph.finalize("operation graph");
+    return e;
+  }
+
+  /// Engine configs from heuristics mode A and the fallback list, filtered, finalized into plans.
+  void enumerate(const ConvProblem& p, const runtime::Device& device, Entry& entry) const {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    CudnnHandle& h = handle(device);
+    DeviceGuard guard(device.index());
+    Entry* e = &entry;
 
     std::vector<std::string> seen, refusals;
     for (cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
@@ -415,7 +575,6 @@ class GraphSolver final : public dnn::ConvSolver {
                        std::to_string(e->fallback_configs) + " fallback)";
       for (std::size_t i = 0; i < std::min<std::size_t>(refusals.size(), 4); ++i) e->none_reason += "; " + refusals[i];
     }
-    return e;
   }
 
   /// Engine configs of `mode`, best first; empty when the heuristic has nothing for the graph.
@@ -443,12 +602,14 @@ class GraphSolver final : public dnn::ConvSolver {
     return configs;
   }
 
-  /// The tuned plan for the problem (tunes on first use).
-  const Candidate& best(const ConvProblem& p, const runtime::Device& device) const {
+  /// The tuned plan for the problem (enumerates and tunes on first use). The reference stays valid:
+  /// once tuned, an entry's candidates never change.
+  Candidate& best(const ConvProblem& p, const runtime::Device& device) const {
     Entry& e = entry(p, device);
+    std::lock_guard lock(e.mutex);
+    enumerate_if_needed(p, device, e);
     if (e.candidates.empty())
       throw Error(Status::unsupported, std::string(kName) + ": " + e.none_reason + " for " + p.key());
-    std::lock_guard lock(e.tune_mutex);
     if (!e.tuned) tune(p, device, e);
     return e.candidates[std::size_t(e.best)];
   }
@@ -478,10 +639,10 @@ class GraphSolver final : public dnn::ConvSolver {
       check_cuda(cudaMemsetAsync(w.get(), 0x3c, p.w_desc().bytes(), stream), "cudaMemsetAsync");
       std::lock_guard lock(h.mutex);
       check_cudnn(cudnnSetStream(h.handle, stream), "cudnnSetStream");
-      auto time_runs = [&](const Candidate& c, int runs, float* ms) -> cudnnStatus_t {
+      auto time_runs = [&](Candidate& c, int runs, float* ms) -> cudnnStatus_t {
         check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
         for (int i = 0; i < runs; ++i) {
-          const cudnnStatus_t st = execute(h.handle, c.plan, x.get(), w.get(), y.get(), ws.get());
+          const cudnnStatus_t st = execute(h.handle, c, x.get(), w.get(), y.get(), ws.get());
           if (st != CUDNN_STATUS_SUCCESS) return st;
         }
         check_cuda(cudaEventRecord(stop, stream), "cudaEventRecord");

@@ -1,0 +1,65 @@
+// cuda.conv.cudnn_graph's inner choice (tuned_params / use_tuned_params): malformed text is
+// refused, a stored engine config is adopted without a search, and what runs then still matches the
+// reference. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+// Runs `solver` on seeded random data and compares with the reference.
+Comparison run_against_reference(const ConvSolver& solver, const ConvProblem& p, const runtime::Device& device) {
+  runtime::Stream stream(device);
+  const auto x = random_tensor(p.dtype, p.x_desc().elements(), 31);
+  const auto w = random_tensor(p.dtype, p.w_desc().elements(), 32);
+  std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
+  reference_conv_forward(p, x.data(), w.data(), want.data());
+  memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
+  memory::Buffer dy = memory::allocate(stream, got.size());
+  const std::size_t ws_bytes = solver.workspace_bytes(p, device);
+  memory::Buffer ws = memory::allocate(stream, ws_bytes);
+  memory::copy_from_host(stream, dx, x.data(), x.size());
+  memory::copy_from_host(stream, dw, w.data(), w.size());
+  memory::memset(stream, dy, 0xff, got.size());  // NaN poison: every element must be written
+  solver.run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws.data(), ws_bytes});
+  memory::copy_to_host(stream, got.data(), dy, got.size());
+  stream.synchronize();
+  return compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+}
+
+TEST(CudnnGraphParams, StoredEngineConfigIsAdoptedAndCorrect) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* solver = find_conv_solver("cuda", "cuda.conv.cudnn_graph");
+  ASSERT_NE(solver, nullptr);
+  ConvProblem tuned{.n = 2, .c = 24, .h = 17, .w = 13, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
+  tuned.dtype = DType::f16;
+  tuned.layout = Layout::nhwc;
+  ASSERT_TRUE(solver->check(tuned, *device));
+  const std::string params = solver->tuned_params(tuned, *device);
+  ASSERT_EQ(params.rfind("eng", 0), 0u) << params;
+
+  ConvProblem fresh = tuned;  // same shape, another key: not searched in this process yet
+  fresh.n = 3;
+  for (const char* bad : {"", "eng", "engx", "eng-1", "eng3{k2=}", "eng3{k2=1,}", "eng3{x}", "eng3}", "eng999999"}) {
+    EXPECT_FALSE(solver->use_tuned_params(fresh, *device, bad)) << bad;
+  }
+  ASSERT_TRUE(solver->use_tuned_params(fresh, *device, params)) << params;
+  EXPECT_EQ(solver->tuned_params(fresh, *device), params);
+  EXPECT_NE(solver->detail(fresh, *device).find("stored choice"), std::string::npos) << solver->detail(fresh, *device);
+  const Comparison c = run_against_reference(*solver, fresh, *device);
+  EXPECT_TRUE(c.passed) << c.summary;
+  // Once chosen, a later stored choice is a no-op that reports success.
+  EXPECT_TRUE(solver->use_tuned_params(tuned, *device, params));
+}
+
+}  // namespace
+}  // namespace galley::dnn
