@@ -194,6 +194,7 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
       nlohmann::json j = {
           {"solver", r.solver},
           {"ms", r.ms},
+          {"batch", r.batch},
           {"tflops", r.tflops},
           {"gbps", r.gbps},
           {"workspace_bytes", r.workspace_bytes},
@@ -221,7 +222,9 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
 
 void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::Device& device,
                  const ConvBenchOptions& options, double geomean, int measured) {
-  std::printf("device %s (%s), median of %d runs after %d warm-up%s\n", device.name().c_str(),
+  std::printf("device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~0.5 ms, "
+              "divided by its size) after %d warm-up%s\n",
+              device.name().c_str(),
               device.properties().name.c_str(), options.iterations, options.warmup,
               options.verify ? ", verified against ref.conv.direct" : "");
   Table table({"problem", "solver", "ms", "TFLOP/s", "GB/s", "workspace", "verify", "detail"});

@@ -45,15 +45,23 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   }
 
   for (int i = 0; i < options.warmup; ++i) solver.run(stream, p, args);
+  // One warm call sizes the samples: each is a batch of back-to-back calls (~0.5 ms) divided by its
+  // size, as the PyTorch peer (bench/peer_conv.py) and the tuner time.
+  runtime::Event sizing_start(device), sizing_stop(device);
+  sizing_start.record(stream);
+  solver.run(stream, p, args);
+  sizing_stop.record(stream);
+  sizing_stop.synchronize();
+  result.batch = batch_for(sizing_stop.elapsed_ms_since(sizing_start));
   std::deque<runtime::Event> starts, stops;  // deque: events never move once recorded
   for (int i = 0; i < options.iterations; ++i) {
     starts.emplace_back(device).record(stream);
-    solver.run(stream, p, args);
+    for (int b = 0; b < result.batch; ++b) solver.run(stream, p, args);
     stops.emplace_back(device).record(stream);
   }
   stream.synchronize();
   std::vector<double> times;
-  for (int i = 0; i < options.iterations; ++i) times.push_back(stops[i].elapsed_ms_since(starts[i]));
+  for (int i = 0; i < options.iterations; ++i) times.push_back(stops[i].elapsed_ms_since(starts[i]) / result.batch);
   result.ms = median(times);
   const double seconds = result.ms * 1e-3;
   result.tflops = seconds > 0 ? p.flops() / seconds / 1e12 : 0;

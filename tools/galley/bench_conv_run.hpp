@@ -21,7 +21,8 @@ struct ConvBenchOptions {
 
 struct ConvBenchResult {
   std::string solver;
-  double ms = 0;      ///< median over the timed runs
+  double ms = 0;      ///< median over the timed samples, per call
+  int batch = 1;      ///< back-to-back calls per timed sample (bench_stats.hpp: batch_for)
   double tflops = 0;  ///< problem.flops() / time
   double gbps = 0;    ///< problem.min_bytes() / time
   std::size_t workspace_bytes = 0;

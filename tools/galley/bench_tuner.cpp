@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 #include "bench_stats.hpp"
@@ -103,9 +104,6 @@ double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t
   return after.elapsed_ms_since(before) / batch;
 }
 
-// Back-to-back calls per sample so a sample lasts ~0.5 ms, as the tuner times (conv_benchmark.cpp):
-// short GPU calls timed one by one measure mostly their launch round trip.
-int batch_for(double one_call_ms) { return std::clamp(int(std::ceil(0.5 / std::max(one_call_ms, 1e-4))), 1, 64); }
 
 int run_first_call(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   tuning::Tuner& tuner = tuning::default_tuner();
@@ -122,11 +120,15 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
     preloaded = tuner.preload(stream);
     for (const auto& [key, why] : preloaded.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
   }
-  Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady"});
+  Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady", "idle ms",
+               "first/idle"});
   nlohmann::json rows = nlohmann::json::array();
-  int within = 0, hits = 0;
+  int within = 0, within_idle = 0, hits = 0;
+  std::vector<double> idle_ratios;
   for (const Line& line : lines) {
+    const auto setup_start = Clock::now();
     Tensors t(stream, line.problem);
+    const double setup_ms = ms_since(setup_start);
     // The first call as a user makes it: pick (a find-db lookup), then the run. The pick is host
     // work (host clock); the run is timed with events (see timed_call).
     tuning::Pick pick;
@@ -148,16 +150,30 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
       steady.push_back(hit_ms + timed_call(stream, line.problem, t, solver));
     }
     const double m = median(steady);
+    // Control for the device's own idle state: the same, now warm, call after the host waits as long
+    // as the first call's setup kept the device idle (a GPU that idles lowers its clocks; a cpu pool
+    // that idles puts its threads to sleep). Median of 3 such calls.
+    std::vector<double> after_idle;
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(setup_ms));
+      start = Clock::now();
+      const auto* solver = db ? pick.solver : tuner.pick(line.problem, device).solver;
+      const double hit_ms = ms_since(start);
+      after_idle.push_back(hit_ms + timed_call(stream, line.problem, t, solver));
+    }
+    const double idle = median(after_idle);
     within += first <= 1.05 * m;
+    within_idle += first <= 1.05 * idle;
+    idle_ratios.push_back(first / idle);
     pick_fraction.push_back(pick_ms / m);
     ratios.push_back(first / m);
     hits += pick.hit;
     const std::string name = line.tag.empty() ? line.problem.key() : line.tag;
     table.add({name, std::string(pick.solver->name()), db ? "explicit" : pick.hit ? tuning::to_string(pick.source) : "no",
-               fixed(first), fixed(pick_ms * 1000, 1), fixed(m), fixed(first / m, 3)});
+               fixed(first), fixed(pick_ms * 1000, 1), fixed(m), fixed(first / m, 3), fixed(idle), fixed(first / idle, 3)});
     rows.push_back({{"problem", name}, {"solver", pick.solver->name()}, {"hit", pick.hit},
                     {"source", tuning::to_string(pick.source)}, {"first_ms", first}, {"pick_ms", pick_ms},
-                    {"steady_ms", m}});
+                    {"steady_ms", m}, {"after_idle_ms", idle}, {"setup_ms", setup_ms}});
   }
   if (args.json) {
     std::printf("%s\n", nlohmann::json({{"first_call", rows},
@@ -177,6 +193,9 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
                 "find-db hits; the first pick costs a median %.2f%% (max %.2f%%) of the steady-state call\n",
                 within, lines.size(), median(ratios), hits, lines.size(), 100 * median(pick_fraction),
                 100 * *std::max_element(pick_fraction.begin(), pick_fraction.end()));
+    std::printf("control, the same warm call after the same idle time: first <= 1.05x of it on %d/%zu problems "
+                "(median first/after-idle %.3f)\n",
+                within_idle, lines.size(), median(idle_ratios));
   }
   return 0;
 }
