@@ -222,7 +222,7 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
 
 void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::Device& device,
                  const ConvBenchOptions& options, double geomean, int measured) {
-  std::printf("device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~0.5 ms, "
+  std::printf("device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~1 ms, "
               "divided by its size) after %d warm-up%s\n",
               device.name().c_str(),
               device.properties().name.c_str(), options.iterations, options.warmup,

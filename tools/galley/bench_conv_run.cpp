@@ -45,7 +45,7 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   }
 
   for (int i = 0; i < options.warmup; ++i) solver.run(stream, p, args);
-  // One warm call sizes the samples: each is a batch of back-to-back calls (~0.5 ms) divided by its
+  // One warm call sizes the samples: each is a batch of back-to-back calls (~1 ms) divided by its
   // size, as the PyTorch peer (bench/peer_conv.py) and the tuner time.
   runtime::Event sizing_start(device), sizing_stop(device);
   sizing_start.record(stream);

@@ -39,7 +39,7 @@ std::vector<std::size_t> parse_size_list(const std::string& text, const std::str
 }
 
 int batch_for(double one_call_ms) {
-  return std::clamp(static_cast<int>(std::ceil(0.5 / std::max(one_call_ms, 1e-4))), 1, 64);
+  return std::clamp(static_cast<int>(std::ceil(1.0 / std::max(one_call_ms, 1e-4))), 1, 200);
 }
 
 }  // namespace galley::cli

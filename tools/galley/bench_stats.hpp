@@ -13,9 +13,10 @@ double median(std::vector<double> values);
 /// `value` with `digits` decimals; "-" for NaN.
 std::string fixed(double value, int digits = 3);
 
-/// How many back-to-back calls one timing sample holds so that it lasts about 0.5 ms (1 to 64),
-/// from one warm call's time: a short GPU call timed alone carries its launch round trip. The tuner
-/// (src/tuning/conv_benchmark.cpp) and bench/peer_conv.py time the same way.
+/// How many back-to-back calls one timing sample holds so that it lasts about 1 ms (1 to 200),
+/// from one warm call's time, exactly as the PyTorch peer (bench/peer_conv.py) sizes its `inner`:
+/// a short GPU call timed alone carries its launch round trip. (The tuner samples the same way with
+/// a smaller budget, src/tuning/conv_benchmark.cpp.)
 int batch_for(double one_call_ms);
 
 /// "64M,256M,1G" -> bytes. Empty items are skipped; a zero size, a malformed item or an empty list

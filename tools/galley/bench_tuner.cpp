@@ -3,7 +3,7 @@
 //   - per problem: T_tune (benchmarking all candidates into a fresh db), T_exec (the pick's median
 //     through dnn::convolution_forward), T_avg = T_tune/N + T_exec for N = 1, 10, 1000;
 //   - whether the pick is within 3% of the fastest solver, every applicable non-reference solver
-//     timed round-robin (R rounds) as the tuner times: samples of back-to-back calls (~0.5 ms);
+//     timed round-robin (R rounds) in samples of back-to-back calls (~1 ms, as the peer times);
 //   - the cost of pick() on a hit (in-process cache) and of one SQLite find-db lookup.
 // With --first-call it instead measures, in this new process, each problem's first call through the
 // default tuner (expected to be a find-db hit after `galley tune`) against its steady state; with
