@@ -124,6 +124,11 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 5, 20, 37, 7, 3, 3, 2, 1, 2, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 3, 18, 40, 5, 1, 7, 3, 1, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 32, 17, 16, 16, 3, 3, 1, 1, 1, 8, l));  // grouped, W = 16
+    // ... and its implicit GEMM (<= 16 output channels per group, Ho == H): 8 + 4 channels,
+    // pixel chunks starting mid-row, 5x5 with 16 per group.
+    expect_pass("cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 32, 16, 17, 32, 5, 5, 2, 1, 1, 2, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 32, l));  // rx50-like, 2 per group
     for (DType d : {DType::f16, DType::bf16}) {
       expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
     }

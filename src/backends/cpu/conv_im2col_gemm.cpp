@@ -158,6 +158,15 @@ class ConvIm2colGemm final : public CpuConvSolver {
                    void* ws) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
+    if (cpu_has_avx512() && avx512::implicit_gemm_fits(s)) {
+      // Few output channels per group: compute from x directly (no column buffer, workspace unused).
+      run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t /*slot*/, std::int64_t task) {
+        const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
+        const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
+        avx512::implicit_gemm_nchw(s, x, w, y, outer / s.g, outer % s.g, p0, p1);
+      });
+      return;
+    }
     if (p.batched) {
       compute_batched(s, p, x, w, y, ws);
       return;

@@ -122,4 +122,100 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
   }
 }
 
+bool implicit_gemm_fits(const ConvShape& s) {
+  return !s.nhwc && s.sw == 1 && s.sh == 1 && s.wo == s.w && s.ho == s.h && s.w >= 16 && s.kg <= 16;
+}
+
+namespace {
+
+// Output channels [k0, k0 + kK) x pixels [p, p + 48) of one image and group (see
+// implicit_gemm_nchw); `xg` is the group's first input channel, `wk` the first filter.
+template <int kK>
+void implicit_block(const ConvShape& s, const float* xg, const float* wk, float* yk, std::int64_t p,
+                    std::int64_t p1) {
+  constexpr int kV = 3;
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i width = _mm512_set1_epi32(static_cast<int>(s.w));
+  const std::int64_t plane = s.h * s.w, filter = s.cg * s.r * s.s;
+  __m512i cols[kV];  // output column of every lane
+  __mmask16 store[kV];
+  {
+    std::int64_t ow = p % s.w;
+#pragma GCC unroll 3
+    for (int v = 0; v < kV; ++v) {
+      cols[v] = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(ow)), iota);
+      cols[v] = _mm512_mask_sub_epi32(cols[v], _mm512_cmpge_epi32_mask(cols[v], width), cols[v], width);
+      store[v] = lane_range(0, p1 - p - 16 * v);
+      ow += 16;
+      if (ow >= s.w) ow -= s.w;
+    }
+  }
+  __m512 acc[kK][kV];
+#pragma GCC unroll 8
+  for (int k = 0; k < kK; ++k) {
+#pragma GCC unroll 3
+    for (int v = 0; v < kV; ++v) acc[k][v] = _mm512_setzero_ps();
+  }
+  for (std::int64_t r = 0; r < s.r; ++r) {
+    for (std::int64_t q = 0; q < s.s; ++q) {
+      const std::int64_t shift = q * s.dw - s.pw;
+      const std::int64_t offset = (r * s.dh - s.ph) * s.w + shift;
+      const __m512i col_lo = _mm512_set1_epi32(static_cast<int>(-shift));
+      const __m512i col_hi = _mm512_set1_epi32(static_cast<int>(s.w - shift));
+      __mmask16 take[kV];
+#pragma GCC unroll 3
+      for (int v = 0; v < kV; ++v) {
+        const std::int64_t pv = p + 16 * v;
+        take[v] = _mm512_cmpge_epi32_mask(cols[v], col_lo) & _mm512_cmplt_epi32_mask(cols[v], col_hi) &
+                  lane_range(-offset - pv, plane - offset - pv) & store[v];
+      }
+      const float* in = xg + offset + p;
+      const float* wt = wk + r * s.s + q;
+      for (std::int64_t c = 0; c < s.cg; ++c, in += plane, wt += s.r * s.s) {
+        __m512 xv[kV];
+#pragma GCC unroll 3
+        for (int v = 0; v < kV; ++v) xv[v] = _mm512_maskz_loadu_ps(take[v], in + 16 * v);
+#pragma GCC unroll 8
+        for (int k = 0; k < kK; ++k) {
+          const __m512 wv = _mm512_set1_ps(wt[k * filter]);
+#pragma GCC unroll 3
+          for (int v = 0; v < kV; ++v) acc[k][v] = _mm512_fmadd_ps(wv, xv[v], acc[k][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < kK; ++k) {
+#pragma GCC unroll 3
+    for (int v = 0; v < kV; ++v) _mm512_mask_storeu_ps(yk + k * plane + p + 16 * v, store[v], acc[k][v]);
+  }
+}
+
+template <int kK>
+void implicit_run(const ConvShape& s, const float* xg, const float* wk, float* yk, std::int64_t p0, std::int64_t p1) {
+  for (std::int64_t p = p0; p < p1; p += 48) implicit_block<kK>(s, xg, wk, yk, p, p1);
+}
+
+}  // namespace
+
+void implicit_gemm_nchw(const ConvShape& s, const float* x, const float* w, float* y, std::int64_t n,
+                        std::int64_t gi, std::int64_t p0, std::int64_t p1) {
+  const std::int64_t plane = s.h * s.w, filter = s.cg * s.r * s.s;
+  const float* xg = x + (n * s.c + gi * s.cg) * plane;
+  for (std::int64_t k0 = 0; k0 < s.kg; k0 += 8) {
+    const float* wk = w + (gi * s.kg + k0) * filter;
+    float* yk = y + (n * s.k + gi * s.kg + k0) * plane;
+    switch (min64(8, s.kg - k0)) {
+      case 8: implicit_run<8>(s, xg, wk, yk, p0, p1); break;
+      case 7: implicit_run<7>(s, xg, wk, yk, p0, p1); break;
+      case 6: implicit_run<6>(s, xg, wk, yk, p0, p1); break;
+      case 5: implicit_run<5>(s, xg, wk, yk, p0, p1); break;
+      case 4: implicit_run<4>(s, xg, wk, yk, p0, p1); break;
+      case 3: implicit_run<3>(s, xg, wk, yk, p0, p1); break;
+      case 2: implicit_run<2>(s, xg, wk, yk, p0, p1); break;
+      default: implicit_run<1>(s, xg, wk, yk, p0, p1); break;
+    }
+  }
+}
+
 }  // namespace galley::backends::cpu::avx512

@@ -16,4 +16,16 @@ namespace galley::backends::cpu::avx512 {
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld);
 
+/// True when implicit_gemm_nchw() can run `s`: NCHW, unit strides, Wo == W >= 16 and Ho == H
+/// (a "same" padded convolution), at most 16 output channels per group.
+bool implicit_gemm_fits(const ConvShape& s);
+
+/// The convolution of image n, group gi, output pixels [p0, p1) straight from x, no column
+/// buffer: each input vector the flat run would have copied is loaded once and feeds every
+/// output channel of the group (8 at a time x 48 pixels, 24 accumulators). For groups with few
+/// channels (ResNeXt's 8 per group) the column copy and the packing cost more than this GEMM's
+/// arithmetic.
+void implicit_gemm_nchw(const ConvShape& s, const float* x, const float* w, float* y, std::int64_t n,
+                        std::int64_t gi, std::int64_t p0, std::int64_t p1);
+
 }  // namespace galley::backends::cpu::avx512
