@@ -95,8 +95,8 @@ TEST(CpuConvKernels, DepthwiseScalarMatchesAvx2) {
   }
 }
 
-// The AVX-512 in-place plane loop against the scalar loop on the padded plane, over shapes that
-// cut through its 16-column steps and 8-row blocks: widths below, at and just past a vector,
+// The AVX-512 in-place plane loops against the scalar loop on the padded plane, over shapes that
+// cut through their 16-column steps and row blocks: widths below, at and just past a vector,
 // prime sizes, padding wider than the filter's reach, stride and dilation in height.
 TEST(CpuConvKernels, DepthwiseAvx512MatchesScalar) {
   if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
@@ -105,7 +105,11 @@ TEST(CpuConvKernels, DepthwiseAvx512MatchesScalar) {
         shape(1, 3, 5, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 16, 16, 1, 3, 3, 0, 1, 1, 1, false),
         shape(1, 9, 15, 1, 3, 3, 2, 1, 1, 1, false), shape(1, 31, 33, 1, 3, 3, 1, 1, 1, 1, false),
         shape(1, 17, 23, 1, 5, 5, 2, 1, 1, 1, false), shape(1, 9, 40, 1, 3, 3, 2, 1, 2, 1, false),
-        shape(1, 11, 13, 1, 7, 7, 3, 1, 1, 1, false), shape(1, 8, 4, 1, 3, 3, 3, 1, 1, 1, false)}) {
+        shape(1, 11, 13, 1, 7, 7, 3, 1, 1, 1, false), shape(1, 8, 4, 1, 3, 3, 3, 1, 1, 1, false),
+        // The rolling 3x3 loop (padding 1, W <= 64): one and two rows, widths at and past a vector.
+        shape(1, 1, 20, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 2, 64, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 4, 16, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 5, 17, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 7, 65, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 29, 1, 1, 3, 3, 1, 1, 1, 1, false)}) {
     SCOPED_TRACE("h=" + std::to_string(s.h) + " w=" + std::to_string(s.w) + " r=" + std::to_string(s.r) +
                  " pad=" + std::to_string(s.ph) + " dil=" + std::to_string(s.dh));
     const depthwise::Plane plane = depthwise::Plane::of(s);

@@ -127,9 +127,115 @@ void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t 
   }
 }
 
+// 3x3 "same" (padding 1, unit strides and dilation) on rows of at most 64 columns: each input row
+// is loaded once as kNv vectors and its column neighbours are made in registers (valignd), and
+// it is added to the three output rows it reaches, whose accumulators rotate through three slots.
+// Per output row that is kNv loads and stores for 9 * kNv FMAs, where the blocked loop above
+// loads every input vector three times at shifted, mostly line-crossing addresses.
+template <int kNv>
+struct Rolling {
+  const ConvShape& s;
+  const float* xc;
+  const __m512* wv;
+  float* out;
+  __mmask16 last;     // valid lanes of the last vector of a row
+  __m512 acc[3][kNv];  // output row o lives in slot o % 3
+
+  // Input row j into the slots of output rows j+1 (filter row 0), j (1) and j-1 (2); the slot of
+  // row j+1 starts here. Then output row j-1 is complete and stored.
+  template <int kSlot>
+  void row(std::int64_t j) {
+    constexpr int kNext = (kSlot + 1) % 3, kPrev = (kSlot + 2) % 3;
+    const float* in = xc + j * s.w;
+    __m512 v[kNv + 1];
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) v[t] = t == kNv - 1 ? _mm512_maskz_loadu_ps(last, in + 16 * t) : _mm512_loadu_ps(in + 16 * t);
+    v[kNv] = _mm512_setzero_ps();
+    const bool has_next = j + 1 < s.ho, has_prev = j >= 1;
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) {
+      const __m512 before = t == 0 ? _mm512_setzero_ps() : v[t - 1];
+      // Columns c-1, c, c+1 of the 16 outputs at c = 16t.
+      const __m512 left = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(v[t]), _mm512_castps_si512(before), 15));
+      const __m512 right = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(v[t + 1]), _mm512_castps_si512(v[t]), 1));
+      if (has_next) {
+        acc[kNext][t] = _mm512_mul_ps(wv[0], left);
+        acc[kNext][t] = _mm512_fmadd_ps(wv[1], v[t], acc[kNext][t]);
+        acc[kNext][t] = _mm512_fmadd_ps(wv[2], right, acc[kNext][t]);
+      }
+      acc[kSlot][t] = _mm512_fmadd_ps(wv[3], left, acc[kSlot][t]);
+      acc[kSlot][t] = _mm512_fmadd_ps(wv[4], v[t], acc[kSlot][t]);
+      acc[kSlot][t] = _mm512_fmadd_ps(wv[5], right, acc[kSlot][t]);
+      if (has_prev) {
+        acc[kPrev][t] = _mm512_fmadd_ps(wv[6], left, acc[kPrev][t]);
+        acc[kPrev][t] = _mm512_fmadd_ps(wv[7], v[t], acc[kPrev][t]);
+        acc[kPrev][t] = _mm512_fmadd_ps(wv[8], right, acc[kPrev][t]);
+      }
+    }
+    if (has_prev) store<kPrev>(j - 1);
+  }
+
+  template <int kSlotOut>
+  void store(std::int64_t o) {
+    float* dst = out + o * s.wo;
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) {
+      if (t == kNv - 1) {
+        _mm512_mask_storeu_ps(dst + 16 * t, last, acc[kSlotOut][t]);
+      } else {
+        _mm512_storeu_ps(dst + 16 * t, acc[kSlotOut][t]);
+      }
+    }
+  }
+
+  void plane() {
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) acc[0][t] = _mm512_setzero_ps();  // output row 0 has no row above
+    std::int64_t j = 0;
+    for (; j + 3 <= s.h; j += 3) {
+      row<0>(j);
+      row<1>(j + 1);
+      row<2>(j + 2);
+    }
+    if (j < s.h) row<0>(j++);
+    if (j < s.h) row<1>(j++);
+    // The last output row (H - 1) had its row below in the padding.
+    switch ((s.h - 1) % 3) {
+      case 0: store<0>(s.h - 1); break;
+      case 1: store<1>(s.h - 1); break;
+      default: store<2>(s.h - 1); break;
+    }
+  }
+};
+
+bool rolling_fits(const ConvShape& s) {
+  return s.r == 3 && s.s == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.ph == 1 && s.pw == 1 &&
+         s.wo == s.w && s.ho == s.h && s.w <= 64;
+}
+
+void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, float* out) {
+  __m512 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const std::int64_t vectors = (s.w + 15) / 16;
+  const __mmask16 last = first_lanes(s.w - 16 * (vectors - 1));
+  switch (vectors) {
+    case 4: Rolling<4>{s, xc, wv, out, last, {}}.plane(); break;
+    case 3: Rolling<3>{s, xc, wv, out, last, {}}.plane(); break;
+    case 2: Rolling<2>{s, xc, wv, out, last, {}}.plane(); break;
+    default: Rolling<1>{s, xc, wv, out, last, {}}.plane(); break;
+  }
+}
+
 }  // namespace
 
 void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out) {
+  if (rolling_fits(s)) {
+    plane_3x3_rolling(s, xc, w, out);
+    return;
+  }
   if (s.r == 3 && s.s == 3 && s.sh == 1 && s.dh == 1 && s.dw == 1) {
     plane_3x3(s, xc, w, out);
     return;
