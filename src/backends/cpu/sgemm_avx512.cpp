@@ -94,9 +94,14 @@ void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::
 // kPanels consecutive packed panels. A narrow column tail (kNv 1 or 2) takes several A panels at
 // once so that it still holds 24 accumulators: fewer would leave the FMA units waiting on their
 // own latency.
-template <int kNv, int kPanels>
+//
+// kDirectA (one panel only): A is read in place, row i at ap + i * lda, instead of from a packed
+// panel; a_rows rows must all exist.
+template <int kNv, int kPanels, bool kDirectA = false>
 void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, std::int64_t b_step,
-                  float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta) {
+                  float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta,
+                  std::int64_t lda = 0) {
+  static_assert(!kDirectA || kPanels == 1, "A is read in place for one panel only");
   constexpr int kRows = kPanels * static_cast<int>(kMr);
   const std::int64_t panel_step = kMr * depth;  // floats between consecutive A panels
   __m512 acc[kRows][kNv];
@@ -115,11 +120,11 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
     }
 #pragma GCC unroll 24
     for (int i = 0; i < kRows; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[(i / kMr) * panel_step + i % kMr]);
+      const __m512 av = _mm512_set1_ps(kDirectA ? ap[i * lda] : ap[(i / kMr) * panel_step + i % kMr]);
 #pragma GCC unroll 4
       for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
-    ap += kMr;
+    ap += kDirectA ? 1 : kMr;
     bp += b_step;
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -187,18 +192,35 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
       if (!b_in_place) pack_b(trans_b, b, ldb, pc, kc, jc, nc, b_pack);
       for (std::int64_t ic = 0; ic < m; ic += kMc) {
         const std::int64_t mc = min64(kMc, m - ic);
-        pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
         // Panels of 48-64 columns: one A panel in L1 swept across them. A narrower last panel
         // (a ragged N) is done after, several A panels at a time.
         const std::int64_t wide_end = nc - nc % kNr + (nc % kNr > 32 ? nc % kNr : 0);
+        // With one or two column panels each A panel would be packed for one or two kernel
+        // calls (a quarter of the time of a 512x98x4608 product): full panels of a plain A are
+        // then read in place, only a ragged last one packed.
+        const bool a_in_place = !trans_a && wide_end == nc && nc <= 2 * kNr;
+        if (!a_in_place) pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
         for (std::int64_t ir = 0; ir < mc; ir += kMr) {
           const std::int64_t rows = min64(kMr, mc - ir);
+          const bool direct = a_in_place && rows == kMr;
           const float* ap = a_pack + ir * kc;
+          if (direct) {
+            ap = a + (ic + ir) * lda + pc;
+          } else if (a_in_place) {
+            pack_a(trans_a, a, lda, ic + ir, rows, pc, kc, a_pack);
+            ap = a_pack;
+          }
           float* c_row = c + (ic + ir) * ldc + jc;
           for (std::int64_t jr = 0; jr < wide_end; jr += kNr) {
             const std::int64_t cols = min64(kNr, nc - jr);
             const float* bp = b_at + jr * b_col;
-            if (cols > 48) {
+            if (direct && cols > 48) {
+              micro_kernel<4, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now,
+                                       lda);
+            } else if (direct) {
+              micro_kernel<3, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now,
+                                       lda);
+            } else if (cols > 48) {
               micro_kernel<4, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now);
             } else {
               micro_kernel<3, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now);
