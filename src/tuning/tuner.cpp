@@ -32,14 +32,7 @@ struct CacheKey {
 
 struct CacheKeyHash {
   std::size_t operator()(const CacheKey& k) const noexcept {
-    const ConvProblem& p = k.problem;
-    std::uint64_t h = std::hash<std::string>{}(k.device);
-    for (std::int64_t v : {p.n, p.c, p.h, p.w, p.k, p.y, p.x, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
-                           p.dilation_w, p.groups, static_cast<std::int64_t>(p.dtype),
-                           static_cast<std::int64_t>(p.layout), static_cast<std::int64_t>(p.direction)}) {
-      h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    }
-    return static_cast<std::size_t>(h);
+    return std::hash<std::string>{}(k.device) * 31 + dnn::ConvProblemHash{}(k.problem);
   }
 };
 

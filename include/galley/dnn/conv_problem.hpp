@@ -2,6 +2,7 @@
 // Field names follow MIOpenDriver's flags (-n -c -H -W -k -y -x -p -q -u -v -l -j -g).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -62,6 +63,20 @@ struct ConvProblem {
   static ConvProblem parse_driver_line(std::string_view line, std::string* tag = nullptr);
 
   friend bool operator==(const ConvProblem&, const ConvProblem&) = default;
+};
+
+/// Hash of every field, for per-call caches keyed by the problem itself: formatting key() costs
+/// about a microsecond, as much as a whole cache lookup may. Not stable across builds.
+struct ConvProblemHash {
+  std::size_t operator()(const ConvProblem& p) const noexcept {
+    std::uint64_t h = 0;
+    for (std::int64_t v : {p.n, p.c, p.h, p.w, p.k, p.y, p.x, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
+                           p.dilation_w, p.groups, static_cast<std::int64_t>(p.dtype),
+                           static_cast<std::int64_t>(p.layout), static_cast<std::int64_t>(p.direction)}) {
+      h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return static_cast<std::size_t>(h);
+  }
 };
 
 }  // namespace galley::dnn
