@@ -63,9 +63,8 @@ Plan make_plan(const ConvShape& s) {
 
 // Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col, rows `ld` apart.
 void im2col_nchw_baseline(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
-                 std::int64_t ld) {
-  // The output row and column of p0, found once: a division per output row per (c, r, s) row cost
-  // more than the copy itself on 28x28 layers.
+                          std::int64_t ld) {
+  // The output row and column of p0, found once, not by two divisions per output row.
   const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;
   for (std::int64_t c = 0; c < s.cg; ++c) {
     const float* xc = xn + c * s.h * s.w;
@@ -87,15 +86,13 @@ void im2col_nchw_baseline(const ConvShape& s, const float* xn, std::int64_t p0, 
           } else {
             const float* in = xc + ih * s.w + shift;
             const std::int64_t a = std::clamp(ow_lo, ow0, ow1), b = std::clamp(ow_hi, ow0, ow1);
-            // Plain loops, not memcpy/fill: rows of small images are a few dozen floats, where
-            // the library calls cost more than the copy (7x7 and 28x28 layers).
-            for (std::int64_t ow = ow0; ow < a; ++ow) out[ow - ow0] = 0.0f;
+            std::fill(out, out + (a - ow0), 0.0f);
             if (s.sw == 1) {
-              for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow];
+              std::memcpy(out + (a - ow0), in + a, static_cast<std::size_t>(b - a) * sizeof(float));
             } else {
               for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow * s.sw];
             }
-            for (std::int64_t ow = b; ow < ow1; ++ow) out[ow - ow0] = 0.0f;
+            std::fill(out + (b - ow0), out + (ow1 - ow0), 0.0f);
           }
           p += ow1 - ow0;
         }
