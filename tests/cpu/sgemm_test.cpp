@@ -108,8 +108,15 @@ TEST(CpuSgemm, Avx512KernelMatchesDoubleProduct) {
   }
 }
 
+// Lifts the ISA cap again however the scope is left (a failed ASSERT returns early), so one
+// failure does not run the later tests at a lower level.
+struct LiftCapAtExit {
+  ~LiftCapAtExit() { set_cpu_isa_cap(CpuIsa::avx512); }
+};
+
 // The dispatching sgemm at every ISA level this CPU has (OpenBLAS below AVX-512).
 TEST(CpuSgemm, DispatchMatchesDoubleProductAtEveryIsa) {
+  const LiftCapAtExit lift;
   for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avx512}) {
     if (isa > cpu_isa_supported()) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
@@ -117,10 +124,10 @@ TEST(CpuSgemm, DispatchMatchesDoubleProductAtEveryIsa) {
     ASSERT_EQ(cpu_isa(), isa);
     for (const Case& t : cases()) check_case(t, sgemm);
   }
-  set_cpu_isa_cap(CpuIsa::avx512);
 }
 
 TEST(CpuSgemm, IsaCapParsesAndRefusesUnknownNames) {
+  const LiftCapAtExit lift;
   EXPECT_EQ(parse_cpu_isa("avx2"), CpuIsa::avx2);
   EXPECT_EQ(parse_cpu_isa("scalar"), CpuIsa::scalar);
   EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::avx512);
@@ -133,6 +140,8 @@ TEST(CpuSgemm, IsaCapParsesAndRefusesUnknownNames) {
   set_cpu_isa_cap(CpuIsa::scalar);
   EXPECT_EQ(cpu_isa(), CpuIsa::scalar);
   EXPECT_FALSE(cpu_has_avx2_fma());
+  EXPECT_FALSE(cpu_has_avx512());
+  EXPECT_FALSE(cpu_has_f16c());
   set_cpu_isa_cap(CpuIsa::avx512);
   EXPECT_EQ(cpu_isa(), cpu_isa_supported());
 }
