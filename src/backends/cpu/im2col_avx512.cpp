@@ -46,10 +46,10 @@ void row_segment(const float* in, std::int64_t stride, std::int64_t first, std::
   }
 }
 
-// Stride 1 with Wo == W >= 16 (a "same" padded row): pixel p of the output reads input flat
-// index p + (r*dh - ph)*W + shift, so a whole column row is one run over the flat plane with the
-// lanes whose input column falls outside the row masked off. No per-output-row bookkeeping: a
-// 28x28 layer would otherwise pay it for every 28 floats.
+// Stride 1 with Wo == W (a "same" padded row): pixel p of the output reads input flat index
+// p + (r*dh - ph)*W + shift, so a whole column row is one run over the flat plane with the lanes
+// whose input column falls outside the row masked off. No per-output-row bookkeeping: a 28x28
+// layer would otherwise pay it for every 28 floats, a 7x7 one for every 7.
 void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld) {
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i width = _mm512_set1_epi32(static_cast<int>(s.w));
@@ -69,7 +69,10 @@ void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_
         std::int64_t ow = p0 % s.w;
         for (std::int64_t p = p0; p < p1; p += 16) {
           __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(ow)), iota);
-          cols = _mm512_mask_sub_epi32(cols, _mm512_cmpge_epi32_mask(cols, width), cols, width);
+          // ow + 15 < W + 15: ceil(15 / W) subtractions bring every lane below W (one for W >= 16).
+          for (std::int64_t over = 15; over > 0; over -= s.w) {
+            cols = _mm512_mask_sub_epi32(cols, _mm512_cmpge_epi32_mask(cols, width), cols, width);
+          }
           const __mmask16 store = lane_range(0, p1 - p);
           const __mmask16 take = _mm512_cmpge_epi32_mask(cols, col_lo) & _mm512_cmplt_epi32_mask(cols, col_hi) &
                                  lane_range(p_lo - p, p_hi - p) & store;
@@ -80,8 +83,7 @@ void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_
           } else {
             _mm512_mask_storeu_ps(row + p, store, v);
           }
-          ow += 16;
-          if (ow >= s.w) ow -= s.w;
+          for (ow += 16; ow >= s.w;) ow -= s.w;
         }
       }
     }
@@ -92,7 +94,7 @@ void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_
 
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld) {
-  if (s.sw == 1 && s.sh == 1 && s.wo == s.w && s.w >= 16) {
+  if (s.sw == 1 && s.sh == 1 && s.wo == s.w) {
     flat_rows(s, xn, p0, p1, col, ld);
     return;
   }
