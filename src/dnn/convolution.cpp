@@ -8,6 +8,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
+#include "dnn/convolution_internal.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -21,7 +22,12 @@ void require_pointer(const void* p, const char* what, const ConvProblem& problem
 
 std::atomic<ConvSolverPicker> g_picker{nullptr};
 
+thread_local bool t_cmd_log_suppressed = false;
+
 }  // namespace
+
+detail::SuppressCmdLog::SuppressCmdLog() : previous_(t_cmd_log_suppressed) { t_cmd_log_suppressed = true; }
+detail::SuppressCmdLog::~SuppressCmdLog() { t_cmd_log_suppressed = previous_; }
 
 void set_conv_solver_picker(ConvSolverPicker picker) { g_picker.store(picker, std::memory_order_release); }
 
@@ -83,7 +89,7 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
     }
   }
 
-  if (env::get_flag("GALLEY_LOG_CMD")) {
+  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
     // One whole line per call, written at once so concurrent callers do not interleave.
     const std::string line = "galley[cmd]: " + conv_bench_command(problem, device, solver->name()) + "\n";
     std::fputs(line.c_str(), stderr);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <thread>
 
@@ -345,6 +346,19 @@ TEST(Tuner, DebugLogShowsRejectionsAndTimings) {
   EXPECT_NE(err.find("test.conv.ref rejected: reference"), std::string::npos) << err;
   EXPECT_NE(err.find("test.conv.fast run 1: "), std::string::npos) << err;
   EXPECT_NE(err.find("test.conv.fast median"), std::string::npos) << err;
+}
+
+TEST(Tuner, TimesThroughConvolutionForwardWithoutLoggingEachTimedCall) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
+  ::setenv("GALLEY_LOG_CMD", "1", 1);
+  ::testing::internal::CaptureStderr();
+  const long runs = runs_of(kFast);
+  tuner.tune(small_problem(48), cpu());
+  const std::string during_tuning = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("GALLEY_LOG_CMD");
+  EXPECT_GT(runs_of(kFast), runs);
+  EXPECT_EQ(during_tuning.find("galley[cmd]"), std::string::npos) << during_tuning;
 }
 
 TEST(FindMode, ParsesValidNamesAndRejectsOthers) {
