@@ -130,6 +130,8 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 5, 20, 37, 7, 3, 3, 2, 1, 2, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 3, 18, 40, 5, 1, 7, 3, 1, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 32, 17, 16, 16, 3, 3, 1, 1, 1, 8, l));  // grouped, W = 16
+    expect_pass("cpu.conv.im2col_gemm", make(1, 6, 14, 14, 10, 3, 3, 1, 1, 1, 1, l));   // W = 14: two wraps
+    expect_pass("cpu.conv.im2col_gemm", make(2, 5, 9, 15, 6, 3, 3, 2, 1, 2, 1, l));     // W = 15, dilated
     // ... and its implicit GEMM (<= 16 output channels per group, Ho == H): 8 + 4 channels,
     // pixel chunks starting mid-row, 5x5 with 16 per group.
     expect_pass("cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1, l));

@@ -7,6 +7,9 @@
 // panels that stay in L2, then kMc-row blocks of A are packed into kMr-high panels; one A panel
 // (kMr x kKc, 6 KiB) stays in L1 while the micro-kernel sweeps it across the B panels, holding a
 // kMr x kNr tile of C (24 zmm registers) and doing 24 FMAs per 4 vector loads and 6 broadcasts.
+// Where packing does not pay it is skipped: a plain B is read in place when A has at most 128 rows,
+// a plain A when N is at most two panels; a ragged last column panel (<= 32 columns) takes
+// 24x16 or 12x32 tiles so it still keeps 24 accumulators busy.
 #pragma once
 
 #include <cstdint>
