@@ -9,11 +9,15 @@
 
 #include <map>
 #include <memory>
+#include <cstdio>
 #include <mutex>
+#include <string_view>
+#include <unordered_map>
 #include <string>
 
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
+#include "backends/cuda/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -72,7 +76,7 @@ struct Plan {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   std::size_t workspace = 0;
   float find_ms = 0;  // cuDNN's own timing of the winner
-  int candidates = 0;
+  int candidates = 0;  // 0 when the choice was stored (use_tuned_params), not found here
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -126,16 +130,56 @@ class CudnnSolver final : public dnn::ConvSolver {
 
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const Plan& pl = plan(p, device);
-    return std::string("algo ") + algo_name(pl.algo) + ", " + math_name(pl.math) + " math, workspace " +
-           std::to_string(pl.workspace) + " B, fastest of " + std::to_string(pl.candidates) +
-           " by cudnnFind (" + std::to_string(pl.find_ms) + " ms)";
+    const std::string head = std::string("algo ") + algo_name(pl.algo) + ", " + math_name(pl.math) +
+                             " math, workspace " + std::to_string(pl.workspace) + " B, ";
+    if (pl.candidates == 0) return head + "the stored choice (find-db params), no cudnnFind in this process";
+    return head + "fastest of " + std::to_string(pl.candidates) + " by cudnnFind (" + std::to_string(pl.find_ms) +
+           " ms)";
+  }
+
+  // The inner choice is cudnnFind's winner, "algo<N>-math<M>" (cuDNN's enum values), so a new
+  // process skips cudnnFind (100+ ms on the H200 for r50.conv1).
+  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
+    const Plan& pl = plan(p, device);
+    return "algo" + std::to_string(int(pl.algo)) + "-math" + std::to_string(int(pl.math));
+  }
+
+  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
+    int algo = -1, math = -1;
+    char tail = 0;
+    if (std::sscanf(std::string(params).c_str(), "algo%d-math%d%c", &algo, &math, &tail) != 2) return false;
+    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > int(CUDNN_FMA_MATH)) return false;
+    if (p.dtype == DType::f32 && math != int(CUDNN_FMA_MATH)) return false;  // never TF32 for f32
+    const ProblemKey key{device.index(), p};
+    {
+      std::lock_guard lock(plans_mutex_);
+      if (plans_.count(key) != 0) return true;  // this process chose already
+    }
+    try {
+      auto pl = describe(p);
+      pl->algo = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
+      pl->math = static_cast<cudnnMathType_t>(math);
+      check_cudnn(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
+      CudnnHandle& hd = handle(device);
+      DeviceGuard guard(device.index());
+      // cuDNN answers the size only for an algorithm it supports on these descriptors.
+      if (cudnnGetConvolutionForwardWorkspaceSize(hd.handle, pl->x, pl->w, pl->conv, pl->y, pl->algo,
+                                                  &pl->workspace) != CUDNN_STATUS_SUCCESS ||
+          pl->workspace > kWorkspaceCap)
+        return false;
+      std::lock_guard lock(plans_mutex_);
+      plans_.emplace(key, std::move(pl));
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
   }
 
  private:
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   const Plan& plan(const ConvProblem& p, const runtime::Device& device) const {
-    const std::string key = device.name() + "|" + p.key();
+    const ProblemKey key{device.index(), p};
     {
       std::lock_guard lock(plans_mutex_);
       auto it = plans_.find(key);
@@ -147,7 +191,8 @@ class CudnnSolver final : public dnn::ConvSolver {
     return *it->second;
   }
 
-  std::unique_ptr<Plan> build_plan(const ConvProblem& p, const runtime::Device& device) const {
+  /// The descriptors of `p`, with the math type f32 must keep (FMA) or tensor ops for f16/bf16.
+  static std::unique_ptr<Plan> describe(const ConvProblem& p) {
     const gpu::ConvParams cp = gpu::make_params(p);
     auto pl = std::make_unique<Plan>();
     const cudnnDataType_t dt = data_type(cp.dtype);
@@ -170,6 +215,12 @@ class CudnnSolver final : public dnn::ConvSolver {
                 "cudnnGetConvolution2dForwardOutputDim");
     if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
       throw Error(Status::internal, "cuda.conv.cudnn: cuDNN's output size disagrees with the problem's for " + p.key());
+    return pl;
+  }
+
+  std::unique_ptr<Plan> build_plan(const ConvProblem& p, const runtime::Device& device) const {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    auto pl = describe(p);
 
     CudnnHandle& hd = handle(device);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -208,7 +259,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   }
 
   mutable std::mutex plans_mutex_;
-  mutable std::map<std::string, std::unique_ptr<Plan>> plans_;
+  mutable std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemKeyHash> plans_;  // see problem_key.hpp
 };
 
 }  // namespace

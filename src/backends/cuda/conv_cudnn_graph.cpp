@@ -38,6 +38,7 @@
 
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
+#include "backends/cuda/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -424,7 +425,7 @@ class GraphSolver final : public dnn::ConvSolver {
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   Entry& entry(const ConvProblem& p, const runtime::Device& device) const {
-    const EntryKey key{device.index(), p};
+    const ProblemKey key{device.index(), p};
     std::lock_guard lock(entries_mutex_);  // held while building: plans of one handle, one at a time
     auto it = entries_.find(key);
     if (it != entries_.end()) return *it->second;
@@ -678,20 +679,8 @@ class GraphSolver final : public dnn::ConvSolver {
     e.tuned = true;
   }
 
-  // Keyed by the problem itself: check(), workspace_bytes() and run() each look it up on every call,
-  // and formatting key() text there cost microseconds per call next to 10-20 us kernels.
-  struct EntryKey {
-    int device_index;
-    ConvProblem problem;
-    friend bool operator==(const EntryKey&, const EntryKey&) = default;
-  };
-  struct EntryKeyHash {
-    std::size_t operator()(const EntryKey& k) const noexcept {
-      return dnn::ConvProblemHash{}(k.problem) * 31 + std::size_t(k.device_index);
-    }
-  };
   mutable std::mutex entries_mutex_;
-  mutable std::unordered_map<EntryKey, std::unique_ptr<Entry>, EntryKeyHash> entries_;
+  mutable std::unordered_map<ProblemKey, std::unique_ptr<Entry>, ProblemKeyHash> entries_;  // see problem_key.hpp
 };
 
 }  // namespace
