@@ -27,6 +27,8 @@ const std::vector<Variable>& variables() {
       {"GALLEY_NO_CACHING", "1: allocator passes straight to the backend (for memory checkers)", "0"},
       {"GALLEY_PROFILE", "FILE.json: write a Chrome trace of the run", "(unset)"},
       {"GALLEY_NUM_THREADS", "threads in the cpu backend's pool", "hardware threads"},
+      {"GALLEY_CPU_ISA", "highest cpu kernel level: scalar|avx2|avx512 (like oneDNN's DNNL_MAX_CPU_ISA)",
+       "all the CPU has"},
   };
   return table;
 }

@@ -2,13 +2,14 @@
 
 #include <atomic>
 
+#include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cpu {
 namespace {
 
-// Lifted (avx512) unless a test or benchmark lowers it.
-std::atomic<int> g_cap{static_cast<int>(CpuIsa::avx512)};
+// -1 until the first cpu_isa() reads GALLEY_CPU_ISA or a test or benchmark sets it.
+std::atomic<int> g_cap{-1};
 
 // __builtin_cpu_supports reads cpuid and also checks that the OS saves the ymm / zmm state
 // (xgetbv), so a "yes" here means the code can really run.
@@ -48,8 +49,23 @@ CpuIsa cpu_isa_supported() {
   return supported;
 }
 
+CpuIsa cpu_isa_cap_from_env() {
+  const auto value = env::get("GALLEY_CPU_ISA");
+  if (!value || value->empty()) return CpuIsa::avx512;
+  try {
+    return parse_cpu_isa(*value);
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, std::string("GALLEY_CPU_ISA: ") + e.what());
+  }
+}
+
 CpuIsa cpu_isa() {
-  const int cap = g_cap.load(std::memory_order_relaxed);
+  int cap = g_cap.load(std::memory_order_relaxed);
+  if (cap < 0) {
+    int unset = -1;
+    g_cap.compare_exchange_strong(unset, static_cast<int>(cpu_isa_cap_from_env()), std::memory_order_relaxed);
+    cap = g_cap.load(std::memory_order_relaxed);
+  }
   const int have = static_cast<int>(cpu_isa_supported());
   return static_cast<CpuIsa>(cap < have ? cap : have);
 }

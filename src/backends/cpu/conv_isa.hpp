@@ -2,8 +2,9 @@
 // -mf16c, the *_avx512.cpp files with AVX-512 F/BW/VL/DQ as well; each must only be entered after
 // these checks say yes.
 //
-// The level in effect is the highest the CPU (and OS) supports, lowered by set_cpu_isa_cap() so
-// that tests and benchmarks can run the AVX2 and scalar paths on a machine that has AVX-512.
+// The level in effect is the highest the CPU (and OS) supports, lowered by GALLEY_CPU_ISA (read at
+// the first use) or by set_cpu_isa_cap(), so that users, tests and benchmarks can run the AVX2 and
+// scalar paths on a machine that has AVX-512.
 #pragma once
 
 #include <string>
@@ -21,8 +22,12 @@ CpuIsa parse_cpu_isa(const std::string& name);
 
 /// The highest level this CPU and OS can run (cpuid + saved register state). Cached.
 CpuIsa cpu_isa_supported();
-/// The level the kernels use now: min(cpu_isa_supported(), cap).
+/// The level the kernels use now: min(cpu_isa_supported(), cap). The first call reads the cap from
+/// GALLEY_CPU_ISA unless set_cpu_isa_cap() came first; a malformed value throws Error(invalid_argument)
+/// naming the variable, the value and the valid ones (on every call, until fixed).
 CpuIsa cpu_isa();
+/// GALLEY_CPU_ISA parsed (CpuIsa::avx512 when unset or empty); throws as cpu_isa() does.
+CpuIsa cpu_isa_cap_from_env();
 /// Caps cpu_isa() at `cap` (CpuIsa::avx512 lifts any cap). Solvers read the level when they size
 /// their workspace and when they run, so change it only between convolutions, never during one.
 void set_cpu_isa_cap(CpuIsa cap);

@@ -1,0 +1,41 @@
+// GALLEY_CPU_ISA caps the cpu kernels' instruction-set level; a bad value is an Error naming it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/conv_isa.hpp"
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+TEST(CpuIsaEnv, ParsesEveryLevelAndDefaultsToAll) {
+  ::unsetenv("GALLEY_CPU_ISA");
+  EXPECT_EQ(cpu_isa_cap_from_env(), CpuIsa::avx512);
+  ::setenv("GALLEY_CPU_ISA", "", 1);
+  EXPECT_EQ(cpu_isa_cap_from_env(), CpuIsa::avx512);
+  for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avx512}) {
+    ::setenv("GALLEY_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    EXPECT_EQ(cpu_isa_cap_from_env(), isa);
+  }
+  ::unsetenv("GALLEY_CPU_ISA");
+}
+
+TEST(CpuIsaEnv, BadValueNamesTheVariableAndTheValidOnes) {
+  ::setenv("GALLEY_CPU_ISA", "avx9000", 1);
+  try {
+    (void)cpu_isa_cap_from_env();
+    ADD_FAILURE() << "accepted avx9000";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_NE(what.find("GALLEY_CPU_ISA"), std::string::npos) << what;
+    EXPECT_NE(what.find("avx9000"), std::string::npos) << what;
+    EXPECT_NE(what.find("avx2"), std::string::npos) << what;
+  }
+  ::unsetenv("GALLEY_CPU_ISA");
+}
+
+}  // namespace
+}  // namespace galley::backends::cpu
