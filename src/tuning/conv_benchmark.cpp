@@ -144,6 +144,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   auto out_of_time = [&] { return ms_since(start) >= time_box_ms; };
 
   struct Candidate {
+    Candidate(const dnn::ConvSolver* s, std::size_t ws) : solver(s), ws_bytes(ws) {}
     const dnn::ConvSolver* solver;
     std::size_t ws_bytes;
     int batch = 1;  // runs per sample, set from a warm run after the cold warm-up
@@ -203,7 +204,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
                             std::to_string(time_box_ms) + " ms used up");
       continue;
     }
-    Candidate c{s, s->workspace_bytes(problem, device)};
+    Candidate c(s, s->workspace_bytes(problem, device));
     // The cold run, then a warm one that sizes the batch (the cold run carries one-time costs).
     if (!run_once(c, false)) continue;
     if (!out_of_time() && run_once(c, false)) {

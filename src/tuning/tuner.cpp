@@ -190,7 +190,7 @@ struct Tuner::Impl {
       // Only a reference applies: nothing to compare, so nothing is timed.
       best = candidates.list_first;
       result.ranked.push_back(
-          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes(problem, device)});
+          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes(problem, device), {}});
     } else {
       const auto timings = detail::time_solvers(problem, device, candidates.timed, options.find.time_box_ms,
                                                 result.rejected, result.time_box_hit);
