@@ -6,6 +6,7 @@
 
 #include "backends/cpu/conv_isa.hpp"
 #include "galley/core/error.hpp"
+#include "galley/runtime/device.hpp"
 
 namespace galley::backends::cpu {
 namespace {
@@ -35,6 +36,18 @@ TEST(CpuIsaEnv, BadValueNamesTheVariableAndTheValidOnes) {
     EXPECT_NE(what.find("avx2"), std::string::npos) << what;
   }
   ::unsetenv("GALLEY_CPU_ISA");
+}
+
+TEST(CpuIsaEnv, CappedKernelsChangeTheDeviceArchTheFindDbKeysOn) {
+  if (cpu_isa_supported() == CpuIsa::scalar) GTEST_SKIP() << "nothing to cap below scalar";
+  const runtime::Device cpu = runtime::device("cpu");
+  const std::string uncapped = cpu.properties().arch;
+  set_cpu_isa_cap(CpuIsa::scalar);
+  const std::string capped = cpu.properties().arch;
+  set_cpu_isa_cap(CpuIsa::avx512);
+  EXPECT_NE(capped, uncapped);
+  EXPECT_NE(capped.find("kernels<=scalar"), std::string::npos) << capped;
+  EXPECT_EQ(cpu.properties().arch, uncapped);
 }
 
 }  // namespace

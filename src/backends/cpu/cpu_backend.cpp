@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/cpu_stream.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
@@ -72,6 +73,13 @@ class CpuDevice final : public runtime::DeviceImpl {
     p.name = cpu_model_name();
     p.backend = "cpu";
     p.arch = best_isa();
+    // The find-db keys rows by arch: a process whose kernels are capped below what the CPU has
+    // (GALLEY_CPU_ISA, set_cpu_isa_cap) must not reuse rows tuned without the cap, nor write over them.
+    try {
+      if (cpu_isa() < cpu_isa_supported()) p.arch += std::string(" kernels<=") + std::string(to_string(cpu_isa()));
+    } catch (const Error&) {
+      // A malformed GALLEY_CPU_ISA: reported, naming the value, by the first convolution.
+    }
     p.compute_units = pool_size();
     const auto mem = read_memory_info();
     p.memory_total = mem.total;
@@ -79,7 +87,7 @@ class CpuDevice final : public runtime::DeviceImpl {
     struct utsname uts {};
     if (uname(&uts) == 0) p.driver_version = std::string(uts.sysname) + " " + uts.release;
     p.runtime_version = "galley cpu";
-    p.built_for = {"x86-64", "avx2 (runtime dispatch)"};
+    p.built_for = {"x86-64", "avx2, avx512 (runtime dispatch)"};
     // __builtin_cpu_supports needs literals, hence no loop.
     if (__builtin_cpu_supports("sse4.2")) p.isa_features.emplace_back("sse4.2");
     if (__builtin_cpu_supports("avx")) p.isa_features.emplace_back("avx");
