@@ -16,6 +16,9 @@
 // A variant pack (the data pointers) is kept per plan and rebuilt only when the pointers change:
 // building one on every call was a measurable host cost for calls of 20-50 us.
 //
+// The backend API's descriptor wrapper, engine notes and the engine-config text live in
+// cudnn_backend_desc.{hpp,cpp}; this file is the solver.
+//
 // Notes filter: f32 refuses tensor-core / down-converting engines (TF32 would make comparisons with
 // TF32-off peers unfair); every dtype refuses reduced-precision reduction (the issue wants fp32
 // accumulation) and runtime-compiled engines (an NVRTC compile per problem costs seconds).
@@ -25,9 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <cctype>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
@@ -51,177 +53,20 @@ namespace {
 using dnn::Applicability;
 using dnn::ConvProblem;
 
-constexpr const char* kName = "cuda.conv.cudnn_graph";
+constexpr const char* kName = kGraphSolverName;
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 16;
 constexpr int kMaxFallback = 8;
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
-constexpr std::int64_t kAlignment = 16;  // bytes; run() checks the pointers
+constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
 
 std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
 
-void check_cudnn(cudnnStatus_t status, const std::string& call) { check_cudnn_status(status, kName, call); }
+void check_cudnn(cudnnStatus_t status, const std::string& call) { check_backend(status, call); }
 
 void check_cuda(cudaError_t error, const std::string& call) {
   if (error != cudaSuccess)
     throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + cudaGetErrorString(error));
-}
-
-// The handle attributes are deprecated in cuDNN 9.19 in favour of device-property descriptors, but
-// they are what every 9.x release accepts; keep the warning local.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-constexpr cudnnBackendAttributeName_t kGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
-constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
-#pragma GCC diagnostic pop
-
-/// One backend descriptor, destroyed with its owner (move-only).
-class Desc {
- public:
-  Desc() = default;
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    check_cudnn(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
-  }
-  ~Desc() {
-    if (d_) (void)cudnnBackendDestroyDescriptor(d_);
-  }
-  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
-  Desc& operator=(Desc&& o) noexcept {
-    if (this != &o) {
-      if (d_) (void)cudnnBackendDestroyDescriptor(d_);
-      d_ = std::exchange(o.d_, nullptr);
-    }
-    return *this;
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return d_; }
-  /// Takes ownership of a descriptor created elsewhere.
-  static Desc adopt(cudnnBackendDescriptor_t d) {
-    Desc out;
-    out.d_ = d;
-    return out;
-  }
-  /// Gives up ownership without destroying (cached plans at process exit, see ~GraphSolver).
-  void release() { d_ = nullptr; }
-
-  template <typename V>
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count,
-           const char* what) {
-    check_cudnn(cudnnBackendSetAttribute(d_, name, type, count, values),
-                std::string("cudnnBackendSetAttribute(") + what + ")");
-  }
-  void set_desc(cudnnBackendAttributeName_t name, const Desc& value, const char* what) {
-    cudnnBackendDescriptor_t v = value.get();
-    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v, 1, what);
-  }
-  void finalize(const char* what) {
-    check_cudnn(cudnnBackendFinalize(d_), std::string("cudnnBackendFinalize(") + what + ")");
-  }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
-  }
-}
-
-/// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides.
-Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
-                 std::int64_t w, bool nhwc) {
-  const std::array<std::int64_t, 4> dims{n, c, h, w};
-  const std::array<std::int64_t, 4> strides =
-      nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
-  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt, 1, "tensor data type");
-  t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4, "tensor dims");
-  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4, "tensor strides");
-  t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1, "tensor uid");
-  t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &kAlignment, 1, "tensor alignment");
-  t.finalize("tensor");
-  return t;
-}
-
-/// What an engine config is, for filtering and for detail().
-struct EngineInfo {
-  std::int64_t index = -1;
-  std::vector<cudnnBackendNumericalNote_t> numerical;
-  std::vector<cudnnBackendBehaviorNote_t> behavior;
-  std::string knobs;  // "k2=3,k14=4"
-  bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
-  bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
-  std::string tag() const { return "eng" + std::to_string(index) + (knobs.empty() ? "" : "{" + knobs + "}"); }
-};
-
-EngineInfo engine_info(const Desc& config) {
-  EngineInfo info;
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t e = engine.get();
-  std::int64_t n = 0;
-  check_cudnn(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
-              "get ENGINECFG_ENGINE");
-  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index),
-              "get ENGINE_GLOBAL_INDEX");
-  info.numerical.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
-              "get ENGINE_NUMERICAL_NOTE");
-  info.numerical.resize(std::size_t(std::max<std::int64_t>(0, n)));
-  info.behavior.resize(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
-  check_cudnn(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
-              "get ENGINE_BEHAVIOR_NOTE");
-  info.behavior.resize(std::size_t(std::max<std::int64_t>(0, n)));
-
-  std::vector<Desc> choices;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
-    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    raw.push_back(choices.back().get());
-  }
-  check_cudnn(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                       std::int64_t(raw.size()), &n, raw.data()),
-              "get ENGINECFG_KNOB_CHOICES");
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(n, std::int64_t(raw.size())); ++i) {
-    cudnnBackendKnobType_t type{};
-    std::int64_t value = 0, got = 0;
-    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
-            CUDNN_STATUS_SUCCESS)
-      continue;
-    info.knobs.append(info.knobs.empty() ? "k" : ",k").append(std::to_string(int(type))).append("=").append(std::to_string(value));
-  }
-  return info;
-}
-
-/// Why `info` is refused for `dtype`, or empty.
-std::string refused(const EngineInfo& info, DType dtype) {
-  if (info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) return "runtime compilation";
-  if (info.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return "reduced-precision reduction";
-  if (info.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return "down-converts inputs";
-  if (dtype == DType::f32 && info.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) return "tensor cores (TF32) for f32";
-  return {};
-}
-
-std::string notes_text(const EngineInfo& info) {
-  std::string s;
-  auto add = [&](const char* t) {
-    if (!s.empty()) s += ',';
-    s += t;
-  };
-  if (info.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) add("tensor-core");
-  if (info.has(CUDNN_NUMERICAL_NOTE_FFT)) add("fft");
-  if (info.has(CUDNN_NUMERICAL_NOTE_WINOGRAD)) add("winograd");
-  if (info.has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) add("nondeterministic");
-  return s;
 }
 
 /// One timed execution plan.
@@ -289,40 +134,6 @@ cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const v
     c.pack_pointers = pointers;
   }
   return cudnnBackendExecute(handle, c.plan.get(), c.variant_pack.get());
-}
-
-/// "eng12{k2=3,k14=4}" (EngineInfo::tag) back into the index and the knob choices; false if malformed.
-bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs) {
-  auto number = [](std::string_view& text, std::int64_t& out) {
-    std::size_t used = 0;
-    while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) || (used == 0 && text[0] == '-'))) ++used;
-    if (used == 0 || (used == 1 && text[0] == '-') || used > 18) return false;
-    out = std::stoll(std::string(text.substr(0, used)));
-    text.remove_prefix(used);
-    return true;
-  };
-  if (tag.substr(0, 3) != "eng") return false;
-  tag.remove_prefix(3);
-  if (!number(tag, index) || index < 0) return false;
-  knobs.clear();
-  if (tag.empty()) return true;
-  if (tag.front() != '{' || tag.back() != '}') return false;
-  tag = tag.substr(1, tag.size() - 2);
-  while (!tag.empty()) {
-    std::int64_t type = 0, value = 0;
-    if (tag.front() != 'k') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, type) || type < 0 || tag.empty() || tag.front() != '=') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, value)) return false;
-    knobs.emplace_back(type, value);
-    if (!tag.empty()) {
-      if (tag.front() != ',') return false;
-      tag.remove_prefix(1);
-      if (tag.empty()) return false;
-    }
-  }
-  return true;
 }
 
 class GraphSolver final : public dnn::ConvSolver {

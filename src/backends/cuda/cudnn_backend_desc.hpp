@@ -1,0 +1,115 @@
+// The cuDNN backend (graph) API as cuda.conv.cudnn_graph uses it: an owning descriptor wrapper,
+// tensor descriptors, what an engine config is (its notes and knobs, as text), the notes filter, and
+// the text form of an engine config that the find-db stores ("eng12{k2=3,k14=4}").
+#pragma once
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "galley/core/dtype.hpp"
+
+namespace galley::backends::cuda {
+
+/// The name errors from this API are reported under.
+inline constexpr const char* kGraphSolverName = "cuda.conv.cudnn_graph";
+/// Byte alignment promised for every tensor (run() checks the pointers).
+inline constexpr std::int64_t kTensorAlignment = 16;
+
+/// Throws Error(backend_error) "cuda.conv.cudnn_graph: <call>: <cuDNN message>" unless success.
+void check_backend(cudnnStatus_t status, const std::string& call);
+
+// The handle attributes are deprecated in cuDNN 9.19 in favour of device-property descriptors, but
+// they are what every 9.x release accepts; keep the warning local.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+inline constexpr cudnnBackendAttributeName_t kGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+inline constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+/// One backend descriptor, destroyed with its owner (move-only).
+class Desc {
+ public:
+  Desc() = default;
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    check_backend(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
+  }
+  ~Desc() {
+    if (d_) (void)cudnnBackendDestroyDescriptor(d_);
+  }
+  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  Desc& operator=(Desc&& o) noexcept {
+    if (this != &o) {
+      if (d_) (void)cudnnBackendDestroyDescriptor(d_);
+      d_ = std::exchange(o.d_, nullptr);
+    }
+    return *this;
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  /// Takes ownership of a descriptor created elsewhere.
+  static Desc adopt(cudnnBackendDescriptor_t d) {
+    Desc out;
+    out.d_ = d;
+    return out;
+  }
+  /// Gives up ownership without destroying (cached plans at process exit, see ~GraphSolver).
+  void release() { d_ = nullptr; }
+
+  template <typename V>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count,
+           const char* what) {
+    check_backend(cudnnBackendSetAttribute(d_, name, type, count, values),
+                std::string("cudnnBackendSetAttribute(") + what + ")");
+  }
+  void set_desc(cudnnBackendAttributeName_t name, const Desc& value, const char* what) {
+    cudnnBackendDescriptor_t v = value.get();
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v, 1, what);
+  }
+  void finalize(const char* what) {
+    check_backend(cudnnBackendFinalize(d_), std::string("cudnnBackendFinalize(") + what + ")");
+  }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+/// cuDNN's data type for a Galley dtype (f32, f16, bf16); Error(unsupported) otherwise.
+cudnnDataType_t data_type(DType dtype);
+
+/// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides.
+Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
+                 std::int64_t w, bool nhwc);
+
+/// What an engine config is, for filtering and for detail().
+struct EngineInfo {
+  std::int64_t index = -1;
+  std::vector<cudnnBackendNumericalNote_t> numerical;
+  std::vector<cudnnBackendBehaviorNote_t> behavior;
+  std::string knobs;  // "k2=3,k14=4"
+  bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
+  bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
+  std::string tag() const { return "eng" + std::to_string(index) + (knobs.empty() ? "" : "{" + knobs + "}"); }
+};
+
+/// Reads an engine config's engine index, notes and knob choices.
+EngineInfo engine_info(const Desc& config);
+
+/// Why `info` is refused for `dtype` (runtime compilation, reduced-precision reduction, down-converted
+/// inputs, TF32 for f32), or empty.
+std::string refused(const EngineInfo& info, DType dtype);
+
+/// "tensor-core,winograd" for detail().
+std::string notes_text(const EngineInfo& info);
+
+/// "eng12{k2=3,k14=4}" (EngineInfo::tag) back into the index and the knob choices; false if malformed.
+bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs);
+
+}  // namespace galley::backends::cuda
