@@ -94,17 +94,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   std::string_view name() const override { return "cuda.conv.cudnn"; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
-    if (p.direction != dnn::ConvDirection::forward) return Applicability::no("forward only");
-    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
-      return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
-    try {
-      const gpu::ConvParams cp = gpu::make_params(p);
-      if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
-    } catch (const Error& e) {
-      return Applicability::no(e.what());
-    }
-    return Applicability::yes();
+    return cudnn_can_take(p, device);
   }
 
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {

@@ -150,13 +150,8 @@ class GraphSolver final : public dnn::ConvSolver {
   std::string_view name() const override { return kName; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
-    if (p.direction != dnn::ConvDirection::forward) return Applicability::no("forward only");
-    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
-      return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
+    if (Applicability a = cudnn_can_take(p, device); !a) return a;
     try {
-      const gpu::ConvParams cp = gpu::make_params(p);
-      if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
       // Building the graph and finalizing plans is the only way to know cuDNN can do the problem;
       // the result is cached, so later checks are a map lookup.
       Entry& e = entry(p, device);

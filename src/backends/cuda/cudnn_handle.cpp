@@ -5,9 +5,25 @@
 #include <string>
 
 #include "backends/cuda/runtime_check.hpp"
+#include "backends/gpu/conv_params.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cuda {
+
+dnn::Applicability cudnn_can_take(const dnn::ConvProblem& p, const runtime::Device& device) {
+  using dnn::Applicability;
+  if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
+  if (p.direction != dnn::ConvDirection::forward) return Applicability::no("forward only");
+  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
+  try {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    if (auto why = gpu::too_large_for_int32(cp); !why.empty()) return Applicability::no(why);
+  } catch (const Error& e) {
+    return Applicability::no(e.what());
+  }
+  return Applicability::yes();
+}
 
 void check_cudnn_status(cudnnStatus_t status, std::string_view who, std::string_view call) {
   if (status != CUDNN_STATUS_SUCCESS) {

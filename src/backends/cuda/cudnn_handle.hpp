@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 
 namespace galley::backends::cuda {
@@ -19,6 +20,10 @@ struct CudnnHandle {
 /// The device's handle, created on first use. Never destroyed: at process exit the CUDA context may
 /// already be gone and cudnnDestroy could fault (PyTorch leaks its handles for the same reason).
 CudnnHandle& cudnn_handle(const runtime::Device& device);
+
+/// What both cuDNN solvers require before asking cuDNN anything: a cuda device, a forward problem,
+/// f32, f16 or bf16, and sizes within 32-bit indexing. A "no" carries the reason.
+dnn::Applicability cudnn_can_take(const dnn::ConvProblem& problem, const runtime::Device& device);
 
 /// Throws Error(backend_error) "<who>: <call>: <cuDNN message>" unless `status` is success.
 void check_cudnn_status(cudnnStatus_t status, std::string_view who, std::string_view call);
