@@ -126,6 +126,10 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
     expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
     expect_pass("cpu.conv.im2col_gemm", make(1, 61, 29, 23, 103, 3, 3, 1, 1, 1, 1, l)); // patch 549, K prime
+    // Weights packed once per call and shared by the tasks: K > 128 (B packed too), K not a
+    // multiple of the 6-row tile, a patch of two 256-deep slices, two groups.
+    expect_pass("cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 80, 20, 20, 298, 3, 3, 1, 2, 1, 2, l));
     // The AVX-512 gather's flat path (stride 1, Wo == W >= 16): dilated taps, rows of padding only.
     expect_pass("cpu.conv.im2col_gemm", make(1, 5, 20, 37, 7, 3, 3, 2, 1, 2, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 3, 18, 40, 5, 1, 7, 3, 1, 1, 1, l));

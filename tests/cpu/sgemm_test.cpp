@@ -108,6 +108,36 @@ TEST(CpuSgemm, Avx512KernelMatchesDoubleProduct) {
   }
 }
 
+// A packed whole by pack_a_rows() (in two row ranges, as two workers would) and shared:
+// sgemm_packed_a() must give what sgemm() gives for plain A and B.
+TEST(CpuSgemm, Avx512PackedAMatchesDoubleProduct) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> storage(static_cast<std::size_t>(avx512::kKc * avx512::kNc + 16));
+  const auto addr = reinterpret_cast<std::uintptr_t>(storage.data());
+  float* pack = reinterpret_cast<float*>((addr + 63) & ~std::uintptr_t{63});
+  for (const Case& t : cases()) {
+    if (t.ta || t.tb) continue;
+    check_case(t, [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+      std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
+      const std::int64_t split = (m / 2 + avx512::kMr - 1) / avx512::kMr * avx512::kMr;
+      avx512::pack_a_rows(a, lda, m, k, split, m, packed.data());
+      avx512::pack_a_rows(a, lda, m, k, 0, split, packed.data());
+      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack);
+    });
+  }
+  // Taller A (B packed as well, several 96-row blocks) with a ragged column tail.
+  for (const Case& t : {Case{151, 196, 600, false, false, 1.0f, 0.0f}, Case{298, 70, 257, false, false, 1.0f, 0.0f},
+                        Case{200, 531, 300, false, false, 0.5f, 1.0f}}) {
+    check_case(t, [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+      std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
+      avx512::pack_a_rows(a, lda, m, k, 0, m, packed.data());
+      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack);
+    });
+  }
+}
+
 // Lifts the ISA cap again however the scope is left (a failed ASSERT returns early), so one
 // failure does not run the later tests at a lower level.
 struct LiftCapAtExit {

@@ -11,6 +11,7 @@
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
+#include "backends/cpu/sgemm_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
 namespace galley::backends::cpu {
@@ -51,6 +53,9 @@ Plan make_plan(const ConvShape& s) {
   const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (4 * workers + p.outer - 1) / p.outer);
   p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 128));
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
+  // Whole 16-float vectors per block where the pixels allow: a block of 196 (a 28x28 plane in four)
+  // leaves a 4-column tail that the AVX-512 SGEMM computes in 16 lanes; 208 leaves 16 and 160 32.
+  if (p.chunks > 1) p.block = std::min(p.pixels, (p.block + 15) / 16 * 16);
   p.chunks = (p.pixels + p.block - 1) / p.block;
   p.slots = blas_threaded() ? 1 : slot_count(p.outer * p.chunks);
   if (!s.nhwc && s.ho * s.wo < kSmallPlane) {
@@ -59,6 +64,26 @@ Plan make_plan(const ConvShape& s) {
     p.images = std::clamp<std::int64_t>(static_cast<std::int64_t>(kColumnBytes) / per_image, 1, s.n);
   }
   return p;
+}
+
+// NCHW, one image's pixel blocks per task, on Galley's AVX-512 SGEMM: the weights are packed
+// into the SGEMM's panel layout once per call, by all workers, and every task reads that one copy
+// (each task packed all Kg x Cg*R*S weights again for its few hundred pixels; sharing them made
+// r50.l2.ds 13% and l2.c2s2 9% faster, bench/RESULTS.md). The workspace holds, after the column slots: one B packing block per slot, then the
+// packed weights of every group. Reserved for every NCHW plan that is not batched, at any ISA
+// level, so the size does not depend on the level at the moment it is asked.
+bool shares_packed_weights(const ConvShape& s, const Plan& p) {
+  return !s.nhwc && !p.batched && cpu_has_avx512() && !blas_threaded();
+}
+
+std::size_t column_slot_bytes(const Plan& p) {
+  return align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
+}
+
+constexpr std::size_t kBPackBytes = static_cast<std::size_t>(avx512::kKc * avx512::kNc) * sizeof(float);
+
+std::size_t packed_weight_bytes(const ConvShape& s, const Plan& p) {
+  return align_up64(static_cast<std::size_t>(avx512::packed_a_floats(s.kg, p.patch)) * sizeof(float));
 }
 
 // Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col, rows `ld` apart.
@@ -148,7 +173,13 @@ class ConvIm2colGemm final : public CpuConvSolver {
       return align_up64(static_cast<std::size_t>(p.patch * cols) * sizeof(float)) +
              align_up64(static_cast<std::size_t>(s.kg * cols) * sizeof(float));
     }
-    return static_cast<std::size_t>(p.slots) * align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
+    std::size_t bytes = static_cast<std::size_t>(p.slots) * column_slot_bytes(p);
+    if (!s.nhwc) {
+      // + 64: the B blocks take aligned stores, and the workspace need not start on a cache line.
+      bytes += 64 + static_cast<std::size_t>(p.slots) * kBPackBytes +
+               static_cast<std::size_t>(s.g) * packed_weight_bytes(s, p);
+    }
+    return bytes;
   }
 
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
@@ -168,7 +199,11 @@ class ConvIm2colGemm final : public CpuConvSolver {
       compute_batched(s, p, x, w, y, ws);
       return;
     }
-    const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(p.block * p.patch) * sizeof(float));
+    if (shares_packed_weights(s, p)) {
+      compute_packed_weights(s, p, x, w, y, ws);
+      return;
+    }
+    const std::size_t slot_bytes = column_slot_bytes(p);
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
       auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
       const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
@@ -189,6 +224,35 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
  private:
+  static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
+                                     void* ws) {
+    auto* base = static_cast<char*>(ws);
+    const std::size_t slot_bytes = column_slot_bytes(p);
+    const auto after_slots = reinterpret_cast<std::uintptr_t>(base + static_cast<std::size_t>(p.slots) * slot_bytes);
+    char* b_packs = reinterpret_cast<char*>((after_slots + 63) & ~std::uintptr_t{63});
+    auto* packed = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(p.slots) * kBPackBytes);
+    const std::size_t group_floats = packed_weight_bytes(s, p) / sizeof(float);
+    // Row blocks of kMc rows (a multiple of kMr, as pack_a_rows wants) of every group's weights.
+    const std::int64_t row_blocks = (s.kg + avx512::kMc - 1) / avx512::kMc;
+    parallel_for(0, s.g * row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t t = lo; t < hi; ++t) {
+        const std::int64_t gi = t / row_blocks, r0 = t % row_blocks * avx512::kMc;
+        avx512::pack_a_rows(w + gi * s.kg * p.patch, p.patch, s.kg, p.patch, r0, r0 + avx512::kMc,
+                            packed + static_cast<std::size_t>(gi) * group_floats);
+      }
+    });
+    run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
+      auto* col = reinterpret_cast<float*>(base + static_cast<std::size_t>(slot) * slot_bytes);
+      auto* b_pack = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(slot) * kBPackBytes);
+      const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
+      const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
+      const std::int64_t n = outer / s.g, gi = outer % s.g;
+      im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
+      avx512::sgemm_packed_a(s.kg, p1 - p0, p.patch, 1.0f, packed + static_cast<std::size_t>(gi) * group_floats, col,
+                             p1 - p0, 0.0f, y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo, b_pack);
+    });
+  }
+
   static void compute_batched(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
                               void* ws) {
     const std::int64_t plane = s.ho * s.wo;

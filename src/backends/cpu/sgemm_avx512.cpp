@@ -167,17 +167,20 @@ void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64
   }
 }
 
-}  // namespace
-
-void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
+// The blocked product behind sgemm() and sgemm_packed_a(). With `a_whole` (A packed by
+// pack_a_rows(), row count rounded up to kMr) A is neither packed nor read in place: block (pc, ic)
+// is at a_whole + pc * round_up(m, kMr) + ic * kc, and `pack` needs only the B block.
+void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                  const float* a, std::int64_t lda, const float* a_whole, const float* b, std::int64_t ldb, float beta,
+                  float* c, std::int64_t ldc, float* pack) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
     scale_rows(m, n, beta, c, ldc);
     return;
   }
+  const std::int64_t m_panels = (m + kMr - 1) / kMr * kMr;
   float* a_pack = pack;
-  float* b_pack = pack + kMc * kKc;
+  float* b_pack = a_whole != nullptr ? pack : pack + kMc * kKc;
   // A plain B is read in place (rows ldb apart) when A has at most 128 rows: each B panel then
   // serves at most 22 A panels and the packing copy costs more than it saves (one thread, hot
   // cache: 64x784x256 169 -> 187 GFLOP/s, 128x784x256 177 -> 195); with more rows (256x196x512:
@@ -200,12 +203,13 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
         // With one or two column panels each A panel would be packed for one or two kernel
         // calls (a quarter of the time of a 512x98x4608 product): full panels of a plain A are
         // then read in place, only a ragged last one packed.
-        const bool a_in_place = !trans_a && wide_end == nc && nc <= 2 * kNr;
-        if (!a_in_place) pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
+        const bool a_in_place = a_whole == nullptr && !trans_a && wide_end == nc && nc <= 2 * kNr;
+        if (a_whole == nullptr && !a_in_place) pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
+        const float* a_block = a_whole != nullptr ? a_whole + pc * m_panels + ic * kc : a_pack;
         for (std::int64_t ir = 0; ir < mc; ir += kMr) {
           const std::int64_t rows = min64(kMr, mc - ir);
           const bool direct = a_in_place && rows == kMr;
-          const float* ap = a_pack + ir * kc;
+          const float* ap = a_block + ir * kc;
           if (direct) {
             ap = a + (ic + ir) * lda + pc;
           } else if (a_in_place) {
@@ -233,15 +237,48 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
           const std::int64_t cols = nc - wide_end;
           const float* bp = b_at + wide_end * b_col;
           if (cols > 16) {
-            panel_column<2, 2>(kc, a_pack, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha,
+            panel_column<2, 2>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha,
                                beta_now);
           } else {
-            panel_column<1, 4>(kc, a_pack, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
+            panel_column<1, 4>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
           }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
+  gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack);
+}
+
+// A narrow column tail takes up to 4 A panels per kernel call (panel_column<1, 4>), so the last
+// block may read up to 3 panels past the rows: they exist, zero, and their products are dropped.
+constexpr std::int64_t kPackedASlack = 3 * kMr * kKc;
+
+std::int64_t packed_a_floats(std::int64_t m, std::int64_t k) { return (m + kMr - 1) / kMr * kMr * k + kPackedASlack; }
+
+void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t r0, std::int64_t r1,
+                 float* out) {
+  const std::int64_t m_panels = (m + kMr - 1) / kMr * kMr;
+  r1 = min64(r1, m);
+  if (r0 >= r1) return;
+  for (std::int64_t pc = 0; pc < k; pc += kKc) {
+    const std::int64_t kc = min64(kKc, k - pc);
+    pack_a(false, a, lda, r0, r1 - r0, pc, kc, out + pc * m_panels + r0 * kc);
+  }
+  if (r1 == m) {
+    float* slack = out + m_panels * k;
+    for (std::int64_t i = 0; i < kPackedASlack; ++i) slack[i] = 0.0f;
+  }
+}
+
+void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a_packed,
+                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
+  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, b, ldb, beta, c, ldc, pack);
 }
 
 }  // namespace galley::backends::cpu::avx512

@@ -31,4 +31,20 @@ constexpr std::int64_t kPackFloats = kMc * kKc + kKc * kNc;
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack);
 
+/// Floats that pack_a_rows() writes for a plain A[m x k] packed whole (rows rounded up to kMr,
+/// every kKc slice, and a little zeroed slack the kernels may read past the last rows).
+std::int64_t packed_a_floats(std::int64_t m, std::int64_t k);
+
+/// Rows [r0, r1) of a plain row-major A[m x k] into `out` (packed_a_floats(m, k) floats), in the
+/// layout sgemm_packed_a() reads. r0 must be a multiple of kMr; disjoint row ranges may be packed
+/// by different threads at once. Lets a caller pack A once and share it between the GEMMs of
+/// many threads instead of each GEMM packing it again.
+void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t r0, std::int64_t r1,
+                 float* out);
+
+/// sgemm(false, false, ...) with A given packed whole by pack_a_rows() (all rows packed). `pack`
+/// holds kKc * kNc floats, 64-byte aligned, private to the calling thread.
+void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a_packed,
+                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack);
+
 }  // namespace galley::backends::cpu::avx512
