@@ -1,6 +1,8 @@
 // cpu.conv.im2col_gemm: the general GEMM lowering. Each task gathers the input patches of a
 // block of output pixels of one group into a column buffer and multiplies it by that group's
-// weights with OpenBLAS, on the same thread, so the buffer is still in cache for the GEMM.
+// weights, on the same thread, so the buffer is still in cache for the GEMM: Galley's AVX-512 SGEMM
+// (sgemm_avx512, NCHW weights packed once per call and shared by the tasks) where the CPU has it,
+// OpenBLAS otherwise.
 //   NCHW: col[Cg*R*S x P] (rows in KCYX order), Y[Kg x P] = W[Kg x CgRS] * col, ldc = Ho*Wo
 //   NHWC: col[P x R*S*Cg] (columns in KYXC order), Y[P x Kg] = col * W[Kg x RSCg]^T, ldc = K
 // The buffer is per worker and bounded (kColumnBytes), so the workspace does not grow with the
