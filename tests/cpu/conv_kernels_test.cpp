@@ -15,17 +15,12 @@
 #include "backends/cpu/conv_direct_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "galley/core/dtype.hpp"
+#include "random_floats.hpp"
 
 namespace galley::backends::cpu {
 namespace {
 
-std::vector<float> random_floats(std::size_t count, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (auto& f : v) f = dist(gen);
-  return v;
-}
+using galley::test::random_floats;
 
 ConvShape shape(std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t r, std::int64_t s,
                 std::int64_t pad, std::int64_t stride, std::int64_t dil, std::int64_t g, bool nhwc) {

@@ -13,6 +13,7 @@
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/sgemm_avx512.hpp"
+#include "random_floats.hpp"
 
 namespace galley::backends::cpu {
 namespace {
@@ -23,13 +24,7 @@ struct Case {
   float alpha, beta;
 };
 
-std::vector<float> random_floats(std::size_t count, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(count);
-  for (auto& f : v) f = dist(gen);
-  return v;
-}
+using galley::test::random_floats;
 
 // Runs `gemm` on one case with padded leading dimensions and checks every element of C, and
 // that the padding columns of C were left alone.
