@@ -145,5 +145,40 @@ TEST(CliDb, PathListExportImportClear) {
   EXPECT_NE(galley(b, "db import " + (dir.path() / "nope.json").string()).exit_code, 0);
 }
 
+// `galley bench tuner --first-call --passes` after `galley tune`: every first pick of the new process
+// is a find-db hit, each problem has the first pass and --rounds steady passes, all timed (> 0).
+TEST(CliBenchTuner, PassesAfterTuneAreHitsWithOneTimePerPass) {
+  testing::TempDir dir;
+  const auto list = dir.path() / "list.txt";
+  std::ofstream(list) << kList;
+  const std::string env = "GALLEY_CACHE_DIR=" + (dir.path() / "cache").string() + " GALLEY_FIND_TIME_MS=500";
+  ASSERT_EQ(galley_once(env, "tune --file " + list.string() + " --device cpu", dir.path() / "err").exit_code, 0);
+  for (const char* preload : {"", " --preload"}) {
+    const Result r = galley_once(env,
+                                 "bench tuner --first-call --passes --rounds 3 --json --device cpu --file " +
+                                     list.string() + preload,
+                                 dir.path() / "err");
+    ASSERT_EQ(r.exit_code, 0) << r.all;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["hits"], 2) << r.out;
+    EXPECT_EQ(doc["steady_passes"], 3);
+    EXPECT_EQ(doc["preload"]["enabled"], *preload != '\0');
+    ASSERT_EQ(doc["passes"].size(), 2u);
+    EXPECT_EQ(doc["passes"][0]["problem"], "small.3x3");
+    for (const auto& p : doc["passes"]) {
+      ASSERT_EQ(p["per_pass_ms"].size(), 4u) << p.dump();
+      for (const auto& t : p["per_pass_ms"]) EXPECT_GT(t.get<double>(), 0.0) << p.dump();
+      EXPECT_GT(p["steady_ms"].get<double>(), 0.0);
+    }
+  }
+  // --passes belongs to --first-call and replaces --sequence/--explicit: each misuse is named.
+  const Result lone = galley(env, "bench tuner --passes --device cpu --file " + list.string());
+  EXPECT_NE(lone.exit_code, 0);
+  EXPECT_NE(lone.all.find("--passes needs --first-call"), std::string::npos) << lone.all;
+  const Result mixed = galley(env, "bench tuner --first-call --passes --sequence --device cpu --file " + list.string());
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_NE(mixed.all.find("--sequence"), std::string::npos) << mixed.all;
+}
+
 }  // namespace
 }  // namespace galley::tuning

@@ -8,6 +8,8 @@
 // With --first-call it instead measures, in this new process, each problem's first call through the
 // default tuner (expected to be a find-db hit after `galley tune`) against its steady state; with
 // --preload, after Tuner::preload() warmed every stored problem up (its cost reported apart).
+// With --first-call --passes it runs the list as a network runs its layers: the new process's first
+// pass against later passes of the same list, each call timed in the stream between its neighbours.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +47,7 @@ struct Args {
   bool explicit_solver = false;
   bool preload = false;
   bool sequence = false;
+  bool passes = false;
   bool json = false;
 };
 
@@ -210,6 +213,93 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
   return 0;
 }
 
+// --first-call --passes: the whole list run as a network runs its layers, one after another on one
+// stream with no synchronisation inside a pass. Pass 0 is this new process's first pass (every pick
+// a first pick); passes 1..rounds are the steady state. An event is recorded between consecutive
+// calls, so a call's time runs from the end of the call before it to its own end: host work (the
+// pick, a plan build) that leaves the device idle is counted, and every call, first or steady, finds
+// the caches and clocks the previous layer left. Against steady calls of one problem back to back
+// (run_first_call) this compares like with like: a network never runs one layer twice in a row.
+int run_passes(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
+  tuning::Tuner& tuner = tuning::default_tuner();
+  runtime::Stream stream(device);
+  std::vector<std::unique_ptr<Tensors>> tensors;
+  for (const Line& line : lines) tensors.push_back(std::make_unique<Tensors>(stream, line.problem));
+  tuning::PreloadResult preloaded;
+  if (args.preload) {
+    preloaded = tuner.preload(stream);
+    for (const auto& [key, why] : preloaded.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
+  }
+  const std::size_t count = lines.size();
+  std::vector<runtime::Event> events;
+  for (std::size_t i = 0; i <= count; ++i) events.emplace_back(device);
+  std::vector<std::vector<double>> times(count);  // [problem][pass]
+  std::vector<double> pass_wall_ms;
+  std::vector<std::string> solvers(count);
+  int hits = 0;
+  for (int pass = 0; pass <= args.rounds; ++pass) {
+    const auto start = Clock::now();
+    events[0].record(stream);
+    for (std::size_t i = 0; i < count; ++i) {
+      const tuning::Pick pick = tuner.pick(lines[i].problem, device);
+      if (pass == 0) {
+        hits += pick.hit;
+        solvers[i] = pick.solver->name();
+      }
+      Tensors& t = *tensors[i];
+      dnn::convolution_forward(stream, lines[i].problem, t.x.data(), t.w.data(), t.y.data(), pick.solver);
+      events[i + 1].record(stream);
+    }
+    events[count].synchronize();
+    pass_wall_ms.push_back(ms_since(start));
+    for (std::size_t i = 0; i < count; ++i) times[i].push_back(events[i + 1].elapsed_ms_since(events[i]));
+  }
+  Table table({"problem", "solver", "first ms", "steady ms", "first/steady"});
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> ratios;
+  int within = 0;
+  double first_sum = 0, steady_sum = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double first = times[i][0];
+    const double steady = median(std::vector<double>(times[i].begin() + 1, times[i].end()));
+    first_sum += first;
+    steady_sum += steady;
+    ratios.push_back(first / steady);
+    within += first <= 1.05 * steady;
+    const std::string name = lines[i].tag.empty() ? lines[i].problem.key() : lines[i].tag;
+    table.add({name, solvers[i], fixed(first), fixed(steady), fixed(first / steady, 3)});
+    rows.push_back({{"problem", name}, {"solver", solvers[i]}, {"first_ms", first}, {"steady_ms", steady},
+                    {"per_pass_ms", times[i]}});
+  }
+  const double first_wall = pass_wall_ms[0];
+  const double steady_wall = median(std::vector<double>(pass_wall_ms.begin() + 1, pass_wall_ms.end()));
+  if (args.json) {
+    std::printf("%s\n", nlohmann::json({{"passes", rows},
+                                        {"steady_passes", args.rounds},
+                                        {"hits", hits},
+                                        {"first_pass_wall_ms", first_wall},
+                                        {"steady_pass_wall_ms", steady_wall},
+                                        {"preload", {{"enabled", args.preload},
+                                                     {"problems", preloaded.problems},
+                                                     {"prepared", preloaded.prepared},
+                                                     {"ms", preloaded.ms}}}})
+                            .dump(2)
+                            .c_str());
+    return 0;
+  }
+  if (args.preload) {
+    std::printf("preload: %d of %d stored problems prepared in %.1f ms\n", preloaded.prepared, preloaded.problems,
+                preloaded.ms);
+  }
+  table.print();
+  std::printf("first pass against the median of %d later passes: %d/%zu problems within 1.05x (median first/steady "
+              "%.3f, max %.3f); summed call times %.3f / %.3f ms = %.3fx; pass wall time %.3f / %.3f ms = %.3fx; "
+              "%d/%zu first picks were find-db hits\n",
+              args.rounds, within, count, median(ratios), *std::max_element(ratios.begin(), ratios.end()), first_sum,
+              steady_sum, first_sum / steady_sum, first_wall, steady_wall, first_wall / steady_wall, hits, count);
+  return 0;
+}
+
 int run_figures(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   // A private db so the figures never depend on (or disturb) the user's.
   const auto dir = std::filesystem::temp_directory_path() /
@@ -329,6 +419,11 @@ int run(const Args& args) {
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const auto lines = read_lines(args);
   if (lines.empty()) throw Error(Status::invalid_argument, "--file " + args.file + ": no problems in it");
+  if (args.passes && !args.first_call) throw Error(Status::invalid_argument, "--passes needs --first-call");
+  if (args.passes && (args.explicit_solver || args.sequence)) {
+    throw Error(Status::invalid_argument, "--passes runs the tuner's picks in sequence already: drop --explicit/--sequence");
+  }
+  if (args.passes) return run_passes(args, lines, device);
   return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);
 }
 
@@ -351,6 +446,9 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_flag("--sequence", args->sequence,
                 "with --first-call: make every problem's tensors first, so each first call follows the previous "
                 "problem's calls without a pause (as layers of a network do)");
+  cmd->add_flag("--passes", args->passes,
+                "with --first-call: run the list as a network's layers, the first pass against --rounds later passes, "
+                "each call timed between its neighbours on the stream");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { set_exit_code(run(*args)); });
 });
