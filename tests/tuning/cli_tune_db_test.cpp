@@ -153,16 +153,17 @@ TEST(CliBenchTuner, PassesAfterTuneAreHitsWithOneTimePerPass) {
   std::ofstream(list) << kList;
   const std::string env = "GALLEY_CACHE_DIR=" + (dir.path() / "cache").string() + " GALLEY_FIND_TIME_MS=500";
   ASSERT_EQ(galley_once(env, "tune --file " + list.string() + " --device cpu", dir.path() / "err").exit_code, 0);
-  for (const char* preload : {"", " --preload"}) {
+  for (const std::string options : {"", " --preload", " --preload --touch"}) {
     const Result r = galley_once(env,
                                  "bench tuner --first-call --passes --rounds 3 --json --device cpu --file " +
-                                     list.string() + preload,
+                                     list.string() + options,
                                  dir.path() / "err");
     ASSERT_EQ(r.exit_code, 0) << r.all;
     const auto doc = nlohmann::json::parse(r.out);
     EXPECT_EQ(doc["hits"], 2) << r.out;
     EXPECT_EQ(doc["steady_passes"], 3);
-    EXPECT_EQ(doc["preload"]["enabled"], *preload != '\0');
+    EXPECT_EQ(doc["preload"]["enabled"], options.find("--preload") != std::string::npos);
+    EXPECT_EQ(doc["touched"], options.find("--touch") != std::string::npos);
     ASSERT_EQ(doc["passes"].size(), 2u);
     EXPECT_EQ(doc["passes"][0]["problem"], "small.3x3");
     for (const auto& p : doc["passes"]) {
@@ -175,6 +176,9 @@ TEST(CliBenchTuner, PassesAfterTuneAreHitsWithOneTimePerPass) {
   const Result lone = galley(env, "bench tuner --passes --device cpu --file " + list.string());
   EXPECT_NE(lone.exit_code, 0);
   EXPECT_NE(lone.all.find("--passes needs --first-call"), std::string::npos) << lone.all;
+  const Result touch = galley(env, "bench tuner --first-call --touch --device cpu --file " + list.string());
+  EXPECT_NE(touch.exit_code, 0);
+  EXPECT_NE(touch.all.find("--touch needs"), std::string::npos) << touch.all;
   const Result mixed = galley(env, "bench tuner --first-call --passes --sequence --device cpu --file " + list.string());
   EXPECT_NE(mixed.exit_code, 0);
   EXPECT_NE(mixed.all.find("--sequence"), std::string::npos) << mixed.all;
