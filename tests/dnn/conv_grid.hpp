@@ -46,6 +46,11 @@ inline std::vector<dnn::ConvProblem> conv_grid() {
       geometry(3, 23, 9, 7, 17, 1, 1, 0, 0, 1, 1, 1, 1, 1),
       geometry(1, 128, 9, 7, 64, 1, 1, 0, 0, 1, 1, 1, 1, 1),
       geometry(1, 17, 31, 1, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1),
+      // 1x1 with P*Q % 4 == 0 (gpu.conv.gemm_1x1's float4 pixels): channel steps cut short (c 36),
+      // output channels and pixels past the block tiles (k 70, 136; 240 and 300 pixels), strided
+      geometry(2, 36, 12, 10, 70, 1, 1, 0, 0, 1, 1, 1, 1, 1),
+      geometry(3, 64, 10, 10, 136, 1, 1, 0, 0, 1, 1, 1, 1, 1),
+      geometry(1, 20, 16, 16, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),
       // 3x3: same/valid padding, stride 2, dilation 2, Winograd tile remainders
       geometry(1, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1),
       geometry(1, 3, 31, 29, 17, 3, 3, 0, 0, 1, 1, 1, 1, 1),

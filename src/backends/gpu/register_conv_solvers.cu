@@ -3,7 +3,7 @@
 //
 // List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
 //   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   31 gpu.conv.igemm_tc_nchw
-//   45 gpu.conv.winograd    50 gpu.conv.igemm_f32
+//   45 gpu.conv.winograd    46 gpu.conv.gemm_1x1    50 gpu.conv.igemm_f32
 //   90 gpu.conv.direct (claims everything: the GPU list's last entry)
 #include <functional>
 #include <map>
@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "conv_device.cuh"
+#include "conv_gemm_1x1.hpp"
 #include "conv_kernel_detail.cuh"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
@@ -167,6 +168,27 @@ class IgemmF32Solver final : public GpuSolver {
   }
 };
 
+class Gemm1x1Solver final : public GpuSolver {
+ public:
+  explicit Gemm1x1Solver(std::string backend) : GpuSolver("gpu.conv.gemm_1x1", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
+    if (auto why = gemm_1x1_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
+    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams cp = make_params(p);
+    const bool vec_x = cp.stride_h == 1 && cp.stride_w == 1 && (cp.p * cp.q) % 4 == 0;
+    return "fp32 SIMT SGEMM per image, " + plan_gemm_1x1(cp, device_info(device).sm_count).describe() +
+           (vec_x ? ", float4 pixels" : ", scalar pixel gather");
+  }
+};
+
 class IgemmTcSolver final : public GpuSolver {
  public:
   explicit IgemmTcSolver(std::string backend) : GpuSolver("gpu.conv.igemm_tc", std::move(backend)) {}
@@ -275,6 +297,7 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
   dnn::register_conv_solver(backend, 31, std::make_unique<IgemmTcNchwSolver>(b));
   dnn::register_conv_solver(backend, 45, std::make_unique<WinogradSolver>(b));
+  dnn::register_conv_solver(backend, 46, std::make_unique<Gemm1x1Solver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
 }

@@ -1,0 +1,293 @@
+// gpu.conv.gemm_1x1's kernel: an fp32 NCHW 1x1 convolution is, per image, the SGEMM
+//   Y[n] (K x P*Q) = W (K x C) * X[n] (C x P*Q)
+// with pixels contiguous in X and Y. The kernel treats all images' pixels as one GEMM column range
+// (column j = n * P*Q + pq) and runs a register-blocked SIMT SGEMM over it: a 256-thread block owns a
+// BM x BN tile (TM x TN = BM/16 x BN/16 outer products per thread), BK input channels per step,
+// double-buffered in shared memory with the next step's global loads in flight during the math.
+//
+// Unlike gpu.conv.igemm_f32 (one gather per element, scalar stores 16 bytes apart), every global
+// access here is a coalesced 16-byte vector where the shape allows: weights as float4 along C
+// (C % 4 == 0), pixels as float4 along P*Q (stride 1, P*Q % 4 == 0, so 4 aligned columns never
+// straddle two images), and the output as float4 rows of 4 pixels, 256 contiguous bytes per
+// half-warp. Other shapes (strided 1x1, odd P*Q or C) take the same kernel with scalar accesses
+// whose addresses are computed once per thread. Blocks walk output-channel tiles fastest, so the
+// blocks that share one pixel tile of X run together and read it from L2, not DRAM.
+// 2 blocks per multiprocessor (at most 128 registers a thread) let one block's epilogue overlap
+// another's math, which matters for the small-C layers (C = 64: 4-8 steps per block).
+#include <cmath>
+
+#include "conv_device.cuh"
+#include "conv_gemm_1x1.hpp"
+
+namespace galley::backends::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct Tile {
+  int bm, bn, bk;
+  double efficiency;  // relative per-block throughput, for the planner
+};
+constexpr Tile kTiles[] = {{128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.85},
+                           {64, 128, 16, 0.85}, {64, 64, 16, 0.7}};
+constexpr int kTileCount = 5;
+
+/// kVecB: the pixels of X load as float4 (stride 1, P*Q % 4 == 0); otherwise each thread gathers its
+/// 4 pixel columns with scalar loads from offsets computed once.
+template <int BM, int BN, int BK, bool kVecB>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemm_1x1_kernel(ConvParams cp, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                    int m_tiles) {
+  constexpr int TM = BM / 16, TN = BN / 16;
+  constexpr int kPadA = BM + 4, kPadB = BN + 4;  // +4 floats: conflict-free float4 reads, alignment kept
+  constexpr int kAQuadsPerRow = BK / 4;          // float4s of one weight row in a step
+  constexpr int kBQuadsPerRow = BN / 4;          // float4s of one channel row of X in a step
+  constexpr int kAQuads = BM * BK / 4 / kThreads;
+  constexpr int kBQuads = BN * BK / 4 / kThreads;
+  static_assert(kAQuads >= 1 && kBQuads >= 1, "each thread loads at least one float4 of A and of B");
+  static_assert(kThreads % kAQuadsPerRow == 0 && kThreads % kBQuadsPerRow == 0, "fixed columns per thread");
+  __shared__ __align__(16) float As[2][BK][kPadA];
+  __shared__ __align__(16) float Bs[2][BK][kPadB];
+
+  const int tid = threadIdx.x;
+  const int m0 = (blockIdx.x % m_tiles) * BM;
+  const int j0 = (blockIdx.x / m_tiles) * BN;
+  const int C = cp.c, K = cp.k;
+  const int PQ = cp.p * cp.q, HW = cp.h * cp.w;
+  const int pixels = cp.n * PQ;
+  const bool vec_a = C % 4 == 0 && (reinterpret_cast<std::uintptr_t>(w) & 15) == 0;
+  const int steps = (C + BK - 1) / BK;
+
+  // A loader: thread covers rows a_row + i * (kThreads / kAQuadsPerRow), channels a_col..a_col+3.
+  const int a_col = (tid % kAQuadsPerRow) * 4;
+  const float* w_rows[kAQuads];
+  bool a_valid[kAQuads];
+#pragma unroll
+  for (int i = 0; i < kAQuads; ++i) {
+    const int m = m0 + tid / kAQuadsPerRow + i * (kThreads / kAQuadsPerRow);
+    a_valid[i] = m < K;
+    w_rows[i] = w + (a_valid[i] ? m : 0) * C;
+  }
+
+  // B loader: thread covers channel rows b_row + i * (kThreads / kBQuadsPerRow), pixels b_col..b_col+3.
+  const int b_col = (tid % kBQuadsPerRow) * 4;
+  const int b_row = tid / kBQuadsPerRow;
+  constexpr int kBOffsets = kVecB ? 1 : 4;
+  int b_off[kBOffsets];  // offset of the thread's pixel(s) at channel 0; -1: past the last pixel
+#pragma unroll
+  for (int e = 0; e < kBOffsets; ++e) {
+    const int j = j0 + b_col + e;
+    if (j < pixels) {
+      const int nn = j / PQ, pq = j - nn * PQ;
+      const int pp = pq / cp.q, qq = pq - pp * cp.q;
+      b_off[e] = nn * C * HW + pp * cp.stride_h * cp.w + qq * cp.stride_w;
+    } else {
+      b_off[e] = -1;
+    }
+  }
+
+  float4 a_reg[kAQuads], b_reg[kBQuads];
+  auto load_global = [&](int step) {
+    const int c0 = step * BK;
+#pragma unroll
+    for (int i = 0; i < kAQuads; ++i) {
+      const int c = c0 + a_col;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (a_valid[i]) {
+        if (vec_a) {
+          if (c < C) v = __ldg(reinterpret_cast<const float4*>(w_rows[i] + c));
+        } else {
+          if (c < C) v.x = __ldg(w_rows[i] + c);
+          if (c + 1 < C) v.y = __ldg(w_rows[i] + c + 1);
+          if (c + 2 < C) v.z = __ldg(w_rows[i] + c + 2);
+          if (c + 3 < C) v.w = __ldg(w_rows[i] + c + 3);
+        }
+      }
+      a_reg[i] = v;
+    }
+#pragma unroll
+    for (int i = 0; i < kBQuads; ++i) {
+      const int c = c0 + b_row + i * (kThreads / kBQuadsPerRow);
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (c < C) {
+        const float* xc = x + c * HW;
+        if (kVecB) {
+          if (b_off[0] >= 0) v = __ldg(reinterpret_cast<const float4*>(xc + b_off[0]));
+        } else {
+          if (b_off[0] >= 0) v.x = __ldg(xc + b_off[0]);
+          if (b_off[kBOffsets > 1 ? 1 : 0] >= 0) v.y = __ldg(xc + b_off[kBOffsets > 1 ? 1 : 0]);
+          if (b_off[kBOffsets > 2 ? 2 : 0] >= 0) v.z = __ldg(xc + b_off[kBOffsets > 2 ? 2 : 0]);
+          if (b_off[kBOffsets > 3 ? 3 : 0] >= 0) v.w = __ldg(xc + b_off[kBOffsets > 3 ? 3 : 0]);
+        }
+      }
+      b_reg[i] = v;
+    }
+  };
+  auto store_shared = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < kAQuads; ++i) {
+      const int row = tid / kAQuadsPerRow + i * (kThreads / kAQuadsPerRow);
+      As[buf][a_col + 0][row] = a_reg[i].x;
+      As[buf][a_col + 1][row] = a_reg[i].y;
+      As[buf][a_col + 2][row] = a_reg[i].z;
+      As[buf][a_col + 3][row] = a_reg[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < kBQuads; ++i)
+      *reinterpret_cast<float4*>(&Bs[buf][b_row + i * (kThreads / kBQuadsPerRow)][b_col]) = b_reg[i];
+  };
+
+  // Thread (ty, tx) owns rows {h * BM/2 + ty * 4 + 0..3} and columns {h * BN/2 + tx * 4 + 0..3}.
+  const int tx = tid % 16, ty = tid / 16;
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+  load_global(0);
+  store_shared(0);
+  __syncthreads();
+  for (int step = 0; step < steps; ++step) {
+    const int buf = step & 1;
+    const bool more = step + 1 < steps;
+    if (more) load_global(step + 1);
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int h = 0; h < TM / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4*>(&As[buf][kk][h * (BM / 2) + ty * 4]);
+        a[h * 4 + 0] = v.x, a[h * 4 + 1] = v.y, a[h * 4 + 2] = v.z, a[h * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int h = 0; h < TN / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][kk][h * (BN / 2) + tx * 4]);
+        b[h * 4 + 0] = v.x, b[h * 4 + 1] = v.y, b[h * 4 + 2] = v.z, b[h * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (more) store_shared(buf ^ 1);
+    __syncthreads();
+  }
+
+  // Epilogue: y[n][m][pq]. With P*Q % 4 == 0 a thread's 4 adjacent columns are 4 adjacent pixels of
+  // one image, 16-byte aligned: one float4 store per row.
+  const bool vec_y = PQ % 4 == 0 && (reinterpret_cast<std::uintptr_t>(y) & 15) == 0;
+#pragma unroll
+  for (int h = 0; h < TN / 4; ++h) {
+    const int jg = j0 + h * (BN / 2) + tx * 4;
+    if (jg >= pixels) continue;
+    if (vec_y) {
+      const int nn = jg / PQ, pq = jg - nn * PQ;
+      float* y_col = y + nn * K * PQ + pq;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int m = m0 + (i / 4) * (BM / 2) + ty * 4 + (i % 4);
+        if (m < K)
+          *reinterpret_cast<float4*>(y_col + m * PQ) =
+              make_float4(acc[i][h * 4 + 0], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = jg + e;
+        if (j >= pixels) break;
+        const int nn = j / PQ, pq = j - nn * PQ;
+        float* y_col = y + nn * K * PQ + pq;
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          const int m = m0 + (i / 4) * (BM / 2) + ty * 4 + (i % 4);
+          if (m < K) y_col[m * PQ] = acc[i][h * 4 + e];
+        }
+      }
+    }
+  }
+}
+
+template <int BM, int BN, int BK>
+void launch_tile(const ConvParams& p, const float* x, const float* w, float* y, GpuStream stream) {
+  const int m_tiles = ceil_div(p.k, BM);
+  const std::int64_t blocks = std::int64_t(m_tiles) * ceil_div(p.pixels(), BN);
+  if (blocks > 0x7fffffff)
+    throw Error(Status::unsupported, "gpu.conv.gemm_1x1: " + std::to_string(blocks) + " blocks exceed grid.x");
+  const bool vec_b = p.stride_h == 1 && p.stride_w == 1 && (p.p * p.q) % 4 == 0 &&
+                     (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+  if (vec_b)
+    gemm_1x1_kernel<BM, BN, BK, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles);
+  else
+    gemm_1x1_kernel<BM, BN, BK, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles);
+}
+
+}  // namespace
+
+std::string gemm_1x1_refusal(const ConvParams& p) {
+  if (p.r != 1 || p.s != 1) return "filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + " (needs 1x1)";
+  if (p.pad_h != 0 || p.pad_w != 0)
+    return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) + " (needs none)";
+  if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
+  if (p.dtype != DType::f32) return std::string("dtype ") + to_string(p.dtype) + " (needs f32)";
+  if (p.nhwc) return "nhwc layout (needs nchw)";
+  // Dilation does not move a 1x1 filter's only tap, so any dilation is the same convolution.
+  return too_large_for_int32(p);
+}
+
+std::string Gemm1x1Plan::describe() const {
+  return "tile " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(bk) + " channels a step";
+}
+
+int gemm_1x1_tile_count() { return kTileCount; }
+
+Gemm1x1Plan gemm_1x1_plan_for(int tile) {
+  Gemm1x1Plan plan;
+  plan.tile = std::clamp(tile, 0, kTileCount - 1);
+  plan.bm = kTiles[plan.tile].bm;
+  plan.bn = kTiles[plan.tile].bn;
+  plan.bk = kTiles[plan.tile].bk;
+  return plan;
+}
+
+Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
+  // Model: blocks run in waves of 2 per multiprocessor; a block costs its tile's multiply-adds over
+  // the C steps plus a fixed share for loading the first step and writing the tile (kFixedSteps
+  // channel-equivalents), divided by the tile's relative throughput.
+  constexpr double kFixedChannels = 16;
+  const std::int64_t slots = std::int64_t(std::max(1, sm_count)) * 2;
+  Gemm1x1Plan best = gemm_1x1_plan_for(1);
+  double best_time = INFINITY;
+  for (int t = 1; t < kTileCount; ++t) {
+    const Tile& tile = kTiles[t];
+    const std::int64_t blocks = std::int64_t(ceil_div(p.k, tile.bm)) * ceil_div(p.pixels(), tile.bn);
+    const std::int64_t waves = (blocks + slots - 1) / slots;
+    const double channels = double(ceil_div(p.c, tile.bk)) * tile.bk + kFixedChannels;
+    const double time = double(waves) * tile.bm * tile.bn * channels / tile.efficiency;
+    if (time < best_time * 0.97) {  // near ties go to the earlier, larger tile
+      best_time = time;
+      best = gemm_1x1_plan_for(t);
+    }
+  }
+  return best;
+}
+
+void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
+                          void* stream) {
+  if (p.dtype != DType::f32)
+    throw Error(Status::unsupported, std::string("gpu.conv.gemm_1x1: dtype ") + to_string(p.dtype) + " (needs f32)");
+  const float* xf = static_cast<const float*>(x);
+  const float* wf = static_cast<const float*>(w);
+  float* yf = static_cast<float*>(y);
+  const GpuStream s = as_stream(stream);
+  switch (plan.tile) {
+    case 0: launch_tile<128, 128, 8>(p, xf, wf, yf, s); break;
+    case 1: launch_tile<128, 128, 16>(p, xf, wf, yf, s); break;
+    case 2: launch_tile<128, 64, 16>(p, xf, wf, yf, s); break;
+    case 3: launch_tile<64, 128, 16>(p, xf, wf, yf, s); break;
+    default: launch_tile<64, 64, 16>(p, xf, wf, yf, s); break;
+  }
+  check_launch("gpu.conv.gemm_1x1");
+}
+
+}  // namespace galley::backends::gpu

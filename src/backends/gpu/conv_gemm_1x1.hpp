@@ -1,0 +1,33 @@
+// gpu.conv.gemm_1x1: fp32 NCHW 1x1 convolutions (no padding, one group, any stride) as one batched
+// SGEMM per image, Y[n] (K x P*Q) = W (K x C) * X[n] (C x P*Q). Host-side view of the kernel in
+// conv_gemm_1x1.cu: what it can run, its tile choice and its launcher.
+#pragma once
+
+#include <string>
+
+#include "conv_params.hpp"
+
+namespace galley::backends::gpu {
+
+/// Empty when gpu.conv.gemm_1x1 can run `p`, else why not (1x1 filter, no padding, groups 1, f32, NCHW).
+std::string gemm_1x1_refusal(const ConvParams& p);
+
+/// A block tile of the 1x1 kernel, chosen from the problem and the multiprocessor count alone.
+struct Gemm1x1Plan {
+  int tile = 0;              ///< index into the kernel's tile table
+  int bm = 0, bn = 0, bk = 0;  ///< output channels, pixels and input channels per block step
+  std::string describe() const;
+};
+
+Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count);
+/// The plan with tile `tile` (clamped to the table), for measuring tiles the planner does not pick.
+Gemm1x1Plan gemm_1x1_plan_for(int tile);
+/// How many tiles the kernel has (for measurement tools).
+int gemm_1x1_tile_count();
+
+/// Enqueues the kernel on `stream` (cudaStream_t / hipStream_t); throws Error(backend_error) if the
+/// launch fails. x, w, y are device pointers of p.x_elems(), p.w_elems(), p.y_elems() floats.
+void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
+                          void* stream);
+
+}  // namespace galley::backends::gpu
