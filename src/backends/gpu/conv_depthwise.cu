@@ -7,15 +7,17 @@
 // [tap][channel] fp32 so a warp reads them conflict-free. Consecutive threads take consecutive
 // channel vectors, so every warp-wide load is contiguous.
 // NHWC 3x3, stride 1, dilation 1, multiplier 1, c % 4 == 0 (MobileNet's depthwise layers) has its
-// own kernel, `depthwise_nhwc_3x3_slide_kernel`: the vec8 kernel above re-reads every weight from
+// own kernel, `depthwise_nhwc_3x3_tile_kernel`: the vec8 kernel above re-reads every weight from
 // shared memory for every output (two 16-byte shared loads per tap per pixel: more shared-memory
 // traffic than the tensors' own), so there a thread keeps its channels' weights in registers and
-// walks down a band of output rows, reading each input row once: input row i feeds output rows i,
-// i-1, i-2 (filter rows 0, 1, 2), held in a ring of three accumulator rows. It is bound by memory
-// latency more than by bandwidth, so it keeps the next row in registers and asks L2 for the rows
-// after that.
+// walks down a band of output rows with a tile of 8 channels (one 16-byte vector of f16/bf16; 4 for
+// f32 or c % 8 != 0) x 4 columns, reading each input row once: input row i feeds output rows i,
+// i-1, i-2 (filter rows 0, 1, 2), held in a ring of three accumulator rows. It keeps one row in
+// flight in registers during the FMAs of the last and asks L2 for the rows after that.
 // Anything else (NCHW, multipliers, odd channel counts): a thread owns kStrip outputs along a row of
 // one channel plane; loads are scalar but coalesced along the row.
+#include <atomic>
+
 #include "conv_device.cuh"
 #include "conv_kernel_detail.cuh"
 
@@ -26,15 +28,13 @@ constexpr int kThreads = 256;
 constexpr int kStrip = 4;
 constexpr int kMaxSmemWeights = 12 * 1024;  // floats: 48 KiB
 
-// The sliding kernel: 2 output columns x 4 channels per thread (36 weights, 3 x 8 accumulators and
-// two rows of 4 x 4 inputs in registers: about 115 registers, 16 warps per multiprocessor; 8
-// channels per thread measured the same on the H200 with twice the registers), 128-thread blocks,
-// slide_band() output rows per thread, kSlideAhead rows prefetched into L2 (1-3 measured within 2%
-// of each other on the H200; no prefetch was 13-20% slower).
-constexpr int kSlideThreads = 128;
-constexpr int kSlideCols = 2;
-constexpr int kSlideVec = 4;
-constexpr int kSlideAhead = 3;
+// The tile kernel: 128-thread blocks, kTileCols output columns per thread, tile_band() output rows,
+// kTileAhead input rows prefetched into L2. On the H200 (mbv2.dw, f16): 2 columns ran 15% slower
+// than 4 (8 columns would not fit the registers); 1/2/3 rows ahead 22.3/21.6/22.1 us, none 23.6;
+// one bulk L2 prefetch per strip (cp.async.bulk.prefetch) instead of one per thread 2% slower.
+constexpr int kTileThreads = 128;
+constexpr int kTileCols = 4;
+constexpr int kTileAhead = 2;
 
 // R, S > 0: filter size known at compile time, every loop unrolled so all loads of a thread are in
 // flight at once (the kernels are latency-bound otherwise); R = S = 0: run-time sizes.
@@ -186,18 +186,49 @@ struct RawVec {
   }
 };
 
-// NHWC, 3x3, unit stride and dilation, multiplier 1, c % kVec == 0. Thread = (image, band of
-// `band` output rows, kSlideCols output columns, kVec channels), channels fastest so a warp's loads
-// are contiguous. The next input row's loads are issued before the current row's FMAs, so each
-// thread keeps two rows in flight. band + 2 (the input rows the band reads) is a multiple of 3, so
-// the ring slot of each accumulator row is a compile-time constant in the 3-way unrolled loop. Rows
-// past the band or the image accumulate into ring slots that are zeroed before reuse, never stored.
+// Two floats rounded to T and packed lo | hi << 16 in one instruction where the target has one
+// (sm_80+: cvt.rn.{f16,bf16}x2.f32); the integer rounding of pack2 costs ~6 instructions a value.
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack2_rn(float lo, float hi) {
+#if !GALLEY_GPU_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  std::uint32_t u;
+  if constexpr (std::is_same_v<T, __half>)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(u) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+#else
+  return pack2<T>(lo, hi);
+#endif
+}
+
 template <typename T, int kVec>
-__global__ void __launch_bounds__(kSlideThreads)
-    depthwise_nhwc_3x3_slide_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w,
-                                    T* __restrict__ y, int band, int ahead) {
+__device__ __forceinline__ void store_rounded(T* ptr, const float (&f)[kVec]) {
+  RawVec<T, kVec> out;
+  if constexpr (std::is_same_v<T, float>) {
+    out.from_float(f);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec / 2; ++i) out.u[i] = pack2_rn<T>(f[2 * i], f[2 * i + 1]);
+  }
+  out.store(ptr);
+}
+
+// NHWC, 3x3, unit stride and dilation, multiplier 1, c % kVec == 0. Thread = (image, band of
+// `band` output rows, kCols output columns, kVec channels), channels fastest so a warp's loads are
+// contiguous 16-byte vectors. The thread walks its band's band + 2 input rows once: each row is
+// converted to fp32 once and feeds filter rows 0, 1, 2 of output rows i, i-1, i-2, held in a ring of
+// three accumulator rows whose slots are compile-time constants (band = 3m + 2, the row loop
+// unrolled by 3). Filter row 0 starts an output row with a multiply, so nothing is ever zeroed;
+// the first two and last two input rows are peeled so that no FMA feeds a row outside the band.
+// Once row i is in fp32, row i + 1's loads go into the same registers, so they are in flight
+// during row i's FMAs, and L2 is asked for the rows `ahead` further.
+template <typename T, int kVec, int kCols>
+__global__ void __launch_bounds__(kTileThreads)
+    depthwise_nhwc_3x3_tile_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w,
+                                   T* __restrict__ y, int band, int ahead) {
   const int C = cp.c, vecs = C / kVec;
-  const int strips = (cp.q + kSlideCols - 1) / kSlideCols;
+  const int strips = (cp.q + kCols - 1) / kCols;
   const int bands = (cp.p + band - 1) / band;
   // 32-bit index math: total <= the output's element count / kVec < 2^31 (check() bounds tensors).
   const unsigned total = unsigned(cp.n) * bands * strips * vecs;
@@ -209,7 +240,7 @@ __global__ void __launch_bounds__(kSlideThreads)
   rest /= unsigned(strips);
   const int b = int(rest % unsigned(bands));
   const int n = int(rest / unsigned(bands));
-  const int c0 = v * kVec, q0 = strip * kSlideCols, o0 = b * band;
+  const int c0 = v * kVec, q0 = strip * kCols, o0 = b * band;
 
   // Weights are c x 1 x 3 x 3: this thread's channels are 9 * kVec consecutive values, wt[e * 9 + rs].
   float wt[9 * kVec];
@@ -223,94 +254,89 @@ __global__ void __launch_bounds__(kSlideThreads)
     for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
   }
 
-  constexpr int kInCols = kSlideCols + 2;
+  constexpr int kIn = kCols + 2;
   const T* x_img = x + std::int64_t(n) * cp.h * cp.w * C + c0;
-  int col_off[kInCols];
-  bool col_ok[kInCols];
+  int col_off[kIn];
+  bool col_ok[kIn];
 #pragma unroll
-  for (int j = 0; j < kInCols; ++j) {
+  for (int j = 0; j < kIn; ++j) {
     const int iw = q0 - cp.pad_w + j;
     col_ok[j] = unsigned(iw) < unsigned(cp.w);
     col_off[j] = col_ok[j] ? iw * C : 0;
   }
   T* y_img = y + std::int64_t(n) * cp.p * cp.q * C + c0;
   const int rows_in = band + 2;
+
+  RawVec<T, kVec> row[kIn];
   // Input row i of the band (image row o0 - pad_h + i), zeros outside the image.
-  auto load_row = [&](int i, RawVec<T, kVec> (&row)[kInCols]) {
+  auto load_row = [&](int i) {
     const int ih = o0 - cp.pad_h + i;
     const bool row_ok = unsigned(ih) < unsigned(cp.h);
     const T* x_row = x_img + std::int64_t(row_ok ? ih : 0) * cp.w * C;
 #pragma unroll
-    for (int j = 0; j < kInCols; ++j) {
+    for (int j = 0; j < kIn; ++j) {
       row[j].zero();
       if (row_ok && col_ok[j]) row[j].load(x_row + col_off[j]);
     }
   };
-
-  // Rows further ahead than the one in registers are only asked of L2, so more bytes are in flight
-  // than the registers could hold (the kernel is otherwise bound by memory latency).
+  // The thread's own columns only: its neighbours ask for the halo.
   auto prefetch_row = [&](int i) {
     const int ih = o0 - cp.pad_h + i;
     if (i >= rows_in || unsigned(ih) >= unsigned(cp.h)) return;
     const T* x_row = x_img + std::int64_t(ih) * cp.w * C;
 #pragma unroll
-    for (int j = 0; j < kInCols; ++j)
+    for (int j = 1; j <= kCols; ++j)
       if (col_ok[j]) prefetch_l2(x_row + col_off[j]);
   };
 
-  float acc[3][kSlideCols][kVec];
+  float acc[3][kCols][kVec];
+  // Input row i (i mod 3 == kPh) applied as filter rows kRlo..kRhi; row i + 1 loaded when kLoad.
+  auto step = [&](int i, auto ph_c, auto rlo_c, auto rhi_c, auto load_c) {
+    constexpr int kPh = decltype(ph_c)::value, kRlo = decltype(rlo_c)::value;
+    constexpr int kRhi = decltype(rhi_c)::value;
+    float xv[kIn][kVec];
 #pragma unroll
-  for (int a = 0; a < 3; ++a)
+    for (int j = 0; j < kIn; ++j) row[j].to_float(xv[j]);
+    if constexpr (decltype(load_c)::value) load_row(i + 1);
+    if (ahead > 0) prefetch_row(i + 1 + ahead);
 #pragma unroll
-    for (int j = 0; j < kSlideCols; ++j)
+    for (int r = kRlo; r <= kRhi; ++r) {
+      const int slot = (kPh - r + 3) % 3;
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[a][j][e] = 0.f;
-
-  RawVec<T, kVec> cur[kInCols], next[kInCols];
-  load_row(0, cur);
-  for (int i = 1; i <= ahead; ++i) prefetch_row(i);
-  for (int i0 = 0; i0 < rows_in; i0 += 3) {
+      for (int j = 0; j < kCols; ++j)
 #pragma unroll
-    for (int ph = 0; ph < 3; ++ph) {
-      const int i = i0 + ph;
-      if (i + 1 < rows_in) load_row(i + 1, next);
-      if (ahead > 0) prefetch_row(i + 1 + ahead);
-      float xv[kInCols][kVec];
-#pragma unroll
-      for (int j = 0; j < kInCols; ++j) cur[j].to_float(xv[j]);
-      // Input row i is filter row r of output row i - r, whose ring slot is (i - r) mod 3.
-#pragma unroll
-      for (int r = 0; r < 3; ++r) {
-        const int slot = (ph - r + 3) % 3;
-#pragma unroll
-        for (int j = 0; j < kSlideCols; ++j)
-#pragma unroll
-          for (int s = 0; s < 3; ++s)
-#pragma unroll
-            for (int e = 0; e < kVec; ++e)
-              acc[slot][j][e] = fmaf(xv[j + s][e], wt[e * 9 + r * 3 + s], acc[slot][j][e]);
-      }
-      // Output row i - 2 has seen all three filter rows: store it, then free its slot for row i + 1.
-      const int done = (ph + 1) % 3;
+        for (int e = 0; e < kVec; ++e) {
+          float a = r == 0 ? xv[j][e] * wt[e * 9] : fmaf(xv[j][e], wt[e * 9 + r * 3], acc[slot][j][e]);
+          a = fmaf(xv[j + 1][e], wt[e * 9 + r * 3 + 1], a);
+          acc[slot][j][e] = fmaf(xv[j + 2][e], wt[e * 9 + r * 3 + 2], a);
+        }
+    }
+    if constexpr (kRhi == 2) {  // output row i - 2 has seen all three filter rows
       const int op = o0 + i - 2;
-      if (i >= 2 && op < cp.p) {
+      if (op < cp.p) {
         T* y_row = y_img + std::int64_t(op) * cp.q * C;
 #pragma unroll
-        for (int j = 0; j < kSlideCols; ++j) {
-          if (q0 + j >= cp.q) continue;
-          RawVec<T, kVec> out;
-          out.from_float(acc[done][j]);
-          out.store(y_row + (q0 + j) * C);
-        }
+        for (int j = 0; j < kCols; ++j)
+          if (q0 + j < cp.q) store_rounded<T, kVec>(y_row + (q0 + j) * C, acc[(kPh + 1) % 3][j]);
       }
-#pragma unroll
-      for (int j = 0; j < kSlideCols; ++j)
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[done][j][e] = 0.f;
-#pragma unroll
-      for (int j = 0; j < kInCols; ++j) cur[j] = next[j];
     }
+  };
+  using I0 = std::integral_constant<int, 0>;
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using Yes = std::true_type;
+
+  load_row(0);
+  for (int i = 1; i <= ahead; ++i) prefetch_row(i);
+  step(0, I0{}, I0{}, I0{}, Yes{});
+  step(1, I1{}, I0{}, I1{}, Yes{});
+  for (int i = 2; i < band; i += 3) {
+    step(i, I2{}, I0{}, I2{}, Yes{});
+    step(i + 1, I0{}, I0{}, I2{}, Yes{});
+    step(i + 2, I1{}, I0{}, I2{}, Yes{});
   }
+  step(band, I2{}, I1{}, I2{}, Yes{});
+  step(band + 1, I0{}, I2{}, I2{}, std::false_type{});
 }
 
 // One channel plane row strip per thread; k = c * multiplier + m reads input channel k / multiplier.
@@ -386,18 +412,68 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool use_slide(const ConvParams& p) {
-  return p.nhwc && p.k == p.c && p.c % kSlideVec == 0 && p.r == 3 && p.s == 3 && p.stride_h == 1 &&
-         p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1;
+bool use_tile(const ConvParams& p) {
+  return p.nhwc && p.k == p.c && p.c % 4 == 0 && p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+         p.dil_h == 1 && p.dil_w == 1;
 }
 
-// Output rows per thread for the sliding kernel: 7 (9 input rows read for 7 output rows), fewer
-// when that leaves too few threads to fill the GPU; always 3m - 2 (see the kernel).
-int slide_band(const ConvParams& p) {
-  const std::int64_t columns = std::int64_t(p.n) * ((p.q + kSlideCols - 1) / kSlideCols) * (p.c / kSlideVec);
-  int band = 7;
-  while (band > 1 && columns * ((p.p + band - 1) / band) < (std::int64_t(1) << 16)) band -= 3;
-  return band;
+// Channels per thread for the tile kernel: one 16-byte vector of f16/bf16 when c allows, else 4.
+int tile_vec(const ConvParams& p) { return p.dtype != DType::f32 && p.c % 8 == 0 ? 8 : 4; }
+
+// Warps of `kernel` (kTileThreads per block) the current device holds at once, asked once per
+// device and kernel.
+template <typename Kernel>
+int resident_warps(Kernel kernel) {
+  static std::atomic<int> cache[16] = {};
+  int dev = 0;
+#if GALLEY_GPU_HIP
+  if (hipGetDevice(&dev) != hipSuccess) dev = 0;
+#else
+  if (cudaGetDevice(&dev) != cudaSuccess) dev = 0;
+#endif
+  const int slot = dev >= 0 && dev < 16 ? dev : 0;
+  if (const int known = cache[slot].load(std::memory_order_relaxed); known > 0) return known;
+  int sms = 1, blocks = 1;
+  // A failed query falls back to 1 and clears its error, so check_launch() reports only the launch.
+#if GALLEY_GPU_HIP
+  if (hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess) sms = 1, (void)hipGetLastError();
+  if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kTileThreads, 0) != hipSuccess)
+    blocks = 1, (void)hipGetLastError();
+#else
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) sms = 1, (void)cudaGetLastError();
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kTileThreads, 0) != cudaSuccess)
+    blocks = 1, (void)cudaGetLastError();
+#endif
+  const int warps = std::max(1, sms) * std::max(1, blocks) * (kTileThreads / 32);
+  cache[slot].store(warps, std::memory_order_relaxed);
+  return warps;
+}
+
+// Output rows per thread (3m + 2, up to 20): the band that minimises waves x input rows per thread,
+// the rows each resident warp walks in turn (longer bands also re-read fewer halo rows). mbv2.dw
+// on the H200 (1056 resident warps): band 14 is one wave of 1008 warps, 21.6 us in f16; bands
+// 2/5/8/20 measured 28.6/25.0/23.8/25.3 us.
+int tile_band(const ConvParams& p, int vec, int resident) {
+  const std::int64_t columns = std::int64_t(p.n) * ((p.q + kTileCols - 1) / kTileCols) * (p.c / vec);
+  int best = 2;
+  std::int64_t best_cost = -1;
+  for (int band = 2; band <= 20; band += 3) {
+    const std::int64_t warps = (columns * ((p.p + band - 1) / band) + 31) / 32;
+    const std::int64_t waves = (warps + resident - 1) / resident;
+    const std::int64_t cost = waves * (band + 2);
+    if (best_cost < 0 || cost <= best_cost) best = band, best_cost = cost;
+    if (band >= p.p) break;
+  }
+  return best;
+}
+
+template <typename T, int kVec>
+void launch_tile(const ConvParams& p, const T* x, const T* w, T* y, GpuStream s) {
+  const auto kernel = depthwise_nhwc_3x3_tile_kernel<T, kVec, kTileCols>;
+  const int band = tile_band(p, kVec, resident_warps(kernel));
+  const std::int64_t threads =
+      std::int64_t(p.n) * ((p.p + band - 1) / band) * ((p.q + kTileCols - 1) / kTileCols) * (p.c / kVec);
+  kernel<<<ceil_div(threads, kTileThreads), kTileThreads, 0, s>>>(p, x, w, y, band, kTileAhead);
 }
 
 bool use_vec8(const ConvParams& p) {
@@ -407,7 +483,9 @@ bool use_vec8(const ConvParams& p) {
 }  // namespace
 
 std::string depthwise_detail(const ConvParams& p) {
-  if (use_slide(p)) return "nhwc 3x3 sliding rows, 4 channels x 2 columns per thread, weights in registers";
+  if (use_tile(p))
+    return "nhwc 3x3 register tiles, " + std::to_string(tile_vec(p)) + " channels x " + std::to_string(kTileCols) +
+           " columns x a band of rows per thread";
   if (use_vec8(p)) return "nhwc 8-channel vectors, weights in shared memory";
   return "scalar row strips";
 }
@@ -420,12 +498,11 @@ void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, vo
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(w);
     T* yt = static_cast<T*>(y);
-    if (use_slide(p)) {
-      const int band = slide_band(p);
-      const std::int64_t threads = std::int64_t(p.n) * ((p.p + band - 1) / band) *
-                                   ((p.q + kSlideCols - 1) / kSlideCols) * (p.c / kSlideVec);
-      depthwise_nhwc_3x3_slide_kernel<T, kSlideVec>
-          <<<ceil_div(threads, kSlideThreads), kSlideThreads, 0, s>>>(p, xt, wt, yt, band, kSlideAhead);
+    if (use_tile(p)) {
+      if constexpr (!std::is_same_v<T, float>) {
+        if (tile_vec(p) == 8) return launch_tile<T, 8>(p, xt, wt, yt, s);
+      }
+      launch_tile<T, 4>(p, xt, wt, yt, s);
     } else if (use_vec8(p)) {
       const std::int64_t total = std::int64_t(p.n) * p.p * strips * (p.c / 8);
       const int blocks = int(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 1 << 20));
