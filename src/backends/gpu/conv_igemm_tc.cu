@@ -12,46 +12,65 @@
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "conv_igemm_tc_tuning.hpp"
 #include "conv_mma.cuh"
 
 namespace galley::backends::gpu {
 namespace {
 
-constexpr int kBk = 32;
-constexpr int kStages = 4;
 
 struct TcTile {
-  int bm, bn, warps;
+  int bm, bn, warps, bk, stages;
   double efficiency;
   bool planned;  // considered by the planner (others exist for measurement)
+  int scalar_tile;  // the BK = 32 tile the scalar-gather path (cg % 8 != 0) runs instead
 };
-// Tiles 3 and 4 are tiles 0 and 1 with 8 warps (warp tiles 64x32, 64x16): more warps to hide
-// latency, more shared-memory reads per mma.
+// BK = 32 tiles (0-4) read each 8-channel chunk of a row with one thread; BK = 64 tiles (5-8) give a
+// thread two adjacent chunks, halving the barriers and the loader's address math per MAC.
+// Tiles 3, 4 and 8 have 8 warps (warp tiles 64x32, 64x16): more warps to hide latency, more
+// shared-memory reads per mma.
 // 64x64's efficiency is set from the H200: at 0.55 the planner chose it for r50.l4.c1b, which ran at
 // 56 TFLOP/s where 128x128 with split-K runs near 120.
-constexpr TcTile kTcTiles[] = {{128, 128, 4, 1.0, true},  {128, 64, 4, 0.8, true}, {64, 64, 4, 0.3, true},
-                               {128, 128, 8, 1.0, false}, {128, 64, 8, 0.8, false}};
-constexpr int kTcTileCount = 5;
+constexpr TcTile kTcTiles[] = {
+    {128, 128, 4, 32, 4, 1.0, false, 0}, {128, 64, 4, 32, 4, 0.8, true, 1},   {64, 64, 4, 32, 4, 0.3, true, 2},
+    {128, 128, 8, 32, 4, 1.0, false, 3}, {128, 64, 8, 32, 4, 0.8, false, 4},  {128, 128, 4, 64, 3, 1.0, true, 0},
+    {128, 64, 4, 64, 4, 0.8, false, 1},  {64, 64, 4, 64, 4, 0.3, false, 2},   {128, 128, 8, 64, 3, 1.0, false, 3}};
+constexpr int kTcTileCount = int(sizeof(kTcTiles) / sizeof(kTcTiles[0]));
+constexpr int kPlanBk = 32;  // the planner's step count unit
 
 #if GALLEY_GPU_MMA
 
-// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a stage buffer of 64-byte rows. The
-// XOR spreads the 8 rows an ldmatrix phase reads over all 32 banks.
+// Byte offset of 16-byte chunk `chunk` of row `row` in a stage buffer of BK-half rows. The XOR
+// spreads the 8 rows an ldmatrix phase reads over all 32 banks: 64-byte rows (BK = 32) pair up in a
+// 128-byte bank line, so rows 2i, 2i+1 share an XOR key; 128-byte rows (BK = 64) each fill a line.
+template <int BK>
 __device__ __forceinline__ unsigned swz(int row, int chunk) {
-  return unsigned(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
+  if constexpr (BK == 32) return unsigned(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
+  else return unsigned(row * 128 + ((chunk ^ (row & 7)) << 4));
 }
 
-template <typename T, bool kVec, int BM, int BN, int WARPS_N, bool kNchwOut>
+template <typename T, bool kVec, int BM, int BN, int WARPS_N, int BK, int STAGES, bool kNchwOut>
 __global__ void __launch_bounds__(64 * WARPS_N)
     igemm_tc_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                     float* __restrict__ partial, int splits) {
+  static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
+  static_assert(kVec || BK == 32, "the scalar gather runs BK = 32 only");
   constexpr int kThreads = 64 * WARPS_N;      // warp grid 2 x WARPS_N
-  constexpr int kRowsPerPass = kThreads / 4;  // loader rows covered by one pass of the block
+  constexpr int kRowsPerPass = kThreads / 4;  // 4 loader threads per row
+  constexpr int kChunksPerThread = BK / 32;   // 16-byte chunks of a row per loader thread
+  constexpr int kKSlices = BK / 16;           // mma k16 slices per stage
   constexpr int WM = BM / 2, WN = BN / WARPS_N;  // warp tile
   constexpr int MT = WM / 16, NT = WN / 8;
-  constexpr int A_ROWS = BM / kRowsPerPass, B_ROWS = BN / kRowsPerPass;  // 16-byte chunks per thread per stage
-  constexpr int kStageBytes = (BM + BN) * kBk * 2;
+  constexpr int A_ROWS = BM / kRowsPerPass, B_ROWS = BN / kRowsPerPass;  // rows per thread per stage
+  constexpr int kStageBytes = (BM + BN) * BK * 2;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -63,13 +82,14 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   const int kred = cp.cg * cp.r * cp.s;
   const int PQ = cp.p * cp.q;
   const int pixels = cp.n * PQ;
-  const int total_steps = (kred + kBk - 1) / kBk;
+  // Split-K: each split takes a run of whole BK steps (the last ones may get none and write zeros).
+  const int total_steps = (kred + BK - 1) / BK;
   const int per_split = (total_steps + splits - 1) / splits;
   const int step_begin = split * per_split;
   const int nsteps = max(0, min(total_steps, step_begin + per_split) - step_begin);
 
-  // Loader roles: chunk column `ch` (8 channels) of rows tid/4 + 32*i.
-  const int ch = tid & 3;
+  // Loader roles: chunks ch0 .. ch0 + kChunksPerThread - 1 (8 channels each) of rows tid/4 + kRowsPerPass*i.
+  const int ch0 = (tid & 3) * kChunksPerThread;
   const int row0 = tid >> 2;
   int a_off[A_ROWS], a_ih[A_ROWS], a_iw[A_ROWS];
 #pragma unroll
@@ -87,39 +107,91 @@ __global__ void __launch_bounds__(64 * WARPS_N)
       a_iw[i] = 0;
     }
   }
-  const T* b_row[B_ROWS];
-  bool b_ok[B_ROWS];
+  // Weights: 32-bit element offsets (check() keeps tensors under 2^31 elements), -1 past kg.
+  int b_off[B_ROWS];
 #pragma unroll
   for (int i = 0; i < B_ROWS; ++i) {
     const int kk = n0 + row0 + kRowsPerPass * i;
-    b_ok[i] = kk < cp.kg;
-    b_row[i] = w + std::int64_t(g * cp.kg + (b_ok[i] ? kk : 0)) * kred;
+    b_off[i] = kk < cp.kg ? (g * cp.kg + kk) * kred : -1;
   }
+
+  // Vec path: each loader chunk walks kred in order, one BK step per load_stage call (the calls
+  // come for consecutive steps), so its (r, s, c) position advances by adding, not dividing. `delta`
+  // is the chunk's element offset from a row's (ih, iw, channel 0) corner: (dh * w + dw) * c + ch.
+  struct ChunkPos {
+    int c, s, dh, dw, delta, kc;
+    bool k_ok;
+  };
+  ChunkPos pos[kChunksPerThread];
+  int a_base[A_ROWS];  // a row's element offset at (ih, iw), channel 0 of its group; unused when out of range
+  if constexpr (kVec) {
+#pragma unroll
+    for (int i = 0; i < A_ROWS; ++i)
+      a_base[i] = a_ih[i] > -(1 << 28) ? a_off[i] + (a_ih[i] * cp.w + a_iw[i]) * cp.c : 0;
+#pragma unroll
+    for (int j = 0; j < kChunksPerThread; ++j) {
+      const int kc = step_begin * BK + (ch0 + j) * 8;
+      const int rs = kc / cp.cg, c = kc - rs * cp.cg;
+      const int r = rs / cp.s, sx = rs - r * cp.s;
+      pos[j].c = c;
+      pos[j].s = sx;
+      pos[j].dh = r * cp.dil_h;
+      pos[j].dw = sx * cp.dil_w;
+      pos[j].delta = (pos[j].dh * cp.w + pos[j].dw) * cp.c + c;
+      pos[j].kc = kc;
+      pos[j].k_ok = kc < kred;
+    }
+  }
+  const int row_step = cp.dil_h * cp.w * cp.c;            // delta for r + 1
+  const int tap_step = cp.dil_w * cp.c;                   // delta for s + 1
+  const int row_wrap = row_step - (cp.s - 1) * tap_step;  // delta for r + 1, s from S - 1 back to 0
+  const int dh_limit = cp.r * cp.dil_h;                   // dh at r == R: past the filter
 
   auto load_stage = [&](int stage, int step) {
     unsigned char* base = smem + stage * kStageBytes;
-    const unsigned a_base = mma::smem_addr(base);
-    const unsigned b_base = a_base + BM * kBk * 2;
-    const int kc = step * kBk + ch * 8;
-    if (kVec) {
-      const bool k_ok = kc < kred;
-      const int rs = k_ok ? kc / cp.cg : 0;
-      const int c = kc - rs * cp.cg;
-      const int r = rs / cp.s, s = rs - r * cp.s;
+    const unsigned a_base_s = mma::smem_addr(base);
+    const unsigned b_base_s = a_base_s + BM * BK * 2;
+    if constexpr (kVec) {
+      (void)step;
 #pragma unroll
-      for (int i = 0; i < A_ROWS; ++i) {
-        const int ih = a_ih[i] + r * cp.dil_h, iw = a_iw[i] + s * cp.dil_w;
-        const bool ok = k_ok && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
-        const T* src = ok ? x + a_off[i] + (ih * cp.w + iw) * cp.c + c : x;
-        mma::cp_async16(a_base + swz(row0 + kRowsPerPass * i, ch), src, ok ? 16 : 0);
-      }
+      for (int j = 0; j < kChunksPerThread; ++j) {
+        const int ch = ch0 + j;
+        ChunkPos& q = pos[j];
 #pragma unroll
-      for (int i = 0; i < B_ROWS; ++i) {
-        const bool ok = k_ok && b_ok[i];
-        mma::cp_async16(b_base + swz(row0 + kRowsPerPass * i, ch), ok ? b_row[i] + kc : w, ok ? 16 : 0);
+        for (int i = 0; i < A_ROWS; ++i) {
+          const int ih = a_ih[i] + q.dh, iw = a_iw[i] + q.dw;
+          const bool ok = q.k_ok && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
+          const T* src = ok ? x + (a_base[i] + q.delta) : x;
+          mma::cp_async16(a_base_s + swz<BK>(row0 + kRowsPerPass * i, ch), src, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < B_ROWS; ++i) {
+          const bool ok = q.k_ok && b_off[i] >= 0;
+          mma::cp_async16(b_base_s + swz<BK>(row0 + kRowsPerPass * i, ch), ok ? w + (b_off[i] + q.kc) : w,
+                          ok ? 16 : 0);
+        }
+        // Next step: BK further along (c fastest, then s, then r).
+        q.kc += BK;
+        q.c += BK;
+        q.delta += BK;
+        while (q.c >= cp.cg) {
+          q.c -= cp.cg;
+          q.delta -= cp.cg;
+          if (++q.s == cp.s) {
+            q.s = 0;
+            q.dw = 0;
+            q.dh += cp.dil_h;
+            q.delta += row_wrap;
+          } else {
+            q.dw += cp.dil_w;
+            q.delta += tap_step;
+          }
+        }
+        q.k_ok = q.dh < dh_limit;
       }
     } else {
       // Scalar gather: decode each of the chunk's 8 kred entries once, reuse across rows.
+      const int kc = step * BK + ch0 * 8;
       int e_dh[8], e_dw[8], e_c[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -146,17 +218,40 @@ __global__ void __launch_bounds__(64 * WARPS_N)
         }
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-        *reinterpret_cast<uint4*>(base + swz(row0 + kRowsPerPass * i, ch)) = packed;
+        *reinterpret_cast<uint4*>(base + swz<BK>(row0 + kRowsPerPass * i, ch0)) = packed;
       }
 #pragma unroll
       for (int i = 0; i < B_ROWS; ++i) {
         std::uint16_t v[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = (b_ok[i] && kc + e < kred) ? bits16(b_row[i][kc + e]) : std::uint16_t(0);
+        for (int e = 0; e < 8; ++e)
+          v[e] = (b_off[i] >= 0 && kc + e < kred) ? bits16(w[b_off[i] + kc + e]) : std::uint16_t(0);
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-        *reinterpret_cast<uint4*>(base + BM * kBk * 2 + swz(row0 + kRowsPerPass * i, ch)) = packed;
+        *reinterpret_cast<uint4*>(base + BM * BK * 2 + swz<BK>(row0 + kRowsPerPass * i, ch0)) = packed;
       }
+    }
+  };
+
+  // Fragments of one k16 slice; two sets, so the next slice's ldmatrix is in flight while this
+  // slice's mma run (ldmatrix and mma are volatile asm and keep their program order).
+  unsigned af[2][MT][4];
+  unsigned bfr[2][NT][2];
+  auto load_frags = [&](int buf, int stage, int slice) {
+    const unsigned a_base = mma::smem_addr(smem + stage * kStageBytes);
+    const unsigned b_base = a_base + BM * BK * 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      mma::ldmatrix_x4(af[buf][mt], a_base + swz<BK>(warp_m * WM + mt * 16 + (lane & 15), slice * 2 + (lane >> 4)));
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      unsigned r4[4];
+      mma::ldmatrix_x4(r4, b_base + swz<BK>(warp_n * WN + np * 16 + ((lane >> 4) << 3) + (lane & 7),
+                                            slice * 2 + ((lane >> 3) & 1)));
+      bfr[buf][2 * np][0] = r4[0];
+      bfr[buf][2 * np][1] = r4[1];
+      bfr[buf][2 * np + 1][0] = r4[2];
+      bfr[buf][2 * np + 1][1] = r4[3];
     }
   };
 
@@ -169,40 +264,36 @@ __global__ void __launch_bounds__(64 * WARPS_N)
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < STAGES - 1; ++st) {
     if (st < nsteps) load_stage(st, step_begin + st);
     mma::cp_async_commit();
   }
+  mma::cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = STAGES - 1;
+  load_frags(0, 0, 0);
+  // One barrier per step, before the last slice's prefetch of the next stage: after it no warp
+  // reads the stage of step it - 1 any more, which the next iteration's first slice refills.
   for (int it = 0; it < nsteps; ++it) {
-    mma::cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int nxt = it + kStages - 1;
-    if (nxt < nsteps) load_stage(nxt % kStages, step_begin + nxt);
-    mma::cp_async_commit();
-
-    const unsigned a_base = mma::smem_addr(smem + (it % kStages) * kStageBytes);
-    const unsigned b_base = a_base + BM * kBk * 2;
 #pragma unroll
-    for (int kh = 0; kh < 2; ++kh) {  // two k16 halves of BK = 32
-      unsigned af[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        mma::ldmatrix_x4(af[mt], a_base + swz(warp_m * WM + mt * 16 + (lane & 15), kh * 2 + (lane >> 4)));
-      unsigned bfr[NT][2];
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        unsigned r4[4];
-        mma::ldmatrix_x4(r4, b_base + swz(warp_n * WN + np * 16 + ((lane >> 4) << 3) + (lane & 7),
-                                          kh * 2 + ((lane >> 3) & 1)));
-        bfr[2 * np][0] = r4[0];
-        bfr[2 * np][1] = r4[1];
-        bfr[2 * np + 1][0] = r4[2];
-        bfr[2 * np + 1][1] = r4[3];
+    for (int ks = 0; ks < kKSlices; ++ks) {
+      if (ks == kKSlices - 1) {
+        mma::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+      }
+      load_frags((ks + 1) & 1, read_stage, ks + 1 == kKSlices ? 0 : ks + 1);
+      if (ks == 0) {
+        const int nxt = it + STAGES - 1;
+        if (nxt < nsteps) load_stage(write_stage, step_begin + nxt);
+        mma::cp_async_commit();
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma::mma_16816<T>(acc[mt][nt], af[mt], bfr[nt][0], bfr[nt][1]);
+        for (int nt = 0; nt < NT; ++nt)
+          mma::mma_16816<T>(acc[mt][nt], af[ks & 1][mt], bfr[ks & 1][nt][0], bfr[ks & 1][nt][1]);
     }
   }
   mma::cp_async_wait<0>();
@@ -214,7 +305,7 @@ __global__ void __launch_bounds__(64 * WARPS_N)
       // (then a run of 8 never crosses an image). kLdT keeps rows 16-byte aligned, and the
       // fragment writes (rows lane/4, columns 2*(lane%4)) land on 16 distinct banks.
       constexpr int kLdT = BM + 8;
-      static_assert(BN * kLdT * 2 <= kStages * kStageBytes, "epilogue tile must fit the pipeline buffers");
+      static_assert(BN * kLdT * 2 <= STAGES * kStageBytes, "epilogue tile must fit the pipeline buffers");
       __syncthreads();  // every warp is done reading the stages
       std::uint16_t* t16 = reinterpret_cast<std::uint16_t*>(smem);
 #pragma unroll
@@ -260,7 +351,7 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   // fragments are scattered 4-byte pieces, which would half-fill 32-byte sectors.
   if (!kNchwOut && splits == 1 && cp.kg % 8 == 0) {
     constexpr int kLd = BN + 8;  // halves; +16 bytes per row keeps the fragment writes conflict-free
-    static_assert(BM * kLd * 2 <= kStages * kStageBytes, "epilogue tile must fit the pipeline buffers");
+    static_assert(BM * kLd * 2 <= STAGES * kStageBytes, "epilogue tile must fit the pipeline buffers");
     __syncthreads();  // every warp is done reading the stages
     std::uint32_t* tile32 = reinterpret_cast<std::uint32_t*>(smem);
 #pragma unroll
@@ -324,10 +415,11 @@ __global__ void __launch_bounds__(64 * WARPS_N)
 template <typename T, bool kVec, bool kNchwOut>
 void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* w, T* y, float* partial,
                GpuStream stream) {
-  const dim3 grid(ceil_div(p.pixels(), plan.bm), ceil_div(p.kg, plan.bn), p.groups * plan.splits);
-  auto run = [&](auto kernel, int tile) {
-    const TcTile& t = kTcTiles[tile];
-    const int smem = kStages * (t.bm + t.bn) * kBk * 2;
+  const int tile = kVec ? plan.tile : kTcTiles[plan.tile].scalar_tile;  // same bm x bn
+  const TcTile& t = kTcTiles[tile];
+  const dim3 grid(ceil_div(p.pixels(), t.bm), ceil_div(p.kg, t.bn), p.groups * plan.splits);
+  auto run = [&](auto kernel) {
+    const int smem = t.stages * (t.bm + t.bn) * t.bk * 2;
     // Raising the limit is a driver call; do it once per device and instantiation, not per launch.
     // (one flag word per tile: the kernels of all tiles share one pointer type).
     static std::atomic<std::uint64_t> raised[kTcTileCount];
@@ -336,16 +428,30 @@ void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* 
     const std::uint64_t bit = std::uint64_t(1) << (device & 63);
     if ((raised[tile].load(std::memory_order_relaxed) & bit) == 0) {
       allow_dynamic_smem(kernel, smem, "gpu.conv.igemm_tc");
+      // All of the unified L1/shared array as shared memory, so that two blocks of up to ~110 KiB
+      // fit one multiprocessor; a hint, so a refusal costs only occupancy.
+      (void)cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 int(cudaSharedmemCarveoutMaxShared));
       raised[tile].fetch_or(bit, std::memory_order_relaxed);
     }
     kernel<<<grid, 32 * t.warps, smem, stream>>>(p, x, w, y, partial, plan.splits);
   };
-  switch (plan.tile) {
-    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2, kNchwOut>, 0); break;
-    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2, kNchwOut>, 1); break;
-    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2, kNchwOut>, 2); break;
-    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4, kNchwOut>, 3); break;
-    default: run(igemm_tc_kernel<T, kVec, 128, 64, 4, kNchwOut>, 4); break;
+  switch (tile) {
+    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2, 32, 4, kNchwOut>); break;
+    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2, 32, 4, kNchwOut>); break;
+    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2, 32, 4, kNchwOut>); break;
+    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4, 32, 4, kNchwOut>); break;
+    case 4: run(igemm_tc_kernel<T, kVec, 128, 64, 4, 32, 4, kNchwOut>); break;
+    default:
+      if constexpr (kVec) {
+        switch (tile) {
+          case 5: run(igemm_tc_kernel<T, true, 128, 128, 2, 64, 3, kNchwOut>); break;
+          case 6: run(igemm_tc_kernel<T, true, 128, 64, 2, 64, 4, kNchwOut>); break;
+          case 7: run(igemm_tc_kernel<T, true, 64, 64, 2, 64, 4, kNchwOut>); break;
+          default: run(igemm_tc_kernel<T, true, 128, 128, 4, 64, 3, kNchwOut>); break;
+        }
+      }
+      break;
   }
 }
 
@@ -355,11 +461,14 @@ void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* 
 
 bool igemm_tc_has_mma() { return GALLEY_GPU_MMA != 0; }
 
-IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
 #if GALLEY_GPU_MMA
+namespace {
+/// The cost model's plan: waves of blocks times each block's steps, plus split-K's traffic. Used
+/// where measuring is off or fails, and as one of the measured candidates.
+IgemmPlan model_plan(const ConvParams& p, int sm_count) {
   constexpr double kPeak = 500e12, kBandwidth = 3.0e12;
   const int slots = std::max(1, sm_count) * 2;
-  const std::int64_t steps = (p.kred() + kBk - 1) / kBk;
+  const std::int64_t steps = (p.kred() + kPlanBk - 1) / kPlanBk;
   IgemmPlan best;
   double best_time = INFINITY;
   for (int t = 0; t < kTcTileCount; ++t) {
@@ -372,7 +481,7 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
       const std::int64_t blocks = tiles * splits;
       const std::int64_t waves = (blocks + slots - 1) / slots;
       // Each block also pays a pipeline fill of ~3 steps.
-      double time = double(waves) * 2.0 * shape.bm * shape.bn * kBk * (per + 3) / (shape.efficiency * kPeak / slots);
+      double time = double(waves) * 2.0 * shape.bm * shape.bn * kPlanBk * (per + 3) / (shape.efficiency * kPeak / slots);
       if (splits > 1) time += double(splits + 1) * p.y_elems() * 4.0 / kBandwidth + 3e-6;
       if (time < best_time * 0.97) {
         best_time = time;
@@ -385,6 +494,27 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
   }
   best.workspace_bytes = best.splits > 1 ? std::size_t(best.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
   return best;
+}
+IgemmPlan tuned_plan(const ConvParams& p, int sm_count);  // below, next to the launchers it times
+}  // namespace
+#endif
+
+IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
+#if GALLEY_GPU_MMA
+  // Development only: GALLEY_IGEMM_TC_PLAN="tile:splits" forces a plan (tile sweeps on the GPU).
+  if (const char* forced = std::getenv("GALLEY_IGEMM_TC_PLAN"); forced != nullptr && *forced != '\0') {
+    int tile = -1, splits = 0;
+    char tail = 0;
+    if (std::sscanf(forced, "%d:%d%c", &tile, &splits, &tail) != 2 || tile < 0 || tile >= kTcTileCount ||
+        splits < 1 || splits > 64)
+      throw Error(Status::invalid_argument, std::string("GALLEY_IGEMM_TC_PLAN=\"") + forced +
+                                                "\": want tile:splits, tile 0.." + std::to_string(kTcTileCount - 1) +
+                                                ", splits 1..64");
+    return igemm_tc_plan_for(p, tile, splits);
+  }
+  if (const char* tune = std::getenv("GALLEY_IGEMM_TC_TUNE"); tune != nullptr && std::string_view(tune) == "0")
+    return model_plan(p, sm_count);
+  return tuned_plan(p, sm_count);
 #else
   return plan_igemm_f32(p, sm_count);
 #endif
@@ -436,6 +566,125 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
 }
 
+
+// Measured plans (MIOpen's perf-db idea, in-process): the first plan_igemm_tc() of a problem times a
+// bounded set of candidates (tile x split-K, ~10) on scratch buffers of the problem's sizes, a warm-up
+// and two timed launches each, and keeps the fastest for the life of the process. The cost model
+// misses by up to 1.6x on these tiles (occupancy, L2 reuse and loader overheads it does not see),
+// which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params() gives the choice
+// as text for a store; igemm_tc_use_tuned_params() adopts a stored one without measuring.
+
+struct TunedChoice {
+  int tile = 0, splits = 1;
+};
+
+std::mutex g_tuned_mutex;
+std::map<std::string, TunedChoice>& tuned_choices() {
+  static std::map<std::string, TunedChoice> choices;
+  return choices;
+}
+
+// The problem as the kernels see it, the device and its multiprocessor count.
+std::string tune_key(const ConvParams& p, int device, int sm_count) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "d%d.sm%d.%s.n%dc%dh%dw%d.k%dr%ds%d.p%d,%d.u%d,%d.l%d,%d.g%d",
+                device, sm_count, p.dtype == DType::f16 ? "f16" : "bf16", p.n, p.c, p.h, p.w, p.k, p.r, p.s,
+                p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups);
+  return buf;
+}
+
+std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
+  const IgemmPlan model = model_plan(p, sm_count);
+  std::vector<TunedChoice> out{{model.tile, model.splits}};
+  auto add = [&](int tile, int splits) {
+    const TcTile& t = kTcTiles[tile];
+    const std::int64_t steps = (p.kred() + t.bk - 1) / t.bk;
+    if (splits > 1 && steps < 2 * splits) return;  // each split gets at least 2 steps
+    for (const TunedChoice& c : out)
+      if (c.tile == tile && c.splits == splits) return;
+    out.push_back({tile, splits});
+  };
+  for (int tile : {5, 1, 8, 2, 0}) add(tile, 1);
+  // Split-K only pays where one split leaves SMs idle.
+  const std::int64_t big_tiles = std::int64_t(ceil_div(p.pixels(), 128)) * ceil_div(p.kg, 128) * p.groups;
+  if (big_tiles < 2 * std::int64_t(sm_count)) {
+    for (int splits : {2, 4}) {
+      add(5, splits);
+      add(8, splits);
+    }
+    add(1, 2);
+  }
+  return out;
+}
+
+// Times the candidates on the current device; -1 when it cannot (no memory, a launch failed).
+int measure_candidates(const ConvParams& p, const std::vector<TunedChoice>& cands) {
+  // The caller's thread may be capturing a graph on another stream: relaxed mode lets this private,
+  // non-blocking stream work meanwhile without touching the capture.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  std::size_t ws_bytes = 0;
+  for (const TunedChoice& c : cands)
+    ws_bytes = std::max(ws_bytes, igemm_tc_plan_for(p, c.tile, c.splits).workspace_bytes);
+  void *x = nullptr, *w = nullptr, *y = nullptr, *ws = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  int best = -1;
+  float best_ms = INFINITY;
+  bool ok = cudaMalloc(&x, std::size_t(p.x_elems()) * 2) == cudaSuccess &&
+            cudaMalloc(&w, std::size_t(p.w_elems()) * 2) == cudaSuccess &&
+            cudaMalloc(&y, std::size_t(p.y_elems()) * 2) == cudaSuccess &&
+            (ws_bytes == 0 || cudaMalloc(&ws, ws_bytes) == cudaSuccess) &&
+            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+            cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  // Small finite values (0x3c3c: 1.06 in f16, 0.0115 in bf16); the timing does not depend on them.
+  ok = ok && cudaMemsetAsync(x, 0x3c, std::size_t(p.x_elems()) * 2, stream) == cudaSuccess &&
+       cudaMemsetAsync(w, 0x3c, std::size_t(p.w_elems()) * 2, stream) == cudaSuccess;
+  for (std::size_t i = 0; ok && i < cands.size(); ++i) {
+    const IgemmPlan plan = igemm_tc_plan_for(p, cands[i].tile, cands[i].splits);
+    try {
+      launch_tc_any<false>(p, plan, x, w, y, ws, stream);  // warm-up: first-launch costs, caches
+      ok = cudaEventRecord(start, stream) == cudaSuccess;
+      for (int rep = 0; rep < 2; ++rep) launch_tc_any<false>(p, plan, x, w, y, ws, stream);
+      ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
+      float ms = 0;
+      ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+      if (ok && ms < best_ms) {
+        best_ms = ms;
+        best = int(i);
+      }
+    } catch (const Error&) {
+      ok = false;
+    }
+  }
+  if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  if (start != nullptr) (void)cudaEventDestroy(start);
+  if (stop != nullptr) (void)cudaEventDestroy(stop);
+  if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  for (void* ptr : {x, w, y, ws})
+    if (ptr != nullptr) (void)cudaFree(ptr);
+  (void)cudaGetLastError();  // a failure here leaves the model's plan, not a sticky error for the caller
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return ok ? best : -1;
+}
+
+IgemmPlan tuned_plan(const ConvParams& p, int sm_count) {
+  int device = 0;
+  (void)cudaGetDevice(&device);
+  const std::string key = tune_key(p, device, sm_count);
+  // One search at a time: two threads asking for one problem search once, and the timings do not
+  // share the device with another search.
+  std::lock_guard<std::mutex> lock(g_tuned_mutex);
+  auto& choices = tuned_choices();
+  if (auto it = choices.find(key); it != choices.end())
+    return igemm_tc_plan_for(p, it->second.tile, it->second.splits);
+  const std::vector<TunedChoice> cands = tune_candidates(p, sm_count);
+  const int best = cands.size() > 1 ? measure_candidates(p, cands) : 0;
+  const TunedChoice choice = cands[best >= 0 ? best : 0];  // the model's plan where measuring failed
+  choices[key] = choice;
+  return igemm_tc_plan_for(p, choice.tile, choice.splits);
+}
+
 }  // namespace
 #endif  // GALLEY_GPU_MMA
 
@@ -455,6 +704,37 @@ void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, c
 #else
   (void)p, (void)plan, (void)x, (void)w, (void)y, (void)workspace, (void)stream;
   throw Error(Status::unsupported, "gpu.conv.igemm_tc: the NCHW-output kernel needs mma.sync (CUDA)");
+#endif
+}
+
+std::string igemm_tc_tuned_params(const ConvParams& p, int sm_count) {
+#if GALLEY_GPU_MMA
+  const IgemmPlan plan = plan_igemm_tc(p, sm_count);
+  return "tile=" + std::to_string(plan.tile) + ",splits=" + std::to_string(plan.splits);
+#else
+  (void)p, (void)sm_count;
+  return {};
+#endif
+}
+
+bool igemm_tc_use_tuned_params(const ConvParams& p, int sm_count, std::string_view params) {
+#if GALLEY_GPU_MMA
+  if (params.empty()) return false;
+  int tile = -1, splits = 0;
+  char tail = 0;
+  const std::string text(params);
+  if (std::sscanf(text.c_str(), "tile=%d,splits=%d%c", &tile, &splits, &tail) != 2 || tile < 0 ||
+      tile >= kTcTileCount || splits < 1 || splits > 64)
+    return false;
+  int device = 0;
+  (void)cudaGetDevice(&device);
+  std::lock_guard<std::mutex> lock(g_tuned_mutex);
+  // A choice this process made already stays (ConvSolver::use_tuned_params: then a no-op).
+  tuned_choices().emplace(tune_key(p, device, sm_count), TunedChoice{tile, splits});
+  return true;
+#else
+  (void)p, (void)sm_count;
+  return params.empty();
 #endif
 }
 

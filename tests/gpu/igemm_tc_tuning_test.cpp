@@ -1,0 +1,126 @@
+// gpu.conv.igemm_tc's measured plans: the first use of a problem times a few tile x split-K candidates
+// and keeps the fastest. What it picks must agree between workspace_bytes() and run(), must not
+// change within the process, and must compute the right thing whichever tile won; shapes here send
+// the search to different tiles (N = 64 / 256, long K with few blocks, the scalar gather). Then the
+// stored-choice round trip (tuned_params / use_tuned_params) once the solver reports its choice.
+// Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+constexpr const char* kSolver = "gpu.conv.igemm_tc";
+
+// Runs `solver` on seeded random data (y poisoned with NaN) and compares with the reference.
+Comparison run_against_reference(const ConvSolver& solver, const ConvProblem& p, const runtime::Device& device) {
+  runtime::Stream stream(device);
+  const auto x = random_tensor(p.dtype, p.x_desc().elements(), 41);
+  const auto w = random_tensor(p.dtype, p.w_desc().elements(), 42);
+  std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
+  reference_conv_forward(p, x.data(), w.data(), want.data());
+  memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
+  memory::Buffer dy = memory::allocate(stream, got.size());
+  const std::size_t ws_bytes = solver.workspace_bytes(p, device);
+  memory::Buffer ws = memory::allocate(stream, ws_bytes);
+  memory::copy_from_host(stream, dx, x.data(), x.size());
+  memory::copy_from_host(stream, dw, w.data(), w.size());
+  memory::memset(stream, dy, 0xff, got.size());
+  if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);  // no reliance on zeroed workspace
+  solver.run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws.data(), ws_bytes});
+  memory::copy_to_host(stream, got.data(), dy, got.size());
+  stream.synchronize();
+  return compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+}
+
+ConvProblem nhwc(ConvProblem p, DType dtype) {
+  p.dtype = dtype;
+  p.layout = Layout::nhwc;
+  return p;
+}
+
+class IgemmTcTuning : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = galley::testing::first_device("cuda", why);
+    if (!device_) GTEST_SKIP() << "no CUDA device: " << why;
+    solver_ = find_conv_solver("cuda", kSolver);
+    ASSERT_NE(solver_, nullptr) << kSolver << " is not registered on cuda";
+  }
+  std::optional<runtime::Device> device_;
+  const ConvSolver* solver_ = nullptr;
+};
+
+TEST_P(IgemmTcTuning, MeasuredPlanIsStableAndCorrect) {
+  const std::vector<ConvProblem> shapes = {
+      // 3x3 over 64 channels out: the 128x64 and 64x64 tiles compete.
+      {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      // Few blocks, long K (4608): split-K candidates are timed.
+      {.n = 2, .c = 512, .h = 7, .w = 7, .k = 256, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      // 1x1, N = 256, odd pixel count.
+      {.n = 3, .c = 128, .h = 13, .w = 11, .k = 256, .y = 1, .x = 1},
+      // Channels not a multiple of 8: the scalar gather, whatever tile won.
+      {.n = 2, .c = 12, .h = 19, .w = 17, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2, .stride_w = 2},
+      // Dilated, channels a multiple of 8 but not of 32 (the loader's channel walk wraps mid-step).
+      {.n = 2, .c = 24, .h = 23, .w = 21, .k = 72, .y = 3, .x = 3, .pad_h = 2, .pad_w = 2, .dilation_h = 2,
+       .dilation_w = 2},
+  };
+  for (const ConvProblem& shape : shapes) {
+    const ConvProblem p = nhwc(shape, GetParam());
+    ASSERT_TRUE(solver_->check(p, *device_)) << p.key() << ": " << solver_->check(p, *device_).reason;
+    const std::size_t ws = solver_->workspace_bytes(p, *device_);
+    const std::string detail = solver_->detail(p, *device_);
+    const Comparison first = run_against_reference(*solver_, p, *device_);
+    EXPECT_TRUE(first.passed) << p.key() << " (" << detail << "): " << first.summary;
+    // The choice is made once: the same workspace, the same plan, the same answer again.
+    EXPECT_EQ(solver_->workspace_bytes(p, *device_), ws) << p.key();
+    EXPECT_EQ(solver_->detail(p, *device_), detail) << p.key();
+    const Comparison again = run_against_reference(*solver_, p, *device_);
+    EXPECT_TRUE(again.passed) << p.key() << ": " << again.summary;
+  }
+}
+
+TEST_P(IgemmTcTuning, StoredParamsRoundTrip) {
+  ConvProblem tuned = nhwc({.n = 2, .c = 32, .h = 15, .w = 13, .k = 48, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+                           GetParam());
+  ASSERT_TRUE(solver_->check(tuned, *device_));
+  const std::string params = solver_->tuned_params(tuned, *device_);
+  if (params.empty()) GTEST_SKIP() << kSolver << " reports no tuned params (its solver class does not forward them yet)";
+  ConvProblem fresh = tuned;  // same shape, another key: not measured in this process yet
+  fresh.n = 3;
+  for (const char* bad : {"", "tile", "tile=5", "tile=5,splits=", "tile=5,splits=0", "tile=99,splits=1",
+                          "tile=-1,splits=1", "tile=5,splits=2x", "splits=1,tile=5"})
+    EXPECT_FALSE(solver_->use_tuned_params(fresh, *device_, bad)) << "'" << bad << "'";
+  ASSERT_TRUE(solver_->use_tuned_params(fresh, *device_, params)) << params;
+  EXPECT_EQ(solver_->tuned_params(fresh, *device_), params);
+  const Comparison cmp = run_against_reference(*solver_, fresh, *device_);
+  EXPECT_TRUE(cmp.passed) << cmp.summary;
+  // Every tile and a split can be stored and runs correctly (not only the one this device picked).
+  for (const char* stored : {"tile=0,splits=1", "tile=1,splits=2", "tile=2,splits=1", "tile=3,splits=1",
+                             "tile=4,splits=1", "tile=5,splits=3", "tile=6,splits=1", "tile=7,splits=1",
+                             "tile=8,splits=2"}) {
+    ConvProblem other = fresh;
+    other.n = 4 + int(std::string_view(stored)[5] - '0');  // a key of its own per stored text
+    ASSERT_TRUE(solver_->use_tuned_params(other, *device_, stored)) << stored;
+    EXPECT_EQ(solver_->tuned_params(other, *device_), stored);
+    const Comparison c = run_against_reference(*solver_, other, *device_);
+    EXPECT_TRUE(c.passed) << stored << ": " << c.summary;
+  }
+  // Once chosen, a later stored choice is a no-op that reports success.
+  EXPECT_TRUE(solver_->use_tuned_params(tuned, *device_, "tile=2,splits=1"));
+  EXPECT_EQ(solver_->tuned_params(tuned, *device_), params);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, IgemmTcTuning, ::testing::Values(DType::f16, DType::bf16),
+                         [](const ::testing::TestParamInfo<DType>& info) { return to_string(info.param); });
+
+}  // namespace
+}  // namespace galley::dnn
