@@ -2,12 +2,15 @@
 //
 // Per group: D[M = n*p*q pixels][N = kg] = A[M][kred] * B[N][kred]^T with kred = (r, s, c), c
 // fastest, which is how both NHWC activations and KRSC weights are stored, so every 8-channel run
-// is one 16-byte cp.async. A block of 4 warps computes BM x BN with a 2x2 warp grid, BK = 32 per
-// step, a 4-stage cp.async pipeline in XOR-swizzled shared memory, ldmatrix and mma.sync m16n8k16.
+// is one 16-byte cp.async. A block of 4 or 8 warps computes BM x BN with a 2 x (2|4) warp grid,
+// BK = 32 or 64 per step, a 3-4 stage cp.async pipeline in XOR-swizzled shared memory, ldmatrix and
+// mma.sync m16n8k16; the next k16 slice's fragments load while this slice's mma run, and there is
+// one barrier per step. The loader walks (r, s, c) by adding (no divisions in the main loop).
 // "vec" mode needs cg % 8 == 0; otherwise each element is gathered with scalar loads (the
 // first layer of a network, c = 3). Split-K writes fp32 partials to a workspace.
 // kNchwOut (gpu.conv.igemm_tc_nchw) writes y as NCHW: the same GEMM, with the epilogue's tile
 // transposed in shared memory so each channel's pixel run leaves as 16-byte stores.
+// The plan (tile, split-K) is measured per problem on first use, see tuned_plan() below.
 //
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
 #include <atomic>
@@ -26,6 +29,7 @@
 namespace galley::backends::gpu {
 namespace {
 
+#if GALLEY_GPU_MMA
 
 struct TcTile {
   int bm, bn, warps, bk, stages;
@@ -46,7 +50,6 @@ constexpr TcTile kTcTiles[] = {
 constexpr int kTcTileCount = int(sizeof(kTcTiles) / sizeof(kTcTiles[0]));
 constexpr int kPlanBk = 32;  // the planner's step count unit
 
-#if GALLEY_GPU_MMA
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a stage buffer of BK-half rows. The XOR
 // spreads the 8 rows an ldmatrix phase reads over all 32 banks: 64-byte rows (BK = 32) pair up in a
@@ -412,6 +415,60 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   }
 }
 
+// Channels not a multiple of 8 (a network's first layer, c = 3): the NHWC solver copies x and w into
+// the workspace with channels zero-padded to the next multiple of 8, so the GEMM takes the 16-byte
+// cp.async path (c = 3 -> 8: 2.7x the MACs, on tensor cores that the scalar gather leaves idle).
+// Groups of such channels keep the scalar gather, and so does the NCHW solver (its own workspace).
+bool pads_channels(const ConvParams& p) { return p.cg % 8 != 0 && p.groups == 1; }
+
+ConvParams padded_view(const ConvParams& p) {
+  ConvParams v = p;
+  v.c = v.cg = (p.cg + 7) / 8 * 8;
+  return v;
+}
+
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// Workspace of a padded problem: [split-K partials][x padded][w padded], each 256-byte aligned.
+struct PadLayout {
+  std::size_t x_offset = 0, w_offset = 0, total = 0;
+};
+PadLayout pad_layout(const ConvParams& p, int splits) {
+  const ConvParams v = padded_view(p);
+  PadLayout layout;
+  layout.x_offset = splits > 1 ? align256(std::size_t(splits) * std::size_t(p.y_elems()) * sizeof(float)) : 0;
+  layout.w_offset = layout.x_offset + align256(std::size_t(v.x_elems()) * 2);
+  layout.total = layout.w_offset + align256(std::size_t(v.w_elems()) * 2);
+  return layout;
+}
+
+/// out[row][0..c8) = in[row][0..c) then zeros; 16-bit elements, one 16-byte output chunk per thread.
+__global__ void __launch_bounds__(256)
+    pad_channels_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t rows,
+                        int c, int c8) {
+  const int chunks_per_row = c8 / 8;
+  const std::int64_t total = rows * chunks_per_row;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t row = idx / chunks_per_row;
+    const int c0 = int(idx - row * chunks_per_row) * 8;
+    std::uint16_t v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = c0 + e < c ? in[row * c + c0 + e] : std::uint16_t(0);
+    *reinterpret_cast<uint4*>(out + row * c8 + c0) =
+        make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
+                   v[6] | (unsigned(v[7]) << 16));
+  }
+}
+
+void launch_pad_channels(const void* in, void* out, std::int64_t rows, int c, int c8, GpuStream stream) {
+  const std::int64_t chunks = rows * (c8 / 8);
+  const int blocks = int(std::min<std::int64_t>((chunks + 255) / 256, 65535));
+  pad_channels_kernel<<<blocks, 256, 0, stream>>>(static_cast<const std::uint16_t*>(in),
+                                                  static_cast<std::uint16_t*>(out), rows, c, c8);
+  check_launch("gpu.conv.igemm_tc: channel padding");
+}
+
 template <typename T, bool kVec, bool kNchwOut>
 void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* w, T* y, float* partial,
                GpuStream stream) {
@@ -492,8 +549,7 @@ IgemmPlan model_plan(const ConvParams& p, int sm_count) {
       }
     }
   }
-  best.workspace_bytes = best.splits > 1 ? std::size_t(best.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
-  return best;
+  return igemm_tc_plan_for(p, best.tile, best.splits);
 }
 IgemmPlan tuned_plan(const ConvParams& p, int sm_count);  // below, next to the launchers it times
 }  // namespace
@@ -527,7 +583,9 @@ IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
   plan.bm = kTcTiles[plan.tile].bm;
   plan.bn = kTcTiles[plan.tile].bn;
   plan.splits = std::max(1, splits);
-  plan.workspace_bytes = plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
+  plan.workspace_bytes = pads_channels(p)  ? pad_layout(p, plan.splits).total
+                         : plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float)
+                                           : 0;
   return plan;
 #else
   return igemm_f32_plan_for(p, tile, splits);
@@ -566,13 +624,13 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
 }
 
-
-// Measured plans (MIOpen's perf-db idea, in-process): the first plan_igemm_tc() of a problem times a
-// bounded set of candidates (tile x split-K, ~10) on scratch buffers of the problem's sizes, a warm-up
-// and two timed launches each, and keeps the fastest for the life of the process. The cost model
-// misses by up to 1.6x on these tiles (occupancy, L2 reuse and loader overheads it does not see),
-// which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params() gives the choice
-// as text for a store; igemm_tc_use_tuned_params() adopts a stored one without measuring.
+// Measured plans (MIOpen's perf-db idea, in-process): the first plan_igemm_tc() of a problem times
+// a bounded set of candidates (tile x split-K, at most 15) on scratch buffers of the problem's
+// sizes, a warm-up and two timed launches each, and keeps the fastest for the life of the process.
+// The cost model misses by up to 1.25x on ResNet-50's layers on the H200 (r50.l3.c2: 150 -> 186
+// TFLOP/s bf16; it does not see occupancy, L2 reuse or loader overheads), which a few milliseconds
+// of measuring per problem avoid. igemm_tc_tuned_params() gives the choice as text for a store;
+// igemm_tc_use_tuned_params() adopts a stored one without measuring.
 
 struct TunedChoice {
   int tile = 0, splits = 1;
@@ -608,11 +666,13 @@ std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
   // Split-K only pays where one split leaves SMs idle.
   const std::int64_t big_tiles = std::int64_t(ceil_div(p.pixels(), 128)) * ceil_div(p.kg, 128) * p.groups;
   if (big_tiles < 2 * std::int64_t(sm_count)) {
-    for (int splits : {2, 4}) {
+    for (int splits : {2, 3, 4}) {
       add(5, splits);
       add(8, splits);
     }
     add(1, 2);
+    add(1, 4);
+    add(2, 2);
   }
   return out;
 }
@@ -643,9 +703,9 @@ int measure_candidates(const ConvParams& p, const std::vector<TunedChoice>& cand
   for (std::size_t i = 0; ok && i < cands.size(); ++i) {
     const IgemmPlan plan = igemm_tc_plan_for(p, cands[i].tile, cands[i].splits);
     try {
-      launch_tc_any<false>(p, plan, x, w, y, ws, stream);  // warm-up: first-launch costs, caches
+      launch_conv_igemm_tc(p, plan, x, w, y, ws, stream);  // warm-up: first-launch costs, caches
       ok = cudaEventRecord(start, stream) == cudaSuccess;
-      for (int rep = 0; rep < 2; ++rep) launch_tc_any<false>(p, plan, x, w, y, ws, stream);
+      for (int rep = 0; rep < 2; ++rep) launch_conv_igemm_tc(p, plan, x, w, y, ws, stream);
       ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
       float ms = 0;
       ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
@@ -691,6 +751,20 @@ IgemmPlan tuned_plan(const ConvParams& p, int sm_count) {
 void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
                           void* workspace, void* stream) {
 #if GALLEY_GPU_MMA
+  if (pads_channels(p) && p.nhwc && (p.dtype == DType::f16 || p.dtype == DType::bf16)) {
+    const PadLayout layout = pad_layout(p, plan.splits);
+    if (workspace == nullptr)
+      throw Error(Status::invalid_argument, "gpu.conv.igemm_tc: c = " + std::to_string(p.c) +
+                                                " needs a workspace of " + std::to_string(layout.total) +
+                                                " bytes for the channel-padded copies, got none");
+    const ConvParams v = padded_view(p);
+    unsigned char* base = static_cast<unsigned char*>(workspace);
+    launch_pad_channels(x, base + layout.x_offset, std::int64_t(p.n) * p.h * p.w, p.c, v.c, as_stream(stream));
+    launch_pad_channels(w, base + layout.w_offset, std::int64_t(p.k) * p.r * p.s, p.cg, v.c, as_stream(stream));
+    launch_tc_any<false>(v, plan, base + layout.x_offset, base + layout.w_offset, y, plan.splits > 1 ? base : nullptr,
+                         stream);
+    return;
+  }
   launch_tc_any<false>(p, plan, x, w, y, workspace, stream);
 #else
   launch_conv_igemm_f32(p, plan, x, w, y, workspace, stream);
