@@ -1,13 +1,15 @@
-// Measures gpu.conv.gemm_1x1's tiles one by one (the planner picks one) against gpu.conv.igemm_f32's
-// planned kernel on the 1x1 lines of a problem file, fp32 NCHW, on cuda:0. Not part of the build:
+// Measures gpu.conv.gemm_1x1's tiles and split-K factors one by one (the planner picks one) against
+// gpu.conv.igemm_f32's planned kernel on the 1x1 lines of a problem file, and igemm_f32's own tiles
+// and splits on the other ungrouped lines; fp32 NCHW, on cuda:0. Not part of the build:
 //   nvcc -O3 -std=c++20 --generate-code=arch=compute_90,code=sm_90 -Isrc -Iinclude \
 //     bench/gemm_1x1_tiles.cu src/backends/gpu/conv_gemm_1x1.cu src/backends/gpu/conv_igemm_f32.cu \
 //     src/backends/gpu/conv_params.cu \
 //     -Lbuild/<dir>/lib -lgalley -o gemm_1x1_tiles
 //   gemm_1x1_tiles conv_problems.txt
 // Timing as `galley bench conv` does it: warm-up, a batch of back-to-back launches filling ~1 ms
-// (at most 200), median of 10 batches. Each tile's output is compared with igemm_f32's (both fp32,
-// different summation orders: max |diff| / max |ref| well under 1e-5), NaN-poisoned first.
+// (at most 200), median of 10 batches (us). Each variant's output is compared with the planned
+// igemm_f32's (both fp32, different summation orders: max |diff| / max |ref| well under 1e-5),
+// NaN-poisoned first.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,12 +80,8 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   std::ifstream file(argv[1]);
   std::string line;
-  std::printf("%-14s %8s %8s", "problem", "igemm", "planned");
-  for (int t = 0; t < gemm_1x1_tile_count(); ++t) {
-    const Gemm1x1Plan tp = gemm_1x1_plan_for(t);
-    std::printf(" %6dx%d/%d", tp.bm, tp.bn, tp.bk);
-  }
-  std::printf("   (us; TFLOP/s of planned; worst rel diff)\n");
+  const int kSplits[] = {1, 2, 4};
+  std::vector<float> hr, hy;
   while (std::getline(file, line)) {
     if (line.rfind("conv", 0) != 0) continue;
     ConvParams p;
@@ -104,54 +102,81 @@ int main(int argc, char** argv) {
       else if (tok == "-q") p.pad_w = v;
       else if (tok == "-u") p.stride_h = v;
       else if (tok == "-v") p.stride_w = v;
+      else if (tok == "-l") p.dil_h = v;
+      else if (tok == "-j") p.dil_w = v;
       else if (tok == "-g") p.groups = v;
     }
-    p.p = (p.h + 2 * p.pad_h - p.r) / p.stride_h + 1;
-    p.q = (p.w + 2 * p.pad_w - p.s) / p.stride_w + 1;
+    p.p = (p.h + 2 * p.pad_h - p.dil_h * (p.r - 1) - 1) / p.stride_h + 1;
+    p.q = (p.w + 2 * p.pad_w - p.dil_w * (p.s - 1) - 1) / p.stride_w + 1;
     p.cg = p.c / p.groups, p.kg = p.k / p.groups;
-    if (!gemm_1x1_refusal(p).empty()) continue;
+    if (p.groups != 1) continue;
+    const bool one = gemm_1x1_refusal(p).empty();
     float *x, *w, *y, *ref;
     CHECK(cudaMalloc(&x, p.x_elems() * 4));
     CHECK(cudaMalloc(&w, p.w_elems() * 4));
     CHECK(cudaMalloc(&y, p.y_elems() * 4));
     CHECK(cudaMalloc(&ref, p.y_elems() * 4));
+    void* ws = nullptr;
+    CHECK(cudaMalloc(&ws, std::size_t(8) * p.y_elems() * 4 + 256));
     fill_random<<<1024, 256>>>(x, p.x_elems(), 17u);
     fill_random<<<1024, 256>>>(w, p.w_elems(), 91u);
     const IgemmPlan ip = plan_igemm_f32(p, sm_count);
-    void* ws = nullptr;
-    if (ip.workspace_bytes) CHECK(cudaMalloc(&ws, ip.workspace_bytes));
     launch_conv_igemm_f32(p, ip, x, w, ref, ws, nullptr);
     CHECK(cudaDeviceSynchronize());
-    std::vector<float> hr(p.y_elems()), hy(p.y_elems());
+    hr.resize(p.y_elems()), hy.resize(p.y_elems());
     CHECK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
     double ref_max = 0;
     for (float f : hr) ref_max = std::max(ref_max, double(std::fabs(f)));
-    const float igemm_us = median_us([&] { launch_conv_igemm_f32(p, ip, x, w, ref, ws, nullptr); });
-    const Gemm1x1Plan planned = plan_gemm_1x1(p, sm_count);
-    const float planned_us = median_us([&] { launch_conv_gemm_1x1(p, planned, x, w, y, nullptr); });
-    std::printf("%-14s %8.1f %8.1f", tag.c_str(), igemm_us, planned_us);
-    double worst = 0;
-    for (int t = 0; t < gemm_1x1_tile_count(); ++t) {
-      const Gemm1x1Plan tp = gemm_1x1_plan_for(t);
-      CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
-      launch_conv_gemm_1x1(p, tp, x, w, y, nullptr);
+    auto worst_diff = [&](float* out) {
       CHECK(cudaDeviceSynchronize());
-      CHECK(cudaMemcpy(hy.data(), y, hy.size() * 4, cudaMemcpyDeviceToHost));
-      for (std::size_t i = 0; i < hy.size(); ++i) {
-        const double d = std::fabs(double(hy[i]) - hr[i]) / ref_max;
-        worst = std::isnan(hy[i]) ? INFINITY : std::max(worst, d);
+      CHECK(cudaMemcpy(hy.data(), out, hy.size() * 4, cudaMemcpyDeviceToHost));
+      double worst = 0;
+      for (std::size_t i = 0; i < hy.size(); ++i)
+        worst = std::isnan(hy[i]) ? INFINITY : std::max(worst, std::fabs(double(hy[i]) - hr[i]) / ref_max);
+      return worst;
+    };
+    const double flops = 2.0 * p.y_elems() * p.c * p.r * p.s;
+    const float igemm_us = median_us([&] { launch_conv_igemm_f32(p, ip, x, w, ref, ws, nullptr); });
+    std::printf("%-16s igemm_f32 planned %s: %.1f us (%.1f TFLOP/s)\n", tag.c_str(), ip.describe().c_str(), igemm_us,
+                flops / igemm_us * 1e-6);
+    double worst = 0;
+    if (one) {
+      const Gemm1x1Plan planned = plan_gemm_1x1(p, sm_count);
+      CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
+      launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr);
+      worst = std::max(worst, worst_diff(y));
+      const float us = median_us([&] { launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr); });
+      std::printf("  gemm_1x1 planned %s: %.1f us (%.1f TFLOP/s)\n ", planned.describe().c_str(), us, flops / us * 1e-6);
+      for (int t = 0; t < gemm_1x1_tile_count(); ++t) {
+        for (int sp : kSplits) {
+          const Gemm1x1Plan tp = gemm_1x1_plan_for(p, t, sp);
+          if (tp.splits != sp) continue;
+          CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
+          launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr);
+          worst = std::max(worst, worst_diff(y));
+          std::printf(" %dx%d/%d/s%d %.1f", tp.bm, tp.bn, tp.bk, sp,
+                      median_us([&] { launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr); }));
+        }
       }
-      std::printf(" %11.1f%s", median_us([&] { launch_conv_gemm_1x1(p, tp, x, w, y, nullptr); }),
-                  t == planned.tile ? "*" : " ");
+    } else {
+      std::printf(" ");
+      for (int t = 0; t < 7; ++t) {
+        for (int sp : kSplits) {
+          const IgemmPlan tp = igemm_f32_plan_for(p, t, sp);
+          CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
+          launch_conv_igemm_f32(p, tp, x, w, y, ws, nullptr);
+          worst = std::max(worst, worst_diff(y));
+          std::printf(" t%d/s%d %.1f", t, sp, median_us([&] { launch_conv_igemm_f32(p, tp, x, w, y, ws, nullptr); }));
+        }
+      }
     }
-    const double flops = 2.0 * p.y_elems() * p.c;
-    std::printf("   %5.1f vs %5.1f  %.1e%s\n", flops / planned_us * 1e-6, flops / igemm_us * 1e-6, worst,
-                worst > 1e-5 ? " FAIL" : "");
+    std::printf("\n  worst rel diff vs planned igemm_f32 %.1e%s\n", worst, worst > 1e-5 ? " FAIL" : "");
+    std::fflush(stdout);
     CHECK(cudaFree(x));
     CHECK(cudaFree(w));
     CHECK(cudaFree(y));
     CHECK(cudaFree(ref));
-    if (ws) CHECK(cudaFree(ws));
+    CHECK(cudaFree(ws));
   }
   return 0;
 }

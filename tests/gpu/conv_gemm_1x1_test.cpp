@@ -83,7 +83,10 @@ TEST_P(Gemm1x1, MatchesTheReference) {
       one_by_one(2, 40, 15, 15, 72, 2),  // stride 2: gathered pixels, 64 pixels an image
       one_by_one(1, 7, 33, 31, 5),       // C and K under one step / one tile
       one_by_one(2, 300, 16, 16, 130),   // C not a multiple of 16: the last step is cut short
+      one_by_one(4, 1024, 7, 7, 256),    // few tiles, long C: split-K over the workspace
+      one_by_one(3, 512, 14, 14, 96, 2), // stride 2 with split-K
   };
+  bool split_seen = false;
   runtime::Stream stream(*device_);
   int seed = 50;
   for (const ConvProblem& p : problems) {
@@ -94,16 +97,21 @@ TEST_P(Gemm1x1, MatchesTheReference) {
     reference_conv_forward(p, x.data(), w.data(), want.data());
     memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
     memory::Buffer dy = memory::allocate(stream, got.size());
+    const std::size_t ws_bytes = solver_->workspace_bytes(p, *device_);  // split-K partials, or 0
+    memory::Buffer ws = memory::allocate(stream, ws_bytes);
     memory::copy_from_host(stream, dx, x.data(), x.size());
     memory::copy_from_host(stream, dw, w.data(), w.size());
     memory::memset(stream, dy, 0xff, got.size());  // NaN poison: every element must be written
-    solver_->run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), nullptr, 0});
+    if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);  // no partial read before written
+    solver_->run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws_bytes ? ws.data() : nullptr, ws_bytes});
     memory::copy_to_host(stream, got.data(), dy, got.size());
     stream.synchronize();
     const Comparison c =
         compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
     EXPECT_TRUE(c.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << c.summary;
+    split_seen = split_seen || ws_bytes > 0;
   }
+  EXPECT_TRUE(split_seen) << "no problem here took the split-K path";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Gemm1x1, ::testing::Values("cuda", "hip"));

@@ -14,6 +14,9 @@
 // blocks that share one pixel tile of X run together and read it from L2, not DRAM.
 // 2 blocks per multiprocessor (at most 128 registers a thread) let one block's epilogue overlap
 // another's math, which matters for the small-C layers (C = 64: 4-8 steps per block).
+// Problems with too few tiles to fill the chip (7x7 and 14x14 layers with large C) split the
+// channel range over several blocks (split-K) that write fp32 partial outputs to the workspace,
+// summed by launch_splitk_reduce.
 #include <cmath>
 
 #include "conv_device.cuh"
@@ -28,16 +31,20 @@ struct Tile {
   int bm, bn, bk;
   double efficiency;  // relative per-block throughput, for the planner
 };
-constexpr Tile kTiles[] = {{128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.85},
-                           {64, 128, 16, 0.85}, {64, 64, 16, 0.7}};
+// Efficiencies fitted to two H200 sweeps of 2026-12-02 (20:27 and 20:36 UTC, bench/gemm_1x1_tiles.cu
+// over the 15 ResNet-50 1x1 layers, every tile at split-K 1, 2 and 4): the half-size tiles reach
+// ~0.55 of 128x128's per-block rate, 64x64 ~0.45. Tile 0 (BK 8) lost to tile 1 everywhere.
+constexpr Tile kTiles[] = {{128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.55},
+                           {64, 128, 16, 0.55}, {64, 64, 16, 0.45}};
 constexpr int kTileCount = 5;
 
-/// kVecB: the pixels of X load as float4 (stride 1, P*Q % 4 == 0); otherwise each thread gathers its
-/// 4 pixel columns with scalar loads from offsets computed once.
+/// kVecB: the pixels of X load as float4 (stride 1, P*Q % 4 == 0); otherwise each thread gathers 4
+/// pixel columns BN/4 apart with scalar loads from offsets computed once, so each load instruction
+/// of a warp reads consecutive pixels.
 template <int BM, int BN, int BK, bool kVecB>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_1x1_kernel(ConvParams cp, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                    int m_tiles) {
+                    int m_tiles, int n_tiles, int steps_per_split) {
   constexpr int TM = BM / 16, TN = BN / 16;
   constexpr int kPadA = BM + 4, kPadB = BN + 4;  // +4 floats: conflict-free float4 reads, alignment kept
   constexpr int kAQuadsPerRow = BK / 4;          // float4s of one weight row in a step
@@ -50,13 +57,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) float Bs[2][BK][kPadB];
 
   const int tid = threadIdx.x;
-  const int m0 = (blockIdx.x % m_tiles) * BM;
-  const int j0 = (blockIdx.x / m_tiles) * BN;
+  const int tile = blockIdx.x % (m_tiles * n_tiles);
+  const int split = blockIdx.x / (m_tiles * n_tiles);
+  const int m0 = (tile % m_tiles) * BM;
+  const int j0 = (tile / m_tiles) * BN;
   const int C = cp.c, K = cp.k;
   const int PQ = cp.p * cp.q, HW = cp.h * cp.w;
   const int pixels = cp.n * PQ;
   const bool vec_a = C % 4 == 0 && (reinterpret_cast<std::uintptr_t>(w) & 15) == 0;
-  const int steps = (C + BK - 1) / BK;
+  // This split's channel steps; the planner makes every split non-empty.
+  const int step_begin = split * steps_per_split;
+  const int step_end = min((C + BK - 1) / BK, step_begin + steps_per_split);
+  // Split-K: this split's partial output, laid out like y, in the workspace `y` points to.
+  y += std::int64_t(split) * cp.n * K * PQ;
 
   // A loader: thread covers rows a_row + i * (kThreads / kAQuadsPerRow), channels a_col..a_col+3.
   const int a_col = (tid % kAQuadsPerRow) * 4;
@@ -70,13 +83,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // B loader: thread covers channel rows b_row + i * (kThreads / kBQuadsPerRow), pixels b_col..b_col+3.
-  const int b_col = (tid % kBQuadsPerRow) * 4;
+  const int b_lane = tid % kBQuadsPerRow;
+  const int b_col = b_lane * 4;
   const int b_row = tid / kBQuadsPerRow;
   constexpr int kBOffsets = kVecB ? 1 : 4;
   int b_off[kBOffsets];  // offset of the thread's pixel(s) at channel 0; -1: past the last pixel
 #pragma unroll
   for (int e = 0; e < kBOffsets; ++e) {
-    const int j = j0 + b_col + e;
+    const int j = j0 + (kVecB ? b_col : b_lane + e * kBQuadsPerRow);
     if (j < pixels) {
       const int nn = j / PQ, pq = j - nn * PQ;
       const int pp = pq / cp.q, qq = pq - pp * cp.q;
@@ -133,8 +147,17 @@ __global__ void __launch_bounds__(kThreads, 2)
       As[buf][a_col + 3][row] = a_reg[i].w;
     }
 #pragma unroll
-    for (int i = 0; i < kBQuads; ++i)
-      *reinterpret_cast<float4*>(&Bs[buf][b_row + i * (kThreads / kBQuadsPerRow)][b_col]) = b_reg[i];
+    for (int i = 0; i < kBQuads; ++i) {
+      float* row = Bs[buf][b_row + i * (kThreads / kBQuadsPerRow)];
+      if (kVecB) {
+        *reinterpret_cast<float4*>(row + b_col) = b_reg[i];
+      } else {
+        row[b_lane] = b_reg[i].x;
+        row[b_lane + kBQuadsPerRow] = b_reg[i].y;
+        row[b_lane + 2 * kBQuadsPerRow] = b_reg[i].z;
+        row[b_lane + 3 * kBQuadsPerRow] = b_reg[i].w;
+      }
+    }
   };
 
   // Thread (ty, tx) owns rows {h * BM/2 + ty * 4 + 0..3} and columns {h * BN/2 + tx * 4 + 0..3}.
@@ -145,12 +168,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
-  load_global(0);
+  load_global(step_begin);
   store_shared(0);
   __syncthreads();
-  for (int step = 0; step < steps; ++step) {
-    const int buf = step & 1;
-    const bool more = step + 1 < steps;
+  for (int step = step_begin; step < step_end; ++step) {
+    const int buf = (step - step_begin) & 1;
+    const bool more = step + 1 < step_end;
     if (more) load_global(step + 1);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
@@ -209,17 +232,20 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 template <int BM, int BN, int BK>
-void launch_tile(const ConvParams& p, const float* x, const float* w, float* y, GpuStream stream) {
-  const int m_tiles = ceil_div(p.k, BM);
-  const std::int64_t blocks = std::int64_t(m_tiles) * ceil_div(p.pixels(), BN);
+void launch_tile(const ConvParams& p, int splits, const float* x, const float* w, float* y, GpuStream stream) {
+  const int m_tiles = ceil_div(p.k, BM), n_tiles = ceil_div(p.pixels(), BN);
+  const int steps_per_split = ceil_div(ceil_div(p.c, BK), splits);
+  const std::int64_t blocks = std::int64_t(m_tiles) * n_tiles * splits;
   if (blocks > 0x7fffffff)
     throw Error(Status::unsupported, "gpu.conv.gemm_1x1: " + std::to_string(blocks) + " blocks exceed grid.x");
   const bool vec_b = p.stride_h == 1 && p.stride_w == 1 && (p.p * p.q) % 4 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
   if (vec_b)
-    gemm_1x1_kernel<BM, BN, BK, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles);
+    gemm_1x1_kernel<BM, BN, BK, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
+                                                                                      steps_per_split);
   else
-    gemm_1x1_kernel<BM, BN, BK, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles);
+    gemm_1x1_kernel<BM, BN, BK, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
+                                                                                      steps_per_split);
 }
 
 }  // namespace
@@ -236,58 +262,77 @@ std::string gemm_1x1_refusal(const ConvParams& p) {
 }
 
 std::string Gemm1x1Plan::describe() const {
-  return "tile " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(bk) + " channels a step";
+  std::string d = "tile " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(bk) + " channels a step";
+  if (splits > 1) d += ", split-k " + std::to_string(splits);
+  return d;
 }
 
 int gemm_1x1_tile_count() { return kTileCount; }
 
-Gemm1x1Plan gemm_1x1_plan_for(int tile) {
+Gemm1x1Plan gemm_1x1_plan_for(const ConvParams& p, int tile, int splits) {
   Gemm1x1Plan plan;
   plan.tile = std::clamp(tile, 0, kTileCount - 1);
   plan.bm = kTiles[plan.tile].bm;
   plan.bn = kTiles[plan.tile].bn;
   plan.bk = kTiles[plan.tile].bk;
+  // Every split gets at least one step: 5 steps asked into 4 splits become 3 of 2+2+1.
+  const int steps = ceil_div(p.c, plan.bk);
+  const int per_split = ceil_div(steps, std::clamp(splits, 1, steps));
+  plan.splits = ceil_div(steps, per_split);
+  plan.workspace_bytes = plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
   return plan;
 }
 
 Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
-  // Model: blocks run in waves of 2 per multiprocessor; a block costs its tile's multiply-adds over
-  // the C steps plus a fixed share for loading the first step and writing the tile (kFixedSteps
-  // channel-equivalents), divided by the tile's relative throughput.
-  constexpr double kFixedChannels = 16;
+  // Model: blocks run in waves of 2 per multiprocessor, each slot at kChipRate / slots; a block costs
+  // its tile's multiply-adds over its channel steps, divided by the tile's relative throughput.
+  // Split-K adds writing and reading the fp32 partials. kSplitBandwidth is fitted to the same sweeps
+  // as the tile efficiencies, far under the chip's 4.3 TB/s: it also stands for the split blocks'
+  // shorter loops and the reduce launch. On the sweeps this picks the fastest measured choice on 13
+  // of the 15 layers and is within 8% on the other two (l3.c1b, l4.c1).
+  constexpr double kChipRate = 45e12, kSplitBandwidth = 1.5e12;
   const std::int64_t slots = std::int64_t(std::max(1, sm_count)) * 2;
-  Gemm1x1Plan best = gemm_1x1_plan_for(1);
+  Gemm1x1Plan best = gemm_1x1_plan_for(p, 1, 1);
   double best_time = INFINITY;
   for (int t = 1; t < kTileCount; ++t) {
     const Tile& tile = kTiles[t];
-    const std::int64_t blocks = std::int64_t(ceil_div(p.k, tile.bm)) * ceil_div(p.pixels(), tile.bn);
-    const std::int64_t waves = (blocks + slots - 1) / slots;
-    const double channels = double(ceil_div(p.c, tile.bk)) * tile.bk + kFixedChannels;
-    const double time = double(waves) * tile.bm * tile.bn * channels / tile.efficiency;
-    if (time < best_time * 0.97) {  // near ties go to the earlier, larger tile
-      best_time = time;
-      best = gemm_1x1_plan_for(t);
+    const std::int64_t tiles = std::int64_t(ceil_div(p.k, tile.bm)) * ceil_div(p.pixels(), tile.bn);
+    for (int want : {1, 2, 3, 4, 6, 8}) {
+      const Gemm1x1Plan plan = gemm_1x1_plan_for(p, t, want);
+      if (plan.splits != want) break;  // fewer steps than splits
+      const std::int64_t waves = (tiles * plan.splits + slots - 1) / slots;
+      const double channels = double(ceil_div(ceil_div(p.c, tile.bk), plan.splits)) * tile.bk;
+      double time = double(waves) * 2.0 * tile.bm * tile.bn * channels / (tile.efficiency * kChipRate / slots);
+      if (plan.splits > 1) time += double(plan.splits + 1) * double(p.y_elems()) * 4.0 / kSplitBandwidth;
+      if (time < best_time * 0.97) {  // near ties go to the earlier: larger tile, fewer splits
+        best_time = time;
+        best = plan;
+      }
     }
   }
   return best;
 }
 
 void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
-                          void* stream) {
+                          void* workspace, void* stream) {
   if (p.dtype != DType::f32)
     throw Error(Status::unsupported, std::string("gpu.conv.gemm_1x1: dtype ") + to_string(p.dtype) + " (needs f32)");
+  if (plan.splits > 1 && workspace == nullptr)
+    throw Error(Status::invalid_argument, "gpu.conv.gemm_1x1: split-K plan needs a workspace of " +
+                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
   const float* xf = static_cast<const float*>(x);
   const float* wf = static_cast<const float*>(w);
-  float* yf = static_cast<float*>(y);
+  float* out = plan.splits > 1 ? static_cast<float*>(workspace) : static_cast<float*>(y);
   const GpuStream s = as_stream(stream);
   switch (plan.tile) {
-    case 0: launch_tile<128, 128, 8>(p, xf, wf, yf, s); break;
-    case 1: launch_tile<128, 128, 16>(p, xf, wf, yf, s); break;
-    case 2: launch_tile<128, 64, 16>(p, xf, wf, yf, s); break;
-    case 3: launch_tile<64, 128, 16>(p, xf, wf, yf, s); break;
-    default: launch_tile<64, 64, 16>(p, xf, wf, yf, s); break;
+    case 0: launch_tile<128, 128, 8>(p, plan.splits, xf, wf, out, s); break;
+    case 1: launch_tile<128, 128, 16>(p, plan.splits, xf, wf, out, s); break;
+    case 2: launch_tile<128, 64, 16>(p, plan.splits, xf, wf, out, s); break;
+    case 3: launch_tile<64, 128, 16>(p, plan.splits, xf, wf, out, s); break;
+    default: launch_tile<64, 64, 16>(p, plan.splits, xf, wf, out, s); break;
   }
   check_launch("gpu.conv.gemm_1x1");
+  if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, static_cast<const float*>(workspace), y, stream);
 }
 
 }  // namespace galley::backends::gpu

@@ -12,22 +12,27 @@ namespace galley::backends::gpu {
 /// Empty when gpu.conv.gemm_1x1 can run `p`, else why not (1x1 filter, no padding, groups 1, f32, NCHW).
 std::string gemm_1x1_refusal(const ConvParams& p);
 
-/// A block tile of the 1x1 kernel, chosen from the problem and the multiprocessor count alone.
+/// A block tile and split-K factor of the 1x1 kernel, chosen from the problem and the
+/// multiprocessor count alone, so workspace_bytes() and run() always agree.
 struct Gemm1x1Plan {
-  int tile = 0;              ///< index into the kernel's tile table
+  int tile = 0;                ///< index into the kernel's tile table
   int bm = 0, bn = 0, bk = 0;  ///< output channels, pixels and input channels per block step
+  int splits = 1;              ///< split-K factor; > 1 needs an fp32 workspace of splits * y_elems
+  std::size_t workspace_bytes = 0;
   std::string describe() const;
 };
 
 Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count);
-/// The plan with tile `tile` (clamped to the table), for measuring tiles the planner does not pick.
-Gemm1x1Plan gemm_1x1_plan_for(int tile);
+/// The plan with tile `tile` (clamped to the table) and at most `splits` non-empty splits, for
+/// measuring choices the planner does not make.
+Gemm1x1Plan gemm_1x1_plan_for(const ConvParams& p, int tile, int splits);
 /// How many tiles the kernel has (for measurement tools).
 int gemm_1x1_tile_count();
 
-/// Enqueues the kernel on `stream` (cudaStream_t / hipStream_t); throws Error(backend_error) if the
-/// launch fails. x, w, y are device pointers of p.x_elems(), p.w_elems(), p.y_elems() floats.
+/// Enqueues the kernel (and split-K's reduce) on `stream` (cudaStream_t / hipStream_t); throws
+/// Error(backend_error) if a launch fails. x, w, y are device pointers of p.x_elems(), p.w_elems(),
+/// p.y_elems() floats; workspace holds plan.workspace_bytes (may be null when that is 0).
 void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
-                          void* stream);
+                          void* workspace, void* stream);
 
 }  // namespace galley::backends::gpu

@@ -176,10 +176,16 @@ class Gemm1x1Solver final : public GpuSolver {
     if (auto why = gemm_1x1_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
   }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_gemm_1x1(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
-    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, s); });
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
