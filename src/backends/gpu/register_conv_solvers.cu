@@ -12,6 +12,7 @@
 
 #include "conv_device.cuh"
 #include "conv_gemm_1x1.hpp"
+#include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
@@ -195,9 +196,22 @@ class Gemm1x1Solver final : public GpuSolver {
   }
 };
 
-class IgemmTcSolver final : public GpuSolver {
+// Both tensor-core solvers share plan_igemm_tc(), whose plan is measured on first use: the plan's
+// text is what the find-db keeps (`params`), so a new process adopts it instead of measuring again.
+class IgemmTcSolverBase : public GpuSolver {
  public:
-  explicit IgemmTcSolver(std::string backend) : GpuSolver("gpu.conv.igemm_tc", std::move(backend)) {}
+  using GpuSolver::GpuSolver;
+  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
+    return igemm_tc_tuned_params(make_params(p), device_info(device).sm_count);
+  }
+  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
+    return igemm_tc_use_tuned_params(make_params(p), device_info(device).sm_count, params);
+  }
+};
+
+class IgemmTcSolver final : public IgemmTcSolverBase {
+ public:
+  explicit IgemmTcSolver(std::string backend) : IgemmTcSolverBase("gpu.conv.igemm_tc", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
@@ -226,9 +240,9 @@ class IgemmTcSolver final : public GpuSolver {
   }
 };
 
-class IgemmTcNchwSolver final : public GpuSolver {
+class IgemmTcNchwSolver final : public IgemmTcSolverBase {
  public:
-  explicit IgemmTcNchwSolver(std::string backend) : GpuSolver("gpu.conv.igemm_tc_nchw", std::move(backend)) {}
+  explicit IgemmTcNchwSolver(std::string backend) : IgemmTcSolverBase("gpu.conv.igemm_tc_nchw", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
