@@ -1,6 +1,7 @@
 // Measures gpu.conv.gemm_1x1's tiles and split-K factors one by one (the planner picks one) against
-// gpu.conv.igemm_f32's planned kernel on the 1x1 lines of a problem file, and igemm_f32's own tiles
-// and splits on the other ungrouped lines; fp32 NCHW, on cuda:0. Not part of the build:
+// gpu.conv.igemm_f32's planned kernel on the 1x1 lines of a problem file, and the same for
+// gpu.conv.igemm_f32_nchw (that kernel tap by tap) on the other ungrouped lines it takes; fp32 NCHW,
+// on cuda:0. Not part of the build:
 //   nvcc -O3 -std=c++20 --generate-code=arch=compute_90,code=sm_90 -Isrc -Iinclude \
 //     bench/gemm_1x1_tiles.cu src/backends/gpu/conv_gemm_1x1.cu src/backends/gpu/conv_igemm_f32.cu \
 //     src/backends/gpu/conv_params.cu \
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&y, p.y_elems() * 4));
     CHECK(cudaMalloc(&ref, p.y_elems() * 4));
     void* ws = nullptr;
-    CHECK(cudaMalloc(&ws, std::size_t(8) * p.y_elems() * 4 + 256));
+    CHECK(cudaMalloc(&ws, std::size_t(8) * p.y_elems() * 4 + std::size_t(p.w_elems()) * 4 + 512));
     fill_random<<<1024, 256>>>(x, p.x_elems(), 17u);
     fill_random<<<1024, 256>>>(w, p.w_elems(), 91u);
     const IgemmPlan ip = plan_igemm_f32(p, sm_count);
@@ -158,15 +159,24 @@ int main(int argc, char** argv) {
                       median_us([&] { launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr); }));
         }
       }
-    } else {
-      std::printf(" ");
-      for (int t = 0; t < 7; ++t) {
+    } else if (igemm_f32_nchw_refusal(p).empty()) {
+      // gpu.conv.igemm_f32_nchw: the same kernel, tap by tap.
+      const Gemm1x1Plan planned = plan_gemm_1x1(p, sm_count);
+      CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
+      launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr);
+      worst = std::max(worst, worst_diff(y));
+      const float us = median_us([&] { launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr); });
+      std::printf("  igemm_f32_nchw planned %s: %.1f us (%.1f TFLOP/s)\n ", planned.describe().c_str(), us,
+                  flops / us * 1e-6);
+      for (int t = 1; t < gemm_1x1_tile_count(); ++t) {
         for (int sp : kSplits) {
-          const IgemmPlan tp = igemm_f32_plan_for(p, t, sp);
+          const Gemm1x1Plan tp = gemm_1x1_plan_for(p, t, sp);
+          if (tp.splits != sp) continue;
           CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
-          launch_conv_igemm_f32(p, tp, x, w, y, ws, nullptr);
+          launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr);
           worst = std::max(worst, worst_diff(y));
-          std::printf(" t%d/s%d %.1f", t, sp, median_us([&] { launch_conv_igemm_f32(p, tp, x, w, y, ws, nullptr); }));
+          std::printf(" %dx%d/%d/s%d %.1f", tp.bm, tp.bn, tp.bk, sp,
+                      median_us([&] { launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr); }));
         }
       }
     }

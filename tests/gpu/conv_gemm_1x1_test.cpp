@@ -1,7 +1,7 @@
 // gpu.conv.gemm_1x1 (fp32 NCHW 1x1 as a batched SGEMM): what check() refuses, with reasons, and
 // shapes that send the planner to different tiles and the kernel down its float4 and scalar paths,
 // against the reference on seeded random data. The conformance grid (tests/dnn) covers the small odd
-// shapes. Skips without a CUDA or HIP device.
+// shapes. Also gpu.conv.igemm_f32_nchw (the same kernel, tap by tap). Skips without a CUDA or HIP device.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -115,6 +115,94 @@ TEST_P(Gemm1x1, MatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Gemm1x1, ::testing::Values("cuda", "hip"));
+
+}  // namespace
+}  // namespace galley::dnn
+
+namespace galley::dnn {
+namespace {
+
+// gpu.conv.igemm_f32_nchw: gpu.conv.gemm_1x1's kernel reducing tap by tap.
+class IgemmF32Nchw : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = galley::testing::first_device(GetParam(), why);
+    if (!device_) GTEST_SKIP() << why;
+    solver_ = find_conv_solver(GetParam(), "gpu.conv.igemm_f32_nchw");
+    ASSERT_NE(solver_, nullptr) << "gpu.conv.igemm_f32_nchw is not registered on " << GetParam();
+  }
+  std::optional<runtime::Device> device_;
+  const ConvSolver* solver_ = nullptr;
+};
+
+ConvProblem filtered(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t r,
+                     std::int64_t s, std::int64_t pad, std::int64_t stride, std::int64_t dilation = 1) {
+  return ConvProblem{.n = n, .c = c, .h = h, .w = w, .k = k, .y = r, .x = s, .pad_h = pad, .pad_w = pad,
+                     .stride_h = stride, .stride_w = stride, .dilation_h = dilation, .dilation_w = dilation};
+}
+
+TEST_P(IgemmF32Nchw, RefusesWhatItCannotDoWithAReason) {
+  const ConvProblem base = filtered(2, 16, 8, 8, 16, 3, 3, 1, 1);
+  ASSERT_TRUE(solver_->check(base, *device_)) << solver_->check(base, *device_).reason;
+  std::vector<std::pair<ConvProblem, const char*>> cases;
+  ConvProblem p = filtered(2, 16, 8, 8, 16, 1, 1, 0, 1);
+  cases.push_back({p, "gemm_1x1"});
+  p = base, p.groups = 2;
+  cases.push_back({p, "groups"});
+  p = base, p.dtype = DType::f16;
+  cases.push_back({p, "f32"});
+  p = base, p.layout = Layout::nhwc;
+  cases.push_back({p, "nchw"});
+  p = filtered(2, 3, 8, 8, 16, 3, 3, 1, 1);
+  cases.push_back({p, "16"});
+  for (const auto& [q, reason] : cases) {
+    const Applicability a = solver_->check(q, *device_);
+    EXPECT_FALSE(a) << "claims " << q.key();
+    EXPECT_NE(a.reason.find(reason), std::string::npos) << q.key() << ": " << a.reason;
+  }
+  p = filtered(2, 16, 8, 8, 16, 1, 1, 1, 1);  // 1x1 with padding: the tap path
+  EXPECT_TRUE(solver_->check(p, *device_)) << solver_->check(p, *device_).reason;
+}
+
+TEST_P(IgemmF32Nchw, MatchesTheReference) {
+  const std::vector<ConvProblem> problems = {
+      filtered(2, 32, 14, 13, 70, 3, 3, 1, 1),      // same padding, K past a tile
+      filtered(2, 48, 15, 17, 64, 3, 3, 1, 2),      // stride 2
+      filtered(1, 20, 19, 23, 24, 3, 3, 2, 1, 2),   // dilation 2, padding 2, C % 16 != 0
+      filtered(2, 16, 12, 12, 16, 5, 5, 2, 1),      // 5x5
+      filtered(1, 17, 29, 31, 23, 7, 7, 3, 2),      // 7x7 stride 2
+      filtered(3, 24, 9, 7, 40, 1, 1, 1, 1),        // 1x1 with padding: border outputs are 0
+      filtered(2, 512, 7, 7, 128, 3, 3, 1, 1),      // few tiles, long reduction: split-K
+      filtered(1, 16, 3, 3, 8, 3, 3, 0, 1),         // one output pixel
+  };
+  runtime::Stream stream(*device_);
+  int seed = 90;
+  for (const ConvProblem& p : problems) {
+    ASSERT_TRUE(solver_->check(p, *device_)) << p.key() << ": " << solver_->check(p, *device_).reason;
+    const auto x = random_tensor(p.dtype, p.x_desc().elements(), seed++);
+    const auto w = random_tensor(p.dtype, p.w_desc().elements(), seed++);
+    std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
+    reference_conv_forward(p, x.data(), w.data(), want.data());
+    memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
+    memory::Buffer dy = memory::allocate(stream, got.size());
+    const std::size_t ws_bytes = solver_->workspace_bytes(p, *device_);
+    ASSERT_GT(ws_bytes, 0u) << "the rearranged weights live in the workspace";
+    memory::Buffer ws = memory::allocate(stream, ws_bytes);
+    memory::copy_from_host(stream, dx, x.data(), x.size());
+    memory::copy_from_host(stream, dw, w.data(), w.size());
+    memory::memset(stream, dy, 0xff, got.size());
+    memory::memset(stream, ws, 0xff, ws_bytes);
+    solver_->run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws.data(), ws_bytes});
+    memory::copy_to_host(stream, got.data(), dy, got.size());
+    stream.synchronize();
+    const Comparison c =
+        compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+    EXPECT_TRUE(c.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << c.summary;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, IgemmF32Nchw, ::testing::Values("cuda", "hip"));
 
 }  // namespace
 }  // namespace galley::dnn

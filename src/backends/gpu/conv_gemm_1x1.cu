@@ -41,7 +41,10 @@ constexpr int kTileCount = 5;
 /// kVecB: the pixels of X load as float4 (stride 1, P*Q % 4 == 0); otherwise each thread gathers 4
 /// pixel columns BN/4 apart with scalar loads from offsets computed once, so each load instruction
 /// of a warp reads consecutive pixels.
-template <int BM, int BN, int BK, bool kVecB>
+/// kTaps: any filter, padding, stride and dilation (gpu.conv.igemm_f32_nchw): the reduction runs tap
+/// by tap, ceil(C / BK) steps a tap; `w` is then the weights rearranged as [tap][K][C] (so A still
+/// loads as float4 along C) and each pixel's input row/column is checked per tap.
+template <int BM, int BN, int BK, bool kVecB, bool kTaps>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_1x1_kernel(ConvParams cp, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
                     int m_tiles, int n_tiles, int steps_per_split) {
@@ -65,9 +68,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int PQ = cp.p * cp.q, HW = cp.h * cp.w;
   const int pixels = cp.n * PQ;
   const bool vec_a = C % 4 == 0 && (reinterpret_cast<std::uintptr_t>(w) & 15) == 0;
-  // This split's channel steps; the planner makes every split non-empty.
+  // This split's steps (channel chunks, tap-major); the planner makes every split non-empty.
+  const int c_steps = (C + BK - 1) / BK;
   const int step_begin = split * steps_per_split;
-  const int step_end = min((C + BK - 1) / BK, step_begin + steps_per_split);
+  const int step_end = min(kTaps ? c_steps * cp.r * cp.s : c_steps, step_begin + steps_per_split);
   // Split-K: this split's partial output, laid out like y, in the workspace `y` points to.
   y += std::int64_t(split) * cp.n * K * PQ;
 
@@ -87,54 +91,106 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int b_col = b_lane * 4;
   const int b_row = tid / kBQuadsPerRow;
   constexpr int kBOffsets = kVecB ? 1 : 4;
-  int b_off[kBOffsets];  // offset of the thread's pixel(s) at channel 0; -1: past the last pixel
+  // Offset of the thread's pixel(s) at channel 0 (kTaps: of the window's top-left corner, which
+  // may lie in the padding); -1: past the last pixel (1x1 modes only).
+  int b_off[kBOffsets];
+  // kTaps: the window corner's row and column, each + 32768 in 16 bits; a pixel past the last one
+  // gets a row that no tap brings inside the image.
+  unsigned b_corner[kTaps ? 4 : 1];  // unsigned: a biased row >= 32768 sets the top bit
 #pragma unroll
   for (int e = 0; e < kBOffsets; ++e) {
     const int j = j0 + (kVecB ? b_col : b_lane + e * kBQuadsPerRow);
     if (j < pixels) {
       const int nn = j / PQ, pq = j - nn * PQ;
       const int pp = pq / cp.q, qq = pq - pp * cp.q;
-      b_off[e] = nn * C * HW + pp * cp.stride_h * cp.w + qq * cp.stride_w;
+      const int ih0 = pp * cp.stride_h - (kTaps ? cp.pad_h : 0), iw0 = qq * cp.stride_w - (kTaps ? cp.pad_w : 0);
+      b_off[e] = nn * C * HW + ih0 * cp.w + iw0;
+      if (kTaps) b_corner[e] = (unsigned(ih0 + 32768) << 16) | unsigned(iw0 + 32768);
     } else {
-      b_off[e] = -1;
+      b_off[e] = kTaps ? 0 : -1;
+      if (kTaps) b_corner[e] = 0;  // row -32768
     }
   }
 
   float4 a_reg[kAQuads], b_reg[kBQuads];
   auto load_global = [&](int step) {
-    const int c0 = step * BK;
+    if constexpr (kTaps) {
+      const int tap = step / c_steps;
+      const int c0 = (step - tap * c_steps) * BK;
+      const int w_tap = tap * K * C;  // this tap's K x C slab of the rearranged weights
+      const int dh = (tap / cp.s) * cp.dil_h, dw = (tap % cp.s) * cp.dil_w;
 #pragma unroll
-    for (int i = 0; i < kAQuads; ++i) {
-      const int c = c0 + a_col;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (a_valid[i]) {
-        if (vec_a) {
-          if (c < C) v = __ldg(reinterpret_cast<const float4*>(w_rows[i] + c));
-        } else {
-          if (c < C) v.x = __ldg(w_rows[i] + c);
-          if (c + 1 < C) v.y = __ldg(w_rows[i] + c + 1);
-          if (c + 2 < C) v.z = __ldg(w_rows[i] + c + 2);
-          if (c + 3 < C) v.w = __ldg(w_rows[i] + c + 3);
+      for (int i = 0; i < kAQuads; ++i) {
+        const int c = c0 + a_col;
+        const float* wr = w_rows[i] + w_tap;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (a_valid[i]) {
+          if (vec_a) {
+            if (c < C) v = __ldg(reinterpret_cast<const float4*>(wr + c));
+          } else {
+            if (c < C) v.x = __ldg(wr + c);
+            if (c + 1 < C) v.y = __ldg(wr + c + 1);
+            if (c + 2 < C) v.z = __ldg(wr + c + 2);
+            if (c + 3 < C) v.w = __ldg(wr + c + 3);
+          }
         }
+        a_reg[i] = v;
       }
-      a_reg[i] = v;
-    }
+      int b_at[4];  // this tap's offsets of the thread's pixels at channel 0; -1: in the padding
 #pragma unroll
-    for (int i = 0; i < kBQuads; ++i) {
-      const int c = c0 + b_row + i * (kThreads / kBQuadsPerRow);
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (c < C) {
-        const float* xc = x + c * HW;
-        if (kVecB) {
-          if (b_off[0] >= 0) v = __ldg(reinterpret_cast<const float4*>(xc + b_off[0]));
-        } else {
-          if (b_off[0] >= 0) v.x = __ldg(xc + b_off[0]);
-          if (b_off[kBOffsets > 1 ? 1 : 0] >= 0) v.y = __ldg(xc + b_off[kBOffsets > 1 ? 1 : 0]);
-          if (b_off[kBOffsets > 2 ? 2 : 0] >= 0) v.z = __ldg(xc + b_off[kBOffsets > 2 ? 2 : 0]);
-          if (b_off[kBOffsets > 3 ? 3 : 0] >= 0) v.w = __ldg(xc + b_off[kBOffsets > 3 ? 3 : 0]);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int ih = int(b_corner[e] >> 16) - 32768 + dh;
+        const int iw = int(b_corner[e] & 0xffffu) - 32768 + dw;
+        b_at[e] = unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w) ? b_off[e] + dh * cp.w + dw : -1;
       }
-      b_reg[i] = v;
+#pragma unroll
+      for (int i = 0; i < kBQuads; ++i) {
+        const int c = c0 + b_row + i * (kThreads / kBQuadsPerRow);
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c < C) {
+          const float* xc = x + c * HW;
+          if (b_at[0] >= 0) v.x = __ldg(xc + b_at[0]);
+          if (b_at[1] >= 0) v.y = __ldg(xc + b_at[1]);
+          if (b_at[2] >= 0) v.z = __ldg(xc + b_at[2]);
+          if (b_at[3] >= 0) v.w = __ldg(xc + b_at[3]);
+        }
+        b_reg[i] = v;
+      }
+    } else {
+      const int c0 = step * BK;
+#pragma unroll
+      for (int i = 0; i < kAQuads; ++i) {
+        const int c = c0 + a_col;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (a_valid[i]) {
+          if (vec_a) {
+            if (c < C) v = __ldg(reinterpret_cast<const float4*>(w_rows[i] + c));
+          } else {
+            if (c < C) v.x = __ldg(w_rows[i] + c);
+            if (c + 1 < C) v.y = __ldg(w_rows[i] + c + 1);
+            if (c + 2 < C) v.z = __ldg(w_rows[i] + c + 2);
+            if (c + 3 < C) v.w = __ldg(w_rows[i] + c + 3);
+          }
+        }
+        a_reg[i] = v;
+      }
+#pragma unroll
+      for (int i = 0; i < kBQuads; ++i) {
+        const int c = c0 + b_row + i * (kThreads / kBQuadsPerRow);
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c < C) {
+          const float* xc = x + c * HW;
+          if (kVecB) {
+            if (b_off[0] >= 0) v = __ldg(reinterpret_cast<const float4*>(xc + b_off[0]));
+          } else {
+            if (b_off[0] >= 0) v.x = __ldg(xc + b_off[0]);
+            if (b_off[kBOffsets > 1 ? 1 : 0] >= 0) v.y = __ldg(xc + b_off[kBOffsets > 1 ? 1 : 0]);
+            if (b_off[kBOffsets > 2 ? 2 : 0] >= 0) v.z = __ldg(xc + b_off[kBOffsets > 2 ? 2 : 0]);
+            if (b_off[kBOffsets > 3 ? 3 : 0] >= 0) v.w = __ldg(xc + b_off[kBOffsets > 3 ? 3 : 0]);
+          }
+        }
+        b_reg[i] = v;
+      }
     }
   };
   auto store_shared = [&](int buf) {
@@ -231,21 +287,43 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+/// Weights KCRS -> [tap][K][C] for the kTaps kernel, one thread per element, writes coalesced.
+__global__ void __launch_bounds__(kThreads) rearrange_weights_kernel(ConvParams p, const float* __restrict__ w,
+                                                                     float* __restrict__ out) {
+  const int taps = p.r * p.s;
+  const std::int64_t total = std::int64_t(p.k) * p.c * taps;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * kThreads) {
+    const int c = int(i % p.c);
+    const std::int64_t rest = i / p.c;
+    const int m = int(rest % p.k), tap = int(rest / p.k);
+    out[i] = __ldg(w + (std::int64_t(m) * p.c + c) * taps + tap);
+  }
+}
+
+bool needs_taps(const ConvParams& p) { return p.r != 1 || p.s != 1 || p.pad_h != 0 || p.pad_w != 0; }
+
+std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 template <int BM, int BN, int BK>
 void launch_tile(const ConvParams& p, int splits, const float* x, const float* w, float* y, GpuStream stream) {
   const int m_tiles = ceil_div(p.k, BM), n_tiles = ceil_div(p.pixels(), BN);
-  const int steps_per_split = ceil_div(ceil_div(p.c, BK), splits);
+  const bool taps = needs_taps(p);
+  const int steps_per_split = ceil_div(std::int64_t(ceil_div(p.c, BK)) * (taps ? p.r * p.s : 1), splits);
   const std::int64_t blocks = std::int64_t(m_tiles) * n_tiles * splits;
   if (blocks > 0x7fffffff)
     throw Error(Status::unsupported, "gpu.conv.gemm_1x1: " + std::to_string(blocks) + " blocks exceed grid.x");
   const bool vec_b = p.stride_h == 1 && p.stride_w == 1 && (p.p * p.q) % 4 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
-  if (vec_b)
-    gemm_1x1_kernel<BM, BN, BK, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
-                                                                                      steps_per_split);
+  if (taps)
+    gemm_1x1_kernel<BM, BN, BK, false, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
+                                                                                            steps_per_split);
+  else if (vec_b)
+    gemm_1x1_kernel<BM, BN, BK, true, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
+                                                                                            steps_per_split);
   else
-    gemm_1x1_kernel<BM, BN, BK, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
-                                                                                      steps_per_split);
+    gemm_1x1_kernel<BM, BN, BK, false, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
+                                                                                             steps_per_split);
 }
 
 }  // namespace
@@ -258,6 +336,21 @@ std::string gemm_1x1_refusal(const ConvParams& p) {
   if (p.dtype != DType::f32) return std::string("dtype ") + to_string(p.dtype) + " (needs f32)";
   if (p.nhwc) return "nhwc layout (needs nchw)";
   // Dilation does not move a 1x1 filter's only tap, so any dilation is the same convolution.
+  return too_large_for_int32(p);
+}
+
+std::string igemm_f32_nchw_refusal(const ConvParams& p) {
+  if (!needs_taps(p)) return "1x1 without padding (gpu.conv.gemm_1x1 runs it)";
+  if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
+  if (p.dtype != DType::f32) return std::string("dtype ") + to_string(p.dtype) + " (needs f32)";
+  if (p.nhwc) return "nhwc layout (needs nchw)";
+  // A tap's step reads 16 channels: under 16 most of each step would be zeros (r50.conv1's C = 3).
+  if (p.c < 16) return "c " + std::to_string(p.c) + " (needs 16 or more)";
+  // The window corner is kept as two 16-bit fields.
+  constexpr int kLimit = 16384;
+  if (p.h > kLimit || p.w > kLimit || p.pad_h > kLimit || p.pad_w > kLimit ||
+      std::int64_t(p.dil_h) * (p.r - 1) > kLimit || std::int64_t(p.dil_w) * (p.s - 1) > kLimit)
+    return "image, padding or dilated filter over 16384";
   return too_large_for_int32(p);
 }
 
@@ -276,10 +369,14 @@ Gemm1x1Plan gemm_1x1_plan_for(const ConvParams& p, int tile, int splits) {
   plan.bn = kTiles[plan.tile].bn;
   plan.bk = kTiles[plan.tile].bk;
   // Every split gets at least one step: 5 steps asked into 4 splits become 3 of 2+2+1.
-  const int steps = ceil_div(p.c, plan.bk);
-  const int per_split = ceil_div(steps, std::clamp(splits, 1, steps));
-  plan.splits = ceil_div(steps, per_split);
-  plan.workspace_bytes = plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0;
+  plan.taps = needs_taps(p);
+  plan.steps = ceil_div(p.c, plan.bk) * (plan.taps ? p.r * p.s : 1);
+  const int per_split = ceil_div(plan.steps, std::clamp(splits, 1, plan.steps));
+  plan.splits = ceil_div(plan.steps, per_split);
+  // Workspace: the rearranged weights (kTaps), then the split-K partials.
+  plan.partial_offset = plan.taps ? align256(std::size_t(p.w_elems()) * sizeof(float)) : 0;
+  plan.workspace_bytes =
+      plan.partial_offset + (plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0);
   return plan;
 }
 
@@ -301,7 +398,7 @@ Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
       const Gemm1x1Plan plan = gemm_1x1_plan_for(p, t, want);
       if (plan.splits != want) break;  // fewer steps than splits
       const std::int64_t waves = (tiles * plan.splits + slots - 1) / slots;
-      const double channels = double(ceil_div(ceil_div(p.c, tile.bk), plan.splits)) * tile.bk;
+      const double channels = double(ceil_div(plan.steps, plan.splits)) * tile.bk;
       double time = double(waves) * 2.0 * tile.bm * tile.bn * channels / (tile.efficiency * kChipRate / slots);
       if (plan.splits > 1) time += double(plan.splits + 1) * double(p.y_elems()) * 4.0 / kSplitBandwidth;
       if (time < best_time * 0.97) {  // near ties go to the earlier: larger tile, fewer splits
@@ -320,10 +417,21 @@ void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const vo
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.gemm_1x1: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
+  if (plan.workspace_bytes > 0 && workspace == nullptr)
+    throw Error(Status::invalid_argument, "gpu.conv.gemm_1x1: plan needs a workspace of " +
+                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
   const float* xf = static_cast<const float*>(x);
   const float* wf = static_cast<const float*>(w);
-  float* out = plan.splits > 1 ? static_cast<float*>(workspace) : static_cast<float*>(y);
+  float* partial = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + plan.partial_offset);
+  float* out = plan.splits > 1 ? partial : static_cast<float*>(y);
   const GpuStream s = as_stream(stream);
+  if (plan.taps) {
+    float* rearranged = static_cast<float*>(workspace);
+    const int blocks = int(std::min<std::int64_t>((p.w_elems() + kThreads - 1) / kThreads, 4096));
+    rearrange_weights_kernel<<<blocks, kThreads, 0, s>>>(p, wf, rearranged);
+    check_launch("gpu.conv.igemm_f32_nchw weight rearrangement");
+    wf = rearranged;
+  }
   switch (plan.tile) {
     case 0: launch_tile<128, 128, 8>(p, plan.splits, xf, wf, out, s); break;
     case 1: launch_tile<128, 128, 16>(p, plan.splits, xf, wf, out, s); break;
@@ -332,7 +440,7 @@ void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const vo
     default: launch_tile<64, 64, 16>(p, plan.splits, xf, wf, out, s); break;
   }
   check_launch("gpu.conv.gemm_1x1");
-  if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, static_cast<const float*>(workspace), y, stream);
+  if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
 }
 
 }  // namespace galley::backends::gpu

@@ -11,6 +11,9 @@ namespace galley::backends::gpu {
 
 /// Empty when gpu.conv.gemm_1x1 can run `p`, else why not (1x1 filter, no padding, groups 1, f32, NCHW).
 std::string gemm_1x1_refusal(const ConvParams& p);
+/// Empty when gpu.conv.igemm_f32_nchw (the same kernel, reducing tap by tap over any filter, padding,
+/// stride and dilation) can run `p`, else why not (groups 1, f32, NCHW, C >= 16, not a plain 1x1).
+std::string igemm_f32_nchw_refusal(const ConvParams& p);
 
 /// A block tile and split-K factor of the 1x1 kernel, chosen from the problem and the
 /// multiprocessor count alone, so workspace_bytes() and run() always agree.
@@ -18,6 +21,9 @@ struct Gemm1x1Plan {
   int tile = 0;                ///< index into the kernel's tile table
   int bm = 0, bn = 0, bk = 0;  ///< output channels, pixels and input channels per block step
   int splits = 1;              ///< split-K factor; > 1 needs an fp32 workspace of splits * y_elems
+  bool taps = false;           ///< tap-by-tap reduction (gpu.conv.igemm_f32_nchw): weights rearranged first
+  int steps = 0;               ///< reduction steps of BK channels (times the taps)
+  std::size_t partial_offset = 0;  ///< where the split-K partials start in the workspace
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };

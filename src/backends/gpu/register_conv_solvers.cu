@@ -3,7 +3,7 @@
 //
 // List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
 //   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   31 gpu.conv.igemm_tc_nchw
-//   45 gpu.conv.winograd    46 gpu.conv.gemm_1x1    50 gpu.conv.igemm_f32
+//   45 gpu.conv.winograd    46 gpu.conv.gemm_1x1    49 gpu.conv.igemm_f32_nchw   50 gpu.conv.igemm_f32
 //   90 gpu.conv.direct (claims everything: the GPU list's last entry)
 #include <functional>
 #include <map>
@@ -196,6 +196,31 @@ class Gemm1x1Solver final : public GpuSolver {
   }
 };
 
+class IgemmF32NchwSolver final : public GpuSolver {
+ public:
+  explicit IgemmF32NchwSolver(std::string backend) : GpuSolver("gpu.conv.igemm_f32_nchw", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
+    if (auto why = igemm_f32_nchw_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_gemm_1x1(make_params(p), device_info(device).sm_count).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
+    if (a.workspace_bytes < plan.workspace_bytes)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    return "fp32 SIMT implicit GEMM, tap by tap, weights to [tap][K][C] in the workspace, " +
+           plan_gemm_1x1(make_params(p), device_info(device).sm_count).describe();
+  }
+};
+
 // Both tensor-core solvers share plan_igemm_tc(), whose plan is measured on first use: the plan's
 // text is what the find-db keeps (`params`), so a new process adopts it instead of measuring again.
 class IgemmTcSolverBase : public GpuSolver {
@@ -318,6 +343,7 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 31, std::make_unique<IgemmTcNchwSolver>(b));
   dnn::register_conv_solver(backend, 45, std::make_unique<WinogradSolver>(b));
   dnn::register_conv_solver(backend, 46, std::make_unique<Gemm1x1Solver>(b));
+  dnn::register_conv_solver(backend, 49, std::make_unique<IgemmF32NchwSolver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
 }
