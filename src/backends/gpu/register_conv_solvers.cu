@@ -74,6 +74,12 @@ class GpuSolver : public dnn::ConvSolver {
     }
     return {};
   }
+  // A plan's workspace against what the caller passed: too little is the caller's error, named.
+  void require_workspace(const ConvArgs& a, std::size_t needed) const {
+    if (a.workspace_bytes < needed)
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(needed));
+  }
   void enqueue(runtime::Stream& stream, const std::function<void(void*)>& body) const {
     stream.launch(name_, [&] {
       ScopedDevice device(stream.device().index());
@@ -157,9 +163,7 @@ class IgemmF32Solver final : public GpuSolver {
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plan_igemm_f32(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
@@ -169,24 +173,29 @@ class IgemmF32Solver final : public GpuSolver {
   }
 };
 
-class Gemm1x1Solver final : public GpuSolver {
+// gpu.conv.gemm_1x1 and gpu.conv.igemm_f32_nchw run one kernel (conv_gemm_1x1.cu), planned by
+// plan_gemm_1x1(); they differ in the problems they take and in how they describe themselves.
+class Gemm1x1KernelSolver : public GpuSolver {
  public:
-  explicit Gemm1x1Solver(std::string backend) : GpuSolver("gpu.conv.gemm_1x1", std::move(backend)) {}
-  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
-    if (auto why = gemm_1x1_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
-    return Applicability::yes();
-  }
+  using GpuSolver::GpuSolver;
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
     return plan_gemm_1x1(make_params(p), device_info(device).sm_count).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+  }
+};
+
+class Gemm1x1Solver final : public Gemm1x1KernelSolver {
+ public:
+  explicit Gemm1x1Solver(std::string backend) : Gemm1x1KernelSolver("gpu.conv.gemm_1x1", std::move(backend)) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
+    if (auto why = gemm_1x1_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
@@ -196,24 +205,14 @@ class Gemm1x1Solver final : public GpuSolver {
   }
 };
 
-class IgemmF32NchwSolver final : public GpuSolver {
+class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
  public:
-  explicit IgemmF32NchwSolver(std::string backend) : GpuSolver("gpu.conv.igemm_f32_nchw", std::move(backend)) {}
+  explicit IgemmF32NchwSolver(std::string backend)
+      : Gemm1x1KernelSolver("gpu.conv.igemm_f32_nchw", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
     if (auto why = igemm_f32_nchw_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
-  }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_gemm_1x1(make_params(p), device_info(device).sm_count).workspace_bytes;
-  }
-  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
-    const ConvParams cp = make_params(p);
-    const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
-    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     return "fp32 SIMT implicit GEMM, tap by tap, weights to [tap][K][C] in the workspace, " +
@@ -252,9 +251,7 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plan_igemm_tc(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
@@ -283,9 +280,7 @@ class IgemmTcNchwSolver final : public IgemmTcSolverBase {
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plan_igemm_tc_nchw(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc_nchw(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
@@ -312,9 +307,7 @@ class WinogradSolver final : public GpuSolver {
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
     const WinogradPlan plan = plan_winograd(cp, device_info(stream.device()).sm_count);
-    if (a.workspace_bytes < plan.workspace_bytes)
-      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan.workspace_bytes));
+    require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
