@@ -11,6 +11,7 @@
 #include "galley/dnn/solver.hpp"
 #include "galley/memory/buffer.hpp"
 #include "gpu_test_util.hpp"
+#include "solver_vs_reference.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -87,27 +88,12 @@ TEST_P(Gemm1x1, MatchesTheReference) {
       one_by_one(3, 512, 14, 14, 96, 2), // stride 2 with split-K
   };
   bool split_seen = false;
-  runtime::Stream stream(*device_);
   int seed = 50;
   for (const ConvProblem& p : problems) {
     ASSERT_TRUE(solver_->check(p, *device_)) << p.key();
-    const auto x = random_tensor(p.dtype, p.x_desc().elements(), seed++);
-    const auto w = random_tensor(p.dtype, p.w_desc().elements(), seed++);
-    std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
-    reference_conv_forward(p, x.data(), w.data(), want.data());
-    memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
-    memory::Buffer dy = memory::allocate(stream, got.size());
     const std::size_t ws_bytes = solver_->workspace_bytes(p, *device_);  // split-K partials, or 0
-    memory::Buffer ws = memory::allocate(stream, ws_bytes);
-    memory::copy_from_host(stream, dx, x.data(), x.size());
-    memory::copy_from_host(stream, dw, w.data(), w.size());
-    memory::memset(stream, dy, 0xff, got.size());  // NaN poison: every element must be written
-    if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);  // no partial read before written
-    solver_->run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws_bytes ? ws.data() : nullptr, ws_bytes});
-    memory::copy_to_host(stream, got.data(), dy, got.size());
-    stream.synchronize();
-    const Comparison c =
-        compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+    const Comparison c = testing::run_against_reference(*solver_, p, *device_, seed);
+    seed += 2;
     EXPECT_TRUE(c.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << c.summary;
     split_seen = split_seen || ws_bytes > 0;
   }
@@ -176,28 +162,12 @@ TEST_P(IgemmF32Nchw, MatchesTheReference) {
       filtered(2, 512, 7, 7, 128, 3, 3, 1, 1),      // few tiles, long reduction: split-K
       filtered(1, 16, 3, 3, 8, 3, 3, 0, 1),         // one output pixel
   };
-  runtime::Stream stream(*device_);
   int seed = 90;
   for (const ConvProblem& p : problems) {
     ASSERT_TRUE(solver_->check(p, *device_)) << p.key() << ": " << solver_->check(p, *device_).reason;
-    const auto x = random_tensor(p.dtype, p.x_desc().elements(), seed++);
-    const auto w = random_tensor(p.dtype, p.w_desc().elements(), seed++);
-    std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
-    reference_conv_forward(p, x.data(), w.data(), want.data());
-    memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
-    memory::Buffer dy = memory::allocate(stream, got.size());
-    const std::size_t ws_bytes = solver_->workspace_bytes(p, *device_);
-    ASSERT_GT(ws_bytes, 0u) << "the rearranged weights live in the workspace";
-    memory::Buffer ws = memory::allocate(stream, ws_bytes);
-    memory::copy_from_host(stream, dx, x.data(), x.size());
-    memory::copy_from_host(stream, dw, w.data(), w.size());
-    memory::memset(stream, dy, 0xff, got.size());
-    memory::memset(stream, ws, 0xff, ws_bytes);
-    solver_->run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws.data(), ws_bytes});
-    memory::copy_to_host(stream, got.data(), dy, got.size());
-    stream.synchronize();
-    const Comparison c =
-        compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+    ASSERT_GT(solver_->workspace_bytes(p, *device_), 0u) << "the rearranged weights live in the workspace";
+    const Comparison c = testing::run_against_reference(*solver_, p, *device_, seed);
+    seed += 2;
     EXPECT_TRUE(c.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << c.summary;
   }
 }

@@ -13,31 +13,15 @@
 #include "galley/dnn/solver.hpp"
 #include "galley/memory/buffer.hpp"
 #include "gpu_test_util.hpp"
+#include "solver_vs_reference.hpp"
 
 namespace galley::dnn {
 namespace {
 
 constexpr const char* kSolver = "gpu.conv.igemm_tc";
 
-// Runs `solver` on seeded random data (y poisoned with NaN) and compares with the reference.
 Comparison run_against_reference(const ConvSolver& solver, const ConvProblem& p, const runtime::Device& device) {
-  runtime::Stream stream(device);
-  const auto x = random_tensor(p.dtype, p.x_desc().elements(), 41);
-  const auto w = random_tensor(p.dtype, p.w_desc().elements(), 42);
-  std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
-  reference_conv_forward(p, x.data(), w.data(), want.data());
-  memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
-  memory::Buffer dy = memory::allocate(stream, got.size());
-  const std::size_t ws_bytes = solver.workspace_bytes(p, device);
-  memory::Buffer ws = memory::allocate(stream, ws_bytes);
-  memory::copy_from_host(stream, dx, x.data(), x.size());
-  memory::copy_from_host(stream, dw, w.data(), w.size());
-  memory::memset(stream, dy, 0xff, got.size());
-  if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);  // no reliance on zeroed workspace
-  solver.run(stream, p, ConvArgs{dx.data(), dw.data(), dy.data(), ws.data(), ws_bytes});
-  memory::copy_to_host(stream, got.data(), dy, got.size());
-  stream.synchronize();
-  return compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+  return testing::run_against_reference(solver, p, device, 41);
 }
 
 ConvProblem nhwc(ConvProblem p, DType dtype) {

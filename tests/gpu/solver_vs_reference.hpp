@@ -1,0 +1,39 @@
+// One call of a GPU conv solver on seeded random data, compared with ref.conv.direct: y is poisoned
+// with NaN first (every element must be written) and so is the workspace (nothing may rely on
+// zeroed scratch). Shared by the gpu tests of single solvers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
+#include "galley/runtime/stream.hpp"
+
+namespace galley::testing {
+
+/// x from `seed`, w from `seed + 1`.
+inline dnn::Comparison run_against_reference(const dnn::ConvSolver& solver, const dnn::ConvProblem& p,
+                                             const runtime::Device& device, std::uint64_t seed) {
+  runtime::Stream stream(device);
+  const auto x = dnn::random_tensor(p.dtype, p.x_desc().elements(), seed);
+  const auto w = dnn::random_tensor(p.dtype, p.w_desc().elements(), seed + 1);
+  std::vector<std::byte> want(p.y_desc().bytes()), got(p.y_desc().bytes());
+  dnn::reference_conv_forward(p, x.data(), w.data(), want.data());
+  memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
+  memory::Buffer dy = memory::allocate(stream, got.size());
+  const std::size_t ws_bytes = solver.workspace_bytes(p, device);
+  memory::Buffer ws = memory::allocate(stream, ws_bytes);
+  memory::copy_from_host(stream, dx, x.data(), x.size());
+  memory::copy_from_host(stream, dw, w.data(), w.size());
+  memory::memset(stream, dy, 0xff, got.size());
+  if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);
+  solver.run(stream, p, dnn::ConvArgs{dx.data(), dw.data(), dy.data(), ws_bytes ? ws.data() : nullptr, ws_bytes});
+  memory::copy_to_host(stream, got.data(), dy, got.size());
+  stream.synchronize();
+  return dnn::compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), dnn::conv_tolerance(p.dtype));
+}
+
+}  // namespace galley::testing
