@@ -141,34 +141,17 @@ int main(int argc, char** argv) {
     std::printf("%-16s igemm_f32 planned %s: %.1f us (%.1f TFLOP/s)\n", tag.c_str(), ip.describe().c_str(), igemm_us,
                 flops / igemm_us * 1e-6);
     double worst = 0;
-    if (one) {
+    // gemm_1x1 on the 1x1 layers; gpu.conv.igemm_f32_nchw (the same kernel, tap by tap) on the others
+    // it takes, where its planner never picks tile 0.
+    if (one || igemm_f32_nchw_refusal(p).empty()) {
       const Gemm1x1Plan planned = plan_gemm_1x1(p, sm_count);
       CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
       launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr);
       worst = std::max(worst, worst_diff(y));
       const float us = median_us([&] { launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr); });
-      std::printf("  gemm_1x1 planned %s: %.1f us (%.1f TFLOP/s)\n ", planned.describe().c_str(), us, flops / us * 1e-6);
-      for (int t = 0; t < gemm_1x1_tile_count(); ++t) {
-        for (int sp : kSplits) {
-          const Gemm1x1Plan tp = gemm_1x1_plan_for(p, t, sp);
-          if (tp.splits != sp) continue;
-          CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
-          launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr);
-          worst = std::max(worst, worst_diff(y));
-          std::printf(" %dx%d/%d/s%d %.1f", tp.bm, tp.bn, tp.bk, sp,
-                      median_us([&] { launch_conv_gemm_1x1(p, tp, x, w, y, ws, nullptr); }));
-        }
-      }
-    } else if (igemm_f32_nchw_refusal(p).empty()) {
-      // gpu.conv.igemm_f32_nchw: the same kernel, tap by tap.
-      const Gemm1x1Plan planned = plan_gemm_1x1(p, sm_count);
-      CHECK(cudaMemset(y, 0xff, p.y_elems() * 4));
-      launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr);
-      worst = std::max(worst, worst_diff(y));
-      const float us = median_us([&] { launch_conv_gemm_1x1(p, planned, x, w, y, ws, nullptr); });
-      std::printf("  igemm_f32_nchw planned %s: %.1f us (%.1f TFLOP/s)\n ", planned.describe().c_str(), us,
-                  flops / us * 1e-6);
-      for (int t = 1; t < gemm_1x1_tile_count(); ++t) {
+      std::printf("  %s planned %s: %.1f us (%.1f TFLOP/s)\n ", one ? "gemm_1x1" : "igemm_f32_nchw",
+                  planned.describe().c_str(), us, flops / us * 1e-6);
+      for (int t = one ? 0 : 1; t < gemm_1x1_tile_count(); ++t) {
         for (int sp : kSplits) {
           const Gemm1x1Plan tp = gemm_1x1_plan_for(p, t, sp);
           if (tp.splits != sp) continue;
