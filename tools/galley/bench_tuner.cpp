@@ -110,6 +110,35 @@ double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t
 }
 
 
+// Tensors for every problem of the list, made before any timed call.
+std::vector<std::unique_ptr<Tensors>> tensors_for(runtime::Stream& stream, const std::vector<Line>& lines) {
+  std::vector<std::unique_ptr<Tensors>> made;
+  for (const Line& line : lines) made.push_back(std::make_unique<Tensors>(stream, line.problem));
+  return made;
+}
+
+// --preload: the deployment pattern, a warm-up of every stored problem at startup, timed apart and
+// reported the same way by every --first-call mode.
+struct PreloadStep {
+  bool enabled = false;
+  tuning::PreloadResult result;
+
+  PreloadStep(bool enable, tuning::Tuner& tuner, runtime::Stream& stream) : enabled(enable) {
+    if (!enabled) return;
+    result = tuner.preload(stream);
+    for (const auto& [key, why] : result.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
+  }
+  nlohmann::json json() const {
+    return {{"enabled", enabled}, {"problems", result.problems}, {"prepared", result.prepared}, {"ms", result.ms}};
+  }
+  void print() const {
+    if (enabled) {
+      std::printf("preload: %d of %d stored problems prepared in %.1f ms\n", result.prepared, result.problems,
+                  result.ms);
+    }
+  }
+};
+
 int run_first_call(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   tuning::Tuner& tuner = tuning::default_tuner();
   // The control (--explicit): the same stored solver named by the caller, found before the clock
@@ -122,15 +151,8 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
   // --sequence: every problem's tensors exist before the first call, so problem i's first call
   // follows problem i-1's calls with no pause, as a network's layers follow each other.
   std::vector<std::unique_ptr<Tensors>> made;
-  if (args.sequence) {
-    for (const Line& line : lines) made.push_back(std::make_unique<Tensors>(stream, line.problem));
-  }
-  // --preload: the deployment pattern, a warm-up of every stored problem at startup (timed apart).
-  tuning::PreloadResult preloaded;
-  if (args.preload && !db) {
-    preloaded = tuner.preload(stream);
-    for (const auto& [key, why] : preloaded.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
-  }
+  if (args.sequence) made = tensors_for(stream, lines);
+  const PreloadStep preload(args.preload && !db, tuner, stream);
   Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady", "idle ms",
                "first/idle"});
   nlohmann::json rows = nlohmann::json::array();
@@ -191,17 +213,11 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
   }
   if (args.json) {
     std::printf("%s\n", nlohmann::json({{"first_call", rows},
-                                        {"preload", {{"enabled", args.preload && !db},
-                                                     {"problems", preloaded.problems},
-                                                     {"prepared", preloaded.prepared},
-                                                     {"ms", preloaded.ms}}}})
+                                        {"preload", preload.json()}})
                             .dump(2)
                             .c_str());
   } else {
-    if (args.preload && !db) {
-      std::printf("preload: %d of %d stored problems prepared in %.1f ms\n", preloaded.prepared, preloaded.problems,
-                  preloaded.ms);
-    }
+    preload.print();
     table.print();
     std::printf("%d/%zu problems: first call <= 1.05x steady state (median first/steady %.3f); %d/%zu picks were "
                 "find-db hits; the first pick costs a median %.2f%% (max %.2f%%) of the steady-state call\n",
@@ -224,13 +240,8 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
 int run_passes(const Args& args, const std::vector<Line>& lines, const runtime::Device& device) {
   tuning::Tuner& tuner = tuning::default_tuner();
   runtime::Stream stream(device);
-  std::vector<std::unique_ptr<Tensors>> tensors;
-  for (const Line& line : lines) tensors.push_back(std::make_unique<Tensors>(stream, line.problem));
-  tuning::PreloadResult preloaded;
-  if (args.preload) {
-    preloaded = tuner.preload(stream);
-    for (const auto& [key, why] : preloaded.skipped) std::fprintf(stderr, "preload skipped %s: %s\n", key.c_str(), why.c_str());
-  }
+  const auto tensors = tensors_for(stream, lines);
+  const PreloadStep preload(args.preload, tuner, stream);
   const std::size_t count = lines.size();
   // --touch: the control for memory state. Every tensor is read (x, w copied into scratch) and y
   // written right before the first pass, as each steady pass leaves them one pass earlier; what the
@@ -295,18 +306,12 @@ int run_passes(const Args& args, const std::vector<Line>& lines, const runtime::
                                         {"touched", args.touch},
                                         {"first_pass_wall_ms", first_wall},
                                         {"steady_pass_wall_ms", steady_wall},
-                                        {"preload", {{"enabled", args.preload},
-                                                     {"problems", preloaded.problems},
-                                                     {"prepared", preloaded.prepared},
-                                                     {"ms", preloaded.ms}}}})
+                                        {"preload", preload.json()}})
                             .dump(2)
                             .c_str());
     return 0;
   }
-  if (args.preload) {
-    std::printf("preload: %d of %d stored problems prepared in %.1f ms\n", preloaded.prepared, preloaded.problems,
-                preloaded.ms);
-  }
+  preload.print();
   table.print();
   std::printf("first pass against the median of %d later passes: %d/%zu problems within 1.05x (median first/steady "
               "%.3f, max %.3f); summed call times %.3f / %.3f ms = %.3fx; pass wall time %.3f / %.3f ms = %.3fx; "
