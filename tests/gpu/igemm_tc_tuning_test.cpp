@@ -103,6 +103,41 @@ TEST_P(IgemmTcTuning, StoredParamsRoundTrip) {
   EXPECT_EQ(solver_->tuned_params(tuned, *device_), params);
 }
 
+// The Hopper wgmma tiles (plan tiles 9-15, kWgmmaTiles in conv_igemm_wgmma.hpp) with and without split-K, stored
+// as params so that each runs whatever the measurement would pick, over shapes that reach every
+// edge: pixel counts that are not a multiple of the tile (prime sizes, batch 1), kg not a multiple
+// of 8 (the scattered epilogue) or of the tile's N, a channel walk that wraps mid-step (cg = 24,
+// dilated), groups, strides and c = 3 (channels padded to 8 in the workspace). Skips on devices
+// without wgmma (anything but compute capability 9.0), where use_tuned_params refuses these tiles.
+TEST_P(IgemmTcTuning, WgmmaTilesMatchTheReference) {
+  if (!solver_->use_tuned_params(
+          nhwc({.n = 1, .c = 8, .h = 5, .w = 5, .k = 8, .y = 1, .x = 1}, GetParam()), *device_, "tile=9,splits=1"))
+    GTEST_SKIP() << "no wgmma on " << device_->name() << " (needs compute capability 9.0)";
+  const std::vector<ConvProblem> shapes = {
+      {.n = 2, .c = 64, .h = 29, .w = 31, .k = 128, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      {.n = 1, .c = 256, .h = 7, .w = 7, .k = 264, .y = 1, .x = 1},
+      {.n = 3, .c = 24, .h = 23, .w = 21, .k = 40, .y = 3, .x = 3, .pad_h = 2, .pad_w = 2, .dilation_h = 2,
+       .dilation_w = 2},
+      {.n = 2, .c = 32, .h = 17, .w = 19, .k = 20, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2, .stride_w = 2},
+      {.n = 2, .c = 3, .h = 37, .w = 41, .k = 64, .y = 7, .x = 7, .pad_h = 3, .pad_w = 3, .stride_h = 2, .stride_w = 2},
+      {.n = 2, .c = 32, .h = 11, .w = 13, .k = 48, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .groups = 2},
+      {.n = 1, .c = 512, .h = 5, .w = 5, .k = 512, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+  };
+  int key = 0;  // each (shape, plan) gets a height of its own, so each is a fresh key
+  for (const ConvProblem& shape : shapes)
+    for (const char* stored : {"tile=9,splits=1", "tile=10,splits=1", "tile=11,splits=1", "tile=12,splits=1",
+                               "tile=13,splits=1", "tile=14,splits=1", "tile=15,splits=1", "tile=9,splits=3",
+                               "tile=10,splits=2", "tile=12,splits=4", "tile=13,splits=2"}) {
+      ConvProblem p = nhwc(shape, GetParam());
+      p.h = shape.h + key++ % 13;
+      ASSERT_TRUE(solver_->check(p, *device_)) << p.key() << ": " << solver_->check(p, *device_).reason;
+      ASSERT_TRUE(solver_->use_tuned_params(p, *device_, stored)) << p.key() << " " << stored;
+      ASSERT_EQ(solver_->tuned_params(p, *device_), stored) << p.key() << ": the shape was measured before";
+      const Comparison c = run_against_reference(*solver_, p, *device_);
+      EXPECT_TRUE(c.passed) << p.key() << " " << stored << " (" << solver_->detail(p, *device_) << "): " << c.summary;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, IgemmTcTuning, ::testing::Values(DType::f16, DType::bf16),
                          [](const ::testing::TestParamInfo<DType>& info) { return to_string(info.param); });
 

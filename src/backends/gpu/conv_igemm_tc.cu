@@ -23,8 +23,12 @@
 #include <string_view>
 #include <vector>
 
+#include "conv_igemm_tc_loader.cuh"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_mma.cuh"
+#if GALLEY_CUDA_WGMMA
+#include "backends/cuda/conv_igemm_wgmma.hpp"
+#endif
 
 namespace galley::backends::gpu {
 namespace {
@@ -50,15 +54,22 @@ constexpr TcTile kTcTiles[] = {
 constexpr int kTcTileCount = int(sizeof(kTcTiles) / sizeof(kTcTiles[0]));
 constexpr int kPlanBk = 32;  // the planner's step count unit
 
+// Plan tiles kTcTileCount.. are the Hopper wgmma tiles (../cuda/conv_igemm_wgmma.hpp), measured
+// beside the mma.sync ones where the device runs them. Where a wgmma plan meets a path they do not
+// have (NCHW output, the scalar gather) the mma.sync tile kWgmmaStandIn runs instead.
+#if GALLEY_CUDA_WGMMA
+constexpr int kPlanTileCount = kTcTileCount + kWgmmaTileCount;
+bool wgmma_tile_usable() { return igemm_wgmma_available(); }
+int tile_bm(int tile) { return tile < kTcTileCount ? kTcTiles[tile].bm : kWgmmaTiles[tile - kTcTileCount].bm; }
+int tile_bn(int tile) { return tile < kTcTileCount ? kTcTiles[tile].bn : kWgmmaTiles[tile - kTcTileCount].bn; }
+#else
+constexpr int kPlanTileCount = kTcTileCount;
+bool wgmma_tile_usable() { return false; }
+int tile_bm(int tile) { return kTcTiles[tile].bm; }
+int tile_bn(int tile) { return kTcTiles[tile].bn; }
+#endif
+constexpr int kWgmmaStandIn = 5;  // 128x128, BK = 64
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a stage buffer of BK-half rows. The XOR
-// spreads the 8 rows an ldmatrix phase reads over all 32 banks: 64-byte rows (BK = 32) pair up in a
-// 128-byte bank line, so rows 2i, 2i+1 share an XOR key; 128-byte rows (BK = 64) each fill a line.
-template <int BK>
-__device__ __forceinline__ unsigned swz(int row, int chunk) {
-  if constexpr (BK == 32) return unsigned(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
-  else return unsigned(row * 128 + ((chunk ^ (row & 7)) << 4));
-}
 
 template <typename T, bool kVec, int BM, int BN, int WARPS_N, int BK, int STAGES, bool kNchwOut>
 __global__ void __launch_bounds__(64 * WARPS_N)
@@ -91,107 +102,41 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   const int step_begin = split * per_split;
   const int nsteps = max(0, min(total_steps, step_begin + per_split) - step_begin);
 
-  // Loader roles: chunks ch0 .. ch0 + kChunksPerThread - 1 (8 channels each) of rows tid/4 + kRowsPerPass*i.
+  // The vec path's loader (conv_igemm_tc_loader.cuh); the scalar gather below keeps its own row state.
+  IgemmTcVecLoader<T, BM, BN, BK, kThreads> vec_loader(cp, tid, m0, n0, g, step_begin);
   const int ch0 = (tid & 3) * kChunksPerThread;
   const int row0 = tid >> 2;
   int a_off[A_ROWS], a_ih[A_ROWS], a_iw[A_ROWS];
-#pragma unroll
-  for (int i = 0; i < A_ROWS; ++i) {
-    const int pix = m0 + row0 + kRowsPerPass * i;
-    if (pix < pixels) {
-      const int nn = pix / PQ, pq = pix - nn * PQ;
-      const int op = pq / cp.q, oq = pq - op * cp.q;
-      a_off[i] = nn * cp.h * cp.w * cp.c + g * cp.cg;
-      a_ih[i] = op * cp.stride_h - cp.pad_h;
-      a_iw[i] = oq * cp.stride_w - cp.pad_w;
-    } else {
-      a_off[i] = 0;
-      a_ih[i] = -(1 << 28);  // never in bounds
-      a_iw[i] = 0;
-    }
-  }
-  // Weights: 32-bit element offsets (check() keeps tensors under 2^31 elements), -1 past kg.
   int b_off[B_ROWS];
+  if constexpr (!kVec) {
 #pragma unroll
-  for (int i = 0; i < B_ROWS; ++i) {
-    const int kk = n0 + row0 + kRowsPerPass * i;
-    b_off[i] = kk < cp.kg ? (g * cp.kg + kk) * kred : -1;
-  }
-
-  // Vec path: each loader chunk walks kred in order, one BK step per load_stage call (the calls
-  // come for consecutive steps), so its (r, s, c) position advances by adding, not dividing. `delta`
-  // is the chunk's element offset from a row's (ih, iw, channel 0) corner: (dh * w + dw) * c + ch.
-  struct ChunkPos {
-    int c, s, dh, dw, delta, kc;
-    bool k_ok;
-  };
-  ChunkPos pos[kChunksPerThread];
-  int a_base[A_ROWS];  // a row's element offset at (ih, iw), channel 0 of its group; unused when out of range
-  if constexpr (kVec) {
+    for (int i = 0; i < A_ROWS; ++i) {
+      const int pix = m0 + row0 + kRowsPerPass * i;
+      if (pix < pixels) {
+        const int nn = pix / PQ, pq = pix - nn * PQ;
+        const int op = pq / cp.q, oq = pq - op * cp.q;
+        a_off[i] = nn * cp.h * cp.w * cp.c + g * cp.cg;
+        a_ih[i] = op * cp.stride_h - cp.pad_h;
+        a_iw[i] = oq * cp.stride_w - cp.pad_w;
+      } else {
+        a_off[i] = 0;
+        a_ih[i] = -(1 << 28);  // never in bounds
+        a_iw[i] = 0;
+      }
+    }
 #pragma unroll
-    for (int i = 0; i < A_ROWS; ++i)
-      a_base[i] = a_ih[i] > -(1 << 28) ? a_off[i] + (a_ih[i] * cp.w + a_iw[i]) * cp.c : 0;
-#pragma unroll
-    for (int j = 0; j < kChunksPerThread; ++j) {
-      const int kc = step_begin * BK + (ch0 + j) * 8;
-      const int rs = kc / cp.cg, c = kc - rs * cp.cg;
-      const int r = rs / cp.s, sx = rs - r * cp.s;
-      pos[j].c = c;
-      pos[j].s = sx;
-      pos[j].dh = r * cp.dil_h;
-      pos[j].dw = sx * cp.dil_w;
-      pos[j].delta = (pos[j].dh * cp.w + pos[j].dw) * cp.c + c;
-      pos[j].kc = kc;
-      pos[j].k_ok = kc < kred;
+    for (int i = 0; i < B_ROWS; ++i) {
+      const int kk = n0 + row0 + kRowsPerPass * i;
+      b_off[i] = kk < cp.kg ? (g * cp.kg + kk) * kred : -1;
     }
   }
-  const int row_step = cp.dil_h * cp.w * cp.c;            // delta for r + 1
-  const int tap_step = cp.dil_w * cp.c;                   // delta for s + 1
-  const int row_wrap = row_step - (cp.s - 1) * tap_step;  // delta for r + 1, s from S - 1 back to 0
-  const int dh_limit = cp.r * cp.dil_h;                   // dh at r == R: past the filter
 
   auto load_stage = [&](int stage, int step) {
     unsigned char* base = smem + stage * kStageBytes;
     const unsigned a_base_s = mma::smem_addr(base);
-    const unsigned b_base_s = a_base_s + BM * BK * 2;
     if constexpr (kVec) {
       (void)step;
-#pragma unroll
-      for (int j = 0; j < kChunksPerThread; ++j) {
-        const int ch = ch0 + j;
-        ChunkPos& q = pos[j];
-#pragma unroll
-        for (int i = 0; i < A_ROWS; ++i) {
-          const int ih = a_ih[i] + q.dh, iw = a_iw[i] + q.dw;
-          const bool ok = q.k_ok && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
-          const T* src = ok ? x + (a_base[i] + q.delta) : x;
-          mma::cp_async16(a_base_s + swz<BK>(row0 + kRowsPerPass * i, ch), src, ok ? 16 : 0);
-        }
-#pragma unroll
-        for (int i = 0; i < B_ROWS; ++i) {
-          const bool ok = q.k_ok && b_off[i] >= 0;
-          mma::cp_async16(b_base_s + swz<BK>(row0 + kRowsPerPass * i, ch), ok ? w + (b_off[i] + q.kc) : w,
-                          ok ? 16 : 0);
-        }
-        // Next step: BK further along (c fastest, then s, then r).
-        q.kc += BK;
-        q.c += BK;
-        q.delta += BK;
-        while (q.c >= cp.cg) {
-          q.c -= cp.cg;
-          q.delta -= cp.cg;
-          if (++q.s == cp.s) {
-            q.s = 0;
-            q.dw = 0;
-            q.dh += cp.dil_h;
-            q.delta += row_wrap;
-          } else {
-            q.dw += cp.dil_w;
-            q.delta += tap_step;
-          }
-        }
-        q.k_ok = q.dh < dh_limit;
-      }
+      vec_loader.load(cp, x, w, a_base_s, a_base_s + BM * BK * 2);
     } else {
       // Scalar gather: decode each of the chunk's 8 kred entries once, reuse across rows.
       const int kc = step * BK + ch0 * 8;
@@ -472,7 +417,17 @@ void launch_pad_channels(const void* in, void* out, std::int64_t rows, int c, in
 template <typename T, bool kVec, bool kNchwOut>
 void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* w, T* y, float* partial,
                GpuStream stream) {
-  const int tile = kVec ? plan.tile : kTcTiles[plan.tile].scalar_tile;  // same bm x bn
+  int tile = plan.tile;
+  if (tile >= kTcTileCount) {  // a wgmma tile
+#if GALLEY_CUDA_WGMMA
+    if constexpr (kVec && !kNchwOut) {
+      launch_igemm_wgmma(p, tile - kTcTileCount, plan.splits, x, w, y, partial, stream);
+      return;
+    }
+#endif
+    tile = kWgmmaStandIn;
+  }
+  if (!kVec) tile = kTcTiles[tile].scalar_tile;  // same bm x bn
   const TcTile& t = kTcTiles[tile];
   const dim3 grid(ceil_div(p.pixels(), t.bm), ceil_div(p.kg, t.bn), p.groups * plan.splits);
   auto run = [&](auto kernel) {
@@ -561,11 +516,14 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
   if (const char* forced = std::getenv("GALLEY_IGEMM_TC_PLAN"); forced != nullptr && *forced != '\0') {
     int tile = -1, splits = 0;
     char tail = 0;
-    if (std::sscanf(forced, "%d:%d%c", &tile, &splits, &tail) != 2 || tile < 0 || tile >= kTcTileCount ||
+    if (std::sscanf(forced, "%d:%d%c", &tile, &splits, &tail) != 2 || tile < 0 || tile >= kPlanTileCount ||
         splits < 1 || splits > 64)
       throw Error(Status::invalid_argument, std::string("GALLEY_IGEMM_TC_PLAN=\"") + forced +
-                                                "\": want tile:splits, tile 0.." + std::to_string(kTcTileCount - 1) +
+                                                "\": want tile:splits, tile 0.." + std::to_string(kPlanTileCount - 1) +
                                                 ", splits 1..64");
+    if (tile >= kTcTileCount && !wgmma_tile_usable())
+      throw Error(Status::invalid_argument, std::string("GALLEY_IGEMM_TC_PLAN=\"") + forced + "\": tile " +
+                                                std::to_string(tile) + " is a wgmma tile, which this device does not run");
     return igemm_tc_plan_for(p, tile, splits);
   }
   if (const char* tune = std::getenv("GALLEY_IGEMM_TC_TUNE"); tune != nullptr && std::string_view(tune) == "0")
@@ -579,9 +537,10 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
 IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
 #if GALLEY_GPU_MMA
   IgemmPlan plan;
-  plan.tile = std::clamp(tile, 0, kTcTileCount - 1);
-  plan.bm = kTcTiles[plan.tile].bm;
-  plan.bn = kTcTiles[plan.tile].bn;
+  plan.tile = std::clamp(tile, 0, kPlanTileCount - 1);
+  plan.bm = tile_bm(plan.tile);
+  plan.bn = tile_bn(plan.tile);
+  plan.wgmma = plan.tile >= kTcTileCount;
   plan.splits = std::max(1, splits);
   plan.workspace_bytes = pads_channels(p)  ? pad_layout(p, plan.splits).total
                          : plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float)
@@ -655,8 +614,8 @@ std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
   const IgemmPlan model = model_plan(p, sm_count);
   std::vector<TunedChoice> out{{model.tile, model.splits}};
   auto add = [&](int tile, int splits) {
-    const TcTile& t = kTcTiles[tile];
-    const std::int64_t steps = (p.kred() + t.bk - 1) / t.bk;
+    const int bk = tile < kTcTileCount ? kTcTiles[tile].bk : 64;
+    const std::int64_t steps = (p.kred() + bk - 1) / bk;
     if (splits > 1 && steps < 2 * splits) return;  // each split gets at least 2 steps
     for (const TunedChoice& c : out)
       if (c.tile == tile && c.splits == splits) return;
@@ -673,6 +632,13 @@ std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
     add(1, 2);
     add(1, 4);
     add(2, 2);
+  }
+  // Hopper: the wgmma tiles (vec path only: channels per group a multiple of 8, or padded to it).
+  if (wgmma_tile_usable() && (p.cg % 8 == 0 || pads_channels(p))) {
+    for (int wt = 0; wt < kPlanTileCount - kTcTileCount; ++wt) add(kTcTileCount + wt, 1);
+    if (big_tiles < 2 * std::int64_t(sm_count))
+      for (int splits : {2, 3, 4})
+        for (int wt : {0, 1, 3}) add(kTcTileCount + wt, splits);
   }
   return out;
 }
@@ -748,6 +714,14 @@ IgemmPlan tuned_plan(const ConvParams& p, int sm_count) {
 }  // namespace
 #endif  // GALLEY_GPU_MMA
 
+IgemmPlan igemm_tc_without_wgmma(const ConvParams& p, const IgemmPlan& plan) {
+#if GALLEY_GPU_MMA
+  if (plan.tile >= kTcTileCount) return igemm_tc_plan_for(p, kWgmmaStandIn, plan.splits);
+#endif
+  (void)p;
+  return plan;
+}
+
 void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
                           void* workspace, void* stream) {
 #if GALLEY_GPU_MMA
@@ -798,7 +772,7 @@ bool igemm_tc_use_tuned_params(const ConvParams& p, int sm_count, std::string_vi
   char tail = 0;
   const std::string text(params);
   if (std::sscanf(text.c_str(), "tile=%d,splits=%d%c", &tile, &splits, &tail) != 2 || tile < 0 ||
-      tile >= kTcTileCount || splits < 1 || splits > 64)
+      tile >= kPlanTileCount || splits < 1 || splits > 64 || (tile >= kTcTileCount && !wgmma_tile_usable()))
     return false;
   int device = 0;
   (void)cudaGetDevice(&device);

@@ -105,7 +105,7 @@ IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count) {
 #if GALLEY_GPU_MMA
   ConvParams view = p;
   view.nhwc = true;  // the GEMM's shape does not depend on the layout; the kernel sees NHWC
-  IgemmPlan plan = plan_igemm_tc(view, sm_count);
+  IgemmPlan plan = igemm_tc_without_wgmma(view, plan_igemm_tc(view, sm_count));
   plan.workspace_bytes = nchw_workspace(p, plan.splits).total;
   return plan;
 #else

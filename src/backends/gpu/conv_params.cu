@@ -48,6 +48,7 @@ std::string too_large_for_int32(const ConvParams& p) {
 
 std::string IgemmPlan::describe() const {
   std::string s = "tile " + std::to_string(bm) + "x" + std::to_string(bn);
+  if (wgmma) s += " (wgmma)";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
   return s;
 }

@@ -47,6 +47,7 @@ struct IgemmPlan {
   int tile = 0;        ///< index into the kernel's tile table
   int bm = 0, bn = 0;  ///< block tile over GEMM rows/cols
   int splits = 1;      ///< split-K factor; > 1 needs an fp32 workspace of splits * y_elems
+  bool wgmma = false;  ///< a Hopper wgmma tile of igemm_tc (conv_igemm_wgmma.hpp)
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };
@@ -56,6 +57,9 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count);
 /// A plan with a given tile index and split count (for measuring tiles the planner skips).
 IgemmPlan igemm_f32_plan_for(const ConvParams& p, int tile, int splits);
 IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits);
+/// `plan` for a path without the wgmma tiles (NCHW output): a wgmma tile becomes the mma.sync tile
+/// that stands in for it, same splits; other plans are returned as they are.
+IgemmPlan igemm_tc_without_wgmma(const ConvParams& p, const IgemmPlan& plan);
 
 // Launchers. Each enqueues on `stream` (a cudaStream_t / hipStream_t) and throws
 // Error(backend_error) naming the kernel if the launch fails. Pointers are device memory.
