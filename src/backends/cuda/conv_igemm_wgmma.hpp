@@ -15,8 +15,7 @@ struct WgmmaTile {
   int bm, bn, stages;
 };
 // BM / 64 warpgroups per block; loads run stages - 2 steps ahead (see conv_igemm_wgmma.cu).
-inline constexpr WgmmaTile kWgmmaTiles[] = {{128, 128, 4}, {128, 256, 4}, {128, 64, 4}, {128, 128, 6},
-                                            {64, 128, 4},  {64, 256, 4},  {128, 192, 5}};
+inline constexpr WgmmaTile kWgmmaTiles[] = {{128, 128, 4}, {128, 256, 4}, {128, 64, 4}, {64, 128, 4}};
 inline constexpr int kWgmmaTileCount = int(sizeof(kWgmmaTiles) / sizeof(kWgmmaTiles[0]));
 
 /// True when this build has the sm_90a kernels and the current device runs them.

@@ -638,7 +638,7 @@ std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
     for (int wt = 0; wt < kPlanTileCount - kTcTileCount; ++wt) add(kTcTileCount + wt, 1);
     if (big_tiles < 2 * std::int64_t(sm_count))
       for (int splits : {2, 3, 4})
-        for (int wt : {0, 1, 3}) add(kTcTileCount + wt, splits);
+        for (int wt : {0, 1}) add(kTcTileCount + wt, splits);
   }
   return out;
 }

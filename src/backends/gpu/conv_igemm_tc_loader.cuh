@@ -26,7 +26,8 @@ __device__ __forceinline__ unsigned swz(int row, int chunk) {
   else return unsigned(row * 128 + ((chunk ^ (row & 7)) << 4));
 }
 
-template <typename T, int BM, int BN, int BK, int kThreads>
+/// kWeightsL2Only: weights bypass L1 (cp.async.cg), leaving L1 to the activations' reuse.
+template <typename T, int BM, int BN, int BK, int kThreads, bool kWeightsL2Only = false>
 struct IgemmTcVecLoader {
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static constexpr int kRowsPerPass = kThreads / 4;
@@ -108,8 +109,10 @@ struct IgemmTcVecLoader {
 #pragma unroll
       for (int i = 0; i < kBRows; ++i) {
         const bool ok = q.k_ok && b_off[i] >= 0;
-        mma::cp_async16(b_smem + swz<BK>(row0 + kRowsPerPass * i, ch), ok ? w + (b_off[i] + q.kc) : w,
-                        ok ? 16 : 0);
+        const unsigned dst = b_smem + swz<BK>(row0 + kRowsPerPass * i, ch);
+        const T* src = ok ? w + (b_off[i] + q.kc) : w;
+        if constexpr (kWeightsL2Only) mma::cp_async16_l2(dst, src, ok ? 16 : 0);
+        else mma::cp_async16(dst, src, ok ? 16 : 0);
       }
       // Next step: BK further along (c fastest, then s, then r).
       q.kc += BK;
