@@ -19,6 +19,7 @@
 
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #include "backends/cuda/conv_wgmma_ops.cuh"
+#include "backends/gpu/conv_igemm_tc_epilogue.cuh"
 #include "backends/gpu/conv_igemm_tc_loader.cuh"
 
 namespace galley::backends::gpu {
@@ -73,8 +74,6 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
   const int kred = cp.cg * cp.r * cp.s;
-  const int PQ = cp.p * cp.q;
-  const int pixels = cp.n * PQ;
   const int total_steps = (kred + BK - 1) / BK;
   const int per_split = (total_steps + splits - 1) / splits;
   const int step_begin = split * per_split;
@@ -123,50 +122,12 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const int row_base = wg * 64 + warp_in_wg * 16 + (lane >> 2);
   const int col_base = (lane & 3) * 2;
 
-  // Epilogue through shared memory when the output tile can leave as 16-byte rows.
-  if (splits == 1 && cp.kg % 8 == 0) {
-    constexpr int kLd = BN + 8;  // halves; +16 bytes per row keeps the fragment writes conflict-free
-    static_assert(BM * kLd * 2 <= STAGES * kStageBytes, "epilogue tile must fit the pipeline buffers");
-    __syncthreads();  // every warpgroup is done reading the stages
-    std::uint32_t* tile32 = reinterpret_cast<std::uint32_t*>(smem);
+  store_nhwc_tile<T, BM, BN, kThreads, STAGES * kStageBytes>(
+      cp, y, partial, splits, split, m0, n0, g, smem, [&](auto&& store_pair) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; i += 2) {
-      const int row = row_base + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + col_base;
-      tile32[(row * kLd + col) / 2] = pack2<T>(acc[i], acc[i + 1]);
-    }
-    __syncthreads();
-    constexpr int kChunksPerRow = BN / 8;
-    for (int idx = tid; idx < BM * kChunksPerRow; idx += kThreads) {
-      const int row = idx / kChunksPerRow, cc = idx - row * kChunksPerRow;
-      const int pix = m0 + row, col = n0 + cc * 8;
-      if (pix < pixels && col < cp.kg)
-        *reinterpret_cast<uint4*>(y + std::int64_t(pix) * cp.k + g * cp.kg + col) =
-            *reinterpret_cast<const uint4*>(smem + (row * kLd + cc * 8) * 2);
-    }
-    return;
-  }
-
-  // General epilogue: split-K partials (fp32, y's layout) or scattered pairs.
-  const std::int64_t y_elems = std::int64_t(pixels) * cp.k;
-  const bool pairs = cp.k % 2 == 0 && cp.kg % 2 == 0;
-#pragma unroll
-  for (int i = 0; i < BN / 2; i += 2) {
-    const int pix = m0 + row_base + 8 * ((i >> 1) & 1);
-    const int col = n0 + 8 * (i >> 2) + col_base;
-    if (pix >= pixels || col >= cp.kg) continue;
-    const std::int64_t idx = std::int64_t(pix) * cp.k + g * cp.kg + col;
-    const bool both = col + 1 < cp.kg;
-    if (splits > 1) {
-      float* dst = partial + split * y_elems + idx;
-      dst[0] = acc[i];
-      if (both) dst[1] = acc[i + 1];
-    } else if (pairs && both) {
-      *reinterpret_cast<std::uint32_t*>(y + idx) = pack2<T>(acc[i], acc[i + 1]);
-    } else {
-      y[idx] = from_f32<T>(acc[i]);
-      if (both) y[idx + 1] = from_f32<T>(acc[i + 1]);
-    }
-  }
+        for (int i = 0; i < BN / 2; i += 2)
+          store_pair(row_base + 8 * ((i >> 1) & 1), 8 * (i >> 2) + col_base, acc[i], acc[i + 1]);
+      });
 }
 
 template <typename T, int BM, int BN, int STAGES>

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conv_igemm_tc_epilogue.cuh"
 #include "conv_igemm_tc_loader.cuh"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_mma.cuh"
@@ -102,41 +103,18 @@ __global__ void __launch_bounds__(64 * WARPS_N)
   const int step_begin = split * per_split;
   const int nsteps = max(0, min(total_steps, step_begin + per_split) - step_begin);
 
-  // The vec path's loader (conv_igemm_tc_loader.cuh); the scalar gather below keeps its own row state.
-  IgemmTcVecLoader<T, BM, BN, BK, kThreads> vec_loader(cp, tid, m0, n0, g, step_begin);
+  // The vec path's loader (conv_igemm_tc_loader.cuh); the scalar gather below reads its row state
+  // (a_ih, a_iw, a_base, b_off) and decodes kred itself.
+  IgemmTcVecLoader<T, BM, BN, BK, kThreads> loader(cp, tid, m0, n0, g, step_begin);
   const int ch0 = (tid & 3) * kChunksPerThread;
   const int row0 = tid >> 2;
-  int a_off[A_ROWS], a_ih[A_ROWS], a_iw[A_ROWS];
-  int b_off[B_ROWS];
-  if constexpr (!kVec) {
-#pragma unroll
-    for (int i = 0; i < A_ROWS; ++i) {
-      const int pix = m0 + row0 + kRowsPerPass * i;
-      if (pix < pixels) {
-        const int nn = pix / PQ, pq = pix - nn * PQ;
-        const int op = pq / cp.q, oq = pq - op * cp.q;
-        a_off[i] = nn * cp.h * cp.w * cp.c + g * cp.cg;
-        a_ih[i] = op * cp.stride_h - cp.pad_h;
-        a_iw[i] = oq * cp.stride_w - cp.pad_w;
-      } else {
-        a_off[i] = 0;
-        a_ih[i] = -(1 << 28);  // never in bounds
-        a_iw[i] = 0;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < B_ROWS; ++i) {
-      const int kk = n0 + row0 + kRowsPerPass * i;
-      b_off[i] = kk < cp.kg ? (g * cp.kg + kk) * kred : -1;
-    }
-  }
 
   auto load_stage = [&](int stage, int step) {
     unsigned char* base = smem + stage * kStageBytes;
     const unsigned a_base_s = mma::smem_addr(base);
     if constexpr (kVec) {
       (void)step;
-      vec_loader.load(cp, x, w, a_base_s, a_base_s + BM * BK * 2);
+      loader.load(cp, x, w, a_base_s, a_base_s + BM * BK * 2);
     } else {
       // Scalar gather: decode each of the chunk's 8 kred entries once, reuse across rows.
       const int kc = step * BK + ch0 * 8;
@@ -160,9 +138,9 @@ __global__ void __launch_bounds__(64 * WARPS_N)
         std::uint16_t v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          const int ih = a_ih[i] + e_dh[e], iw = a_iw[i] + e_dw[e];
+          const int ih = loader.a_ih[i] + e_dh[e], iw = loader.a_iw[i] + e_dw[e];
           const bool ok = e_c[e] >= 0 && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
-          v[e] = ok ? bits16(x[a_off[i] + (ih * cp.w + iw) * cp.c + e_c[e]]) : std::uint16_t(0);
+          v[e] = ok ? bits16(x[loader.a_base[i] + (e_dh[e] * cp.w + e_dw[e]) * cp.c + e_c[e]]) : std::uint16_t(0);
         }
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
@@ -173,7 +151,7 @@ __global__ void __launch_bounds__(64 * WARPS_N)
         std::uint16_t v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          v[e] = (b_off[i] >= 0 && kc + e < kred) ? bits16(w[b_off[i] + kc + e]) : std::uint16_t(0);
+          v[e] = (loader.b_off[i] >= 0 && kc + e < kred) ? bits16(w[loader.b_off[i] + kc + e]) : std::uint16_t(0);
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
         *reinterpret_cast<uint4*>(base + BM * BK * 2 + swz<BK>(row0 + kRowsPerPass * i, ch0)) = packed;
@@ -295,41 +273,25 @@ __global__ void __launch_bounds__(64 * WARPS_N)
     }
   }
 
-  // Epilogue through shared memory when the output tile can leave as 16-byte rows: each lane's
-  // fragments are scattered 4-byte pieces, which would half-fill 32-byte sectors.
-  if (!kNchwOut && splits == 1 && cp.kg % 8 == 0) {
-    constexpr int kLd = BN + 8;  // halves; +16 bytes per row keeps the fragment writes conflict-free
-    static_assert(BM * kLd * 2 <= STAGES * kStageBytes, "epilogue tile must fit the pipeline buffers");
-    __syncthreads();  // every warp is done reading the stages
-    std::uint32_t* tile32 = reinterpret_cast<std::uint32_t*>(smem);
+  // acc[mt][nt] holds rows lane/4 (+8) and columns 2*(lane%4) (+1) of its 16x8 tile.
+  if constexpr (!kNchwOut) {
+    store_nhwc_tile<T, BM, BN, kThreads, STAGES * kStageBytes>(
+        cp, y, partial, splits, split, m0, n0, g, smem, [&](auto&& store_pair) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
+            for (int half = 0; half < 2; ++half)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int col = warp_n * WN + nt * 8 + (lane & 3) * 2;
-          tile32[(row * kLd + col) / 2] = pack2<T>(acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1]);
-        }
-      }
-    __syncthreads();
-    constexpr int kChunksPerRow = BN / 8;
-    for (int idx = tid; idx < BM * kChunksPerRow; idx += kThreads) {
-      const int row = idx / kChunksPerRow, cc = idx - row * kChunksPerRow;
-      const int pix = m0 + row, col = n0 + cc * 8;
-      if (pix < pixels && col < cp.kg)
-        *reinterpret_cast<uint4*>(y + std::int64_t(pix) * cp.k + g * cp.kg + col) =
-            *reinterpret_cast<const uint4*>(smem + (row * kLd + cc * 8) * 2);
-    }
+              for (int nt = 0; nt < NT; ++nt)
+                store_pair(warp_m * WM + mt * 16 + (lane >> 2) + half * 8, warp_n * WN + nt * 8 + (lane & 3) * 2,
+                           acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1]);
+          });
     return;
   }
 
-  // General epilogue: acc[mt][nt] holds rows lane/4 (+8) and columns 2*(lane%4) (+1) of its 16x8 tile.
-  // With kNchwOut (split-K partials here) the next channel is p*q elements on, not 1.
+  // NCHW output with split-K (splits == 1 returned above): fp32 partials in y's NCHW layout, where
+  // the next channel is p*q elements on.
   const std::int64_t y_elems = std::int64_t(pixels) * cp.k;
-  const bool pairs = !kNchwOut && (cp.k % 2 == 0) && (cp.kg % 2 == 0);
-  const std::int64_t col_step = kNchwOut ? PQ : 1;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -341,20 +303,9 @@ __global__ void __launch_bounds__(64 * WARPS_N)
       for (int nt = 0; nt < NT; ++nt) {
         const int col = n0 + warp_n * WN + nt * 8 + (lane & 3) * 2;
         if (col >= cp.kg) continue;
-        const std::int64_t idx = kNchwOut ? (std::int64_t(nn) * cp.k + g * cp.kg + col) * PQ + pq
-                                          : std::int64_t(pix) * cp.k + g * cp.kg + col;
-        const float v0 = acc[mt][nt][half * 2], v1 = acc[mt][nt][half * 2 + 1];
-        const bool both = col + 1 < cp.kg;
-        if (splits > 1) {
-          float* dst = partial + split * y_elems + idx;
-          dst[0] = v0;
-          if (both) dst[col_step] = v1;
-        } else if (pairs && both) {
-          *reinterpret_cast<std::uint32_t*>(y + idx) = pack2<T>(v0, v1);
-        } else {
-          y[idx] = from_f32<T>(v0);
-          if (both) y[idx + col_step] = from_f32<T>(v1);
-        }
+        float* dst = partial + split * y_elems + (std::int64_t(nn) * cp.k + g * cp.kg + col) * PQ + pq;
+        dst[0] = acc[mt][nt][half * 2];
+        if (col + 1 < cp.kg) dst[PQ] = acc[mt][nt][half * 2 + 1];
       }
     }
   }

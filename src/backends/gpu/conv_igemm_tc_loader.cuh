@@ -109,10 +109,8 @@ struct IgemmTcVecLoader {
 #pragma unroll
       for (int i = 0; i < kBRows; ++i) {
         const bool ok = q.k_ok && b_off[i] >= 0;
-        const unsigned dst = b_smem + swz<BK>(row0 + kRowsPerPass * i, ch);
-        const T* src = ok ? w + (b_off[i] + q.kc) : w;
-        if constexpr (kWeightsL2Only) mma::cp_async16_l2(dst, src, ok ? 16 : 0);
-        else mma::cp_async16(dst, src, ok ? 16 : 0);
+        mma::cp_async16<!kWeightsL2Only>(b_smem + swz<BK>(row0 + kRowsPerPass * i, ch),
+                                         ok ? w + (b_off[i] + q.kc) : w, ok ? 16 : 0);
       }
       // Next step: BK further along (c fastest, then s, then r).
       q.kc += BK;

@@ -26,18 +26,15 @@ __device__ __forceinline__ unsigned smem_addr(const void* ptr) {
 }
 
 /// 16-byte async copy global -> shared; `src_bytes` = 0 writes zeros (padding, out of range).
+/// kCacheInL1 false caches in L2 only (.cg): for data a block reads once (weights), which would
+/// otherwise take L1 room from data it reads again (an im2col tile's neighbouring taps).
+template <bool kCacheInL1 = true>
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
 #ifndef GALLEY_MMA_UNAVAILABLE
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-#else
-  __trap();
-#endif
-}
-/// The same, caching in L2 only: for data a block reads once (weights), which would otherwise take
-/// L1 room from data it reads again (an im2col tile's neighbouring taps).
-__device__ __forceinline__ void cp_async16_l2(unsigned dst, const void* src, int src_bytes) {
-#ifndef GALLEY_MMA_UNAVAILABLE
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  if constexpr (kCacheInL1)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 #else
   __trap();
 #endif
