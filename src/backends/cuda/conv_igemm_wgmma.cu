@@ -134,15 +134,8 @@ template <typename T, int BM, int BN, int STAGES>
 void launch_tile(const ConvParams& p, int splits, const T* x, const T* w, T* y, float* partial, cudaStream_t s) {
   auto kernel = igemm_wgmma_kernel<T, BM, BN, STAGES>;
   constexpr int kSmem = STAGES * (BM + BN) * 64 * 2 + 1024;  // + room to align the buffers to 1024
-  // Raising the limit is a driver call; once per device and instantiation, not per launch.
-  static std::atomic<std::uint64_t> raised{0};
-  int device = 0;
-  (void)cudaGetDevice(&device);
-  const std::uint64_t bit = std::uint64_t(1) << (device & 63);
-  if ((raised.load(std::memory_order_relaxed) & bit) == 0) {
-    allow_dynamic_smem(kernel, kSmem, "gpu.conv.igemm_tc (wgmma)");
-    raised.fetch_or(bit, std::memory_order_relaxed);
-  }
+  static std::atomic<std::uint64_t> raised{0};  // one per instantiation
+  once_per_device(raised, [&] { allow_dynamic_smem(kernel, kSmem, "gpu.conv.igemm_tc (wgmma)"); });
   const dim3 grid(ceil_div(p.pixels(), BM), ceil_div(p.kg, BN), p.groups * splits);
   kernel<<<grid, 2 * BM, kSmem, s>>>(p, x, w, y, partial, splits);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -58,6 +59,22 @@ inline void allow_dynamic_smem(Kernel kernel, int bytes, const char* what) {
                                            std::to_string(bytes) + " bytes): " + cudaGetErrorString(e));
 #endif
 }
+
+#if !GALLEY_GPU_HIP
+/// Runs `set_attributes` the first time a launcher reaches it on the current device: kernel
+/// attributes are driver calls, too slow for every launch. `done` holds one bit per device; the
+/// caller keeps it static, one per kernel. The bit is set only after `set_attributes` returned, so
+/// a call that threw is tried again by the next launch.
+template <typename SetAttributes>
+inline void once_per_device(std::atomic<std::uint64_t>& done, SetAttributes set_attributes) {
+  int device = 0;
+  (void)cudaGetDevice(&device);
+  const std::uint64_t bit = std::uint64_t(1) << (device & 63);
+  if ((done.load(std::memory_order_relaxed) & bit) != 0) return;
+  set_attributes();
+  done.fetch_or(bit, std::memory_order_relaxed);
+}
+#endif
 
 inline GpuStream as_stream(void* stream) { return static_cast<GpuStream>(stream); }
 

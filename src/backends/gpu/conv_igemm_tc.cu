@@ -383,20 +383,15 @@ void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* 
   const dim3 grid(ceil_div(p.pixels(), t.bm), ceil_div(p.kg, t.bn), p.groups * plan.splits);
   auto run = [&](auto kernel) {
     const int smem = t.stages * (t.bm + t.bn) * t.bk * 2;
-    // Raising the limit is a driver call; do it once per device and instantiation, not per launch.
-    // (one flag word per tile: the kernels of all tiles share one pointer type).
+    // One flag word per tile: the kernels of all tiles share one pointer type.
     static std::atomic<std::uint64_t> raised[kTcTileCount];
-    int device = 0;
-    (void)cudaGetDevice(&device);
-    const std::uint64_t bit = std::uint64_t(1) << (device & 63);
-    if ((raised[tile].load(std::memory_order_relaxed) & bit) == 0) {
+    once_per_device(raised[tile], [&] {
       allow_dynamic_smem(kernel, smem, "gpu.conv.igemm_tc");
       // All of the unified L1/shared array as shared memory, so that two blocks of up to ~110 KiB
       // fit one multiprocessor; a hint, so a refusal costs only occupancy.
       (void)cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  int(cudaSharedmemCarveoutMaxShared));
-      raised[tile].fetch_or(bit, std::memory_order_relaxed);
-    }
+    });
     kernel<<<grid, 32 * t.warps, smem, stream>>>(p, x, w, y, partial, plan.splits);
   };
   switch (tile) {
