@@ -256,9 +256,14 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const std::string plan = plan_igemm_tc(cp, device_info(device).sm_count).describe();
-    if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan;
-    return "mma.sync m16n8k16, 4-stage cp.async, " + plan + (cp.cg % 8 == 0 ? "" : ", scalar gather");
+    IgemmPlan plan = plan_igemm_tc(cp, device_info(device).sm_count);
+    if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
+    // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 in the
+    // workspace; grouped ones take the scalar gather, which has no wgmma tiles.
+    const bool uneven = cp.cg % 8 != 0, scalar = uneven && cp.groups != 1;
+    if (scalar) plan = igemm_tc_without_wgmma(cp, plan);
+    return std::string(plan.wgmma ? "wgmma m64nNk16" : "mma.sync m16n8k16") + ", cp.async pipeline, " +
+           plan.describe() + (scalar ? ", scalar gather" : uneven ? ", channels padded to 8 in the workspace" : "");
   }
 };
 
