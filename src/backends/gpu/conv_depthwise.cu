@@ -14,6 +14,9 @@
 // f32 or c % 8 != 0) x 4 columns, reading each input row once: input row i feeds output rows i,
 // i-1, i-2 (filter rows 0, 1, 2), held in a ring of three accumulator rows. It keeps one row in
 // flight in registers during the FMAs of the last and asks L2 for the rows after that.
+// On compute capability 9.0+, where c * sizeof(T) % 16 == 0 and a row's threads fit one block,
+// `depthwise_nhwc_3x3_rows_kernel` does the same arithmetic on whole image rows staged through shared
+// memory by bulk copies (see there); the tile kernel stays for the rest (sm_80, HIP, odd channels).
 // Anything else (NCHW, multipliers, odd channel counts): a thread owns kStrip outputs along a row of
 // one channel plane; loads are scalar but coalesced along the row.
 #include <atomic>
@@ -148,6 +151,19 @@ struct RawVec {
     } else {
       static_assert(kWords == 2, "8 or 16-byte vectors");
       const uint2 v = __ldg(reinterpret_cast<const uint2*>(ptr));
+      u[0] = v.x, u[1] = v.y;
+    }
+  }
+  // From shared memory (16 or 8-byte aligned).
+  __device__ __forceinline__ void load_shared(const T* ptr) {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 v = reinterpret_cast<const uint4*>(ptr)[i];
+        u[4 * i] = v.x, u[4 * i + 1] = v.y, u[4 * i + 2] = v.z, u[4 * i + 3] = v.w;
+      }
+    } else {
+      const uint2 v = *reinterpret_cast<const uint2*>(ptr);
       u[0] = v.x, u[1] = v.y;
     }
   }
@@ -339,6 +355,201 @@ __global__ void __launch_bounds__(kTileThreads)
   step(band + 1, I0{}, I2{}, I2{}, std::false_type{});
 }
 
+#if !GALLEY_GPU_HIP
+// The staged-rows kernel (sm_90, `depthwise_nhwc_3x3_rows_kernel`): NHWC 3x3, stride 1, dilation 1,
+// multiplier 1, c * sizeof(T) % 16 == 0. The tile kernel above is limited by L2 requests, not bytes:
+// each warp load touches 5-6 lines, its halo columns are its neighbours' own columns, and its
+// per-thread prefetches are requests too. In NHWC an image row (w x c) is one contiguous run of
+// bytes, so here a block owns whole rows: one image x a band of output rows x every column and
+// channel. Each input row arrives in shared memory with one bulk copy (cp.async.bulk, completion on
+// an mbarrier), `ring` rows ahead of the arithmetic, and each output row leaves shared memory with
+// one bulk store, so x and y cross L2 in a few large requests per row and each input row is read
+// from global memory once per block. The arithmetic is the tile kernel's: a thread owns 16 bytes of
+// channels (8 f16/bf16, 4 f32) x kCols output columns, weights in fp32 registers, a ring of three
+// accumulator rows fed by each input row as filter rows 0/1/2, read from shared memory (6 or 10
+// 16-byte loads per thread and row) instead of L2.
+// On the H200 (mbv2.dw, f16) it ran 18.9 us against the tile kernel's 21.6 (18.5 against 19.3 under
+// Nsight Compute with caches flushed; half the L2 requests). 2/3/6/8 input rows in flight: 21.5/19.3/
+// 19.4/19.7 us against 18.9 for 4. Outputs stored from registers instead of bulk stores: 19.5 us
+// (18.3 evict-first, but 19.1 with caches flushed: y evicted first only helps x stay in L2 between
+// the bench's calls on one buffer, while a network's next layer wants y in L2).
+constexpr int kRowsMaxThreads = 256;  // ~240 registers a thread: 8 warps per multiprocessor
+constexpr int kRowsOutBufs = 3;       // output rows in shared memory: two may still be leaving
+constexpr int kRowsRing = 4;          // input rows in shared memory, all in flight at once
+constexpr int kRowsAlign = 128;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ std::uint32_t shared_addr(const void* ptr) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(ptr));
+}
+#endif
+
+template <typename T, int kVec, int kCols>
+__global__ void __launch_bounds__(kRowsMaxThreads)
+    depthwise_nhwc_3x3_rows_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w,
+                                   T* __restrict__ y, int band, int ring) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(kRowsAlign) unsigned char smem[];
+  const int C = cp.c, vecs = C / kVec;
+  const int strips = (cp.q + kCols - 1) / kCols;
+  const int bands = (cp.p + band - 1) / band;
+  const int n = int(blockIdx.x) / bands, o0 = (int(blockIdx.x) % bands) * band;
+  const int tid = int(threadIdx.x);
+  const int v = tid % vecs, strip = tid / vecs;
+  // Threads past the row's last strip only take part in the barriers.
+  const bool active = strip < strips;
+  const int c0 = active ? v * kVec : 0, q0 = strip * kCols;
+  const unsigned in_bytes = unsigned(cp.w) * C * sizeof(T), out_bytes = unsigned(cp.q) * C * sizeof(T);
+  const unsigned in_pitch = (in_bytes + kRowsAlign - 1) / kRowsAlign * kRowsAlign;
+  const unsigned out_pitch = (out_bytes + kRowsAlign - 1) / kRowsAlign * kRowsAlign;
+  // [ring mbarriers, padded to kRowsAlign][ring input rows][kRowsOutBufs output rows]
+  const std::uint32_t bars = shared_addr(smem);
+  unsigned char* in_rows = smem + kRowsAlign;
+  unsigned char* out_rows = in_rows + ring * in_pitch;
+  const int rows_in = band + 2;
+  const T* x_img = x + std::int64_t(n) * cp.h * cp.w * C;
+  T* y_img = y + std::int64_t(n) * cp.p * cp.q * C;
+
+  // Input row i of the band (image row o0 - pad_h + i) into ring slot `slot`; rows outside the
+  // image complete the slot's phase with no bytes (the threads read zeros for them).
+  auto issue_row = [&](int i, int slot) {
+    const std::uint32_t bar = bars + 8u * slot;
+    const int ih = o0 - cp.pad_h + i;
+    if (unsigned(ih) < unsigned(cp.h)) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(in_bytes) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                       shared_addr(in_rows + slot * in_pitch)),
+                   "l"(x_img + std::int64_t(ih) * cp.w * C), "r"(in_bytes), "r"(bar)
+                   : "memory");
+    } else {
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+    }
+  };
+  // Output row op from output buffer `buf` to y, by thread 0 once every thread's writes are fenced.
+  auto store_row = [&](int op, int buf) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(y_img + std::int64_t(op) * cp.q * C),
+                 "r"(shared_addr(out_rows + buf * out_pitch)), "r"(out_bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < ring; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8u * s) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int i = 0; i < ring && i < rows_in; ++i) issue_row(i, i);
+
+  // Weights are c x 1 x 3 x 3: this thread's channels are 9 * kVec consecutive values, wt[e * 9 + rs].
+  float wt[9 * kVec];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) {
+    RawVec<T, kVec> raw;
+    raw.load(w + c0 * 9 + i * kVec);
+    float chunk[kVec];
+    raw.to_float(chunk);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
+  }
+
+  constexpr int kIn = kCols + 2;
+  // Byte offsets of the thread's input columns in a staged row; columns outside the image read zeros.
+  std::uint32_t col_off[kIn];
+  bool col_ok[kIn];
+#pragma unroll
+  for (int j = 0; j < kIn; ++j) {
+    const int iw = q0 - cp.pad_w + j;
+    col_ok[j] = active && unsigned(iw) < unsigned(cp.w);
+    col_off[j] = col_ok[j] ? (unsigned(iw) * C + c0) * sizeof(T) : 0u;
+  }
+
+  int slot = 0;
+  std::uint32_t parity = 0;
+  float acc[3][kCols][kVec];
+  // Input row i (i mod 3 == kPh) applied as filter rows kRlo..kRhi; output row i - 2 leaves through
+  // output buffer kPh once complete, and is stored by thread 0 in step i + 1 (or after the loop).
+  auto step = [&](int i, auto ph_c, auto rlo_c, auto rhi_c) {
+    constexpr int kPh = decltype(ph_c)::value, kRlo = decltype(rlo_c)::value;
+    constexpr int kRhi = decltype(rhi_c)::value;
+    asm volatile(
+        "{\n.reg .pred p;\nWAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT;\n}\n" ::"r"(bars + 8u * slot),
+        "r"(parity)
+        : "memory");
+    const int ih = o0 - cp.pad_h + i;
+    const bool row_ok = unsigned(ih) < unsigned(cp.h);
+    const unsigned char* row = in_rows + slot * in_pitch;
+    float xv[kIn][kVec];
+#pragma unroll
+    for (int j = 0; j < kIn; ++j) {
+      RawVec<T, kVec> raw;
+      raw.zero();
+      if (row_ok && col_ok[j]) raw.load_shared(reinterpret_cast<const T*>(row + col_off[j]));
+      raw.to_float(xv[j]);
+    }
+    // Output buffer kPh was filled in step i - 3 and its store issued in step i - 2: once at most one
+    // bulk store (step i - 1's) is still reading, the buffer may be filled again at the end of this step.
+    if (tid == 0) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kRowsOutBufs - 2) : "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // last step's output writes
+    __syncthreads();  // every thread has read this slot and written last step's output row
+    if (tid == 0) {
+      if (i + ring < rows_in) issue_row(i + ring, slot);
+      const int prev = o0 + i - 3;
+      if (i >= 3 && prev < cp.p) store_row(prev, (kPh + 2) % 3);
+    }
+    if (++slot == ring) slot = 0, parity ^= 1u;
+    if (active) {
+#pragma unroll
+      for (int r = kRlo; r <= kRhi; ++r) {
+        const int a_slot = (kPh - r + 3) % 3;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j)
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            float a = r == 0 ? xv[j][e] * wt[e * 9] : fmaf(xv[j][e], wt[e * 9 + r * 3], acc[a_slot][j][e]);
+            a = fmaf(xv[j + 1][e], wt[e * 9 + r * 3 + 1], a);
+            acc[a_slot][j][e] = fmaf(xv[j + 2][e], wt[e * 9 + r * 3 + 2], a);
+          }
+      }
+    }
+    if constexpr (kRhi == 2) {  // output row i - 2 has seen all three filter rows
+      if (active && o0 + i - 2 < cp.p) {
+        unsigned char* out = out_rows + kPh * out_pitch + std::size_t(c0) * sizeof(T);
+#pragma unroll
+        for (int j = 0; j < kCols; ++j)
+          if (q0 + j < cp.q)
+            store_rounded<T, kVec>(reinterpret_cast<T*>(out + std::size_t(q0 + j) * C * sizeof(T)), acc[(kPh + 1) % 3][j]);
+      }
+    }
+  };
+  using I0 = std::integral_constant<int, 0>;
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+
+  step(0, I0{}, I0{}, I0{});
+  step(1, I1{}, I0{}, I1{});
+  for (int i = 2; i < band; i += 3) {
+    step(i, I2{}, I0{}, I2{});
+    step(i + 1, I0{}, I0{}, I2{});
+    step(i + 2, I1{}, I0{}, I2{});
+  }
+  step(band, I2{}, I1{}, I2{});
+  step(band + 1, I0{}, I2{}, I2{});
+  // The last output row (band - 1, written in step band + 1 = 0 mod 3 through buffer 0).
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  if (tid == 0) {
+    if (o0 + band - 1 < cp.p) store_row(o0 + band - 1, 0);
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // shared memory must outlive the reads
+  }
+#else
+  (void)cp, (void)x, (void)w, (void)y, (void)band, (void)ring;  // the launcher needs compute capability 9.0
+#endif
+}
+#endif  // !GALLEY_GPU_HIP
+
 // One channel plane row strip per thread; k = c * multiplier + m reads input channel k / multiplier.
 template <typename T, bool kNhwc, int R, int S>
 __global__ void __launch_bounds__(kThreads)
@@ -480,9 +691,108 @@ bool use_vec8(const ConvParams& p) {
   return p.nhwc && p.k == p.c && p.c % 8 == 0 && std::int64_t(p.c) * p.r * p.s <= kMaxSmemWeights;
 }
 
+#if !GALLEY_GPU_HIP
+// What the staged-rows launcher needs of a device, asked once per device.
+struct RowsDevice {
+  int major = 0, sms = 1, smem_optin = 0;
+};
+
+RowsDevice rows_device() {
+  static std::atomic<int> cache[16][3] = {};  // major + 1, sms, smem_optin; 0 = not asked yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) dev = 0, (void)cudaGetLastError();
+  const int slot = dev >= 0 && dev < 16 ? dev : 0;
+  RowsDevice d;
+  if (const int known = cache[slot][0].load(std::memory_order_acquire); known > 0) {
+    d.major = known - 1;
+    d.sms = cache[slot][1].load(std::memory_order_relaxed);
+    d.smem_optin = cache[slot][2].load(std::memory_order_relaxed);
+    return d;
+  }
+  // A failed query leaves the device unfit (major 0) and clears its error.
+  if (cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) d.major = 0, (void)cudaGetLastError();
+  if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) d.sms = 1, (void)cudaGetLastError();
+  if (cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    d.smem_optin = 0, (void)cudaGetLastError();
+  cache[slot][1].store(d.sms, std::memory_order_relaxed);
+  cache[slot][2].store(d.smem_optin, std::memory_order_relaxed);
+  cache[slot][0].store(d.major + 1, std::memory_order_release);
+  return d;
+}
+
+int rows_vec(const ConvParams& p) { return 16 / int(size_of(p.dtype)); }
+int rows_cols(const ConvParams& p) { return 32 / rows_vec(p); }  // 8 f16/bf16 x 4, 4 f32 x 8
+int rows_threads(const ConvParams& p) {
+  return int(((std::int64_t(p.q) + rows_cols(p) - 1) / rows_cols(p) * (p.c / rows_vec(p)) + 31) / 32 * 32);
+}
+std::int64_t rows_pitch(std::int64_t bytes) { return (bytes + kRowsAlign - 1) / kRowsAlign * kRowsAlign; }
+std::int64_t rows_smem(const ConvParams& p, int ring) {
+  const std::int64_t elem = int(size_of(p.dtype));
+  return kRowsAlign + ring * rows_pitch(std::int64_t(p.w) * p.c * elem) +
+         kRowsOutBufs * rows_pitch(std::int64_t(p.q) * p.c * elem);
+}
+
+// Rows in flight for `p`: kRowsRing, fewer where shared memory is short; 0 = does not fit.
+int rows_ring_for(const ConvParams& p, const RowsDevice& d) {
+  for (int ring = kRowsRing; ring >= 2; --ring)
+    if (rows_smem(p, ring) <= d.smem_optin) return ring;
+  return 0;
+}
+
+// The staged-rows kernel's shapes (pointers aside): the tile kernel's, with 16-byte channel runs
+// (whole rows are then 16-byte multiples for the bulk copies), one row's threads in one block, and
+// at least two input rows and the output buffers in shared memory; compute capability 9.0+.
+bool use_rows_shape(const ConvParams& p) {
+  if (!use_tile(p) || p.q < 1 || p.p < 1) return false;
+  if ((std::int64_t(p.c) * int(size_of(p.dtype))) % 16 != 0) return false;
+  if (rows_threads(p) > kRowsMaxThreads) return false;
+  const RowsDevice d = rows_device();
+  return d.major >= 9 && rows_ring_for(p, d) > 0;
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+// Band of output rows per block (3m + 2, up to 20): as tile_band, the band minimising waves x input
+// rows per block, with `resident` blocks at once on the device.
+int rows_band(const ConvParams& p, int resident) {
+  int best = 2;
+  std::int64_t best_cost = -1;
+  for (int band = 2; band <= 20; band += 3) {
+    const std::int64_t blocks = std::int64_t(p.n) * ((p.p + band - 1) / band);
+    const std::int64_t waves = (blocks + resident - 1) / resident;
+    const std::int64_t cost = waves * (band + 2);
+    if (best_cost < 0 || cost <= best_cost) best = band, best_cost = cost;
+    if (band >= p.p) break;
+  }
+  return best;
+}
+
+template <typename T, int kVec, int kCols>
+void launch_rows(const ConvParams& p, const T* x, const T* w, T* y, GpuStream s) {
+  const auto kernel = depthwise_nhwc_3x3_rows_kernel<T, kVec, kCols>;
+  const RowsDevice d = rows_device();
+  const int ring = rows_ring_for(p, d);
+  const int smem = int(rows_smem(p, ring)), threads = rows_threads(p);
+  // Dynamic shared memory above 48 KiB: the device's whole opt-in, once per device.
+  static std::atomic<std::uint64_t> attributes_set{0};
+  once_per_device(attributes_set, [&] { allow_dynamic_smem(kernel, d.smem_optin, "gpu.conv.depthwise"); });
+  int per_sm = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
+    per_sm = 1, (void)cudaGetLastError();
+  const int band = rows_band(p, std::max(1, per_sm) * d.sms);
+  const std::int64_t blocks = std::int64_t(p.n) * ((p.p + band - 1) / band);
+  kernel<<<unsigned(blocks), threads, smem, s>>>(p, x, w, y, band, ring);
+}
+#endif  // !GALLEY_GPU_HIP
+
 }  // namespace
 
 std::string depthwise_detail(const ConvParams& p) {
+#if !GALLEY_GPU_HIP
+  if (use_rows_shape(p))
+    return "nhwc 3x3 staged rows (bulk copies through shared memory), " + std::to_string(rows_vec(p)) +
+           " channels x " + std::to_string(rows_cols(p)) + " columns x a band of rows per thread";
+#endif
   if (use_tile(p))
     return "nhwc 3x3 register tiles, " + std::to_string(tile_vec(p)) + " channels x " + std::to_string(kTileCols) +
            " columns x a band of rows per thread";
@@ -499,6 +809,12 @@ void launch_conv_depthwise(const ConvParams& p, const void* x, const void* w, vo
     const T* wt = static_cast<const T*>(w);
     T* yt = static_cast<T*>(y);
     if (use_tile(p)) {
+#if !GALLEY_GPU_HIP
+      if (use_rows_shape(p) && aligned16(x) && aligned16(y)) {
+        constexpr int kVec = std::is_same_v<T, float> ? 4 : 8;
+        return launch_rows<T, kVec, 32 / kVec>(p, xt, wt, yt, s);
+      }
+#endif
       if constexpr (!std::is_same_v<T, float>) {
         if (tile_vec(p) == 8) return launch_tile<T, 8>(p, xt, wt, yt, s);
       }
