@@ -56,12 +56,23 @@ TEST_P(IgemmTcTuning, MeasuredPlanIsStableAndCorrect) {
       // Dilated, channels a multiple of 8 but not of 32 (the loader's channel walk wraps mid-step).
       {.n = 2, .c = 24, .h = 23, .w = 21, .k = 72, .y = 3, .x = 3, .pad_h = 2, .pad_w = 2, .dilation_h = 2,
        .dilation_w = 2},
+      // Up to 4 channels, stride 2 along w: column pairs folded into 8 channels. Odd and even pads
+      // (the tap shift), an odd width (the last pair half zeros), 1-4 channels, stride 1 / dilation 2
+      // along h, batch 1.
+      {.n = 2, .c = 3, .h = 30, .w = 38, .k = 64, .y = 7, .x = 7, .pad_h = 3, .pad_w = 3, .stride_h = 2, .stride_w = 2},
+      {.n = 1, .c = 3, .h = 31, .w = 29, .k = 40, .y = 7, .x = 7, .pad_h = 3, .pad_w = 3, .stride_h = 2, .stride_w = 2},
+      {.n = 3, .c = 4, .h = 17, .w = 19, .k = 24, .y = 5, .x = 5, .pad_h = 2, .pad_w = 2, .stride_h = 1, .stride_w = 2},
+      {.n = 2, .c = 1, .h = 13, .w = 12, .k = 16, .y = 3, .x = 3, .stride_h = 2, .stride_w = 2},
+      {.n = 2, .c = 2, .h = 19, .w = 23, .k = 8, .y = 3, .x = 4, .pad_h = 2, .pad_w = 1, .stride_h = 1, .stride_w = 2,
+       .dilation_h = 2},
   };
   for (const ConvProblem& shape : shapes) {
     const ConvProblem p = nhwc(shape, GetParam());
     ASSERT_TRUE(solver_->check(p, *device_)) << p.key() << ": " << solver_->check(p, *device_).reason;
     const std::size_t ws = solver_->workspace_bytes(p, *device_);
     const std::string detail = solver_->detail(p, *device_);
+    if (p.c <= 4 && p.stride_w == 2)
+      EXPECT_NE(detail.find("column pairs folded"), std::string::npos) << p.key() << ": " << detail;
     const Comparison first = run_against_reference(*solver_, p, *device_);
     EXPECT_TRUE(first.passed) << p.key() << " (" << detail << "): " << first.summary;
     // The choice is made once: the same workspace, the same plan, the same answer again.

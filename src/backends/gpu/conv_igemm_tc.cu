@@ -317,9 +317,27 @@ __global__ void __launch_bounds__(64 * WARPS_N)
 // Groups of such channels keep the scalar gather, and so does the NCHW solver (its own workspace).
 bool pads_channels(const ConvParams& p) { return p.cg % 8 != 0 && p.groups == 1; }
 
+// Up to 4 channels, stride 2 along w, no dilation along w (ResNet's first layer, 7x7 stride 2 over
+// c = 3): padding to 8 channels would make 8/3 of the MACs zeros. Instead x is padded to 4 channels
+// and two neighbouring columns are read as one column of 8 channels: output column q reads input
+// columns 2q - pad_w + s, so with s' = s + (pad_w odd) it reads column pair q - pad' + s'/2, half
+// s' % 2. The problem becomes a stride-1 convolution along w over ceil(w / 2) pairs of 8 channels with
+// ceil((s + pad_w % 2) / 2) taps (7x7 -> 7x4: 224 MACs a pixel instead of 392), and the weights are
+// rearranged to match (the taps outside the filter are zeros).
+bool folds_columns(const ConvParams& p) {
+  return pads_channels(p) && p.cg <= 4 && p.stride_w == 2 && p.dil_w == 1;
+}
+
 ConvParams padded_view(const ConvParams& p) {
   ConvParams v = p;
   v.c = v.cg = (p.cg + 7) / 8 * 8;
+  if (folds_columns(p)) {
+    const int shift = p.pad_w % 2;
+    v.w = (p.w + 1) / 2;
+    v.s = (p.s + shift + 1) / 2;
+    v.pad_w = (p.pad_w + shift) / 2;
+    v.stride_w = 1;  // v.q stays p.q: the kernels compute p.q columns whatever the view's padding implies
+  }
   return v;
 }
 
@@ -355,6 +373,55 @@ __global__ void __launch_bounds__(256)
         make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
                    v[6] | (unsigned(v[7]) << 16));
   }
+}
+
+/// x folded for folds_columns(): out[n][h][pair][half * 4 + ch] = in[n][h][2 * pair + half][ch] for
+/// ch < c and 2 * pair + half < w, else 0; one 16-byte output chunk (one pair) per thread.
+__global__ void __launch_bounds__(256)
+    fold_columns_x_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t rows,
+                          int w, int pairs, int c) {
+  const std::int64_t total = rows * pairs;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t row = idx / pairs;
+    const int pair = int(idx - row * pairs);
+    std::uint16_t v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int col = 2 * pair + e / 4, ch = e % 4;
+      v[e] = col < w && ch < c ? in[(row * w + col) * c + ch] : std::uint16_t(0);
+    }
+    *reinterpret_cast<uint4*>(out + idx * 8) =
+        make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
+                   v[6] | (unsigned(v[7]) << 16));
+  }
+}
+
+/// w (k x r x s x c) folded to match: out[k][r][t][half * 4 + ch] = w[k][r][2t + half - shift][ch],
+/// zero outside the filter and for ch >= c.
+__global__ void __launch_bounds__(256)
+    fold_columns_w_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t kr,
+                          int s, int taps, int shift, int c) {
+  const std::int64_t total = kr * taps * 8;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * blockDim.x) {
+    const int e = int(idx % 8), t = int(idx / 8 % taps);
+    const std::int64_t row = idx / 8 / taps;
+    const int tap = 2 * t + e / 4 - shift, ch = e % 4;
+    out[idx] = tap >= 0 && tap < s && ch < c ? in[(row * s + tap) * c + ch] : std::uint16_t(0);
+  }
+}
+
+void launch_fold_columns(const ConvParams& p, const void* x, const void* w, void* x_out, void* w_out, GpuStream stream) {
+  const ConvParams v = padded_view(p);
+  const std::int64_t rows = std::int64_t(p.n) * p.h, pairs = std::int64_t(rows) * v.w;
+  fold_columns_x_kernel<<<int(std::min<std::int64_t>((pairs + 255) / 256, 65535)), 256, 0, stream>>>(
+      static_cast<const std::uint16_t*>(x), static_cast<std::uint16_t*>(x_out), rows, p.w, v.w, p.c);
+  check_launch("gpu.conv.igemm_tc: column folding of x");
+  const std::int64_t kr = std::int64_t(p.k) * p.r, w_total = kr * v.s * 8;
+  fold_columns_w_kernel<<<int(std::min<std::int64_t>((w_total + 255) / 256, 65535)), 256, 0, stream>>>(
+      static_cast<const std::uint16_t*>(w), static_cast<std::uint16_t*>(w_out), kr, p.s, v.s, p.pad_w % 2, p.cg);
+  check_launch("gpu.conv.igemm_tc: column folding of w");
 }
 
 void launch_pad_channels(const void* in, void* out, std::int64_t rows, int c, int c8, GpuStream stream) {
@@ -660,6 +727,20 @@ IgemmPlan tuned_plan(const ConvParams& p, int sm_count) {
 }  // namespace
 #endif  // GALLEY_GPU_MMA
 
+std::string igemm_tc_channel_note(const ConvParams& p) {
+#if GALLEY_GPU_MMA
+  if (p.cg % 8 == 0) return "";
+  if (p.groups != 1) return "scalar gather";
+  if (folds_columns(p))
+    return "column pairs folded into 8 channels in the workspace (" + std::to_string(p.r) + "x" +
+           std::to_string(padded_view(p).s) + " taps)";
+  return "channels padded to 8 in the workspace";
+#else
+  (void)p;
+  return "";
+#endif
+}
+
 IgemmPlan igemm_tc_without_wgmma(const ConvParams& p, const IgemmPlan& plan) {
 #if GALLEY_GPU_MMA
   if (plan.tile >= kTcTileCount) return igemm_tc_plan_for(p, kWgmmaStandIn, plan.splits);
@@ -679,8 +760,12 @@ void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void
                                                 " bytes for the channel-padded copies, got none");
     const ConvParams v = padded_view(p);
     unsigned char* base = static_cast<unsigned char*>(workspace);
-    launch_pad_channels(x, base + layout.x_offset, std::int64_t(p.n) * p.h * p.w, p.c, v.c, as_stream(stream));
-    launch_pad_channels(w, base + layout.w_offset, std::int64_t(p.k) * p.r * p.s, p.cg, v.c, as_stream(stream));
+    if (folds_columns(p)) {
+      launch_fold_columns(p, x, w, base + layout.x_offset, base + layout.w_offset, as_stream(stream));
+    } else {
+      launch_pad_channels(x, base + layout.x_offset, std::int64_t(p.n) * p.h * p.w, p.c, v.c, as_stream(stream));
+      launch_pad_channels(w, base + layout.w_offset, std::int64_t(p.k) * p.r * p.s, p.cg, v.c, as_stream(stream));
+    }
     launch_tc_any<false>(v, plan, base + layout.x_offset, base + layout.w_offset, y, plan.splits > 1 ? base : nullptr,
                          stream);
     return;

@@ -60,6 +60,9 @@ IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits);
 /// `plan` for a path without the wgmma tiles (NCHW output): a wgmma tile becomes the mma.sync tile
 /// that stands in for it, same splits; other plans are returned as they are.
 IgemmPlan igemm_tc_without_wgmma(const ConvParams& p, const IgemmPlan& plan);
+/// How igemm_tc's NHWC solver feeds channels that are not a multiple of 8 ("scalar gather", "channels
+/// padded to 8 ...", "column pairs folded ..."); empty when they are.
+std::string igemm_tc_channel_note(const ConvParams& p);
 
 // Launchers. Each enqueues on `stream` (a cudaStream_t / hipStream_t) and throws
 // Error(backend_error) naming the kernel if the launch fails. Pointers are device memory.

@@ -258,12 +258,13 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     const ConvParams cp = make_params(p);
     IgemmPlan plan = plan_igemm_tc(cp, device_info(device).sm_count);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
-    // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 in the
-    // workspace; grouped ones take the scalar gather, which has no wgmma tiles.
-    const bool uneven = cp.cg % 8 != 0, scalar = uneven && cp.groups != 1;
+    // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 (or
+    // folded) in the workspace; grouped ones take the scalar gather, which has no wgmma tiles.
+    const bool scalar = cp.cg % 8 != 0 && cp.groups != 1;
     if (scalar) plan = igemm_tc_without_wgmma(cp, plan);
+    const std::string note = igemm_tc_channel_note(cp);
     return std::string(plan.wgmma ? "wgmma m64nNk16" : "mma.sync m16n8k16") + ", cp.async pipeline, " +
-           plan.describe() + (scalar ? ", scalar gather" : uneven ? ", channels padded to 8 in the workspace" : "");
+           plan.describe() + (note.empty() ? "" : ", " + note);
   }
 };
 
