@@ -230,6 +230,41 @@ __device__ __forceinline__ void store_rounded(T* ptr, const float (&f)[kVec]) {
   out.store(ptr);
 }
 
+// The 3x3 kernels' shared pieces. Weights are c x 1 x 3 x 3: a thread's kVec channels starting at
+// c0 are 9 * kVec consecutive values, kept as fp32 in wt[e * 9 + rs].
+template <typename T, int kVec>
+__device__ __forceinline__ void load_weights_3x3(const T* __restrict__ w, int c0, float (&wt)[9 * kVec]) {
+#pragma unroll
+  for (int i = 0; i < 9; ++i) {
+    RawVec<T, kVec> raw;
+    raw.load(w + c0 * 9 + i * kVec);
+    float chunk[kVec];
+    raw.to_float(chunk);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
+  }
+}
+
+// Input row i (i mod 3 == kPh, kCols + 2 columns in fp32) applied as filter rows kRlo..kRhi to the
+// ring of three accumulator rows: filter row r feeds output row i - r, held in slot (kPh - r) mod 3.
+// Filter row 0 starts an output row with a multiply, so the ring is never zeroed.
+template <int kPh, int kRlo, int kRhi, int kCols, int kVec>
+__device__ __forceinline__ void apply_input_row(const float (&xv)[kCols + 2][kVec], const float (&wt)[9 * kVec],
+                                                float (&acc)[3][kCols][kVec]) {
+#pragma unroll
+  for (int r = kRlo; r <= kRhi; ++r) {
+    const int slot = (kPh - r + 3) % 3;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float a = r == 0 ? xv[j][e] * wt[e * 9] : fmaf(xv[j][e], wt[e * 9 + r * 3], acc[slot][j][e]);
+        a = fmaf(xv[j + 1][e], wt[e * 9 + r * 3 + 1], a);
+        acc[slot][j][e] = fmaf(xv[j + 2][e], wt[e * 9 + r * 3 + 2], a);
+      }
+  }
+}
+
 // NHWC, 3x3, unit stride and dilation, multiplier 1, c % kVec == 0. Thread = (image, band of
 // `band` output rows, kCols output columns, kVec channels), channels fastest so a warp's loads are
 // contiguous 16-byte vectors. The thread walks its band's band + 2 input rows once: each row is
@@ -258,17 +293,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int n = int(rest / unsigned(bands));
   const int c0 = v * kVec, q0 = strip * kCols, o0 = b * band;
 
-  // Weights are c x 1 x 3 x 3: this thread's channels are 9 * kVec consecutive values, wt[e * 9 + rs].
   float wt[9 * kVec];
-#pragma unroll
-  for (int i = 0; i < 9; ++i) {
-    RawVec<T, kVec> raw;
-    raw.load(w + c0 * 9 + i * kVec);
-    float chunk[kVec];
-    raw.to_float(chunk);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
-  }
+  load_weights_3x3<T, kVec>(w, c0, wt);
 
   constexpr int kIn = kCols + 2;
   const T* x_img = x + std::int64_t(n) * cp.h * cp.w * C + c0;
@@ -315,18 +341,7 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int j = 0; j < kIn; ++j) row[j].to_float(xv[j]);
     if constexpr (decltype(load_c)::value) load_row(i + 1);
     if (ahead > 0) prefetch_row(i + 1 + ahead);
-#pragma unroll
-    for (int r = kRlo; r <= kRhi; ++r) {
-      const int slot = (kPh - r + 3) % 3;
-#pragma unroll
-      for (int j = 0; j < kCols; ++j)
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float a = r == 0 ? xv[j][e] * wt[e * 9] : fmaf(xv[j][e], wt[e * 9 + r * 3], acc[slot][j][e]);
-          a = fmaf(xv[j + 1][e], wt[e * 9 + r * 3 + 1], a);
-          acc[slot][j][e] = fmaf(xv[j + 2][e], wt[e * 9 + r * 3 + 2], a);
-        }
-    }
+    apply_input_row<kPh, kRlo, kRhi>(xv, wt, acc);
     if constexpr (kRhi == 2) {  // output row i - 2 has seen all three filter rows
       const int op = o0 + i - 2;
       if (op < cp.p) {
@@ -441,17 +456,8 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   if (tid == 0)
     for (int i = 0; i < ring && i < rows_in; ++i) issue_row(i, i);
 
-  // Weights are c x 1 x 3 x 3: this thread's channels are 9 * kVec consecutive values, wt[e * 9 + rs].
   float wt[9 * kVec];
-#pragma unroll
-  for (int i = 0; i < 9; ++i) {
-    RawVec<T, kVec> raw;
-    raw.load(w + c0 * 9 + i * kVec);
-    float chunk[kVec];
-    raw.to_float(chunk);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) wt[i * kVec + e] = chunk[e];
-  }
+  load_weights_3x3<T, kVec>(w, c0, wt);
 
   constexpr int kIn = kCols + 2;
   // Byte offsets of the thread's input columns in a staged row; columns outside the image read zeros.
@@ -501,18 +507,7 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
     }
     if (++slot == ring) slot = 0, parity ^= 1u;
     if (active) {
-#pragma unroll
-      for (int r = kRlo; r <= kRhi; ++r) {
-        const int a_slot = (kPh - r + 3) % 3;
-#pragma unroll
-        for (int j = 0; j < kCols; ++j)
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            float a = r == 0 ? xv[j][e] * wt[e * 9] : fmaf(xv[j][e], wt[e * 9 + r * 3], acc[a_slot][j][e]);
-            a = fmaf(xv[j + 1][e], wt[e * 9 + r * 3 + 1], a);
-            acc[a_slot][j][e] = fmaf(xv[j + 2][e], wt[e * 9 + r * 3 + 2], a);
-          }
-      }
+      apply_input_row<kPh, kRlo, kRhi>(xv, wt, acc);
     }
     if constexpr (kRhi == 2) {  // output row i - 2 has seen all three filter rows
       if (active && o0 + i - 2 < cp.p) {
@@ -660,22 +655,28 @@ int resident_warps(Kernel kernel) {
   return warps;
 }
 
-// Output rows per thread (3m + 2, up to 20): the band that minimises waves x input rows per thread,
-// the rows each resident warp walks in turn (longer bands also re-read fewer halo rows). mbv2.dw
-// on the H200 (1056 resident warps): band 14 is one wave of 1008 warps, 21.6 us in f16; bands
-// 2/5/8/20 measured 28.6/25.0/23.8/25.3 us.
-int tile_band(const ConvParams& p, int vec, int resident) {
-  const std::int64_t columns = std::int64_t(p.n) * ((p.q + kTileCols - 1) / kTileCols) * (p.c / vec);
+// Output rows per band (3m + 2, up to 20) for both 3x3 kernels: the band that minimises waves x
+// input rows per band, the rows each resident unit (a warp of the tile kernel, a block of the
+// staged-rows kernel) walks in turn; longer bands also re-read fewer halo rows. `units(bands)` is how
+// many units `bands` bands per image make; `resident` how many the device holds at once.
+template <typename Units>
+int best_band(const ConvParams& p, std::int64_t resident, Units units) {
   int best = 2;
   std::int64_t best_cost = -1;
   for (int band = 2; band <= 20; band += 3) {
-    const std::int64_t warps = (columns * ((p.p + band - 1) / band) + 31) / 32;
-    const std::int64_t waves = (warps + resident - 1) / resident;
+    const std::int64_t waves = (units((p.p + band - 1) / band) + resident - 1) / resident;
     const std::int64_t cost = waves * (band + 2);
     if (best_cost < 0 || cost <= best_cost) best = band, best_cost = cost;
     if (band >= p.p) break;
   }
   return best;
+}
+
+// The tile kernel's band: a thread walks it. mbv2.dw on the H200 (1056 resident warps): band 14 is
+// one wave of 1008 warps, 21.6 us in f16; bands 2/5/8/20 measured 28.6/25.0/23.8/25.3 us.
+int tile_band(const ConvParams& p, int vec, int resident) {
+  const std::int64_t columns = std::int64_t(p.n) * ((p.q + kTileCols - 1) / kTileCols) * (p.c / vec);
+  return best_band(p, resident, [&](std::int64_t bands) { return (columns * bands + 31) / 32; });
 }
 
 template <typename T, int kVec>
@@ -752,19 +753,9 @@ bool use_rows_shape(const ConvParams& p) {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
-// Band of output rows per block (3m + 2, up to 20): as tile_band, the band minimising waves x input
-// rows per block, with `resident` blocks at once on the device.
+// The staged-rows kernel's band: a block of one image walks it, `resident` blocks at once.
 int rows_band(const ConvParams& p, int resident) {
-  int best = 2;
-  std::int64_t best_cost = -1;
-  for (int band = 2; band <= 20; band += 3) {
-    const std::int64_t blocks = std::int64_t(p.n) * ((p.p + band - 1) / band);
-    const std::int64_t waves = (blocks + resident - 1) / resident;
-    const std::int64_t cost = waves * (band + 2);
-    if (best_cost < 0 || cost <= best_cost) best = band, best_cost = cost;
-    if (band >= p.p) break;
-  }
-  return best;
+  return best_band(p, resident, [&](std::int64_t bands) { return std::int64_t(p.n) * bands; });
 }
 
 template <typename T, int kVec, int kCols>
