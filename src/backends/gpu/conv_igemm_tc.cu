@@ -356,6 +356,13 @@ PadLayout pad_layout(const ConvParams& p, int splits) {
   return layout;
 }
 
+/// Eight 16-bit values as one 16-byte store (the channel padding and folding kernels' output chunk).
+__device__ __forceinline__ void store_u16x8(std::uint16_t* out, const std::uint16_t (&v)[8]) {
+  *reinterpret_cast<uint4*>(out) =
+      make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
+                 v[6] | (unsigned(v[7]) << 16));
+}
+
 /// out[row][0..c8) = in[row][0..c) then zeros; 16-bit elements, one 16-byte output chunk per thread.
 __global__ void __launch_bounds__(256)
     pad_channels_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t rows,
@@ -369,9 +376,7 @@ __global__ void __launch_bounds__(256)
     std::uint16_t v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = c0 + e < c ? in[row * c + c0 + e] : std::uint16_t(0);
-    *reinterpret_cast<uint4*>(out + row * c8 + c0) =
-        make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
-                   v[6] | (unsigned(v[7]) << 16));
+    store_u16x8(out + row * c8 + c0, v);
   }
 }
 
@@ -391,9 +396,7 @@ __global__ void __launch_bounds__(256)
       const int col = 2 * pair + e / 4, ch = e % 4;
       v[e] = col < w && ch < c ? in[(row * w + col) * c + ch] : std::uint16_t(0);
     }
-    *reinterpret_cast<uint4*>(out + idx * 8) =
-        make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
-                   v[6] | (unsigned(v[7]) << 16));
+    store_u16x8(out + idx * 8, v);
   }
 }
 
