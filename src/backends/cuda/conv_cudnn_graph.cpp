@@ -5,10 +5,11 @@
 // Per (device, problem key), once: a one-node operation graph (conv forward; NCHW or NHWC is only
 // a matter of strides), engine configs from heuristics mode A (the first kMaxHeuristic usable ones),
 // from the fallback list (kMaxFallback more) and every engine of the graph at its default knobs,
-// filtered by their notes, finalized into execution plans; then, on the first workspace_bytes() or run(), each plan is timed on scratch buffers and the
-// fastest is kept. The fallback list holds the classic engines (Winograd, FFT, precomputed implicit
-// GEMM) that mode A ranks low but that win some problems: with mode A's top 8 alone the H200 lost
-// to the legacy API's exhaustive cudnnFind on r50.conv1 and on fp32 3x3 layers.
+// filtered by their notes, finalized into execution plans; then, on the first workspace_bytes() or
+// run(), each plan is timed on scratch buffers and the fastest is kept. The fallback list holds the
+// classic engines (Winograd, FFT, precomputed implicit GEMM) that mode A ranks low but that win some
+// problems: with mode A's top 8 alone the H200 lost to the legacy API's exhaustive cudnnFind on
+// r50.conv1 and on fp32 3x3 layers.
 // workspace_bytes() is that plan's workspace, so it is exact for what run() executes.
 // The winner is reported by tuned_params() as "eng<global index>{k<knob type>=<value>,...}"; the tuner
 // stores it in the find-db and hands it back through use_tuned_params() in a new process, which then
