@@ -28,17 +28,9 @@ ConvProblem depthwise(std::int64_t n, std::int64_t c, std::int64_t h, std::int64
   return p;
 }
 
-class DepthwiseRows : public ::testing::TestWithParam<DType> {
+class DepthwiseRows : public galley::testing::CudaSolverTest<DType> {
  protected:
-  void SetUp() override {
-    std::string why;
-    device_ = galley::testing::first_device("cuda", why);
-    if (!device_) GTEST_SKIP() << "no CUDA device: " << why;
-    solver_ = find_conv_solver("cuda", kSolver);
-    ASSERT_NE(solver_, nullptr) << kSolver << " is not registered on cuda";
-  }
-  std::optional<runtime::Device> device_;
-  const ConvSolver* solver_ = nullptr;
+  DepthwiseRows() : CudaSolverTest(kSolver) {}
 };
 
 TEST_P(DepthwiseRows, MatchesTheReferenceOnEveryEdge) {

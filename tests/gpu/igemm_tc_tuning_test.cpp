@@ -30,17 +30,9 @@ ConvProblem nhwc(ConvProblem p, DType dtype) {
   return p;
 }
 
-class IgemmTcTuning : public ::testing::TestWithParam<DType> {
+class IgemmTcTuning : public galley::testing::CudaSolverTest<DType> {
  protected:
-  void SetUp() override {
-    std::string why;
-    device_ = galley::testing::first_device("cuda", why);
-    if (!device_) GTEST_SKIP() << "no CUDA device: " << why;
-    solver_ = find_conv_solver("cuda", kSolver);
-    ASSERT_NE(solver_, nullptr) << kSolver << " is not registered on cuda";
-  }
-  std::optional<runtime::Device> device_;
-  const ConvSolver* solver_ = nullptr;
+  IgemmTcTuning() : CudaSolverTest(kSolver) {}
 };
 
 TEST_P(IgemmTcTuning, MeasuredPlanIsStableAndCorrect) {

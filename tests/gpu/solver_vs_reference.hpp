@@ -3,7 +3,11 @@
 // zeroed scratch). Shared by the gpu tests of single solvers.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "dnn/ref_conv_direct.hpp"
@@ -11,6 +15,7 @@
 #include "galley/dnn/solver.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/runtime/stream.hpp"
+#include "gpu_test_util.hpp"
 
 namespace galley::testing {
 
@@ -35,5 +40,22 @@ inline dnn::Comparison run_against_reference(const dnn::ConvSolver& solver, cons
   stream.synchronize();
   return dnn::compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), dnn::conv_tolerance(p.dtype));
 }
+
+/// A parameterised test of one solver on the first CUDA device; skips without one.
+template <typename Param>
+class CudaSolverTest : public ::testing::TestWithParam<Param> {
+ protected:
+  explicit CudaSolverTest(const char* solver_name) : solver_name_(solver_name) {}
+  void SetUp() override {
+    std::string why;
+    device_ = first_device("cuda", why);
+    if (!device_) GTEST_SKIP() << "no CUDA device: " << why;
+    solver_ = dnn::find_conv_solver("cuda", solver_name_);
+    ASSERT_NE(solver_, nullptr) << solver_name_ << " is not registered on cuda";
+  }
+  const char* solver_name_;
+  std::optional<runtime::Device> device_;
+  const dnn::ConvSolver* solver_ = nullptr;
+};
 
 }  // namespace galley::testing
