@@ -380,51 +380,44 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-/// x folded for folds_columns(): out[n][h][pair][half * 4 + ch] = in[n][h][2 * pair + half][ch] for
-/// ch < c and 2 * pair + half < w, else 0; one 16-byte output chunk (one pair) per thread.
+/// x and w folded for folds_columns(), in one launch: a first layer's call is short enough for
+/// each launch's host cost to show. Items [0, x_pairs) are x's column pairs, one 16-byte chunk each,
+///   x_out[n][h][pair][half * 4 + ch] = x[n][h][2 * pair + half][ch] (0 past w or for ch >= c);
+/// the rest are w's (k x r x s x c) elements, rearranged to match,
+///   w_out[k][r][t][half * 4 + ch] = w[k][r][2t + half - shift][ch] (0 outside the filter or for ch >= c).
 __global__ void __launch_bounds__(256)
-    fold_columns_x_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t rows,
-                          int w, int pairs, int c) {
-  const std::int64_t total = rows * pairs;
-  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+    fold_columns_kernel(const std::uint16_t* __restrict__ x, const std::uint16_t* __restrict__ w,
+                        std::uint16_t* __restrict__ x_out, std::uint16_t* __restrict__ w_out, std::int64_t x_pairs,
+                        std::int64_t w_total, int width, int pairs, int s, int taps, int shift, int c) {
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < x_pairs + w_total;
        idx += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t row = idx / pairs;
-    const int pair = int(idx - row * pairs);
-    std::uint16_t v[8];
+    if (idx < x_pairs) {
+      const std::int64_t row = idx / pairs;
+      const int pair = int(idx - row * pairs);
+      std::uint16_t v[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int col = 2 * pair + e / 4, ch = e % 4;
-      v[e] = col < w && ch < c ? in[(row * w + col) * c + ch] : std::uint16_t(0);
+      for (int e = 0; e < 8; ++e) {
+        const int col = 2 * pair + e / 4, ch = e % 4;
+        v[e] = col < width && ch < c ? x[(row * width + col) * c + ch] : std::uint16_t(0);
+      }
+      store_u16x8(x_out + idx * 8, v);
+    } else {
+      const std::int64_t i = idx - x_pairs;
+      const int e = int(i % 8), t = int(i / 8 % taps);
+      const std::int64_t row = i / 8 / taps;
+      const int tap = 2 * t + e / 4 - shift, ch = e % 4;
+      w_out[i] = tap >= 0 && tap < s && ch < c ? w[(row * s + tap) * c + ch] : std::uint16_t(0);
     }
-    store_u16x8(out + idx * 8, v);
-  }
-}
-
-/// w (k x r x s x c) folded to match: out[k][r][t][half * 4 + ch] = w[k][r][2t + half - shift][ch],
-/// zero outside the filter and for ch >= c.
-__global__ void __launch_bounds__(256)
-    fold_columns_w_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t kr,
-                          int s, int taps, int shift, int c) {
-  const std::int64_t total = kr * taps * 8;
-  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += std::int64_t(gridDim.x) * blockDim.x) {
-    const int e = int(idx % 8), t = int(idx / 8 % taps);
-    const std::int64_t row = idx / 8 / taps;
-    const int tap = 2 * t + e / 4 - shift, ch = e % 4;
-    out[idx] = tap >= 0 && tap < s && ch < c ? in[(row * s + tap) * c + ch] : std::uint16_t(0);
   }
 }
 
 void launch_fold_columns(const ConvParams& p, const void* x, const void* w, void* x_out, void* w_out, GpuStream stream) {
   const ConvParams v = padded_view(p);
-  const std::int64_t rows = std::int64_t(p.n) * p.h, pairs = std::int64_t(rows) * v.w;
-  fold_columns_x_kernel<<<int(std::min<std::int64_t>((pairs + 255) / 256, 65535)), 256, 0, stream>>>(
-      static_cast<const std::uint16_t*>(x), static_cast<std::uint16_t*>(x_out), rows, p.w, v.w, p.c);
-  check_launch("gpu.conv.igemm_tc: column folding of x");
-  const std::int64_t kr = std::int64_t(p.k) * p.r, w_total = kr * v.s * 8;
-  fold_columns_w_kernel<<<int(std::min<std::int64_t>((w_total + 255) / 256, 65535)), 256, 0, stream>>>(
-      static_cast<const std::uint16_t*>(w), static_cast<std::uint16_t*>(w_out), kr, p.s, v.s, p.pad_w % 2, p.cg);
-  check_launch("gpu.conv.igemm_tc: column folding of w");
+  const std::int64_t x_pairs = std::int64_t(p.n) * p.h * v.w, w_total = std::int64_t(p.k) * p.r * v.s * 8;
+  fold_columns_kernel<<<int(std::min<std::int64_t>((x_pairs + w_total + 255) / 256, 65535)), 256, 0, stream>>>(
+      static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w), static_cast<std::uint16_t*>(x_out),
+      static_cast<std::uint16_t*>(w_out), x_pairs, w_total, p.w, v.w, p.s, v.s, p.pad_w % 2, p.cg);
+  check_launch("gpu.conv.igemm_tc: column folding");
 }
 
 void launch_pad_channels(const void* in, void* out, std::int64_t rows, int c, int c8, GpuStream stream) {
