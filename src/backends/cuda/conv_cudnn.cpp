@@ -17,7 +17,7 @@
 
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
-#include "backends/cuda/problem_key.hpp"
+#include "backends/gpu/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -140,7 +140,7 @@ class CudnnSolver final : public dnn::ConvSolver {
     if (std::sscanf(std::string(params).c_str(), "algo%d-math%d%c", &algo, &math, &tail) != 2) return false;
     if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > int(CUDNN_FMA_MATH)) return false;
     if (p.dtype == DType::f32 && math != int(CUDNN_FMA_MATH)) return false;  // never TF32 for f32
-    const ProblemKey key{device.index(), p};
+    const gpu::ProblemKey key{device.index(), p};
     {
       std::lock_guard lock(plans_mutex_);
       if (plans_.count(key) != 0) return true;  // this process chose already
@@ -169,7 +169,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   const Plan& plan(const ConvProblem& p, const runtime::Device& device) const {
-    const ProblemKey key{device.index(), p};
+    const gpu::ProblemKey key{device.index(), p};
     {
       std::lock_guard lock(plans_mutex_);
       auto it = plans_.find(key);
@@ -249,7 +249,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   }
 
   mutable std::mutex plans_mutex_;
-  mutable std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemKeyHash> plans_;  // see problem_key.hpp
+  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Plan>, gpu::ProblemKeyHash> plans_;  // see problem_key.hpp
 };
 
 }  // namespace

@@ -41,7 +41,7 @@
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
-#include "backends/cuda/problem_key.hpp"
+#include "backends/gpu/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
@@ -233,7 +233,7 @@ class GraphSolver final : public dnn::ConvSolver {
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
   Entry& entry(const ConvProblem& p, const runtime::Device& device) const {
-    const ProblemKey key{device.index(), p};
+    const gpu::ProblemKey key{device.index(), p};
     std::lock_guard lock(entries_mutex_);  // held while building: plans of one handle, one at a time
     auto it = entries_.find(key);
     if (it != entries_.end()) return *it->second;
@@ -504,7 +504,7 @@ class GraphSolver final : public dnn::ConvSolver {
   }
 
   mutable std::mutex entries_mutex_;
-  mutable std::unordered_map<ProblemKey, std::unique_ptr<Entry>, ProblemKeyHash> entries_;  // see problem_key.hpp
+  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Entry>, gpu::ProblemKeyHash> entries_;  // see problem_key.hpp
 };
 
 }  // namespace

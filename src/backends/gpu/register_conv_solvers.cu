@@ -9,12 +9,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "conv_device.cuh"
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
 #include "galley/dnn/solver.hpp"
+#include "problem_key.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 #include "register_conv_solvers.hpp"
@@ -52,6 +55,31 @@ DeviceInfo device_info(const runtime::Device& device) {
   cache[device.name()] = info;
   return info;
 }
+
+// A solver's plan per (device, problem), made once. workspace_bytes() and run() both need the plan
+// on every call; making it again each time (igemm_tc: a tune-key string, the measured-choice map, env
+// reads, the device-info map) cost 2.5-4 us of host time per call, twice, on the H200's host
+// (bench/RESULTS.md, session 10), next to kernels of 10-20 us. Plans depend on nothing else: the
+// measured igemm_tc choice is fixed for the process once made.
+template <class Plan>
+class PlanMemo {
+ public:
+  template <class Make>
+  Plan get(const ConvProblem& p, const runtime::Device& device, Make&& make) const {
+    const ProblemKey key{device.index(), p};
+    {
+      std::shared_lock lock(mutex_);
+      if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    }
+    const Plan plan = make();  // outside the lock: igemm_tc's first plan times kernels
+    std::unique_lock lock(mutex_);
+    return plans_.emplace(key, plan).first->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  mutable std::unordered_map<ProblemKey, Plan, ProblemKeyHash> plans_;
+};
 
 class GpuSolver : public dnn::ConvSolver {
  public:
@@ -158,19 +186,24 @@ class IgemmF32Solver final : public GpuSolver {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_igemm_f32(make_params(p), device_info(device).sm_count).workspace_bytes;
+    return plan_for(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_igemm_f32(cp, device_info(stream.device()).sm_count);
+    const IgemmPlan plan = plan_for(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    return "fp32 SIMT, " + plan_igemm_f32(cp, device_info(device).sm_count).describe() +
-           (cp.cg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
+    return "fp32 SIMT, " + plan_for(p, device).describe() + (cp.cg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
   }
+
+ private:
+  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
+    return plans_.get(p, device, [&] { return plan_igemm_f32(make_params(p), device_info(device).sm_count); });
+  }
+  PlanMemo<IgemmPlan> plans_;
 };
 
 // gpu.conv.gemm_1x1 and gpu.conv.igemm_f32_nchw run one kernel (conv_gemm_1x1.cu), planned by
@@ -179,14 +212,22 @@ class Gemm1x1KernelSolver : public GpuSolver {
  public:
   using GpuSolver::GpuSolver;
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_gemm_1x1(make_params(p), device_info(device).sm_count).workspace_bytes;
+    return plan_for(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const Gemm1x1Plan plan = plan_gemm_1x1(cp, device_info(stream.device()).sm_count);
+    const Gemm1x1Plan plan = plan_for(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
+
+ protected:
+  Gemm1x1Plan plan_for(const ConvProblem& p, const runtime::Device& device) const {
+    return plans_.get(p, device, [&] { return plan_gemm_1x1(make_params(p), device_info(device).sm_count); });
+  }
+
+ private:
+  PlanMemo<Gemm1x1Plan> plans_;
 };
 
 class Gemm1x1Solver final : public Gemm1x1KernelSolver {
@@ -200,7 +241,7 @@ class Gemm1x1Solver final : public Gemm1x1KernelSolver {
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
     const bool vec_x = cp.stride_h == 1 && cp.stride_w == 1 && (cp.p * cp.q) % 4 == 0;
-    return "fp32 SIMT SGEMM per image, " + plan_gemm_1x1(cp, device_info(device).sm_count).describe() +
+    return "fp32 SIMT SGEMM per image, " + plan_for(p, device).describe() +
            (vec_x ? ", float4 pixels" : ", scalar pixel gather");
   }
 };
@@ -216,7 +257,7 @@ class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     return "fp32 SIMT implicit GEMM, tap by tap, weights to [tap][K][C] in the workspace, " +
-           plan_gemm_1x1(make_params(p), device_info(device).sm_count).describe();
+           plan_for(p, device).describe();
   }
 };
 
@@ -246,17 +287,17 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_igemm_tc(make_params(p), device_info(device).sm_count).workspace_bytes;
+    return plan_for(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_igemm_tc(cp, device_info(stream.device()).sm_count);
+    const IgemmPlan plan = plan_for(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    IgemmPlan plan = plan_igemm_tc(cp, device_info(device).sm_count);
+    IgemmPlan plan = plan_for(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
     // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 (or
     // folded) in the workspace; grouped ones take the scalar gather, which has no wgmma tiles.
@@ -266,6 +307,12 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     return std::string(plan.wgmma ? "wgmma m64nNk16" : "mma.sync m16n8k16") + ", cp.async pipeline, " +
            plan.describe() + (note.empty() ? "" : ", " + note);
   }
+
+ private:
+  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
+    return plans_.get(p, device, [&] { return plan_igemm_tc(make_params(p), device_info(device).sm_count); });
+  }
+  PlanMemo<IgemmPlan> plans_;
 };
 
 class IgemmTcNchwSolver final : public IgemmTcSolverBase {
@@ -281,22 +328,28 @@ class IgemmTcNchwSolver final : public IgemmTcSolverBase {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_igemm_tc_nchw(make_params(p), device_info(device).sm_count).workspace_bytes;
+    return plan_for(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_igemm_tc_nchw(cp, device_info(stream.device()).sm_count);
+    const IgemmPlan plan = plan_for(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc_nchw(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_igemm_tc_nchw(cp, device_info(device).sm_count);
+    const IgemmPlan plan = plan_for(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback on nchw (no MFMA path yet), " + plan.describe();
     return std::string("x to nhwc") + (cp.r * cp.s > 1 ? ", w to krsc" : "") +
            " in the workspace, mma.sync m16n8k16, nchw epilogue, " + plan.describe() +
            (cp.cg % 8 == 0 ? "" : ", scalar gather");
   }
+
+ private:
+  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
+    return plans_.get(p, device, [&] { return plan_igemm_tc_nchw(make_params(p), device_info(device).sm_count); });
+  }
+  PlanMemo<IgemmPlan> plans_;
 };
 
 class WinogradSolver final : public GpuSolver {
@@ -308,19 +361,25 @@ class WinogradSolver final : public GpuSolver {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_winograd(make_params(p), device_info(device).sm_count).workspace_bytes;
+    return plan_for(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const WinogradPlan plan = plan_winograd(cp, device_info(stream.device()).sm_count);
+    const WinogradPlan plan = plan_for(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const WinogradPlan plan = plan_winograd(make_params(p), device_info(device).sm_count);
+    const WinogradPlan plan = plan_for(p, device);
     return "F(4x4,3x3), " + std::to_string(plan.gemm.q) + " tiles, 36 GEMMs as grouped 1x1 igemm_f32 (" +
            plan.gemm_plan.describe() + ")";
   }
+
+ private:
+  WinogradPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
+    return plans_.get(p, device, [&] { return plan_winograd(make_params(p), device_info(device).sm_count); });
+  }
+  PlanMemo<WinogradPlan> plans_;
 };
 
 }  // namespace

@@ -1,13 +1,13 @@
-// The key of the cuDNN solvers' per-problem caches: looked up by check(), workspace_bytes() and run()
-// on every call, so it is the problem itself, hashed field by field; formatting key() text there
-// cost microseconds per call next to 10-20 us kernels.
+// The key of the GPU solvers' per-problem caches (cuDNN plans, Galley's kernel plans): looked up by
+// check(), workspace_bytes() and run() on every call, so it is the problem itself, hashed field by
+// field; formatting key() text there cost microseconds per call next to 10-20 us kernels.
 #pragma once
 
 #include <cstddef>
 
 #include "galley/dnn/conv_problem.hpp"
 
-namespace galley::backends::cuda {
+namespace galley::backends::gpu {
 
 struct ProblemKey {
   int device_index = 0;
@@ -21,4 +21,4 @@ struct ProblemKeyHash {
   }
 };
 
-}  // namespace galley::backends::cuda
+}  // namespace galley::backends::gpu
