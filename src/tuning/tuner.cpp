@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "conv_benchmark.hpp"
+#include "dnn/convolution_internal.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/dnn/convolution.hpp"
@@ -355,17 +356,19 @@ PreloadResult Tuner::preload(runtime::Stream& stream) {
         result.skipped.emplace_back(key, "no stored solver is valid here (see GALLEY_LOG_LEVEL=info)");
         continue;
       }
-      // One run on scratch tensors: what a first call pays once (kernel loading, vendor handles
-      // and plans, first touch of workspace) is paid here. Zeroed inputs: leftover bytes of a
-      // reused block could be denormals, which are slow on some CPUs.
-      const std::size_t ws_bytes = solver->workspace_bytes(problem, device);
+      // One call on scratch tensors through the path a user's call takes (pick, then
+      // convolution_forward): what a first call pays once (kernel loading, vendor handles and
+      // plans, first touch of workspace, the host code of the call itself) is paid here. Zeroed
+      // inputs: leftover bytes of a reused block could be denormals, which are slow on some CPUs.
       memory::Buffer x = memory::allocate(stream, problem.x_desc().bytes());
       memory::Buffer w = memory::allocate(stream, problem.w_desc().bytes());
       memory::Buffer y = memory::allocate(stream, problem.y_desc().bytes());
-      memory::Buffer ws = memory::allocate(stream, ws_bytes);
       memory::memset(stream, x, 0, problem.x_desc().bytes());
       memory::memset(stream, w, 0, problem.w_desc().bytes());
-      solver->run(stream, problem, dnn::ConvArgs{x.data(), w.data(), y.data(), ws.data(), ws_bytes});
+      {
+        const dnn::detail::SuppressCmdLog quiet;
+        dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), pick(problem, device).solver);
+      }
       stream.synchronize();
       ++result.prepared;
     } catch (const Error& e) {
