@@ -250,9 +250,10 @@ class GraphSolver final : public dnn::ConvSolver {
 
   /// The plan of a stored engine config, or nothing when cuDNN no longer has it, refuses it, or the
   /// notes filter would refuse it (a row written by another build must not bypass the filter).
+  /// A config whose tag is in `skip` is dropped before its plan is finalized (the costly step).
   std::optional<Candidate> plan_from_tag(const runtime::Device& device, const Entry& e, std::int64_t index,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& knobs,
-                                         DType dtype) const {
+                                         DType dtype, const std::vector<std::string>& skip = {}) const {
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -280,6 +281,7 @@ class GraphSolver final : public dnn::ConvSolver {
     if (cudnnBackendFinalize(c.config.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
     c.info = engine_info(c.config);
     if (!refused(c.info, dtype).empty()) return std::nullopt;
+    if (std::find(skip.begin(), skip.end(), c.info.tag()) != skip.end()) return std::nullopt;
     c.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     cudnnBackendDescriptor_t cfg = c.config.get();
     c.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "plan handle");
@@ -390,15 +392,16 @@ class GraphSolver final : public dnn::ConvSolver {
                                  &engines) != CUDNN_STATUS_SUCCESS)
       engines = 0;
     for (std::int64_t index = 0; index < std::min<std::int64_t>(engines, kMaxGlobalEngines); ++index) {
-      std::optional<Candidate> c = plan_from_tag(device, *e, index, {}, cp.dtype);
-      if (!c || std::find(seen.begin(), seen.end(), c->info.tag()) != seen.end()) continue;
+      std::optional<Candidate> c = plan_from_tag(device, *e, index, {}, cp.dtype, seen);
+      if (!c) continue;
       seen.push_back(c->info.tag());
       ++e->global_engines;
       e->candidates.push_back(std::move(*c));
     }
     if (e->candidates.empty()) {
       e->none_reason = "no usable engine config (" + std::to_string(e->heuristic_configs) + " from heuristics, " +
-                       std::to_string(e->fallback_configs) + " fallback)";
+                       std::to_string(e->fallback_configs) + " fallback, " + std::to_string(engines) +
+                       " engines of the graph at default knobs)";
       for (std::size_t i = 0; i < std::min<std::size_t>(refusals.size(), 4); ++i) e->none_reason += "; " + refusals[i];
     }
   }
