@@ -162,12 +162,18 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   auto run_once = [&](Candidate& c, bool timed) {
     try {
       const int runs = timed ? c.batch : 1;
-      before.record(stream);
       // Each call goes through dnn::convolution_forward with the solver named, the path users
       // pay for: when calls are issued back to back its host work (checks, workspace, a vendor
       // library's own launch work) is part of a solver's cost and can decide between two solvers
       // whose kernels take 10-30 us. Its GALLEY_LOG_CMD line is not printed for timed calls.
       const dnn::detail::SuppressCmdLog quiet;
+      // A sample of short calls starts with one untimed call: the candidates take turns, so each
+      // sample's first call finds the solver's host path cold (another library's code ran since),
+      // 15-20 us more for a vendor call on the H200's host (bench/RESULTS.md, session 10). Spread
+      // over a 0.5 ms sample that cost decided between solvers within a few percent, which a
+      // steady stream of calls (what --all-solvers times) does not pay.
+      if (timed && runs > 1) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), c.solver);
+      before.record(stream);
       for (int i = 0; i < runs; ++i) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), c.solver);
       after.record(stream);
       after.synchronize();

@@ -96,12 +96,15 @@ struct Tensors {
   }
 };
 
-// One call of convolution_forward with `solver`, timed on the stream with events, as the tuner and
-// `galley bench conv` time: a host clock around a blocking wait would mostly measure how soon a
-// loaded machine schedules this thread again. Milliseconds.
+// One call of convolution_forward with `solver` (or the mean of a batch), timed on the stream with
+// events, as the tuner and `galley bench conv` time: a host clock around a blocking wait would
+// mostly measure how soon a loaded machine schedules this thread again. A batch starts with one
+// untimed call, as the tuner's samples do: `galley bench conv` times a stream of calls of one solver,
+// whose host path is warm, not the first call after other solvers ran. Milliseconds.
 double timed_call(runtime::Stream& stream, const dnn::ConvProblem& p, Tensors& t, const dnn::ConvSolver* solver,
                   int batch = 1) {
   runtime::Event before(stream.device()), after(stream.device());
+  if (batch > 1) dnn::convolution_forward(stream, p, t.x.data(), t.w.data(), t.y.data(), solver);
   before.record(stream);
   for (int i = 0; i < batch; ++i) dnn::convolution_forward(stream, p, t.x.data(), t.w.data(), t.y.data(), solver);
   after.record(stream);
