@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Self-check of bench/conv_figures.py's medians over runs, on small made-up JSON in the formats of
-`galley bench conv --json` and bench/peer_conv.py --json. It needs no GPU and no torch; CI does not
-run it (there is no Python test place), run it by hand after changing conv_figures.py:
+`galley bench conv --json` and bench/peer_conv.py --json. It needs no GPU and no torch; ctest runs it
+(bench.conv_figures), or by hand after changing conv_figures.py:
 
   python3 bench/test_conv_figures.py
 
