@@ -507,7 +507,8 @@ class GraphSolver final : public dnn::ConvSolver {
   }
 
   mutable std::mutex entries_mutex_;
-  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Entry>, gpu::ProblemKeyHash> entries_;  // see problem_key.hpp
+  // Keyed by the problem itself, see problem_key.hpp.
+  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Entry>, gpu::ProblemKeyHash> entries_;
 };
 
 }  // namespace

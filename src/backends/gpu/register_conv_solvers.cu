@@ -64,19 +64,23 @@ DeviceInfo device_info(const runtime::Device& device) {
 template <class Plan>
 class PlanMemo {
  public:
-  template <class Make>
-  Plan get(const ConvProblem& p, const runtime::Device& device, Make&& make) const {
+  using Planner = Plan (*)(const ConvParams&, int sm_count);
+  explicit PlanMemo(Planner planner) : planner_(planner) {}
+
+  Plan get(const ConvProblem& p, const runtime::Device& device) const {
     const ProblemKey key{device.index(), p};
     {
       std::shared_lock lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     }
-    const Plan plan = make();  // outside the lock: igemm_tc's first plan times kernels
+    // Outside the lock: igemm_tc's first plan of a problem times kernels.
+    const Plan plan = planner_(make_params(p), device_info(device).sm_count);
     std::unique_lock lock(mutex_);
     return plans_.emplace(key, plan).first->second;
   }
 
  private:
+  Planner planner_;
   mutable std::shared_mutex mutex_;
   mutable std::unordered_map<ProblemKey, Plan, ProblemKeyHash> plans_;
 };
@@ -186,24 +190,22 @@ class IgemmF32Solver final : public GpuSolver {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_for(p, device).workspace_bytes;
+    return plans_.get(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_for(p, stream.device());
+    const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    return "fp32 SIMT, " + plan_for(p, device).describe() + (cp.cg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
+    return "fp32 SIMT, " + plans_.get(p, device).describe() +
+           (cp.cg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
   }
 
  private:
-  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
-    return plans_.get(p, device, [&] { return plan_igemm_f32(make_params(p), device_info(device).sm_count); });
-  }
-  PlanMemo<IgemmPlan> plans_;
+  PlanMemo<IgemmPlan> plans_{plan_igemm_f32};
 };
 
 // gpu.conv.gemm_1x1 and gpu.conv.igemm_f32_nchw run one kernel (conv_gemm_1x1.cu), planned by
@@ -212,22 +214,17 @@ class Gemm1x1KernelSolver : public GpuSolver {
  public:
   using GpuSolver::GpuSolver;
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_for(p, device).workspace_bytes;
+    return plans_.get(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const Gemm1x1Plan plan = plan_for(p, stream.device());
+    const Gemm1x1Plan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
 
  protected:
-  Gemm1x1Plan plan_for(const ConvProblem& p, const runtime::Device& device) const {
-    return plans_.get(p, device, [&] { return plan_gemm_1x1(make_params(p), device_info(device).sm_count); });
-  }
-
- private:
-  PlanMemo<Gemm1x1Plan> plans_;
+  PlanMemo<Gemm1x1Plan> plans_{plan_gemm_1x1};
 };
 
 class Gemm1x1Solver final : public Gemm1x1KernelSolver {
@@ -241,7 +238,7 @@ class Gemm1x1Solver final : public Gemm1x1KernelSolver {
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
     const bool vec_x = cp.stride_h == 1 && cp.stride_w == 1 && (cp.p * cp.q) % 4 == 0;
-    return "fp32 SIMT SGEMM per image, " + plan_for(p, device).describe() +
+    return "fp32 SIMT SGEMM per image, " + plans_.get(p, device).describe() +
            (vec_x ? ", float4 pixels" : ", scalar pixel gather");
   }
 };
@@ -257,7 +254,7 @@ class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     return "fp32 SIMT implicit GEMM, tap by tap, weights to [tap][K][C] in the workspace, " +
-           plan_for(p, device).describe();
+           plans_.get(p, device).describe();
   }
 };
 
@@ -287,17 +284,17 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_for(p, device).workspace_bytes;
+    return plans_.get(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_for(p, stream.device());
+    const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    IgemmPlan plan = plan_for(p, device);
+    IgemmPlan plan = plans_.get(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
     // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 (or
     // folded) in the workspace; grouped ones take the scalar gather, which has no wgmma tiles.
@@ -309,10 +306,7 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
   }
 
  private:
-  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
-    return plans_.get(p, device, [&] { return plan_igemm_tc(make_params(p), device_info(device).sm_count); });
-  }
-  PlanMemo<IgemmPlan> plans_;
+  PlanMemo<IgemmPlan> plans_{plan_igemm_tc};
 };
 
 class IgemmTcNchwSolver final : public IgemmTcSolverBase {
@@ -328,17 +322,17 @@ class IgemmTcNchwSolver final : public IgemmTcSolverBase {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_for(p, device).workspace_bytes;
+    return plans_.get(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_for(p, stream.device());
+    const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_igemm_tc_nchw(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plan_for(p, device);
+    const IgemmPlan plan = plans_.get(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback on nchw (no MFMA path yet), " + plan.describe();
     return std::string("x to nhwc") + (cp.r * cp.s > 1 ? ", w to krsc" : "") +
            " in the workspace, mma.sync m16n8k16, nchw epilogue, " + plan.describe() +
@@ -346,10 +340,7 @@ class IgemmTcNchwSolver final : public IgemmTcSolverBase {
   }
 
  private:
-  IgemmPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
-    return plans_.get(p, device, [&] { return plan_igemm_tc_nchw(make_params(p), device_info(device).sm_count); });
-  }
-  PlanMemo<IgemmPlan> plans_;
+  PlanMemo<IgemmPlan> plans_{plan_igemm_tc_nchw};
 };
 
 class WinogradSolver final : public GpuSolver {
@@ -361,25 +352,22 @@ class WinogradSolver final : public GpuSolver {
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_for(p, device).workspace_bytes;
+    return plans_.get(p, device).workspace_bytes;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    const WinogradPlan plan = plan_for(p, stream.device());
+    const WinogradPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
     enqueue(stream, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const WinogradPlan plan = plan_for(p, device);
+    const WinogradPlan plan = plans_.get(p, device);
     return "F(4x4,3x3), " + std::to_string(plan.gemm.q) + " tiles, 36 GEMMs as grouped 1x1 igemm_f32 (" +
            plan.gemm_plan.describe() + ")";
   }
 
  private:
-  WinogradPlan plan_for(const ConvProblem& p, const runtime::Device& device) const {
-    return plans_.get(p, device, [&] { return plan_winograd(make_params(p), device_info(device).sm_count); });
-  }
-  PlanMemo<WinogradPlan> plans_;
+  PlanMemo<WinogradPlan> plans_{plan_winograd};
 };
 
 }  // namespace
