@@ -258,26 +258,28 @@ class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
   }
 };
 
-// Both tensor-core solvers share plan_igemm_tc(), whose plan is measured on first use: the plan's
-// text is what the find-db keeps (`params`), so a new process adopts it instead of measuring again.
+// The two tensor-core solvers (NHWC, and NCHW through transposed copies) take the same problems
+// but for the layout, and plan and launch through their own planner and launcher. Both plans come
+// from plan_igemm_tc(), measured on first use: the plan's text is what the find-db keeps
+// (`params`), so a new process adopts it instead of measuring again.
 class IgemmTcSolverBase : public GpuSolver {
  public:
-  using GpuSolver::GpuSolver;
-  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
-    return igemm_tc_tuned_params(make_params(p), device_info(device).sm_count);
-  }
-  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
-    return igemm_tc_use_tuned_params(make_params(p), device_info(device).sm_count, params);
-  }
-};
+  using Planner = IgemmPlan (*)(const ConvParams&, int sm_count);
+  using Launcher = void (*)(const ConvParams&, const IgemmPlan&, const void* x, const void* w, void* y,
+                            void* workspace, void* stream);
+  /// `layout_refusal`: why a problem of the other layout is refused, naming the solver that takes it.
+  IgemmTcSolverBase(std::string name, std::string backend, dnn::Layout layout, std::string layout_refusal,
+                    Planner planner, Launcher launcher)
+      : GpuSolver(std::move(name), std::move(backend)),
+        layout_(layout),
+        layout_refusal_(std::move(layout_refusal)),
+        plans_(planner),
+        launcher_(launcher) {}
 
-class IgemmTcSolver final : public IgemmTcSolverBase {
- public:
-  explicit IgemmTcSolver(std::string backend) : IgemmTcSolverBase("gpu.conv.igemm_tc", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
-    if (p.layout != dnn::Layout::nhwc) return Applicability::no("needs nhwc layout");
+    if (p.layout != layout_) return Applicability::no(layout_refusal_);
     if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
     if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
       return Applicability::no("needs sm_80 or newer for mma.sync");
@@ -290,11 +292,33 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launch_conv_igemm_tc(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue(stream, [&](void* s) { launcher_(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
+  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
+    return igemm_tc_tuned_params(make_params(p), device_info(device).sm_count);
+  }
+  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
+    return igemm_tc_use_tuned_params(make_params(p), device_info(device).sm_count, params);
+  }
+
+ protected:
+  IgemmPlan plan(const ConvProblem& p, const runtime::Device& device) const { return plans_.get(p, device); }
+
+ private:
+  dnn::Layout layout_;
+  std::string layout_refusal_;
+  PlanMemo<IgemmPlan> plans_;
+  Launcher launcher_;
+};
+
+class IgemmTcSolver final : public IgemmTcSolverBase {
+ public:
+  explicit IgemmTcSolver(std::string backend)
+      : IgemmTcSolverBase("gpu.conv.igemm_tc", std::move(backend), dnn::Layout::nhwc, "needs nhwc layout",
+                          plan_igemm_tc, launch_conv_igemm_tc) {}
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    IgemmPlan plan = plans_.get(p, device);
+    IgemmPlan plan = this->plan(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
     // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 (or
     // folded) in the workspace; grouped ones take the scalar gather, which has no wgmma tiles.
@@ -304,43 +328,22 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
     return std::string(plan.wgmma ? "wgmma m64nNk16" : "mma.sync m16n8k16") + ", cp.async pipeline, " +
            plan.describe() + (note.empty() ? "" : ", " + note);
   }
-
- private:
-  PlanMemo<IgemmPlan> plans_{plan_igemm_tc};
 };
 
 class IgemmTcNchwSolver final : public IgemmTcSolverBase {
  public:
-  explicit IgemmTcNchwSolver(std::string backend) : IgemmTcSolverBase("gpu.conv.igemm_tc_nchw", std::move(backend)) {}
-  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
-    if (p.layout != dnn::Layout::nchw) return Applicability::no("needs nchw layout (nhwc: gpu.conv.igemm_tc)");
-    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
-    if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
-      return Applicability::no("needs sm_80 or newer for mma.sync");
-    return Applicability::yes();
-  }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plans_.get(p, device).workspace_bytes;
-  }
-  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
-    const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plans_.get(p, stream.device());
-    require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launch_conv_igemm_tc_nchw(cp, plan, a.x, a.w, a.y, a.workspace, s); });
-  }
+  explicit IgemmTcNchwSolver(std::string backend)
+      : IgemmTcSolverBase("gpu.conv.igemm_tc_nchw", std::move(backend), dnn::Layout::nchw,
+                          "needs nchw layout (nhwc: gpu.conv.igemm_tc)", plan_igemm_tc_nchw,
+                          launch_conv_igemm_tc_nchw) {}
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plans_.get(p, device);
+    const IgemmPlan plan = this->plan(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback on nchw (no MFMA path yet), " + plan.describe();
     return std::string("x to nhwc") + (cp.r * cp.s > 1 ? ", w to krsc" : "") +
            " in the workspace, mma.sync m16n8k16, nchw epilogue, " + plan.describe() +
            (cp.cg % 8 == 0 ? "" : ", scalar gather");
   }
-
- private:
-  PlanMemo<IgemmPlan> plans_{plan_igemm_tc_nchw};
 };
 
 class WinogradSolver final : public GpuSolver {
