@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@
 #include "backends/gpu/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
+#include "galley/core/log.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -436,10 +438,20 @@ class GraphSolver final : public dnn::ConvSolver {
   Candidate& best(const ConvProblem& p, const runtime::Device& device) const {
     Entry& e = entry(p, device);
     std::lock_guard lock(e.mutex);
+    const bool debug = !e.enumerated && !e.tuned && log::enabled(log::Level::debug);
+    const auto start = std::chrono::steady_clock::now();
     enumerate_if_needed(p, device, e);
     if (e.candidates.empty())
       throw Error(Status::unsupported, std::string(kName) + ": " + e.none_reason + " for " + p.key());
+    const auto enumerated = std::chrono::steady_clock::now();
     if (!e.tuned) tune(p, device, e);
+    // Where a first call's time goes (a time box cannot cut these steps short).
+    if (debug) {
+      using ms = std::chrono::duration<double, std::milli>;
+      log::debug(std::string(kName) + " " + p.key() + ": " + std::to_string(e.candidates.size()) +
+                 " plans finalized in " + std::to_string(ms(enumerated - start).count()) + " ms, timed in " +
+                 std::to_string(ms(std::chrono::steady_clock::now() - enumerated).count()) + " ms");
+    }
     return e.candidates[std::size_t(e.best)];
   }
 
