@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -28,6 +29,16 @@ constexpr double kStableRel = 0.01;    // the median moved by <= 1% ...
 constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
 constexpr double kAbandonFactor = 2.0; // a best run this much slower than the best median cannot win
 constexpr int kDropAfterRounds = 3;    // ... judged after this many runs, so one unlucky run cannot
+// A candidate whose cold and warm runs were both this much slower than the best warm run is dropped
+// before the timed rounds and ranked by its warm run: gpu.conv.direct took 300 ms a run against
+// cudnn_graph's 0.2 ms on deeplab.dilated (H200, f16), and its three timed runs spent most of the
+// time box. The smaller of two single runs, so that one run the host delayed cannot drop a solver.
+constexpr double kWarmupAbandonFactor = 4.0;
+// Candidates whose medians end within this of the best are near-ties: they get kRunoffRounds more
+// interleaved runs (in the box) before the ranking, since a stable median of 5-9 samples still
+// moves by a few percent for 10-20 us calls whose rate the host's launch work sets.
+constexpr double kTieRel = 0.03;
+constexpr int kRunoffRounds = 12;
 // One sample is a batch of back-to-back runs lasting about this long, divided by its size: a single
 // short run (17-290 us on the H200) timed alone carries the host's launch work and the event
 // round trip, which differ between solvers more than their kernels do; a batch measures the rate at
@@ -149,10 +160,13 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     std::size_t ws_bytes;
     int batch = 1;  // runs per sample, set from a warm run after the cold warm-up
     std::vector<double> times;
-    double warmup_ms = 0;  // the one sample of a solver the time box left untimed
+    double cold_ms = 0;    // the first run, one-time costs included
+    double warmup_ms = 0;  // the last untimed run: ranks a solver the box or the warm-up drop left untimed
     double last_median = -1;
     int stable = 0;
-    bool active = true;
+    bool active = true;   // still timed in the rounds
+    bool in_runoff = false;  // a near-tie, timed in the runoff rounds
+    bool failed = false;  // a run failed: not ranked at all
   };
   std::vector<Candidate> candidates;
 
@@ -196,6 +210,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
       if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " rejected: run failed: " + e.what());
       rejected.push_back(Rejection{std::string(c.solver->name()), std::string("run failed: ") + e.what()});
       c.active = false;
+      c.failed = true;
       c.times.clear();
       return false;
     }
@@ -213,32 +228,54 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     Candidate c(s, s->workspace_bytes(problem, device));
     // The cold run, then a warm one that sizes the batch (the cold run carries one-time costs).
     if (!run_once(c, false)) continue;
+    c.cold_ms = c.warmup_ms;
     if (!out_of_time() && run_once(c, false)) {
       c.batch = std::clamp(static_cast<int>(std::ceil(kSampleMs / std::max(c.warmup_ms, 1e-4))), 1, kMaxBatch);
     }
-    if (c.active) candidates.push_back(std::move(c));
+    if (!c.failed) candidates.push_back(std::move(c));
+  }
+  double best_warm = 0;
+  for (const Candidate& c : candidates) best_warm = best_warm == 0 ? c.warmup_ms : std::min(best_warm, c.warmup_ms);
+  for (Candidate& c : candidates) {
+    if (std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm) {
+      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped after its warm-up: " +
+                            std::to_string(c.warmup_ms) + " ms against the best warm run's " +
+                            std::to_string(best_warm) + " ms");
+      c.active = false;
+    }
   }
 
   // Timed rounds: every active candidate once per round, so that a shared machine's drifting load
   // hits all of them alike instead of favouring whoever ran in a quiet moment. Once the box is used
   // up nothing more runs: tuning overruns the box by at most the one run in flight.
-  for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
+  // Each round starts one candidate further along the list, so that no solver always runs right
+  // after the same neighbour (whose work can leave the device or the host's caches warmer or colder).
+  // Returns whether any candidate ran.
+  auto run_round = [&](int round, const std::function<bool(const Candidate&)>& takes_part) {
     bool any = false;
-    for (Candidate& c : candidates) {
-      if (!c.active) continue;
+    const std::size_t n = candidates.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      Candidate& c = candidates[(k + static_cast<std::size_t>(round)) % n];
+      if (!c.active || !takes_part(c)) continue;
       if (out_of_time()) {
         time_box_hit = true;
         break;
       }
       any = true;
-      if (!run_once(c, true)) continue;
-      if (static_cast<int>(c.times.size()) >= kMinRuns) {
+      run_once(c, true);
+    }
+    return any;
+  };
+  auto everyone = [](const Candidate&) { return true; };
+  for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
+    if (!run_round(round, everyone)) break;
+    for (Candidate& c : candidates) {
+      if (c.active && static_cast<int>(c.times.size()) >= kMinRuns) {
         const double m = median(c.times);
         c.stable = (c.last_median > 0 && std::abs(m - c.last_median) <= kStableRel * m) ? c.stable + 1 : 0;
         c.last_median = m;
       }
     }
-    if (!any) break;
     // Stop once every remaining candidate's median is stable. They stop together, so each one's
     // runs stay interleaved with the others' to the end.
     bool all_stable = true;
@@ -259,13 +296,40 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
       }
     }
   }
+  // Near-ties: more interleaved runs of the candidates whose medians ended within kTieRel of the
+  // best one (chosen once, before the runoff).
+  double best_median = 0;
+  for (const Candidate& c : candidates) {
+    if (c.active && !c.times.empty())
+      best_median = best_median == 0 ? median(c.times) : std::min(best_median, median(c.times));
+  }
+  std::string runoff_names;
+  int runoff_size = 0;
+  for (Candidate& c : candidates) {
+    c.in_runoff = c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median;
+    if (!c.in_runoff) continue;
+    ++runoff_size;
+    runoff_names += (runoff_names.empty() ? "" : ", ") + std::string(c.solver->name());
+  }
+  if (runoff_size > 1 && !time_box_hit) {
+    if (debug) log::debug("tune " + key + ": runoff of " + std::to_string(runoff_size) + " candidates within " +
+                          std::to_string(static_cast<int>(kTieRel * 100)) + "% of the best (" + runoff_names +
+                          "): " + std::to_string(kRunoffRounds) + " more rounds");
+    auto in_runoff = [](const Candidate& c) { return c.in_runoff; };
+    for (int round = 1; round <= kRunoffRounds && !time_box_hit; ++round) {
+      if (!run_round(round, in_runoff)) break;
+    }
+  }
   stream.synchronize();
   for (const Candidate& c : candidates) {
-    if (!c.active && c.times.empty()) continue;  // failed
-    // Cut off by the box before any timed run: the warm-up (a pessimistic sample) ranks it.
+    if (c.failed) continue;
+    // Cut off by the box, or dropped after its warm-up, before any timed run: the warm-up (a
+    // pessimistic sample) ranks it.
     const double m = c.times.empty() ? c.warmup_ms : median(c.times);
-    if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " median " + std::to_string(m) +
-                          " ms over " + std::to_string(c.times.size()) + " runs");
+    if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) +
+                          (c.times.empty() ? " ranked by its warm-up run, " + std::to_string(m) + " ms"
+                                           : " median " + std::to_string(m) + " ms over " +
+                                                 std::to_string(c.times.size()) + " runs"));
     timings.push_back(Timing{c.solver, m, c.ws_bytes, static_cast<int>(c.times.size())});
   }
   if (out_of_time()) time_box_hit = true;

@@ -28,8 +28,13 @@ std::map<std::string, long>& runs() {
 class FakeSolver final : public dnn::ConvSolver {
  public:
   FakeSolver(std::string name, double sleep_ms, std::size_t workspace = 0, bool reference = false,
-             bool toggled = false)
-      : name_(std::move(name)), sleep_ms_(sleep_ms), workspace_(workspace), reference_(reference), toggled_(toggled) {}
+             bool toggled = false, bool spins = false)
+      : name_(std::move(name)),
+        sleep_ms_(sleep_ms),
+        workspace_(workspace),
+        reference_(reference),
+        toggled_(toggled),
+        spins_(spins) {}
   std::string_view name() const override { return name_; }
   dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
     if (!d.is_cpu()) return dnn::Applicability::no("fake solvers run on cpu only");
@@ -45,8 +50,19 @@ class FakeSolver final : public dnn::ConvSolver {
       ++runs()[name_];
     }
     const double ms = sleep_ms_;
-    stream.launch(name_, [&stream, ms] {
-      stream.host_task([ms] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); });
+    const bool spins = spins_;
+    stream.launch(name_, [&stream, ms, spins] {
+      stream.host_task([ms, spins] {
+        const auto wait = std::chrono::duration<double, std::milli>(ms);
+        if (!spins) {
+          std::this_thread::sleep_for(wait);
+          return;
+        }
+        // A busy wait lasts what it is asked to (a sleep overshoots by the scheduler's wake-up).
+        const auto until = std::chrono::steady_clock::now() + wait;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      });
     });
   }
   bool is_reference() const override { return reference_; }
@@ -57,6 +73,7 @@ class FakeSolver final : public dnn::ConvSolver {
   std::size_t workspace_;
   bool reference_;
   bool toggled_;
+  bool spins_;
 };
 
 std::map<std::string, std::string>& adopted_params() {
@@ -112,6 +129,8 @@ const bool g_registered = [] {
   dnn::register_conv_solver("cpu", 1001, std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
   dnn::register_conv_solver("cpu", 1002, std::make_unique<FakeSolver>(kBigWs, 0.1, std::size_t{1} << 30));
   dnn::register_conv_solver("cpu", 1003, std::make_unique<FakeSolver>(kSleepy, 40.0));
+  dnn::register_conv_solver("cpu", 1006, std::make_unique<FakeSolver>(kTwinA, 2.0, 0, false, false, true));
+  dnn::register_conv_solver("cpu", 1007, std::make_unique<FakeSolver>(kTwinB, 2.0, 0, false, false, true));
   dnn::register_conv_solver("cpu", dnn::kReferenceRank, std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
   return true;
 }();

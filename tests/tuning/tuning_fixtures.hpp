@@ -27,6 +27,7 @@ namespace galley::tuning::testing {
 //   test.conv.inner  sleeps 0.5 ms and has an inner search: tuned_params() reports "searched-<key>",
 //                    use_tuned_params() records what it was handed (accepts only that form)
 //   test.conv.counted sleeps 2 ms and counts its check() calls
+//   test.conv.twin_a, test.conv.twin_b busy-wait 2 ms each (a near-tie)
 // Each counts its runs.
 inline constexpr const char* kFast = "test.conv.fast";
 inline constexpr const char* kSlow = "test.conv.slow";
@@ -36,6 +37,8 @@ inline constexpr const char* kRef = "test.conv.ref";
 inline constexpr const char* kSleepy = "test.conv.sleepy";
 inline constexpr const char* kInner = "test.conv.inner";
 inline constexpr const char* kCounted = "test.conv.counted";
+inline constexpr const char* kTwinA = "test.conv.twin_a";
+inline constexpr const char* kTwinB = "test.conv.twin_b";
 
 /// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
 std::string inner_params_adopted(const std::string& problem_key);

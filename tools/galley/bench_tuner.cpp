@@ -367,8 +367,11 @@ int run_figures(const Args& args, const std::vector<Line>& lines, const runtime:
     }
     // At least 5 rounds; more up to --rounds while the problem's --budget-ms lasts (heavy problems).
     const auto measure_start = Clock::now();
+    // Each round starts one solver further along, as the tuner's rounds do, so that no solver
+    // always runs right after the same neighbour.
     for (int r = 0; r < args.rounds && (r < 5 || ms_since(measure_start) < args.budget_ms); ++r) {
-      for (std::size_t i = 0; i < all.size(); ++i) {
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        const std::size_t i = (k + static_cast<std::size_t>(r)) % all.size();
         times[i].push_back(timed_call(stream, line.problem, t, all[i], batches[i]));
       }
     }
