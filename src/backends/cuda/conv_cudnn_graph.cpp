@@ -246,8 +246,17 @@ class GraphSolver final : public dnn::ConvSolver {
   /// Builds the candidates once, unless a stored choice made the entry tuned already. e.mutex held.
   void enumerate_if_needed(const ConvProblem& p, const runtime::Device& device, Entry& e) const {
     if (e.enumerated || e.tuned) return;
+    const auto start = std::chrono::steady_clock::now();
     enumerate(p, device, e);
     e.enumerated = true;
+    debug_log_ms(p, std::to_string(e.candidates.size()) + " plans finalized", start);
+  }
+
+  /// Where a problem's first calls spend their time: neither step can be cut short by a time box.
+  static void debug_log_ms(const ConvProblem& p, const std::string& what, std::chrono::steady_clock::time_point start) {
+    if (!log::enabled(log::Level::debug)) return;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    log::debug(std::string(kName) + " " + p.key() + ": " + what + " in " + std::to_string(ms) + " ms");
   }
 
   /// The plan of a stored engine config, or nothing when cuDNN no longer has it, refuses it, or the
@@ -438,19 +447,13 @@ class GraphSolver final : public dnn::ConvSolver {
   Candidate& best(const ConvProblem& p, const runtime::Device& device) const {
     Entry& e = entry(p, device);
     std::lock_guard lock(e.mutex);
-    const bool debug = !e.enumerated && !e.tuned && log::enabled(log::Level::debug);
-    const auto start = std::chrono::steady_clock::now();
     enumerate_if_needed(p, device, e);
     if (e.candidates.empty())
       throw Error(Status::unsupported, std::string(kName) + ": " + e.none_reason + " for " + p.key());
-    const auto enumerated = std::chrono::steady_clock::now();
-    if (!e.tuned) tune(p, device, e);
-    // Where a first call's time goes (a time box cannot cut these steps short).
-    if (debug) {
-      using ms = std::chrono::duration<double, std::milli>;
-      log::debug(std::string(kName) + " " + p.key() + ": " + std::to_string(e.candidates.size()) +
-                 " plans finalized in " + std::to_string(ms(enumerated - start).count()) + " ms, timed in " +
-                 std::to_string(ms(std::chrono::steady_clock::now() - enumerated).count()) + " ms");
+    if (!e.tuned) {
+      const auto start = std::chrono::steady_clock::now();
+      tune(p, device, e);
+      debug_log_ms(p, std::to_string(e.candidates.size()) + " plans timed", start);
     }
     return e.candidates[std::size_t(e.best)];
   }
