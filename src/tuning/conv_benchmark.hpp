@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -39,15 +40,20 @@ struct Timing {
 };
 
 /// Times `solvers` on random data: each warmed up in list order (a cold run, then a warm one that
-/// sets its batch: a sample is ~0.5 ms of back-to-back runs divided by their count, at most 64), then
-/// timed in rounds (one sample of every active solver per round, so load drift hits all alike) until every one's median is
-/// stable or the run cap is reached. After three rounds a solver whose best run is far slower than
-/// the best median is dropped. When the time box runs out nothing more runs (tuning overruns it by
+/// sets its batch: a sample is ~0.5 ms of back-to-back runs divided by their count, at most 64); a
+/// solver whose cold and warm runs were both far slower than the best warm run is dropped there.
+/// The rest are timed in rounds (one sample of every active solver per round, each round starting one
+/// solver further along, so load drift hits all alike) until every one's median is stable or the run
+/// cap is reached. After three rounds a solver whose best run is far slower than the best median is
+/// dropped. Solvers whose medians end within 3% of the best get a runoff of more rounds.
+/// The time box runs from `box_start` (the caller's start of the problem's tuning, so that the
+/// solvers' own preparation counts against it): once it has run out nothing more runs (tuning overruns it by
 /// at most the run in flight): solvers not reached are left out, solvers warmed up but not yet timed
 /// are ranked by their warm-up run. Solvers whose run throws are added to `rejected`. Returns the
 /// timings sorted fastest first; `time_box_hit` says whether the box was hit.
 std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
                                  const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
-                                 std::vector<Rejection>& rejected, bool& time_box_hit);
+                                 std::chrono::steady_clock::time_point box_start, std::vector<Rejection>& rejected,
+                                 bool& time_box_hit);
 
 }  // namespace galley::tuning::detail

@@ -266,6 +266,21 @@ TEST(Tuner, TimeBoxBoundsTuning) {
   EXPECT_LT(boxed.ranked[0].ms, 400);
 }
 
+TEST(Tuner, TimeBoxCountsTheSolversOwnPreparation) {
+  TempDir dir;
+  auto options = options_in(dir.path(), FindMode::hybrid, {kSlowPrep, kFast});
+  options.find.time_box_ms = 100;
+  const long fast_runs = runs_of(kFast);
+  const TuneResult result = Tuner(options).tune(small_problem(52), cpu());
+  // The 150 ms check() used the box up: the first solver still runs once so there is an answer,
+  // the other is not reached.
+  EXPECT_TRUE(result.time_box_hit);
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_EQ(result.ranked[0].solver, kSlowPrep);
+  EXPECT_EQ(runs_of(kFast), fast_runs);
+  EXPECT_GE(result.tune_ms, 150);
+}
+
 TEST(Tuner, TinyTimeBoxStillAnswers) {
   TempDir dir;
   auto options = options_in(dir.path(), FindMode::hybrid, kFastSlow);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -121,7 +122,31 @@ class CountedSolver final : public dnn::ConvSolver {
   FakeSolver base_{kCounted, 2.0};
 };
 
+// A check() that spends 150 ms the first time it sees a problem, as cuda.conv.cudnn_graph builds and
+// times its engine plans.
+class SlowPrepSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kSlowPrep; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    bool first = false;
+    {
+      std::lock_guard lock(g_runs_mutex);
+      first = prepared_.insert(p.key()).second;
+    }
+    if (first) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    return base_.check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
+    base_.run(stream, p, args);
+  }
+
+ private:
+  FakeSolver base_{kSlowPrep, 0.5};
+  mutable std::set<std::string> prepared_;
+};
+
 const bool g_registered = [] {
+  dnn::register_conv_solver("cpu", 998, std::make_unique<SlowPrepSolver>());
   dnn::register_conv_solver("cpu", 1004, std::make_unique<InnerChoiceSolver>());
   dnn::register_conv_solver("cpu", 1005, std::make_unique<CountedSolver>());
   dnn::register_conv_solver("cpu", 999, std::make_unique<FakeSolver>(kSlow, 4.0, 1024));

@@ -28,6 +28,8 @@ namespace galley::tuning::testing {
 //                    use_tuned_params() records what it was handed (accepts only that form)
 //   test.conv.counted sleeps 2 ms and counts its check() calls
 //   test.conv.twin_a, test.conv.twin_b busy-wait 2 ms each (a near-tie)
+//   test.conv.slowprep sleeps 0.5 ms, rank 998 (first in list order); its first check() of a
+//                    problem takes 150 ms (a vendor library's plan search)
 // Each counts its runs.
 inline constexpr const char* kFast = "test.conv.fast";
 inline constexpr const char* kSlow = "test.conv.slow";
@@ -39,6 +41,7 @@ inline constexpr const char* kInner = "test.conv.inner";
 inline constexpr const char* kCounted = "test.conv.counted";
 inline constexpr const char* kTwinA = "test.conv.twin_a";
 inline constexpr const char* kTwinB = "test.conv.twin_b";
+inline constexpr const char* kSlowPrep = "test.conv.slowprep";
 
 /// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
 std::string inner_params_adopted(const std::string& problem_key);

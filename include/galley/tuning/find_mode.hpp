@@ -33,8 +33,10 @@ struct FindOptions {
   /// GALLEY_FIND_ENFORCE=search: benchmark even on a find-db hit (once per process and problem)
   /// and replace the stored rows.
   bool enforce_search = false;
-  /// GALLEY_FIND_TIME_MS: wall-clock budget for benchmarking one problem. When it runs out nothing
-  /// more runs (the run in flight finishes): solvers not reached are left out of the ranked list,
+  /// GALLEY_FIND_TIME_MS: wall-clock budget for tuning one problem, the candidates' own preparation
+  /// (check() and workspace_bytes(), which can be a vendor library's plan search) included. When it
+  /// runs out nothing more runs (the run or preparation in flight finishes; the first candidate
+  /// always runs once, so there is an answer): solvers not reached are left out of the ranked list,
   /// solvers warmed up but not yet timed are ranked by their warm-up run.
   double time_box_ms = 2000;
 
