@@ -15,6 +15,7 @@
 
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/runtime_check.hpp"
+#include "backends/cuda/stream_identity.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
@@ -55,6 +56,17 @@ std::size_t col_bytes(const gpu::ConvParams& p) {
 struct Handle {
   std::mutex mutex;
   cublasHandle_t handle = nullptr;  // never destroyed, see conv_cudnn.cpp
+  StreamIdentity stream;            // what the handle was last set to
+
+  /// cublasSetStream, only when the stream changed: it also resets cuBLAS's workspace to its default
+  /// pool, work a network's calls on one stream need not repeat per layer. `mutex` held.
+  void set_stream(cudaStream_t s) {
+    if (stream.same_as(s)) return;
+    if (const cublasStatus_t st = cublasSetStream(handle, s); st != CUBLAS_STATUS_SUCCESS) {
+      stream.forget();
+      check_cublas(st, "cublasSetStream");
+    }
+  }
 };
 
 class CublasGemmSolver final : public dnn::ConvSolver {
@@ -102,7 +114,7 @@ class CublasGemmSolver final : public dnn::ConvSolver {
       const float alpha = 1.f, beta = 0.f;
       const int kred = int(cp.kred());
       std::lock_guard lock(h.mutex);
-      check_cublas(cublasSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cublasSetStream");
+      h.set_stream(static_cast<cudaStream_t>(stream.native_handle()));
       if (cp.nhwc) {
         // col-major: Y^T (k x npq) = W^T... : C[k][npq] = op(A)=W (k x kred, stored kred-major) * B (kred x npq)
         check_cublas(cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, cp.k, int(cp.pixels()), kred, &alpha, a.w, dt,

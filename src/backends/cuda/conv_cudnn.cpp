@@ -110,7 +110,7 @@ class CudnnSolver final : public dnn::ConvSolver {
     stream.launch("cuda.conv.cudnn", [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
-      check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
+      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
       const float alpha = 1.f, beta = 0.f;
       check_cudnn(cudnnConvolutionForward(h.handle, &alpha, pl.x, a.x, pl.w, a.w, pl.conv, pl.algo,
                                           pl.workspace ? a.workspace : nullptr, pl.workspace, &beta, pl.y, a.y),
@@ -219,7 +219,7 @@ class CudnnSolver final : public dnn::ConvSolver {
       DeviceGuard guard(device.index());
       std::lock_guard lock(hd.mutex);
       // Find runs on the handle's stream and blocks; reset to the default stream first.
-      check_cudnn(cudnnSetStream(hd.handle, nullptr), "cudnnSetStream");
+      check_cudnn(hd.set_stream(nullptr), "cudnnSetStream");
       check_cudnn(cudnnFindConvolutionForwardAlgorithm(hd.handle, pl->x, pl->w, pl->conv, pl->y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
                   "cudnnFindConvolutionForwardAlgorithm");

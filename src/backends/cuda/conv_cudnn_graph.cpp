@@ -186,7 +186,7 @@ class GraphSolver final : public dnn::ConvSolver {
     stream.launch(kName, [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
-      check_cudnn(cudnnSetStream(h.handle, static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
+      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
       check_cudnn(execute(h.handle, c, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr),
                   "cudnnBackendExecute(" + c.info.tag() + ")");
     });
@@ -482,7 +482,7 @@ class GraphSolver final : public dnn::ConvSolver {
       check_cuda(cudaMemsetAsync(x.get(), 0x3c, p.x_desc().bytes(), stream), "cudaMemsetAsync");
       check_cuda(cudaMemsetAsync(w.get(), 0x3c, p.w_desc().bytes(), stream), "cudaMemsetAsync");
       std::lock_guard lock(h.mutex);
-      check_cudnn(cudnnSetStream(h.handle, stream), "cudnnSetStream");
+      check_cudnn(h.set_stream(stream), "cudnnSetStream");
       auto time_runs = [&](Candidate& c, int runs, float* ms) -> cudnnStatus_t {
         check_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
         for (int i = 0; i < runs; ++i) {
@@ -510,7 +510,7 @@ class GraphSolver final : public dnn::ConvSolver {
         }
         if (e.best < 0 || c.ms < e.candidates[std::size_t(e.best)].ms) e.best = int(i);
       }
-      check_cudnn(cudnnSetStream(h.handle, nullptr), "cudnnSetStream");
+      check_cudnn(h.set_stream(nullptr), "cudnnSetStream");
     } catch (...) {
       cleanup();
       throw;

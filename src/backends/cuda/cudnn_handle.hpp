@@ -6,15 +6,26 @@
 #include <mutex>
 #include <string_view>
 
+#include "backends/cuda/stream_identity.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 
 namespace galley::backends::cuda {
 
-/// One cuDNN handle per device; callers hold `mutex` around cudnnSetStream and the call that uses it.
+/// One cuDNN handle per device; callers hold `mutex` around set_stream() and the call that uses it.
 struct CudnnHandle {
   std::mutex mutex;
   cudnnHandle_t handle = nullptr;
+  StreamIdentity stream;  // what the handle was last set to
+
+  /// cudnnSetStream, only when the stream differs from the last one set: a network's calls come on
+  /// one stream, and a call that changes nothing is host time on every layer. `mutex` held.
+  cudnnStatus_t set_stream(cudaStream_t s) {
+    if (stream.same_as(s)) return CUDNN_STATUS_SUCCESS;
+    const cudnnStatus_t st = cudnnSetStream(handle, s);
+    if (st != CUDNN_STATUS_SUCCESS) stream.forget();
+    return st;
+  }
 };
 
 /// The device's handle, created on first use. Never destroyed: at process exit the CUDA context may
