@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -232,10 +233,11 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     }
     if (!c.failed) candidates.push_back(std::move(c));
   }
-  double best_warm = 0;
-  for (const Candidate& c : candidates) best_warm = best_warm == 0 ? c.warmup_ms : std::min(best_warm, c.warmup_ms);
+  double best_warm = std::numeric_limits<double>::infinity();
+  for (const Candidate& c : candidates) best_warm = std::min(best_warm, c.warmup_ms);
   for (Candidate& c : candidates) {
-    if (std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm) {
+    // A best warm run of 0 ms (below the clock's resolution) is no yardstick: nothing is dropped.
+    if (best_warm > 0 && std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm) {
       if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped after its warm-up: " +
                             std::to_string(c.warmup_ms) + " ms against the best warm run's " +
                             std::to_string(best_warm) + " ms");
@@ -296,10 +298,9 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   }
   // Near-ties: more interleaved runs of the candidates whose medians ended within kTieRel of the
   // best one (chosen once, before the runoff).
-  double best_median = 0;
+  double best_median = std::numeric_limits<double>::infinity();
   for (const Candidate& c : candidates) {
-    if (c.active && !c.times.empty())
-      best_median = best_median == 0 ? median(c.times) : std::min(best_median, median(c.times));
+    if (c.active && !c.times.empty()) best_median = std::min(best_median, median(c.times));
   }
   std::string runoff_names;
   int runoff_size = 0;
