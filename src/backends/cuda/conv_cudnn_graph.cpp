@@ -14,8 +14,9 @@
 // The winner is reported by tuned_params() as "eng<global index>{k<knob type>=<value>,...}"; the tuner
 // stores it in the find-db and hands it back through use_tuned_params() in a new process, which then
 // builds that one plan and skips the enumeration and the timing (MIOpen's perf-db idea).
-// A variant pack (the data pointers) is kept per plan and rebuilt only when the pointers change:
-// building one on every call was a measurable host cost for calls of 20-50 us.
+// Variant packs (the data pointers) are kept per plan for the 16 most recent pointer sets and built
+// only for a new one: building one on every call was a measurable host cost for calls of 20-50 us,
+// and layers of one shape in a network share the plan with tensors of their own.
 //
 // The backend API's descriptor wrapper, engine notes and the engine-config text live in
 // cudnn_backend_desc.{hpp,cpp}; this file is the solver.
@@ -43,6 +44,7 @@
 #include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/gpu/problem_key.hpp"
+#include "backends/gpu/recent_cache.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/core/log.hpp"
@@ -60,6 +62,7 @@ constexpr const char* kName = kGraphSolverName;
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 16;
 constexpr int kMaxFallback = 8;
+constexpr std::size_t kPacksPerPlan = 16;  // variant packs kept per plan, see Candidate::packs
 constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global engine count (cuDNN reports it)
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
@@ -79,9 +82,10 @@ struct Candidate {
   EngineInfo info;
   std::int64_t workspace = 0;
   float ms = -1;  // measured time of one run; < 0 until timed (or when it failed, or when stored)
-  // The last variant pack and its pointers (x, w, y, workspace); used under the handle's mutex.
-  Desc variant_pack;
-  std::array<const void*, 4> pack_pointers{};
+  // Variant packs of recent calls by their pointers (x, w, y, workspace), used under the handle's
+  // mutex. More than one: layers of one shape share this plan with their own tensors (ResNet-50
+  // repeats its blocks 3-6 times per stage), and a single cached pack was rebuilt on each of their calls.
+  gpu::RecentCache<std::array<const void*, 4>, Desc> packs{kPacksPerPlan};
 };
 
 /// Everything for one (device, problem): the graph, its candidates and, once tuned, the winner.
@@ -116,11 +120,11 @@ class Scratch {
   void* p_ = nullptr;
 };
 
-/// Runs `c`'s plan; the caller holds the handle's mutex (which also guards c's variant pack).
+/// Runs `c`'s plan; the caller holds the handle's mutex (which also guards c's variant packs).
 cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const void* w, void* y, void* workspace) {
   const std::array<const void*, 4> pointers{x, w, y, workspace};
-  if (c.variant_pack.get() == nullptr || c.pack_pointers != pointers) {
-    c.variant_pack = Desc();
+  Desc* pack = c.packs.find(pointers);
+  if (pack == nullptr) {
     cudnnBackendDescriptor_t vp = nullptr;
     cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
     if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -134,10 +138,9 @@ cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const v
       (void)cudnnBackendDestroyDescriptor(vp);
       return st;
     }
-    c.variant_pack = Desc::adopt(vp);
-    c.pack_pointers = pointers;
+    pack = &c.packs.insert(pointers, Desc::adopt(vp));
   }
-  return cudnnBackendExecute(handle, c.plan.get(), c.variant_pack.get());
+  return cudnnBackendExecute(handle, c.plan.get(), pack->get());
 }
 
 class GraphSolver final : public dnn::ConvSolver {
@@ -147,7 +150,7 @@ class GraphSolver final : public dnn::ConvSolver {
     for (auto& [key, e] : entries_)
       for (Candidate& c : e->candidates) {
         c.plan.release();
-        c.variant_pack.release();
+        c.packs.for_each_value([](Desc& pack) { pack.release(); });
       }
   }
 
