@@ -267,6 +267,13 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     return any;
   };
   auto everyone = [](const Candidate&) { return true; };
+  // The lowest median of the candidates timed so far (a dropped one's median is never the lowest).
+  auto lowest_median = [&] {
+    double lowest = std::numeric_limits<double>::infinity();
+    for (const Candidate& c : candidates)
+      if (!c.times.empty()) lowest = std::min(lowest, median(c.times));
+    return lowest;
+  };
   for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
     if (!run_round(round, everyone)) break;
     for (Candidate& c : candidates) {
@@ -283,10 +290,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
     if (all_stable) break;
     // After a few rounds, a candidate whose best run is far behind the best median cannot win.
     if (round >= kDropAfterRounds) {
-      double best = 0;
-      for (const Candidate& c : candidates) {
-        if (!c.times.empty()) best = best == 0 ? median(c.times) : std::min(best, median(c.times));
-      }
+      const double best = lowest_median();
       for (Candidate& c : candidates) {
         if (c.active && !c.times.empty() && *std::min_element(c.times.begin(), c.times.end()) > kAbandonFactor * best) {
           if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped: more than " +
@@ -298,10 +302,7 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   }
   // Near-ties: more interleaved runs of the candidates whose medians ended within kTieRel of the
   // best one (chosen once, before the runoff).
-  double best_median = std::numeric_limits<double>::infinity();
-  for (const Candidate& c : candidates) {
-    if (c.active && !c.times.empty()) best_median = std::min(best_median, median(c.times));
-  }
+  const double best_median = lowest_median();
   std::string runoff_names;
   int runoff_size = 0;
   for (Candidate& c : candidates) {
