@@ -1,0 +1,78 @@
+// cuda.conv.cudnn_graph keeps a variant pack (cuDNN's per-call pointer table) for each of its 16
+// most recent pointer sets per plan. Layers of one shape share the plan with their own tensors, so
+// every call must run on its own tensors whatever the order: more sets than the cache holds (an
+// evicted set is rebuilt), revisits in reverse order, and two sets taking turns. Each output is
+// poisoned with NaN before its call and compared with the reference for its own input. Skips
+// without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
+#include "galley/runtime/stream.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+struct TensorSet {
+  std::vector<std::byte> want;
+  memory::Buffer x, y, ws;
+};
+
+class CudnnGraphTensorSets : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudnnGraphTensorSets, EveryCallRunsOnItsOwnTensors) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* solver = find_conv_solver("cuda", "cuda.conv.cudnn_graph");
+  ASSERT_NE(solver, nullptr);
+  ConvProblem p{.n = 1, .c = 12, .h = 11, .w = 7, .k = 20, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
+  p.dtype = GetParam();
+  p.layout = Layout::nhwc;
+  ASSERT_TRUE(solver->check(p, *device));
+
+  runtime::Stream stream(*device);
+  const auto w = random_tensor(p.dtype, p.w_desc().elements(), 7);
+  memory::Buffer dw = memory::allocate(stream, w.size());
+  memory::copy_from_host(stream, dw, w.data(), w.size());
+  const std::size_t y_bytes = p.y_desc().bytes();
+  const std::size_t ws_bytes = solver->workspace_bytes(p, *device);
+  constexpr int kSets = 21;  // more than the 16 packs a plan keeps
+  std::vector<TensorSet> sets;
+  for (int i = 0; i < kSets; ++i) {
+    const auto x = random_tensor(p.dtype, p.x_desc().elements(), 100 + static_cast<std::uint64_t>(i));
+    TensorSet s{std::vector<std::byte>(y_bytes), memory::allocate(stream, x.size()), memory::allocate(stream, y_bytes),
+                memory::allocate(stream, ws_bytes)};
+    reference_conv_forward(p, x.data(), w.data(), s.want.data());
+    memory::copy_from_host(stream, s.x, x.data(), x.size());
+    sets.push_back(std::move(s));
+  }
+
+  std::vector<int> order;
+  for (int i = 0; i < kSets; ++i) order.push_back(i);       // fills the cache and evicts the oldest
+  for (int i = kSets - 1; i >= 0; --i) order.push_back(i);  // cached sets, then evicted ones again
+  for (int r = 0; r < 4; ++r) order.insert(order.end(), {3, 17});
+  std::vector<std::byte> got(y_bytes);
+  for (std::size_t call = 0; call < order.size(); ++call) {
+    TensorSet& s = sets[static_cast<std::size_t>(order[call])];
+    memory::memset(stream, s.y, 0xff, y_bytes);
+    if (ws_bytes > 0) memory::memset(stream, s.ws, 0xff, ws_bytes);
+    solver->run(stream, p, ConvArgs{s.x.data(), dw.data(), s.y.data(), ws_bytes ? s.ws.data() : nullptr, ws_bytes});
+    memory::copy_to_host(stream, got.data(), s.y, y_bytes);
+    stream.synchronize();
+    const Comparison cmp = compare_outputs(p.dtype, got.data(), s.want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
+    ASSERT_TRUE(cmp.passed) << "call " << call << " on tensor set " << order[call] << ": " << cmp.summary;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudnnGraphTensorSets, ::testing::Values(DType::f16, DType::f32),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace galley::dnn
