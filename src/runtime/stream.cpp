@@ -1,5 +1,6 @@
 #include "galley/runtime/stream.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -68,7 +69,15 @@ void Graph::replay(Stream& stream) {
   impl_->replay(stream.impl());
 }
 
-Stream::Stream(const Device& device) : device_(device), impl_(device.impl().create_stream()) {}
+namespace {
+std::uint64_t next_stream_id() {
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
+}
+}  // namespace
+
+Stream::Stream(const Device& device)
+    : device_(device), impl_(device.impl().create_stream()), id_(next_stream_id()) {}
 
 void Stream::copy_h2d(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_h2d", "dst", dst, bytes);

@@ -1,9 +1,10 @@
 // cuda.conv.cudnn_graph keeps a variant pack (cuDNN's per-call pointer table) for each of its 16
-// most recent pointer sets per plan. Layers of one shape share the plan with their own tensors, so
-// every call must run on its own tensors whatever the order: more sets than the cache holds (an
-// evicted set is rebuilt), revisits in reverse order, and two sets taking turns. Each output is
-// poisoned with NaN before its call and compared with the reference for its own input. Skips
-// without a CUDA device.
+// most recent pointer sets per plan, and replays a set's calls as a CUDA graph from its third call.
+// Layers of one shape share the plan with their own tensors, so every call must run on its own
+// tensors whatever the order: more sets than the cache holds (an evicted set is rebuilt), revisits in
+// reverse order, two sets taking turns (direct calls, the capture, then replays), new data under a
+// replayed set's pointers, and a call inside the user's own capture. Each output is poisoned with NaN
+// before its call and compared with the reference for its own input. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -59,16 +60,42 @@ TEST_P(CudnnGraphTensorSets, EveryCallRunsOnItsOwnTensors) {
   for (int i = kSets - 1; i >= 0; --i) order.push_back(i);  // cached sets, then evicted ones again
   for (int r = 0; r < 4; ++r) order.insert(order.end(), {3, 17});
   std::vector<std::byte> got(y_bytes);
-  for (std::size_t call = 0; call < order.size(); ++call) {
-    TensorSet& s = sets[static_cast<std::size_t>(order[call])];
+  auto poison = [&](TensorSet& s) {
     memory::memset(stream, s.y, 0xff, y_bytes);
     if (ws_bytes > 0) memory::memset(stream, s.ws, 0xff, ws_bytes);
+  };
+  auto call = [&](TensorSet& s) {
     solver->run(stream, p, ConvArgs{s.x.data(), dw.data(), s.y.data(), ws_bytes ? s.ws.data() : nullptr, ws_bytes});
+  };
+  auto expect_right = [&](TensorSet& s, const std::string& what) {
     memory::copy_to_host(stream, got.data(), s.y, y_bytes);
     stream.synchronize();
     const Comparison cmp = compare_outputs(p.dtype, got.data(), s.want.data(), p.y_desc().elements(), conv_tolerance(p.dtype));
-    ASSERT_TRUE(cmp.passed) << "call " << call << " on tensor set " << order[call] << ": " << cmp.summary;
+    EXPECT_TRUE(cmp.passed) << what << ": " << cmp.summary;
+    return cmp.passed;
+  };
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    TensorSet& s = sets[static_cast<std::size_t>(order[i])];
+    poison(s);
+    call(s);
+    if (!expect_right(s, "call " + std::to_string(i) + " on tensor set " + std::to_string(order[i]))) return;
   }
+
+  // New data under set 3's pointers, whose calls are graph launches by now.
+  const auto x_new = random_tensor(p.dtype, p.x_desc().elements(), 999);
+  reference_conv_forward(p, x_new.data(), w.data(), sets[3].want.data());
+  memory::copy_from_host(stream, sets[3].x, x_new.data(), x_new.size());
+  poison(sets[3]);
+  call(sets[3]);
+  if (!expect_right(sets[3], "new data under a replayed pointer set")) return;
+
+  // Inside the user's capture the call is captured as it is, then replayed by the user.
+  poison(sets[17]);
+  stream.begin_capture();
+  call(sets[17]);
+  runtime::Graph graph = stream.end_capture();
+  graph.replay(stream);
+  expect_right(sets[17], "a call captured in the user's graph");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudnnGraphTensorSets, ::testing::Values(DType::f16, DType::f32),

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -32,6 +34,26 @@ TEST(CpuStream, EnqueueReturnsBeforeTheWorkRuns) {
   stream.synchronize();
   EXPECT_TRUE(ran.load());
   EXPECT_TRUE(stream.query());
+}
+
+// Vendor handles remember their stream by id(): a new stream must never carry an old one's id, even
+// where its native handle is a destroyed stream's address.
+TEST(Stream, IdsAreNeverReused) {
+  std::vector<std::uint64_t> seen;
+  for (int i = 0; i < 4; ++i) {
+    Stream a(device("cpu"));
+    Stream b(device("cpu"));
+    seen.push_back(a.id());
+    seen.push_back(b.id());
+  }
+  Stream moved_from(device("cpu"));
+  const std::uint64_t id = moved_from.id();
+  Stream moved = std::move(moved_from);
+  EXPECT_EQ(moved.id(), id);
+  seen.push_back(id);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), std::uint64_t{0}), 0);
 }
 
 TEST(CpuStream, OrderIsKept) {

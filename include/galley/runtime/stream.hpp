@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string_view>
@@ -73,10 +74,14 @@ class Stream {
 
   StreamImpl& impl() { return *impl_; }
   void* native_handle() { return impl_->native_handle(); }
+  /// Unique among the process's streams, never reused (a native handle can be: a destroyed stream's
+  /// address comes back for a new one). Vendor handles remember the stream they were set to by it.
+  std::uint64_t id() const { return id_; }
 
  private:
   Device device_;
   std::unique_ptr<StreamImpl> impl_;
+  std::uint64_t id_;
 };
 
 /// Pinned host memory for `device`, RAII. On cpu it is ordinary aligned memory.

@@ -60,8 +60,8 @@ struct Handle {
 
   /// cublasSetStream, only when the stream changed: it also resets cuBLAS's workspace to its default
   /// pool, work a network's calls on one stream need not repeat per layer. `mutex` held.
-  void set_stream(cudaStream_t s) {
-    if (stream.same_as(s)) return;
+  void set_stream(cudaStream_t s, std::uint64_t galley_id) {
+    if (stream.same_as(s, galley_id)) return;
     if (const cublasStatus_t st = cublasSetStream(handle, s); st != CUBLAS_STATUS_SUCCESS) {
       stream.forget();
       check_cublas(st, "cublasSetStream");
@@ -114,7 +114,7 @@ class CublasGemmSolver final : public dnn::ConvSolver {
       const float alpha = 1.f, beta = 0.f;
       const int kred = int(cp.kred());
       std::lock_guard lock(h.mutex);
-      h.set_stream(static_cast<cudaStream_t>(stream.native_handle()));
+      h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id());
       if (cp.nhwc) {
         // col-major: Y^T (k x npq) = W^T... : C[k][npq] = op(A)=W (k x kred, stored kred-major) * B (kred x npq)
         check_cublas(cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, cp.k, int(cp.pixels()), kred, &alpha, a.w, dt,

@@ -110,7 +110,7 @@ class CudnnSolver final : public dnn::ConvSolver {
     stream.launch("cuda.conv.cudnn", [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
-      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
+      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
       const float alpha = 1.f, beta = 0.f;
       check_cudnn(cudnnConvolutionForward(h.handle, &alpha, pl.x, a.x, pl.w, a.w, pl.conv, pl.algo,
                                           pl.workspace ? a.workspace : nullptr, pl.workspace, &beta, pl.y, a.y),

@@ -16,7 +16,9 @@
 // builds that one plan and skips the enumeration and the timing (MIOpen's perf-db idea).
 // Variant packs (the data pointers) are kept per plan for the 16 most recent pointer sets and built
 // only for a new one: building one on every call was a measurable host cost for calls of 20-50 us,
-// and layers of one shape in a network share the plan with tensors of their own.
+// and layers of one shape in a network share the plan with tensors of their own. From a pointer
+// set's third call on, the call is a CUDA graph launch (graph_replay.hpp): cuDNN's own host work per
+// call is as long as the small layers' kernels.
 //
 // The backend API's descriptor wrapper, engine notes and the engine-config text live in
 // cudnn_backend_desc.{hpp,cpp}; this file is the solver.
@@ -43,6 +45,7 @@
 #include "backends/cuda/conv_register.hpp"
 #include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
+#include "backends/cuda/graph_replay.hpp"
 #include "backends/gpu/problem_key.hpp"
 #include "backends/gpu/recent_cache.hpp"
 #include "backends/cuda/runtime_check.hpp"
@@ -76,16 +79,23 @@ void check_cuda(cudaError_t error, const std::string& call) {
     throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + cudaGetErrorString(error));
 }
 
+/// What a plan's calls on one set of pointers reuse: the variant pack (cuDNN's table of the
+/// pointers) and the CUDA graph the calls are replayed from once the set has repeated.
+struct PointerSet {
+  Desc pack;
+  GraphReplay replay;
+};
+
 /// One timed execution plan.
 struct Candidate {
   Desc config, plan;
   EngineInfo info;
   std::int64_t workspace = 0;
   float ms = -1;  // measured time of one run; < 0 until timed (or when it failed, or when stored)
-  // Variant packs of recent calls by their pointers (x, w, y, workspace), used under the handle's
-  // mutex. More than one: layers of one shape share this plan with their own tensors (ResNet-50
-  // repeats its blocks 3-6 times per stage), and a single cached pack was rebuilt on each of their calls.
-  gpu::RecentCache<std::array<const void*, 4>, Desc> packs{kPacksPerPlan};
+  // Recent calls' pointer sets (x, w, y, workspace), used under the handle's mutex. More than one:
+  // layers of one shape share this plan with their own tensors (ResNet-50 repeats its blocks 3-6
+  // times per stage), and a single cached pack was rebuilt on each of their calls.
+  gpu::RecentCache<std::array<const void*, 4>, PointerSet> pointer_sets{kPacksPerPlan};
 };
 
 /// Everything for one (device, problem): the graph, its candidates and, once tuned, the winner.
@@ -120,27 +130,35 @@ class Scratch {
   void* p_ = nullptr;
 };
 
-/// Runs `c`'s plan; the caller holds the handle's mutex (which also guards c's variant packs).
-cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const void* w, void* y, void* workspace) {
+/// The state of `c`'s calls on these pointers, its variant pack built on first use; nullptr with
+/// `status` set when cuDNN refused the pack. The caller holds the handle's mutex.
+PointerSet* pointer_set(Candidate& c, const void* x, const void* w, void* y, void* workspace, cudnnStatus_t& status) {
   const std::array<const void*, 4> pointers{x, w, y, workspace};
-  Desc* pack = c.packs.find(pointers);
-  if (pack == nullptr) {
-    cudnnBackendDescriptor_t vp = nullptr;
-    cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
-    const std::int64_t uids[3] = {kUidX, kUidW, kUidY};
-    void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
-    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      (void)cudnnBackendDestroyDescriptor(vp);
-      return st;
-    }
-    pack = &c.packs.insert(pointers, Desc::adopt(vp));
+  status = CUDNN_STATUS_SUCCESS;
+  if (PointerSet* known = c.pointer_sets.find(pointers)) return known;
+  cudnnBackendDescriptor_t vp = nullptr;
+  status = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+  if (status != CUDNN_STATUS_SUCCESS) return nullptr;
+  const std::int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+  status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  if (status == CUDNN_STATUS_SUCCESS)
+    status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  if (status == CUDNN_STATUS_SUCCESS) status = cudnnBackendFinalize(vp);
+  if (status != CUDNN_STATUS_SUCCESS) {
+    (void)cudnnBackendDestroyDescriptor(vp);
+    return nullptr;
   }
-  return cudnnBackendExecute(handle, c.plan.get(), pack->get());
+  return &c.pointer_sets.insert(pointers, PointerSet{Desc::adopt(vp), GraphReplay{}});
+}
+
+/// Runs `c`'s plan directly (no graph): plan timing. The caller holds the handle's mutex.
+cudnnStatus_t execute(cudnnHandle_t handle, Candidate& c, const void* x, const void* w, void* y, void* workspace) {
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  PointerSet* set = pointer_set(c, x, w, y, workspace, status);
+  return set ? cudnnBackendExecute(handle, c.plan.get(), set->pack.get()) : status;
 }
 
 class GraphSolver final : public dnn::ConvSolver {
@@ -150,7 +168,10 @@ class GraphSolver final : public dnn::ConvSolver {
     for (auto& [key, e] : entries_)
       for (Candidate& c : e->candidates) {
         c.plan.release();
-        c.packs.for_each_value([](Desc& pack) { pack.release(); });
+        c.pointer_sets.for_each_value([](PointerSet& set) {
+          set.pack.release();
+          set.replay.release();
+        });
       }
   }
 
@@ -189,9 +210,15 @@ class GraphSolver final : public dnn::ConvSolver {
     stream.launch(kName, [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
-      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle())), "cudnnSetStream");
-      check_cudnn(execute(h.handle, c, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr),
-                  "cudnnBackendExecute(" + c.info.tag() + ")");
+      const auto s = static_cast<cudaStream_t>(stream.native_handle());
+      check_cudnn(h.set_stream(s, stream.id()), "cudnnSetStream");
+      cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+      PointerSet* set = pointer_set(c, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr, st);
+      if (set == nullptr) check_cudnn(st, "variant pack (" + c.info.tag() + ")");
+      set->replay.run(s, kName, [&] {
+        if (const cudnnStatus_t ran = cudnnBackendExecute(h.handle, c.plan.get(), set->pack.get()); ran != CUDNN_STATUS_SUCCESS)
+          check_cudnn(ran, "cudnnBackendExecute(" + c.info.tag() + ")");
+      });
     });
   }
 

@@ -19,9 +19,10 @@ struct CudnnHandle {
   StreamIdentity stream;  // what the handle was last set to
 
   /// cudnnSetStream, only when the stream differs from the last one set: a network's calls come on
-  /// one stream, and a call that changes nothing is host time on every layer. `mutex` held.
-  cudnnStatus_t set_stream(cudaStream_t s) {
-    if (stream.same_as(s)) return CUDNN_STATUS_SUCCESS;
+  /// one stream, and a call that changes nothing is host time on every layer. `galley_id` is the
+  /// Galley stream's id(), 0 for a private stream (always set). `mutex` held.
+  cudnnStatus_t set_stream(cudaStream_t s, std::uint64_t galley_id = 0) {
+    if (stream.same_as(s, galley_id)) return CUDNN_STATUS_SUCCESS;
     const cudnnStatus_t st = cudnnSetStream(handle, s);
     if (st != CUDNN_STATUS_SUCCESS) stream.forget();
     return st;

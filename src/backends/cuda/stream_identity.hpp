@@ -3,28 +3,28 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace galley::backends::cuda {
 
-/// A stream as the handle saw it: the pointer alone is not enough, since a destroyed stream's
-/// address can come back for a new stream; CUDA's stream ID is never reused within a process.
+/// A stream as the handle saw it. The pointer alone is not enough: a destroyed stream's address can
+/// come back for a new stream, so Galley's Stream::id(), never reused, goes with it. (CUDA's own
+/// stream ID would do too, but cudaStreamGetId is refused on a capturing stream and breaks the
+/// user's graph capture; and it is a runtime call on every vendor call.)
 struct StreamIdentity {
   cudaStream_t stream = nullptr;
-  unsigned long long id = 0;
-  bool known = false;  // false: nothing set yet, or the ID could not be read (then always set)
+  std::uint64_t id = 0;  // 0: nothing recorded, or a stream Galley does not own (then always set)
 
-  /// Whether `s` is the stream last recorded; records it when it is not (the caller then sets it).
-  bool same_as(cudaStream_t s) {
-    unsigned long long sid = 0;
-    const bool has_id = cudaStreamGetId(s, &sid) == cudaSuccess;
-    if (!has_id) (void)cudaGetLastError();
-    if (known && has_id && s == stream && sid == id) return true;
+  /// Whether `s` (Galley's stream `galley_id`, or 0 for a private stream) is the stream last
+  /// recorded; records it when it is not (the caller then sets it).
+  bool same_as(cudaStream_t s, std::uint64_t galley_id) {
+    if (galley_id != 0 && s == stream && galley_id == id) return true;
     stream = s;
-    id = sid;
-    known = has_id;
+    id = galley_id;
     return false;
   }
   /// The set failed: the handle's stream is unknown again.
-  void forget() { known = false; }
+  void forget() { id = 0; }
 };
 
 }  // namespace galley::backends::cuda
