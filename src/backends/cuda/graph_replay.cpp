@@ -48,6 +48,33 @@ bool capturable(cudaStream_t stream) {
 
 }  // namespace
 
+cudaGraphExec_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue, std::string& failure) {
+  // Thread-local mode: only this thread's unsafe calls (a cudaMalloc) would break the capture;
+  // other threads' work on other streams goes on as usual.
+  cudaGraph_t graph = nullptr;
+  if (const cudaError_t begun = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal); begun != cudaSuccess) {
+    failure = "cudaStreamBeginCapture: " + error_text(begun);
+  } else {
+    try {
+      enqueue();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (failure.empty() && ended != cudaSuccess) failure = "cudaStreamEndCapture: " + error_text(ended);
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (failure.empty()) {
+    if (const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0); made != cudaSuccess) {
+      failure = "cudaGraphInstantiate: " + error_text(made);
+      exec = nullptr;
+    }
+  }
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  if (exec == nullptr) (void)cudaGetLastError();  // a failed capture leaves an error behind
+  return exec;
+}
+
 void GraphReplay::run(cudaStream_t stream, std::string_view what, const std::function<void()>& call) {
   if (!graph_replay_enabled() || !capturable(stream)) {
     call();
@@ -62,30 +89,10 @@ void GraphReplay::run(cudaStream_t stream, std::string_view what, const std::fun
     call();
     return;
   }
-  // Thread-local mode: only this thread's unsafe calls (a cudaMalloc) would break the capture;
-  // other threads' work on other streams goes on as usual.
   std::string failure;
-  cudaGraph_t graph = nullptr;
-  if (const cudaError_t begun = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal); begun != cudaSuccess) {
-    failure = "cudaStreamBeginCapture: " + error_text(begun);
-  } else {
-    try {
-      call();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-    if (failure.empty() && ended != cudaSuccess) failure = "cudaStreamEndCapture: " + error_text(ended);
-  }
-  cudaGraphExec_t exec = nullptr;
-  if (failure.empty()) {
-    if (const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0); made != cudaSuccess)
-      failure = "cudaGraphInstantiate: " + error_text(made);
-  }
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
-  if (!failure.empty()) {
+  cudaGraphExec_t exec = capture_graph(stream, call, failure);
+  if (exec == nullptr) {
     // Nothing of the failed capture ran; the call runs directly now and on every later call.
-    (void)cudaGetLastError();
     refused_ = true;
     if (log::enabled(log::Level::debug))
       log::debug(std::string(what) + ": not replayed as a CUDA graph, its capture failed: " + failure);

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace galley::backends::cuda {
@@ -48,6 +49,10 @@ class GraphReplay {
   bool refused_ = false;  // a capture failed: always direct
   cudaGraphExec_t exec_ = nullptr;
 };
+
+/// `enqueue`'s work on `stream` (not capturing already) captured and instantiated; nullptr with
+/// `failure` set when the capture or the instantiation failed (then nothing was enqueued).
+cudaGraphExec_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue, std::string& failure);
 
 /// False when GALLEY_CUDA_GRAPHS is set to 0 (read once per process).
 bool graph_replay_enabled();
