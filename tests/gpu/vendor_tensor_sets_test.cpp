@@ -1,7 +1,7 @@
-// cuda.conv.cudnn_graph keeps a variant pack (cuDNN's per-call pointer table) for each of its 16
-// most recent pointer sets per plan, and replays a set's calls as a CUDA graph from its third call.
-// Layers of one shape share the plan with their own tensors, so every call must run on its own
-// tensors whatever the order: more sets than the cache holds (an evicted set is rebuilt), revisits in
+// The vendor solvers keep per-call state for their 16 most recent pointer sets per plan or problem
+// (cuda.conv.cudnn_graph: cuDNN's variant pack) and replay a set's calls as a CUDA graph from its
+// third call (both it and cuda.conv.cublas_gemm). Layers of one shape share that state with their
+// own tensors, so every call must run on its own tensors whatever the order: more sets than the cache holds (an evicted set is rebuilt), revisits in
 // reverse order, two sets taking turns (direct calls, the capture, then replays), new data under a
 // replayed set's pointers, and a call inside the user's own capture. Each output is poisoned with NaN
 // before its call and compared with the reference for its own input. Skips without a CUDA device.
@@ -25,17 +25,24 @@ struct TensorSet {
   memory::Buffer x, y, ws;
 };
 
-class CudnnGraphTensorSets : public ::testing::TestWithParam<DType> {};
+struct SetsCase {
+  const char* solver;
+  DType dtype;
+  Layout layout;
+};
 
-TEST_P(CudnnGraphTensorSets, EveryCallRunsOnItsOwnTensors) {
+class VendorTensorSets : public ::testing::TestWithParam<SetsCase> {};
+
+TEST_P(VendorTensorSets, EveryCallRunsOnItsOwnTensors) {
   std::string why;
   const auto device = galley::testing::first_device("cuda", why);
   if (!device) GTEST_SKIP() << "no CUDA device: " << why;
-  const ConvSolver* solver = find_conv_solver("cuda", "cuda.conv.cudnn_graph");
-  ASSERT_NE(solver, nullptr);
+  const ConvSolver* solver = find_conv_solver("cuda", GetParam().solver);
+  ASSERT_NE(solver, nullptr) << GetParam().solver;
+  // 3x3 with padding: cublas_gemm runs im2col into the workspace, so the workspace pointer counts.
   ConvProblem p{.n = 1, .c = 12, .h = 11, .w = 7, .k = 20, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
-  p.dtype = GetParam();
-  p.layout = Layout::nhwc;
+  p.dtype = GetParam().dtype;
+  p.layout = GetParam().layout;
   ASSERT_TRUE(solver->check(p, *device));
 
   runtime::Stream stream(*device);
@@ -98,8 +105,16 @@ TEST_P(CudnnGraphTensorSets, EveryCallRunsOnItsOwnTensors) {
   expect_right(sets[17], "a call captured in the user's graph");
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudnnGraphTensorSets, ::testing::Values(DType::f16, DType::f32),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Solvers, VendorTensorSets,
+                         ::testing::Values(SetsCase{"cuda.conv.cudnn_graph", DType::f16, Layout::nhwc},
+                                           SetsCase{"cuda.conv.cudnn_graph", DType::f32, Layout::nchw},
+                                           SetsCase{"cuda.conv.cublas_gemm", DType::f16, Layout::nhwc},
+                                           SetsCase{"cuda.conv.cublas_gemm", DType::f32, Layout::nchw}),
+                         [](const auto& info) {
+                           std::string name = info.param.solver;
+                           return name.substr(name.rfind('.') + 1) + "_" + to_string(info.param.dtype) + "_" +
+                                  (info.param.layout == Layout::nhwc ? "nhwc" : "nchw");
+                         });
 
 }  // namespace
 }  // namespace galley::dnn

@@ -6,17 +6,23 @@
 //   c*r*s in place of c.
 // cuBLAS is column-major, so each row-major product above is issued as its transpose.
 // Compute is fp32 everywhere (CUBLAS_COMPUTE_32F: FMA for f32, no TF32; tensor cores for f16/bf16).
+// A call (im2col and GEMM) is replayed as a CUDA graph from its pointer set's third call on, as
+// cuda.conv.cudnn_graph's are (graph_replay.hpp): cuBLAS's host work per call is as long as the
+// kernels of small 1x1 layers.
 #include <cublas_v2.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/graph_replay.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/cuda/stream_identity.hpp"
 #include "backends/gpu/conv_params.hpp"
+#include "backends/gpu/recent_cache.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -57,6 +63,15 @@ struct Handle {
   std::mutex mutex;
   cublasHandle_t handle = nullptr;  // never destroyed, see conv_cudnn.cpp
   StreamIdentity stream;            // what the handle was last set to
+  // Per problem, the replay state of its recent pointer sets. `mutex` held.
+  std::unordered_map<dnn::ConvProblem, gpu::RecentCache<CallPointers, GraphReplay>, dnn::ConvProblemHash> replays;
+
+  /// The replay state of `p`'s calls on `pointers`, made on first use. `mutex` held.
+  GraphReplay& replay(const ConvProblem& p, const CallPointers& pointers) {
+    auto& recent = replays.try_emplace(p, kPointerSetsKept).first->second;
+    if (GraphReplay* known = recent.find(pointers)) return *known;
+    return recent.insert(pointers, GraphReplay{});
+  }
 
   /// cublasSetStream, only when the stream changed: it also resets cuBLAS's workspace to its default
   /// pool, work a network's calls on one stream need not repeat per layer. `mutex` held.
@@ -71,7 +86,7 @@ struct Handle {
 
 class CublasGemmSolver final : public dnn::ConvSolver {
  public:
-  std::string_view name() const override { return "cuda.conv.cublas_gemm"; }
+  std::string_view name() const override { return kName; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
@@ -103,31 +118,13 @@ class CublasGemmSolver final : public dnn::ConvSolver {
       throw Error(Status::invalid_argument, "cuda.conv.cublas_gemm: workspace of " + std::to_string(a.workspace_bytes) +
                                                 " bytes, needs " + std::to_string(need));
     Handle& h = handle(stream.device());
-    stream.launch("cuda.conv.cublas_gemm", [&] {
+    stream.launch(kName, [&] {
       DeviceGuard guard(stream.device().index());
-      const void* b = a.x;  // the GEMM's activation operand
-      if (need > 0) {
-        gpu::launch_im2col(cp, a.x, a.workspace, stream.native_handle());
-        b = a.workspace;
-      }
-      const cudaDataType_t dt = data_type(cp.dtype);
-      const float alpha = 1.f, beta = 0.f;
-      const int kred = int(cp.kred());
+      const auto s = static_cast<cudaStream_t>(stream.native_handle());
       std::lock_guard lock(h.mutex);
-      h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id());
-      if (cp.nhwc) {
-        // col-major: Y^T (k x npq) = W^T... : C[k][npq] = op(A)=W (k x kred, stored kred-major) * B (kred x npq)
-        check_cublas(cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, cp.k, int(cp.pixels()), kred, &alpha, a.w, dt,
-                                  kred, b, dt, kred, &beta, a.y, dt, cp.k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "cublasGemmEx");
-      } else {
-        // col-major per image: C (pq x k, ld pq) = A (pq x kred, ld pq) * B (kred x k, ld kred)
-        const int pq = cp.p * cp.q;
-        check_cublas(cublasGemmStridedBatchedEx(h.handle, CUBLAS_OP_N, CUBLAS_OP_N, pq, cp.k, kred, &alpha, b, dt, pq,
-                                                std::int64_t(kred) * pq, a.w, dt, kred, 0, &beta, a.y, dt, pq,
-                                                std::int64_t(cp.k) * pq, cp.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     "cublasGemmStridedBatchedEx");
-      }
+      h.set_stream(s, stream.id());
+      void* ws = need > 0 ? a.workspace : nullptr;
+      h.replay(p, CallPointers{a.x, a.w, a.y, ws}).run(s, kName, [&] { enqueue(h, cp, a.x, a.w, a.y, ws, s); });
     });
   }
 
@@ -138,7 +135,41 @@ class CublasGemmSolver final : public dnn::ConvSolver {
     return s + ", fp32 compute";
   }
 
+  ~CublasGemmSolver() override {
+    // Graphs may hold device code of a context that is gone at process exit: leak them.
+    for (auto& [index, h] : handles_)
+      for (auto& [problem, recent] : h->replays) recent.for_each_value([](GraphReplay& r) { r.release(); });
+  }
+
  private:
+  static constexpr const char* kName = "cuda.conv.cublas_gemm";
+
+  /// im2col (when the filter is not a plain 1x1) and the GEMM on `s`; `h.mutex` held.
+  static void enqueue(Handle& h, const gpu::ConvParams& cp, const void* x, const void* w, void* y, void* ws,
+                      cudaStream_t s) {
+    const void* b = x;  // the GEMM's activation operand
+    if (ws != nullptr) {
+      gpu::launch_im2col(cp, x, ws, s);
+      b = ws;
+    }
+    const cudaDataType_t dt = data_type(cp.dtype);
+    const float alpha = 1.f, beta = 0.f;
+    const int kred = int(cp.kred());
+    if (cp.nhwc) {
+      // col-major: Y^T (k x npq) = W^T... : C[k][npq] = op(A)=W (k x kred, stored kred-major) * B (kred x npq)
+      check_cublas(cublasGemmEx(h.handle, CUBLAS_OP_T, CUBLAS_OP_N, cp.k, int(cp.pixels()), kred, &alpha, w, dt, kred,
+                                b, dt, kred, &beta, y, dt, cp.k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+    } else {
+      // col-major per image: C (pq x k, ld pq) = A (pq x kred, ld pq) * B (kred x k, ld kred)
+      const int pq = cp.p * cp.q;
+      check_cublas(cublasGemmStridedBatchedEx(h.handle, CUBLAS_OP_N, CUBLAS_OP_N, pq, cp.k, kred, &alpha, b, dt, pq,
+                                              std::int64_t(kred) * pq, w, dt, kred, 0, &beta, y, dt, pq,
+                                              std::int64_t(cp.k) * pq, cp.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx");
+    }
+  }
+
   Handle& handle(const runtime::Device& device) const {
     std::lock_guard lock(mutex_);
     auto& slot = handles_[device.index()];

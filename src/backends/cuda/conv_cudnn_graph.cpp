@@ -65,7 +65,6 @@ constexpr const char* kName = kGraphSolverName;
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 16;
 constexpr int kMaxFallback = 8;
-constexpr std::size_t kPacksPerPlan = 16;  // variant packs kept per plan, see Candidate::packs
 constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global engine count (cuDNN reports it)
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
@@ -95,7 +94,7 @@ struct Candidate {
   // Recent calls' pointer sets (x, w, y, workspace), used under the handle's mutex. More than one:
   // layers of one shape share this plan with their own tensors (ResNet-50 repeats its blocks 3-6
   // times per stage), and a single cached pack was rebuilt on each of their calls.
-  gpu::RecentCache<std::array<const void*, 4>, PointerSet> pointer_sets{kPacksPerPlan};
+  gpu::RecentCache<CallPointers, PointerSet> pointer_sets{kPointerSetsKept};
 };
 
 /// Everything for one (device, problem): the graph, its candidates and, once tuned, the winner.
@@ -133,7 +132,7 @@ class Scratch {
 /// The state of `c`'s calls on these pointers, its variant pack built on first use; nullptr with
 /// `status` set when cuDNN refused the pack. The caller holds the handle's mutex.
 PointerSet* pointer_set(Candidate& c, const void* x, const void* w, void* y, void* workspace, cudnnStatus_t& status) {
-  const std::array<const void*, 4> pointers{x, w, y, workspace};
+  const CallPointers pointers{x, w, y, workspace};
   status = CUDNN_STATUS_SUCCESS;
   if (PointerSet* known = c.pointer_sets.find(pointers)) return known;
   cudnnBackendDescriptor_t vp = nullptr;

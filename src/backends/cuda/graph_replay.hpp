@@ -17,11 +17,20 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
 
 namespace galley::backends::cuda {
+
+/// Pointer sets whose replay state a solver keeps per plan or problem: layers of one shape share a
+/// plan with tensors of their own (ResNet-50 repeats a stage's block 2-5 times).
+inline constexpr std::size_t kPointerSetsKept = 16;
+
+/// A call's pointers (x, w, y, workspace): what a graph captured from it holds.
+using CallPointers = std::array<const void*, 4>;
 
 class GraphReplay {
  public:
