@@ -26,7 +26,7 @@ const std::vector<Variable>& variables() {
       {"GALLEY_ALLOC_CONF", "caching allocator settings key:value,... (max_split_mb, max_non_split_rounding_mb, roundup_power2_divisions, memory_fraction; keys listed below)", "(unset)"},
       {"GALLEY_NO_CACHING", "1: allocator passes straight to the backend (for memory checkers)", "0"},
       {"GALLEY_CUDA_GRAPHS",
-       "0: cuDNN graph-API calls are never replayed as CUDA graphs (they are from a pointer set's third call)",
+       "0: cuDNN graph-API and cuBLAS conv calls are never replayed as CUDA graphs (they are from a pointer set's third call)",
        "1"},
       {"GALLEY_PROFILE", "FILE.json: write a Chrome trace of the run", "(unset)"},
       {"GALLEY_NUM_THREADS", "threads in the cpu backend's pool", "hardware threads"},
