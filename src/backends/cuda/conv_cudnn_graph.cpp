@@ -30,7 +30,6 @@
 #include <cudnn.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -49,7 +49,6 @@ class GraphReplay {
   /// serialises calls on one GraphReplay.
   void run(cudaStream_t stream, std::string_view what, const std::function<void()>& call);
 
-  bool captured() const { return exec_ != nullptr; }
   /// Gives up the graph without destroying it (at process exit, when the context may be gone).
   void release() { exec_ = nullptr; }
 
