@@ -108,7 +108,8 @@ def main():
         peer = json.load(open(path))
         for config in peer["configs"]:
             peer_runs.append({row["key"]: row for row in config["problems"]})
-    print(f"peer: {peer['peer']} on {peer['device']}")
+    print(f"peer: {peer['peer']} on {peer['device']}"
+          f"{' (replaying CUDA graphs of its calls)' if peer.get('cuda_graphs') else ''}")
     # Galley files grouped by configuration, in the order given.
     galley_runs = {}
     for path in args.galley:

@@ -10,6 +10,10 @@ back-to-back calls (chosen so one timing lasts >= ~1 ms) divided by `inner`.
 
   python3 bench/peer_conv.py --file conv_problems.txt --dtype f16 --layout nhwc [--json out.json]
   python3 bench/peer_conv.py --file conv_problems.txt --all --json out.json   # the 4 configurations
+
+--cuda-graphs is the control for PyTorch's own host path: each timing replays one CUDA graph that
+holds the `inner` calls (captured after the warm-up), so the peer runs at its kernels' pace, as
+Galley's vendor solvers do once they replay a pointer set's calls as a graph.
 """
 import argparse
 import json
@@ -55,7 +59,7 @@ def key(p, dtype, layout):
             f"-p{p['p']}-q{p['q']}-u{p['u']}-v{p['v']}-l{p['l']}-j{p['j']}-g{p['g']}")
 
 
-def time_problem(torch, p, dtype, layout, warmup_ms, repeats):
+def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False):
     F = torch.nn.functional
     tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -84,11 +88,26 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats):
             break
     per_call = elapsed / calls
     inner = max(1, min(200, int(math.ceil(1.0 / max(per_call, 1e-4)))))
+    run_inner = lambda: [call() for _ in range(inner)]
+    if cuda_graphs:
+        # Capture on a side stream after a warm-up there, as torch.cuda.graphs asks.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                y = call()
+        graph.replay()
+        torch.cuda.synchronize()
+        run_inner = graph.replay
     times = []
     for _ in range(repeats):
         start.record()
-        for _ in range(inner):
-            call()
+        run_inner()
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop) / inner)
@@ -98,7 +117,7 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats):
     flops = 2.0 * p["n"] * p["k"] * ho * wo * (p["c"] // p["g"]) * p["y"] * p["x"]
     assert tuple(y.shape) == (p["n"], p["k"], ho, wo)
     return {"key": key(p, dtype, layout), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
-            "spread_ms": [min(times), max(times)], "inner": inner}
+            "spread_ms": [min(times), max(times)], "inner": inner, "cuda_graphs": cuda_graphs}
 
 
 def main():
@@ -109,6 +128,8 @@ def main():
     ap.add_argument("--all", action="store_true", help="the four configurations of issue 3")
     ap.add_argument("--warmup-ms", type=float, default=50.0)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="time replays of a CUDA graph of the calls (the control for PyTorch's host path)")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
 
@@ -122,12 +143,13 @@ def main():
     problems = parse_problems(args.file)
     configs = CONFIGS if args.all else [(args.dtype, args.layout)]
     out = {"peer": f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
-           "device": torch.cuda.get_device_name(0), "cudnn_benchmark": True, "tf32": False, "configs": []}
+           "device": torch.cuda.get_device_name(0), "cudnn_benchmark": True, "tf32": False,
+           "cuda_graphs": args.cuda_graphs, "configs": []}
     for dtype, layout in configs:
-        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats) for p in problems]
+        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats, args.cuda_graphs) for p in problems]
         geo = math.exp(sum(math.log(r["tflops"]) for r in rows) / len(rows))
         out["configs"].append({"dtype": dtype, "layout": layout, "geomean_tflops": geo, "problems": rows})
-        print(f"# {out['peer']} on {out['device']}: {dtype} {layout}")
+        print(f"# {out['peer']} on {out['device']}: {dtype} {layout}{' (CUDA graphs)' if args.cuda_graphs else ''}")
         for r in rows:
             print(f"{r['tag']:18s} {r['ms']:9.4f} ms {r['tflops']:8.2f} TFLOP/s")
         print(f"geomean {dtype} {layout}: {geo:.2f} TFLOP/s", flush=True)
