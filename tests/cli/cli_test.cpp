@@ -1,30 +1,16 @@
 // Runs the real `galley` binary as a user would, including with bad environment values.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/run_command.hpp"
+
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_galley(const std::string& env, const std::string& args) {
-  const std::string command = env + " " GALLEY_TEST_BIN_DIR "/galley " + args + " 2>&1";
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> chunk{};
-  std::size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.output.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+/// stdout and stderr together.
+galley::testing::CommandResult run_galley(const std::string& env, const std::string& args) {
+  return galley::testing::run_command(env + " " GALLEY_TEST_BIN_DIR "/galley " + args + " 2>&1");
 }
 
 TEST(CliInfo, JsonListsBackendsAndCpu) {

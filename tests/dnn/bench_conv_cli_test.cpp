@@ -1,37 +1,23 @@
 // `galley bench conv` run as a user runs it: the JSON schema, --file tags, verification and its
 // exit code, errors for unknown solvers and unsupported flags.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace {
+#include "common/run_command.hpp"
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout only, so --json parses
-};
+namespace {
 
 const std::string kGalley = GALLEY_TEST_BIN_DIR "/galley";
 const std::string kSmall = "-n 1 -c 17 -H 31 -W 29 -k 23 -y 3 -x 3 -p 1 -q 1";
 
-Result run(const std::string& args, bool with_stderr = false) {
-  const std::string command = kGalley + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> chunk{};
-  std::size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.out.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+/// stdout only (so --json parses) unless `with_stderr`.
+galley::testing::CommandResult run(const std::string& args, bool with_stderr = false) {
+  return galley::testing::run_command(kGalley + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 class BenchConvCli : public ::testing::Test {
@@ -42,9 +28,9 @@ class BenchConvCli : public ::testing::Test {
 };
 
 TEST_F(BenchConvCli, JsonHasEveryFieldAndVerifies) {
-  const Result r = run("bench conv " + kSmall + " --device cpu --all-solvers -V 1 -i 2 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto r = run("bench conv " + kSmall + " --device cpu --all-solvers -V 1 -i 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["problems"].size(), 1u);
   const auto& p = j["problems"][0];
   EXPECT_EQ(p["key"], "conv-F-f32-nchw-n1-c17-h31-w29-k23-y3-x3-p1-q1-u1-v1-l1-j1-g1");
@@ -73,9 +59,9 @@ TEST_F(BenchConvCli, FileKeepsTagsAndOverridesDtype) {
       << "conv -n 1 -c 8 -H 9 -W 7 -k 4 -y 1 -x 1 -p 0 -q 0 -u 1 -v 1 -l 1 -j 1 -g 1   # tiny.1x1\n"
       << "convfp16 -n 1 -c 8 -H 9 -W 7 -k 8 -y 3 -x 3 -p 1 -q 1 -g 8 # tiny.dw\n";
   }
-  Result r = run("bench conv --file " + path + " --device cpu -i 1 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  auto j = nlohmann::json::parse(r.out);
+  auto r = run("bench conv --file " + path + " --device cpu -i 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["problems"].size(), 2u);
   EXPECT_EQ(j["problems"][0]["tag"], "tiny.1x1");
   EXPECT_EQ(j["problems"][1]["tag"], "tiny.dw");
@@ -84,65 +70,65 @@ TEST_F(BenchConvCli, FileKeepsTagsAndOverridesDtype) {
   EXPECT_TRUE(j["problems"][0]["results"][0]["verified"].is_null());
 
   r = run("bench conv --file " + path + " --device cpu -i 1 --json --dtype bf16 --layout nhwc");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
   for (const auto& p : j["problems"]) {
     EXPECT_NE(p["key"].get<std::string>().find("-bf16-nhwc-"), std::string::npos) << p["key"];
   }
   // Problem flags and --file together are ambiguous.
   r = run("bench conv --file " + path + " -n 2", true);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("not both"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("not both"), std::string::npos) << r.output;
   std::filesystem::remove(path);
 }
 
 TEST_F(BenchConvCli, VerificationFailureMeansNonZeroExit) {
   // No cpu solver is bit-exact with the double reference on f16 output at a 1e-12 tolerance...
-  Result r = run("bench conv " + kSmall +
+  auto r = run("bench conv " + kSmall +
                  " --device cpu --dtype f16 --all-solvers -V 1 -i 1 --tolerance 1e-12 --json");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
   bool any_failed = false;
   for (const auto& res : j["problems"][0]["results"]) any_failed = any_failed || res["verified"] == false;
-  EXPECT_TRUE(any_failed) << r.out;
+  EXPECT_TRUE(any_failed) << r.output;
   // ...while the reference timed against itself passes at any tolerance.
   r = run("bench conv " + kSmall + " --device cpu --solver ref.conv.direct -V 1 -i 1 --tolerance 1e-12");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("ok 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok 0"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchConvCli, TableForPeople) {
-  const Result r = run("bench conv " + kSmall + " --device cpu -V 1 -i 1");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto r = run("bench conv " + kSmall + " --device cpu -V 1 -i 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* column : {"problem", "solver", "ms", "TFLOP/s", "GB/s", "workspace", "verify"}) {
-    EXPECT_NE(r.out.find(column), std::string::npos) << r.out;
+    EXPECT_NE(r.output.find(column), std::string::npos) << r.output;
   }
-  EXPECT_NE(r.out.find(" ok "), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find(" ok "), std::string::npos) << r.output;
 }
 
 TEST_F(BenchConvCli, ErrorsNameTheProblem) {
-  Result r = run("bench conv " + kSmall + " --device cpu --solver cpu.conv.nope", true);
+  auto r = run("bench conv " + kSmall + " --device cpu --solver cpu.conv.nope", true);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("unknown conv solver 'cpu.conv.nope'"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ref.conv.direct"), std::string::npos) << "the valid names are listed: " << r.out;
+  EXPECT_NE(r.output.find("unknown conv solver 'cpu.conv.nope'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ref.conv.direct"), std::string::npos) << "the valid names are listed: " << r.output;
 
   r = run("bench conv " + kSmall + " -F 2 --device cpu", true);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("only forward"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("only forward"), std::string::npos) << r.output;
 
   r = run("bench conv -c 3 -g 2 --device cpu", true);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("divisible"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("divisible"), std::string::npos) << r.output;
 
   r = run("bench conv " + kSmall + " --dtype f64 --device cpu", true);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("f64"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("f64"), std::string::npos) << r.output;
 
   // A solver that cannot do the problem says why, and nothing ran: an error.
   r = run("bench conv " + kSmall + " --device cpu --solver cpu.conv.gemm_1x1", true);
-  if (r.out.find("unknown conv solver") == std::string::npos) {  // only when that cpu solver exists
-    EXPECT_NE(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find("cpu.conv.gemm_1x1"), std::string::npos) << r.out;
+  if (r.output.find("unknown conv solver") == std::string::npos) {  // only when that cpu solver exists
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("cpu.conv.gemm_1x1"), std::string::npos) << r.output;
   }
 }
 

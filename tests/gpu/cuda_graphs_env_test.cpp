@@ -2,39 +2,23 @@
 // process): a malformed value is an error naming the variable and the value, from the first cuDNN or
 // cuBLAS call; 0 (replay off) and 1 run and verify.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "common/run_command.hpp"
 #include "gpu_test_util.hpp"
 
 namespace {
-
-struct Child {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
 
 /// The `galley` CLI beside this test binary: the build's bin/ here, the pack's bin/ on a GPU machine.
 std::filesystem::path galley_cli() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "galley";
 }
 
-Child run_galley(const std::string& env, const std::string& args) {
-  const std::string command = env + " " + galley_cli().string() + " " + args + " 2>&1";
-  Child child;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return child;
-  std::array<char, 4096> chunk{};
-  std::size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) child.output.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  child.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return child;
+/// stdout and stderr together.
+galley::testing::CommandResult run_galley(const std::string& env, const std::string& args) {
+  return galley::testing::run_command(env + " " + galley_cli().string() + " " + args + " 2>&1");
 }
 
 // A 1x1 layer with channels not a multiple of 8 and batch 1: both vendor solvers take it.
@@ -53,7 +37,7 @@ class CudaGraphsEnv : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(CudaGraphsEnv, MalformedValueIsAnErrorNamingIt) {
-  const Child child = run_galley("GALLEY_FIND_MODE=off GALLEY_CUDA_GRAPHS=sometimes", args());
+  const auto child = run_galley("GALLEY_FIND_MODE=off GALLEY_CUDA_GRAPHS=sometimes", args());
   EXPECT_NE(child.exit_code, 0) << child.output;
   EXPECT_NE(child.output.find("GALLEY_CUDA_GRAPHS='sometimes'"), std::string::npos) << child.output;
   EXPECT_NE(child.output.find("valid: 1, 0"), std::string::npos) << child.output;
@@ -62,7 +46,7 @@ TEST_P(CudaGraphsEnv, MalformedValueIsAnErrorNamingIt) {
 TEST_P(CudaGraphsEnv, OnAndOffBothRunAndVerify) {
   for (const char* value : {"0", "1"}) {
     // -i 4 after the warm-up: with replay on, the later calls launch the captured graph.
-    const Child child = run_galley(std::string("GALLEY_FIND_MODE=off GALLEY_CUDA_GRAPHS=") + value, args());
+    const auto child = run_galley(std::string("GALLEY_FIND_MODE=off GALLEY_CUDA_GRAPHS=") + value, args());
     EXPECT_EQ(child.exit_code, 0) << "GALLEY_CUDA_GRAPHS=" << value << "\n" << child.output;
     EXPECT_NE(child.output.find(" ok "), std::string::npos) << "not verified:\n" << child.output;
   }

@@ -2,12 +2,10 @@
 // filled by one process is a hit in the next (`galley bench conv` says so), and export/import/clear work.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include "common/run_command.hpp"
 #include "tuning_fixtures.hpp"
 
 namespace galley::tuning {
@@ -22,31 +20,21 @@ struct Result {
 Result galley(const std::string& env, const std::string& args) {
   Result r;
   for (bool with_stderr : {false, true}) {
-    const std::string command =
-        env + " " GALLEY_TEST_BIN_DIR "/galley " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return r;
-    std::string text;
-    std::array<char, 4096> chunk{};
-    std::size_t n;
-    while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) text.append(chunk.data(), n);
-    const int status = ::pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    (with_stderr ? r.all : r.out) = text;
+    const auto child = galley::testing::run_command(env + " " GALLEY_TEST_BIN_DIR "/galley " + args +
+                                            (with_stderr ? " 2>&1" : " 2>/dev/null"));
+    r.exit_code = child.exit_code;
+    (with_stderr ? r.all : r.out) = child.output;
   }
   return r;
 }
 
 // Runs a command once (for commands with side effects), keeping stdout and stderr apart in a file.
 Result galley_once(const std::string& env, const std::string& args, const std::filesystem::path& err_file) {
+  const auto child =
+      galley::testing::run_command(env + " " GALLEY_TEST_BIN_DIR "/galley " + args + " 2>" + err_file.string());
   Result r;
-  const std::string command = env + " " GALLEY_TEST_BIN_DIR "/galley " + args + " 2>" + err_file.string();
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> chunk{};
-  std::size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) r.out.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.exit_code = child.exit_code;
+  r.out = child.output;
   std::ifstream in(err_file);
   r.all = r.out + std::string(std::istreambuf_iterator<char>(in), {});
   return r;
