@@ -38,7 +38,7 @@
 #include "bench_util.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "galley/runtime/stream.hpp"

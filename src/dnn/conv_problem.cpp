@@ -158,3 +158,56 @@ double ConvProblem::min_bytes() const {
 }
 
 }  // namespace galley::dnn
+
+namespace galley::dnn {
+
+ConvArgs ConvArgs::from(const OpArgs& args) {
+  ConvArgs out;
+  out.x = args.get(ArgId::src);
+  out.w = args.get(ArgId::wei);
+  out.y = args.get(ArgId::dst);
+  out.dy = args.get(ArgId::diff_dst);
+  out.dx = args.get(ArgId::diff_src);
+  out.dw = args.get(ArgId::diff_wei);
+  out.workspace = args.workspace;
+  out.workspace_bytes = args.workspace_bytes;
+  return out;
+}
+
+std::vector<TensorArg> ConvProblem::tensors() const {
+  switch (direction) {
+    case ConvDirection::forward:
+      return {{ArgId::src, x_desc(), false, "x (input)"},
+              {ArgId::wei, w_desc(), false, "w (weights)"},
+              {ArgId::dst, y_desc(), true, "y (output)"}};
+    case ConvDirection::backward_data:
+      return {{ArgId::diff_dst, y_desc(), false, "dy (output gradient)"},
+              {ArgId::wei, w_desc(), false, "w (weights)"},
+              {ArgId::diff_src, x_desc(), true, "dx (input gradient)"}};
+    case ConvDirection::backward_weights:
+      return {{ArgId::src, x_desc(), false, "x (input)"},
+              {ArgId::diff_dst, y_desc(), false, "dy (output gradient)"},
+              {ArgId::diff_wei, w_desc(), true, "dw (weight gradient)"}};
+  }
+  bad("conv problem: unknown direction");
+}
+
+std::string ConvProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
+  const char* f = direction == ConvDirection::forward ? "1" : direction == ConvDirection::backward_data ? "2" : "4";
+  std::string line = "galley bench conv " + driver_flags() + " -F " + f + " --dtype " + galley::to_string(dtype) +
+                     " --layout " + to_string(layout) + " --device " + device.name();
+  if (!solver.empty()) line += " --solver " + std::string(solver);
+  return line;
+}
+
+std::size_t ConvProblem::hash() const noexcept {
+  std::uint64_t h = 0;
+  for (std::int64_t v : {n, c, this->h, this->w, k, y, x, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w,
+                         groups, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(layout),
+                         static_cast<std::int64_t>(direction)}) {
+    h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return static_cast<std::size_t>(h);
+}
+
+}  // namespace galley::dnn

@@ -14,7 +14,7 @@
 
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "tensor_data.hpp"
 
 namespace galley::dnn {
@@ -82,11 +82,6 @@ class RefConvDirect final : public ConvSolver {
 
   bool is_reference() const override { return true; }
 };
-
-[[maybe_unused]] const bool kRegistered = [] {
-  register_conv_solver("cpu", kReferenceRank, std::make_unique<RefConvDirect>());
-  return true;
-}();
 
 }  // namespace
 
@@ -174,5 +169,7 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
     }
   });
 }
+
+std::unique_ptr<ConvSolver> make_ref_conv_direct() { return std::make_unique<RefConvDirect>(); }
 
 }  // namespace galley::dnn

@@ -3,7 +3,9 @@
 // and the CLI.
 #pragma once
 
-#include "galley/dnn/conv_problem.hpp"
+#include <memory>
+
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::dnn {
 
@@ -15,5 +17,8 @@ inline constexpr const char* kRefConvDirectName = "ref.conv.direct";
 /// type), so the result is as close to exact as the output type allows. Parallel over host threads
 /// (GALLEY_NUM_THREADS, else all hardware threads). Validates the problem first.
 void reference_conv_forward(const ConvProblem& problem, const void* x, const void* w, void* y);
+
+/// The reference as a solver, the last entry of the cpu conv list.
+std::unique_ptr<ConvSolver> make_ref_conv_direct();
 
 }  // namespace galley::dnn

@@ -1,5 +1,6 @@
-// The per-backend ordered conv solver lists. Filled by static initialisers in libgalley (cpu) and by
-// plugins while they load, possibly from several threads, so every access takes one mutex.
+// The per-backend, per-op ordered solver lists. Filled by each backend's list files (libgalley's
+// cpu lists at load time, plugins while they load, possibly from several threads), so every access
+// takes one mutex.
 #include <algorithm>
 #include <deque>
 #include <mutex>
@@ -14,15 +15,13 @@ namespace {
 
 struct Entry {
   std::string backend;
-  int rank;
-  std::uint64_t order;  // registration order, the tie-break among equal ranks
-  std::unique_ptr<ConvSolver> solver;
+  OpKind kind;
+  std::unique_ptr<SolverBase> solver;
 };
 
 struct Registry {
   std::mutex mutex;
-  std::deque<Entry> entries;  // a deque so solver pointers and entries never move
-  std::uint64_t next_order = 0;
+  std::deque<Entry> entries;  // a deque so solver pointers and entries never move; list order is insertion order
 };
 
 // Function-local static: safe to use from other translation units' static initialisers.
@@ -32,77 +31,83 @@ Registry& registry() {
 }
 
 // Plugins register their solvers while they load; make sure that has happened before a lookup,
-// so `conv_solvers("cuda")` is never empty merely because nobody asked for a device yet.
-// Called without the registry lock held: loading a plugin re-enters register_conv_solver.
+// so `solvers_of("cuda", ...)` is never empty merely because nobody asked for a device yet.
+// Called without the registry lock held: loading a plugin re-enters register_solvers.
 void ensure_plugins_loaded() { (void)runtime::devices(); }
 
 }  // namespace
 
-void register_conv_solver(std::string_view backend, int rank, std::unique_ptr<ConvSolver> solver) {
-  if (solver == nullptr) throw Error(Status::invalid_argument, "register_conv_solver: null solver");
-  const std::string name(solver->name());
-  if (name.empty()) throw Error(Status::invalid_argument, "register_conv_solver: solver with an empty name");
-  if (backend.empty()) {
-    throw Error(Status::invalid_argument, "register_conv_solver: empty backend name for solver " + name);
+void register_solvers(std::string_view backend, OpKind kind, std::vector<std::unique_ptr<SolverBase>> solvers) {
+  if (backend.empty()) throw Error(Status::invalid_argument, "register_solvers: empty backend name");
+  for (std::size_t i = 0; i < solvers.size(); ++i) {
+    const SolverBase* s = solvers[i].get();
+    const std::string where = "register_solvers(" + std::string(backend) + ", " + to_string(kind) + "): entry " +
+                              std::to_string(i);
+    if (s == nullptr) throw Error(Status::invalid_argument, where + " is null");
+    if (s->name().empty()) throw Error(Status::invalid_argument, where + " has an empty name");
+    if (s->kind() != kind) {
+      throw Error(Status::invalid_argument, where + " '" + std::string(s->name()) + "' is a " +
+                                                to_string(s->kind()) + " solver");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (solvers[j]->name() == s->name()) {
+        throw Error(Status::invalid_argument, where + ": '" + std::string(s->name()) + "' is listed twice");
+      }
+    }
   }
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (const Entry& e : r.entries) {
-    if (e.backend == backend && e.solver->name() == name) {
-      throw Error(Status::invalid_argument, "conv solver '" + name + "' is already registered on backend '" +
-                                                std::string(backend) + "'");
+    for (const auto& s : solvers) {
+      if (e.backend == backend && e.solver->name() == s->name()) {
+        throw Error(Status::invalid_argument, "solver '" + std::string(s->name()) +
+                                                  "' is already registered on backend '" + std::string(backend) + "'");
+      }
     }
   }
-  r.entries.push_back(Entry{std::string(backend), rank, r.next_order++, std::move(solver)});
+  for (auto& s : solvers) r.entries.push_back(Entry{std::string(backend), kind, std::move(s)});
 }
 
-std::vector<const ConvSolver*> conv_solvers(std::string_view backend) {
+std::vector<const SolverBase*> solvers_of(std::string_view backend, OpKind kind) {
   ensure_plugins_loaded();
   Registry& r = registry();
-  std::vector<const Entry*> matching;
-  {
-    std::lock_guard lock(r.mutex);
-    for (const Entry& e : r.entries) {
-      if (e.backend == backend) matching.push_back(&e);
-    }
+  std::vector<const SolverBase*> out;
+  std::lock_guard lock(r.mutex);
+  for (const Entry& e : r.entries) {
+    if (e.backend == backend && e.kind == kind) out.push_back(e.solver.get());
   }
-  // Entries are never removed or changed after insertion, so sorting outside the lock is safe.
-  std::stable_sort(matching.begin(), matching.end(), [](const Entry* a, const Entry* b) {
-    return a->rank != b->rank ? a->rank < b->rank : a->order < b->order;
-  });
-  std::vector<const ConvSolver*> out;
-  out.reserve(matching.size());
-  for (const Entry* e : matching) out.push_back(e->solver.get());
   return out;
 }
 
-const ConvSolver* find_conv_solver(std::string_view name) {
+const SolverBase* find_solver(std::string_view backend, OpKind kind, std::string_view name) {
   ensure_plugins_loaded();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (const Entry& e : r.entries) {
-    if (e.solver->name() == name) return e.solver.get();
+    if (e.backend == backend && e.kind == kind && e.solver->name() == name) return e.solver.get();
   }
   return nullptr;
 }
 
-const ConvSolver* find_conv_solver(std::string_view backend, std::string_view name) {
+const SolverBase* find_solver(OpKind kind, std::string_view name) {
   ensure_plugins_loaded();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (const Entry& e : r.entries) {
-    if (e.backend == backend && e.solver->name() == name) return e.solver.get();
+    if (e.kind == kind && e.solver->name() == name) return e.solver.get();
   }
   return nullptr;
 }
 
-std::vector<std::string> conv_solver_names() {
+std::vector<std::string> solver_names(OpKind kind) {
   ensure_plugins_loaded();
   Registry& r = registry();
   std::vector<std::string> names;
   {
     std::lock_guard lock(r.mutex);
-    for (const Entry& e : r.entries) names.emplace_back(e.solver->name());
+    for (const Entry& e : r.entries) {
+      if (e.kind == kind) names.emplace_back(e.solver->name());
+    }
   }
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

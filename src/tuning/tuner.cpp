@@ -10,35 +10,57 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "conv_benchmark.hpp"
-#include "dnn/convolution_internal.hpp"
+#include "dnn/dispatch.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
-#include "galley/dnn/convolution.hpp"
 #include "galley/memory/buffer.hpp"
+#include "solver_benchmark.hpp"
 
 namespace galley::tuning {
 namespace {
 
-using dnn::ConvProblem;
-using dnn::ConvSolver;
+using dnn::ProblemRef;
+using dnn::SolverBase;
 
 // The cache is keyed by the problem itself, not by its key text: formatting the key costs more
-// than the whole lookup may (<= 1 us).
+// than the whole lookup may (<= 1 us). A lookup uses a view (no copy of the problem); an entry
+// owns a copy. Problems of different kinds are never equal.
+struct CacheKeyView {
+  std::string_view device;
+  ProblemRef problem;
+  std::size_t hash;
+  CacheKeyView(std::string_view d, ProblemRef p)
+      : device(d), problem(p), hash(std::hash<std::string_view>{}(d) * 31 + p.hash()) {}
+};
+
 struct CacheKey {
   std::string device;
-  ConvProblem problem;
-  friend bool operator==(const CacheKey&, const CacheKey&) = default;
+  dnn::AnyProblem problem;
+  std::size_t hash;
+  explicit CacheKey(const CacheKeyView& v)
+      : device(v.device), problem(dnn::AnyProblem::copy_of(v.problem)), hash(v.hash) {}
+  CacheKeyView view() const { return CacheKeyView(device, problem.ref()); }
 };
 
 struct CacheKeyHash {
-  std::size_t operator()(const CacheKey& k) const noexcept {
-    return std::hash<std::string>{}(k.device) * 31 + dnn::ConvProblemHash{}(k.problem);
+  using is_transparent = void;
+  std::size_t operator()(const CacheKey& k) const noexcept { return k.hash; }
+  std::size_t operator()(const CacheKeyView& k) const noexcept { return k.hash; }
+};
+
+struct CacheKeyEqual {
+  using is_transparent = void;
+  static bool same(const CacheKeyView& a, const CacheKeyView& b) {
+    return a.hash == b.hash && a.device == b.device && a.problem.ops == b.problem.ops &&
+           a.problem.ops->equal(a.problem.problem, b.problem.problem);
   }
+  bool operator()(const CacheKey& a, const CacheKey& b) const { return same(a.view(), b.view()); }
+  bool operator()(const CacheKeyView& a, const CacheKey& b) const { return same(a, b.view()); }
+  bool operator()(const CacheKey& a, const CacheKeyView& b) const { return same(a.view(), b); }
 };
 
 struct CacheEntry {
-  const ConvSolver* solver = nullptr;
+  const SolverBase* solver = nullptr;
   bool hit = false;         // stored tuning result (db or this process's tuning), not a list-order guess
   PickSource origin = PickSource::list_order;
   std::vector<RankedSolver> ranked;  // empty for list-order entries
@@ -70,7 +92,7 @@ TunerOptions TunerOptions::from_env() {
 struct Tuner::Impl {
   TunerOptions options;
   std::shared_mutex cache_mutex;
-  std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> cache;
+  std::unordered_map<CacheKey, CacheEntry, CacheKeyHash, CacheKeyEqual> cache;
   std::mutex slow_mutex;  // one db access or tuning at a time; hits never take it
   std::unique_ptr<FindDb> db;
   std::map<std::string, DeviceIdentity> identities;
@@ -98,7 +120,7 @@ struct Tuner::Impl {
     return it->second;
   }
 
-  std::optional<CacheEntry> cached(const CacheKey& key) {
+  std::optional<CacheEntry> cached(const CacheKeyView& key) {
     std::shared_lock lock(cache_mutex);
     auto it = cache.find(key);
     if (it == cache.end()) return std::nullopt;
@@ -107,40 +129,49 @@ struct Tuner::Impl {
 
   // The hit path's lookup: no copy of the ranked list (its strings would cost heap allocations).
   struct Hit {
-    const ConvSolver* solver = nullptr;
+    const SolverBase* solver = nullptr;
     bool hit = false;
   };
-  Hit cached_hit(const CacheKey& key) {
+  Hit cached_hit(const CacheKeyView& key) {
     std::shared_lock lock(cache_mutex);
     auto it = cache.find(key);
     if (it == cache.end()) return {};
     return Hit{it->second.solver, it->second.hit};
   }
 
-  void remember(const CacheKey& key, CacheEntry entry) {
+  void remember(const CacheKeyView& key, CacheEntry entry) {
     std::unique_lock lock(cache_mutex);
-    cache.insert_or_assign(key, std::move(entry));
+    if (auto it = cache.find(key); it != cache.end()) {
+      it->second = std::move(entry);
+    } else {
+      cache.emplace(CacheKey(key), std::move(entry));
+    }
+  }
+
+  void forget(const CacheKeyView& key) {
+    std::unique_lock lock(cache_mutex);
+    if (auto it = cache.find(key); it != cache.end()) cache.erase(it);
   }
 
   // Why a stored solver cannot be trusted now, or nothing when it can. Its stored inner choice is
   // handed back first, so that check() of a solver with an inner search (a vendor library's plans)
   // costs a plan build, not the search again.
-  std::optional<std::string> invalid(const FindRecord& record, const ConvProblem& problem,
-                                     const runtime::Device& device, const ConvSolver*& solver) {
+  std::optional<std::string> invalid(const FindRecord& record, ProblemRef problem, const runtime::Device& device,
+                                     const SolverBase*& solver) {
     const std::string& name = record.solver;
-    solver = dnn::find_conv_solver(device.backend(), name);
+    solver = dnn::find_solver(device.backend(), problem.kind(), name);
     if (solver == nullptr) return "solver '" + name + "' no longer exists on backend " + device.backend();
     if (!options.only_solvers.empty() &&
         std::find(options.only_solvers.begin(), options.only_solvers.end(), name) == options.only_solvers.end()) {
       return "solver '" + name + "' is excluded by the solver filter";
     }
-    if (!solver->use_tuned_params(problem, device, record.params)) {
+    if (!solver->use_tuned_params_any(problem, device, record.params)) {
       log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
                 " cannot be used here; the solver searches again");
     }
-    const dnn::Applicability a = solver->check(problem, device);
+    const dnn::Applicability a = solver->check_any(problem, device);
     if (!a) return "solver '" + name + "' no longer applies: " + a.reason;
-    const std::size_t ws = solver->workspace_bytes(problem, device);
+    const std::size_t ws = solver->workspace_bytes_any(problem, device);
     if (ws > workspace_limit(device)) return "solver '" + name + "' needs more workspace than the limit";
     return std::nullopt;
   }
@@ -148,7 +179,7 @@ struct Tuner::Impl {
   // A find-db hit whose best entry is still valid. With `check_all` every runner-up is checked too
   // and invalid ones dropped; without (pick()), runners-up are only looked up by name: their check()
   // may build a vendor library's plans, which a pick that runs the best alone must not pay for.
-  std::optional<CacheEntry> db_hit(const ConvProblem& problem, const runtime::Device& device, const std::string& key,
+  std::optional<CacheEntry> db_hit(ProblemRef problem, const runtime::Device& device, const std::string& key,
                                    bool check_all) {
     bool from_system = false;
     const auto records = find_db().lookup(key, identity(device), &from_system);
@@ -158,9 +189,9 @@ struct Tuner::Impl {
     entry.origin = from_system ? PickSource::system_db : PickSource::user_db;
     entry.ranked_checked = check_all;
     for (const FindRecord& r : records) {
-      const ConvSolver* solver = nullptr;
+      const SolverBase* solver = nullptr;
       if (entry.solver != nullptr && !check_all) {
-        solver = dnn::find_conv_solver(device.backend(), r.solver);
+        solver = dnn::find_solver(device.backend(), problem.kind(), r.solver);
         if (solver == nullptr) continue;
       } else if (const auto why = invalid(r, problem, device, solver)) {
         if (entry.solver == nullptr) {
@@ -176,8 +207,8 @@ struct Tuner::Impl {
     return entry;
   }
 
-  TuneResult run_tuning(const ConvProblem& problem, const runtime::Device& device, const CacheKey& cache_key,
-                        const ConvSolver** chosen = nullptr) {
+  TuneResult run_tuning(ProblemRef problem, const runtime::Device& device, const CacheKeyView& cache_key,
+                        const SolverBase** chosen = nullptr) {
     problem.validate();
     const auto start = std::chrono::steady_clock::now();
     TuneResult result;
@@ -186,23 +217,23 @@ struct Tuner::Impl {
     if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, result.rejected);
     result.list_order_choice = std::string(candidates.list_first->name());
 
-    const ConvSolver* best = nullptr;
+    const SolverBase* best = nullptr;
     if (candidates.timed.empty()) {
       // Only a reference applies: nothing to compare, so nothing is timed.
       best = candidates.list_first;
       result.ranked.push_back(
-          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes(problem, device), {}});
+          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes_any(problem, device), {}});
     } else {
       // The box runs from the start: the candidates' check() and workspace_bytes() above can be
-      // a vendor library's own search (cudnn_graph timing its engine plans, cudnnFind), 1-2 s for
-      // deeplab.dilated on the H200, and a time box that leaves them out does not bound tuning.
+      // a vendor library's own search (cudnn_graph timing its engine plans, cudnnFind), seconds on
+      // a large problem, and a time box that leaves them out does not bound tuning.
       const auto timings = detail::time_solvers(problem, device, candidates.timed, options.find.time_box_ms, start,
                                                 result.rejected, result.time_box_hit);
       if (timings.empty()) detail::throw_no_solver(problem, device, result.rejected);
       best = timings.front().solver;
       for (const auto& t : timings) {
         result.ranked.push_back(RankedSolver{std::string(t.solver->name()), t.median_ms, t.workspace_bytes,
-                                             t.solver->tuned_params(problem, device)});
+                                             t.solver->tuned_params_any(problem, device)});
       }
     }
     result.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -244,7 +275,7 @@ void Tuner::clear_cache() {
   impl_->cache.clear();
 }
 
-const ConvSolver& Tuner::list_order_choice(const ConvProblem& problem, const runtime::Device& device) {
+const SolverBase& Tuner::list_order_choice(ProblemRef problem, const runtime::Device& device) {
   std::size_t limit = 0;
   {
     std::lock_guard lock(impl_->slow_mutex);
@@ -255,45 +286,44 @@ const ConvSolver& Tuner::list_order_choice(const ConvProblem& problem, const run
   return *candidates.list_first;
 }
 
-Pick Tuner::pick(const ConvProblem& problem, const runtime::Device& device) {
-  const CacheKey key{device.name(), problem};
+AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
+  const CacheKeyView key(device.name(), problem);
   // The hit path: one shared-lock hash lookup and the solver's own cheap check().
   if (const auto entry = impl_->cached_hit(key); entry.solver != nullptr) {
-    const dnn::Applicability a = entry.solver->check(problem, device);
-    if (a) return Pick{entry.solver, entry.hit, PickSource::cache};
+    const dnn::Applicability a = entry.solver->check_any(problem, device);
+    if (a) return AnyPick{entry.solver, entry.hit, PickSource::cache};
     log::info("cached choice " + std::string(entry.solver->name()) + " for " + problem.key() +
               " no longer applies (" + a.reason + ")");
-    std::unique_lock lock(impl_->cache_mutex);
-    impl_->cache.erase(key);
+    impl_->forget(key);
   }
 
   std::lock_guard lock(impl_->slow_mutex);
-  if (auto entry = impl_->cached(key)) return Pick{entry->solver, entry->hit, PickSource::cache};  // another thread
+  if (auto entry = impl_->cached(key)) return AnyPick{entry->solver, entry->hit, PickSource::cache};  // another thread
   problem.validate();
   const FindMode mode = impl_->options.find.mode;
   auto list_order = [&] {
     const auto c = detail::find_candidates(problem, device, impl_->workspace_limit(device), impl_->options.only_solvers);
     if (c.list_first == nullptr) detail::throw_no_solver(problem, device, c.rejected);
     impl_->remember(key, CacheEntry{c.list_first, false, PickSource::list_order, {}});
-    return Pick{c.list_first, false, PickSource::list_order};
+    return AnyPick{c.list_first, false, PickSource::list_order};
   };
   if (mode == FindMode::off) return list_order();
   const std::string text_key = problem.key();
   if (impl_->trusts_db()) {
     if (auto entry = impl_->db_hit(problem, device, text_key, false)) {
       impl_->remember(key, *entry);
-      return Pick{entry->solver, true, entry->origin};
+      return AnyPick{entry->solver, true, entry->origin};
     }
     if (mode == FindMode::fast) return list_order();
   }
-  const ConvSolver* best = nullptr;
+  const SolverBase* best = nullptr;
   impl_->run_tuning(problem, device, key, &best);
-  return Pick{best, false, PickSource::tuned};
+  return AnyPick{best, false, PickSource::tuned};
 }
 
-std::vector<RankedSolver> Tuner::lookup(const ConvProblem& problem, const runtime::Device& device) {
+std::vector<RankedSolver> Tuner::lookup(ProblemRef problem, const runtime::Device& device) {
   if (impl_->options.find.mode == FindMode::off) return {};
-  const CacheKey key{device.name(), problem};
+  const CacheKeyView key(device.name(), problem);
   if (auto entry = impl_->cached(key); entry && entry->hit && entry->ranked_checked && !entry->ranked.empty()) {
     return entry->ranked;
   }
@@ -306,8 +336,8 @@ std::vector<RankedSolver> Tuner::lookup(const ConvProblem& problem, const runtim
   return {};
 }
 
-std::vector<RankedSolver> Tuner::ranked(const ConvProblem& problem, const runtime::Device& device) {
-  const CacheKey key{device.name(), problem};
+std::vector<RankedSolver> Tuner::ranked(ProblemRef problem, const runtime::Device& device) {
+  const CacheKeyView key(device.name(), problem);
   const FindMode mode = impl_->options.find.mode;
   if (auto entry = impl_->cached(key); entry && entry->hit && entry->ranked_checked && !entry->ranked.empty()) {
     // A db hit is reusable unless this process must re-measure; its own tuning always is.
@@ -324,8 +354,8 @@ std::vector<RankedSolver> Tuner::ranked(const ConvProblem& problem, const runtim
   return impl_->run_tuning(problem, device, key).ranked;
 }
 
-TuneResult Tuner::tune(const ConvProblem& problem, const runtime::Device& device) {
-  const CacheKey key{device.name(), problem};
+TuneResult Tuner::tune(ProblemRef problem, const runtime::Device& device) {
+  const CacheKeyView key(device.name(), problem);
   std::lock_guard lock(impl_->slow_mutex);
   return impl_->run_tuning(problem, device, key);
 }
@@ -343,9 +373,10 @@ PreloadResult Tuner::preload(runtime::Stream& stream) {
   result.problems = static_cast<int>(keys.size());
   for (const std::string& key : keys) {
     try {
-      const ConvProblem problem = ConvProblem::parse_key(key);
-      const CacheKey cache_key{device.name(), problem};
-      const ConvSolver* solver = nullptr;
+      const dnn::AnyProblem parsed = dnn::parse_problem_key(key);
+      const ProblemRef problem = parsed.ref();
+      const CacheKeyView cache_key(device.name(), problem);
+      const SolverBase* solver = nullptr;
       {
         std::lock_guard lock(impl_->slow_mutex);
         if (auto entry = impl_->cached(cache_key); entry && entry->hit) {
@@ -359,18 +390,20 @@ PreloadResult Tuner::preload(runtime::Stream& stream) {
         result.skipped.emplace_back(key, "no stored solver is valid here (see GALLEY_LOG_LEVEL=info)");
         continue;
       }
-      // One call on scratch tensors through the path a user's call takes (pick, then
-      // convolution_forward): what a first call pays once (kernel loading, vendor handles and
-      // plans, first touch of workspace, the host code of the call itself) is paid here. Zeroed
-      // inputs: leftover bytes of a reused block could be denormals, which are slow on some CPUs.
-      memory::Buffer x = memory::allocate(stream, problem.x_desc().bytes());
-      memory::Buffer w = memory::allocate(stream, problem.w_desc().bytes());
-      memory::Buffer y = memory::allocate(stream, problem.y_desc().bytes());
-      memory::memset(stream, x, 0, problem.x_desc().bytes());
-      memory::memset(stream, w, 0, problem.w_desc().bytes());
+      // One call on scratch tensors through the path a user's call takes (pick, then the one
+      // dispatch path): what a first call pays once (kernel loading, vendor handles and plans,
+      // first touch of workspace, the host code of the call itself) is paid here. Zeroed inputs:
+      // leftover bytes of a reused block could be denormals, which are slow on some CPUs.
+      std::vector<memory::Buffer> buffers;
+      dnn::OpArgs args;
+      for (const dnn::TensorArg& t : problem.tensors()) {
+        buffers.push_back(memory::allocate(stream, t.desc.bytes()));
+        if (!t.output) memory::memset(stream, buffers.back(), 0, t.desc.bytes());
+        args.set(t.id, buffers.back().data());
+      }
       {
         const dnn::detail::SuppressCmdLog quiet;
-        dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), pick(problem, device).solver);
+        dnn::execute("preload", stream, problem, args, pick(problem, device).solver);
       }
       stream.synchronize();
       ++result.prepared;
@@ -391,13 +424,13 @@ Tuner& default_tuner() {
 
 namespace {
 
-const dnn::ConvSolver& pick_for_convolution(const ConvProblem& problem, const runtime::Device& device) {
+const SolverBase& pick_with_default_tuner(ProblemRef problem, const runtime::Device& device) {
   return *default_tuner().pick(problem, device).solver;
 }
 
-// dnn::convolution_forward asks the tuner through this hook: dnn sits above tuning and may not
-// include it, so tuning installs itself when libgalley loads.
-const bool g_picker_installed = (dnn::set_conv_solver_picker(&pick_for_convolution), true);
+// Every op's dispatch asks the tuner through this hook: dnn sits above tuning and may not include
+// it, so tuning installs itself when libgalley loads.
+const bool g_picker_installed = (dnn::set_solver_picker(&pick_with_default_tuner), true);
 
 }  // namespace
 

@@ -9,7 +9,7 @@
 
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 

@@ -17,7 +17,7 @@
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/dnn/convolution.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/runtime/device.hpp"
 
@@ -147,7 +147,7 @@ TEST_P(ConvConformance, EverySolverMatchesTheReference) {
         ++st.passed;
       } else if (st.reports++ < kMaxReportsPerSolver) {
         ADD_FAILURE() << s->name() << " on " << p.key() << ": " << failure
-                      << "\n  repro: " << conv_bench_command(p, *device, s->name()) << " -V 1";
+                      << "\n  repro: " << p.bench_command(*device, s->name()) << " -V 1";
       }
     }
   }

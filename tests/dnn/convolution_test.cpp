@@ -40,7 +40,9 @@ class WorkspaceProbe final : public ConvSolver {
 
 const ConvSolver& probe() {
   static const ConvSolver* solver = [] {
-    register_conv_solver("cpu", kReferenceRank - 1, std::make_unique<WorkspaceProbe>());
+    std::vector<std::unique_ptr<SolverBase>> list;
+    list.push_back(std::make_unique<WorkspaceProbe>());
+    register_solvers("cpu", OpKind::conv, std::move(list));
     return find_conv_solver("cpu", "test.conv.workspace_probe");
   }();
   return *solver;
@@ -138,7 +140,9 @@ TEST(ConvolutionForward, NamedSolverMustFit) {
     void run(runtime::Stream&, const ConvProblem&, const ConvArgs&) const override {}
   };
   static const ConvSolver* elsewhere = [] {
-    register_conv_solver("test.elsewhere", 0, std::make_unique<Elsewhere>());
+    std::vector<std::unique_ptr<SolverBase>> list;
+    list.push_back(std::make_unique<Elsewhere>());
+    register_solvers("test.elsewhere", OpKind::conv, std::move(list));
     return find_conv_solver("test.elsewhere", "test.conv.elsewhere");
   }();
   expect_error(Status::unsupported,

@@ -1,5 +1,6 @@
-// The per-backend solver lists: order by rank, duplicate names, lookups, concurrent registration.
-// Test solvers go to made-up backends so the real lists (and the conformance harness) stay clean.
+// The per-backend, per-op solver lists: list order, duplicate names, bad registrations, lookups,
+// concurrent registration. Test solvers go to made-up backends so the real lists (and the
+// conformance harness) stay clean.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 
 #include "dnn/ref_conv_direct.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -26,45 +27,56 @@ class NamedSolver final : public ConvSolver {
   std::string name_;
 };
 
+std::vector<std::unique_ptr<SolverBase>> list_of(std::initializer_list<const char*> names) {
+  std::vector<std::unique_ptr<SolverBase>> out;
+  for (const char* n : names) out.push_back(std::make_unique<NamedSolver>(n));
+  return out;
+}
+
 std::vector<std::string> names_of(std::string_view backend) {
   std::vector<std::string> out;
   for (const ConvSolver* s : conv_solvers(backend)) out.emplace_back(s->name());
   return out;
 }
 
-TEST(SolverRegistry, OrderedByRankThenRegistration) {
-  register_conv_solver("test.order", 50, std::make_unique<NamedSolver>("t.mid_a"));
-  register_conv_solver("test.order", kReferenceRank, std::make_unique<NamedSolver>("t.ref"));
-  register_conv_solver("test.order", 10, std::make_unique<NamedSolver>("t.fast"));
-  register_conv_solver("test.order", 50, std::make_unique<NamedSolver>("t.mid_b"));
+TEST(SolverRegistry, ListOrderIsRegistrationOrder) {
+  register_solvers("test.order", OpKind::conv, list_of({"t.fast", "t.mid_a", "t.mid_b"}));
+  register_solvers("test.order", OpKind::conv, list_of({"t.ref"}));
   EXPECT_EQ(names_of("test.order"), (std::vector<std::string>{"t.fast", "t.mid_a", "t.mid_b", "t.ref"}));
   EXPECT_TRUE(conv_solvers("test.no_such_backend").empty());
 }
 
 TEST(SolverRegistry, DuplicatesAndBadRegistrations) {
-  register_conv_solver("test.dup", 1, std::make_unique<NamedSolver>("t.once"));
+  register_solvers("test.dup", OpKind::conv, list_of({"t.once"}));
   try {
-    register_conv_solver("test.dup", 2, std::make_unique<NamedSolver>("t.once"));
+    register_solvers("test.dup", OpKind::conv, list_of({"t.other", "t.once"}));
     FAIL() << "duplicate accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("t.once"), std::string::npos);
   }
-  EXPECT_EQ(conv_solvers("test.dup").size(), 1u);
+  // A refused list adds nothing, not even its valid entries.
+  EXPECT_EQ(names_of("test.dup"), (std::vector<std::string>{"t.once"}));
+  EXPECT_THROW(register_solvers("test.dup2", OpKind::conv, list_of({"t.twice", "t.twice"})), Error);
+  EXPECT_TRUE(conv_solvers("test.dup2").empty());
   // The single-source gpu solvers carry one name on both cuda and hip.
-  EXPECT_NO_THROW(register_conv_solver("test.dup_other", 1, std::make_unique<NamedSolver>("t.once")));
+  EXPECT_NO_THROW(register_solvers("test.dup_other", OpKind::conv, list_of({"t.once"})));
   EXPECT_NE(find_conv_solver("test.dup", "t.once"), find_conv_solver("test.dup_other", "t.once"));
-  EXPECT_THROW(register_conv_solver("test.dup", 1, nullptr), Error);
-  EXPECT_THROW(register_conv_solver("", 1, std::make_unique<NamedSolver>("t.nobackend")), Error);
-  EXPECT_THROW(register_conv_solver("test.dup", 1, std::make_unique<NamedSolver>("")), Error);
+  std::vector<std::unique_ptr<SolverBase>> with_null;
+  with_null.push_back(nullptr);
+  EXPECT_THROW(register_solvers("test.dup", OpKind::conv, std::move(with_null)), Error);
+  EXPECT_THROW(register_solvers("", OpKind::conv, list_of({"t.nobackend"})), Error);
+  EXPECT_THROW(register_solvers("test.dup", OpKind::conv, list_of({""})), Error);
 }
 
 TEST(SolverRegistry, Lookups) {
-  register_conv_solver("test.lookup", 1, std::make_unique<NamedSolver>("t.lookup"));
+  register_solvers("test.lookup", OpKind::conv, list_of({"t.lookup"}));
   const ConvSolver* s = find_conv_solver("t.lookup");
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->name(), "t.lookup");
+  EXPECT_EQ(s->kind(), OpKind::conv);
   EXPECT_EQ(find_conv_solver("test.lookup", "t.lookup"), s);
+  EXPECT_EQ(find_solver("test.lookup", OpKind::conv, "t.lookup"), s);
   EXPECT_EQ(find_conv_solver("cpu", "t.lookup"), nullptr);
   EXPECT_EQ(find_conv_solver("no.such.solver"), nullptr);
   const auto names = conv_solver_names();
@@ -81,37 +93,38 @@ TEST(SolverRegistry, ReferenceIsLastOnCpu) {
   for (std::size_t i = 0; i + 1 < cpu.size(); ++i) EXPECT_FALSE(cpu[i]->is_reference()) << cpu[i]->name();
 }
 
-TEST(SolverRegistry, ConcurrentRegistrationAndReads) {
-  constexpr int kThreads = 8, kEach = 40;
+TEST(SolverRegistry, ConcurrentListsStayWhole) {
+  constexpr int kThreads = 8, kLists = 20, kEach = 4;
   std::atomic<bool> stop{false};
-  std::atomic<std::size_t> max_seen{0};
   std::jthread reader([&] {
     while (!stop) {
-      const auto list = conv_solvers("test.concurrent");
-      // Every snapshot is sorted by rank (the rank is encoded in the name's number).
-      for (std::size_t i = 0; i + 1 < list.size(); ++i) {
-        const int a = std::stoi(std::string(list[i]->name()).substr(2));
-        const int b = std::stoi(std::string(list[i + 1]->name()).substr(2));
-        if (a % kEach > b % kEach) ADD_FAILURE() << "unsorted snapshot";
+      // A list registered in one call is never seen in part, nor interleaved with another's.
+      const auto names = names_of("test.concurrent");
+      if (names.size() % kEach != 0) ADD_FAILURE() << "a list seen in part";
+      for (std::size_t i = 0; i + 1 < names.size(); i += kEach) {
+        const std::string head = names[i].substr(0, names[i].rfind('.'));
+        for (int j = 1; j < kEach; ++j) {
+          if (names[i + j].rfind(head + ".", 0) != 0) ADD_FAILURE() << "interleaved lists";
+        }
       }
-      max_seen = std::max(max_seen.load(), list.size());
     }
   });
   {
     std::vector<std::jthread> writers;
     for (int t = 0; t < kThreads; ++t) {
       writers.emplace_back([t] {
-        for (int i = 0; i < kEach; ++i) {
-          const int id = t * kEach + i;
-          register_conv_solver("test.concurrent", id % kEach,
-                               std::make_unique<NamedSolver>("c." + std::to_string(id)));
+        for (int l = 0; l < kLists; ++l) {
+          std::vector<std::unique_ptr<SolverBase>> list;
+          const std::string head = "c" + std::to_string(t) + "_" + std::to_string(l);
+          for (int i = 0; i < kEach; ++i) list.push_back(std::make_unique<NamedSolver>(head + "." + std::to_string(i)));
+          register_solvers("test.concurrent", OpKind::conv, std::move(list));
         }
       });
     }
   }
   stop = true;
   reader.join();
-  EXPECT_EQ(conv_solvers("test.concurrent").size(), static_cast<std::size_t>(kThreads * kEach));
+  EXPECT_EQ(conv_solvers("test.concurrent").size(), static_cast<std::size_t>(kThreads * kLists * kEach));
 }
 
 }  // namespace

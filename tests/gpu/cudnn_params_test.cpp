@@ -7,7 +7,7 @@
 
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/memory/buffer.hpp"
 #include "gpu_test_util.hpp"
 #include "solver_vs_reference.hpp"

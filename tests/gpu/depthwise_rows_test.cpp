@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "gpu_test_util.hpp"
 #include "solver_vs_reference.hpp"
 

@@ -145,18 +145,22 @@ class SlowPrepSolver final : public dnn::ConvSolver {
   mutable std::set<std::string> prepared_;
 };
 
+// Appended to the cpu list after ref.conv.direct; tests name the solvers they want (only_solvers),
+// and this order is what they see among these.
 const bool g_registered = [] {
-  dnn::register_conv_solver("cpu", 998, std::make_unique<SlowPrepSolver>());
-  dnn::register_conv_solver("cpu", 1004, std::make_unique<InnerChoiceSolver>());
-  dnn::register_conv_solver("cpu", 1005, std::make_unique<CountedSolver>());
-  dnn::register_conv_solver("cpu", 999, std::make_unique<FakeSolver>(kSlow, 4.0, 1024));
-  dnn::register_conv_solver("cpu", 1000, std::make_unique<FakeSolver>(kFast, 1.0));
-  dnn::register_conv_solver("cpu", 1001, std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
-  dnn::register_conv_solver("cpu", 1002, std::make_unique<FakeSolver>(kBigWs, 0.1, std::size_t{1} << 30));
-  dnn::register_conv_solver("cpu", 1003, std::make_unique<FakeSolver>(kSleepy, 40.0));
-  dnn::register_conv_solver("cpu", 1006, std::make_unique<FakeSolver>(kTwinA, 2.0, 0, false, false, true));
-  dnn::register_conv_solver("cpu", 1007, std::make_unique<FakeSolver>(kTwinB, 2.0, 0, false, false, true));
-  dnn::register_conv_solver("cpu", dnn::kReferenceRank, std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
+  std::vector<std::unique_ptr<dnn::SolverBase>> list;
+  list.push_back(std::make_unique<SlowPrepSolver>());
+  list.push_back(std::make_unique<FakeSolver>(kSlow, 4.0, 1024));
+  list.push_back(std::make_unique<FakeSolver>(kFast, 1.0));
+  list.push_back(std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
+  list.push_back(std::make_unique<FakeSolver>(kBigWs, 0.1, std::size_t{1} << 30));
+  list.push_back(std::make_unique<FakeSolver>(kSleepy, 40.0));
+  list.push_back(std::make_unique<InnerChoiceSolver>());
+  list.push_back(std::make_unique<CountedSolver>());
+  list.push_back(std::make_unique<FakeSolver>(kTwinA, 2.0, 0, false, false, true));
+  list.push_back(std::make_unique<FakeSolver>(kTwinB, 2.0, 0, false, false, true));
+  list.push_back(std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
+  dnn::register_solvers("cpu", dnn::OpKind::conv, std::move(list));
   return true;
 }();
 

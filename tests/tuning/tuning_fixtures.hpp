@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "galley/dnn/conv_problem.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tuning/tuner.hpp"
 

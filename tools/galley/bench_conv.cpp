@@ -210,7 +210,7 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
     for (const auto& s : p.skipped) skipped.push_back({{"solver", s.solver}, {"reason", s.reason}});
     out["problems"].push_back({{"key", p.problem.key()},
                                {"tag", p.tag},
-                               {"command", dnn::conv_bench_command(p.problem, device)},
+                               {"command", p.problem.bench_command(device)},
                                {"flops", p.problem.flops()},
                                {"tuner", tuner_json(p.problem)},
                                {"results", std::move(results)},

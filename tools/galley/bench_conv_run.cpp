@@ -14,9 +14,35 @@
 namespace galley::cli {
 namespace {
 
+// The problem's tensors on the device, by role, and which one the call writes.
 struct DeviceData {
-  memory::Buffer x, w, y;
+  std::vector<memory::Buffer> buffers;
+  dnn::OpArgs args;
+  dnn::TensorArg output;
+  void* output_ptr = nullptr;
 };
+
+// The host reference for the problem's direction: `inputs` holds the host copy of each input
+// tensor by role, `out` receives the output.
+void reference(const dnn::ConvProblem& p, const std::vector<std::vector<std::byte>>& inputs,
+               const std::vector<dnn::TensorArg>& tensors, std::vector<std::byte>& out) {
+  auto input = [&](dnn::ArgId id) -> const void* {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].id == id) return inputs[i].data();
+    }
+    throw Error(Status::internal, std::string("bench conv: no input tensor ") + dnn::to_string(id));
+  };
+  switch (p.direction) {
+    case dnn::ConvDirection::forward:
+      dnn::reference_conv_forward(p, input(dnn::ArgId::src), input(dnn::ArgId::wei), out.data());
+      return;
+    case dnn::ConvDirection::backward_data:
+    case dnn::ConvDirection::backward_weights:
+      break;
+  }
+  throw Error(Status::unsupported,
+              std::string("bench conv: no reference for direction ") + dnn::to_string(p.direction));
+}
 
 // Runs, verifies and times one solver. Throws whatever the solver or the runtime throws.
 void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvSolver& solver,
@@ -26,18 +52,20 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   result.workspace_bytes = solver.workspace_bytes(p, device);
   result.detail = solver.detail(p, device);
   const memory::Buffer ws = memory::allocate(stream, result.workspace_bytes);
-  const dnn::ConvArgs args{data.x.data(), data.w.data(), data.y.data(), ws.data(), result.workspace_bytes};
-  const std::size_t y_bytes = p.y_desc().bytes();
+  dnn::ConvArgs args = dnn::ConvArgs::from(data.args);
+  args.workspace = ws.data();
+  args.workspace_bytes = result.workspace_bytes;
+  const std::size_t out_bytes = data.output.desc.bytes();
 
   if (ref != nullptr) {
     // 0xFF bytes are NaN in f32, f16 and bf16: an element the solver does not write fails.
-    stream.memset(data.y.data(), 0xff, y_bytes);
+    stream.memset(data.output_ptr, 0xff, out_bytes);
     solver.run(stream, p, args);
-    std::vector<std::byte> got(y_bytes);
-    stream.copy_d2h(got.data(), data.y.data(), y_bytes);
+    std::vector<std::byte> got(out_bytes);
+    stream.copy_d2h(got.data(), data.output_ptr, out_bytes);
     stream.synchronize();
     const dnn::Comparison c =
-        dnn::compare_outputs(p.dtype, got.data(), ref->data(), p.y_desc().elements(),
+        dnn::compare_outputs(p.dtype, got.data(), ref->data(), data.output.desc.elements(),
                              options.tolerance > 0 ? options.tolerance : dnn::conv_tolerance(p.dtype));
     result.verified = c.passed;
     result.max_rel_err = c.max_rel_err;
@@ -91,18 +119,28 @@ ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProb
   }
   if (runnable.empty()) return out;
 
-  const std::uint64_t seed = fnv1a64(p.key());
-  const auto x = dnn::random_tensor(p.dtype, p.x_desc().elements(), seed);
-  const auto w = dnn::random_tensor(p.dtype, p.w_desc().elements(), seed + 1);
+  std::uint64_t seed = fnv1a64(p.key());
+  const std::vector<dnn::TensorArg> tensors = p.tensors();
+  std::vector<std::vector<std::byte>> inputs(tensors.size());
+  DeviceData data;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const dnn::TensorArg& t = tensors[i];
+    data.buffers.push_back(memory::allocate(stream, t.desc.bytes()));
+    data.args.set(t.id, data.buffers.back().data());
+    if (t.output) {
+      data.output = t;
+      data.output_ptr = data.buffers.back().data();
+    } else {
+      inputs[i] = dnn::random_tensor(p.dtype, t.desc.elements(), seed++);
+      stream.copy_h2d(data.buffers.back().data(), inputs[i].data(), inputs[i].size());
+    }
+  }
   std::vector<std::byte> ref;
   if (options.verify) {
-    ref.resize(p.y_desc().bytes());
-    dnn::reference_conv_forward(p, x.data(), w.data(), ref.data());
+    ref.resize(data.output.desc.bytes());
+    reference(p, inputs, tensors, ref);
   }
-  DeviceData data{memory::allocate(stream, x.size()), memory::allocate(stream, w.size()),
-                  memory::allocate(stream, p.y_desc().bytes())};
-  stream.copy_h2d(data.x.data(), x.data(), x.size());
-  stream.copy_h2d(data.w.data(), w.data(), w.size());
+  stream.synchronize();  // the host inputs may go out of scope on an error path below
 
   for (const dnn::ConvSolver* s : runnable) {
     ConvBenchResult result;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "galley/dnn/conv_problem.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/stream.hpp"
 
 namespace galley::cli {

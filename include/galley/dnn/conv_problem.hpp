@@ -6,19 +6,42 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "galley/core/dtype.hpp"
+#include "galley/dnn/op.hpp"
 #include "galley/dnn/tensor.hpp"
+#include "galley/runtime/device.hpp"
 
 namespace galley::dnn {
 
 enum class ConvDirection { forward, backward_data, backward_weights };
 const char* to_string(ConvDirection direction) noexcept;
 
+/// Device pointers of one convolution call, by direction: forward reads x and w and writes y;
+/// backward_data reads dy and w and writes dx; backward_weights reads x and dy and writes dw.
+/// Workspace may be null when the solver's workspace_bytes() is 0. The forward fields come first,
+/// so a forward call reads `ConvArgs{x, w, y, workspace, workspace_bytes}`.
+struct ConvArgs {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+
+  static ConvArgs from(const OpArgs& args);
+};
+
 /// A convolution problem. Build it with designated initialisers, e.g.
 /// `ConvProblem{.n = 32, .c = 64, .h = 56, .w = 56, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1}`;
 /// the output size is inferred. Weights are K x (C/g) x y x x (KCYX for nchw, KYXC for nhwc).
 struct ConvProblem {
+  static constexpr OpKind kKind = OpKind::conv;
+  using Args = ConvArgs;
+
   std::int64_t n = 1, c = 1, h = 1, w = 1;      ///< input batch, channels, height, width
   std::int64_t k = 1;                           ///< output channels
   std::int64_t y = 1, x = 1;                    ///< filter height, width
@@ -45,6 +68,11 @@ struct ConvProblem {
   /// Throws Error(invalid_argument) naming the tensor when x/w/y do not match this problem.
   void check_tensors(const TensorDesc& x, const TensorDesc& w, const TensorDesc& y) const;
 
+  /// The tensors a call of this problem's direction reads and writes, in the problem's layout:
+  /// forward {src x, wei w -> dst y}, backward_data {diff_dst dy, wei w -> diff_src dx},
+  /// backward_weights {src x, diff_dst dy -> diff_wei dw}.
+  std::vector<TensorArg> tensors() const;
+
   /// Multiply-adds x 2: 2*N*K*Ho*Wo*(C/g)*y*x.
   double flops() const;
   /// Bytes of x + w + y, the least traffic any implementation needs.
@@ -62,21 +90,20 @@ struct ConvProblem {
   /// `-F 1` (forward) is accepted. `tag`, when given, receives the text after '#', trimmed.
   static ConvProblem parse_driver_line(std::string_view line, std::string* tag = nullptr);
 
+  /// "galley bench conv -n 32 ... -g 1 -F 1 --dtype f32 --layout nchw --device cpu [--solver NAME]":
+  /// the command that reproduces one call (GALLEY_LOG_CMD prints it for every call).
+  std::string bench_command(const runtime::Device& device, std::string_view solver = {}) const;
+
+  /// Hash of every field, for per-call caches keyed by the problem itself: formatting key() costs
+  /// about a microsecond, as much as a whole cache lookup may. Not stable across builds.
+  std::size_t hash() const noexcept;
+
   friend bool operator==(const ConvProblem&, const ConvProblem&) = default;
 };
 
-/// Hash of every field, for per-call caches keyed by the problem itself: formatting key() costs
-/// about a microsecond, as much as a whole cache lookup may. Not stable across builds.
+/// ConvProblem::hash() as a function object, for unordered containers.
 struct ConvProblemHash {
-  std::size_t operator()(const ConvProblem& p) const noexcept {
-    std::uint64_t h = 0;
-    for (std::int64_t v : {p.n, p.c, p.h, p.w, p.k, p.y, p.x, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
-                           p.dilation_w, p.groups, static_cast<std::int64_t>(p.dtype),
-                           static_cast<std::int64_t>(p.layout), static_cast<std::int64_t>(p.direction)}) {
-      h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    }
-    return static_cast<std::size_t>(h);
-  }
+  std::size_t operator()(const ConvProblem& p) const noexcept { return p.hash(); }
 };
 
 }  // namespace galley::dnn

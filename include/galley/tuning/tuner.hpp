@@ -1,5 +1,5 @@
-// The auto-tuner: chooses a conv solver per problem and device by measurement, remembers the
-// choice in an in-process cache and in the find-db, and honours the find modes.
+// The auto-tuner: chooses a solver per problem (of any op kind) and device by measurement,
+// remembers the choice in an in-process cache and in the find-db, and honours the find modes.
 //
 //   tuning::Tuner& tuner = tuning::default_tuner();
 //   tuning::Pick p = tuner.pick(problem, device);   // p.solver, p.hit
@@ -17,7 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/conv_solver.hpp"
+#include "galley/dnn/problem.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -45,7 +46,7 @@ struct RankedSolver {
   std::string solver;
   double ms = 0;  ///< median time; NaN when not timed (reference solver alone, or from a fast choice)
   std::size_t workspace_bytes = 0;
-  std::string params;  ///< the solver's inner choice (dnn::ConvSolver::tuned_params), often empty
+  std::string params;  ///< the solver's inner choice (dnn::Solver::tuned_params), often empty
 };
 
 /// Where a pick came from.
@@ -68,14 +69,17 @@ struct PreloadResult {
   double ms = 0;  ///< wall time
 };
 
-/// The answer of pick().
-struct Pick {
-  const dnn::ConvSolver* solver = nullptr;  ///< never null
+/// The answer of pick(), typed by the solver's problem.
+template <class SolverType>
+struct BasicPick {
+  const SolverType* solver = nullptr;  ///< never null
   /// True when the solver came from stored tuning results (find-db, or the in-process cache of a
   /// db hit or of earlier tuning) without benchmarking now; false after tuning or a list-order choice.
   bool hit = false;
   PickSource source = PickSource::list_order;
 };
+using AnyPick = BasicPick<dnn::SolverBase>;
+using Pick = BasicPick<dnn::ConvSolver>;
 
 /// A solver that was not a candidate, and why.
 struct Rejection {
@@ -101,23 +105,46 @@ class Tuner {
 
   /// The solver to run `problem` on `device`, by the find mode (see find_mode.hpp). Throws
   /// Error(unsupported) listing each solver's reason when none applies. Thread-safe.
-  Pick pick(const dnn::ConvProblem& problem, const runtime::Device& device);
+  AnyPick pick(dnn::ProblemRef problem, const runtime::Device& device);
 
   /// The ranked list for `problem`: the stored one on a valid hit (hybrid/fast, no enforce),
   /// otherwise benchmarked now (and stored unless the mode is off). Entries whose solver no longer
   /// exists or applies are dropped.
-  std::vector<RankedSolver> ranked(const dnn::ConvProblem& problem, const runtime::Device& device);
+  std::vector<RankedSolver> ranked(dnn::ProblemRef problem, const runtime::Device& device);
 
   /// Benchmarks now, whatever the mode, stores the list (unless off) and updates the cache.
-  TuneResult tune(const dnn::ConvProblem& problem, const runtime::Device& device);
+  TuneResult tune(dnn::ProblemRef problem, const runtime::Device& device);
 
   /// The stored, still valid ranked list (in-process cache, then find-db), or empty on a miss.
   /// Never benchmarks. Always empty in FindMode::off.
-  std::vector<RankedSolver> lookup(const dnn::ConvProblem& problem, const runtime::Device& device);
+  std::vector<RankedSolver> lookup(dnn::ProblemRef problem, const runtime::Device& device);
 
   /// The first applicable solver of the ordered list within the workspace limit (what fast and
   /// off choose on a miss). Throws Error(unsupported) with every reason when none applies.
-  const dnn::ConvSolver& list_order_choice(const dnn::ConvProblem& problem, const runtime::Device& device);
+  const dnn::SolverBase& list_order_choice(dnn::ProblemRef problem, const runtime::Device& device);
+
+  // The same, typed by the problem.
+  template <dnn::OpProblem P>
+  BasicPick<dnn::Solver<P>> pick(const P& problem, const runtime::Device& device) {
+    const AnyPick p = pick(dnn::ProblemRef::of(problem), device);
+    return {static_cast<const dnn::Solver<P>*>(p.solver), p.hit, p.source};
+  }
+  template <dnn::OpProblem P>
+  std::vector<RankedSolver> ranked(const P& problem, const runtime::Device& device) {
+    return ranked(dnn::ProblemRef::of(problem), device);
+  }
+  template <dnn::OpProblem P>
+  TuneResult tune(const P& problem, const runtime::Device& device) {
+    return tune(dnn::ProblemRef::of(problem), device);
+  }
+  template <dnn::OpProblem P>
+  std::vector<RankedSolver> lookup(const P& problem, const runtime::Device& device) {
+    return lookup(dnn::ProblemRef::of(problem), device);
+  }
+  template <dnn::OpProblem P>
+  const dnn::Solver<P>& list_order_choice(const P& problem, const runtime::Device& device) {
+    return static_cast<const dnn::Solver<P>&>(list_order_choice(dnn::ProblemRef::of(problem), device));
+  }
 
   /// Startup warm-up for deployment: resolves every problem stored in the find-db for the stream's
   /// device (the stored solver, its inner choice, its check()), then runs each once on scratch
@@ -139,7 +166,7 @@ class Tuner {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The process-wide tuner used by dnn::convolution_forward, built from the environment on first
+/// The process-wide tuner used by every op's entry point (dnn::convolution_forward, ...), built from the environment on first
 /// use (TunerOptions::from_env(); a malformed variable throws here, and again on the next call).
 Tuner& default_tuner();
 

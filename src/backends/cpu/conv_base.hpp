@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::backends::cpu {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -168,10 +169,7 @@ class ConvDepthwise final : public CpuConvSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 20, std::make_unique<ConvDepthwise>());
-  return true;
-}();
-
 }  // namespace
+std::unique_ptr<dnn::ConvSolver> make_conv_depthwise() { return std::make_unique<ConvDepthwise>(); }
+
 }  // namespace galley::backends::cpu

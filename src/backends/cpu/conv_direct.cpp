@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_direct_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -170,10 +171,7 @@ class ConvDirect final : public CpuConvSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 60, std::make_unique<ConvDirect>());
-  return true;
-}();
-
 }  // namespace
+std::unique_ptr<dnn::ConvSolver> make_conv_direct() { return std::make_unique<ConvDirect>(); }
+
 }  // namespace galley::backends::cpu

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -130,10 +131,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 10, std::make_unique<ConvGemm1x1>());
-  return true;
-}();
-
 }  // namespace
+std::unique_ptr<dnn::ConvSolver> make_conv_gemm_1x1() { return std::make_unique<ConvGemm1x1>(); }
+
 }  // namespace galley::backends::cpu

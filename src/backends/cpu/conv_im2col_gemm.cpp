@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
@@ -290,10 +291,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 50, std::make_unique<ConvIm2colGemm>());
-  return true;
-}();
-
 }  // namespace
+std::unique_ptr<dnn::ConvSolver> make_conv_im2col_gemm() { return std::make_unique<ConvIm2colGemm>(); }
+
 }  // namespace galley::backends::cpu

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/conv_winograd_kernels.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -120,10 +121,7 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 30, std::make_unique<ConvWinogradF4x3>());
-  return true;
-}();
-
 }  // namespace
+std::unique_ptr<dnn::ConvSolver> make_conv_winograd_f4x3() { return std::make_unique<ConvWinogradF4x3>(); }
+
 }  // namespace galley::backends::cpu

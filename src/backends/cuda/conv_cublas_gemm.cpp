@@ -17,13 +17,13 @@
 #include <string>
 #include <unordered_map>
 
-#include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/graph_replay.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/cuda/stream_identity.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "backends/gpu/recent_cache.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 

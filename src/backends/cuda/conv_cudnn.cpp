@@ -15,12 +15,12 @@
 #include <unordered_map>
 #include <string>
 
-#include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/gpu/problem_key.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 

@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda/conv_register.hpp"
+#include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/graph_replay.hpp"
@@ -50,7 +50,7 @@
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "galley/core/log.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "backends/cuda/stream_identity.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 
 namespace galley::backends::cuda {

@@ -1,10 +1,5 @@
-// The single-source GPU conv solvers (check / workspace / run glue over the kernels in conv_*.cu)
-// and register_gpu_conv_solvers(), which each GPU plugin calls once while it loads.
-//
-// List order on a backend (lower rank first; cuda's vendor solvers slot in at 20 and 40):
-//   10 gpu.conv.depthwise   11 gpu.conv.grouped   30 gpu.conv.igemm_tc   31 gpu.conv.igemm_tc_nchw
-//   45 gpu.conv.winograd    46 gpu.conv.gemm_1x1    49 gpu.conv.igemm_f32_nchw   50 gpu.conv.igemm_f32
-//   90 gpu.conv.direct (claims everything: the GPU list's last entry)
+// The single-source GPU conv solvers (check / workspace / run glue over the kernels in conv_*.cu),
+// made by the factories of conv_solvers.hpp; each GPU backend's conv_list.cpp sets their order.
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,11 +11,11 @@
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "problem_key.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
-#include "register_conv_solvers.hpp"
+#include "conv_solvers.hpp"
 
 namespace galley::backends::gpu {
 namespace {
@@ -377,32 +372,34 @@ class WinogradSolver final : public GpuSolver {
 }  // namespace
 }  // namespace galley::backends::gpu
 
-#if !GALLEY_GPU_HIP
-namespace galley::backends::cuda {
-void register_vendor_conv_solvers();  // src/backends/cuda/conv_register.cpp, cuda plugin only
-}
-#endif
-
 namespace galley::backends::gpu {
 
-void register_gpu_conv_solvers(std::string_view backend) {
-  const std::string b(backend);
-  dnn::register_conv_solver(backend, 10, std::make_unique<DepthwiseSolver>(b));
-  dnn::register_conv_solver(backend, 11, std::make_unique<GroupedSolver>(b));
-  dnn::register_conv_solver(backend, 30, std::make_unique<IgemmTcSolver>(b));
-  dnn::register_conv_solver(backend, 31, std::make_unique<IgemmTcNchwSolver>(b));
-  dnn::register_conv_solver(backend, 45, std::make_unique<WinogradSolver>(b));
-  dnn::register_conv_solver(backend, 46, std::make_unique<Gemm1x1Solver>(b));
-  dnn::register_conv_solver(backend, 49, std::make_unique<IgemmF32NchwSolver>(b));
-  dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
-  dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
+std::unique_ptr<dnn::ConvSolver> make_conv_depthwise(std::string_view backend) {
+  return std::make_unique<DepthwiseSolver>(std::string(backend));
 }
-
-void register_plugin_conv_solvers(std::string_view backend) {
-  register_gpu_conv_solvers(backend);
-#if !GALLEY_GPU_HIP
-  cuda::register_vendor_conv_solvers();
-#endif
+std::unique_ptr<dnn::ConvSolver> make_conv_grouped(std::string_view backend) {
+  return std::make_unique<GroupedSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc(std::string_view backend) {
+  return std::make_unique<IgemmTcSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc_nchw(std::string_view backend) {
+  return std::make_unique<IgemmTcNchwSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_winograd(std::string_view backend) {
+  return std::make_unique<WinogradSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_gemm_1x1(std::string_view backend) {
+  return std::make_unique<Gemm1x1Solver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32_nchw(std::string_view backend) {
+  return std::make_unique<IgemmF32NchwSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32(std::string_view backend) {
+  return std::make_unique<IgemmF32Solver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_direct(std::string_view backend) {
+  return std::make_unique<DirectSolver>(std::string(backend));
 }
 
 }  // namespace galley::backends::gpu

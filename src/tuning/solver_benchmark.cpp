@@ -1,4 +1,4 @@
-#include "conv_benchmark.hpp"
+#include "solver_benchmark.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,9 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "dnn/convolution_internal.hpp"
+#include "dnn/dispatch.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/convolution.hpp"
 #include "galley/core/dtype.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
@@ -31,9 +30,9 @@ constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
 constexpr double kAbandonFactor = 2.0; // a best run this much slower than the best median cannot win
 constexpr int kDropAfterRounds = 3;    // ... judged after this many runs, so one unlucky run cannot
 // A candidate whose cold and warm runs were both this much slower than the best warm run is dropped
-// before the timed rounds and ranked by its warm run: gpu.conv.direct took 300 ms a run against
-// cudnn_graph's 0.2 ms on deeplab.dilated (H200, f16), and its three timed runs spent most of the
-// time box. The smaller of two single runs, so that one run the host delayed cannot drop a solver.
+// before the timed rounds and ranked by its warm run: a general kernel can be a thousand times
+// slower than the best one on a large problem, and its timed runs would spend the whole time box.
+// The smaller of two single runs, so that one run the host delayed cannot drop a solver.
 constexpr double kWarmupAbandonFactor = 4.0;
 // Candidates whose medians end within this of the best are near-ties: they get kRunoffRounds more
 // interleaved runs (in the box) before the ranking, since a stable median of 5-9 samples still
@@ -41,7 +40,7 @@ constexpr double kWarmupAbandonFactor = 4.0;
 constexpr double kTieRel = 0.03;
 constexpr int kRunoffRounds = 12;
 // One sample is a batch of back-to-back runs lasting about this long, divided by its size: a single
-// short run (17-290 us on the H200) timed alone carries the host's launch work and the event
+// short run (tens of microseconds) timed alone carries the host's launch work and the event
 // round trip, which differ between solvers more than their kernels do; a batch measures the rate at
 // which a solver's calls complete when issued one after another, as a user's layers are.
 constexpr double kSampleMs = 0.5;
@@ -89,28 +88,37 @@ memory::Buffer random_buffer(runtime::Stream& stream, DType dtype, std::int64_t 
 
 }  // namespace
 
-Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Device& device,
+ScratchTensors::ScratchTensors(runtime::Stream& stream, dnn::ProblemRef problem) {
+  std::uint64_t seed = 1;
+  for (const dnn::TensorArg& t : problem.tensors()) {
+    buffers.push_back(t.output ? memory::allocate(stream, t.desc.bytes())
+                               : random_buffer(stream, t.desc.dtype, t.desc.elements(), seed++));
+    args.set(t.id, buffers.back().data());
+  }
+}
+
+Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& device,
                            std::size_t workspace_limit, const std::vector<std::string>& only_solvers,
                            bool log_rejections) {
   Candidates out;
-  std::vector<const dnn::ConvSolver*> references;
+  std::vector<const dnn::SolverBase*> references;
   const bool debug = log_rejections && log::enabled(log::Level::debug);
-  auto reject = [&](const dnn::ConvSolver* s, std::string why) {
+  auto reject = [&](const dnn::SolverBase* s, std::string why) {
     if (debug) log::debug("tune " + problem.key() + " on " + device.name() + ": " + std::string(s->name()) +
                           " rejected: " + why);
     out.rejected.push_back(Rejection{std::string(s->name()), std::move(why)});
   };
-  for (const dnn::ConvSolver* s : dnn::conv_solvers(device.backend())) {
+  for (const dnn::SolverBase* s : dnn::conv_solvers(device.backend())) {
     if (!only_solvers.empty() &&
         std::find(only_solvers.begin(), only_solvers.end(), s->name()) == only_solvers.end()) {
       continue;  // filtered out by the caller, not a property of the solver: not reported
     }
-    const dnn::Applicability a = s->check(problem, device);
+    const dnn::Applicability a = s->check_any(problem, device);
     if (!a) {
       reject(s, a.reason.empty() ? std::string("check() said no") : a.reason);
       continue;
     }
-    const std::size_t ws = s->workspace_bytes(problem, device);
+    const std::size_t ws = s->workspace_bytes_any(problem, device);
     if (ws > workspace_limit) {
       reject(s, "workspace " + size_text(ws) + " exceeds the limit " + size_text(workspace_limit));
       continue;
@@ -123,22 +131,22 @@ Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Devic
     }
   }
   if (!out.timed.empty()) {
-    for (const dnn::ConvSolver* r : references) reject(r, "reference solver, not timed when another applies");
+    for (const dnn::SolverBase* r : references) reject(r, "reference solver, not timed when another applies");
   }
   // With only references applicable nothing is timed: the first reference is the answer anyway.
   return out;
 }
 
-void throw_no_solver(const dnn::ConvProblem& problem, const runtime::Device& device,
+void throw_no_solver(dnn::ProblemRef problem, const runtime::Device& device,
                      const std::vector<Rejection>& rejected) {
   std::string reasons;
   for (const Rejection& r : rejected) reasons += "\n  " + r.solver + ": " + r.reason;
-  throw Error(Status::unsupported, "no conv solver on " + device.name() + " accepts " + problem.key() +
+  throw Error(Status::unsupported, std::string("no ") + dnn::to_string(problem.kind()) + " solver on " + device.name() + " accepts " + problem.key() +
                                        (reasons.empty() ? std::string(" (no candidate solvers)") : reasons));
 }
 
-std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
-                                 const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
+std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device& device,
+                                 const std::vector<const dnn::SolverBase*>& solvers, double time_box_ms,
                                  Clock::time_point box_start, std::vector<Rejection>& rejected, bool& time_box_hit) {
   time_box_hit = false;
   std::vector<Timing> timings;
@@ -147,15 +155,13 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   const bool debug = log::enabled(log::Level::debug);
 
   runtime::Stream stream(device);
-  memory::Buffer x = random_buffer(stream, problem.dtype, problem.x_desc().elements(), 1);
-  memory::Buffer w = random_buffer(stream, problem.dtype, problem.w_desc().elements(), 2);
-  memory::Buffer y = memory::allocate(stream, problem.y_desc().bytes());
+  ScratchTensors scratch(stream, problem);
   runtime::Event before(device), after(device);
   auto out_of_time = [&] { return ms_since(box_start) >= time_box_ms; };
 
   struct Candidate {
-    Candidate(const dnn::ConvSolver* s, std::size_t ws) : solver(s), ws_bytes(ws) {}
-    const dnn::ConvSolver* solver;
+    Candidate(const dnn::SolverBase* s, std::size_t ws) : solver(s), ws_bytes(ws) {}
+    const dnn::SolverBase* solver;
     std::size_t ws_bytes;
     int batch = 1;  // runs per sample, set from a warm run after the cold warm-up
     std::vector<double> times;
@@ -175,19 +181,18 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
   auto run_once = [&](Candidate& c, bool timed) {
     try {
       const int runs = timed ? c.batch : 1;
-      // Each call goes through dnn::convolution_forward with the solver named, the path users
+      // Each call goes through dnn::execute with the solver named, the path users
       // pay for: when calls are issued back to back its host work (checks, workspace, a vendor
       // library's own launch work) is part of a solver's cost and can decide between two solvers
       // whose kernels take 10-30 us. Its GALLEY_LOG_CMD line is not printed for timed calls.
       const dnn::detail::SuppressCmdLog quiet;
       // A sample of short calls starts with one untimed call: the candidates take turns, so each
       // sample's first call finds the solver's host path cold (another library's code ran since),
-      // 15-20 us more for a vendor call on the H200's host (bench/RESULTS.md, session 10). Spread
-      // over a 0.5 ms sample that cost decided between solvers within a few percent, which a
-      // steady stream of calls (what --all-solvers times) does not pay.
-      if (timed && runs > 1) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), c.solver);
+      // which costs a vendor call tens of microseconds. Spread over a 0.5 ms sample that cost would
+      // decide between solvers within a few percent, which a steady stream of calls does not pay.
+      if (timed && runs > 1) dnn::execute("tune", stream, problem, scratch.args, c.solver);
       before.record(stream);
-      for (int i = 0; i < runs; ++i) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data(), c.solver);
+      for (int i = 0; i < runs; ++i) dnn::execute("tune", stream, problem, scratch.args, c.solver);
       after.record(stream);
       after.synchronize();
       const double t = after.elapsed_ms_since(before) / runs;
@@ -217,14 +222,14 @@ std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime:
 
   // Warm-up in list order (first touch of workspace, caches, lazy setup). Solvers not reached before
   // the box runs out are not run at all; the first one always is, so there is an answer.
-  for (const dnn::ConvSolver* s : solvers) {
+  for (const dnn::SolverBase* s : solvers) {
     if (!candidates.empty() && out_of_time()) {
       time_box_hit = true;
       if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " not timed: time box of " +
                             std::to_string(time_box_ms) + " ms used up");
       continue;
     }
-    Candidate c(s, s->workspace_bytes(problem, device));
+    Candidate c(s, s->workspace_bytes_any(problem, device));
     // The cold run, then a warm one that sizes the batch (the cold run carries one-time costs).
     if (!run_once(c, false)) continue;
     c.cold_ms = c.warmup_ms;

@@ -1,4 +1,4 @@
-// Measuring conv solvers for the tuner: which solvers are candidates (and why the others are not),
+// Measuring solvers of any op for the tuner: which solvers are candidates (and why the others are not),
 // and timing them on one stream with events under a per-problem time box. Internal to libgalley.
 #pragma once
 
@@ -7,33 +7,43 @@
 #include <string>
 #include <vector>
 
-#include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/problem.hpp"
 #include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
 #include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
 #include "galley/tuning/tuner.hpp"
 
 namespace galley::tuning::detail {
 
+/// Device tensors for timing one problem: seeded random inputs in [-1, 1) (so data-dependent fast
+/// paths such as zeros cannot flatter a solver) and uninitialised outputs, by role.
+struct ScratchTensors {
+  ScratchTensors(runtime::Stream& stream, dnn::ProblemRef problem);
+  std::vector<memory::Buffer> buffers;
+  dnn::OpArgs args;
+};
+
 /// The solvers worth timing for one problem, in list order.
 struct Candidates {
-  std::vector<const dnn::ConvSolver*> timed;    ///< to benchmark (no reference when another applies)
-  const dnn::ConvSolver* list_first = nullptr;  ///< first applicable solver of the list within the limit
+  std::vector<const dnn::SolverBase*> timed;    ///< to benchmark (no reference when another applies)
+  const dnn::SolverBase* list_first = nullptr;  ///< first applicable solver of the list within the limit
   std::vector<Rejection> rejected;              ///< with reasons, also logged at debug level
 };
 
 /// Walks the device's ordered list: only_solvers filter, check(), workspace limit, reference rule.
 /// Rejections are logged at debug level when `log_rejections` (tuning), not for a plain list-order walk.
-Candidates find_candidates(const dnn::ConvProblem& problem, const runtime::Device& device,
+Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& device,
                            std::size_t workspace_limit, const std::vector<std::string>& only_solvers,
                            bool log_rejections = true);
 
 /// Error(unsupported) naming the problem, the device and every rejection's reason.
-[[noreturn]] void throw_no_solver(const dnn::ConvProblem& problem, const runtime::Device& device,
+[[noreturn]] void throw_no_solver(dnn::ProblemRef problem, const runtime::Device& device,
                                   const std::vector<Rejection>& rejected);
 
 /// One solver's measurement.
 struct Timing {
-  const dnn::ConvSolver* solver = nullptr;
+  const dnn::SolverBase* solver = nullptr;
   double median_ms = 0;
   std::size_t workspace_bytes = 0;
   int runs = 0;
@@ -51,8 +61,8 @@ struct Timing {
 /// at most the run in flight): solvers not reached are left out, solvers warmed up but not yet timed
 /// are ranked by their warm-up run. Solvers whose run throws are added to `rejected`. Returns the
 /// timings sorted fastest first; `time_box_hit` says whether the box was hit.
-std::vector<Timing> time_solvers(const dnn::ConvProblem& problem, const runtime::Device& device,
-                                 const std::vector<const dnn::ConvSolver*>& solvers, double time_box_ms,
+std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device& device,
+                                 const std::vector<const dnn::SolverBase*>& solvers, double time_box_ms,
                                  std::chrono::steady_clock::time_point box_start, std::vector<Rejection>& rejected,
                                  bool& time_box_hit);
 

@@ -1,0 +1,28 @@
+// The cuda backend's convolution list, fastest first. The specialised own kernels lead for the
+// shapes they claim (depthwise, grouped); cuDNN is the first choice when nothing has been measured,
+// its graph API before the legacy one because it reaches more engines; the implicit GEMMs and
+// cuBLAS follow, and gpu.conv.direct, which claims everything, closes the list.
+#include "backends/cuda/vendor_conv_solvers.hpp"
+#include "backends/gpu/conv_solvers.hpp"
+
+namespace galley::backends::gpu {
+
+void register_conv_list() {
+  constexpr std::string_view b = "cuda";
+  std::vector<std::unique_ptr<dnn::SolverBase>> list;
+  list.push_back(make_conv_depthwise(b));
+  list.push_back(make_conv_grouped(b));
+  list.push_back(cuda::make_cudnn_graph_conv_solver());
+  list.push_back(cuda::make_cudnn_conv_solver());
+  list.push_back(make_conv_igemm_tc(b));
+  list.push_back(make_conv_igemm_tc_nchw(b));
+  list.push_back(cuda::make_cublas_gemm_conv_solver());
+  list.push_back(make_conv_winograd(b));
+  list.push_back(make_conv_gemm_1x1(b));
+  list.push_back(make_conv_igemm_f32_nchw(b));
+  list.push_back(make_conv_igemm_f32(b));
+  list.push_back(make_conv_direct(b));
+  dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
+}
+
+}  // namespace galley::backends::gpu

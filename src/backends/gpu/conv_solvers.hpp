@@ -1,0 +1,28 @@
+// The single-source gpu.conv.* solvers a GPU plugin brings, as factories, and the list entry point
+// that each GPU backend's own conv_list.cpp defines (the order lives there alone).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "galley/dnn/conv_solver.hpp"
+
+namespace galley::backends::gpu {
+
+/// Each makes one solver for `backend` ("cuda" or "hip"), whose device it checks against.
+std::unique_ptr<dnn::ConvSolver> make_conv_depthwise(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_grouped(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc_nchw(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_winograd(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_gemm_1x1(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32_nchw(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32(std::string_view backend);
+/// Claims every problem: the last entry of a GPU list.
+std::unique_ptr<dnn::ConvSolver> make_conv_direct(std::string_view backend);
+
+/// Registers the plugin's conv list on its backend: defined by backends/cuda/conv_list.cpp in the
+/// cuda plugin and backends/hip/conv_list.cpp in the hip plugin. Called once, while it loads.
+void register_conv_list();
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,22 @@
+// The hip backend's convolution list, fastest first: the single-source kernels in the cuda list's
+// order (MIOpen and rocBLAS solvers are not built yet), gpu.conv.direct last.
+#include "backends/gpu/conv_solvers.hpp"
+
+namespace galley::backends::gpu {
+
+void register_conv_list() {
+  constexpr std::string_view b = "hip";
+  std::vector<std::unique_ptr<dnn::SolverBase>> list;
+  list.push_back(make_conv_depthwise(b));
+  list.push_back(make_conv_grouped(b));
+  list.push_back(make_conv_igemm_tc(b));
+  list.push_back(make_conv_igemm_tc_nchw(b));
+  list.push_back(make_conv_winograd(b));
+  list.push_back(make_conv_gemm_1x1(b));
+  list.push_back(make_conv_igemm_f32_nchw(b));
+  list.push_back(make_conv_igemm_f32(b));
+  list.push_back(make_conv_direct(b));
+  dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
+}
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,84 @@
+#include "dnn/dispatch.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "galley/core/env.hpp"
+#include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
+#include "galley/memory/buffer.hpp"
+
+namespace galley::dnn {
+namespace {
+
+std::atomic<SolverPicker> g_picker{nullptr};
+
+thread_local bool t_cmd_log_suppressed = false;
+
+}  // namespace
+
+detail::SuppressCmdLog::SuppressCmdLog() : previous_(t_cmd_log_suppressed) { t_cmd_log_suppressed = true; }
+detail::SuppressCmdLog::~SuppressCmdLog() { t_cmd_log_suppressed = previous_; }
+
+void set_solver_picker(SolverPicker picker) { g_picker.store(picker, std::memory_order_release); }
+
+const SolverBase& select_solver(ProblemRef problem, const runtime::Device& device) {
+  const auto solvers = solvers_of(device.backend(), problem.kind());
+  std::string reasons;
+  for (const SolverBase* s : solvers) {
+    const Applicability a = s->check_any(problem, device);
+    if (a) return *s;
+    if (log::enabled(log::Level::debug)) {
+      log::debug(problem.key() + ": " + std::string(s->name()) + " rejected: " + a.reason);
+    }
+    reasons += "\n  " + std::string(s->name()) + ": " + a.reason;
+  }
+  throw Error(Status::unsupported, std::string("no ") + to_string(problem.kind()) + " solver on " + device.name() +
+                                       " accepts " + problem.key() +
+                                       (solvers.empty() ? std::string(" (backend has no such solvers)") : reasons));
+}
+
+const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
+                          const SolverBase* solver) {
+  problem.validate();
+  for (const TensorArg& t : problem.tensors()) {
+    if (args.get(t.id) == nullptr) {
+      throw Error(Status::invalid_argument,
+                  std::string(op) + ": " + std::string(t.name) + " is null for problem " + problem.key());
+    }
+  }
+  const runtime::Device& device = stream.device();
+  if (solver == nullptr) {
+    const SolverPicker picker = g_picker.load(std::memory_order_acquire);
+    solver = picker != nullptr ? &picker(problem, device) : &select_solver(problem, device);
+  } else {
+    if (solver->kind() != problem.kind() ||
+        find_solver(device.backend(), problem.kind(), solver->name()) != solver) {
+      throw Error(Status::unsupported, std::string(to_string(problem.kind())) + " solver '" +
+                                           std::string(solver->name()) + "' is not a solver of backend '" +
+                                           device.backend() + "' (device " + device.name() + ")");
+    }
+    const Applicability a = solver->check_any(problem, device);
+    if (!a) {
+      throw Error(Status::unsupported,
+                  "solver '" + std::string(solver->name()) + "' cannot do " + problem.key() + ": " + a.reason);
+    }
+  }
+
+  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
+    // One whole line per call, written at once so concurrent callers do not interleave.
+    const std::string line = "galley[cmd]: " + problem.ops->bench_command(problem.problem, device, solver->name()) + "\n";
+    std::fputs(line.c_str(), stderr);
+  }
+
+  const std::size_t ws_bytes = solver->workspace_bytes_any(problem, device);
+  // Stream-ordered: freed when this returns, reused only by work enqueued after the solver's.
+  const memory::Buffer workspace = memory::allocate(stream, ws_bytes);
+  args.workspace = workspace.data();
+  args.workspace_bytes = ws_bytes;
+  solver->run_any(stream, problem, args);
+  return *solver;
+}
+
+}  // namespace galley::dnn

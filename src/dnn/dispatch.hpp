@@ -1,0 +1,47 @@
+// The one dispatch path every op takes (internal to libgalley): validate, check the pointers,
+// pick a solver, log the repro line, take workspace from the caching allocator, run.
+#pragma once
+
+#include "galley/dnn/op.hpp"
+#include "galley/dnn/problem.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/stream.hpp"
+
+namespace galley::dnn {
+
+/// How execute() chooses when no solver is given. libgalley's tuning layer installs its tuner here
+/// when the library loads (dnn may not include tuning, a lower layer); with none installed, the
+/// list order (select_solver) is used.
+using SolverPicker = const SolverBase& (*)(ProblemRef problem, const runtime::Device& device);
+void set_solver_picker(SolverPicker picker);
+
+/// The first solver of `device`'s list for the problem's kind whose check() says yes. Throws
+/// Error(unsupported) listing every solver's reason when none does.
+const SolverBase& select_solver(ProblemRef problem, const runtime::Device& device);
+
+/// Enqueues one op on `stream` and returns the solver that ran. `op` names the entry point in
+/// messages. The problem is validated; every tensor of problem.tensors() must have a non-null
+/// pointer in `args` (Error(invalid_argument) naming the tensor). With `solver` null the picker
+/// chooses; a given solver must be of the problem's kind, belong to the device's backend and accept
+/// the problem, else Error(unsupported) with its reason. Workspace comes from the caching allocator,
+/// stream-ordered. With GALLEY_LOG_CMD=1 it prints the `galley bench` line that reproduces the call.
+const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
+                          const SolverBase* solver);
+
+namespace detail {
+
+/// While alive, execute() calls made by this thread print no GALLEY_LOG_CMD line (the tuner's
+/// timed calls and preload's warm-up calls go through execute() like a user's).
+class SuppressCmdLog {
+ public:
+  SuppressCmdLog();
+  ~SuppressCmdLog();
+  SuppressCmdLog(const SuppressCmdLog&) = delete;
+  SuppressCmdLog& operator=(const SuppressCmdLog&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace detail
+}  // namespace galley::dnn
