@@ -78,4 +78,28 @@ const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const Co
   return run(op, stream, p, args, solver);
 }
 
+const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver) {
+  const char* op = "convolution_forward";
+  const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
+  return static_cast<const ConvSolver&>(execute(
+      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver));
+}
+
+const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,
+                                            const Tensor& w, Tensor& dx, const ConvSolver* solver) {
+  const char* op = "convolution_backward_data";
+  const ConvProblem p = with_direction(problem, ConvDirection::backward_data, op);
+  return static_cast<const ConvSolver&>(execute(
+      op, stream, ProblemRef::of(p), {{ArgId::diff_dst, &dy}, {ArgId::wei, &w}, {ArgId::diff_src, &dx}}, solver));
+}
+
+const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver) {
+  const char* op = "convolution_backward_weights";
+  const ConvProblem p = with_direction(problem, ConvDirection::backward_weights, op);
+  return static_cast<const ConvSolver&>(execute(
+      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::diff_dst, &dy}, {ArgId::diff_wei, &dw}}, solver));
+}
+
 }  // namespace galley::dnn

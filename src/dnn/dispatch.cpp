@@ -81,4 +81,36 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
   return *solver;
 }
 
+const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
+                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver) {
+  problem.validate();
+  OpArgs args;
+  for (const TensorArg& want : problem.tensors()) {
+    const Tensor* t = nullptr;
+    for (const auto& [id, given] : tensors) {
+      if (id == want.id) t = given;
+    }
+    const std::string what = std::string(op) + ": " + std::string(want.name);
+    if (t == nullptr || !t->defined()) throw Error(Status::invalid_argument, what + " is missing (an empty tensor)");
+    if (!(t->device() == stream.device())) {
+      throw Error(Status::invalid_argument,
+                  what + " is on " + t->device().name() + ", but the stream is on " + stream.device().name());
+    }
+    if (t->desc() != want.desc) {
+      throw Error(Status::invalid_argument,
+                  what + " is " + t->desc().to_string() + ", the problem needs " + want.desc.to_string());
+    }
+    if (t->storage_bytes() < want.desc.bytes()) {
+      throw Error(Status::invalid_argument, what + " holds " + std::to_string(t->storage_bytes()) +
+                                                " bytes, the problem needs " + std::to_string(want.desc.bytes()));
+    }
+    if (reinterpret_cast<std::uintptr_t>(t->data()) % size_of(want.desc.dtype) != 0) {
+      throw Error(Status::invalid_argument, what + " is not aligned to its " +
+                                                std::to_string(size_of(want.desc.dtype)) + "-byte elements");
+    }
+    args.set(want.id, t->data());
+  }
+  return execute(op, stream, problem, args, solver);
+}
+
 }  // namespace galley::dnn

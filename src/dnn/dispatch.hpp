@@ -6,6 +6,10 @@
 #include "galley/dnn/problem.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/stream.hpp"
+#include "galley/tensor.hpp"
+
+#include <initializer_list>
+#include <utility>
 
 namespace galley::dnn {
 
@@ -27,6 +31,13 @@ const SolverBase& select_solver(ProblemRef problem, const runtime::Device& devic
 /// stream-ordered. With GALLEY_LOG_CMD=1 it prints the `galley bench` line that reproduces the call.
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
                           const SolverBase* solver);
+
+/// execute() with the tensors given as galley::Tensor by role: each is checked against the
+/// problem's tensor of that role (defined, on the stream's device, same dtype, dims and strides,
+/// storage large enough, aligned) and a mismatch is Error(invalid_argument) naming the tensor.
+/// A role the problem has but `tensors` lacks is an error too.
+const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
+                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver);
 
 namespace detail {
 

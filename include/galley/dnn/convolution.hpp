@@ -6,6 +6,7 @@
 #include "galley/dnn/conv_solver.hpp"
 #include "galley/dnn/tensor.hpp"
 #include "galley/runtime/stream.hpp"
+#include "galley/tensor.hpp"
 
 namespace galley::dnn {
 
@@ -40,6 +41,17 @@ const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvP
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem,
                                                const void* x, const void* dy, void* dw,
                                                const ConvSolver* solver = nullptr);
+
+// The same with galley::Tensor arguments: each tensor is checked against the problem (device,
+// dtype, dims, packed strides, storage size, alignment) and a mismatch is Error(invalid_argument)
+// naming it ("y (output) holds 4000 bytes, the problem needs 4096"), so a short buffer is never
+// overrun.
+const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver = nullptr);
+const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,
+                                            const Tensor& w, Tensor& dx, const ConvSolver* solver = nullptr);
+const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver = nullptr);
 
 /// The solver a call would get without a tuner: the first in `device`'s backend list whose check()
 /// says yes for `problem` (its direction as given). Throws Error(unsupported) listing every

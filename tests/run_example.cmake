@@ -1,4 +1,4 @@
-# ctest driver: install the build tree into a scratch prefix, build the consumer against it, run it.
+# ctest driver: install the build tree into a scratch prefix, build examples/ against it, run it.
 set(prefix ${GALLEY_BINARY_DIR}/consumer-test/prefix)
 set(build ${GALLEY_BINARY_DIR}/consumer-test/build)
 file(REMOVE_RECURSE ${GALLEY_BINARY_DIR}/consumer-test)
@@ -16,7 +16,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${build} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "build of the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${build}/consumer RESULT_VARIABLE rc)
+execute_process(COMMAND ${build}/conv_forward RESULT_VARIABLE rc)
 if(rc)
-  message(FATAL_ERROR "the consumer failed: ${rc}")
+  message(FATAL_ERROR "the example failed: ${rc}")
 endif()
