@@ -39,8 +39,29 @@ const SolverBase& select_solver(ProblemRef problem, const runtime::Device& devic
                                        (solvers.empty() ? std::string(" (backend has no such solvers)") : reasons));
 }
 
+namespace {
+
+void log_command(ProblemRef problem, const runtime::Device& device, const SolverBase& solver) {
+  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
+    // One whole line per call, written at once so concurrent callers do not interleave.
+    const std::string line = "galley[cmd]: " + problem.ops->bench_command(problem.problem, device, solver.name()) + "\n";
+    std::fputs(line.c_str(), stderr);
+  }
+}
+
+void run_choice(runtime::Stream& stream, ProblemRef problem, OpArgs& args, const Choice& choice) {
+  const std::size_t ws_bytes = choice.solver->workspace_bytes_any(problem, stream.device(), choice.config.get());
+  // Stream-ordered: freed when this returns, reused only by work enqueued after the solver's.
+  const memory::Buffer workspace = memory::allocate(stream, ws_bytes);
+  args.workspace = workspace.data();
+  args.workspace_bytes = ws_bytes;
+  choice.solver->run_any(stream, problem, args, choice.config.get());
+}
+
+}  // namespace
+
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
-                          const SolverBase* solver) {
+                          const SolverBase* solver, CallReport* report) {
   problem.validate();
   for (const TensorArg& t : problem.tensors()) {
     if (args.get(t.id) == nullptr) {
@@ -49,9 +70,15 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
     }
   }
   const runtime::Device& device = stream.device();
+  Choice choice;
   if (solver == nullptr) {
     const SolverPicker picker = g_picker.load(std::memory_order_acquire);
-    solver = picker != nullptr ? &picker(problem, device) : &select_solver(problem, device);
+    if (picker != nullptr) {
+      choice = picker(problem, device, report);
+    } else {
+      choice.solver = &select_solver(problem, device);
+      if (report != nullptr) *report = CallReport{std::string(choice.solver->name()), {}, false, "list order"};
+    }
   } else {
     if (solver->kind() != problem.kind() ||
         find_solver(device.backend(), problem.kind(), solver->name()) != solver) {
@@ -64,25 +91,35 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
       throw Error(Status::unsupported,
                   "solver '" + std::string(solver->name()) + "' cannot do " + problem.key() + ": " + a.reason);
     }
+    choice.solver = solver;
+    if (report != nullptr) *report = CallReport{std::string(solver->name()), {}, false, "explicit"};
   }
+  log_command(problem, device, *choice.solver);
+  run_choice(stream, problem, args, choice);
+  return *choice.solver;
+}
 
-  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
-    // One whole line per call, written at once so concurrent callers do not interleave.
-    const std::string line = "galley[cmd]: " + problem.ops->bench_command(problem.problem, device, solver->name()) + "\n";
-    std::fputs(line.c_str(), stderr);
+void execute_choice(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args, const Choice& choice) {
+  // The same checks a user's call with a named solver pays, so that timing sees that host work.
+  problem.validate();
+  for (const TensorArg& t : problem.tensors()) {
+    if (args.get(t.id) == nullptr) {
+      throw Error(Status::invalid_argument,
+                  std::string(op) + ": " + std::string(t.name) + " is null for problem " + problem.key());
+    }
   }
-
-  const std::size_t ws_bytes = solver->workspace_bytes_any(problem, device);
-  // Stream-ordered: freed when this returns, reused only by work enqueued after the solver's.
-  const memory::Buffer workspace = memory::allocate(stream, ws_bytes);
-  args.workspace = workspace.data();
-  args.workspace_bytes = ws_bytes;
-  solver->run_any(stream, problem, args);
-  return *solver;
+  const Applicability a = choice.solver->check_any(problem, stream.device());
+  if (!a) {
+    throw Error(Status::unsupported,
+                "solver '" + std::string(choice.solver->name()) + "' cannot do " + problem.key() + ": " + a.reason);
+  }
+  log_command(problem, stream.device(), *choice.solver);
+  run_choice(stream, problem, args, choice);
 }
 
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
-                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver) {
+                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver,
+                          CallReport* report) {
   problem.validate();
   OpArgs args;
   for (const TensorArg& want : problem.tensors()) {
@@ -110,7 +147,7 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
     }
     args.set(want.id, t->data());
   }
-  return execute(op, stream, problem, args, solver);
+  return execute(op, stream, problem, args, solver, report);
 }
 
 }  // namespace galley::dnn

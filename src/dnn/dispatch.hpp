@@ -16,7 +16,8 @@ namespace galley::dnn {
 /// How execute() chooses when no solver is given. libgalley's tuning layer installs its tuner here
 /// when the library loads (dnn may not include tuning, a lower layer); with none installed, the
 /// list order (select_solver) is used.
-using SolverPicker = const SolverBase& (*)(ProblemRef problem, const runtime::Device& device);
+/// The picker fills `report`'s tuner fields when it is not null.
+using SolverPicker = Choice (*)(ProblemRef problem, const runtime::Device& device, CallReport* report);
 void set_solver_picker(SolverPicker picker);
 
 /// The first solver of `device`'s list for the problem's kind whose check() says yes. Throws
@@ -29,15 +30,19 @@ const SolverBase& select_solver(ProblemRef problem, const runtime::Device& devic
 /// chooses; a given solver must be of the problem's kind, belong to the device's backend and accept
 /// the problem, else Error(unsupported) with its reason. Workspace comes from the caching allocator,
 /// stream-ordered. With GALLEY_LOG_CMD=1 it prints the `galley bench` line that reproduces the call.
+/// `report`, when not null, receives what the call did.
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
-                          const SolverBase* solver);
+                          const SolverBase* solver, CallReport* report = nullptr);
+/// The same with a choice already made (the tuner timing a config): no picker, no check.
+void execute_choice(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args, const Choice& choice);
 
 /// execute() with the tensors given as galley::Tensor by role: each is checked against the
 /// problem's tensor of that role (defined, on the stream's device, same dtype, dims and strides,
 /// storage large enough, aligned) and a mismatch is Error(invalid_argument) naming the tensor.
 /// A role the problem has but `tensors` lacks is an error too.
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
-                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver);
+                          std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver,
+                          CallReport* report = nullptr);
 
 namespace detail {
 

@@ -97,41 +97,65 @@ ScratchTensors::ScratchTensors(runtime::Stream& stream, dnn::ProblemRef problem)
   }
 }
 
+std::string Candidate::label() const {
+  std::string out(solver->name());
+  if (!config_text.empty()) out += "[" + config_text + "]";
+  return out;
+}
+
 Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& device,
                            std::size_t workspace_limit, const std::vector<std::string>& only_solvers,
                            bool log_rejections) {
   Candidates out;
   std::vector<const dnn::SolverBase*> references;
   const bool debug = log_rejections && log::enabled(log::Level::debug);
-  auto reject = [&](const dnn::SolverBase* s, std::string why) {
-    if (debug) log::debug("tune " + problem.key() + " on " + device.name() + ": " + std::string(s->name()) +
-                          " rejected: " + why);
-    out.rejected.push_back(Rejection{std::string(s->name()), std::move(why)});
+  auto reject = [&](std::string label, std::string why) {
+    if (debug) log::debug("tune " + problem.key() + " on " + device.name() + ": " + label + " rejected: " + why);
+    out.rejected.push_back(Rejection{std::move(label), std::move(why)});
   };
-  for (const dnn::SolverBase* s : dnn::conv_solvers(device.backend())) {
+  for (const dnn::SolverBase* s : dnn::solvers_of(device.backend(), problem.kind())) {
     if (!only_solvers.empty() &&
         std::find(only_solvers.begin(), only_solvers.end(), s->name()) == only_solvers.end()) {
       continue;  // filtered out by the caller, not a property of the solver: not reported
     }
     const dnn::Applicability a = s->check_any(problem, device);
     if (!a) {
-      reject(s, a.reason.empty() ? std::string("check() said no") : a.reason);
+      reject(std::string(s->name()), a.reason.empty() ? std::string("check() said no") : a.reason);
       continue;
     }
-    const std::size_t ws = s->workspace_bytes_any(problem, device);
-    if (ws > workspace_limit) {
-      reject(s, "workspace " + size_text(ws) + " exceeds the limit " + size_text(workspace_limit));
-      continue;
-    }
-    if (out.list_first == nullptr) out.list_first = s;
-    if (s->is_reference()) {
-      references.push_back(s);
+    // A solver without configs is one candidate; one with configs is one candidate per config.
+    std::vector<Candidate> mine;
+    const std::vector<std::string> texts = s->configs_any(problem, device);
+    if (texts.empty()) {
+      mine.push_back(Candidate{s, nullptr, {}});
     } else {
-      out.timed.push_back(s);
+      for (const std::string& text : texts) {
+        std::optional<dnn::ConfigHandle> config = s->parse_config_any(problem, device, text);
+        if (!config) {
+          reject(std::string(s->name()) + "[" + text + "]", "its own config text does not parse back");
+          continue;
+        }
+        mine.push_back(Candidate{s, std::move(*config), text});
+      }
+    }
+    for (Candidate& c : mine) {
+      const std::size_t ws = s->workspace_bytes_any(problem, device, c.config.get());
+      if (ws > workspace_limit) {
+        reject(c.label(), "workspace " + size_text(ws) + " exceeds the limit " + size_text(workspace_limit));
+        continue;
+      }
+      if (out.list_first.solver == nullptr) out.list_first = Candidate{s, nullptr, {}};
+      if (s->is_reference()) {
+        if (references.empty() || references.back() != s) references.push_back(s);
+      } else {
+        out.timed.push_back(std::move(c));
+      }
     }
   }
   if (!out.timed.empty()) {
-    for (const dnn::SolverBase* r : references) reject(r, "reference solver, not timed when another applies");
+    for (const dnn::SolverBase* r : references) {
+      reject(std::string(r->name()), "reference solver, not timed when another applies");
+    }
   }
   // With only references applicable nothing is timed: the first reference is the answer anyway.
   return out;
@@ -146,7 +170,7 @@ void throw_no_solver(dnn::ProblemRef problem, const runtime::Device& device,
 }
 
 std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device& device,
-                                 const std::vector<const dnn::SolverBase*>& solvers, double time_box_ms,
+                                 const std::vector<Candidate>& solvers, double time_box_ms,
                                  Clock::time_point box_start, std::vector<Rejection>& rejected, bool& time_box_hit) {
   time_box_hit = false;
   std::vector<Timing> timings;
@@ -159,9 +183,10 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   runtime::Event before(device), after(device);
   auto out_of_time = [&] { return ms_since(box_start) >= time_box_ms; };
 
-  struct Candidate {
-    Candidate(const dnn::SolverBase* s, std::size_t ws) : solver(s), ws_bytes(ws) {}
-    const dnn::SolverBase* solver;
+  struct Timed {
+    Timed(const Candidate& c, std::size_t ws) : candidate(c), label(c.label()), ws_bytes(ws) {}
+    Candidate candidate;
+    std::string label;
     std::size_t ws_bytes;
     int batch = 1;  // runs per sample, set from a warm run after the cold warm-up
     std::vector<double> times;
@@ -173,12 +198,12 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     bool in_runoff = false;  // a near-tie, timed in the runoff rounds
     bool failed = false;  // a run failed: not ranked at all
   };
-  std::vector<Candidate> candidates;
+  std::vector<Timed> candidates;
 
   // One run of `c`; the workspace comes from the caching allocator each time (a cached block after
   // the first), so the candidates never hold all their workspaces at once. Returns false when the
   // solver failed, after recording why.
-  auto run_once = [&](Candidate& c, bool timed) {
+  auto run_once = [&](Timed& c, bool timed) {
     try {
       const int runs = timed ? c.batch : 1;
       // Each call goes through dnn::execute with the solver named, the path users
@@ -190,9 +215,9 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
       // sample's first call finds the solver's host path cold (another library's code ran since),
       // which costs a vendor call tens of microseconds. Spread over a 0.5 ms sample that cost would
       // decide between solvers within a few percent, which a steady stream of calls does not pay.
-      if (timed && runs > 1) dnn::execute("tune", stream, problem, scratch.args, c.solver);
+      if (timed && runs > 1) dnn::execute_choice("tune", stream, problem, scratch.args, c.candidate.choice());
       before.record(stream);
-      for (int i = 0; i < runs; ++i) dnn::execute("tune", stream, problem, scratch.args, c.solver);
+      for (int i = 0; i < runs; ++i) dnn::execute_choice("tune", stream, problem, scratch.args, c.candidate.choice());
       after.record(stream);
       after.synchronize();
       const double t = after.elapsed_ms_since(before) / runs;
@@ -201,7 +226,7 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
       } else {
         c.warmup_ms = t;
       }
-      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) +
+      if (debug) log::debug("tune " + key + ": " + c.label +
                             (timed ? " run " + std::to_string(c.times.size()) : std::string(" warm-up")) + ": " +
                             std::to_string(t) + " ms");
       return true;
@@ -211,8 +236,8 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
         stream.synchronize();
       } catch (const Error&) {
       }
-      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " rejected: run failed: " + e.what());
-      rejected.push_back(Rejection{std::string(c.solver->name()), std::string("run failed: ") + e.what()});
+      if (debug) log::debug("tune " + key + ": " + c.label + " rejected: run failed: " + e.what());
+      rejected.push_back(Rejection{c.label, std::string("run failed: ") + e.what()});
       c.active = false;
       c.failed = true;
       c.times.clear();
@@ -222,14 +247,14 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
 
   // Warm-up in list order (first touch of workspace, caches, lazy setup). Solvers not reached before
   // the box runs out are not run at all; the first one always is, so there is an answer.
-  for (const dnn::SolverBase* s : solvers) {
+  for (const Candidate& s : solvers) {
     if (!candidates.empty() && out_of_time()) {
       time_box_hit = true;
-      if (debug) log::debug("tune " + key + ": " + std::string(s->name()) + " not timed: time box of " +
+      if (debug) log::debug("tune " + key + ": " + s.label() + " not timed: time box of " +
                             std::to_string(time_box_ms) + " ms used up");
       continue;
     }
-    Candidate c(s, s->workspace_bytes_any(problem, device));
+    Timed c(s, s.solver->workspace_bytes_any(problem, device, s.config.get()));
     // The cold run, then a warm one that sizes the batch (the cold run carries one-time costs).
     if (!run_once(c, false)) continue;
     c.cold_ms = c.warmup_ms;
@@ -239,11 +264,11 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     if (!c.failed) candidates.push_back(std::move(c));
   }
   double best_warm = std::numeric_limits<double>::infinity();
-  for (const Candidate& c : candidates) best_warm = std::min(best_warm, c.warmup_ms);
-  for (Candidate& c : candidates) {
+  for (const Timed& c : candidates) best_warm = std::min(best_warm, c.warmup_ms);
+  for (Timed& c : candidates) {
     // A best warm run of 0 ms (below the clock's resolution) is no yardstick: nothing is dropped.
     if (best_warm > 0 && std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm) {
-      if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped after its warm-up: " +
+      if (debug) log::debug("tune " + key + ": " + c.label + " dropped after its warm-up: " +
                             std::to_string(c.warmup_ms) + " ms against the best warm run's " +
                             std::to_string(best_warm) + " ms");
       c.active = false;
@@ -256,11 +281,11 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   // Each round starts one candidate further along the list, so that no solver always runs right
   // after the same neighbour (whose work can leave the device or the host's caches warmer or colder).
   // Returns whether any candidate ran.
-  auto run_round = [&](int round, const std::function<bool(const Candidate&)>& takes_part) {
+  auto run_round = [&](int round, const std::function<bool(const Timed&)>& takes_part) {
     bool any = false;
     const std::size_t n = candidates.size();
     for (std::size_t k = 0; k < n; ++k) {
-      Candidate& c = candidates[(k + static_cast<std::size_t>(round)) % n];
+      Timed& c = candidates[(k + static_cast<std::size_t>(round)) % n];
       if (!c.active || !takes_part(c)) continue;
       if (out_of_time()) {
         time_box_hit = true;
@@ -271,17 +296,17 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     }
     return any;
   };
-  auto everyone = [](const Candidate&) { return true; };
+  auto everyone = [](const Timed&) { return true; };
   // The lowest median of the candidates timed so far (a dropped one's median is never the lowest).
   auto lowest_median = [&] {
     double lowest = std::numeric_limits<double>::infinity();
-    for (const Candidate& c : candidates)
+    for (const Timed& c : candidates)
       if (!c.times.empty()) lowest = std::min(lowest, median(c.times));
     return lowest;
   };
   for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
     if (!run_round(round, everyone)) break;
-    for (Candidate& c : candidates) {
+    for (Timed& c : candidates) {
       if (c.active && static_cast<int>(c.times.size()) >= kMinRuns) {
         const double m = median(c.times);
         c.stable = (c.last_median > 0 && std::abs(m - c.last_median) <= kStableRel * m) ? c.stable + 1 : 0;
@@ -291,14 +316,14 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     // Stop once every remaining candidate's median is stable. They stop together, so each one's
     // runs stay interleaved with the others' to the end.
     bool all_stable = true;
-    for (const Candidate& c : candidates) all_stable = all_stable && (!c.active || c.stable >= kStableChecks);
+    for (const Timed& c : candidates) all_stable = all_stable && (!c.active || c.stable >= kStableChecks);
     if (all_stable) break;
     // After a few rounds, a candidate whose best run is far behind the best median cannot win.
     if (round >= kDropAfterRounds) {
       const double best = lowest_median();
-      for (Candidate& c : candidates) {
+      for (Timed& c : candidates) {
         if (c.active && !c.times.empty() && *std::min_element(c.times.begin(), c.times.end()) > kAbandonFactor * best) {
-          if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) + " dropped: more than " +
+          if (debug) log::debug("tune " + key + ": " + c.label + " dropped: more than " +
                                 std::to_string(kAbandonFactor) + "x slower than the best");
           c.active = false;
         }
@@ -310,32 +335,32 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   const double best_median = lowest_median();
   std::string runoff_names;
   int runoff_size = 0;
-  for (Candidate& c : candidates) {
+  for (Timed& c : candidates) {
     c.in_runoff = c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median;
     if (!c.in_runoff) continue;
     ++runoff_size;
-    runoff_names += (runoff_names.empty() ? "" : ", ") + std::string(c.solver->name());
+    runoff_names += (runoff_names.empty() ? "" : ", ") + c.label;
   }
   if (runoff_size > 1 && !time_box_hit) {
     if (debug) log::debug("tune " + key + ": runoff of " + std::to_string(runoff_size) + " candidates within " +
                           std::to_string(static_cast<int>(kTieRel * 100)) + "% of the best (" + runoff_names +
                           "): " + std::to_string(kRunoffRounds) + " more rounds");
-    auto in_runoff = [](const Candidate& c) { return c.in_runoff; };
+    auto in_runoff = [](const Timed& c) { return c.in_runoff; };
     for (int round = 1; round <= kRunoffRounds && !time_box_hit; ++round) {
       if (!run_round(round, in_runoff)) break;
     }
   }
   stream.synchronize();
-  for (const Candidate& c : candidates) {
+  for (const Timed& c : candidates) {
     if (c.failed) continue;
     // Cut off by the box, or dropped after its warm-up, before any timed run: the warm-up (a
     // pessimistic sample) ranks it.
     const double m = c.times.empty() ? c.warmup_ms : median(c.times);
-    if (debug) log::debug("tune " + key + ": " + std::string(c.solver->name()) +
+    if (debug) log::debug("tune " + key + ": " + c.label +
                           (c.times.empty() ? " ranked by its warm-up run, " + std::to_string(m) + " ms"
                                            : " median " + std::to_string(m) + " ms over " +
                                                  std::to_string(c.times.size()) + " runs"));
-    timings.push_back(Timing{c.solver, m, c.ws_bytes, static_cast<int>(c.times.size())});
+    timings.push_back(Timing{c.candidate, m, c.ws_bytes, static_cast<int>(c.times.size())});
   }
   if (out_of_time()) time_box_hit = true;
   std::stable_sort(timings.begin(), timings.end(),

@@ -24,10 +24,21 @@ struct ScratchTensors {
   dnn::OpArgs args;
 };
 
-/// The solvers worth timing for one problem, in list order.
+/// One thing the tuner can time: a solver, and for a solver with inner choices one of its configs.
+struct Candidate {
+  const dnn::SolverBase* solver = nullptr;
+  dnn::ConfigHandle config;  ///< null: a solver without configs
+  std::string config_text;   ///< the config as the find-db stores it; empty without one
+  /// "cuda.conv.cudnn_graph[eng47{...}]" or the bare name, for logs and rejections.
+  std::string label() const;
+  dnn::Choice choice() const { return {solver, config}; }
+};
+
+/// The candidates worth timing for one problem, in list order (a solver's configs in its order).
 struct Candidates {
-  std::vector<const dnn::SolverBase*> timed;    ///< to benchmark (no reference when another applies)
-  const dnn::SolverBase* list_first = nullptr;  ///< first applicable solver of the list within the limit
+  std::vector<Candidate> timed;  ///< to benchmark (no reference when another applies)
+  Candidate list_first;          ///< first applicable solver of the list within the limit (its default config)
+  bool any() const { return list_first.solver != nullptr; }
   std::vector<Rejection> rejected;              ///< with reasons, also logged at debug level
 };
 
@@ -41,9 +52,9 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
 [[noreturn]] void throw_no_solver(dnn::ProblemRef problem, const runtime::Device& device,
                                   const std::vector<Rejection>& rejected);
 
-/// One solver's measurement.
+/// One candidate's measurement.
 struct Timing {
-  const dnn::SolverBase* solver = nullptr;
+  Candidate candidate;
   double median_ms = 0;
   std::size_t workspace_bytes = 0;
   int runs = 0;
@@ -62,7 +73,7 @@ struct Timing {
 /// are ranked by their warm-up run. Solvers whose run throws are added to `rejected`. Returns the
 /// timings sorted fastest first; `time_box_hit` says whether the box was hit.
 std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device& device,
-                                 const std::vector<const dnn::SolverBase*>& solvers, double time_box_ms,
+                                 const std::vector<Candidate>& solvers, double time_box_ms,
                                  std::chrono::steady_clock::time_point box_start, std::vector<Rejection>& rejected,
                                  bool& time_box_hit);
 

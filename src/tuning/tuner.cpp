@@ -61,6 +61,8 @@ struct CacheKeyEqual {
 
 struct CacheEntry {
   const SolverBase* solver = nullptr;
+  dnn::ConfigHandle config;  // the stored or tuned inner choice; null: none or the default
+  std::string config_text;
   bool hit = false;         // stored tuning result (db or this process's tuning), not a list-order guess
   PickSource origin = PickSource::list_order;
   std::vector<RankedSolver> ranked;  // empty for list-order entries
@@ -131,12 +133,15 @@ struct Tuner::Impl {
   struct Hit {
     const SolverBase* solver = nullptr;
     bool hit = false;
+    dnn::ConfigHandle config;
+    const std::string* config_text = nullptr;  // entries are never erased while a hit is served... see pick()
   };
-  Hit cached_hit(const CacheKeyView& key) {
+  AnyPick cached_pick(const CacheKeyView& key) {
     std::shared_lock lock(cache_mutex);
     auto it = cache.find(key);
     if (it == cache.end()) return {};
-    return Hit{it->second.solver, it->second.hit};
+    const CacheEntry& e = it->second;
+    return AnyPick{e.solver, e.hit, PickSource::cache, e.config_text, e.config};
   }
 
   void remember(const CacheKeyView& key, CacheEntry entry) {
@@ -157,7 +162,7 @@ struct Tuner::Impl {
   // handed back first, so that check() of a solver with an inner search (a vendor library's plans)
   // costs a plan build, not the search again.
   std::optional<std::string> invalid(const FindRecord& record, ProblemRef problem, const runtime::Device& device,
-                                     const SolverBase*& solver) {
+                                     const SolverBase*& solver, dnn::ConfigHandle* config) {
     const std::string& name = record.solver;
     solver = dnn::find_solver(device.backend(), problem.kind(), name);
     if (solver == nullptr) return "solver '" + name + "' no longer exists on backend " + device.backend();
@@ -165,13 +170,23 @@ struct Tuner::Impl {
         std::find(options.only_solvers.begin(), options.only_solvers.end(), name) == options.only_solvers.end()) {
       return "solver '" + name + "' is excluded by the solver filter";
     }
-    if (!solver->use_tuned_params_any(problem, device, record.params)) {
-      log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
-                " cannot be used here; the solver searches again");
+    // A config the tuner chose (TunableSolver) parses back; otherwise the text is the solver's own
+    // remembered search result (tuned_params), which it adopts or searches again without.
+    std::optional<dnn::ConfigHandle> parsed = solver->parse_config_any(problem, device, record.params);
+    if (!parsed) {
+      if (!solver->configs_any(problem, device).empty()) {
+        return "stored config '" + record.params + "' of " + name + " is not valid here";
+      }
+      if (!solver->use_tuned_params_any(problem, device, record.params)) {
+        log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
+                  " cannot be used here; the solver searches again");
+      }
+      parsed = dnn::ConfigHandle{};
     }
     const dnn::Applicability a = solver->check_any(problem, device);
     if (!a) return "solver '" + name + "' no longer applies: " + a.reason;
-    const std::size_t ws = solver->workspace_bytes_any(problem, device);
+    const std::size_t ws = solver->workspace_bytes_any(problem, device, parsed->get());
+    if (config != nullptr) *config = *parsed;
     if (ws > workspace_limit(device)) return "solver '" + name + "' needs more workspace than the limit";
     return std::nullopt;
   }
@@ -190,10 +205,11 @@ struct Tuner::Impl {
     entry.ranked_checked = check_all;
     for (const FindRecord& r : records) {
       const SolverBase* solver = nullptr;
+      dnn::ConfigHandle config;
       if (entry.solver != nullptr && !check_all) {
         solver = dnn::find_solver(device.backend(), problem.kind(), r.solver);
         if (solver == nullptr) continue;
-      } else if (const auto why = invalid(r, problem, device, solver)) {
+      } else if (const auto why = invalid(r, problem, device, solver, &config)) {
         if (entry.solver == nullptr) {
           // The best stored choice is gone: the whole list is re-tuned and replaced, never trusted.
           log::info("find-db row for " + key + " on " + device.name() + " ignored: " + *why + "; re-tuning");
@@ -201,28 +217,32 @@ struct Tuner::Impl {
         }
         continue;
       }
-      if (entry.solver == nullptr) entry.solver = solver;
+      if (entry.solver == nullptr) {
+        entry.solver = solver;
+        entry.config = config;
+        entry.config_text = config ? r.params : std::string();
+      }
       entry.ranked.push_back(RankedSolver{r.solver, r.ms, r.workspace_bytes, r.params});
     }
     return entry;
   }
 
   TuneResult run_tuning(ProblemRef problem, const runtime::Device& device, const CacheKeyView& cache_key,
-                        const SolverBase** chosen = nullptr) {
+                        CacheEntry* chosen = nullptr) {
     problem.validate();
     const auto start = std::chrono::steady_clock::now();
     TuneResult result;
     auto candidates = detail::find_candidates(problem, device, workspace_limit(device), options.only_solvers);
     result.rejected = candidates.rejected;
-    if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, result.rejected);
-    result.list_order_choice = std::string(candidates.list_first->name());
+    if (!candidates.any()) detail::throw_no_solver(problem, device, result.rejected);
+    result.list_order_choice = std::string(candidates.list_first.solver->name());
 
-    const SolverBase* best = nullptr;
+    CacheEntry best{nullptr, {}, {}, true, PickSource::tuned, {}};
     if (candidates.timed.empty()) {
       // Only a reference applies: nothing to compare, so nothing is timed.
-      best = candidates.list_first;
-      result.ranked.push_back(
-          RankedSolver{std::string(best->name()), std::nan(""), best->workspace_bytes_any(problem, device), {}});
+      best.solver = candidates.list_first.solver;
+      result.ranked.push_back(RankedSolver{std::string(best.solver->name()), std::nan(""),
+                                           best.solver->workspace_bytes_any(problem, device), {}});
     } else {
       // The box runs from the start: the candidates' check() and workspace_bytes() above can be
       // a vendor library's own search (cudnn_graph timing its engine plans, cudnnFind), seconds on
@@ -230,16 +250,25 @@ struct Tuner::Impl {
       const auto timings = detail::time_solvers(problem, device, candidates.timed, options.find.time_box_ms, start,
                                                 result.rejected, result.time_box_hit);
       if (timings.empty()) detail::throw_no_solver(problem, device, result.rejected);
-      best = timings.front().solver;
+      const detail::Candidate& winner = timings.front().candidate;
+      best.solver = winner.solver;
+      best.config = winner.config;
+      best.config_text = winner.config_text;
+      // One entry per solver, its fastest config: the find-db keeps a ranked list of solvers.
+      std::vector<const SolverBase*> seen;
       for (const auto& t : timings) {
-        result.ranked.push_back(RankedSolver{std::string(t.solver->name()), t.median_ms, t.workspace_bytes,
-                                             t.solver->tuned_params_any(problem, device)});
+        const SolverBase* s = t.candidate.solver;
+        if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+        seen.push_back(s);
+        result.ranked.push_back(RankedSolver{
+            std::string(s->name()), t.median_ms, t.workspace_bytes,
+            t.candidate.config ? t.candidate.config_text : s->tuned_params_any(problem, device)});
       }
     }
     result.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (log::enabled(log::Level::info)) {
       log::info("tuned " + problem.key() + " on " + device.name() + " in " + std::to_string(result.tune_ms) +
-                " ms: " + std::string(best->name()));
+                " ms: " + std::string(best.solver->name()) + (best.config_text.empty() ? "" : "[" + best.config_text + "]"));
     }
     if (options.find.mode != FindMode::off) {
       std::vector<FindRecord> records;
@@ -248,7 +277,8 @@ struct Tuner::Impl {
       }
       find_db().store(problem.key(), identity(device), records);
     }
-    remember(cache_key, CacheEntry{best, true, PickSource::tuned, result.ranked});
+    best.ranked = result.ranked;
+    remember(cache_key, best);
     if (chosen != nullptr) *chosen = best;
     return result;
   }
@@ -282,43 +312,43 @@ const SolverBase& Tuner::list_order_choice(ProblemRef problem, const runtime::De
     limit = impl_->workspace_limit(device);
   }
   const auto candidates = detail::find_candidates(problem, device, limit, impl_->options.only_solvers, false);
-  if (candidates.list_first == nullptr) detail::throw_no_solver(problem, device, candidates.rejected);
-  return *candidates.list_first;
+  if (!candidates.any()) detail::throw_no_solver(problem, device, candidates.rejected);
+  return *candidates.list_first.solver;
 }
 
 AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
   const CacheKeyView key(device.name(), problem);
   // The hit path: one shared-lock hash lookup and the solver's own cheap check().
-  if (const auto entry = impl_->cached_hit(key); entry.solver != nullptr) {
-    const dnn::Applicability a = entry.solver->check_any(problem, device);
-    if (a) return AnyPick{entry.solver, entry.hit, PickSource::cache};
-    log::info("cached choice " + std::string(entry.solver->name()) + " for " + problem.key() +
+  if (AnyPick hit = impl_->cached_pick(key); hit.solver != nullptr) {
+    const dnn::Applicability a = hit.solver->check_any(problem, device);
+    if (a) return hit;
+    log::info("cached choice " + std::string(hit.solver->name()) + " for " + problem.key() +
               " no longer applies (" + a.reason + ")");
     impl_->forget(key);
   }
 
   std::lock_guard lock(impl_->slow_mutex);
-  if (auto entry = impl_->cached(key)) return AnyPick{entry->solver, entry->hit, PickSource::cache};  // another thread
+  if (AnyPick hit = impl_->cached_pick(key); hit.solver != nullptr) return hit;  // another thread
   problem.validate();
   const FindMode mode = impl_->options.find.mode;
   auto list_order = [&] {
     const auto c = detail::find_candidates(problem, device, impl_->workspace_limit(device), impl_->options.only_solvers);
-    if (c.list_first == nullptr) detail::throw_no_solver(problem, device, c.rejected);
-    impl_->remember(key, CacheEntry{c.list_first, false, PickSource::list_order, {}});
-    return AnyPick{c.list_first, false, PickSource::list_order};
+    if (!c.any()) detail::throw_no_solver(problem, device, c.rejected);
+    impl_->remember(key, CacheEntry{c.list_first.solver, {}, {}, false, PickSource::list_order, {}});
+    return AnyPick{c.list_first.solver, false, PickSource::list_order, {}, {}};
   };
   if (mode == FindMode::off) return list_order();
   const std::string text_key = problem.key();
   if (impl_->trusts_db()) {
     if (auto entry = impl_->db_hit(problem, device, text_key, false)) {
       impl_->remember(key, *entry);
-      return AnyPick{entry->solver, true, entry->origin};
+      return AnyPick{entry->solver, true, entry->origin, entry->config_text, entry->config};
     }
     if (mode == FindMode::fast) return list_order();
   }
-  const SolverBase* best = nullptr;
+  CacheEntry best;
   impl_->run_tuning(problem, device, key, &best);
-  return AnyPick{best, false, PickSource::tuned};
+  return AnyPick{best.solver, false, PickSource::tuned, best.config_text, best.config};
 }
 
 std::vector<RankedSolver> Tuner::lookup(ProblemRef problem, const runtime::Device& device) {
@@ -403,7 +433,8 @@ PreloadResult Tuner::preload(runtime::Stream& stream) {
       }
       {
         const dnn::detail::SuppressCmdLog quiet;
-        dnn::execute("preload", stream, problem, args, pick(problem, device).solver);
+        const AnyPick p = pick(problem, device);
+        dnn::execute_choice("preload", stream, problem, args, dnn::Choice{p.solver, p.config_handle});
       }
       stream.synchronize();
       ++result.prepared;
@@ -424,8 +455,10 @@ Tuner& default_tuner() {
 
 namespace {
 
-const SolverBase& pick_with_default_tuner(ProblemRef problem, const runtime::Device& device) {
-  return *default_tuner().pick(problem, device).solver;
+dnn::Choice pick_with_default_tuner(ProblemRef problem, const runtime::Device& device, dnn::CallReport* report) {
+  AnyPick p = default_tuner().pick(problem, device);
+  if (report != nullptr) *report = dnn::CallReport{std::string(p.solver->name()), p.config, p.hit, to_string(p.source)};
+  return dnn::Choice{p.solver, std::move(p.config_handle)};
 }
 
 // Every op's dispatch asks the tuner through this hook: dnn sits above tuning and may not include

@@ -46,7 +46,7 @@ struct RankedSolver {
   std::string solver;
   double ms = 0;  ///< median time; NaN when not timed (reference solver alone, or from a fast choice)
   std::size_t workspace_bytes = 0;
-  std::string params;  ///< the solver's inner choice (dnn::Solver::tuned_params), often empty
+  std::string params;  ///< the solver's inner choice: its config text (TunableSolver) or tuned_params(); often empty
 };
 
 /// Where a pick came from.
@@ -77,6 +77,9 @@ struct BasicPick {
   /// db hit or of earlier tuning) without benchmarking now; false after tuning or a list-order choice.
   bool hit = false;
   PickSource source = PickSource::list_order;
+  /// The solver's inner choice as text (empty: none, or its default) and parsed, for the dispatcher.
+  std::string config;
+  dnn::ConfigHandle config_handle;
 };
 using AnyPick = BasicPick<dnn::SolverBase>;
 using Pick = BasicPick<dnn::ConvSolver>;
@@ -126,8 +129,9 @@ class Tuner {
   // The same, typed by the problem.
   template <dnn::OpProblem P>
   BasicPick<dnn::Solver<P>> pick(const P& problem, const runtime::Device& device) {
-    const AnyPick p = pick(dnn::ProblemRef::of(problem), device);
-    return {static_cast<const dnn::Solver<P>*>(p.solver), p.hit, p.source};
+    AnyPick p = pick(dnn::ProblemRef::of(problem), device);
+    return {static_cast<const dnn::Solver<P>*>(p.solver), p.hit, p.source, std::move(p.config),
+            std::move(p.config_handle)};
   }
   template <dnn::OpProblem P>
   std::vector<RankedSolver> ranked(const P& problem, const runtime::Device& device) {
