@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
@@ -89,7 +89,7 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
     }
   }
 
-  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
+  if (!t_cmd_log_suppressed && env::config().log_cmd) {
     // One whole line per call, written at once so concurrent callers do not interleave.
     const std::string line = "galley[cmd]: " + conv_bench_command(problem, device, solver->name()) + "\n";
     std::fputs(line.c_str(), stderr);
