@@ -334,8 +334,13 @@ std::vector<Setting> settings() {
     const std::string name(text.substr(0, equals));
     const auto& table = entries();
     if (std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.variable.name == name; })) continue;
+    // Development knobs carry a GALLEY_DEBUG_ prefix; an old name without it gets pointed there.
+    const std::string debug_name = "GALLEY_DEBUG_" + name.substr(7);
+    const bool renamed =
+        std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.variable.name == debug_name; });
     out.push_back({name, equals == std::string_view::npos ? "" : std::string(text.substr(equals + 1)),
-                   "not a Galley variable; ignored", false});
+                   "not a Galley variable; ignored" + (renamed ? "; did you mean " + debug_name + "?" : std::string()),
+                   false});
   }
   return out;
 }

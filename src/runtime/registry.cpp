@@ -120,6 +120,10 @@ class Registry {
       } catch (const std::exception& e) {
         rc = -1;
         std::snprintf(error, sizeof error, "%s", e.what());
+      } catch (...) {
+        // The entry point is extern "C" and must not throw; one that does is refused, not fatal.
+        rc = -1;
+        std::snprintf(error, sizeof error, "galley_plugin_register threw a non-standard exception");
       }
       if (rc != 0) {
         report.reason = std::string("plugin refused to register: ") + (error[0] ? error : "no reason given");

@@ -158,6 +158,7 @@ TEST(Config, SettingsListEveryVariableAndMarkInvalidOnesWithoutThrowing) {
   ScopedEnv mode("GALLEY_FIND_MODE", "turbo");
   ScopedEnv threads("GALLEY_NUM_THREADS", "4");
   ScopedEnv stray("GALLEY_NOT_A_VARIABLE", "1");
+  ScopedEnv old_name("GALLEY_IGEMM_TC_PLAN", "1:1");
   std::vector<Setting> listed;
   ASSERT_NO_THROW(listed = settings());
   const auto find = [&](std::string_view name) -> const Setting* {
@@ -175,6 +176,14 @@ TEST(Config, SettingsListEveryVariableAndMarkInvalidOnesWithoutThrowing) {
   const Setting* stray_setting = find("GALLEY_NOT_A_VARIABLE");
   ASSERT_NE(stray_setting, nullptr) << "an undeclared GALLEY_* name in the environment is listed";
   EXPECT_FALSE(stray_setting->known);
+  ASSERT_NE(find("GALLEY_IGEMM_TC_PLAN"), nullptr);
+  EXPECT_NE(find("GALLEY_IGEMM_TC_PLAN")->problem.find("did you mean GALLEY_DEBUG_IGEMM_TC_PLAN?"), std::string::npos)
+      << find("GALLEY_IGEMM_TC_PLAN")->problem;
+}
+
+TEST(Config, AnUndeclaredNameIsIgnoredNotAnError) {
+  ScopedEnv stray("GALLEY_NOT_A_VARIABLE", "1");
+  EXPECT_NO_THROW(check());
 }
 
 TEST(Config, DevelopmentKnobsAreDeclared) {

@@ -76,6 +76,7 @@ int run_env(bool json) {
   }
   Table table({"variable", "value", "default", "meaning"});
   int invalid = 0;
+  int unknown = 0;
   for (const auto& s : settings) {
     const env::Variable* v = declared(s.name);
     std::string value = s.value ? *s.value : "(unset)";
@@ -84,6 +85,7 @@ int run_env(bool json) {
       ++invalid;
     } else if (!s.known) {
       value += "  (unknown: ignored)";
+      ++unknown;
     }
     table.add({s.name, value, v ? std::string(v->default_value) : "", v ? std::string(v->meaning) : ""});
   }
@@ -92,6 +94,12 @@ int run_env(bool json) {
     std::printf("\n%d invalid value(s); every command except `galley info --env` stops on them:\n", invalid);
     for (const auto& s : settings) {
       if (s.known && !s.problem.empty()) std::printf("  %s\n", s.problem.c_str());
+    }
+  }
+  if (unknown > 0) {
+    std::printf("\nGALLEY_* names this build does not know (ignored):\n");
+    for (const auto& s : settings) {
+      if (!s.known) std::printf("  %s: %s\n", s.name.c_str(), s.problem.c_str());
     }
   }
   std::printf("\nGALLEY_ALLOC_CONF keys:\n%s\n", memory::alloc_conf_help().c_str());
