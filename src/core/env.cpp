@@ -79,7 +79,8 @@ std::vector<std::string> split(std::string_view text, char separator) {
   std::size_t start = 0;
   for (;;) {
     const auto at = text.find(separator, start);
-    parts.emplace_back(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    parts.emplace_back(
+        text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
     if (at == std::string_view::npos) return parts;
     start = at + 1;
   }
@@ -90,7 +91,8 @@ bool is_device_name(const std::string& text) {
   const auto colon = text.find(':');
   const std::string backend = text.substr(0, colon);
   if (backend != "cpu" && backend != "cuda" && backend != "hip") return false;
-  return colon == std::string::npos || parse_integer(std::string_view(text).substr(colon + 1), 0, 99999).has_value();
+  return colon == std::string::npos ||
+         parse_integer(std::string_view(text).substr(colon + 1), 0, 99999).has_value();
 }
 
 void parse_device(std::string_view name, const std::string& value, Config& out) {
@@ -105,8 +107,9 @@ void parse_visible_devices(std::string_view name, const std::string& value, Conf
     const std::string item = trim(part);
     if (item.empty()) continue;
     if (!is_device_name(item)) {
-      throw Error(Status::invalid_argument, std::string(name) + "='" + value + "': entry '" + item +
-                                                "' is not a device (valid: comma list of cuda, cuda:N, hip, hip:N, cpu)");
+      throw Error(Status::invalid_argument,
+                  std::string(name) + "='" + value + "': entry '" + item +
+                      "' is not a device (valid: comma list of cuda, cuda:N, hip, hip:N, cpu)");
     }
     entries.push_back(item);
   }
@@ -124,7 +127,8 @@ void parse_log_level(std::string_view name, const std::string& value, Config& ou
   constexpr std::string_view kLevels[] = {"error", "warn", "info", "debug", "trace"};
   const std::string v = parse_choice(name, value, {"error", "warn", "info", "debug", "trace"});
   if (v.empty()) return;
-  out.log_level = static_cast<int>(std::find(std::begin(kLevels), std::end(kLevels), v) - std::begin(kLevels));
+  out.log_level =
+      static_cast<int>(std::find(std::begin(kLevels), std::end(kLevels), v) - std::begin(kLevels));
 }
 
 void parse_log_cmd(std::string_view name, const std::string& value, Config& out) {
@@ -181,8 +185,9 @@ void parse_igemm_tc_plan(std::string_view name, const std::string& value, Config
   if (value.empty()) return;
   const auto colon = value.find(':');
   const auto tile = parse_integer(std::string_view(value).substr(0, colon), 0, 1023);
-  const auto splits =
-      colon == std::string::npos ? std::nullopt : parse_integer(std::string_view(value).substr(colon + 1), 1, 64);
+  const auto splits = colon == std::string::npos
+                          ? std::nullopt
+                          : parse_integer(std::string_view(value).substr(colon + 1), 1, 64);
   if (!tile || !splits) invalid(name, value, "tile:splits, tile a plan index >= 0, splits 1..64");
   out.debug_igemm_tc_plan = std::pair{static_cast<int>(*tile), static_cast<int>(*splits)};
 }
@@ -193,8 +198,8 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
 
 void parse_unimplemented(std::string_view name, const std::string& value, Config&) {
   if (value.empty()) return;  // `NAME=` in a shell means off
-  throw Error(Status::unsupported, std::string(name) + "='" + value +
-                                       "': this build does not implement " + std::string(name) + "; unset it");
+  throw Error(Status::unsupported, std::string(name) + "='" + value + "': this build does not implement " +
+                                       std::string(name) + "; unset it");
 }
 
 const std::vector<Entry>& entries() {
@@ -212,8 +217,10 @@ const std::vector<Entry>& entries() {
        parse_launch_blocking},
       {{"GALLEY_FIND_MODE", "normal|fast|hybrid|off: how solvers are chosen on a find-db miss", "hybrid"},
        parse_find_mode},
-      {{"GALLEY_FIND_ENFORCE", "none|search: search re-tunes even on a find-db hit", "none"}, parse_find_enforce},
-      {{"GALLEY_FIND_TIME_MS", "time box for tuning one problem, in milliseconds (> 0)", "2000"}, parse_find_time},
+      {{"GALLEY_FIND_ENFORCE", "none|search: search re-tunes even on a find-db hit", "none"},
+       parse_find_enforce},
+      {{"GALLEY_FIND_TIME_MS", "time box for tuning one problem, in milliseconds (> 0)", "2000"},
+       parse_find_time},
       {{"GALLEY_CACHE_DIR", "find-db and kernel cache folder", "$XDG_CACHE_HOME/galley or ~/.cache/galley"},
        parse_cache_dir},
       {{"GALLEY_ALLOC_CONF",
@@ -228,17 +235,20 @@ const std::vector<Entry>& entries() {
         "set's third call)",
         "1"},
        parse_cuda_graphs},
-      {{"GALLEY_PROFILE", "FILE.json: write a Chrome trace of the run (not implemented yet: setting it is an error)",
-        "(unset)", false},
+      {{"GALLEY_PROFILE",
+        "FILE.json: write a Chrome trace of the run (not implemented yet: setting it is an error)", "(unset)",
+        false},
        parse_unimplemented},
-      {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"}, parse_num_threads},
+      {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"},
+       parse_num_threads},
       {{"GALLEY_CPU_ISA", "highest cpu kernel level: scalar|avx2|avx512 (like oneDNN's DNNL_MAX_CPU_ISA)",
         "all the CPU has"},
        parse_cpu_isa},
       {{"GALLEY_DEBUG_IGEMM_TC_PLAN",
         "development: tile:splits forces gpu.conv.igemm_tc's plan (tile sweeps on a GPU)", "(unset: tuned)"},
        parse_igemm_tc_plan},
-      {{"GALLEY_DEBUG_IGEMM_TC_TUNE", "development: 0 takes gpu.conv.igemm_tc's model plan without timing", "1"},
+      {{"GALLEY_DEBUG_IGEMM_TC_TUNE", "development: 0 takes gpu.conv.igemm_tc's model plan without timing",
+        "1"},
        parse_igemm_tc_tune},
   };
   return table;
@@ -333,14 +343,16 @@ std::vector<Setting> settings() {
     const auto equals = text.find('=');
     const std::string name(text.substr(0, equals));
     const auto& table = entries();
-    if (std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.variable.name == name; })) continue;
+    if (std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.variable.name == name; }))
+      continue;
     // Development knobs carry a GALLEY_DEBUG_ prefix; an old name without it gets pointed there.
     const std::string debug_name = "GALLEY_DEBUG_" + name.substr(7);
-    const bool renamed =
-        std::any_of(table.begin(), table.end(), [&](const Entry& e) { return e.variable.name == debug_name; });
-    out.push_back({name, equals == std::string_view::npos ? "" : std::string(text.substr(equals + 1)),
-                   "not a Galley variable; ignored" + (renamed ? "; did you mean " + debug_name + "?" : std::string()),
-                   false});
+    const bool renamed = std::any_of(table.begin(), table.end(),
+                                     [&](const Entry& e) { return e.variable.name == debug_name; });
+    out.push_back(
+        {name, equals == std::string_view::npos ? "" : std::string(text.substr(equals + 1)),
+         "not a Galley variable; ignored" + (renamed ? "; did you mean " + debug_name + "?" : std::string()),
+         false});
   }
   return out;
 }

@@ -9,8 +9,8 @@
 
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
-#include "memory/cache_release.hpp"
 #include "memory/allocator_state.hpp"
+#include "memory/cache_release.hpp"
 
 namespace galley::memory {
 
@@ -120,7 +120,8 @@ void release_all_cached_memory() noexcept {
                    " bytes still held by live buffers");
       }
     } catch (const std::exception& e) {
-      log::warn("caching allocator of " + allocator->device_name() + ": releasing the cache failed: " + e.what());
+      log::warn("caching allocator of " + allocator->device_name() +
+                ": releasing the cache failed: " + e.what());
     }
   }
 }

@@ -83,12 +83,14 @@ namespace {
 std::unique_ptr<StreamImpl> create_checked_stream(const Device& device) {
   env::check();
   auto impl = device.impl().create_stream();
-  if (!impl) throw Error(Status::backend_error, "stream creation on " + device.name() + " returned no stream");
+  if (!impl)
+    throw Error(Status::backend_error, "stream creation on " + device.name() + " returned no stream");
   return impl;
 }
 }  // namespace
 
-Stream::Stream(const Device& device) : device_(device), impl_(create_checked_stream(device)), id_(next_stream_id()) {}
+Stream::Stream(const Device& device)
+    : device_(device), impl_(create_checked_stream(device)), id_(next_stream_id()) {}
 
 SynchronizeOnExit::~SynchronizeOnExit() {
   // An event rather than stream.synchronize(): waiting must not consume the error of a failed
@@ -181,8 +183,8 @@ namespace {
 void* checked_pinned_alloc(const Device& device, std::size_t bytes) {
   void* ptr = device.impl().pinned_alloc(bytes);
   if (ptr == nullptr) {
-    throw Error(Status::out_of_memory,
-                "pinned_alloc of " + std::to_string(bytes) + " bytes on " + device.name() + " returned no memory");
+    throw Error(Status::out_of_memory, "pinned_alloc of " + std::to_string(bytes) + " bytes on " +
+                                           device.name() + " returned no memory");
   }
   return ptr;
 }

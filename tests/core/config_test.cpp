@@ -1,12 +1,13 @@
 // The GALLEY_* configuration: one table, each variable validated with a message naming the
 // variable, the value and the valid values; read once; listed without throwing.
+#include "core/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
 #include "common/scoped_env.hpp"
-#include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 
@@ -64,7 +65,8 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
     ASSERT_TRUE(declared(c.name)) << c.name;
     ScopedEnv env(c.name, c.value);
     const std::string what = check_message();
-    EXPECT_NE(what.find(std::string(c.name) + "='" + c.value + "'"), std::string::npos) << c.name << ": " << what;
+    EXPECT_NE(what.find(std::string(c.name) + "='" + c.value + "'"), std::string::npos)
+        << c.name << ": " << what;
     EXPECT_NE(what.find(c.valid), std::string::npos) << c.name << ": " << what;
     try {
       (void)config();
@@ -132,7 +134,8 @@ TEST(Config, IsReadOnceUntilTheTestHookReloadsIt) {
 
 TEST(Config, AVariableThisBuildDoesNotImplementIsAnErrorWhenSet) {
   const auto& table = variables();
-  const auto profile = std::find_if(table.begin(), table.end(), [](const Variable& v) { return v.name == "GALLEY_PROFILE"; });
+  const auto profile =
+      std::find_if(table.begin(), table.end(), [](const Variable& v) { return v.name == "GALLEY_PROFILE"; });
   ASSERT_NE(profile, table.end());
   ASSERT_FALSE(profile->implemented);
   ScopedEnv env("GALLEY_PROFILE", "trace.json");
@@ -177,7 +180,8 @@ TEST(Config, SettingsListEveryVariableAndMarkInvalidOnesWithoutThrowing) {
   ASSERT_NE(stray_setting, nullptr) << "an undeclared GALLEY_* name in the environment is listed";
   EXPECT_FALSE(stray_setting->known);
   ASSERT_NE(find("GALLEY_IGEMM_TC_PLAN"), nullptr);
-  EXPECT_NE(find("GALLEY_IGEMM_TC_PLAN")->problem.find("did you mean GALLEY_DEBUG_IGEMM_TC_PLAN?"), std::string::npos)
+  EXPECT_NE(find("GALLEY_IGEMM_TC_PLAN")->problem.find("did you mean GALLEY_DEBUG_IGEMM_TC_PLAN?"),
+            std::string::npos)
       << find("GALLEY_IGEMM_TC_PLAN")->problem;
 }
 

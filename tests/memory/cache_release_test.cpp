@@ -1,5 +1,7 @@
 // The caching allocators hand their cached segments back before the process exits, so a leak
 // checker run at exit sees only memory that live buffers really hold.
+#include "memory/cache_release.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,7 +11,6 @@
 #include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
-#include "memory/cache_release.hpp"
 
 namespace galley::memory {
 namespace {

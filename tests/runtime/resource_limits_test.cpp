@@ -32,17 +32,19 @@ TEST(BadEnvironment, EveryCaseOfTheIssueFailsBeforeWorkWithANamedError) {
       {"GALLEY_FIND_MODE=turbo", "demo", "GALLEY_FIND_MODE='turbo'"},
       {"GALLEY_LOG_CMD=maybe", "demo", "GALLEY_LOG_CMD='maybe'"},
       {"GALLEY_LOG_CMD=maybe", "info", "GALLEY_LOG_CMD='maybe'"},
-      {"GALLEY_LAUNCH_BLOCKING=2", "bench conv -n 8 -c 64 -H 56 -W 56 -k 64 -V 1", "GALLEY_LAUNCH_BLOCKING='2'"},
+      {"GALLEY_LAUNCH_BLOCKING=2", "bench conv -n 8 -c 64 -H 56 -W 56 -k 64 -V 1",
+       "GALLEY_LAUNCH_BLOCKING='2'"},
       {"GALLEY_PROFILE=trace.json", "info", "GALLEY_PROFILE='trace.json'"},
       {"GALLEY_NUM_THREADS=lots", "info", "GALLEY_NUM_THREADS='lots'"},
   };
   for (const auto& c : cases) {
     // Three runs each: the crash this replaces was intermittent (4-10 of 10).
     for (int run = 0; run < 3; ++run) {
-      const auto r = galley::testing::run_command(std::string("env ") + c.env + " timeout -s KILL 120 " + kGalley +
-                                                  " " + c.args + " 2>&1");
-      ASSERT_FALSE(killed_by_signal_or_timeout(r)) << c.env << " galley " << c.args << ": exit " << r.exit_code
-                                                   << "\n" << r.output;
+      const auto r = galley::testing::run_command(std::string("env ") + c.env + " timeout -s KILL 120 " +
+                                                  kGalley + " " + c.args + " 2>&1");
+      ASSERT_FALSE(killed_by_signal_or_timeout(r))
+          << c.env << " galley " << c.args << ": exit " << r.exit_code << "\n"
+          << r.output;
       EXPECT_EQ(r.exit_code, 1) << c.env << " galley " << c.args << "\n" << r.output;
       EXPECT_NE(r.output.find("galley: error"), std::string::npos) << r.output;
       EXPECT_NE(r.output.find(c.named), std::string::npos) << r.output;
@@ -51,8 +53,9 @@ TEST(BadEnvironment, EveryCaseOfTheIssueFailsBeforeWorkWithANamedError) {
 }
 
 TEST(BadEnvironment, InfoEnvListsEveryVariableAndMarksTheInvalidOnes) {
-  const auto r = galley::testing::run_command("env GALLEY_FIND_MODE=turbo GALLEY_NUM_THREADS=4 timeout -s KILL 60 " +
-                                              kGalley + " info --env --json 2>&1");
+  const auto r =
+      galley::testing::run_command("env GALLEY_FIND_MODE=turbo GALLEY_NUM_THREADS=4 timeout -s KILL 60 " +
+                                   kGalley + " info --env --json 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"GALLEY_DEBUG_IGEMM_TC_PLAN\""), std::string::npos) << r.output;
   const auto turbo = r.output.find("\"turbo\"");
@@ -72,16 +75,20 @@ TEST(ThreadLimit, InfoAndTransferFinishWhenThreadsCannotBeCreated) {
   // leave room for some of the 64 threads asked for, not all.
   std::string prefix;
   if (::geteuid() == 0) {
-    if (galley::testing::run_command("command -v setpriv").exit_code != 0) GTEST_SKIP() << "no setpriv to drop root";
+    if (galley::testing::run_command("command -v setpriv").exit_code != 0)
+      GTEST_SKIP() << "no setpriv to drop root";
     prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
   } else {
-    GTEST_SKIP() << "needs root (setpriv) to run with a private process count; `ulimit -u` counts all the user's";
+    GTEST_SKIP()
+        << "needs root (setpriv) to run with a private process count; `ulimit -u` counts all the user's";
   }
   for (const char* args : {"info", "bench transfer --sizes 1M --repeats 1"}) {
-    const auto r = galley::testing::run_command("timeout -s KILL 60 " + prefix + "bash -c 'ulimit -u 30; " +
-                                                "GALLEY_NUM_THREADS=64 exec " + kGalley + " " + args + "' 2>&1");
-    ASSERT_FALSE(killed_by_signal_or_timeout(r)) << "galley " << args << " hung or crashed: exit " << r.exit_code
-                                                 << "\n" << r.output;
+    const auto r =
+        galley::testing::run_command("timeout -s KILL 60 " + prefix + "bash -c 'ulimit -u 30; " +
+                                     "GALLEY_NUM_THREADS=64 exec " + kGalley + " " + args + "' 2>&1");
+    ASSERT_FALSE(killed_by_signal_or_timeout(r))
+        << "galley " << args << " hung or crashed: exit " << r.exit_code << "\n"
+        << r.output;
     EXPECT_NE(r.output.find("could not start thread"), std::string::npos) << r.output;
     if (r.exit_code != 0) {
       // A stream that gets no worker thread is an Error naming the limit, not a crash.

@@ -143,7 +143,8 @@ TEST(StreamQueue, SubmitBlocksWhenTheQueueIsFull) {
     }
   });
   // Give the producer time to run far past the bound if nothing stopped it.
-  for (int i = 0; i < 50 && submitted.load() < backends::cpu::kMaxQueuedTasks; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 50 && submitted.load() < backends::cpu::kMaxQueuedTasks; ++i)
+    std::this_thread::sleep_for(10ms);
   std::this_thread::sleep_for(100ms);
   EXPECT_LE(stream.queued(), backends::cpu::kMaxQueuedTasks);
   EXPECT_LE(submitted.load(), backends::cpu::kMaxQueuedTasks) << "submit did not block on a full queue";

@@ -90,7 +90,8 @@ std::thread start_worker(CpuStream* stream, void (CpuStream::*loop)()) {
   try {
     return std::thread(loop, stream);
   } catch (const std::system_error& e) {
-    throw Error(Status::backend_error, std::string("cpu stream: cannot start its worker thread (") + e.what() +
+    throw Error(Status::backend_error, std::string("cpu stream: cannot start its worker thread (") +
+                                           e.what() +
                                            "); the process may have reached its thread limit (ulimit -u)");
   }
 }
