@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::log {
@@ -16,28 +16,17 @@ constexpr const char* kNames[] = {"error", "warn", "info", "debug", "trace"};
 std::atomic<int> g_level{-1};  // -1: not read from the environment yet
 std::mutex g_write_mutex;
 
-int parse_level() {
-  const auto value = env::get("GALLEY_LOG_LEVEL");
-  if (!value || value->empty()) return static_cast<int>(Level::warn);
-  for (int i = 0; i < 5; ++i) {
-    if (*value == kNames[i]) return i;
-  }
-  throw Error(Status::invalid_argument,
-              "GALLEY_LOG_LEVEL='" + *value + "' is not a level (valid: error, warn, info, debug, trace)");
-}
-
 }  // namespace
 
 Level level() {
   int current = g_level.load(std::memory_order_relaxed);
   if (current < 0) {
+    // An invalid GALLEY_* value is reported by the library's up-front check, not here: logging
+    // runs on error paths and must not throw.
     int parsed = static_cast<int>(Level::warn);
     try {
-      parsed = parse_level();
-    } catch (const Error& e) {
-      // Store a valid level first so reporting the bad value cannot recurse.
-      g_level.store(parsed);
-      std::fprintf(stderr, "galley[warn]: %s; using warn\n", e.what());
+      parsed = env::config().log_level;
+    } catch (const Error&) {
     }
     g_level.store(parsed);
     current = parsed;

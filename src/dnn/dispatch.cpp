@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
@@ -42,7 +42,7 @@ const SolverBase& select_solver(ProblemRef problem, const runtime::Device& devic
 namespace {
 
 void log_command(ProblemRef problem, const runtime::Device& device, const SolverBase& solver) {
-  if (!t_cmd_log_suppressed && env::get_flag("GALLEY_LOG_CMD")) {
+  if (!t_cmd_log_suppressed && env::config().log_cmd) {
     // One whole line per call, written at once so concurrent callers do not interleave.
     const std::string line = "galley[cmd]: " + problem.ops->bench_command(problem.problem, device, solver.name()) + "\n";
     std::fputs(line.c_str(), stderr);

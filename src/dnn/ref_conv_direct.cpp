@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/conv_solver.hpp"
 #include "tensor_data.hpp"
@@ -24,11 +24,7 @@ namespace {
 // the reference runs rarely, so it starts its own short-lived threads.
 unsigned reference_threads() {
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  if (const auto text = env::get("GALLEY_NUM_THREADS")) {
-    unsigned value = 0;
-    const auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (ec == std::errc() && ptr == text->data() + text->size() && value > 0) threads = value;
-  }
+  if (const int configured = env::config().num_threads; configured > 0) threads = static_cast<unsigned>(configured);
   return threads;
 }
 

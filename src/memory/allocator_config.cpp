@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::memory {
@@ -100,9 +100,17 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return config;
 }
 
+namespace {
+// GALLEY_ALLOC_CONF's grammar lives here; the configuration checks it with every other variable,
+// up front, instead of at the first allocation (which may come after work is queued).
+const bool alloc_conf_validated = env::register_validator(
+    "GALLEY_ALLOC_CONF", [](const std::string& text) { (void)AllocatorConfig::parse(text); });
+}  // namespace
+
 AllocatorConfig AllocatorConfig::from_env() {
-  AllocatorConfig config = parse(env::get("GALLEY_ALLOC_CONF").value_or(""));
-  config.caching = !env::get_flag("GALLEY_NO_CACHING");
+  const env::Config& environment = env::config();
+  AllocatorConfig config = parse(environment.alloc_conf);
+  config.caching = !environment.no_caching;
   return config;
 }
 

@@ -1,11 +1,16 @@
 // CachingAllocator's public face over AllocatorState, and the process-wide allocator per device.
 #include "galley/memory/caching_allocator.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
 #include "memory/allocator_state.hpp"
+#include "memory/cache_release.hpp"
 
 namespace galley::memory {
 
@@ -77,6 +82,50 @@ void CachingAllocator::record_stream(detail::Block* block, runtime::StreamImpl& 
   state_->record_stream(block, stream);
 }
 
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<runtime::DeviceImpl*, std::unique_ptr<CachingAllocator>> allocators;
+};
+
+Registry& registry() {
+  // Never destroyed on purpose: buffers held by static objects may be freed after static
+  // destructors have run, and must still find their allocator.
+  static Registry& instance = *std::make_unique<Registry>().release();
+  return instance;
+}
+
+void release_cached_memory_at_exit() { release_all_cached_memory(); }
+
+}  // namespace
+
+void release_all_cached_memory() noexcept {
+  // Unlocked while releasing: empty_cache() waits for the device, whose tasks may need the lock
+  // (a first allocation on a stream's worker thread). Allocators are never destroyed.
+  std::vector<CachingAllocator*> allocators;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    for (auto& entry : r.allocators) allocators.push_back(entry.second.get());
+  }
+  for (CachingAllocator* allocator : allocators) {
+    try {
+      const auto before = allocator->stats().reserved_bytes.all.current;
+      allocator->empty_cache();
+      const auto after = allocator->stats().reserved_bytes.all.current;
+      if (log::enabled(log::Level::debug)) {
+        log::debug("caching allocator of " + allocator->device_name() + ": released " +
+                   std::to_string(before - after) + " cached bytes; " + std::to_string(after) +
+                   " bytes still held by live buffers");
+      }
+    } catch (const std::exception& e) {
+      log::warn("caching allocator of " + allocator->device_name() +
+                ": releasing the cache failed: " + e.what());
+    }
+  }
+}
+
 CachingAllocator& allocator_for(const runtime::Device& device) {
   runtime::DeviceImpl* impl = &device.impl();
   // The hit path calls this for every allocation: remember the last device per thread.
@@ -84,16 +133,18 @@ CachingAllocator& allocator_for(const runtime::Device& device) {
   thread_local CachingAllocator* last_allocator = nullptr;
   if (impl == last_impl) return *last_allocator;
 
-  struct Registry {
-    std::mutex mutex;
-    std::map<runtime::DeviceImpl*, std::unique_ptr<CachingAllocator>> allocators;
-  };
-  // Never destroyed on purpose: buffers held by static objects may be freed after static
-  // destructors have run, and must still find their allocator.
-  static Registry& registry = *std::make_unique<Registry>().release();
-  std::lock_guard lock(registry.mutex);
-  auto& slot = registry.allocators[impl];
-  if (!slot) slot = std::make_unique<CachingAllocator>(device, AllocatorConfig::from_env());
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto& slot = r.allocators[impl];
+  if (!slot) {
+    slot = std::make_unique<CachingAllocator>(device, AllocatorConfig::from_env());
+    // Cached segments go back to the backend at exit, so a leak checker sees only memory that
+    // live buffers hold. Registered after the device's backend (and its vendor runtime) started,
+    // the handler runs before their teardown: exit runs handlers and static destructors in
+    // reverse order of registration.
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(release_cached_memory_at_exit); });
+  }
   last_impl = impl;
   last_allocator = slot.get();
   return *slot;

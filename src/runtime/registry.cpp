@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
@@ -18,21 +19,6 @@ namespace galley::runtime {
 
 namespace {
 constexpr const char* kPluginBackends[] = {"cuda", "hip"};
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> parts;
-  std::string current;
-  for (char ch : text) {
-    if (ch == separator) {
-      parts.push_back(current);
-      current.clear();
-    } else {
-      current += ch;
-    }
-  }
-  parts.push_back(current);
-  return parts;
-}
 
 std::string trim(std::string text) {
   const auto first = text.find_first_not_of(" \t");
@@ -70,6 +56,9 @@ class Registry {
   }
 
   void ensure_loaded() {
+    // The first call into the library: every GALLEY_* variable is validated here, before plugins
+    // load or any work is queued. A bad value throws on every call (call_once retries after a throw).
+    env::check();
     std::call_once(loaded_, [this] { load_all(); });
   }
 
@@ -97,11 +86,7 @@ class Registry {
     BackendReport report{name, "", false, 0, ""};
     const std::string file = "libgalley_backend_" + name + ".so";
     std::vector<std::filesystem::path> folders;
-    if (const auto paths = env::get("GALLEY_PLUGIN_PATH"); paths && !paths->empty()) {
-      for (const auto& p : split(*paths, ':')) {
-        if (!p.empty()) folders.emplace_back(p);
-      }
-    }
+    for (const auto& p : env::config().plugin_path) folders.emplace_back(p);
     folders.push_back(libgalley_folder());
     std::string tried;
     for (const auto& folder : folders) {
@@ -135,6 +120,10 @@ class Registry {
       } catch (const std::exception& e) {
         rc = -1;
         std::snprintf(error, sizeof error, "%s", e.what());
+      } catch (...) {
+        // The entry point is extern "C" and must not throw; one that does is refused, not fatal.
+        rc = -1;
+        std::snprintf(error, sizeof error, "galley_plugin_register threw a non-standard exception");
       }
       if (rc != 0) {
         report.reason = std::string("plugin refused to register: ") + (error[0] ? error : "no reason given");
@@ -164,28 +153,9 @@ class Registry {
 
   // GALLEY_VISIBLE_DEVICES: comma list of "backend" or "backend:index"; cpu is always visible.
   void build_device_list() {
-    std::vector<std::string> filter;
-    bool filtered = false;
-    if (const auto visible = env::get("GALLEY_VISIBLE_DEVICES")) {
-      filtered = true;
-      for (auto& item : split(*visible, ',')) {
-        item = trim(item);
-        if (item.empty()) continue;
-        const auto colon = item.find(':');
-        const std::string backend = item.substr(0, colon);
-        bool ok = backend == "cpu" || backend == "cuda" || backend == "hip";
-        if (ok && colon != std::string::npos) {
-          const std::string index = item.substr(colon + 1);
-          ok = !index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos;
-        }
-        if (!ok) {
-          log::warn_once("visible-devices", "GALLEY_VISIBLE_DEVICES entry '" + item +
-                                                "' is not a device (valid: cuda, cuda:N, hip, hip:N, cpu); ignored");
-          continue;
-        }
-        filter.push_back(item);
-      }
-    }
+    const auto& visible = env::config().visible_devices;  // entries validated with the configuration
+    const bool filtered = visible.has_value();
+    const std::vector<std::string> filter = visible.value_or(std::vector<std::string>{});
     for (const auto& backend : backends_) {
       int count = 0;
       try {
@@ -264,9 +234,9 @@ Device device(std::string_view name) {
 }
 
 Device default_device() {
-  if (const auto wanted = env::get("GALLEY_DEVICE"); wanted && !wanted->empty()) {
+  if (const std::string& wanted = env::config().device; !wanted.empty()) {
     try {
-      return device(*wanted);
+      return device(wanted);
     } catch (const Error& e) {
       throw Error(e.status(), std::string("GALLEY_DEVICE: ") + e.what());
     }

@@ -2,16 +2,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
+#include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::runtime {
 namespace {
 
-// Read on every launch (a getenv, tens of nanoseconds) so a test or tool can toggle it at run time.
-bool launch_blocking() { return env::get_flag("GALLEY_LAUNCH_BLOCKING"); }
+// The configuration snapshot, read once per process (a pointer load per launch).
+bool launch_blocking() { return env::config().launch_blocking; }
 
 std::string pointer_text(const void* p) {
   char text[32];
@@ -76,8 +78,37 @@ std::uint64_t next_stream_id() {
 }
 }  // namespace
 
+namespace {
+// A stream is where work starts: the configuration is validated before the first one exists.
+std::unique_ptr<StreamImpl> create_checked_stream(const Device& device) {
+  env::check();
+  auto impl = device.impl().create_stream();
+  if (!impl)
+    throw Error(Status::backend_error, "stream creation on " + device.name() + " returned no stream");
+  return impl;
+}
+}  // namespace
+
 Stream::Stream(const Device& device)
-    : device_(device), impl_(device.impl().create_stream()), id_(next_stream_id()) {}
+    : device_(device), impl_(create_checked_stream(device)), id_(next_stream_id()) {}
+
+SynchronizeOnExit::~SynchronizeOnExit() {
+  // An event rather than stream.synchronize(): waiting must not consume the error of a failed
+  // task, which the stream's next synchronize() still reports.
+  try {
+    Event done(stream_.device(), false);
+    done.record(stream_);
+    done.synchronize();
+  } catch (const std::exception&) {
+    // Recording failed: fall back to a device-wide wait, which also leaves errors in place.
+    try {
+      stream_.device().synchronize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "galley: cannot wait for the stream on %s before freeing its memory: %s\n",
+                   stream_.device().name().c_str(), e.what());
+    }
+  }
+}
 
 void Stream::copy_h2d(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_h2d", "dst", dst, bytes);
@@ -148,11 +179,36 @@ void Stream::begin_capture() { impl_->begin_capture(); }
 
 Graph Stream::end_capture() { return Graph(device_, impl_->end_capture()); }
 
+namespace {
+void* checked_pinned_alloc(const Device& device, std::size_t bytes) {
+  void* ptr = device.impl().pinned_alloc(bytes);
+  if (ptr == nullptr) {
+    throw Error(Status::out_of_memory, "pinned_alloc of " + std::to_string(bytes) + " bytes on " +
+                                           device.name() + " returned no memory");
+  }
+  return ptr;
+}
+
+// Work queued on any stream of the device may still read or write the block (a copy from it on
+// an error path, say), so it is freed only once the device is idle, as cudaFreeHost does.
+void free_pinned_after_device_work(const Device& device, void* ptr) noexcept {
+  try {
+    device.synchronize();
+  } catch (const std::exception& e) {
+    // The work failed, but it has finished: a failed synchronize still means nothing is pending
+    // on cpu; a GPU backend's synchronize only fails once its context is unusable.
+    std::fprintf(stderr, "galley: device synchronize before freeing pinned memory on %s failed: %s\n",
+                 device.name().c_str(), e.what());
+  }
+  device.impl().pinned_free(ptr);
+}
+}  // namespace
+
 PinnedBuffer::PinnedBuffer(const Device& device, std::size_t bytes)
-    : device_(device), ptr_(device.impl().pinned_alloc(bytes)), bytes_(bytes) {}
+    : device_(device), ptr_(checked_pinned_alloc(device, bytes)), bytes_(bytes) {}
 
 PinnedBuffer::~PinnedBuffer() {
-  if (ptr_ != nullptr) device_.impl().pinned_free(ptr_);
+  if (ptr_ != nullptr) free_pinned_after_device_work(device_, ptr_);
 }
 
 PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
@@ -163,7 +219,7 @@ PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   if (this != &other) {
-    if (ptr_ != nullptr) device_.impl().pinned_free(ptr_);
+    if (ptr_ != nullptr) free_pinned_after_device_work(device_, ptr_);
     device_ = other.device_;
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/version.hpp"
 #include "galley/tuning/find_db.hpp"
 
@@ -20,7 +20,7 @@ std::optional<std::filesystem::path> plain_env(const char* name) {
 }  // namespace
 
 std::filesystem::path default_cache_dir() {
-  if (const auto dir = env::get("GALLEY_CACHE_DIR"); dir && !dir->empty()) return *dir;
+  if (const auto& dir = env::config().cache_dir; !dir.empty()) return dir;
   if (const auto xdg = plain_env("XDG_CACHE_HOME")) return *xdg / "galley";
   if (const auto home = plain_env("HOME")) return *home / ".cache" / "galley";
   // No home at all (some batch systems): the working folder is better than failing.

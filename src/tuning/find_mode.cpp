@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::tuning {
@@ -49,28 +49,11 @@ FindMode parse_find_mode(std::string_view text) {
 
 FindOptions FindOptions::from_env() {
   FindOptions options;
-  if (const auto mode = env::get("GALLEY_FIND_MODE"); mode && !mode->empty()) {
-    options.mode = parse_find_mode(*mode);
-  }
-  if (const auto enforce = env::get("GALLEY_FIND_ENFORCE"); enforce) {
-    const std::string value = lower(trimmed(*enforce));
-    if (value == "search") {
-      options.enforce_search = true;
-    } else if (!value.empty() && value != "none") {
-      throw Error(Status::invalid_argument,
-                  "GALLEY_FIND_ENFORCE='" + *enforce + "' is not valid (valid: none, search)");
-    }
-  }
-  if (const auto time = env::get("GALLEY_FIND_TIME_MS"); time && !time->empty()) {
-    const std::string value = trimmed(*time);
-    double ms = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(ms) || ms <= 0) {
-      throw Error(Status::invalid_argument,
-                  "GALLEY_FIND_TIME_MS='" + *time + "' is not a positive number of milliseconds");
-    }
-    options.time_box_ms = ms;
-  }
+  // Validated with every other GALLEY_* variable when the configuration was read.
+  const env::Config& config = env::config();
+  if (!config.find_mode.empty()) options.mode = parse_find_mode(config.find_mode);
+  options.enforce_search = config.find_enforce_search;
+  if (config.find_time_ms) options.time_box_ms = *config.find_time_ms;
   return options;
 }
 

@@ -53,12 +53,19 @@ TEST(CliInfo, VisibleDevicesHidesGpusButNeverTheCpu) {
   EXPECT_EQ(info["default_device"], "cpu");
 }
 
-TEST(CliInfo, MalformedEnvironmentIsReportedNotFatal) {
+// Every command stops on a malformed GALLEY_* value, naming it, before it queues work; only
+// `info --env` runs, to show which value is wrong.
+TEST(CliInfo, MalformedEnvironmentIsAnErrorExceptForInfoEnv) {
   const auto level = run_galley("GALLEY_LOG_LEVEL=loud", "info");
-  EXPECT_EQ(level.exit_code, 0) << level.output;
+  EXPECT_EQ(level.exit_code, 1) << level.output;
+  EXPECT_NE(level.output.find("GALLEY_LOG_LEVEL='loud'"), std::string::npos) << level.output;
+  EXPECT_NE(level.output.find("error, warn, info, debug, trace"), std::string::npos) << level.output;
   const auto visible = run_galley("GALLEY_VISIBLE_DEVICES='cuda:x,,gpu'", "info --json");
-  EXPECT_EQ(visible.exit_code, 0) << visible.output;
+  EXPECT_EQ(visible.exit_code, 1) << visible.output;
   EXPECT_NE(visible.output.find("cuda:x"), std::string::npos) << visible.output;
+  const auto listing = run_galley("GALLEY_LOG_LEVEL=loud", "info --env");
+  EXPECT_EQ(listing.exit_code, 0) << listing.output;
+  EXPECT_NE(listing.output.find("loud  INVALID"), std::string::npos) << listing.output;
 }
 
 TEST(Cli, UnknownSubcommandFails) {

@@ -64,23 +64,6 @@ TEST(Units, ParseAndFormatBytes) {
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
 }
 
-TEST(Env, FlagsParseAndRejectGarbage) {
-  ::setenv("GALLEY_NO_CACHING", "1", 1);
-  EXPECT_TRUE(env::get_flag("GALLEY_NO_CACHING"));
-  ::setenv("GALLEY_NO_CACHING", "off", 1);
-  EXPECT_FALSE(env::get_flag("GALLEY_NO_CACHING"));
-  ::setenv("GALLEY_NO_CACHING", "maybe", 1);
-  try {
-    env::get_flag("GALLEY_NO_CACHING");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("maybe"), std::string::npos);
-  }
-  ::unsetenv("GALLEY_NO_CACHING");
-  EXPECT_FALSE(env::get_flag("GALLEY_NO_CACHING"));
-  EXPECT_THROW(env::get("GALLEY_NOT_A_VARIABLE"), Error);
-}
-
 TEST(Hash, StableFnv) {
   EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
   EXPECT_NE(fnv1a64("a"), fnv1a64("b"));

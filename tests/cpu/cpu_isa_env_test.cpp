@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/runtime/device.hpp"
 
@@ -13,18 +14,23 @@ namespace {
 
 TEST(CpuIsaEnv, ParsesEveryLevelAndDefaultsToAll) {
   ::unsetenv("GALLEY_CPU_ISA");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_EQ(cpu_isa_cap_from_env(), CpuIsa::avx512);
   ::setenv("GALLEY_CPU_ISA", "", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_EQ(cpu_isa_cap_from_env(), CpuIsa::avx512);
   for (CpuIsa isa : {CpuIsa::scalar, CpuIsa::avx2, CpuIsa::avx512}) {
     ::setenv("GALLEY_CPU_ISA", std::string(to_string(isa)).c_str(), 1);
+    galley::env::reload_for_testing();  // the configuration is read once per process
     EXPECT_EQ(cpu_isa_cap_from_env(), isa);
   }
   ::unsetenv("GALLEY_CPU_ISA");
+  galley::env::reload_for_testing();  // the configuration is read once per process
 }
 
 TEST(CpuIsaEnv, BadValueNamesTheVariableAndTheValidOnes) {
   ::setenv("GALLEY_CPU_ISA", "avx9000", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   try {
     (void)cpu_isa_cap_from_env();
     ADD_FAILURE() << "accepted avx9000";
@@ -36,6 +42,7 @@ TEST(CpuIsaEnv, BadValueNamesTheVariableAndTheValidOnes) {
     EXPECT_NE(what.find("avx2"), std::string::npos) << what;
   }
   ::unsetenv("GALLEY_CPU_ISA");
+  galley::env::reload_for_testing();  // the configuration is read once per process
 }
 
 TEST(CpuIsaEnv, CappedKernelsChangeTheDeviceArchTheFindDbKeysOn) {

@@ -1,5 +1,6 @@
 // The public entry point dnn::convolution_forward: solver choice, argument errors, workspace,
 // GALLEY_LOG_CMD.
+#include "core/config.hpp"
 #include "galley/dnn/convolution.hpp"
 
 #include <gtest/gtest.h>
@@ -171,11 +172,13 @@ TEST(ConvolutionForward, LogCmdPrintsAReproducingLine) {
   Data d(test::geometry(1, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1));
   const ConvSolver* ref = find_conv_solver("cpu", kRefConvDirectName);
   ::setenv("GALLEY_LOG_CMD", "1", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::testing::internal::CaptureStderr();
   convolution_forward(stream, d.p, d.x.data(), d.w.data(), d.y.data(), ref);
   stream.synchronize();
   const std::string err = ::testing::internal::GetCapturedStderr();
   ::unsetenv("GALLEY_LOG_CMD");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_NE(err.find("galley bench conv " + d.p.driver_flags() +
                      " -F 1 --dtype f32 --layout nchw --device cpu --solver ref.conv.direct\n"),
             std::string::npos)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "common/scoped_env.hpp"
 #include "galley/memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
@@ -10,29 +11,7 @@ namespace {
 
 constexpr std::size_t kMiB = 1024 * 1024;
 
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using galley::testing::ScopedEnv;
 
 TEST(AllocConf, EmptyMeansDefaults) {
   const auto c = AllocatorConfig::parse("");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "common/scoped_env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/runtime/device.hpp"
 
@@ -53,9 +54,9 @@ TEST(Device, EveryBackendIsReported) {
 }
 
 TEST(Device, DefaultDeviceHonorsEnvironment) {
-  ::setenv("GALLEY_DEVICE", "cpu", 1);
+  testing::ScopedEnv env("GALLEY_DEVICE", "cpu");
   EXPECT_TRUE(default_device().is_cpu());
-  ::setenv("GALLEY_DEVICE", "tpu:0", 1);
+  env.set("tpu:0");
   try {
     default_device();
     FAIL();
@@ -63,8 +64,31 @@ TEST(Device, DefaultDeviceHonorsEnvironment) {
     EXPECT_NE(std::string(e.what()).find("GALLEY_DEVICE"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("tpu:0"), std::string::npos);
   }
-  ::unsetenv("GALLEY_DEVICE");
+  // A well-formed name of a device this machine lacks is the registry's answer, not a syntax error.
+  env.set("hip:7");
+  try {
+    default_device();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::not_found) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GALLEY_DEVICE"), std::string::npos) << e.what();
+  }
+  env.set(nullptr);
   EXPECT_NO_THROW(default_device());
+}
+
+TEST(Device, BadVisibleDevicesIsAnErrorBeforeAnyDeviceIsListed) {
+  testing::ScopedEnv env("GALLEY_VISIBLE_DEVICES", "cuda:0,tpu");
+  try {
+    (void)devices();
+    FAIL() << "GALLEY_VISIBLE_DEVICES=cuda:0,tpu accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("'tpu'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuda:N"), std::string::npos) << e.what();
+  }
+  env.set("cuda:0, hip");
+  EXPECT_NO_THROW((void)devices());
 }
 
 }  // namespace

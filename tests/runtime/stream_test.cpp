@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/runtime/stream.hpp"
 
@@ -204,22 +205,29 @@ namespace {
 
 TEST(LaunchBlocking, FailureNamesTheOp) {
   Stream stream(device("cpu"));
-  ::setenv("GALLEY_LAUNCH_BLOCKING", "1", 1);
-  try {
-    stream.launch("conv.fwd[test]", [&] { stream.host_task([] { throw Error(Status::backend_error, "bad kernel"); }); });
-    ::unsetenv("GALLEY_LAUNCH_BLOCKING");
-    FAIL() << "the failing op was not reported at launch";
-  } catch (const Error& e) {
-    ::unsetenv("GALLEY_LAUNCH_BLOCKING");
-    EXPECT_NE(std::string(e.what()).find("conv.fwd[test]"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("bad kernel"), std::string::npos) << e.what();
+  {
+    testing::ScopedEnv blocking("GALLEY_LAUNCH_BLOCKING", "1");
+    try {
+      stream.launch("conv.fwd[test]",
+                    [&] { stream.host_task([] { throw Error(Status::backend_error, "bad kernel"); }); });
+      FAIL() << "the failing op was not reported at launch";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("conv.fwd[test]"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad kernel"), std::string::npos) << e.what();
+    }
   }
   // Without it the launch returns at once and the error waits for synchronize().
   stream.launch("late", [&] { stream.host_task([] { throw Error(Status::backend_error, "later"); }); });
   EXPECT_THROW(stream.synchronize(), Error);
-  ::setenv("GALLEY_LAUNCH_BLOCKING", "perhaps", 1);
-  EXPECT_THROW(stream.launch("x", [] {}), Error);
-  ::unsetenv("GALLEY_LAUNCH_BLOCKING");
+  // A bad value fails the first call into the library that reads the configuration, here a
+  // stream's creation, before anything is queued.
+  testing::ScopedEnv blocking("GALLEY_LAUNCH_BLOCKING", "perhaps");
+  try {
+    Stream another(device("cpu"));
+    FAIL() << "GALLEY_LAUNCH_BLOCKING=perhaps accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GALLEY_LAUNCH_BLOCKING='perhaps'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

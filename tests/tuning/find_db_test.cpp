@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/tuning/find_db.hpp"
 #include "tuning_fixtures.hpp"
@@ -317,8 +318,10 @@ TEST(FindDb, ExportCarriesParamsAndOlderExportsWithoutThemImport) {
 TEST(FindDb, DefaultPathsFollowTheEnvironment) {
   TempDir dir;
   ::setenv("GALLEY_CACHE_DIR", dir.path().c_str(), 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_EQ(default_find_db_paths().user, dir.path() / "finddb.sqlite");
   ::unsetenv("GALLEY_CACHE_DIR");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::setenv("XDG_CACHE_HOME", "/xdg", 1);
   EXPECT_EQ(default_cache_dir(), fs::path("/xdg/galley"));
   ::unsetenv("XDG_CACHE_HOME");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/tuning/tuner.hpp"
@@ -415,11 +416,13 @@ TEST(Tuner, TimesThroughConvolutionForwardWithoutLoggingEachTimedCall) {
   TempDir dir;
   Tuner tuner(options_in(dir.path(), FindMode::hybrid, kFastSlow));
   ::setenv("GALLEY_LOG_CMD", "1", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::testing::internal::CaptureStderr();
   const long runs = runs_of(kFast);
   tuner.tune(small_problem(48), cpu());
   const std::string during_tuning = ::testing::internal::GetCapturedStderr();
   ::unsetenv("GALLEY_LOG_CMD");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_GT(runs_of(kFast), runs);
   EXPECT_EQ(during_tuning.find("galley[cmd]"), std::string::npos) << during_tuning;
 }
@@ -444,6 +447,7 @@ TEST(FindMode, ParsesValidNamesAndRejectsOthers) {
 
 TEST(FindMode, EnvironmentIsReadAndValidated) {
   ::setenv("GALLEY_FIND_MODE", "bogus", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   try {
     (void)FindOptions::from_env();
     FAIL() << "malformed GALLEY_FIND_MODE accepted";
@@ -452,21 +456,29 @@ TEST(FindMode, EnvironmentIsReadAndValidated) {
     EXPECT_NE(std::string(e.what()).find("normal, fast, hybrid, off"), std::string::npos);
   }
   ::setenv("GALLEY_FIND_MODE", "fast", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::setenv("GALLEY_FIND_ENFORCE", "search", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::setenv("GALLEY_FIND_TIME_MS", "250", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   FindOptions o = FindOptions::from_env();
   EXPECT_EQ(o.mode, FindMode::fast);
   EXPECT_TRUE(o.enforce_search);
   EXPECT_DOUBLE_EQ(o.time_box_ms, 250);
   ::setenv("GALLEY_FIND_ENFORCE", "always", 1);
+  galley::env::reload_for_testing();  // the configuration is read once per process
   EXPECT_THROW(FindOptions::from_env(), Error);
   ::unsetenv("GALLEY_FIND_ENFORCE");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   for (const char* bad : {"0", "-5", "abc", "10ms"}) {
     ::setenv("GALLEY_FIND_TIME_MS", bad, 1);
+    galley::env::reload_for_testing();  // the configuration is read once per process
     EXPECT_THROW(FindOptions::from_env(), Error) << bad;
   }
   ::unsetenv("GALLEY_FIND_TIME_MS");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   ::unsetenv("GALLEY_FIND_MODE");
+  galley::env::reload_for_testing();  // the configuration is read once per process
   o = FindOptions::from_env();
   EXPECT_EQ(o.mode, FindMode::hybrid);
   EXPECT_FALSE(o.enforce_search);

@@ -121,6 +121,8 @@ SizeReport bench_size(const runtime::Device& device, runtime::Stream& stream, st
   runtime::PinnedBuffer pinned_dst(device, bytes);
   DeviceMemory a(device, bytes);
   DeviceMemory b(device, bytes);
+  // Destroyed first: on every way out, an Error included, the stream is done with the buffers above.
+  runtime::SynchronizeOnExit stream_done(stream);
   // Touch every page first: a first-touch page fault is not part of a copy's cost.
   fill_pattern(pageable_src.data(), bytes, 1);
   fill_pattern(pinned_src.data(), bytes, 2);

@@ -56,6 +56,9 @@ void round_trip(runtime::Stream& stream, Checklist& checks) {
   for (auto& v : host) v = rng();
   auto a = memory::allocate(stream, kBytes);
   auto b = memory::allocate(stream, kBytes);
+  // Destroyed before the host vectors: on every way out, an Error included, the stream is done
+  // with them (the buffers are stream-ordered and safe either way).
+  runtime::SynchronizeOnExit stream_done(stream);
   // One untimed pass first: fresh memory pays page faults (cpu) or lazy mapping (GPU) once.
   memory::copy_from_host(stream, a, back.data(), kBytes);
   memory::copy(stream, b, a, kBytes);
@@ -135,6 +138,8 @@ void resnet_bottleneck(runtime::Stream& stream, Checklist& checks) {
     auto x = memory::allocate(stream, problem.x_desc().bytes());
     auto w = memory::allocate(stream, problem.w_desc().bytes());
     auto y = memory::allocate(stream, problem.y_desc().bytes());
+    std::vector<std::byte> got(problem.y_desc().bytes()), want(problem.y_desc().bytes());
+    runtime::SynchronizeOnExit stream_done(stream);  // before the host vectors above are freed
     memory::copy_from_host(stream, x, host_x.data(), host_x.size());
     memory::copy_from_host(stream, w, host_w.data(), host_w.size());
     const auto& solver = dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data());  // warm-up
@@ -145,7 +150,6 @@ void resnet_bottleneck(runtime::Stream& stream, Checklist& checks) {
     stop.record(stream);
     stop.synchronize();
     const double ms = stop.elapsed_ms_since(start) / kRepeats;
-    std::vector<std::byte> got(problem.y_desc().bytes()), want(problem.y_desc().bytes());
     memory::copy_to_host(stream, got.data(), y, got.size());
     stream.synchronize();
     dnn::reference_conv_forward(problem, host_x.data(), host_w.data(), want.data());

@@ -47,23 +47,61 @@ nlohmann::json device_json(const runtime::Device& device) {
           {"readiness", device.impl().readiness()}};
 }
 
+// Lists every variable without throwing: this is where a user finds out which value is wrong.
 int run_env(bool json) {
+  const auto settings = env::settings();
+  const auto& variables = env::variables();
+  const auto declared = [&](const std::string& name) -> const env::Variable* {
+    for (const auto& v : variables) {
+      if (v.name == name) return &v;
+    }
+    return nullptr;
+  };
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& v : env::variables()) {
-      const auto value = env::get(v.name);
-      out.push_back({{"name", v.name}, {"meaning", v.meaning}, {"default", v.default_value},
-                     {"value", value ? nlohmann::json(*value) : nlohmann::json(nullptr)}});
+    for (const auto& s : settings) {
+      const env::Variable* v = declared(s.name);
+      nlohmann::json row = {{"name", s.name},
+                            {"meaning", v ? std::string(v->meaning) : ""},
+                            {"default", v ? std::string(v->default_value) : ""},
+                            {"value", s.value ? nlohmann::json(*s.value) : nlohmann::json(nullptr)},
+                            {"known", s.known},
+                            {"implemented", v ? v->implemented : false},
+                            {"valid", s.problem.empty()}};
+      if (!s.problem.empty()) row["problem"] = s.problem;
+      out.push_back(row);
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   Table table({"variable", "value", "default", "meaning"});
-  for (const auto& v : env::variables()) {
-    const auto value = env::get(v.name);
-    table.add({std::string(v.name), value ? *value : "(unset)", std::string(v.default_value), std::string(v.meaning)});
+  int invalid = 0;
+  int unknown = 0;
+  for (const auto& s : settings) {
+    const env::Variable* v = declared(s.name);
+    std::string value = s.value ? *s.value : "(unset)";
+    if (!s.problem.empty() && s.known) {
+      value += "  INVALID";
+      ++invalid;
+    } else if (!s.known) {
+      value += "  (unknown: ignored)";
+      ++unknown;
+    }
+    table.add({s.name, value, v ? std::string(v->default_value) : "", v ? std::string(v->meaning) : ""});
   }
   table.print();
+  if (invalid > 0) {
+    std::printf("\n%d invalid value(s); every command except `galley info --env` stops on them:\n", invalid);
+    for (const auto& s : settings) {
+      if (s.known && !s.problem.empty()) std::printf("  %s\n", s.problem.c_str());
+    }
+  }
+  if (unknown > 0) {
+    std::printf("\nGALLEY_* names this build does not know (ignored):\n");
+    for (const auto& s : settings) {
+      if (!s.known) std::printf("  %s: %s\n", s.name.c_str(), s.problem.c_str());
+    }
+  }
   std::printf("\nGALLEY_ALLOC_CONF keys:\n%s\n", memory::alloc_conf_help().c_str());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::cli {
@@ -40,6 +41,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   for (const auto& setup : galley::cli::registry()) setup(app);
+  // Every GALLEY_* variable is checked once the command line is parsed and before any command
+  // runs, so a bad value stops the command before it queues work. `galley info --env` is exempt:
+  // it lists the variables and marks the invalid ones.
+  app.parse_complete_callback([&app] {
+    const bool listing_env = app.got_subcommand("info") && app.get_subcommand("info")->count("--env") > 0;
+    if (!listing_env) galley::env::check();
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,7 +7,7 @@ namespace galley::log {
 
 enum class Level { error = 0, warn = 1, info = 2, debug = 3, trace = 4 };
 
-/// The active level (GALLEY_LOG_LEVEL, default warn). A malformed value throws once at first use.
+/// The active level (GALLEY_LOG_LEVEL, default warn; warn while the configuration is invalid).
 Level level();
 /// Overrides the level for this process (tests, CLI -v).
 void set_level(Level level);

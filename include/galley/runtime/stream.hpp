@@ -47,6 +47,8 @@ class Graph {
 /// An ordered asynchronous work queue on one device. Not copyable; movable.
 class Stream {
  public:
+  /// Validates the GALLEY_* configuration first (env::check()); Error when the backend cannot
+  /// create the stream.
   explicit Stream(const Device& device);
   const Device& device() const { return device_; }
 
@@ -66,6 +68,8 @@ class Stream {
   void host_task(std::function<void()> fn);
 
   void wait(Event& event);
+  /// Waits for all enqueued work. A task that failed since the last synchronize() is rethrown
+  /// here, once (the first failure); the stream stays usable and later work runs normally.
   void synchronize();
   bool query();
 
@@ -84,7 +88,25 @@ class Stream {
   std::uint64_t id_;
 };
 
-/// Pinned host memory for `device`, RAII. On cpu it is ordinary aligned memory.
+/// Waits, when destroyed, for the work enqueued on `stream` so far, without throwing and without
+/// consuming a failed task's error (the stream's next synchronize() reports it). Declare it after
+/// the host buffers a stream's copies read or write: on every path out of the scope, an exception
+/// included, the stream has finished with them before they are freed.
+class SynchronizeOnExit {
+ public:
+  explicit SynchronizeOnExit(Stream& stream) : stream_(stream) {}
+  ~SynchronizeOnExit();
+  SynchronizeOnExit(const SynchronizeOnExit&) = delete;
+  SynchronizeOnExit& operator=(const SynchronizeOnExit&) = delete;
+
+ private:
+  Stream& stream_;
+};
+
+/// Pinned host memory for `device`, RAII. On cpu it is ordinary aligned memory. Allocation
+/// failure is Error(out_of_memory). The destructor waits until the device is idle before freeing
+/// (as cudaFreeHost does), so work still queued on any stream never touches freed memory; do not
+/// destroy one from inside a task of that device.
 class PinnedBuffer {
  public:
   PinnedBuffer(const Device& device, std::size_t bytes);

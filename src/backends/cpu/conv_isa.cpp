@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cpu {
@@ -50,13 +50,8 @@ CpuIsa cpu_isa_supported() {
 }
 
 CpuIsa cpu_isa_cap_from_env() {
-  const auto value = env::get("GALLEY_CPU_ISA");
-  if (!value || value->empty()) return CpuIsa::avx512;
-  try {
-    return parse_cpu_isa(*value);
-  } catch (const Error& e) {
-    throw Error(Status::invalid_argument, std::string("GALLEY_CPU_ISA: ") + e.what());
-  }
+  const std::string& value = env::config().cpu_isa;  // validated: scalar, avx2, avx512 or empty
+  return value.empty() ? CpuIsa::avx512 : parse_cpu_isa(value);
 }
 
 CpuIsa cpu_isa() {

@@ -1,6 +1,8 @@
 #include "backends/cpu/cpu_stream.hpp"
 
 #include <cstring>
+#include <string>
+#include <system_error>
 
 #include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
@@ -83,7 +85,20 @@ void StreamSet::wait_all_idle() {
   for (CpuStream* stream : streams_) stream->wait_idle();
 }
 
-CpuStream::CpuStream(StreamSet* owner) : owner_(owner), worker_([this] { worker_loop(); }) {
+namespace {
+std::thread start_worker(CpuStream* stream, void (CpuStream::*loop)()) {
+  try {
+    return std::thread(loop, stream);
+  } catch (const std::system_error& e) {
+    throw Error(Status::backend_error, std::string("cpu stream: cannot start its worker thread (") +
+                                           e.what() +
+                                           "); the process may have reached its thread limit (ulimit -u)");
+  }
+}
+}  // namespace
+
+CpuStream::CpuStream(StreamSet* owner) : owner_(owner), worker_(start_worker(this, &CpuStream::worker_loop)) {
+  worker_id_ = worker_.get_id();
   if (owner_ != nullptr) owner_->add(this);
 }
 
@@ -126,6 +141,7 @@ void CpuStream::worker_loop() {
       queue_.pop_front();
       running_task_ = true;
     }
+    space_available_.notify_one();
     std::exception_ptr failure;
     try {
       task();
@@ -142,13 +158,21 @@ void CpuStream::worker_loop() {
 }
 
 void CpuStream::submit(std::function<void()> task) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (capturing_) {
     captured_.push_back(std::move(task));
     return;
   }
+  if (std::this_thread::get_id() != worker_id_) {
+    space_available_.wait(lock, [&] { return queue_.size() < kMaxQueuedTasks; });
+  }
   queue_.push_back(std::move(task));
   work_available_.notify_one();
+}
+
+std::size_t CpuStream::queued() {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
 }
 
 void CpuStream::enqueue_copy(void* dst, const void* src, std::size_t bytes) {

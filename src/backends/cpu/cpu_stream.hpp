@@ -65,8 +65,14 @@ class StreamSet {
   std::vector<CpuStream*> streams_;
 };
 
+/// Tasks a cpu stream holds before submit() blocks: the backpressure a GPU's launch queue gives
+/// (about a thousand launches), so a loop that enqueues faster than the stream runs waits instead
+/// of growing memory without limit.
+inline constexpr std::size_t kMaxQueuedTasks = 1024;
+
 class CpuStream final : public runtime::StreamImpl {
  public:
+  /// Throws Error(backend_error) when the worker thread cannot be started.
   explicit CpuStream(StreamSet* owner = nullptr);
   ~CpuStream() override;
   void copy_h2d(void* dst, const void* src, std::size_t bytes) override { enqueue_copy(dst, src, bytes); }
@@ -84,8 +90,11 @@ class CpuStream final : public runtime::StreamImpl {
   bool capturing() const override { return capturing_; }
   void* native_handle() override { return nullptr; }
 
-  /// Enqueues (or, while capturing, records) one task.
+  /// Enqueues (or, while capturing, records) one task. Blocks while kMaxQueuedTasks tasks wait,
+  /// except on the stream's own worker (a task enqueueing more work), which must not wait on itself.
   void submit(std::function<void()> task);
+  /// Tasks enqueued and not yet started (for tests of the bound).
+  std::size_t queued();
   /// Blocks until the queue is drained, without consuming a pending error.
   void wait_idle();
 
@@ -94,7 +103,7 @@ class CpuStream final : public runtime::StreamImpl {
   void worker_loop();
 
   std::mutex mutex_;
-  std::condition_variable work_available_, idle_;
+  std::condition_variable work_available_, idle_, space_available_;
   std::deque<std::function<void()>> queue_;
   bool running_task_ = false;
   bool stopping_ = false;
@@ -103,6 +112,7 @@ class CpuStream final : public runtime::StreamImpl {
   std::vector<std::function<void()>> captured_;
   StreamSet* owner_;
   std::thread worker_;
+  std::thread::id worker_id_;
 };
 
 /// Parallel memcpy over the shared pool for large sizes; plain memcpy otherwise.

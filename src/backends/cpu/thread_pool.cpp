@@ -7,11 +7,13 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
 
 namespace galley::backends::cpu {
 namespace {
@@ -19,17 +21,8 @@ namespace {
 thread_local bool t_in_region = false;
 
 int configured_threads() {
-  const auto value = env::get("GALLEY_NUM_THREADS");
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!value || value->empty()) return hw;
-  try {
-    std::size_t used = 0;
-    const int n = std::stoi(*value, &used);
-    if (used == value->size() && n >= 1 && n <= 4096) return n;
-  } catch (const std::exception&) {
-  }
-  throw Error(Status::invalid_argument,
-              "GALLEY_NUM_THREADS='" + *value + "' is not a thread count (valid: 1..4096)");
+  const int configured = env::config().num_threads;  // validated: 1..4096, or 0 when unset
+  return configured > 0 ? configured : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // A fork-join pool: one job at a time (parallel_for calls from different streams serialise on
@@ -53,8 +46,22 @@ inline void cpu_relax() {
 
 class Pool {
  public:
-  explicit Pool(int threads) : size_(threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  // When the system refuses threads (RLIMIT_NPROC, memory for stacks), the pool keeps those it
+  // got and says so: fewer threads is slower, never wrong. size_ counts the workers that exist,
+  // because run() splits work by it and waits for every chunk.
+  explicit Pool(int threads) : size_(1) {
+    workers_.reserve(static_cast<std::size_t>(threads > 1 ? threads - 1 : 0));
+    for (int i = 1; i < threads; ++i) {
+      try {
+        workers_.emplace_back([this] { worker_loop(); });
+      } catch (const std::system_error& e) {
+        log::warn("cpu thread pool: could not start thread " + std::to_string(i + 1) + " of " +
+                  std::to_string(threads) + " (" + e.what() + "); running with " + std::to_string(i) +
+                  " thread(s)");
+        break;
+      }
+      ++size_;
+    }
   }
   ~Pool() {
     {

@@ -4,14 +4,14 @@
 #include <utility>
 
 #include "backends/cuda/runtime_check.hpp"
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 #include "galley/core/log.hpp"
 
 namespace galley::backends::cuda {
 
 bool graph_replay_enabled() {
   // A malformed value throws from the first call that asks, naming the variable.
-  static const bool enabled = !env::get("GALLEY_CUDA_GRAPHS") || env::get_flag("GALLEY_CUDA_GRAPHS");
+  static const bool enabled = env::config().cuda_graphs;
   return enabled;
 }
 

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config.hpp"
 #include "conv_igemm_tc_epilogue.cuh"
 #include "conv_igemm_tc_loader.cuh"
 #include "conv_igemm_tc_tuning.hpp"
@@ -521,22 +522,19 @@ IgemmPlan tuned_plan(const ConvParams& p, int sm_count);  // below, next to the 
 
 IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
 #if GALLEY_GPU_MMA
-  // Development only: GALLEY_IGEMM_TC_PLAN="tile:splits" forces a plan (tile sweeps on the GPU).
-  if (const char* forced = std::getenv("GALLEY_IGEMM_TC_PLAN"); forced != nullptr && *forced != '\0') {
-    int tile = -1, splits = 0;
-    char tail = 0;
-    if (std::sscanf(forced, "%d:%d%c", &tile, &splits, &tail) != 2 || tile < 0 || tile >= kPlanTileCount ||
-        splits < 1 || splits > 64)
-      throw Error(Status::invalid_argument, std::string("GALLEY_IGEMM_TC_PLAN=\"") + forced +
-                                                "\": want tile:splits, tile 0.." + std::to_string(kPlanTileCount - 1) +
-                                                ", splits 1..64");
+  // Development only: GALLEY_DEBUG_IGEMM_TC_PLAN="tile:splits" forces a plan (tile sweeps on the GPU).
+  if (const auto& forced = env::config().debug_igemm_tc_plan) {
+    const auto [tile, splits] = *forced;  // syntax and splits validated with the configuration
+    const std::string text = std::to_string(tile) + ":" + std::to_string(splits);
+    if (tile >= kPlanTileCount)
+      throw Error(Status::invalid_argument, "GALLEY_DEBUG_IGEMM_TC_PLAN='" + text + "': tile must be 0.." +
+                                                std::to_string(kPlanTileCount - 1));
     if (tile >= kTcTileCount && !wgmma_tile_usable())
-      throw Error(Status::invalid_argument, std::string("GALLEY_IGEMM_TC_PLAN=\"") + forced + "\": tile " +
+      throw Error(Status::invalid_argument, "GALLEY_DEBUG_IGEMM_TC_PLAN='" + text + "': tile " +
                                                 std::to_string(tile) + " is a wgmma tile, which this device does not run");
     return igemm_tc_plan_for(p, tile, splits);
   }
-  if (const char* tune = std::getenv("GALLEY_IGEMM_TC_TUNE"); tune != nullptr && std::string_view(tune) == "0")
-    return model_plan(p, sm_count);
+  if (!env::config().debug_igemm_tc_tune) return model_plan(p, sm_count);
   return tuned_plan(p, sm_count);
 #else
   return plan_igemm_f32(p, sm_count);
