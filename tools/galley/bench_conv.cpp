@@ -71,7 +71,6 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App& cmd) {
-  std::vector<ProblemLine> problems;
   std::string given;
   for (const DriverFlag& f : args.flags) {
     if (cmd.count(f.name) > 0)
@@ -90,8 +89,7 @@ std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App
   if (!args.dtype.empty()) p.problem.dtype = parse_dtype(args.dtype);
   if (!args.layout.empty()) p.problem.layout = dnn::parse_layout(args.layout);
   p.problem.validate();
-  problems.push_back(std::move(p));
-  return problems;
+  return {std::move(p)};
 }
 
 // The tuner's picks of this run, by problem key (the default, no --solver / --all-solvers).

@@ -58,15 +58,22 @@ using Line = ProblemLine;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// Throws Error(out_of_memory) naming each buffer when Tensors for `p` would not fit: x, w, y on
+// the device, filled from host copies of x and w.
+void require_tensors_fit(const runtime::Device& device, const dnn::ConvProblem& p, const std::string& what) {
+  MemoryBudget(device)
+      .conv_tensors(p)
+      .host("host x", p.x_desc().bytes())
+      .host("host w", p.w_desc().bytes())
+      .check(what);
+}
+
 // x, w (random) and y on `stream`, as a user's tensors would be.
 struct Tensors {
   memory::Buffer x, w, y;
   Tensors(runtime::Stream& stream, const dnn::ConvProblem& p) {
-    MemoryBudget(stream.device())
-        .conv_tensors(p)
-        .host("host x", p.x_desc().bytes())
-        .host("host w", p.w_desc().bytes())
-        .check("problem " + p.key());
+    // Again here, not only up front: with --sequence every problem's tensors live at once.
+    require_tensors_fit(stream.device(), p, "problem " + p.key());
     auto fill = [&](std::int64_t n, std::uint64_t seed) {
       const auto host = dnn::random_tensor(p.dtype, n, seed);
       memory::Buffer b = memory::allocate(stream, host.size());
@@ -453,14 +460,9 @@ int run(const Args& args, const CLI::App& cmd) {
   check_combinations(cmd);
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const auto lines = read_problem_file(args.file, {args.dtype, args.layout, args.batch});
-  // Every problem alone must fit before any is tuned or timed (Tensors checks again as they pile up).
+  // Every problem alone must fit before any is tuned or timed.
   for (const Line& line : lines) {
-    const dnn::ConvProblem& p = line.problem;
-    MemoryBudget(device)
-        .conv_tensors(p)
-        .host("host x", p.x_desc().bytes())
-        .host("host w", p.w_desc().bytes())
-        .check(args.file + ":" + std::to_string(line.line) + ": problem " + p.key());
+    require_tensors_fit(device, line.problem, args.file + ":" + std::to_string(line.line) + ": problem " + line.problem.key());
   }
   if (args.passes) return run_passes(args, lines, device);
   return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);

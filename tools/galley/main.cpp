@@ -114,7 +114,11 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
     return "'" + command_path(chain, chain.size() - 1) + "' needs a subcommand (valid: " +
            join(subcommand_names(last)) + ")";
   }
-  return error.what();
+  // CLI11's own messages quote what they could not convert ("--json=<anything>") in full.
+  const std::string message = error.what();
+  constexpr std::size_t kMaxParseMessage = 1024;
+  if (message.size() <= kMaxParseMessage) return message;
+  return message.substr(0, kMaxParseMessage) + "... (" + std::to_string(message.size()) + " chars)";
 }
 
 }  // namespace

@@ -86,8 +86,11 @@ double parse_number(std::string_view option, std::string_view text, double min, 
 }
 
 CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
-  return validator([min, max](const std::string& v) { parse_integer("", v, min, max); },
-                   std::to_string(min) + ".." + std::to_string(max));
+  // The help's type column: "INT:>= 1", "INT:0..1".
+  std::string description = max == std::numeric_limits<std::int64_t>::max()
+                                ? ">= " + std::to_string(min)
+                                : std::to_string(min) + ".." + std::to_string(max);
+  return validator([min, max](const std::string& v) { parse_integer("", v, min, max); }, std::move(description));
 }
 
 CLI::Validator number_in(double min, bool min_exclusive, double max) {
