@@ -152,7 +152,8 @@ ConvProblem ConvProblem::parse_key(std::string_view key) {
     const std::string_view part = parts[4 + i];
     std::int64_t value = 0;
     if (part.empty() || part.front() != kFields[i].key || !parse_int(part.substr(1), value, true)) {
-      fail("field " + std::to_string(5 + i) + " " + quoted_input(part) + " is not '" + kFields[i].key + "<integer>'");
+      fail("field " + std::to_string(5 + i) + " " + quoted_input(part) + " is not '" + kFields[i].key +
+           "<integer>'");
     }
     p.*kFields[i].member = value;
   }
@@ -196,7 +197,8 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
     } else if (words[0] == "convbfp16") {
       p.dtype = DType::bf16;
     } else {
-      bad("line " + quoted + " starts with " + quoted_input(words[0]) + ", not a flag or conv, convfp16, convbfp16");
+      bad("line " + quoted + " starts with " + quoted_input(words[0]) +
+          ", not a flag or conv, convfp16, convbfp16");
     }
     i = 1;
   }
@@ -254,8 +256,7 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
             " names no single direction (valid: 1 forward, 2 backward data, 4 backward weights)");
       }
     } else if (flag == "-m" || flag == "--mode") {
-      if (value != "conv")
-        bad("line " + quoted + ": -m " + bare(value) + " is not supported (valid: conv)");
+      if (value != "conv") bad("line " + quoted + ": -m " + bare(value) + " is not supported (valid: conv)");
     } else if (flag == "-t" || flag == "--time" || flag == "-V" || flag == "--verify" || flag == "-i" ||
                flag == "--iter") {
       need_int();  // run options of the driver, not part of the problem: accepted so pasted lines work

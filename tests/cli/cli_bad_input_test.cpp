@@ -20,7 +20,8 @@ constexpr std::size_t kMaxOutput = 4096;
 class CliBadInput : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("galley_cli_bad_input_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ("galley_cli_bad_input_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     std::ofstream(list()) << "# two small problems\n"
                           << "conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 -p 1 -q 1 # small.3x3\n"
@@ -47,7 +48,8 @@ class CliBadInput : public ::testing::Test {
 };
 std::filesystem::path CliBadInput::dir_;
 
-const std::vector<std::string> kSmall = {"-n", "1", "-c", "4", "-H", "8", "-W", "8", "-k", "4", "--device", "cpu"};
+const std::vector<std::string> kSmall = {"-n", "1", "-c", "4", "-H",       "8",
+                                         "-W", "8", "-k", "4", "--device", "cpu"};
 
 std::vector<std::string> small(std::vector<std::string> more) {
   std::vector<std::string> args{"bench", "conv"};
@@ -60,7 +62,9 @@ TEST_F(CliBadInput, NumbersAreDecimalAndInRange) {
   expect_clean_failures({
       {{"bench", "conv", "-n", "017", "--device", "cpu"}, {}, "'017'"},
       {{"bench", "conv", "-n", "0x10", "--device", "cpu"}, {}, "'0x10'"},
-      {{"bench", "conv", "-u", "99999999999999999999", "--device", "cpu"}, {}, "'99999999999999999999' is out of range"},
+      {{"bench", "conv", "-u", "99999999999999999999", "--device", "cpu"},
+       {},
+       "'99999999999999999999' is out of range"},
       {small({"-t", "-7"}), {}, "'-7'"},
       {small({"-V", "1", "--tolerance", "nan"}), {}, "'nan'"},
       {small({"-V", "1", "--tolerance", "-1"}), {}, "'-1'"},
@@ -106,7 +110,9 @@ TEST_F(CliBadInput, UnknownWordsAreNamedWithWhatIsValid) {
       {{"--bogus"}, {}, "unknown option '--bogus' for 'galley'"},
       {{"db", "bogus"}, {}, "unknown subcommand 'bogus' of 'galley db' (valid: path, list"},
       {{"bench", "nosuch"}, {}, "unknown subcommand 'nosuch' of 'galley bench' (valid: "},
-      {{"bench", "conv", "--bogus", "1"}, {}, "unknown option '--bogus' for 'galley bench conv' (valid: --help, --help-all, -n"},
+      {{"bench", "conv", "--bogus", "1"},
+       {},
+       "unknown option '--bogus' for 'galley bench conv' (valid: --help, --help-all, -n"},
       {{"info", "extra"}, {}, "unexpected argument 'extra'"},
       {{}, {}, "'galley' needs a subcommand (valid: "},
       {{"bench"}, {}, "'galley bench' needs a subcommand (valid: "},
@@ -124,11 +130,14 @@ TEST_F(CliBadInput, HugeShapesAreNamedErrorsNotBadAlloc) {
       {{"bench", "conv", "-H", "100000", "-W", "100000", "--device", "cpu"}, {}, "x (input)"},
       {{"bench", "conv", "-k", "1000000000000", "--device", "cpu"}, {}, "w (weights)"},
       {{"tune", "--device", "cpu", "--file", list(), "--batch", "100000000000"}, {}, "n100000000000"},
-      {{"bench", "tuner", "--device", "cpu", "--file", list(), "--batch", "100000000000"}, {}, "n100000000000"},
+      {{"bench", "tuner", "--device", "cpu", "--file", list(), "--batch", "100000000000"},
+       {},
+       "n100000000000"},
       // Past 64 bits: the element count itself is refused.
       {{"bench", "conv", "-n", "4611686018427387904", "-c", "4", "--device", "cpu"}, {}, "overflows 64 bits"},
   });
-  const auto outcomes = run_cli_cases({{{"bench", "conv", "-H", "100000000", "--device", "cpu"}, {}, ""}}, 1, 60);
+  const auto outcomes =
+      run_cli_cases({{{"bench", "conv", "-H", "100000000", "--device", "cpu"}, {}, ""}}, 1, 60);
   EXPECT_NE(outcomes[0].output.find("out_of_memory"), std::string::npos) << outcomes[0].output;
   EXPECT_NE(outcomes[0].output.find("bytes"), std::string::npos) << outcomes[0].output;
 }
@@ -136,14 +145,15 @@ TEST_F(CliBadInput, HugeShapesAreNamedErrorsNotBadAlloc) {
 TEST_F(CliBadInput, ProblemFileErrorsAreShortAndCarryFileAndLine) {
   // A 10 MB junk line was quoted twice in full: 20 MB of stderr.
   const std::string junk = file_with("junk.txt", "# header\n" + std::string(10 << 20, 'z') + "\n");
-  const std::string bad_third = file_with("bad_third.txt", "conv -n 1 -c 4 -H 8 -W 8 -k 4\n\nconv -n 017 -c 4\n");
+  const std::string bad_third =
+      file_with("bad_third.txt", "conv -n 1 -c 4 -H 8 -W 8 -k 4\n\nconv -n 017 -c 4\n");
   const std::string long_value = file_with("long_value.txt", "conv -n " + std::string(1 << 20, '9') + "\n");
   const std::string directory = dir_.string();
   std::vector<CliCase> cases;
-  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
-           {"bench", "conv", "--device", "cpu", "--file"},
-           {"bench", "tuner", "--device", "cpu", "--file"},
-           {"tune", "--device", "cpu", "--file"}}) {
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"bench", "conv", "--device", "cpu", "--file"},
+                                             {"bench", "tuner", "--device", "cpu", "--file"},
+                                             {"tune", "--device", "cpu", "--file"}}) {
     auto with = [&](const std::string& path) {
       auto args = command;
       args.push_back(path);
@@ -161,7 +171,9 @@ TEST_F(CliBadInput, ProblemFileErrorsAreShortAndCarryFileAndLine) {
 TEST(CliValidInput, StrictParsingKeepsEveryValidForm) {
   // Zero where zero means something, attached values, exponents: all still accepted.
   const std::vector<CliCase> cases = {
-      {small({"-p", "0", "-q", "0", "-i", "1", "--warmup", "0", "-V", "1", "--tolerance", "1e-3", "-t", "1"}), {}, ""},
+      {small({"-p", "0", "-q", "0", "-i", "1", "--warmup", "0", "-V", "1", "--tolerance", "1e-3", "-t", "1"}),
+       {},
+       ""},
       {small({"-i1", "--warmup=0", "-F", "1", "-m", "conv"}), {}, ""},
   };
   const auto outcomes = run_cli_cases(cases, 2, 120);

@@ -134,10 +134,12 @@ std::string describe(const CliCase& c) {
   return out;
 }
 
-std::string clean_failure_problem(const CliCase& c, const CliOutcome& o, double limit_s, std::size_t max_output) {
+std::string clean_failure_problem(const CliCase& c, const CliOutcome& o, double limit_s,
+                                  std::size_t max_output) {
   std::vector<std::string> problems;
   if (o.timed_out) problems.push_back("timed out");
-  if (o.signal != 0) problems.push_back("killed by signal " + std::to_string(o.signal) + " (" + strsignal(o.signal) + ")");
+  if (o.signal != 0)
+    problems.push_back("killed by signal " + std::to_string(o.signal) + " (" + strsignal(o.signal) + ")");
   if (o.exit_code == 0) problems.push_back("exited 0");
   if (o.seconds > limit_s) problems.push_back("took " + std::to_string(o.seconds) + " s");
   if (o.output.find("internal error") != std::string::npos) problems.push_back("says 'internal error'");

@@ -44,9 +44,11 @@ TEST(ConvProblemLimits, JunkLinesAreQuotedShort) {
 
   const std::string long_value = invalid_message([&] { ConvProblem::parse_driver_line("conv -n " + junk); });
   EXPECT_LT(long_value.size(), 600u);
-  const std::string long_flag = invalid_message([&] { ConvProblem::parse_driver_line("conv -" + junk + " 1"); });
+  const std::string long_flag =
+      invalid_message([&] { ConvProblem::parse_driver_line("conv -" + junk + " 1"); });
   EXPECT_LT(long_flag.size(), 600u);
-  const std::string long_dtype = invalid_message([&] { ConvProblem::parse_driver_line("conv --dtype " + junk); });
+  const std::string long_dtype =
+      invalid_message([&] { ConvProblem::parse_driver_line("conv --dtype " + junk); });
   EXPECT_LT(long_dtype.size(), 600u);
   const std::string long_key = invalid_message([&] { ConvProblem::parse_key("conv-" + junk); });
   EXPECT_LT(long_key.size(), 600u);
@@ -76,7 +78,8 @@ TEST(TensorDescLimits, CountsPast64BitsThrowNamingTheTensor) {
   // Fits in elements, not in bytes.
   const auto bytes_only = TensorDesc::packed(DType::f32, Layout::nchw, std::int64_t{1} << 62, 1, 1, 1);
   EXPECT_EQ(bytes_only.elements(), std::int64_t{1} << 62);
-  EXPECT_NE(invalid_message([&] { (void)bytes_only.bytes(); }).find("byte size overflows"), std::string::npos);
+  EXPECT_NE(invalid_message([&] { (void)bytes_only.bytes(); }).find("byte size overflows"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "bench_conv_run.hpp"
-#include "bench_stats.hpp"
 
 #include <algorithm>
 #include <deque>
 #include <exception>
 
+#include "bench_stats.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
@@ -26,7 +26,9 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   const runtime::Device& device = stream.device();
   result.workspace_bytes = solver.workspace_bytes(p, device);
   result.detail = solver.detail(p, device);
-  MemoryBudget(device).device("workspace of " + result.solver, result.workspace_bytes).check("problem " + p.key());
+  MemoryBudget(device)
+      .device("workspace of " + result.solver, result.workspace_bytes)
+      .check("problem " + p.key());
   const memory::Buffer ws = memory::allocate(stream, result.workspace_bytes);
   const dnn::ConvArgs args{data.x.data(), data.w.data(), data.y.data(), ws.data(), result.workspace_bytes};
   const std::size_t y_bytes = p.y_desc().bytes();

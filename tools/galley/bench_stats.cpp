@@ -41,11 +41,13 @@ std::vector<std::size_t> parse_size_list(const std::string& text, const std::str
                   option + ": " + quoted_input(item) + " is not a byte size (examples: 4096, 4K, 64M, 1G)");
     }
     const std::size_t bytes = parse_bytes(item);
-    if (bytes == 0) throw Error(Status::invalid_argument, option + ": " + quoted_input(item) + " is zero bytes");
+    if (bytes == 0)
+      throw Error(Status::invalid_argument, option + ": " + quoted_input(item) + " is zero bytes");
     sizes.push_back(bytes);
   }
   if (sizes.empty()) {
-    throw Error(Status::invalid_argument, option + " " + quoted_input(text) + " names no size (example: 64M,256M,1G)");
+    throw Error(Status::invalid_argument,
+                option + " " + quoted_input(text) + " names no size (example: 64M,256M,1G)");
   }
   return sizes;
 }

@@ -10,6 +10,8 @@
 // --preload, after Tuner::preload() warmed every stored problem up (its cost reported apart).
 // With --first-call --passes it runs the list as a network runs its layers: the new process's first
 // pass against later passes of the same list, each call timed in the stream between its neighbours.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,7 +22,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "bench_stats.hpp"
 #include "command.hpp"
@@ -462,7 +463,8 @@ int run(const Args& args, const CLI::App& cmd) {
   const auto lines = read_problem_file(args.file, {args.dtype, args.layout, args.batch});
   // Every problem alone must fit before any is tuned or timed.
   for (const Line& line : lines) {
-    require_tensors_fit(device, line.problem, args.file + ":" + std::to_string(line.line) + ": problem " + line.problem.key());
+    require_tensors_fit(device, line.problem,
+                        args.file + ":" + std::to_string(line.line) + ": problem " + line.problem.key());
   }
   if (args.passes) return run_passes(args, lines, device);
   return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);
@@ -478,7 +480,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--batch", args->batch, "override every line's batch (-n)")->check(integer_in(1));
   cmd->add_option("--rounds", args->rounds, "timed calls per solver (median), at most")
       ->check(integer_in(1, kMaxRepeats));
-  cmd->add_option("--budget-ms", args->budget_ms, "per problem: no more rounds after this (at least 5 rounds)")
+  cmd->add_option("--budget-ms", args->budget_ms,
+                  "per problem: no more rounds after this (at least 5 rounds)")
       ->check(number_in(0, false));
   cmd->add_flag("--first-call", args->first_call,
                 "measure each problem's first call in this process against steady state (run after galley tune)");

@@ -76,7 +76,8 @@ std::string command_path(const std::vector<const CLI::App*>& chain, std::size_t 
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
   return names;
 }
 
@@ -101,18 +102,19 @@ std::string describe_parse_error(const CLI::App& app, const CLI::ParseError& err
     const std::string where = command_path(chain, depth);
     const auto subcommands = subcommand_names(*chain[depth]);
     if (word.size() > 1 && word.front() == '-') {
-      return "unknown option " + quoted_input(word) + " for '" + where + "' (valid: " +
-             join(option_names(*chain[depth])) + ")";
+      return "unknown option " + quoted_input(word) + " for '" + where +
+             "' (valid: " + join(option_names(*chain[depth])) + ")";
     }
     if (!subcommands.empty()) {
-      return "unknown subcommand " + quoted_input(word) + " of '" + where + "' (valid: " + join(subcommands) + ")";
+      return "unknown subcommand " + quoted_input(word) + " of '" + where + "' (valid: " + join(subcommands) +
+             ")";
     }
     return "unexpected argument " + quoted_input(word) + ": '" + where + "' takes no positional arguments";
   }
   const CLI::App& last = *chain.back();
   if (last.get_require_subcommand_min() > 0 && last.get_subcommands().empty()) {
-    return "'" + command_path(chain, chain.size() - 1) + "' needs a subcommand (valid: " +
-           join(subcommand_names(last)) + ")";
+    return "'" + command_path(chain, chain.size() - 1) +
+           "' needs a subcommand (valid: " + join(subcommand_names(last)) + ")";
   }
   // CLI11's own messages quote what they could not convert ("--json=<anything>") in full.
   const std::string message = error.what();

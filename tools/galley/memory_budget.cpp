@@ -28,7 +28,9 @@ std::size_t saturating_add(std::size_t a, std::size_t b) {
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<std::size_t>::max() : sum;
 }
 
-std::string bytes_text(std::size_t bytes) { return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)"; }
+std::string bytes_text(std::size_t bytes) {
+  return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
+}
 
 template <typename Entries>
 void check_entries(const Entries& entries, const runtime::Device& device, const std::string& what,
@@ -41,10 +43,10 @@ void check_entries(const Entries& entries, const runtime::Device& device, const 
   if (needed <= available.bytes) return;
   std::string list;
   for (const auto& e : entries) list += (list.empty() ? "" : ", ") + e.name + " " + bytes_text(e.bytes);
-  throw Error(Status::out_of_memory,
-              what + " needs " + format_bytes(needed) + " of " + kind + " memory on " + device.name() + " (" + list +
-                  "), more than the " + format_bytes(available.bytes) + " available of " +
-                  format_bytes(available.total) + " total");
+  throw Error(Status::out_of_memory, what + " needs " + format_bytes(needed) + " of " + kind + " memory on " +
+                                         device.name() + " (" + list + "), more than the " +
+                                         format_bytes(available.bytes) + " available of " +
+                                         format_bytes(available.total) + " total");
 }
 
 }  // namespace

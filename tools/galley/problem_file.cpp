@@ -12,7 +12,8 @@ std::vector<ProblemLine> read_problem_file(const std::string& path, const Proble
   const std::string name = "--file " + quoted_input(path);
   std::error_code ec;
   // An ifstream opens a directory without complaint and then reads nothing.
-  if (std::filesystem::is_directory(path, ec)) throw Error(Status::io_error, name + ": is a directory, not a file");
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(Status::io_error, name + ": is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw Error(Status::io_error, name + ": cannot open");
   std::vector<ProblemLine> out;

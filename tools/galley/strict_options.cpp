@@ -24,12 +24,14 @@ std::string short_number(double value) {
 }
 
 std::string number_range(double min, bool min_exclusive, double max) {
-  std::string out = std::string("valid: a finite decimal number ") + (min_exclusive ? "> " : ">= ") + short_number(min);
+  std::string out =
+      std::string("valid: a finite decimal number ") + (min_exclusive ? "> " : ">= ") + short_number(min);
   if (max < std::numeric_limits<double>::max()) out += " and <= " + short_number(max);
   return out;
 }
 
-[[noreturn]] void bad(std::string_view option, std::string_view text, const std::string& why, const std::string& range) {
+[[noreturn]] void bad(std::string_view option, std::string_view text, const std::string& why,
+                      const std::string& range) {
   std::string message;
   if (!option.empty()) message = std::string(option) + ": ";
   throw Error(Status::invalid_argument, message + quoted_input(text) + " " + why + " (" + range + ")");
@@ -52,7 +54,8 @@ CLI::Validator validator(Parse parse, std::string description) {
 
 }  // namespace
 
-std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min, std::int64_t max) {
+std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min,
+                           std::int64_t max) {
   const std::string range = integer_range(min, max);
   const std::string_view digits = !text.empty() && text.front() == '-' ? text.substr(1) : text;
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -64,24 +67,30 @@ std::int64_t parse_integer(std::string_view option, std::string_view text, std::
   }
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range || value < min || value > max) bad(option, text, "is out of range", range);
-  if (ec != std::errc() || end != text.data() + text.size()) bad(option, text, "is not a decimal integer", range);
+  if (ec == std::errc::result_out_of_range || value < min || value > max)
+    bad(option, text, "is out of range", range);
+  if (ec != std::errc() || end != text.data() + text.size())
+    bad(option, text, "is not a decimal integer", range);
   return value;
 }
 
-double parse_number(std::string_view option, std::string_view text, double min, bool min_exclusive, double max) {
+double parse_number(std::string_view option, std::string_view text, double min, bool min_exclusive,
+                    double max) {
   const std::string range = number_range(min, min_exclusive, max);
-  // Only digits, one sign, '.', and an exponent: from_chars alone would also take "nan" and "inf".
-  if (text.empty() || text.find_first_not_of("0123456789.eE-+") != std::string_view::npos || text.front() == '+') {
+  // Only digits, signs, '.' and an exponent: from_chars alone would also take "nan" and "inf".
+  if (text.empty() || text.find_first_not_of("0123456789.eE-+") != std::string_view::npos ||
+      text.front() == '+') {
     bad(option, text, "is not a finite decimal number", range);
   }
   double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
   if (ec == std::errc::result_out_of_range) bad(option, text, "is out of range", range);
   if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
     bad(option, text, "is not a finite decimal number", range);
   }
-  if (value < min || (min_exclusive && value == min) || value > max) bad(option, text, "is out of range", range);
+  if (value < min || (min_exclusive && value == min) || value > max)
+    bad(option, text, "is out of range", range);
   return value;
 }
 
@@ -90,21 +99,25 @@ CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
   std::string description = max == std::numeric_limits<std::int64_t>::max()
                                 ? ">= " + std::to_string(min)
                                 : std::to_string(min) + ".." + std::to_string(max);
-  return validator([min, max](const std::string& v) { parse_integer("", v, min, max); }, std::move(description));
+  return validator([min, max](const std::string& v) { parse_integer("", v, min, max); },
+                   std::move(description));
 }
 
 CLI::Validator number_in(double min, bool min_exclusive, double max) {
   std::string description = (min_exclusive ? "> " : ">= ") + short_number(min);
   if (max < std::numeric_limits<double>::max()) description += ", <= " + short_number(max);
-  return validator([min, min_exclusive, max](const std::string& v) { parse_number("", v, min, min_exclusive, max); },
-                   std::move(description));
+  return validator(
+      [min, min_exclusive, max](const std::string& v) { parse_number("", v, min, min_exclusive, max); },
+      std::move(description));
 }
 
 CLI::Validator number_syntax(NumberKind kind) {
   if (kind != NumberKind::floating) {
-    const std::int64_t min = kind == NumberKind::unsigned_integer ? 0 : std::numeric_limits<std::int64_t>::min();
-    return validator([min](const std::string& v) { parse_integer("", v, min, std::numeric_limits<std::int64_t>::max()); },
-                     "");
+    const std::int64_t min =
+        kind == NumberKind::unsigned_integer ? 0 : std::numeric_limits<std::int64_t>::min();
+    return validator(
+        [min](const std::string& v) { parse_integer("", v, min, std::numeric_limits<std::int64_t>::max()); },
+        "");
   }
   return validator(
       [](const std::string& v) { parse_number("", v, -std::numeric_limits<double>::max(), false); }, "");
@@ -137,7 +150,8 @@ void apply_number_syntax(CLI::App& app) {
 
 namespace galley::cli {
 
-void require_with(const CLI::App& cmd, const std::string& option, const std::string& needed, const std::string& why) {
+void require_with(const CLI::App& cmd, const std::string& option, const std::string& needed,
+                  const std::string& why) {
   if (cmd.count(option) > 0 && cmd.count(needed) == 0) {
     throw Error(Status::invalid_argument, option + " needs " + needed + (why.empty() ? "" : ": " + why));
   }
@@ -145,7 +159,8 @@ void require_with(const CLI::App& cmd, const std::string& option, const std::str
 
 void require_apart(const CLI::App& cmd, const std::string& a, const std::string& b, const std::string& why) {
   if (cmd.count(a) > 0 && cmd.count(b) > 0) {
-    throw Error(Status::invalid_argument, a + " and " + b + " exclude each other" + (why.empty() ? "" : ": " + why));
+    throw Error(Status::invalid_argument,
+                a + " and " + b + " exclude each other" + (why.empty() ? "" : ": " + why));
   }
 }
 

@@ -16,7 +16,8 @@ namespace galley::cli {
 /// Parses a decimal integer: an optional '-', then digits with no leading zero ("0" itself is
 /// fine). Throws Error(invalid_argument) naming `option`, the (shortened) text and [min, max] when
 /// it is anything else or out of range.
-std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min, std::int64_t max);
+std::int64_t parse_integer(std::string_view option, std::string_view text, std::int64_t min,
+                           std::int64_t max);
 
 /// Parses a finite decimal number ("1e-5", "0.25", "3"; no hex, nan, inf, leading '+'). Throws
 /// Error(invalid_argument) naming `option` and the valid range when it is anything else, below
@@ -56,6 +57,7 @@ void require_with(const CLI::App& cmd, const std::string& option, const std::str
                   const std::string& why = "");
 
 /// Throws Error(invalid_argument) naming both when `a` and `b` were both given to `cmd`.
-void require_apart(const CLI::App& cmd, const std::string& a, const std::string& b, const std::string& why = "");
+void require_apart(const CLI::App& cmd, const std::string& a, const std::string& b,
+                   const std::string& why = "");
 
 }  // namespace galley::cli
