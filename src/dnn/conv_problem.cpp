@@ -118,7 +118,10 @@ void ConvProblem::validate() const {
   checked_mul(2, pad_w, "pad_w");
   checked_mul(dilation_h, y, "dilation_h * y");
   checked_mul(dilation_w, x, "dilation_w * x");
-  if (h + 2 * pad_h < h || w + 2 * pad_w < w) bad("conv problem: padded input size overflows 64 bits");
+  std::int64_t padded = 0;
+  if (__builtin_add_overflow(h, 2 * pad_h, &padded) || __builtin_add_overflow(w, 2 * pad_w, &padded)) {
+    bad("conv problem: padded input size (h + 2*pad_h or w + 2*pad_w) overflows 64 bits");
+  }
 }
 
 TensorDesc ConvProblem::x_desc() const { return TensorDesc::packed(dtype, layout, n, c, h, w); }

@@ -1,8 +1,10 @@
 // ConvProblem as text: the canonical key (find-db rows, logs) and MIOpenDriver command lines.
+#include <algorithm>
 #include <charconv>
 #include <string>
 #include <vector>
 
+#include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/conv_problem.hpp"
 
@@ -35,6 +37,14 @@ bool parse_int(std::string_view text, std::int64_t& out, bool canonical) {
   }
   const auto [ptr, ec] = std::from_chars(first, last, out);
   return ec == std::errc() && ptr == last;
+}
+
+// A word of a line in a message: as typed when short and printable, else quoted and shortened.
+std::string bare(std::string_view word) {
+  const bool printable = std::none_of(word.begin(), word.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7F;
+  });
+  return printable && word.size() <= kQuotedInputChars ? std::string(word) : quoted_input(word);
 }
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -112,7 +122,7 @@ std::string ConvProblem::key() const {
 
 ConvProblem ConvProblem::parse_key(std::string_view key) {
   const auto fail = [&](const std::string& why) -> void {
-    bad("malformed conv key '" + std::string(key) + "': " + why +
+    bad("malformed conv key " + quoted_input(key) + ": " + why +
         " (expected e.g. conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1)");
   };
   const auto parts = split(key, '-');
@@ -129,7 +139,7 @@ ConvProblem ConvProblem::parse_key(std::string_view key) {
   } else if (parts[1] == "W") {
     p.direction = ConvDirection::backward_weights;
   } else {
-    fail("direction '" + std::string(parts[1]) + "' is not F, B or W");
+    fail("direction " + quoted_input(parts[1]) + " is not F, B or W");
   }
   try {
     p.dtype = parse_dtype(parts[2]);
@@ -137,12 +147,12 @@ ConvProblem ConvProblem::parse_key(std::string_view key) {
   } catch (const Error& e) {
     fail(e.what());
   }
-  if (parts[3] != to_string(p.layout)) fail("layout '" + std::string(parts[3]) + "' must be lower case");
+  if (parts[3] != to_string(p.layout)) fail("layout " + quoted_input(parts[3]) + " must be lower case");
   for (std::size_t i = 0; i < std::size(kFields); ++i) {
     const std::string_view part = parts[4 + i];
     std::int64_t value = 0;
     if (part.empty() || part.front() != kFields[i].key || !parse_int(part.substr(1), value, true)) {
-      fail("field " + std::to_string(5 + i) + " '" + std::string(part) + "' is not '" + kFields[i].key +
+      fail("field " + std::to_string(5 + i) + " " + quoted_input(part) + " is not '" + kFields[i].key +
            "<integer>'");
     }
     p.*kFields[i].member = value;
@@ -163,8 +173,8 @@ std::string ConvProblem::driver_flags() const {
 }
 
 ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* tag) {
-  std::string quoted(1, '\'');  // built by appends: GCC 12 warns falsely (-Wrestrict) on "'" + string
-  quoted.append(trim(line)).push_back('\'');
+  // The line as messages quote it: shortened, so a junk line of megabytes is not echoed whole.
+  const std::string quoted = quoted_input(trim(line));
   std::string_view body = line;
   if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) {
     body = line.substr(0, hash);
@@ -187,8 +197,8 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
     } else if (words[0] == "convbfp16") {
       p.dtype = DType::bf16;
     } else {
-      bad("line " + quoted + " starts with '" + std::string(words[0]) +
-          "', not a flag or conv, convfp16, convbfp16");
+      bad("line " + quoted + " starts with " + quoted_input(words[0]) +
+          ", not a flag or conv, convfp16, convbfp16");
     }
     i = 1;
   }
@@ -206,10 +216,10 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
       }
     }
     if (flag.size() < 2 || flag.front() != '-') {
-      bad("line " + quoted + ": '" + std::string(flag) + "' is not a flag");
+      bad("line " + quoted + ": " + quoted_input(flag) + " is not a flag");
     }
     if (!inline_value) {
-      if (i + 1 >= words.size()) bad("line " + quoted + ": flag " + std::string(flag) + " has no value");
+      if (i + 1 >= words.size()) bad("line " + quoted + ": flag " + bare(flag) + " has no value");
       value = words[++i];
     }
     const FieldSpec* field = nullptr;
@@ -218,15 +228,16 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
     }
     const std::string canonical = field != nullptr ? field->flag : std::string(flag);
     for (const auto& s : seen) {
-      if (s == canonical) bad("line " + quoted + ": flag " + std::string(flag) + " given twice");
+      if (s == canonical) bad("line " + quoted + ": flag " + bare(flag) + " given twice");
     }
     seen.push_back(canonical);
 
     std::int64_t number = 0;
     const auto need_int = [&] {
-      if (!parse_int(value, number, false)) {
-        bad("line " + quoted + ": value '" + std::string(value) + "' of " + std::string(flag) +
-            " is not an integer");
+      // Canonical decimal, as in keys: "017" (octal to C and to CLI11) and "0x10" are refused.
+      if (!parse_int(value, number, true)) {
+        bad("line " + quoted + ": value " + quoted_input(value) + " of " + bare(flag) +
+            " is not a decimal integer (digits, no leading zero) within 64 bits");
       }
     };
     if (field != nullptr) {
@@ -241,21 +252,23 @@ ConvProblem ConvProblem::parse_driver_line(std::string_view line, std::string* t
       } else if (number == 4) {
         p.direction = ConvDirection::backward_weights;
       } else {
-        bad("line " + quoted + ": -F " + std::string(value) +
+        bad("line " + quoted + ": -F " + bare(value) +
             " names no single direction (valid: 1 forward, 2 backward data, 4 backward weights)");
       }
     } else if (flag == "-m" || flag == "--mode") {
-      if (value != "conv")
-        bad("line " + quoted + ": -m " + std::string(value) + " is not supported (valid: conv)");
+      if (value != "conv") bad("line " + quoted + ": -m " + bare(value) + " is not supported (valid: conv)");
     } else if (flag == "-t" || flag == "--time" || flag == "-V" || flag == "--verify" || flag == "-i" ||
                flag == "--iter") {
       need_int();  // run options of the driver, not part of the problem: accepted so pasted lines work
     } else if (flag == "--dtype") {
+      if (value.size() > kQuotedInputChars) {
+        bad("line " + quoted + ": unknown dtype " + quoted_input(value) + " (valid: f32, f16, bf16)");
+      }
       p.dtype = parse_dtype(value);
     } else if (flag == "--layout") {
       p.layout = parse_layout(value);
     } else {
-      bad("line " + quoted + ": unknown flag " + std::string(flag) +
+      bad("line " + quoted + ": unknown flag " + bare(flag) +
           " (valid: -n -c -H -W -k -y -x -p -q -u -v -l -j -g -F -m -t -V -i --dtype --layout)");
     }
   }

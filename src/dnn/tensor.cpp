@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string>
 
+#include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::dnn {
@@ -51,7 +52,7 @@ Layout parse_layout(std::string_view text) {
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   if (lower == "nchw") return Layout::nchw;
   if (lower == "nhwc") return Layout::nhwc;
-  throw Error(Status::invalid_argument, "unknown layout '" + std::string(text) + "' (valid: nchw, nhwc)");
+  throw Error(Status::invalid_argument, "unknown layout " + quoted_input(text) + " (valid: nchw, nhwc)");
 }
 
 TensorDesc TensorDesc::packed(DType dtype, Layout layout, std::int64_t n, std::int64_t c, std::int64_t h,
@@ -114,7 +115,13 @@ void TensorDesc::validate(std::string_view what) const {
                                                 " must be positive");
     }
   }
-  (void)elements();
+  std::int64_t count = 1;
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (__builtin_mul_overflow(count, dims[i], &count)) {
+      throw Error(Status::invalid_argument,
+                  std::string(what) + " tensor " + to_string() + ": element count overflows 64 bits");
+    }
+  }
   std::size_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<std::size_t>(extent(*this, what)), size_of(dtype), &bytes)) {
     throw Error(Status::invalid_argument,

@@ -15,6 +15,7 @@
 #include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "strict_options.hpp"
 #include "table.hpp"
 
 namespace galley::cli {
@@ -150,7 +151,9 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--device", args->device,
                   "device (cpu, cuda:0, hip:0); default GALLEY_DEVICE or the first GPU");
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (4K, 1M, 64M, 1G)")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "timed repeats; the median is reported")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "timed repeats; the median is reported")
+      ->capture_default_str()
+      ->check(integer_in(1, kMaxRepeats));
   cmd->add_flag("--json", args->json, "JSON for machines");
   cmd->callback([args] { set_exit_code(run_alloc_bench(*args)); });
 });

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,20 +13,25 @@
 
 #include "bench_conv_run.hpp"
 #include "command.hpp"
+#include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tuning/tuner.hpp"
+#include "problem_file.hpp"
+#include "strict_options.hpp"
 #include "table.hpp"
 
 namespace galley::cli {
 namespace {
 
-// MIOpenDriver's problem flags, in its order: the option name and where CLI11 stores the value.
+// MIOpenDriver's problem flags, in its order: the option name, its least valid value and where
+// CLI11 stores the value.
 struct DriverFlag {
   const char* name;
   const char* help;
+  std::int64_t minimum = 1;
   std::int64_t value = 0;
 };
 
@@ -40,8 +44,8 @@ struct ConvBenchArgs {
       {"-k", "output channels (32)"},
       {"-y", "filter height (3)"},
       {"-x", "filter width (3)"},
-      {"-p", "zero padding height (0)"},
-      {"-q", "zero padding width (0)"},
+      {"-p", "zero padding height (0)", 0},
+      {"-q", "zero padding width (0)", 0},
       {"-u", "stride height (1)"},
       {"-v", "stride width (1)"},
       {"-l", "dilation height (1)"},
@@ -60,39 +64,13 @@ struct ConvBenchArgs {
   bool json = false;
 };
 
-struct ProblemLine {
-  dnn::ConvProblem problem;
-  std::string tag;
-};
-
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
 
-std::vector<ProblemLine> read_problem_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(Status::io_error, "--file " + path + ": cannot open");
-  std::vector<ProblemLine> out;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    ProblemLine p;
-    try {
-      p.problem = dnn::ConvProblem::parse_driver_line(line, &p.tag);
-    } catch (const Error& e) {
-      throw Error(e.status(), path + ":" + std::to_string(number) + ": " + e.what());
-    }
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) throw Error(Status::invalid_argument, "--file " + path + ": no problems in it");
-  return out;
-}
-
 std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App& cmd) {
-  std::vector<ProblemLine> problems;
   std::string given;
   for (const DriverFlag& f : args.flags) {
     if (cmd.count(f.name) > 0)
@@ -103,18 +81,15 @@ std::vector<ProblemLine> problems_from(const ConvBenchArgs& args, const CLI::App
       throw Error(Status::invalid_argument,
                   "give the problem as flags or as --file, not both (flags: " + given + ")");
     }
-    problems = read_problem_file(args.file);
-  } else {
-    // The flags go through the same parser as a file line: MIOpenDriver's defaults, one validation.
-    problems.push_back({dnn::ConvProblem::parse_driver_line("conv " + given), ""});
+    return read_problem_file(args.file, {args.dtype, args.layout, 0});
   }
-  for (ProblemLine& p : problems) {
-    // An explicit --dtype/--layout wins over a line's convfp16/--layout; otherwise the line's stands.
-    if (!args.dtype.empty()) p.problem.dtype = parse_dtype(args.dtype);
-    if (!args.layout.empty()) p.problem.layout = dnn::parse_layout(args.layout);
-    p.problem.validate();
-  }
-  return problems;
+  // The flags go through the same parser as a file line: MIOpenDriver's defaults, one validation.
+  ProblemLine p{dnn::ConvProblem::parse_driver_line("conv " + given), "", 0};
+  // An explicit --dtype/--layout wins over MIOpenDriver's default.
+  if (!args.dtype.empty()) p.problem.dtype = parse_dtype(args.dtype);
+  if (!args.layout.empty()) p.problem.layout = dnn::parse_layout(args.layout);
+  p.problem.validate();
+  return {std::move(p)};
 }
 
 // The tuner's picks of this run, by problem key (the default, no --solver / --all-solvers).
@@ -260,19 +235,18 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
     throw Error(Status::unsupported,
                 "-F " + std::to_string(args.direction) + ": only forward convolution (-F 1) is implemented");
   }
-  if (args.mode != "conv")
-    throw Error(Status::invalid_argument, "-m " + args.mode + ": only conv is supported");
-  if (args.verify != 0 && args.verify != 1) {
-    throw Error(Status::invalid_argument, "-V " + std::to_string(args.verify) + ": valid values are 0 and 1");
+  if (args.mode != "conv") {
+    throw Error(Status::invalid_argument, "-m " + quoted_input(args.mode) + ": only conv is supported");
   }
-  if (args.warmup < 0) throw Error(Status::invalid_argument, "--warmup must be >= 0");
-  if (!args.solver.empty() && args.all_solvers) {
-    throw Error(Status::invalid_argument, "--solver and --all-solvers exclude each other");
+  require_apart(cmd, "--solver", "--all-solvers");
+  // Ranges are checked as the options are parsed (strict_options.hpp); what an option means
+  // beside another is checked here.
+  if (cmd.count("--tolerance") > 0 && args.verify != 1) {
+    throw Error(Status::invalid_argument, "--tolerance needs -V 1: it is the pass mark of the verification");
   }
   const auto problems = problems_from(args, cmd);
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  if (args.tolerance < 0) throw Error(Status::invalid_argument, "--tolerance must be positive");
   const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
   runtime::Stream stream(device);
   const bool progress = !args.json && problems.size() > 1 && ::isatty(STDERR_FILENO);
@@ -287,6 +261,8 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
       std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, problems.size(),
                    (line.tag.empty() ? line.problem.key() : line.tag).c_str());
     }
+    // Before the tuner's pick too, which may tune the problem (and allocate its tensors).
+    check_conv_bench_memory(device, line.problem, options);
     std::vector<const dnn::ConvSolver*> solvers;
     try {
       solvers = chosen_solvers(args, device, line.problem);
@@ -327,17 +303,22 @@ const bool registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<ConvBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "conv", "Time convolution solvers on MIOpenDriver-style problems (-n -c -H -W -k -y -x ...)");
-  for (DriverFlag& f : args->flags) cmd->add_option(f.name, f.value, f.help);
-  cmd->add_option("-F", args->direction, "direction: 1 forward (the only one implemented)");
-  cmd->add_option("-V", args->verify,
-                  "1: verify every solver against ref.conv.direct (slow on big problems)");
-  cmd->add_option("-i", args->iterations, "timed iterations; the median is reported (default 10)");
-  cmd->add_option("-t", args->timing, "accepted for MIOpenDriver compatibility: timing is always on");
+  for (DriverFlag& f : args->flags) cmd->add_option(f.name, f.value, f.help)->check(integer_in(f.minimum));
+  cmd->add_option("-F", args->direction, "direction: 1 forward (the only one implemented)")
+      ->check(integer_in(1, 4));
+  cmd->add_option("-V", args->verify, "1: verify every solver against ref.conv.direct (slow on big problems)")
+      ->check(integer_in(0, 1));
+  cmd->add_option("-i", args->iterations, "timed iterations; the median is reported (default 10)")
+      ->check(integer_in(1, kMaxRepeats));
+  cmd->add_option("-t", args->timing, "accepted for MIOpenDriver compatibility: timing is always on")
+      ->check(integer_in(0, 1));
   cmd->add_option("-m", args->mode, "accepted for MIOpenDriver compatibility: conv");
-  cmd->add_option("--warmup", args->warmup, "untimed runs before timing (default 1)");
+  cmd->add_option("--warmup", args->warmup, "untimed runs before timing (default 1)")
+      ->check(integer_in(0, kMaxRepeats));
   cmd->add_option(
-      "--tolerance", args->tolerance,
-      "-V 1 passes when max|got-ref| / max|ref| <= this (default 1e-5 for f32, 1e-2 for f16/bf16)");
+         "--tolerance", args->tolerance,
+         "with -V 1: passes when max|got-ref| / max|ref| <= this (default 1e-5 for f32, 1e-2 for f16/bf16)")
+      ->check(number_in(0, true));
   cmd->add_option("--dtype", args->dtype, "f32, f16 or bf16 (default f32, or the line's convfp16/convbfp16)");
   cmd->add_option("--layout", args->layout, "nchw or nhwc (default nchw)");
   cmd->add_option("--device", args->device, "cpu, cuda:0, hip:0 (default GALLEY_DEVICE, else the first GPU)");

@@ -1,15 +1,16 @@
 #include "bench_conv_run.hpp"
-#include "bench_stats.hpp"
 
 #include <algorithm>
 #include <deque>
 #include <exception>
 
+#include "bench_stats.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/hash.hpp"
 #include "galley/memory/buffer.hpp"
+#include "memory_budget.hpp"
 
 namespace galley::cli {
 namespace {
@@ -51,6 +52,9 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   const runtime::Device& device = stream.device();
   result.workspace_bytes = solver.workspace_bytes(p, device);
   result.detail = solver.detail(p, device);
+  MemoryBudget(device)
+      .device("workspace of " + result.solver, result.workspace_bytes)
+      .check("problem " + p.key());
   const memory::Buffer ws = memory::allocate(stream, result.workspace_bytes);
   dnn::ConvArgs args = dnn::ConvArgs::from(data.args);
   args.workspace = ws.data();
@@ -98,6 +102,15 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
 
 }  // namespace
 
+void check_conv_bench_memory(const runtime::Device& device, const dnn::ConvProblem& p,
+                             const ConvBenchOptions& options) {
+  const std::size_t x_bytes = p.x_desc().bytes(), w_bytes = p.w_desc().bytes(), y_bytes = p.y_desc().bytes();
+  MemoryBudget budget(device);
+  budget.conv_tensors(p).host("host x", x_bytes).host("host w", w_bytes);
+  if (options.verify) budget.host("reference y", y_bytes).host("y read back", y_bytes);
+  budget.check("problem " + p.key());
+}
+
 ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProblem& p, std::string tag,
                                     const std::vector<const dnn::ConvSolver*>& solvers,
                                     const ConvBenchOptions& options) {
@@ -119,6 +132,7 @@ ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProb
   }
   if (runnable.empty()) return out;
 
+  check_conv_bench_memory(device, p, options);
   std::uint64_t seed = fnv1a64(p.key());
   const std::vector<dnn::TensorArg> tensors = p.tensors();
   std::vector<std::vector<std::byte>> inputs(tensors.size());

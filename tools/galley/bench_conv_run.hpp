@@ -46,6 +46,11 @@ struct ConvBenchProblem {
   std::vector<ConvBenchSkip> skipped;  ///< solvers whose check() said no, with the reason
 };
 
+/// Throws Error(out_of_memory) naming each buffer when the problem's x, w, y (and the host copies
+/// that fill and verify them) need more memory than `device` (and the host) have available.
+void check_conv_bench_memory(const runtime::Device& device, const dnn::ConvProblem& problem,
+                             const ConvBenchOptions& options);
+
 /// Runs each solver of `solvers` that accepts `problem` on `stream` (inputs: seeded random data,
 /// the seed derived from the problem key so reruns see the same numbers).
 ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProblem& problem, std::string tag,

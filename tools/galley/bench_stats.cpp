@@ -5,10 +5,16 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
 
 namespace galley::cli {
+namespace {
+
+constexpr std::size_t kMaxSizeChars = 32;
+
+}  // namespace
 
 double median(std::vector<double> values) {
   if (values.empty()) return std::nan("");
@@ -29,12 +35,20 @@ std::vector<std::size_t> parse_size_list(const std::string& text, const std::str
   std::stringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
     if (item.empty()) continue;
+    // A byte size is a few characters; parse_bytes quotes its text whole.
+    if (item.size() > kMaxSizeChars) {
+      throw Error(Status::invalid_argument,
+                  option + ": " + quoted_input(item) + " is not a byte size (examples: 4096, 4K, 64M, 1G)");
+    }
     const std::size_t bytes = parse_bytes(item);
-    if (bytes == 0) throw Error(Status::invalid_argument, option + ": '" + item + "' is zero bytes");
+    if (bytes == 0)
+      throw Error(Status::invalid_argument, option + ": " + quoted_input(item) + " is zero bytes");
     sizes.push_back(bytes);
   }
-  if (sizes.empty())
-    throw Error(Status::invalid_argument, option + " '" + text + "' names no size (example: 64M,256M,1G)");
+  if (sizes.empty()) {
+    throw Error(Status::invalid_argument,
+                option + " " + quoted_input(text) + " names no size (example: 64M,256M,1G)");
+  }
   return sizes;
 }
 

@@ -10,18 +10,18 @@
 // --preload, after Tuner::preload() warmed every stored problem up (its cost reported apart).
 // With --first-call --passes it runs the list as a network runs its layers: the new process's first
 // pass against later passes of the same list, each call timed in the stream between its neighbours.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "bench_stats.hpp"
 #include "command.hpp"
@@ -31,6 +31,9 @@
 #include "galley/memory/buffer.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tuning/tuner.hpp"
+#include "memory_budget.hpp"
+#include "problem_file.hpp"
+#include "strict_options.hpp"
 #include "table.hpp"
 
 namespace galley::cli {
@@ -52,35 +55,26 @@ struct Args {
   bool json = false;
 };
 
-struct Line {
-  dnn::ConvProblem problem;
-  std::string tag;
-};
+using Line = ProblemLine;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-std::vector<Line> read_lines(const Args& args) {
-  std::ifstream in(args.file);
-  if (!in) throw Error(Status::io_error, "--file " + args.file + ": cannot open");
-  std::vector<Line> out;
-  for (std::string text; std::getline(in, text);) {
-    const auto first = text.find_first_not_of(" \t\r");
-    if (first == std::string::npos || text[first] == '#') continue;
-    Line line;
-    line.problem = dnn::ConvProblem::parse_driver_line(text, &line.tag);
-    if (!args.dtype.empty()) line.problem.dtype = parse_dtype(args.dtype);
-    if (!args.layout.empty()) line.problem.layout = dnn::parse_layout(args.layout);
-    if (args.batch > 0) line.problem.n = args.batch;
-    line.problem.validate();
-    out.push_back(std::move(line));
-  }
-  return out;
+// Throws Error(out_of_memory) naming each buffer when Tensors for `p` would not fit: x, w, y on
+// the device, filled from host copies of x and w.
+void require_tensors_fit(const runtime::Device& device, const dnn::ConvProblem& p, const std::string& what) {
+  MemoryBudget(device)
+      .conv_tensors(p)
+      .host("host x", p.x_desc().bytes())
+      .host("host w", p.w_desc().bytes())
+      .check(what);
 }
 
 // x, w (random) and y on `stream`, as a user's tensors would be.
 struct Tensors {
   memory::Buffer x, w, y;
   Tensors(runtime::Stream& stream, const dnn::ConvProblem& p) {
+    // Again here, not only up front: with --sequence every problem's tensors live at once.
+    require_tensors_fit(stream.device(), p, "problem " + p.key());
     auto fill = [&](std::int64_t n, std::uint64_t seed) {
       const auto host = dnn::random_tensor(p.dtype, n, seed);
       memory::Buffer b = memory::allocate(stream, host.size());
@@ -155,7 +149,7 @@ int run_first_call(const Args& args, const std::vector<Line>& lines, const runti
   // follows problem i-1's calls with no pause, as a network's layers follow each other.
   std::vector<std::unique_ptr<Tensors>> made;
   if (args.sequence) made = tensors_for(stream, lines);
-  const PreloadStep preload(args.preload && !db, tuner, stream);
+  const PreloadStep preload(args.preload, tuner, stream);
   Table table({"problem", "solver", "hit", "first ms", "pick us", "steady ms", "first/steady", "idle ms",
                "first/idle"});
   nlohmann::json rows = nlohmann::json::array();
@@ -449,14 +443,28 @@ int run_figures(const Args& args, const std::vector<Line>& lines, const runtime:
   return 0;
 }
 
-int run(const Args& args) {
+// Options that only mean something beside another are errors alone, never silently ignored.
+void check_combinations(const CLI::App& cmd) {
+  for (const char* option : {"--explicit", "--preload", "--sequence", "--passes"}) {
+    require_with(cmd, option, "--first-call");
+  }
+  require_with(cmd, "--touch", "--first-call");
+  require_with(cmd, "--touch", "--passes");
+  for (const char* option : {"--explicit", "--sequence"}) {
+    require_apart(cmd, "--passes", option, "--passes runs the tuner's picks in sequence already");
+  }
+  require_apart(cmd, "--explicit", "--preload", "--explicit bypasses the tuner that --preload warms up");
+  require_apart(cmd, "--budget-ms", "--first-call", "the budget bounds the rounds of the figures mode only");
+}
+
+int run(const Args& args, const CLI::App& cmd) {
+  check_combinations(cmd);
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  const auto lines = read_lines(args);
-  if (lines.empty()) throw Error(Status::invalid_argument, "--file " + args.file + ": no problems in it");
-  if (args.passes && !args.first_call) throw Error(Status::invalid_argument, "--passes needs --first-call");
-  if (args.touch && !args.passes) throw Error(Status::invalid_argument, "--touch needs --first-call --passes");
-  if (args.passes && (args.explicit_solver || args.sequence)) {
-    throw Error(Status::invalid_argument, "--passes runs the tuner's picks in sequence already: drop --explicit/--sequence");
+  const auto lines = read_problem_file(args.file, {args.dtype, args.layout, args.batch});
+  // Every problem alone must fit before any is tuned or timed.
+  for (const Line& line : lines) {
+    require_tensors_fit(device, line.problem,
+                        args.file + ":" + std::to_string(line.line) + ": problem " + line.problem.key());
   }
   if (args.passes) return run_passes(args, lines, device);
   return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);
@@ -469,9 +477,12 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--device", args->device, "device (default: GALLEY_DEVICE, else first GPU, else cpu)");
   cmd->add_option("--dtype", args->dtype, "override every line's dtype");
   cmd->add_option("--layout", args->layout, "override every line's layout");
-  cmd->add_option("--batch", args->batch, "override every line's batch (-n)")->check(CLI::PositiveNumber);
-  cmd->add_option("--rounds", args->rounds, "timed calls per solver (median), at most")->check(CLI::PositiveNumber);
-  cmd->add_option("--budget-ms", args->budget_ms, "per problem: no more rounds after this (at least 5 rounds)");
+  cmd->add_option("--batch", args->batch, "override every line's batch (-n)")->check(integer_in(1));
+  cmd->add_option("--rounds", args->rounds, "timed calls per solver (median), at most")
+      ->check(integer_in(1, kMaxRepeats));
+  cmd->add_option("--budget-ms", args->budget_ms,
+                  "per problem: no more rounds after this (at least 5 rounds)")
+      ->check(number_in(0, false));
   cmd->add_flag("--first-call", args->first_call,
                 "measure each problem's first call in this process against steady state (run after galley tune)");
   cmd->add_flag("--explicit", args->explicit_solver,
@@ -488,7 +499,7 @@ const bool registered = register_command([](CLI::App& root) {
                 "with --passes: read every x and w and write every y just before the first pass (the control for "
                 "memory left untouched since setup)");
   cmd->add_flag("--json", args->json, "machine-readable output");
-  cmd->callback([args] { set_exit_code(run(*args)); });
+  cmd->callback([args, cmd] { set_exit_code(run(*args, *cmd)); });
 });
 
 }  // namespace

@@ -3,10 +3,10 @@
 // lines otherwise), then a summary: problem, chosen solver, time, speedup over the list-order choice.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,6 +15,9 @@
 #include "galley/dnn/conv_problem.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tuning/tuner.hpp"
+#include "memory_budget.hpp"
+#include "problem_file.hpp"
+#include "strict_options.hpp"
 #include "table.hpp"
 
 namespace galley::cli {
@@ -27,10 +30,7 @@ struct TuneArgs {
   bool json = false;
 };
 
-struct Line {
-  dnn::ConvProblem problem;
-  std::string tag;
-};
+using Line = ProblemLine;
 
 struct Outcome {
   Line line;
@@ -42,28 +42,18 @@ struct Outcome {
   bool time_box_hit = false;
 };
 
-std::vector<Line> read_lines(const TuneArgs& args) {
-  std::ifstream in(args.file);
-  if (!in) throw Error(Status::io_error, "--file " + args.file + ": cannot open");
-  std::vector<Line> out;
-  std::string text;
-  for (int number = 1; std::getline(in, text); ++number) {
-    const auto first = text.find_first_not_of(" \t\r");
-    if (first == std::string::npos || text[first] == '#') continue;
-    Line line;
-    try {
-      line.problem = dnn::ConvProblem::parse_driver_line(text, &line.tag);
-      if (!args.dtype.empty()) line.problem.dtype = parse_dtype(args.dtype);
-      if (!args.layout.empty()) line.problem.layout = dnn::parse_layout(args.layout);
-      if (args.batch > 0) line.problem.n = args.batch;
-      line.problem.validate();
-    } catch (const Error& e) {
-      throw Error(e.status(), args.file + ":" + std::to_string(number) + ": " + e.what());
-    }
-    out.push_back(std::move(line));
+// The list's problems, each checked against the device's memory before any is tuned: the tuner
+// makes x, w and y on the device, filling x and then w from a host copy.
+std::vector<Line> read_lines(const TuneArgs& args, const runtime::Device& device) {
+  auto lines = read_problem_file(args.file, {args.dtype, args.layout, args.batch});
+  for (const Line& line : lines) {
+    const dnn::ConvProblem& p = line.problem;
+    MemoryBudget(device)
+        .conv_tensors(p)
+        .host("host copy of x or w", std::max(p.x_desc().bytes(), p.w_desc().bytes()))
+        .check(args.file + ":" + std::to_string(line.line) + ": problem " + p.key());
   }
-  if (out.empty()) throw Error(Status::invalid_argument, "--file " + args.file + ": no problems in it");
-  return out;
+  return lines;
 }
 
 std::string fixed(double v, int digits = 3) {
@@ -118,7 +108,7 @@ int run_tune(const TuneArgs& args) {
   }
   tuning::Tuner tuner(options);
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  const auto lines = read_lines(args);
+  const auto lines = read_lines(args, device);
   Progress progress(lines.size());
   std::vector<Outcome> outcomes;
   const auto start = std::chrono::steady_clock::now();
@@ -209,7 +199,7 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--device", args->device, "device to tune for (default: GALLEY_DEVICE, else the first GPU, else cpu)");
   cmd->add_option("--dtype", args->dtype, "override every line's dtype: f32, f16, bf16");
   cmd->add_option("--layout", args->layout, "override every line's layout: nchw, nhwc");
-  cmd->add_option("--batch", args->batch, "override every line's batch size (-n)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", args->batch, "override every line's batch size (-n)")->check(integer_in(1));
   cmd->add_flag("--force", args->force, "re-tune problems that already have a find-db entry");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args] { set_exit_code(run_tune(*args)); });
