@@ -25,6 +25,7 @@ constexpr int kFormatVersion = 1;
 // Bad rows named in one message; the rest are counted.
 constexpr std::size_t kBadRowsShown = 10;
 
+// Only called on regular files: reading a pipe or a terminal would block.
 bool is_sqlite_file(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   char header[16] = {};
@@ -41,10 +42,18 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return !ec && ca == cb;
 }
 
+// Where an export goes: a regular file is written beside `path` and renamed over it (a failed
+// write, a full disk, leaves no half file and an existing file as it was); a pipe or a terminal
+// (`db export /dev/stdout`) is written in place, as it replaces nothing.
+struct ExportTarget {
+  fs::path path;
+  bool in_place = false;
+};
+
 // Export must never destroy what it exports (nor any other database), and replaces a file only
 // when asked to.
-void check_export_target(const fs::path& file, bool overwrite, const fs::path& user_db,
-                         const fs::path& system_db) {
+ExportTarget export_target(const fs::path& file, bool overwrite, const fs::path& user_db,
+                           const fs::path& system_db) {
   if (file.empty()) throw Error(Status::invalid_argument, "db export needs a file name");
   for (const fs::path& db : {user_db, system_db}) {
     if (db.empty()) continue;
@@ -59,10 +68,14 @@ void check_export_target(const fs::path& file, bool overwrite, const fs::path& u
   }
   std::error_code ec;
   const fs::file_status status = fs::status(file, ec);
-  if (!fs::exists(status)) return;
+  if (!fs::exists(status)) return {file, false};
   if (fs::is_directory(status)) {
-    throw Error(Status::invalid_argument,
-                "cannot export to " + file.string() + ": it is a folder; name a file");
+    throw Error(Status::invalid_argument, "cannot export to " + file.string() + ": it is a folder; name a file");
+  }
+  if (fs::is_fifo(status) || fs::is_character_file(status)) return {file, true};
+  if (!fs::is_regular_file(status)) {
+    throw Error(Status::invalid_argument, "refusing to export onto " + file.string() +
+                                              ": it is not a regular file, a pipe or a terminal");
   }
   if (is_sqlite_file(file)) {
     throw Error(Status::invalid_argument,
@@ -73,6 +86,9 @@ void check_export_target(const fs::path& file, bool overwrite, const fs::path& u
     throw Error(Status::invalid_argument,
                 "refusing to export onto " + file.string() + ": it exists (--force replaces it)");
   }
+  // Through a symbolic link, the file it names is replaced and the link kept.
+  const fs::path resolved = fs::canonical(file, ec);
+  return {ec ? file : resolved, false};
 }
 
 std::string read_export(const fs::path& file) {
@@ -164,29 +180,29 @@ std::vector<FindRow> checked_rows(const fs::path& file, const std::string& text)
 }  // namespace
 
 std::size_t FindDb::export_json(const std::filesystem::path& file, bool overwrite) {
-  check_export_target(file, overwrite, user_path(), system_path());
+  const ExportTarget target = export_target(file, overwrite, user_path(), system_path());
   nlohmann::json rows = nlohmann::json::array();
   for (const FindRow& row : this->rows()) rows.push_back(find_row_to_json(row));
   const std::size_t count = rows.size();
   const nlohmann::json doc = {{"format", kFormat}, {"version", kFormatVersion}, {"rows", std::move(rows)}};
-  // Written beside the target and renamed over it: a failed write (a full disk) leaves no half file
-  // and an existing file as it was.
-  const fs::path temporary = file.string() + ".tmp-" + std::to_string(::getpid());
+  const fs::path written =
+      target.in_place ? target.path : fs::path(target.path.string() + ".tmp-" + std::to_string(::getpid()));
   std::error_code ec;
   {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    std::ofstream out(written, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(Status::io_error, "cannot write " + file.string() + ": " + std::strerror(errno));
     out << doc.dump(1) << '\n';
     out.close();
     if (!out) {
-      fs::remove(temporary, ec);
+      if (!target.in_place) fs::remove(written, ec);
       throw Error(Status::io_error, "writing " + file.string() + " failed (disk full?)");
     }
   }
-  fs::rename(temporary, file, ec);
+  if (target.in_place) return count;
+  fs::rename(written, target.path, ec);
   if (ec) {
     std::error_code ignored;
-    fs::remove(temporary, ignored);
+    fs::remove(written, ignored);
     throw Error(Status::io_error, "cannot write " + file.string() + ": " + ec.message());
   }
   return count;

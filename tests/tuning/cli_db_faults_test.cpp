@@ -138,6 +138,31 @@ TEST(CliDbExport, ReplacesAnExistingFileOnlyWithForce) {
   r = galley(c.dir, env, "db export " + c.dir.path().string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("folder"), std::string::npos) << r.err;
+  // Through a link, the file it names is replaced and the link kept.
+  const fs::path link = c.dir.path() / "link.json";
+  fs::create_symlink(file, link);
+  ASSERT_EQ(galley(c.dir, env, "db export " + link.string() + " --force").exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(link));
+  // A pipe or terminal replaces nothing: no --force needed.
+  r = galley(c.dir, env, "db export /dev/stdout");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"galley-finddb\""), std::string::npos) << r.out;
+}
+
+TEST(CliDbExport, AFailedWriteLeavesTheOldFileAsItWas) {
+  TunedCache c;
+  const fs::path file = c.dir.path() / "export.json";
+  std::ofstream(file) << "previous export";
+  // A disk that fills up (a 512-byte file size limit, SIGXFSZ ignored) while the export is written.
+  const CliRun r = galley(c.dir, cache_env(c.cache), "db export " + file.string() + " --force",
+                          "sh -c \"trap '' XFSZ; ulimit -f 1; exec \\$0 \\$*\" ");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "previous export");
+  for (const auto& entry : fs::directory_iterator(c.dir.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
 }
 
 TEST(CliDbUnwritable, ClearAndImportOfAReadOnlyDbFailAndKeepEveryRow) {
