@@ -181,6 +181,12 @@ TEST(CliDbUnwritable, ClearAndImportOfAReadOnlyDbFailAndKeepEveryRow) {
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out.find("imported"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("nothing imported"), std::string::npos) << r.err;
+  r = galley(c.dir, env, "tune --force --file " + c.list.string(), read_only);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("not saved"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("2 tuned results not saved: find-db " + c.db.string() + " cannot be written"),
+            std::string::npos)
+      << r.err;
   // Listing still works read-only and shows every row.
   r = galley(c.dir, env, "db list --json", read_only);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -128,8 +128,9 @@ class FindDb {
   WriteResult clear();
   /// Writes rows() as JSON ({"format": "galley-finddb", "version": 1, "rows": [...]}) and returns
   /// how many. Throws Error(invalid_argument) naming `file` when it is this db (user or system, or
-  /// their -wal/-shm), any SQLite database, or a folder, and when it exists and `overwrite` is
-  /// false; Error(io_error) when it cannot be written (an existing file is then left as it was).
+  /// their -wal/-shm), any SQLite database, a folder or a device other than a terminal, and when it
+  /// is an existing file and `overwrite` is false (a pipe or terminal is written without it);
+  /// Error(io_error) when it cannot be written (an existing file is then left as it was).
   std::size_t export_json(const std::filesystem::path& file, bool overwrite = false);
   /// Adds the rows of an exported file; each (problem, device, versions) list in the file replaces
   /// the stored list of that problem and identity. Every row is validated first (types, ranges,
