@@ -275,8 +275,9 @@ TEST(CliDbLock, HeldWriteLockCostsOneBoundedWait) {
   EXPECT_NE(held.out.find("not saved"), std::string::npos) << held.out;
   EXPECT_NE(held.err.find("write lock"), std::string::npos) << held.err;
   EXPECT_EQ(count_of(held.err, "galley[warn]"), 1u) << held.err;
-  // One wait of kLockWaitMs for the whole process, not one per problem.
-  EXPECT_LT(held.seconds, free_run.seconds + kLockWaitMs / 1000 + 2.0) << held.err;
+  // One bounded wait. FindDbWrites.HeldWriteLockCostsOneBoundedWaitThenMemory proves that later
+  // stores do not wait again; the slack here allows for a loaded machine.
+  EXPECT_LT(held.seconds, free_run.seconds + kLockWaitMs / 1000 + 3.0) << held.err;
   EXPECT_NE(clear.exit_code, 0);
   EXPECT_NE(clear.err.find("write lock"), std::string::npos) << clear.err;
   EXPECT_LT(clear.seconds, kLockWaitMs / 1000 + 2.0);
