@@ -2,14 +2,16 @@
 // the recovery paths (corrupt file moved aside, unwritable file replaced by an in-memory db).
 #include "galley/tuning/find_db.hpp"
 
-#include <algorithm>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "galley/core/error.hpp"
@@ -108,25 +110,58 @@ std::vector<FindRow> select_all(Connection& c) {
   return out;
 }
 
+// One statement of the writer waits this long inside SQLite; with_busy_retry then checks how long
+// the whole write has waited against kLockWaitMs, so that bound holds to within this much.
+constexpr int kWriterBusyTimeoutMs = 250;
+
+// Files whose write lock another process held past kLockWaitMs. Every FindDb of this process then
+// opens them in memory at once: a held lock costs one wait per process, not one per write.
+std::mutex g_held_mutex;
+std::set<std::string> g_held_files;
+
+std::string held_key(const fs::path& path) {
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(path, ec);
+  return ec ? path.string() : canonical.string();
+}
+
+void mark_held(const fs::path& path) {
+  std::lock_guard lock(g_held_mutex);
+  g_held_files.insert(held_key(path));
+}
+
+bool is_held(const fs::path& path) {
+  std::lock_guard lock(g_held_mutex);
+  return g_held_files.count(held_key(path)) != 0;
+}
+
+std::string held_reason() {
+  return "another process held its write lock for more than " +
+         std::to_string(static_cast<int>(kLockWaitMs / 1000)) + " s";
+}
+
 // Creates the table on a writable connection. WAL lets readers proceed while one process writes.
 void setup_schema(Connection& c) {
-  sqlite::with_busy_retry([&] { (void)c.query_text("PRAGMA journal_mode=WAL"); });
+  sqlite::with_busy_retry([&] { (void)c.query_text("PRAGMA journal_mode=WAL"); }, kLockWaitMs);
   c.exec("PRAGMA synchronous=NORMAL");
   int version = 0;
-  sqlite::with_busy_retry([&] { version = std::stoi(c.query_text("PRAGMA user_version").value_or("0")); });
+  sqlite::with_busy_retry([&] { version = std::stoi(c.query_text("PRAGMA user_version").value_or("0")); },
+                          kLockWaitMs);
   if (version > kSchemaVersion) {
     throw Error(Status::unsupported, "its schema version " + std::to_string(version) +
                                          " is newer than this Galley's (" + std::to_string(kSchemaVersion) + ")");
   }
   if (version < kSchemaVersion) {
-    sqlite::with_busy_retry([&] {
-      sqlite::Transaction t(c);
-      // Version 1 files keep their rows; they gain an empty `params` (their solvers search again).
-      if (version == 1) c.exec("ALTER TABLE find_rows ADD COLUMN params TEXT NOT NULL DEFAULT ''");
-      c.exec(kCreateTable);
-      c.exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
-      t.commit();
-    });
+    sqlite::with_busy_retry(
+        [&] {
+          sqlite::Transaction t(c);
+          // Version 1 files keep their rows; they gain an empty `params` (their solvers search again).
+          if (version == 1) c.exec("ALTER TABLE find_rows ADD COLUMN params TEXT NOT NULL DEFAULT ''");
+          c.exec(kCreateTable);
+          c.exec("PRAGMA user_version=" + std::to_string(kSchemaVersion));
+          t.commit();
+        },
+        kLockWaitMs);
   }
 }
 
@@ -205,6 +240,8 @@ struct FindDb::State {
   std::optional<Connection> user_read_only;  // the unwritable user file, still consulted
   std::optional<Connection> system;
   bool corrupt_recovered = false;  // one move-aside per process; a second corruption falls back
+  std::string memory_reason;  // why the writer is in memory: what a write that did not reach the file says
+  UnsavedStores unsaved;
 
   // A process's first call on each problem should cost a map lookup, not a SQL query: the first
   // lookup for a device identity reads all of its rows (all layers, user over system) at once.
@@ -218,7 +255,11 @@ struct FindDb::State {
 
   void open_writer() {
     writer_is_file = false;
-    if (paths.user.empty()) return open_memory();
+    if (paths.user.empty()) {
+      memory_reason = "no find-db file is configured (in-memory find-db)";
+      return open_memory();
+    }
+    if (is_held(paths.user)) return fall_back_to_memory(held_reason());
     const fs::path dir = paths.user.has_parent_path() ? paths.user.parent_path() : fs::path(".");
     std::error_code ec;
     if (!fs::exists(dir, ec)) {
@@ -231,11 +272,16 @@ struct FindDb::State {
       Connection c(paths.user.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
       writer_file = file_id(paths.user);  // before any statement: recovery must know which file this is
       if (c.read_only()) throw SqliteError(SQLITE_READONLY, "the file is write-protected");
+      c.set_busy_timeout(kWriterBusyTimeoutMs);
       setup_schema(c);
       writer = std::move(c);
       writer_is_file = true;
     } catch (const SqliteError& e) {
       if (e.failure() == Failure::corrupt) return recover_corrupt(e.what());
+      if (e.failure() == Failure::busy) {
+        mark_held(paths.user);
+        return fall_back_to_memory(held_reason() + ": " + e.what());
+      }
       fall_back_to_memory(e.what());
     } catch (const Error& e) {  // a newer schema
       fall_back_to_memory(e.what());
@@ -250,9 +296,9 @@ struct FindDb::State {
 
   void fall_back_to_memory(const std::string& why) {
     snapshots.clear();
+    memory_reason = "find-db " + paths.user.string() + " cannot be written (" + why + ")";
     log::warn_once("finddb-unwritable:" + paths.user.string(),
-                   "find-db " + paths.user.string() + " cannot be written (" + why +
-                       "); this process keeps its tuning results in memory only");
+                   memory_reason + "; this process keeps its tuning results in memory only (not saved)");
     writer.close();
     user_read_only = open_read_layer(paths.user);
     open_memory();
@@ -283,38 +329,63 @@ struct FindDb::State {
     open_writer();
   }
 
-  // Runs `body` on the writer. Busy: retried, then given up with one warning (the in-process cache
-  // still has the result). Corrupt: moved aside and the body rerun on the fresh db. Unwritable:
-  // in-memory from now on and the body rerun there. Returns false when the body was given up.
-  bool on_writer(const std::function<void(Connection&)>& body, bool throw_other) {
+  // What on_writer did with a body.
+  struct Ran {
+    bool ran = false;      // the body completed, on the file or in memory
+    bool on_file = false;  // it completed on the user db file (committed there, for a write)
+    std::string reason;    // why not on the file
+  };
+  // Where a body goes once the file has failed. A lookup reruns in memory. A store does too, and
+  // also when the file refuses it for another reason (a foreign table, a trigger that aborts): the
+  // file cannot take this process's results, so it keeps them in memory, as for a read-only file.
+  // Clear and import must not pretend the in-memory db is the file: they stop.
+  enum class Fallback { rerun_in_memory, store_in_memory, file_only };
+
+  // Runs `body` on the writer. Busy past kLockWaitMs: the file counts as held for the rest of the
+  // process, as unwritable. Corrupt: moved aside and the body rerun on the fresh db. Unwritable:
+  // in memory from now on, and the body rerun there unless `fallback` is file_only. Anything else
+  // is reported once and the body given up (or, for a store, rerun in memory), or thrown as
+  // Error(io_error) with `throw_other`.
+  Ran on_writer(const std::function<void(Connection&)>& body, bool throw_other,
+                Fallback fallback = Fallback::rerun_in_memory) {
+    std::string last_error;
     for (int attempt = 0; attempt < 3; ++attempt) {
+      if (!writer_is_file && fallback == Fallback::file_only) return {false, false, memory_reason};
+      const bool on_file = writer_is_file;
       try {
-        sqlite::with_busy_retry([&] { body(writer); });
-        return true;
+        sqlite::with_busy_retry([&] { body(writer); }, kLockWaitMs);
+        return {true, on_file, on_file ? std::string() : memory_reason};
       } catch (const SqliteError& e) {
+        last_error = e.what();
+        if (!writer_is_file && e.failure() != Failure::other) {
+          throw Error(Status::internal, std::string("in-memory find-db: ") + e.what());
+        }
         switch (e.failure()) {
           case Failure::busy:
-            log::warn_once("finddb-busy:" + paths.user.string(),
-                           "find-db " + paths.user.string() + " stayed locked for 60 s (" + e.what() +
-                               "); this result is kept in memory only");
-            return false;
+            mark_held(paths.user);
+            fall_back_to_memory(held_reason() + ": " + e.what());
+            break;
           case Failure::corrupt:
-            if (!writer_is_file) throw Error(Status::internal, std::string("in-memory find-db: ") + e.what());
             recover_corrupt(e.what());
             break;
           case Failure::unwritable:
-            if (!writer_is_file) throw Error(Status::internal, std::string("in-memory find-db: ") + e.what());
             fall_back_to_memory(e.what());
             break;
-          case Failure::other:
-            if (throw_other) throw Error(Status::io_error, "find-db " + paths.user.string() + ": " + e.what());
+          case Failure::other: {
+            const std::string reason = "find-db " + paths.user.string() + ": " + e.what();
+            if (throw_other) throw Error(Status::io_error, reason);
+            if (fallback == Fallback::store_in_memory && writer_is_file) {
+              fall_back_to_memory(e.what());
+              break;
+            }
             log::warn_once("finddb-other:" + paths.user.string(),
-                           "find-db " + paths.user.string() + ": " + e.what() + "; ignoring the find-db");
-            return false;
+                           reason + "; ignoring the find-db (results are not saved)");
+            return {false, false, reason};
+          }
         }
       }
     }
-    return false;
+    return {false, false, "find-db " + paths.user.string() + " kept failing: " + last_error};
   }
 
   Snapshot load_snapshot(const DeviceIdentity& device) {
@@ -343,7 +414,9 @@ struct FindDb::State {
     add(read_only_rows(system, paths.system), true);
     add(read_only_rows(user_read_only, paths.user), false);
     std::vector<std::pair<std::string, FindRecord>> rows;
-    if (!on_writer([&](Connection& c) { rows = select_identity(c, device, kSnapshotCap); }, false)) snap.usable = false;
+    if (!on_writer([&](Connection& c) { rows = select_identity(c, device, kSnapshotCap); }, false).ran) {
+      snap.usable = false;
+    }
     add(rows, false);
     if (!snap.usable) snap.lists.clear();
     return snap;
@@ -411,10 +484,11 @@ std::vector<FindRecord> FindDb::lookup(std::string_view problem, const DeviceIde
   return out;
 }
 
-void FindDb::store(std::string_view problem, const DeviceIdentity& device, const std::vector<FindRecord>& ranked) {
+WriteResult FindDb::store(std::string_view problem, const DeviceIdentity& device,
+                          const std::vector<FindRecord>& ranked) {
   std::lock_guard lock(state_->mutex);
   const auto now = static_cast<std::int64_t>(std::time(nullptr));
-  state_->on_writer(
+  const State::Ran ran = state_->on_writer(
       [&](Connection& c) {
         sqlite::Transaction t(c);
         auto del = c.prepare(
@@ -434,13 +508,57 @@ void FindDb::store(std::string_view problem, const DeviceIdentity& device, const
         }
         t.commit();
       },
-      false);
+      false, State::Fallback::store_in_memory);
   // This process's view follows its own writes even when the file could not take them.
   if (auto it = state_->snapshots.find(identity_text(device)); it != state_->snapshots.end() && it->second.usable) {
     std::vector<FindRecord> list = ranked;
     for (std::size_t rank = 0; rank < list.size(); ++rank) list[rank].rank = static_cast<int>(rank);
     it->second.lists[std::string(problem)] = {std::move(list), false};
   }
+  if (!ran.on_file) {
+    ++state_->unsaved.count;
+    state_->unsaved.last_reason = ran.reason;
+    return WriteResult{false, ran.reason, 0};
+  }
+  return WriteResult{true, {}, ranked.size()};
+}
+
+WriteResult FindDb::store_rows(const std::vector<FindRow>& rows) {
+  // Lists are replaced whole, as store() does, so each (problem, identity) is grouped in rank order.
+  using ListKey = std::pair<std::string, std::string>;  // problem, identity_text
+  std::map<ListKey, std::map<int, const FindRow*>> lists;
+  for (const FindRow& row : rows) lists[{row.problem, identity_text(row.device)}][row.record.rank] = &row;
+  std::lock_guard lock(state_->mutex);
+  const State::Ran ran = state_->on_writer(
+      [&](Connection& c) {
+        sqlite::Transaction t(c);
+        auto del = c.prepare(
+            "DELETE FROM find_rows WHERE problem=?1 AND device=?2 AND arch=?3 AND units=?4 AND driver=?5 AND "
+            "galley=?6");
+        auto ins = c.prepare(
+            "INSERT INTO find_rows (problem, device, arch, units, driver, galley, rank, solver, ms, "
+            "workspace, tuned_at, params) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+        for (const auto& [key, by_rank] : lists) {
+          const FindRow& first = *by_rank.begin()->second;
+          del.reset();
+          bind_identity(del, first.problem, first.device);
+          del.step();
+          std::int64_t rank = 0;
+          for (const auto& [stored_rank, row] : by_rank) {
+            ins.reset();
+            bind_identity(ins, row->problem, row->device);
+            ins.bind(7, rank++).bind(8, row->record.solver).bind(9, row->record.ms);
+            ins.bind(10, static_cast<std::int64_t>(row->record.workspace_bytes)).bind(11, row->tuned_at);
+            ins.bind(12, row->record.params);
+            ins.step();
+          }
+        }
+        t.commit();
+      },
+      false, State::Fallback::file_only);
+  state_->snapshots.clear();  // many lists changed: the next lookup reads them again
+  if (!ran.on_file) return WriteResult{false, ran.reason, 0};
+  return WriteResult{true, {}, rows.size()};
 }
 
 std::vector<std::string> FindDb::problems(const DeviceIdentity& device) {
@@ -487,19 +605,20 @@ std::vector<FindRow> FindDb::rows() {
   return out;
 }
 
-std::size_t FindDb::clear() {
+WriteResult FindDb::clear() {
   std::lock_guard lock(state_->mutex);
   std::size_t count = 0;
-  state_->on_writer(
+  const State::Ran ran = state_->on_writer(
       [&](Connection& c) {
         sqlite::Transaction t(c);
-        state_->snapshots.clear();
         c.exec("DELETE FROM find_rows");
         count = static_cast<std::size_t>(sqlite3_changes(c.handle()));
         t.commit();
       },
-      true);
-  return count;
+      false, State::Fallback::file_only);
+  state_->snapshots.clear();
+  if (!ran.on_file) return WriteResult{false, ran.reason, 0};
+  return WriteResult{true, {}, count};
 }
 
 const std::filesystem::path& FindDb::user_path() const { return state_->paths.user; }
@@ -508,6 +627,11 @@ const std::filesystem::path& FindDb::system_path() const { return state_->paths.
 bool FindDb::in_memory() const {
   std::lock_guard lock(state_->mutex);
   return !state_->writer_is_file;
+}
+
+UnsavedStores FindDb::unsaved_stores() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->unsaved;
 }
 
 bool FindDb::has_system_db() const {

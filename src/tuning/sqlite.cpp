@@ -173,6 +173,10 @@ std::optional<std::string> Connection::query_text(std::string_view sql) {
 
 bool Connection::read_only() const { return db_ != nullptr && sqlite3_db_readonly(db_, "main") == 1; }
 
+void Connection::set_busy_timeout(int ms) {
+  if (db_ != nullptr) sqlite3_busy_timeout(db_, ms);
+}
+
 void with_busy_retry(const std::function<void()>& body, double deadline_ms) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

@@ -85,6 +85,8 @@ class Connection {
   Statement prepare(std::string_view sql) { return Statement(db_, sql); }
   /// True when SQLite opened the main database read-only (e.g. a write-protected file).
   bool read_only() const;
+  /// How long one statement waits inside SQLite for another connection's lock (5000 ms at open).
+  void set_busy_timeout(int ms);
   void close() noexcept;
 
  private:

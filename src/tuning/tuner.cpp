@@ -275,7 +275,10 @@ struct Tuner::Impl {
       for (const RankedSolver& r : result.ranked) {
         records.push_back(FindRecord{r.solver, r.ms, r.workspace_bytes, 0, r.params});
       }
-      find_db().store(problem.key(), identity(device), records);
+      // The db has warned once; callers that report saving ask FindDb::unsaved_stores().
+      if (const WriteResult saved = find_db().store(problem.key(), identity(device), records); !saved) {
+        log::info("tuning result for " + problem.key() + " not saved: " + saved.reason);
+      }
     }
     best.ranked = result.ranked;
     remember(cache_key, best);

@@ -271,18 +271,26 @@ TEST(FindDb, ReadOnlyFileIsStillConsulted) {
 
 TEST(FindDb, ClearExportImport) {
   TempDir dir;
+  // Imports take only keys and solvers this build knows.
+  const std::string k1 = testing::small_problem(1).key(), k2 = testing::small_problem(2).key();
   FindDb db({dir.path() / "a.sqlite", {}});
-  db.store("k1", identity(), list("a"));
-  db.store("k2", identity("0.0.1"), {FindRecord{"only", std::nan(""), 0, 0}});
-  db.export_json(dir.path() / "export.json");
+  db.store(k1, identity(), list(testing::kFast));
+  db.store(k2, identity("0.0.1"), {FindRecord{testing::kRef, std::nan(""), 0, 0}});
+  EXPECT_EQ(db.export_json(dir.path() / "export.json"), 3u);
   FindDb other({dir.path() / "b.sqlite", {}});
-  EXPECT_EQ(other.import_json(dir.path() / "export.json"), 3u);
+  const WriteResult imported = other.import_json(dir.path() / "export.json");
+  EXPECT_TRUE(imported.saved) << imported.reason;
+  EXPECT_EQ(imported.rows, 3u);
   const auto rows = other.rows();
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(other.lookup("k1", identity())[0].solver, "a");
-  EXPECT_EQ(other.lookup("k1", identity())[1].solver, "test.conv.slow");
-  EXPECT_TRUE(std::isnan(other.lookup("k2", identity("0.0.1"))[0].ms));
-  EXPECT_EQ(db.clear(), 3u);
+  EXPECT_EQ(other.lookup(k1, identity())[0].solver, testing::kFast);
+  EXPECT_EQ(other.lookup(k1, identity())[1].solver, "test.conv.slow");
+  EXPECT_TRUE(std::isnan(other.lookup(k2, identity("0.0.1"))[0].ms));
+  // The time a row was tuned travels with it.
+  EXPECT_EQ(rows[0].tuned_at, db.rows()[0].tuned_at);
+  const WriteResult cleared = db.clear();
+  EXPECT_TRUE(cleared.saved) << cleared.reason;
+  EXPECT_EQ(cleared.rows, 3u);
   EXPECT_TRUE(db.rows().empty());
   // Bad inputs name the file.
   write_file(dir.path() / "bad.json", "{\"format\": \"something else\"}");
@@ -300,19 +308,20 @@ TEST(FindDb, ClearExportImport) {
 
 TEST(FindDb, ExportCarriesParamsAndOlderExportsWithoutThemImport) {
   TempDir dir;
+  const std::string k1 = testing::small_problem(1).key(), k2 = testing::small_problem(2).key();
   FindDb db({dir.path() / "a.sqlite", {}});
-  db.store("k1", identity(), {FindRecord{"a", 1.0, 0, 0, "eng3"}});
+  db.store(k1, identity(), {FindRecord{testing::kInner, 1.0, 0, 0, "eng3"}});
   db.export_json(dir.path() / "export.json");
   FindDb other({dir.path() / "b.sqlite", {}});
-  ASSERT_EQ(other.import_json(dir.path() / "export.json"), 1u);
-  EXPECT_EQ(other.lookup("k1", identity())[0].params, "eng3");
-  write_file(dir.path() / "old.json",
-             R"({"format": "galley-finddb", "version": 1, "rows": [{"problem": "k2", "device": "Test CPU",
+  ASSERT_EQ(other.import_json(dir.path() / "export.json").rows, 1u);
+  EXPECT_EQ(other.lookup(k1, identity())[0].params, "eng3");
+  write_file(dir.path() / "old.json", R"({"format": "galley-finddb", "version": 1, "rows": [{"problem": ")" +
+                                          k2 + R"(", "device": "Test CPU",
                  "arch": "avx2", "compute_units": 2, "driver_version": "Linux 6.1", "galley_version": "0.1.0",
-                 "rank": 0, "solver": "b", "workspace_bytes": 0, "tuned_at": 1, "ms": 2.0}]})");
-  ASSERT_EQ(other.import_json(dir.path() / "old.json"), 1u);
-  EXPECT_EQ(other.lookup("k2", identity())[0].solver, "b");
-  EXPECT_EQ(other.lookup("k2", identity())[0].params, "");
+                 "rank": 0, "solver": "test.conv.slow", "workspace_bytes": 0, "tuned_at": 1, "ms": 2.0}]})");
+  ASSERT_TRUE(other.import_json(dir.path() / "old.json").saved);
+  EXPECT_EQ(other.lookup(k2, identity())[0].solver, "test.conv.slow");
+  EXPECT_EQ(other.lookup(k2, identity())[0].params, "");
 }
 
 TEST(FindDb, DefaultPathsFollowTheEnvironment) {

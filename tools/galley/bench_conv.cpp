@@ -98,6 +98,12 @@ std::map<std::string, tuning::Pick>& tuner_picks() {
   return picks;
 }
 
+// Why the tuner's result for a problem tuned in this run did not reach the find-db file, by key.
+std::map<std::string, std::string>& unsaved_picks() {
+  static std::map<std::string, std::string> reasons;
+  return reasons;
+}
+
 // The solvers to time on `device`: one named, all but the reference, or the one the library picks.
 std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, const runtime::Device& device,
                                                    const dnn::ConvProblem& problem) {
@@ -123,6 +129,13 @@ std::vector<const dnn::ConvSolver*> chosen_solvers(const ConvBenchArgs& args, co
   // The library's own choice: the tuner (a find-db hit, or tuned now), reported under the results.
   const tuning::Pick pick = tuning::default_tuner().pick(problem, device);
   tuner_picks()[problem.key()] = pick;
+  if (pick.source == tuning::PickSource::tuned) {
+    static std::size_t unsaved_seen = 0;
+    if (const auto unsaved = tuning::default_tuner().db().unsaved_stores(); unsaved.count > unsaved_seen) {
+      unsaved_seen = unsaved.count;
+      unsaved_picks()[problem.key()] = unsaved.last_reason;
+    }
+  }
   return {pick.solver};
 }
 
@@ -131,15 +144,22 @@ std::string tuner_note(const dnn::ConvProblem& problem) {
   const auto it = tuner_picks().find(problem.key());
   if (it == tuner_picks().end()) return {};
   const tuning::Pick& p = it->second;
-  return std::string(p.solver->name()) + (p.hit ? " (find-db hit, " : " (no hit: ") + tuning::to_string(p.source) +
-         ")";
+  const auto unsaved = unsaved_picks().find(problem.key());
+  return std::string(p.solver->name()) + (p.hit ? " (find-db hit, " : " (no hit: ") +
+         tuning::to_string(p.source) +
+         (unsaved == unsaved_picks().end() ? "" : "; not saved: " + unsaved->second) + ")";
 }
 
 // {"solver", "hit", "source"} of the tuner's pick, or null when the solvers were named by flags.
 nlohmann::json tuner_json(const dnn::ConvProblem& problem) {
   const auto it = tuner_picks().find(problem.key());
   if (it == tuner_picks().end()) return nullptr;
-  return {{"solver", it->second.solver->name()}, {"hit", it->second.hit}, {"source", tuning::to_string(it->second.source)}};
+  const auto unsaved = unsaved_picks().find(problem.key());
+  return {{"solver", it->second.solver->name()},
+          {"hit", it->second.hit},
+          {"source", tuning::to_string(it->second.source)},
+          {"not_saved",
+           unsaved == unsaved_picks().end() ? nlohmann::json(nullptr) : nlohmann::json(unsaved->second)}};
 }
 
 std::string number(double value, int digits = 4) {

@@ -1,4 +1,4 @@
-// `galley db path|list [--json]|clear|export FILE|import FILE`: look at and move the find-db.
+// `galley db path|list [--json]|clear|export FILE [--force]|import FILE`: look at and move the find-db.
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +20,7 @@ namespace {
 
 struct DbArgs {
   bool json = false;
+  bool force = false;
   std::string file;
 };
 
@@ -118,24 +119,27 @@ const bool registered = register_command([](CLI::App& root) {
   CLI::App* clear = cmd->add_subcommand("clear", "Delete every row of the user find-db");
   clear->callback([] {
     tuning::FindDb db(tuning::default_find_db_paths());
-    const std::size_t n = db.clear();
-    std::printf("deleted %zu rows from %s\n", n, db.user_path().string().c_str());
+    const tuning::WriteResult cleared = db.clear();
+    if (!cleared) throw Error(Status::io_error, "nothing deleted: " + cleared.reason);
+    std::printf("deleted %zu rows from %s\n", cleared.rows, db.user_path().string().c_str());
   });
   CLI::App* exp = cmd->add_subcommand("export", "Write the user find-db as JSON");
-  exp->add_option("FILE", args->file, "output file")->required();
+  exp->add_option("FILE", args->file, "output file (a new one; never a database)")->required();
+  exp->add_flag("--force", args->force, "replace FILE when it exists (never a database)");
   exp->callback([args] {
     tuning::FindDb db(tuning::default_find_db_paths());
-    db.export_json(args->file);
-    std::printf("exported %zu rows to %s\n", db.rows().size(), args->file.c_str());
+    const std::size_t n = db.export_json(args->file, args->force);
+    std::printf("exported %zu rows to %s\n", n, args->file.c_str());
   });
   CLI::App* imp = cmd->add_subcommand("import", "Add the rows of an exported JSON file to the user find-db");
   imp->add_option("FILE", args->file, "file written by galley db export")->required();
   imp->callback([args] {
     tuning::FindDb db(tuning::default_find_db_paths());
-    const std::size_t n = db.import_json(args->file);
-    std::printf("imported %zu rows into %s%s\n", n, db.user_path().string().c_str(),
-                db.in_memory() ? " (in memory only: the file cannot be written)" : "");
-    if (db.in_memory()) set_exit_code(1);
+    const tuning::WriteResult imported = db.import_json(args->file);
+    if (!imported) {
+      throw Error(Status::io_error, "nothing imported from " + args->file + ": " + imported.reason);
+    }
+    std::printf("imported %zu rows into %s\n", imported.rows, db.user_path().string().c_str());
   });
 });
 

@@ -40,6 +40,7 @@ struct Outcome {
   std::string list_order;
   double tune_ms = 0;
   bool time_box_hit = false;
+  std::string not_saved;  // why a tuned result did not reach the find-db file; empty when it did
 };
 
 // The list's problems, each checked against the device's memory before any is tuned: the tuner
@@ -92,7 +93,8 @@ class Progress {
     std::string what = o.status == "error" ? "error: " + o.error
                        : o.ranked.empty()  ? o.status
                                            : o.ranked[0].solver + " " + fixed(o.ranked[0].ms) + " ms (" + o.status +
-                                                 (o.status == "tuned" ? " in " + fixed(o.tune_ms, 0) + " ms" : "") + ")";
+                                                 (o.status == "tuned" ? " in " + fixed(o.tune_ms, 0) + " ms" : "") +
+                                                 (o.not_saved.empty() ? "" : ", not saved") + ")";
     std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index + 1, total_, name_of(o.line).c_str(), what.c_str());
   }
 
@@ -123,7 +125,11 @@ int run_tune(const TuneArgs& args) {
       } else {
         // The list-order choice comes with the result: asking for it first would run the solvers'
         // check() (a vendor library's plan search, for cuDNN) outside the tuning time reported.
+        const std::size_t unsaved_before = tuner.db().unsaved_stores().count;
         const auto result = tuner.tune(o.line.problem, device);
+        if (const auto unsaved = tuner.db().unsaved_stores(); unsaved.count > unsaved_before) {
+          o.not_saved = unsaved.last_reason;
+        }
         o.list_order = result.list_order_choice;
         o.ranked = result.ranked;
         o.tune_ms = result.tune_ms;
@@ -140,7 +146,15 @@ int run_tune(const TuneArgs& args) {
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   int errors = 0;
-  for (const auto& o : outcomes) errors += o.status == "error";
+  std::size_t not_saved = 0;
+  std::string not_saved_reason;
+  for (const auto& o : outcomes) {
+    errors += o.status == "error";
+    if (!o.not_saved.empty()) {
+      ++not_saved;
+      not_saved_reason = o.not_saved;
+    }
+  }
   if (args.json) {
     nlohmann::json problems = nlohmann::json::array();
     for (const auto& o : outcomes) {
@@ -160,12 +174,15 @@ int run_tune(const TuneArgs& args) {
                           {"list_order_solver", o.list_order},
                           {"tune_ms", o.tune_ms},
                           {"time_box_hit", o.time_box_hit},
+                          {"saved", o.status == "tuned" ? nlohmann::json(o.not_saved.empty()) : nlohmann::json()},
+                          {"not_saved", o.not_saved},
                           {"speedup_over_list_order", std::isfinite(speedup) ? nlohmann::json(speedup) : nlohmann::json(nullptr)},
                           {"ranked", ranked}});
     }
     const nlohmann::json doc = {{"device", device.name()},
                                 {"db", tuner.db().user_path().string()},
                                 {"db_in_memory", tuner.db().in_memory()},
+                                {"not_saved", not_saved},
                                 {"total_s", total_s},
                                 {"problems", problems}};
     std::printf("%s\n", doc.dump(2).c_str());
@@ -179,16 +196,23 @@ int run_tune(const TuneArgs& args) {
       const double base = list_order_ms(o);
       const double best = o.ranked.empty() ? std::nan("") : o.ranked[0].ms;
       const std::string status =
-          o.status == "tuned" ? "tuned in " + fixed(o.tune_ms, 0) + " ms" + (o.time_box_hit ? " (time box)" : "")
+          o.status == "tuned" ? "tuned in " + fixed(o.tune_ms, 0) + " ms" + (o.time_box_hit ? " (time box)" : "") +
+                                    (o.not_saved.empty() ? "" : ", not saved")
                               : o.status;
       table.add({name_of(o.line), o.ranked.empty() ? "-" : o.ranked[0].solver, fixed(best), o.list_order,
                  fixed(base), std::isfinite(base / best) ? fixed(base / best, 2) + "x" : "-", status});
     }
     table.print();
     std::printf("%zu problems on %s in %.1f s; find-db %s%s\n", outcomes.size(), device.name().c_str(), total_s,
-                tuner.db().user_path().string().c_str(), tuner.db().in_memory() ? " (in memory: not saved)" : "");
+                tuner.db().user_path().string().c_str(),
+                not_saved > 0 ? (": " + std::to_string(not_saved) + " tuned results not saved").c_str() : "");
   }
-  return errors == 0 ? 0 : 1;
+  // Filling the db is what tune is for: a result that did not reach it is a failure, said once.
+  if (not_saved > 0) {
+    std::fprintf(stderr, "galley: %zu tuned result%s not saved: %s\n", not_saved, not_saved == 1 ? "" : "s",
+                 not_saved_reason.c_str());
+  }
+  return errors == 0 && not_saved == 0 ? 0 : 1;
 }
 
 const bool registered = register_command([](CLI::App& root) {

@@ -9,7 +9,9 @@
 // (WAL, busy timeout plus retries; "database is locked" never reaches the caller); a corrupt file
 // is reported once, moved aside as <file>.corrupt-<time> and replaced by a fresh db; an unwritable
 // folder or file is reported once and the process continues with an in-memory db (the unwritable
-// file, when readable, is still consulted). No method throws for these conditions.
+// file, when readable, is still consulted). A write lock another process holds for longer than
+// kLockWaitMs counts as unwritable, once per process: later writes do not wait on it again. No
+// method throws for these conditions; every write says in a WriteResult whether it reached the file.
 #pragma once
 
 #include <cstddef>
@@ -69,6 +71,25 @@ std::filesystem::path default_system_db_path();
 /// {default_cache_dir()/finddb.sqlite, default_system_db_path()}.
 FindDbPaths default_find_db_paths();
 
+/// How long a write waits for a lock another process holds before this process gives the file up
+/// and keeps its results in memory (once per process and file, not per write).
+inline constexpr double kLockWaitMs = 2000;
+
+/// What a write did to the user db file. A caller that reports saving must look at `saved`: a
+/// locked, read-only, full, corrupt-beyond-repair or foreign file takes nothing, and says why here.
+struct WriteResult {
+  bool saved = false;    ///< committed to the user db file
+  std::string reason;    ///< why not, when !saved: names the file and the cause
+  std::size_t rows = 0;  ///< rows committed (store, import_json) or deleted (clear); 0 when !saved
+  explicit operator bool() const { return saved; }
+};
+
+/// The store() calls of one FindDb whose rows did not reach the file.
+struct UnsavedStores {
+  std::size_t count = 0;
+  std::string last_reason;  ///< the reason of the latest one
+};
+
 /// The find-db. Thread-safe (one mutex); every process may hold its own FindDb on the same file.
 class FindDb {
  public:
@@ -86,27 +107,46 @@ class FindDb {
   std::vector<FindRecord> lookup(std::string_view problem, const DeviceIdentity& device,
                                  bool* from_system_db = nullptr);
   /// Replaces the records of `problem` for `device` by `ranked` (ranks renumbered 0..n-1) in one
-  /// transaction, so a concurrent reader sees the old list or the new one, never a mix.
-  void store(std::string_view problem, const DeviceIdentity& device, const std::vector<FindRecord>& ranked);
+  /// transaction, so a concurrent reader sees the old list or the new one, never a mix. When the
+  /// file cannot take them (result not saved), this object still returns them from lookup().
+  WriteResult store(std::string_view problem, const DeviceIdentity& device,
+                    const std::vector<FindRecord>& ranked);
+
+  /// Stores many lists in one transaction: for each (problem, identity) in `rows`, the stored list is
+  /// replaced by that identity's rows (ordered by rank, ranks renumbered 0..n-1), each keeping its
+  /// tuned_at. All or nothing: when the file cannot take them, nothing is written anywhere (not
+  /// saved, with the reason). The rows are trusted: import_json checks them first.
+  WriteResult store_rows(const std::vector<FindRow>& rows);
 
   /// The problem keys stored for `device` in every layer (what Tuner::preload warms up), sorted.
   std::vector<std::string> problems(const DeviceIdentity& device);
 
   /// Every row of the user db (all devices and versions), ordered by problem, device, rank.
   std::vector<FindRow> rows();
-  /// Deletes every row of the user db; returns how many.
-  std::size_t clear();
-  /// Writes rows() as JSON ({"format": "galley-finddb", "version": 1, "rows": [...]}).
-  void export_json(const std::filesystem::path& file);
-  /// Adds the rows of an exported file, replacing rows with the same key, device, versions and
-  /// rank. A missing, unreadable or malformed file throws Error naming it; returns the row count.
-  std::size_t import_json(const std::filesystem::path& file);
+  /// Deletes every row of the user db file (`rows` says how many). Not saved, and nothing deleted,
+  /// when the file cannot be written (an in-memory db is never "cleared" in its place).
+  WriteResult clear();
+  /// Writes rows() as JSON ({"format": "galley-finddb", "version": 1, "rows": [...]}) and returns
+  /// how many. Throws Error(invalid_argument) naming `file` when it is this db (user or system, or
+  /// their -wal/-shm), any SQLite database, a folder or a device other than a terminal, and when it
+  /// is an existing file and `overwrite` is false (a pipe or terminal is written without it);
+  /// Error(io_error) when it cannot be written (an existing file is then left as it was).
+  std::size_t export_json(const std::filesystem::path& file, bool overwrite = false);
+  /// Adds the rows of an exported file; each (problem, device, versions) list in the file replaces
+  /// the stored list of that problem and identity. Every row is validated first (types, ranges,
+  /// canonical problem keys, known solver names): a missing, unreadable or malformed file, or any
+  /// bad row, throws Error naming the file and each bad row's index and reason, before anything is
+  /// written. The rows are then written in one transaction: all of them (saved, `rows` = count)
+  /// or none (not saved, with the reason; an in-memory db never takes them in the file's place).
+  WriteResult import_json(const std::filesystem::path& file);
 
   /// The user db file, or empty when none was configured.
   const std::filesystem::path& user_path() const;
   const std::filesystem::path& system_path() const;
   /// True when the user db could not be opened for writing and rows live in memory only.
   bool in_memory() const;
+  /// The store() calls of this object so far that were not saved.
+  UnsavedStores unsaved_stores() const;
   /// True when a system db was found and opened.
   bool has_system_db() const;
 
