@@ -83,12 +83,10 @@ std::int64_t int_field(const nlohmann::json& j, const char* name, std::int64_t l
 
 // A key of a known op that its parser accepts. The parsers take canonical keys only (no leading
 // zeros, lower case), so an accepted key is one a lookup can match.
-void check_problem_key(const std::string& key) {
-  if (key.rfind("conv-", 0) != 0) {
-    bad("problem key " + shown(key) + " is not a key of a known op (conv keys start with \"conv-\")");
-  }
+// Returns the key's op kind, whose solver list the row's solver must be in.
+dnn::OpKind check_problem_key(const std::string& key) {
   try {
-    (void)dnn::ConvProblem::parse_key(key);
+    return dnn::parse_problem_key(key).ops->kind;
   } catch (const Error& e) {
     bad(std::string("problem key: ") + e.what());
   }
@@ -115,9 +113,11 @@ std::string first_part(std::string_view name) { return std::string(name.substr(0
 }  // namespace
 
 FindRowReader::FindRowReader() : now_(static_cast<std::int64_t>(std::time(nullptr))) {
-  for (std::string& name : dnn::conv_solver_names()) {
-    prefixes_.insert(first_part(name));
-    solvers_.insert(std::move(name));
+  for (const dnn::OpKind kind : {dnn::OpKind::conv}) {
+    for (std::string& name : dnn::solver_names(kind)) {
+      prefixes_.insert(first_part(name));
+      solvers_.insert(std::move(name));
+    }
   }
 }
 
@@ -125,7 +125,7 @@ FindRow FindRowReader::read(const nlohmann::json& j) const {
   if (!j.is_object()) bad("is " + shown(j) + ", not an object");
   FindRow row;
   row.problem = text_field(j, "problem", kMaxKeyChars);
-  check_problem_key(row.problem);
+  const dnn::OpKind kind = check_problem_key(row.problem);
   row.device.name = text_field(j, "device");
   row.device.arch = text_field(j, "arch");
   row.device.compute_units = static_cast<int>(int_field(j, "compute_units", 1, INT_MAX));
@@ -134,6 +134,10 @@ FindRow FindRowReader::read(const nlohmann::json& j) const {
   row.record.rank = static_cast<int>(int_field(j, "rank", 0, INT_MAX));
 
   row.record.solver = text_field(j, "solver", kMaxKeyChars);
+  const std::string_view op_part = std::string_view(row.record.solver).substr(row.record.solver.find('.') + 1);
+  if (row.record.solver.find('.') != std::string::npos && op_part.substr(0, op_part.find('.')) != dnn::to_string(kind)) {
+    bad("solver " + shown(row.record.solver) + " is not a " + dnn::to_string(kind) + " solver, as the problem key is");
+  }
   if (solvers_.count(row.record.solver) == 0) {
     // A row tuned on a backend whose plugin is not loaded here (a cuda row on a cpu-only machine)
     // cannot be checked against its solver list; it travels as it is if its name is well formed,
@@ -143,7 +147,7 @@ FindRow FindRowReader::read(const nlohmann::json& j) const {
       std::string known;
       for (const auto& name : solvers_) known += (known.empty() ? "" : ", ") + name;
       bad("unknown solver " + shown(row.record.solver) + " (known here: " + known +
-          (backend_absent ? "; a solver of a backend not loaded here must look like <backend>.conv.<name>"
+          (backend_absent ? "; a solver of a backend not loaded here must look like <backend>.<op>.<name>"
                           : "") +
           ")");
     }
