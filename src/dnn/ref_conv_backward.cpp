@@ -63,13 +63,6 @@ std::int64_t output_of(std::int64_t i, std::int64_t t, std::int64_t pad, std::in
   return o < out ? o : -1;
 }
 
-void require_float_dtype(const ConvProblem& p, const char* what) {
-  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16) {
-    throw Error(Status::unsupported,
-                std::string(what) + ": dtype " + to_string(p.dtype) + " is not f32, f16 or bf16");
-  }
-}
-
 void require_pointers(const char* what, const void* a, const char* a_name, const void* b, const char* b_name,
                       const void* out, const char* out_name) {
   for (const auto& [ptr, name] : {std::pair{a, a_name}, std::pair{b, b_name}, std::pair{out, out_name}}) {
@@ -128,7 +121,6 @@ class RefConvBackward final : public ConvSolver {
 void reference_conv_backward_data(const ConvProblem& p, const void* dy, const void* w, void* dx) {
   constexpr const char* kWhat = "reference_conv_backward_data";
   p.validate();
-  require_float_dtype(p, kWhat);
   require_pointers(kWhat, dy, "dy", w, "w", dx, "dx");
   const std::int64_t g = p.groups, cg = p.c / g, kg = p.k / g;
   const std::int64_t ho = p.out_h(), wo = p.out_w();
@@ -185,7 +177,6 @@ void reference_conv_backward_data(const ConvProblem& p, const void* dy, const vo
 void reference_conv_backward_weights(const ConvProblem& p, const void* x, const void* dy, void* dw) {
   constexpr const char* kWhat = "reference_conv_backward_weights";
   p.validate();
-  require_float_dtype(p, kWhat);
   require_pointers(kWhat, x, "x", dy, "dy", dw, "dw");
   const std::int64_t g = p.groups, cg = p.c / g, kg = p.k / g;
   const std::int64_t ho = p.out_h(), wo = p.out_w();
