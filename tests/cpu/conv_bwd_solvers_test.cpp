@@ -135,6 +135,8 @@ TEST(CpuConvBwdDataGemm, MatchesReferenceOverShapes) {
     expect_matches(kDataGemm, make(1, 61, 29, 23, 103, 3, 3, 1, 1, 1, 1, l));   // channel blocks of a prime C
     expect_matches(kDataGemm, make(1, 20, 64, 70, 8, 5, 5, 2, 1, 1, 1, l));     // several pixel blocks
     expect_matches(kDataGemm, make(2, 64, 9, 9, 64, 3, 3, 1, 1, 1, 32, l));     // 2 channels per group
+    expect_matches(kDataGemm, make(2, 96, 16, 16, 80, 3, 3, 1, 1, 1, 1, l));    // NCHW plane of 256: transposed
+    expect_matches(kDataGemm, make(2, 96, 17, 16, 80, 3, 3, 1, 1, 1, 1, l));    // ... and of 272: not
     expect_matches(kDataGemm, make(1, 17, 31, 29, 23, 1, 7, 0, 1, 1, 1, l));
     expect_matches(kDataGemm, asymmetric(10, 20, 2, l));
     expect_matches(kDataGemm, make(1, 17, 15, 13, 23, 3, 3, 1, 1, 1, 1, l), test::Prefill::garbage);
@@ -148,10 +150,12 @@ TEST(CpuConvBwdWeightsGemm, MatchesReferenceOverShapes) {
     expect_matches(kWeightsGemm, make(2, 8, 10, 11, 8, 1, 1, 0, 3, 1, 1, l));
     expect_matches(kWeightsGemm, make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2, l));     // plain 1x1, groups
     expect_matches(kWeightsGemm, make(2, 16, 40, 40, 24, 1, 1, 0, 1, 1, 1, l));   // plain 1x1, pixel blocks
-    // Late-layer shape (large weights, few pixels): summed by output-channel blocks.
+    // Late-layer shapes (large weights, few pixels): NHWC sums by output-channel blocks, NCHW puts
+    // images side by side (in two GEMMs for the 12 images).
     expect_matches(kWeightsGemm, make(2, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1, l));
     expect_matches(kWeightsGemm, make(2, 256, 4, 4, 96, 1, 1, 0, 1, 1, 1, l));
-    // Early-layer shape (many pixels): per-worker copies reduced at the end.
+    expect_matches(kWeightsGemm, make(12, 512, 14, 14, 8, 3, 3, 1, 1, 1, 1, l));
+    // Early-layer shape (many pixels): NHWC per-worker copies reduced at the end.
     expect_matches(kWeightsGemm, make(2, 8, 45, 47, 12, 3, 3, 1, 1, 1, 1, l));
     expect_matches(kWeightsGemm, make(1, 20, 64, 70, 8, 5, 5, 2, 1, 1, 1, l));
     expect_matches(kWeightsGemm, make(2, 64, 9, 9, 64, 3, 3, 1, 1, 1, 32, l));

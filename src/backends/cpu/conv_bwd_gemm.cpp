@@ -6,13 +6,14 @@
 // per-worker column buffer. In NHWC a block's weight columns are not contiguous in KYXC, so the
 // weights are repacked per channel block once per call.
 //
-// Weight gradient: the sum runs over the batch and every output pixel, so either
-//   (pixels) tasks are (image, group, pixel block), each worker summing into a private copy of
-//            dW that is reduced at the end (worker 0 sums straight into dw), or
+// Weight gradient, NHWC: the sum runs over every output pixel of the batch, so either
+//   (pixels) tasks are (group, pixel block), each worker summing into a private copy of dW that
+//            is reduced at the end (worker 0 sums straight into dw), or
 //   (rows)   tasks are (group, block of output channels), each summing its rows of dW over the
 //            whole batch, which gathers the columns again once per row block;
 // whichever moves fewer extra floats: the private copies (workers x |dW|) against the repeated
 // gathers ((row blocks - 1) x |columns|). Late layers (large weights, few pixels) take rows.
+// Weight gradient, NCHW: see weights_nchw below.
 #include "backends/cpu/conv_bwd_gemm.hpp"
 
 #include <algorithm>
@@ -30,6 +31,9 @@ constexpr std::int64_t kTasksPerWorker = 4;  // so a worker that wakes late stil
 constexpr std::int64_t kMinGemmColumns = 256;
 constexpr std::int64_t kMinPixelBlock = 128;  // the depth of a weight-gradient GEMM
 constexpr std::int64_t kMinRowBlock = 16;     // output channels per row block
+constexpr std::int64_t kSmallPlane = 256;     // output pixels per image below which NCHW plans change
+constexpr std::int64_t kInPlaceRows = 128;    // sgemm reads a plain B in place for this many rows of A
+constexpr std::int64_t kMinBlockRows = 24;    // rows (channels x taps) of a weight-gradient channel block
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::size_t floats(std::int64_t count) { return align_up64(static_cast<std::size_t>(count) * sizeof(float)); }
@@ -42,6 +46,7 @@ struct DataPlan {
   std::int64_t pixel_block;     // output pixels per GEMM
   std::int64_t slots;
   bool repack;                  // NHWC with several channel blocks
+  bool transposed;              // NCHW small planes: dcol^T = dY^T * W, the weights read in place
   std::size_t column_bytes;     // per slot
 };
 
@@ -57,6 +62,11 @@ DataPlan make_data_plan(const ConvShape& s) {
   const std::int64_t rows = p.block_channels * taps;
   const auto cap = static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows)));
   p.pixel_block = std::clamp<std::int64_t>(cap / 16 * 16, std::min<std::int64_t>(pixels, 64), pixels);
+  // With few pixels per image each weight would be packed for a few dozen uses; computing the
+  // transposed product instead lets the GEMM read the weights in place (it does so for at most
+  // kInPlaceRows rows of its left operand, here the pixels).
+  p.transposed = !s.nhwc && pixels <= kSmallPlane;
+  if (p.transposed) p.pixel_block = ceil_div(pixels, ceil_div(pixels, kInPlaceRows));
   p.slots = blas_threaded() ? 1 : slot_count(outer * p.channel_blocks);
   p.repack = s.nhwc && p.channel_blocks > 1;
   p.column_bytes = floats(rows * p.pixel_block);
@@ -115,13 +125,13 @@ void repack_weights(const ConvShape& s, const DataPlan& p, const float* w, float
   });
 }
 
-// ---- weights --------------------------------------------------------------------------------
+// ---- weights, NHWC --------------------------------------------------------------------------
 
 struct WeightsPlan {
   bool by_rows;              // tasks (group, row block) over the whole batch; else (.., pixel block)
   std::int64_t row_blocks;   // by_rows: output-channel blocks per group
-  std::int64_t pixels;       // pixels one task range runs over: an image's (NCHW), the batch's (NHWC)
-  std::int64_t pixel_blocks; // by pixels: blocks per image (NCHW) or of the batch (NHWC)
+  std::int64_t pixels;       // of the whole batch
+  std::int64_t pixel_blocks; // by pixels: blocks of the batch's pixels
   std::int64_t pixel_block;
   std::int64_t slots;
   std::size_t column_bytes;  // per slot; 0 for plain 1x1
@@ -132,8 +142,8 @@ WeightsPlan make_weights_plan(const ConvShape& s) {
   WeightsPlan p{};
   const std::int64_t patch = s.cg * s.r * s.s, workers = gemm_workers();
   const bool plain = plain_1x1(s);
-  p.pixels = s.nhwc ? s.n * s.ho * s.wo : s.ho * s.wo;
-  const std::int64_t outer = s.nhwc ? s.g : s.n * s.g;
+  p.pixels = s.n * s.ho * s.wo;
+  const std::int64_t outer = s.g;
   const auto cap = std::max<std::int64_t>(
       kMinPixelBlock, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(patch))));
 
@@ -166,59 +176,43 @@ WeightsPlan make_weights_plan(const ConvShape& s) {
   return p;
 }
 
-// The columns of pixels [p0, p1) for group gi (of image n in NCHW): the gathered buffer, or x
-// itself for a plain 1x1. Returns the matrix and its leading dimension.
-std::pair<const float*, std::int64_t> columns(const ConvShape& s, const float* x, std::int64_t n, std::int64_t gi,
-                                              std::int64_t p0, std::int64_t p1, float* col) {
-  const bool plain = plain_1x1(s);
-  if (!s.nhwc) {
-    const float* xn = x + (n * s.c + gi * s.cg) * s.h * s.w;
-    if (plain) return {xn + p0, s.h * s.w};
-    im2col_nchw(s, xn, p0, p1, col, p1 - p0);
-    return {col, p1 - p0};
-  }
-  if (plain) return {x + p0 * s.c + gi * s.cg, s.c};
+// The columns of the batch's pixels [p0, p1) for group gi: the gathered buffer, or x itself for
+// a plain 1x1. Returns the matrix and its leading dimension.
+std::pair<const float*, std::int64_t> columns(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0,
+                                              std::int64_t p1, float* col) {
+  if (plain_1x1(s)) return {x + p0 * s.c + gi * s.cg, s.c};
   im2col_nhwc(s, x, gi, p0, p1, col);
   return {col, s.r * s.s * s.cg};
 }
 
-// dW rows [k0, k1) of group gi (+)= dY rows * columns^T over pixels [p0, p1) (of image n in NCHW).
-void weights_product(const ConvShape& s, const float* dy, std::int64_t n, std::int64_t gi, std::int64_t k0,
-                     std::int64_t k1, std::int64_t p0, std::int64_t p1, const float* cols, std::int64_t ldb,
-                     float beta, float* c) {
+// dW rows [k0, k1) of group gi (+)= dY^T rows * columns over the batch's pixels [p0, p1).
+void weights_product(const ConvShape& s, const float* dy, std::int64_t gi, std::int64_t k0, std::int64_t k1,
+                     std::int64_t p0, std::int64_t p1, const float* cols, std::int64_t ldb, float beta, float* c) {
   const std::int64_t patch = s.cg * s.r * s.s;
-  if (!s.nhwc) {
-    const std::int64_t plane = s.ho * s.wo;
-    sgemm(false, true, k1 - k0, patch, p1 - p0, 1.0f, dy + (n * s.k + gi * s.kg + k0) * plane + p0, plane, cols, ldb,
-          beta, c, patch);
-  } else {
-    sgemm(true, false, k1 - k0, patch, p1 - p0, 1.0f, dy + p0 * s.k + gi * s.kg + k0, s.k, cols, ldb, beta, c, patch);
-  }
+  sgemm(true, false, k1 - k0, patch, p1 - p0, 1.0f, dy + p0 * s.k + gi * s.kg + k0, s.k, cols, ldb, beta, c, patch);
 }
 
 void weights_by_rows(const ConvShape& s, const WeightsPlan& p, const float* x, const float* dy, float* dw,
                      bool accumulate, void* ws) {
-  const std::int64_t patch = s.cg * s.r * s.s, images = s.nhwc ? 1 : s.n;
+  const std::int64_t patch = s.cg * s.r * s.s;
   run_slotted(s.g * p.row_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * p.column_bytes);
     const std::int64_t gi = task / p.row_blocks, b = task % p.row_blocks;
     const std::int64_t k0 = s.kg * b / p.row_blocks, k1 = s.kg * (b + 1) / p.row_blocks;
     float* c = dw + (gi * s.kg + k0) * patch;
     bool first = true;
-    for (std::int64_t n = 0; n < images; ++n) {
-      for (std::int64_t p0 = 0; p0 < p.pixels; p0 += p.pixel_block) {
-        const std::int64_t p1 = std::min(p.pixels, p0 + p.pixel_block);
-        const auto [cols, ldb] = columns(s, x, n, gi, p0, p1, col);
-        weights_product(s, dy, n, gi, k0, k1, p0, p1, cols, ldb, first && !accumulate ? 0.0f : 1.0f, c);
-        first = false;
-      }
+    for (std::int64_t p0 = 0; p0 < p.pixels; p0 += p.pixel_block) {
+      const std::int64_t p1 = std::min(p.pixels, p0 + p.pixel_block);
+      const auto [cols, ldb] = columns(s, x, gi, p0, p1, col);
+      weights_product(s, dy, gi, k0, k1, p0, p1, cols, ldb, first && !accumulate ? 0.0f : 1.0f, c);
+      first = false;
     }
   });
 }
 
 void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x, const float* dy, float* dw,
                        bool accumulate, void* ws) {
-  const std::int64_t patch = s.cg * s.r * s.s, outer = s.nhwc ? s.g : s.n * s.g;
+  const std::int64_t patch = s.cg * s.r * s.s;
   auto* base = static_cast<char*>(ws);
   char* partials = base + static_cast<std::size_t>(p.slots) * p.column_bytes;
   // touched[slot * g + gi]: that slot's copy of group gi holds a sum (else it is garbage).
@@ -227,15 +221,14 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
   const auto copy_of = [&](std::int64_t slot) {
     return slot == 0 ? dw : reinterpret_cast<float*>(partials + static_cast<std::size_t>(slot - 1) * p.partial_bytes);
   };
-  run_slotted(outer * p.pixel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
+  run_slotted(s.g * p.pixel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(base + static_cast<std::size_t>(slot) * p.column_bytes);
-    const std::int64_t blk = task % p.pixel_blocks, o = task / p.pixel_blocks;
-    const std::int64_t gi = o % s.g, n = s.nhwc ? 0 : o / s.g;
+    const std::int64_t blk = task % p.pixel_blocks, gi = task / p.pixel_blocks;
     const std::int64_t p0 = blk * p.pixel_block, p1 = std::min(p.pixels, p0 + p.pixel_block);
     unsigned char& mark = touched[slot * s.g + gi];
     const bool sum_into = mark != 0 || (slot == 0 && accumulate);
-    const auto [cols, ldb] = columns(s, x, n, gi, p0, p1, col);
-    weights_product(s, dy, n, gi, 0, s.kg, p0, p1, cols, ldb, sum_into ? 1.0f : 0.0f,
+    const auto [cols, ldb] = columns(s, x, gi, p0, p1, col);
+    weights_product(s, dy, gi, 0, s.kg, p0, p1, cols, ldb, sum_into ? 1.0f : 0.0f,
                     copy_of(slot) + gi * s.kg * patch);
     mark = 1;
   });
@@ -250,6 +243,170 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
         const float* part = copy_of(slot);
         for (std::int64_t i = a; i < b; ++i) dw[i] += part[i];
       }
+    }
+  });
+}
+
+// ---- weights, NCHW --------------------------------------------------------------------------
+//
+// NCHW columns run along the pixels, as dY does, so one operand of dW = dY * col^T must be
+// transposed, and a GEMM that packs its operand transposed (a strided gather per element) runs
+// at a fraction of its speed. Which operand to transpose, and where, depends on the plane:
+//   large planes: dY is transposed once per call into [N*P x K] (in tiles) and the product is
+//     taken as dW^T[CgRS x Kg] = col * dY^T, summed in the workspace and transposed into dw at
+//     the end (|dW| is small next to the activations there);
+//   small planes (late layers, where |dW| is larger than the activations): the columns are
+//     gathered transposed, col^T[pixel][c*RS + t] (scattered stores, but few pixels), and
+//     dW = dY * col^T is written in place, with the pixels of several images one after another
+//     against dY gathered once as [K x N*P], so each GEMM runs deep.
+// Either way the product splits over the input channels: tasks are (group, block of input
+// channels), each gathering only its channels and writing only its part of dW (or dW^T), so
+// nothing is gathered twice and no output is shared or reduced.
+
+struct NchwWeightsPlan {
+  std::int64_t channel_blocks;  // per group
+  std::int64_t block_channels;
+  bool small_plane;             // col^T gathered, dW written in place
+  std::int64_t images;          // small planes: images per GEMM
+  std::int64_t pixel_block;     // large planes: pixels per GEMM of one image
+  bool gather;                  // large planes: false when a plain 1x1 image is its own columns
+  std::int64_t slots;
+  std::size_t column_bytes;     // per slot
+  std::size_t transposed_bytes; // large planes: dW^T
+  std::size_t dy_bytes;         // dY as [N*P x K] (large planes) or [K x N*P] (small)
+};
+
+constexpr std::size_t kTransposedColumnBytes = std::size_t{1} << 20;  // its scattered stores stay in L2
+
+NchwWeightsPlan make_nchw_weights_plan(const ConvShape& s) {
+  NchwWeightsPlan p{};
+  const std::int64_t taps = s.r * s.s, pixels = s.ho * s.wo;
+  const std::int64_t most = std::clamp<std::int64_t>(s.cg * taps / kMinBlockRows, 1, s.cg);
+  p.channel_blocks = std::clamp<std::int64_t>(ceil_div(kTasksPerWorker * gemm_workers(), s.g), 1, most);
+  p.block_channels = ceil_div(s.cg, p.channel_blocks);
+  p.channel_blocks = ceil_div(s.cg, p.block_channels);
+  const std::int64_t rows = p.block_channels * taps;
+  p.small_plane = pixels <= kSmallPlane;
+  p.slots = blas_threaded() ? 1 : slot_count(s.g * p.channel_blocks);
+  p.dy_bytes = floats(s.n * s.k * pixels);
+  if (p.small_plane) {
+    const std::int64_t cap = static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * rows));
+    p.images = std::clamp<std::int64_t>(cap / pixels, 1, s.n);
+    p.column_bytes = floats(rows * p.images * pixels);
+    if (p.images == 1) p.dy_bytes = 0;  // dY read in place, one image at a time
+  } else {
+    const std::int64_t cap = std::max<std::int64_t>(
+        kMinPixelBlock, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
+    p.pixel_block = std::min(pixels, cap);
+    p.gather = !plain_1x1(s);
+    p.column_bytes = p.gather ? floats(rows * p.pixel_block) : 0;
+    p.transposed_bytes = floats(s.k * s.cg * taps);
+  }
+  return p;
+}
+
+// out[j][i] = in[i][j] for an [rows x cols] matrix with rows `ld_in` apart, in L1-sized tiles.
+void transpose(const float* in, std::int64_t ld_in, std::int64_t rows, std::int64_t cols, float* out,
+               std::int64_t ld_out) {
+  constexpr std::int64_t kTile = 32;
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const std::int64_t i1 = std::min(rows, i0 + kTile);
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const std::int64_t j1 = std::min(cols, j0 + kTile);
+      for (std::int64_t j = j0; j < j1; ++j) {
+        for (std::int64_t i = i0; i < i1; ++i) out[j * ld_out + i] = in[i * ld_in + j];
+      }
+    }
+  }
+}
+
+void weights_nchw_large_planes(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
+                               float* dw, bool accumulate, void* ws) {
+  const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
+  auto* base = static_cast<char*>(ws);
+  auto* dy_t = reinterpret_cast<float*>(base);
+  auto* transposed = reinterpret_cast<float*>(base + p.dy_bytes);
+  char* columns = base + p.dy_bytes + p.transposed_bytes;
+  // dY [N][K][P] -> [N][P][K], in blocks of 32 output channels so that every worker has a share.
+  const std::int64_t k_blocks = ceil_div(s.k, 32);
+  parallel_for(0, s.n * k_blocks, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t t = lo; t < hi; ++t) {
+      const std::int64_t n = t / k_blocks, k0 = t % k_blocks * 32, k1 = std::min(s.k, k0 + 32);
+      transpose(dy + (n * s.k + k0) * pixels, pixels, k1 - k0, pixels, dy_t + n * pixels * s.k + k0, s.k);
+    }
+  });
+  run_slotted(s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
+    auto* col = reinterpret_cast<float*>(columns + static_cast<std::size_t>(slot) * p.column_bytes);
+    const std::int64_t gi = task / p.channel_blocks, b = task % p.channel_blocks;
+    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0), rows = cbs * taps;
+    ConvShape block = s;  // the gathers see this block's channels only
+    block.cg = cbs;
+    float* out = transposed + gi * s.kg * patch + c0 * taps * s.kg;  // rows c0*RS.. of dW_g^T [CgRS x Kg]
+    const float* xg = x + (gi * s.cg + c0) * plane;
+    bool first = true;
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
+        const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
+        const float* a = xg + n * s.c * plane + p0;
+        std::int64_t lda = plane;
+        if (p.gather) {
+          im2col_nchw(block, xg + n * s.c * plane, p0, p1, col, p1 - p0);
+          a = col, lda = p1 - p0;
+        }
+        sgemm(false, false, rows, s.kg, p1 - p0, 1.0f, a, lda, dy_t + (n * pixels + p0) * s.k + gi * s.kg, s.k,
+              first ? 0.0f : 1.0f, out, s.kg);
+        first = false;
+      }
+    }
+  });
+  // dw[g][k][j] (+)= dW^T[g][j][k].
+  parallel_for(0, s.g, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t gi = lo; gi < hi; ++gi) {
+      float* dst = dw + gi * s.kg * patch;
+      const float* src = transposed + gi * s.kg * patch;
+      if (accumulate) {
+        for (std::int64_t j = 0; j < patch; ++j)
+          for (std::int64_t k = 0; k < s.kg; ++k) dst[k * patch + j] += src[j * s.kg + k];
+      } else {
+        transpose(src, s.kg, patch, s.kg, dst, patch);
+      }
+    }
+  });
+}
+
+void weights_nchw_small_planes(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
+                               float* dw, bool accumulate, void* ws) {
+  const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
+  auto* base = static_cast<char*>(ws);
+  auto* dy_rows = reinterpret_cast<float*>(base);  // images > 1: [K][N*P]
+  char* columns = base + p.dy_bytes;
+  const std::int64_t all_pixels = s.n * pixels;
+  if (p.images > 1) {
+    parallel_for(0, s.n * s.k, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t nk = lo; nk < hi; ++nk) {
+        const std::int64_t n = nk / s.k, k = nk % s.k;
+        std::memcpy(dy_rows + k * all_pixels + n * pixels, dy + nk * pixels,
+                    static_cast<std::size_t>(pixels) * sizeof(float));
+      }
+    });
+  }
+  run_slotted(s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
+    auto* col = reinterpret_cast<float*>(columns + static_cast<std::size_t>(slot) * p.column_bytes);
+    const std::int64_t gi = task / p.channel_blocks, b = task % p.channel_blocks;
+    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0), rows = cbs * taps;
+    ConvShape block = s;
+    block.cg = cbs;
+    float* out = dw + gi * s.kg * patch + c0 * taps;  // columns c0*RS.. of dW_g [Kg x CgRS]
+    const float* xg = x + (gi * s.cg + c0) * plane;
+    for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
+      const std::int64_t count = std::min(p.images, s.n - n0);
+      for (std::int64_t i = 0; i < count; ++i) {
+        im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows, rows);
+      }
+      const float* a = p.images > 1 ? dy_rows + gi * s.kg * all_pixels + n0 * pixels
+                                    : dy + (n0 * s.k + gi * s.kg) * pixels;
+      sgemm(false, false, s.kg, rows, count * pixels, 1.0f, a, p.images > 1 ? all_pixels : pixels, col, rows,
+            n0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
     }
   });
 }
@@ -285,12 +442,16 @@ void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, v
       float* dxn = dx + (n * s.c + gi * s.cg + c0) * s.h * s.w;
       std::fill(dxn, dxn + cbs * s.h * s.w, 0.0f);
       const float* dyg = dy + (n * s.k + gi * s.kg) * pixels;
+      const float* wg = w + gi * s.kg * patch + c0 * taps;  // columns c0*RS.. of the [Kg x CgRS] weights
       for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
         const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
-        // Rows c0*RS.. of W_g^T are columns of the stored [Kg x CgRS] weights.
-        sgemm(true, false, rows, p1 - p0, s.kg, 1.0f, w + gi * s.kg * patch + c0 * taps, patch, dyg + p0, pixels,
-              0.0f, col, p1 - p0);
-        col2im_add_nchw(s, col, p1 - p0, cbs, p0, p1, dxn);
+        if (p.transposed) {
+          sgemm(true, false, p1 - p0, rows, s.kg, 1.0f, dyg + p0, pixels, wg, patch, 0.0f, col, rows);
+          col2im_add_nchw_transposed(s, col, rows, cbs, p0, p1, dxn);
+        } else {
+          sgemm(true, false, rows, p1 - p0, s.kg, 1.0f, wg, patch, dyg + p0, pixels, 0.0f, col, p1 - p0);
+          col2im_add_nchw(s, col, p1 - p0, cbs, p0, p1, dxn);
+        }
       }
       return;
     }
@@ -309,6 +470,10 @@ void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, v
 }
 
 std::size_t weights_gemm_workspace(const ConvShape& s) {
+  if (!s.nhwc) {
+    const NchwWeightsPlan p = make_nchw_weights_plan(s);
+    return p.dy_bytes + p.transposed_bytes + static_cast<std::size_t>(p.slots) * p.column_bytes;
+  }
   const WeightsPlan p = make_weights_plan(s);
   std::size_t bytes = static_cast<std::size_t>(p.slots) * p.column_bytes;
   if (!p.by_rows) bytes += static_cast<std::size_t>(p.slots - 1) * p.partial_bytes + static_cast<std::size_t>(p.slots * s.g);
@@ -316,6 +481,15 @@ std::size_t weights_gemm_workspace(const ConvShape& s) {
 }
 
 void weights_gemm(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate, void* ws) {
+  if (!s.nhwc) {
+    const NchwWeightsPlan p = make_nchw_weights_plan(s);
+    if (p.small_plane) {
+      weights_nchw_small_planes(s, p, x, dy, dw, accumulate, ws);
+    } else {
+      weights_nchw_large_planes(s, p, x, dy, dw, accumulate, ws);
+    }
+    return;
+  }
   const WeightsPlan p = make_weights_plan(s);
   if (p.by_rows) {
     weights_by_rows(s, p, x, dy, dw, accumulate, ws);
