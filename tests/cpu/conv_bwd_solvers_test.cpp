@@ -177,6 +177,8 @@ TEST(CpuConvBwdDepthwise, MatchReferenceOverShapes) {
       expect_matches(solver, make(1, 8, 4, 4, 8, 3, 3, 3, 1, 1, 8, l));         // padding wider than reach
       expect_matches(solver, make(1, 6, 10, 11, 6, 1, 1, 0, 3, 1, 6, l));       // stride > filter
       expect_matches(solver, make(3, 17, 40, 37, 17, 5, 5, 2, 1, 1, 17, l));    // rows past 16 lanes
+      expect_matches(solver, make(2, 4, 20, 21, 4, 9, 9, 4, 1, 1, 4, l));       // 81 taps: the row kernel
+      expect_matches(solver, make(2, 6, 13, 12, 6, 3, 3, 0, 1, 1, 6, l));       // unpadded
       expect_matches(solver, asymmetric(12, 12, 12, l));
       expect_matches(solver, make(2, 23, 9, 7, 23, 3, 3, 1, 1, 1, 23, l), test::Prefill::garbage);
     }

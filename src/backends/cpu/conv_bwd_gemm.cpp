@@ -252,13 +252,14 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
 // NCHW columns run along the pixels, as dY does, so one operand of dW = dY * col^T must be
 // transposed, and a GEMM that packs its operand transposed (a strided gather per element) runs
 // at a fraction of its speed. Which operand to transpose, and where, depends on the plane:
+//   small planes (late layers, where |dW| outweighs the activations): the columns are gathered
+//     transposed, col^T[pixel][c*RS + t] (scattered stores into an L2-sized buffer), and
+//     dW = dY * col^T is written in place, the pixels of several images one after another
+//     against dY gathered once as [K x N*P], so each GEMM runs deep;
 //   large planes: dY is transposed once per call into [N*P x K] (in tiles) and the product is
 //     taken as dW^T[CgRS x Kg] = col * dY^T, summed in the workspace and transposed into dw at
-//     the end (|dW| is small next to the activations there);
-//   small planes (late layers, where |dW| is larger than the activations): the columns are
-//     gathered transposed, col^T[pixel][c*RS + t] (scattered stores, but few pixels), and
-//     dW = dY * col^T is written in place, with the pixels of several images one after another
-//     against dY gathered once as [K x N*P], so each GEMM runs deep.
+//     the end (there a transposed gather would leave the GEMM few columns, and dY would be
+//     packed again for every channel block).
 // Either way the product splits over the input channels: tasks are (group, block of input
 // channels), each gathering only its channels and writing only its part of dW (or dW^T), so
 // nothing is gathered twice and no output is shared or reduced.
@@ -266,14 +267,14 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
 struct NchwWeightsPlan {
   std::int64_t channel_blocks;  // per group
   std::int64_t block_channels;
-  bool small_plane;             // col^T gathered, dW written in place
-  std::int64_t images;          // small planes: images per GEMM
-  std::int64_t pixel_block;     // large planes: pixels per GEMM of one image
-  bool gather;                  // large planes: false when a plain 1x1 image is its own columns
+  bool transposed_columns;      // col^T gathered, dW written in place (else dW^T summed)
+  std::int64_t images;          // transposed columns: images per GEMM
+  std::int64_t pixel_block;     // pixels per GEMM of one image (when images == 1)
+  bool gather;                  // dW^T: false when a plain 1x1 image is its own columns
   std::int64_t slots;
   std::size_t column_bytes;     // per slot
-  std::size_t transposed_bytes; // large planes: dW^T
-  std::size_t dy_bytes;         // dY as [N*P x K] (large planes) or [K x N*P] (small)
+  std::size_t transposed_bytes; // dW^T
+  std::size_t dy_bytes;         // dY as [N*P x K] (dW^T) or [K x N*P] (several images per GEMM)
 };
 
 constexpr std::size_t kTransposedColumnBytes = std::size_t{1} << 20;  // its scattered stores stay in L2
@@ -286,13 +287,15 @@ NchwWeightsPlan make_nchw_weights_plan(const ConvShape& s) {
   p.block_channels = ceil_div(s.cg, p.channel_blocks);
   p.channel_blocks = ceil_div(s.cg, p.block_channels);
   const std::int64_t rows = p.block_channels * taps;
-  p.small_plane = pixels <= kSmallPlane;
+  p.transposed_columns = pixels <= kSmallPlane;
   p.slots = blas_threaded() ? 1 : slot_count(s.g * p.channel_blocks);
   p.dy_bytes = floats(s.n * s.k * pixels);
-  if (p.small_plane) {
-    const std::int64_t cap = static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * rows));
-    p.images = std::clamp<std::int64_t>(cap / pixels, 1, s.n);
-    p.column_bytes = floats(rows * p.images * pixels);
+  if (p.transposed_columns) {
+    const std::int64_t cap = std::max<std::int64_t>(
+        16, static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
+    p.images = pixels <= kSmallPlane ? std::clamp<std::int64_t>(cap / pixels, 1, s.n) : 1;
+    p.pixel_block = std::min(pixels, cap);
+    p.column_bytes = floats(rows * std::max(p.images * pixels, p.pixel_block));
     if (p.images == 1) p.dy_bytes = 0;  // dY read in place, one image at a time
   } else {
     const std::int64_t cap = std::max<std::int64_t>(
@@ -320,7 +323,7 @@ void transpose(const float* in, std::int64_t ld_in, std::int64_t rows, std::int6
   }
 }
 
-void weights_nchw_large_planes(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
+void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
                                float* dw, bool accumulate, void* ws) {
   const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
   auto* base = static_cast<char*>(ws);
@@ -374,7 +377,7 @@ void weights_nchw_large_planes(const ConvShape& s, const NchwWeightsPlan& p, con
   });
 }
 
-void weights_nchw_small_planes(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
+void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
                                float* dw, bool accumulate, void* ws) {
   const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
   auto* base = static_cast<char*>(ws);
@@ -398,15 +401,24 @@ void weights_nchw_small_planes(const ConvShape& s, const NchwWeightsPlan& p, con
     block.cg = cbs;
     float* out = dw + gi * s.kg * patch + c0 * taps;  // columns c0*RS.. of dW_g [Kg x CgRS]
     const float* xg = x + (gi * s.cg + c0) * plane;
-    for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
-      const std::int64_t count = std::min(p.images, s.n - n0);
-      for (std::int64_t i = 0; i < count; ++i) {
-        im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows, rows);
+    if (p.images > 1) {
+      for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
+        const std::int64_t count = std::min(p.images, s.n - n0);
+        for (std::int64_t i = 0; i < count; ++i) {
+          im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows, rows);
+        }
+        sgemm(false, false, s.kg, rows, count * pixels, 1.0f, dy_rows + gi * s.kg * all_pixels + n0 * pixels,
+              all_pixels, col, rows, n0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
       }
-      const float* a = p.images > 1 ? dy_rows + gi * s.kg * all_pixels + n0 * pixels
-                                    : dy + (n0 * s.k + gi * s.kg) * pixels;
-      sgemm(false, false, s.kg, rows, count * pixels, 1.0f, a, p.images > 1 ? all_pixels : pixels, col, rows,
-            n0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
+      return;
+    }
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
+        const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
+        im2col_nchw_transposed(block, xg + n * s.c * plane, p0, p1, col, rows);
+        sgemm(false, false, s.kg, rows, p1 - p0, 1.0f, dy + (n * s.k + gi * s.kg) * pixels + p0, pixels, col, rows,
+              n == 0 && p0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
+      }
     }
   });
 }
@@ -417,14 +429,18 @@ bool plain_1x1(const ConvShape& s) {
   return s.r == 1 && s.s == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
 }
 
+// A plain 1x1 NCHW problem with small planes would pack every weight for a few dozen uses; the
+// general plan's transposed product reads them in place instead.
+bool data_as_one_gemm(const ConvShape& s) { return plain_1x1(s) && (s.nhwc || s.ho * s.wo > kSmallPlane); }
+
 std::size_t data_gemm_workspace(const ConvShape& s) {
-  if (plain_1x1(s)) return 0;
+  if (data_as_one_gemm(s)) return 0;
   const DataPlan p = make_data_plan(s);
   return static_cast<std::size_t>(p.slots) * p.column_bytes + (p.repack ? floats(s.g * p.channel_blocks * s.kg * s.r * s.s * p.block_channels) : 0);
 }
 
 void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, void* ws) {
-  if (plain_1x1(s)) {
+  if (data_as_one_gemm(s)) {
     data_plain_1x1(s, dy, w, dx);
     return;
   }
@@ -483,10 +499,10 @@ std::size_t weights_gemm_workspace(const ConvShape& s) {
 void weights_gemm(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate, void* ws) {
   if (!s.nhwc) {
     const NchwWeightsPlan p = make_nchw_weights_plan(s);
-    if (p.small_plane) {
-      weights_nchw_small_planes(s, p, x, dy, dw, accumulate, ws);
+    if (p.transposed_columns) {
+      weights_nchw_transposed_columns(s, p, x, dy, dw, accumulate, ws);
     } else {
-      weights_nchw_large_planes(s, p, x, dy, dw, accumulate, ws);
+      weights_nchw_summed_transposed(s, p, x, dy, dw, accumulate, ws);
     }
     return;
   }
