@@ -141,12 +141,13 @@ int run(int argc, char** argv) {
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   const dnnl_version_t* dv = dnnl_version();
-  std::printf("command: `%s`\n\ndate: %s; machine: %s; load average at start %s; oneDNN %d.%d.%d; Galley kernels %s; "
-              "batch %lld, fp32, NCHW; %d rounds, %.2f s per candidate; GFLOP/s = 2*N*K*Ho*Wo*(C/g)*R*S / median "
-              "time\n\n",
-              cmdline.c_str(), date, gb::machine().c_str(), gb::load_average().c_str(), dv->major, dv->minor,
-              dv->patch, std::string(galley::backends::cpu::to_string(galley::backends::cpu::cpu_isa())).c_str(),
-              static_cast<long long>(o.batch), o.rounds, o.min_time);
+  std::printf(
+      "command: `%s`\n\ndate: %s; machine: %s; load average at start %s; oneDNN %d.%d.%d; Galley kernels %s; "
+      "batch %lld, fp32, NCHW; %d rounds, %.2f s per candidate; GFLOP/s = 2*N*K*Ho*Wo*(C/g)*R*S / median "
+      "time\n\n",
+      cmdline.c_str(), date, gb::machine().c_str(), gb::load_average().c_str(), dv->major, dv->minor,
+      dv->patch, std::string(galley::backends::cpu::to_string(galley::backends::cpu::cpu_isa())).c_str(),
+      static_cast<long long>(o.batch), o.rounds, o.min_time);
   std::printf("| problem | pass | GFLOP | own best | solver |");
   for (const auto* s : solvers) std::printf(" %s |", short_name(s->name()).c_str());
   std::printf(" oneDNN nchw | oneDNN blocked | best/blocked |\n|---|---|---:|---:|---|");
@@ -225,11 +226,16 @@ int run(int argc, char** argv) {
       gb::OneDnnConvBwd onednn(engine, dstream, p, a.data(), b.data(), out.data());
       impl_list.emplace_back(tag + " " + pass_name, onednn.implementations());
       const std::size_t first_onednn = candidates.size();
-      candidates.push_back({"oneDNN nchw", [&](double sec) { return gb::sample_wall_ms(sec, [&] { onednn.plain(); }); },
-                            {}, verify("oneDNN nchw", [&] { onednn.plain(); }), {}});
+      candidates.push_back({"oneDNN nchw",
+                            [&](double sec) { return gb::sample_wall_ms(sec, [&] { onednn.plain(); }); },
+                            {},
+                            verify("oneDNN nchw", [&] { onednn.plain(); }),
+                            {}});
       candidates.push_back({"oneDNN blocked",
-                            [&](double sec) { return gb::sample_wall_ms(sec, [&] { onednn.blocked(); }); }, {},
-                            verify("oneDNN blocked", [&] { onednn.blocked_to_plain(); }), {}});
+                            [&](double sec) { return gb::sample_wall_ms(sec, [&] { onednn.blocked(); }); },
+                            {},
+                            verify("oneDNN blocked", [&] { onednn.blocked_to_plain(); }),
+                            {}});
       for (int round = 0; round < o.rounds; ++round) {
         for (auto& c : candidates) {
           const auto ms = c.sample(o.min_time / o.rounds);
@@ -258,8 +264,8 @@ int run(int argc, char** argv) {
       if (blocked.verified) t.blocked.push_back(*blocked.gflops);
       if (best && blocked.verified) t.best_over_blocked.push_back(*best / *blocked.gflops);
 
-      std::printf("| %s | %s | %.3f | %s | %s |", tag.c_str(), pass_name, flop / 1e9, cell(best, true).c_str(),
-                  best_name.c_str());
+      std::printf("| %s | %s | %.3f | %s | %s |", tag.c_str(), pass_name, flop / 1e9,
+                  cell(best, true).c_str(), best_name.c_str());
       for (std::size_t i = 0; i < solvers.size(); ++i) {
         if (column[i] < 0) {
           std::printf(" - |");
@@ -277,16 +283,19 @@ int run(int argc, char** argv) {
   std::vector<double> all_ratios;
   for (const auto& [dir, t] : totals) {
     const char* pass_name = dir == ConvDirection::backward_data ? "backward data" : "backward weights";
-    std::printf("\n**%s, geomean GFLOP/s over %zu problems:** own best %.1f; oneDNN nchw %.1f; oneDNN blocked %.1f; "
-                "own best / oneDNN blocked %.2f (geomean of per-problem ratios); own best / oneDNN nchw %.2f\n",
-                pass_name, t.best.size(), gb::geomean(t.best), gb::geomean(t.plain), gb::geomean(t.blocked),
-                gb::geomean(t.best_over_blocked), gb::geomean(t.best) / gb::geomean(t.plain));
+    std::printf(
+        "\n**%s, geomean GFLOP/s over %zu problems:** own best %.1f; oneDNN nchw %.1f; oneDNN blocked %.1f; "
+        "own best / oneDNN blocked %.2f (geomean of per-problem ratios); own best / oneDNN nchw %.2f\n",
+        pass_name, t.best.size(), gb::geomean(t.best), gb::geomean(t.plain), gb::geomean(t.blocked),
+        gb::geomean(t.best_over_blocked), gb::geomean(t.best) / gb::geomean(t.plain));
     std::printf("Per solver (geomean over the problems it accepts):");
-    for (const auto& [name, v] : t.per_solver) std::printf(" %s %.1f (%zu);", name.c_str(), gb::geomean(v), v.size());
+    for (const auto& [name, v] : t.per_solver)
+      std::printf(" %s %.1f (%zu);", name.c_str(), gb::geomean(v), v.size());
     std::printf("\n");
     all_ratios.insert(all_ratios.end(), t.best_over_blocked.begin(), t.best_over_blocked.end());
   }
-  std::printf("\nTarget: own best / oneDNN blocked >= 0.6 (geomean): %.2f over both passes\n", gb::geomean(all_ratios));
+  std::printf("\nTarget: own best / oneDNN blocked >= 0.6 (geomean): %.2f over both passes\n",
+              gb::geomean(all_ratios));
   std::printf("\nLoad average at the end: %s\n", gb::load_average().c_str());
   std::printf("\noneDNN implementations:\n");
   for (const auto& [tag, impl] : impl_list) std::printf("- %s: %s\n", tag.c_str(), impl.c_str());
@@ -295,8 +304,9 @@ int run(int argc, char** argv) {
     for (const auto& f : failures) std::printf("- %s\n", f.c_str());
     return 1;
   }
-  std::printf("\nAll outputs verified against the double-precision backward references (max_rel_err <= %g).\n",
-              galley::dnn::conv_tolerance(galley::DType::f32));
+  std::printf(
+      "\nAll outputs verified against the double-precision backward references (max_rel_err <= %g).\n",
+      galley::dnn::conv_tolerance(galley::DType::f32));
   return 0;
 }
 

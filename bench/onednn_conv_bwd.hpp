@@ -15,54 +15,58 @@ namespace galley::bench {
 class OneDnnConvBwd {
  public:
   /// backward_data: a = dy, b = w, out = dx. backward_weights: a = x, b = dy, out = dw.
-  OneDnnConvBwd(dnnl::engine& engine, dnnl::stream& stream, const dnn::ConvProblem& p, const float* a, const float* b,
-                float* out)
+  OneDnnConvBwd(dnnl::engine& engine, dnnl::stream& stream, const dnn::ConvProblem& p, const float* a,
+                const float* b, float* out)
       : stream_(stream), data_(p.direction == dnn::ConvDirection::backward_data) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     const dnnl::memory::dims src_dims{p.n, p.c, p.h, p.w}, dst_dims{p.n, p.k, p.out_h(), p.out_w()};
-    const dnnl::memory::dims wei_dims = p.groups == 1
-                                            ? dnnl::memory::dims{p.k, p.c, p.y, p.x}
-                                            : dnnl::memory::dims{p.groups, p.k / p.groups, p.c / p.groups, p.y, p.x};
+    const dnnl::memory::dims wei_dims =
+        p.groups == 1 ? dnnl::memory::dims{p.k, p.c, p.y, p.x}
+                      : dnnl::memory::dims{p.groups, p.k / p.groups, p.c / p.groups, p.y, p.x};
     const dnnl::memory::dims strides{p.stride_h, p.stride_w}, dilates{p.dilation_h - 1, p.dilation_w - 1};
     const dnnl::memory::dims pad_l{p.pad_h, p.pad_w};
-    const dnnl::memory::dims pad_r{(p.out_h() - 1) * p.stride_h - p.h + (p.y - 1) * p.dilation_h + 1 - p.pad_h,
-                                   (p.out_w() - 1) * p.stride_w - p.w + (p.x - 1) * p.dilation_w + 1 - p.pad_w};
+    const dnnl::memory::dims pad_r{
+        (p.out_h() - 1) * p.stride_h - p.h + (p.y - 1) * p.dilation_h + 1 - p.pad_h,
+        (p.out_w() - 1) * p.stride_w - p.w + (p.x - 1) * p.dilation_w + 1 - p.pad_w};
     const dnnl::memory::desc src(src_dims, dt::f32, tag::nchw), dst(dst_dims, dt::f32, tag::nchw);
     const dnnl::memory::desc wei(wei_dims, dt::f32, p.groups == 1 ? tag::oihw : tag::goihw);
     const auto any = [](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, dt::f32, tag::any); };
     const auto forward_hint = [&](const dnnl::memory::desc& s, const dnnl::memory::desc& w,
                                   const dnnl::memory::desc& d) {
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                                 s, w, d, strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
+                                                 dnnl::algorithm::convolution_direct, s, w, d, strides,
+                                                 dilates, pad_l, pad_r);
       return dnnl::convolution_forward::primitive_desc(desc, engine);
     };
     if (data_) {
-      const auto make = [&](const dnnl::memory::desc& s, const dnnl::memory::desc& w, const dnnl::memory::desc& d) {
-        const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, s, w, d, strides,
-                                                         dilates, pad_l, pad_r);
+      const auto make = [&](const dnnl::memory::desc& s, const dnnl::memory::desc& w,
+                            const dnnl::memory::desc& d) {
+        const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, s, w, d,
+                                                         strides, dilates, pad_l, pad_r);
         return dnnl::convolution_backward_data::primitive_desc(desc, engine, forward_hint(s, w, d));
       };
       const auto plain_pd = make(src, wei, dst);
       const auto blocked_pd = make(any(src_dims), any(wei_dims), any(dst_dims));
       plain_ = dnnl::convolution_backward_data(plain_pd);
       blocked_ = dnnl::convolution_backward_data(blocked_pd);
-      bind(engine, dst, wei, src, blocked_pd.diff_dst_desc(), blocked_pd.weights_desc(), blocked_pd.diff_src_desc(),
-           a, b, out);
+      bind(engine, dst, wei, src, blocked_pd.diff_dst_desc(), blocked_pd.weights_desc(),
+           blocked_pd.diff_src_desc(), a, b, out);
       arg_a_ = DNNL_ARG_DIFF_DST, arg_b_ = DNNL_ARG_WEIGHTS, arg_out_ = DNNL_ARG_DIFF_SRC;
       impls_ = std::string("plain ") + plain_pd.impl_info_str() + ", blocked " + blocked_pd.impl_info_str();
     } else {
-      const auto make = [&](const dnnl::memory::desc& s, const dnnl::memory::desc& w, const dnnl::memory::desc& d) {
-        const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, s, w, d, strides,
-                                                            dilates, pad_l, pad_r);
+      const auto make = [&](const dnnl::memory::desc& s, const dnnl::memory::desc& w,
+                            const dnnl::memory::desc& d) {
+        const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, s, w, d,
+                                                            strides, dilates, pad_l, pad_r);
         return dnnl::convolution_backward_weights::primitive_desc(desc, engine, forward_hint(s, w, d));
       };
       const auto plain_pd = make(src, wei, dst);
       const auto blocked_pd = make(any(src_dims), any(wei_dims), any(dst_dims));
       plain_ = dnnl::convolution_backward_weights(plain_pd);
       blocked_ = dnnl::convolution_backward_weights(blocked_pd);
-      bind(engine, src, dst, wei, blocked_pd.src_desc(), blocked_pd.diff_dst_desc(), blocked_pd.diff_weights_desc(),
-           a, b, out);
+      bind(engine, src, dst, wei, blocked_pd.src_desc(), blocked_pd.diff_dst_desc(),
+           blocked_pd.diff_weights_desc(), a, b, out);
       arg_a_ = DNNL_ARG_SRC, arg_b_ = DNNL_ARG_DIFF_DST, arg_out_ = DNNL_ARG_DIFF_WEIGHTS;
       impls_ = std::string("plain ") + plain_pd.impl_info_str() + ", blocked " + blocked_pd.impl_info_str();
     }

@@ -38,11 +38,13 @@ inline BackwardWeightsArgs backward_weights_args(const ConvArgs& args) {
   return {args.x, args.y, const_cast<void*>(args.w)};
 }
 
-inline ConvArgs conv_args(const BackwardDataArgs& a, void* workspace = nullptr, std::size_t workspace_bytes = 0) {
+inline ConvArgs conv_args(const BackwardDataArgs& a, void* workspace = nullptr,
+                          std::size_t workspace_bytes = 0) {
   return ConvArgs{a.dx, a.w, const_cast<void*>(a.dy), workspace, workspace_bytes};
 }
 
-inline ConvArgs conv_args(const BackwardWeightsArgs& a, void* workspace = nullptr, std::size_t workspace_bytes = 0) {
+inline ConvArgs conv_args(const BackwardWeightsArgs& a, void* workspace = nullptr,
+                          std::size_t workspace_bytes = 0) {
   return ConvArgs{a.x, a.dw, const_cast<void*>(a.dy), workspace, workspace_bytes};
 }
 

@@ -41,22 +41,24 @@ std::vector<float> stage_nhwc(const ConvProblem& p, const void* data, std::int64
 }
 
 // Offset of weight (k, c, r, s) in the problem's weight layout (KCYX for nchw, KYXC for nhwc).
-std::int64_t weight_offset(const ConvProblem& p, std::int64_t k, std::int64_t c, std::int64_t r, std::int64_t s) {
+std::int64_t weight_offset(const ConvProblem& p, std::int64_t k, std::int64_t c, std::int64_t r,
+                           std::int64_t s) {
   const std::int64_t cg = p.c / p.groups;
   return p.layout == Layout::nchw ? ((k * cg + c) * p.y + r) * p.x + s : ((k * p.y + r) * p.x + s) * cg + c;
 }
 
 // Offset of activation (n, c, h, w) of a tensor with `channels`, h_size x w_size, in problem's layout.
-std::int64_t activation_offset(const ConvProblem& p, std::int64_t channels, std::int64_t h_size, std::int64_t w_size,
-                               std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+std::int64_t activation_offset(const ConvProblem& p, std::int64_t channels, std::int64_t h_size,
+                               std::int64_t w_size, std::int64_t n, std::int64_t c, std::int64_t h,
+                               std::int64_t w) {
   return p.layout == Layout::nchw ? ((n * channels + c) * h_size + h) * w_size + w
                                   : ((n * h_size + h) * w_size + w) * channels + c;
 }
 
 // The forward tap index t along one axis whose output position `o` reads input `i`:
 // o = (i + pad - t*dil) / stride when that divides exactly and lands in [0, out); else -1.
-std::int64_t output_of(std::int64_t i, std::int64_t t, std::int64_t pad, std::int64_t stride, std::int64_t dil,
-                       std::int64_t out) {
+std::int64_t output_of(std::int64_t i, std::int64_t t, std::int64_t pad, std::int64_t stride,
+                       std::int64_t dil, std::int64_t out) {
   const std::int64_t num = i + pad - t * dil;
   if (num < 0 || num % stride != 0) return -1;
   const std::int64_t o = num / stride;
@@ -76,13 +78,15 @@ class RefConvBackward final : public ConvSolver {
   explicit RefConvBackward(ConvDirection direction) : direction_(direction) {}
 
   std::string_view name() const override {
-    return direction_ == ConvDirection::backward_data ? kRefConvBackwardDataName : kRefConvBackwardWeightsName;
+    return direction_ == ConvDirection::backward_data ? kRefConvBackwardDataName
+                                                      : kRefConvBackwardWeightsName;
   }
 
   Applicability check(const ConvProblem& problem, const runtime::Device& device) const override {
     if (!device.is_cpu()) return Applicability::no("runs on the cpu backend only, not " + device.name());
     if (problem.direction != direction_) {
-      return Applicability::no(std::string(to_string(direction_)) + " only, not " + to_string(problem.direction));
+      return Applicability::no(std::string(to_string(direction_)) + " only, not " +
+                               to_string(problem.direction));
     }
     if (problem.dtype != DType::f32 && problem.dtype != DType::f16 && problem.dtype != DType::bf16) {
       return Applicability::no(std::string("dtype ") + to_string(problem.dtype) + " is not f32, f16 or bf16");
@@ -111,8 +115,10 @@ class RefConvBackward final : public ConvSolver {
 };
 
 [[maybe_unused]] const bool kRegistered = [] {
-  register_conv_solver("cpu", kReferenceRank, std::make_unique<RefConvBackward>(ConvDirection::backward_data));
-  register_conv_solver("cpu", kReferenceRank, std::make_unique<RefConvBackward>(ConvDirection::backward_weights));
+  register_conv_solver("cpu", kReferenceRank,
+                       std::make_unique<RefConvBackward>(ConvDirection::backward_data));
+  register_conv_solver("cpu", kReferenceRank,
+                       std::make_unique<RefConvBackward>(ConvDirection::backward_weights));
   return true;
 }();
 

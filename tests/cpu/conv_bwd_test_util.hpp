@@ -55,7 +55,8 @@ inline BwdSolverRun run_bwd_against_reference(const std::string& solver_name, co
   std::vector<std::byte> ws(out.workspace_bytes + kGuard, std::byte{0x5a});
   void* ws_ptr = out.workspace_bytes ? ws.data() : nullptr;
   const dnn::ConvArgs args =
-      data ? dnn::conv_args(dnn::BackwardDataArgs{in_a.data(), in_b.data(), got.data()}, ws_ptr, out.workspace_bytes)
+      data ? dnn::conv_args(dnn::BackwardDataArgs{in_a.data(), in_b.data(), got.data()}, ws_ptr,
+                            out.workspace_bytes)
            : dnn::conv_args(dnn::BackwardWeightsArgs{in_a.data(), in_b.data(), got.data()}, ws_ptr,
                             out.workspace_bytes);
   runtime::Stream stream(cpu);
@@ -63,7 +64,8 @@ inline BwdSolverRun run_bwd_against_reference(const std::string& solver_name, co
   stream.synchronize();
   for (std::size_t i = out.workspace_bytes; i < ws.size(); ++i) {
     if (ws[i] != std::byte{0x5a}) {
-      out.applicable = dnn::Applicability::no("wrote past its workspace_bytes() at byte " + std::to_string(i));
+      out.applicable =
+          dnn::Applicability::no("wrote past its workspace_bytes() at byte " + std::to_string(i));
       return out;
     }
   }

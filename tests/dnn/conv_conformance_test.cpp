@@ -205,7 +205,8 @@ TEST_P(ConvCheck, EverySolverRefusesWithAReason) {
   const ConvProblem base = test::geometry(1, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   for (const ConvSolver* s : conv_solvers(GetParam())) {
     int directions = 0;
-    for (ConvDirection dir : {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights}) {
+    for (ConvDirection dir :
+         {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights}) {
       ConvProblem p = base;
       p.direction = dir;
       const Applicability a = s->check(p, *device);

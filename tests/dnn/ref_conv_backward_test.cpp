@@ -24,11 +24,24 @@
 namespace galley::dnn {
 namespace {
 
-ConvProblem make(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k, std::int64_t fy,
-                 std::int64_t fx, std::int64_t ph, std::int64_t pw, std::int64_t sh, std::int64_t sw, std::int64_t dh,
-                 std::int64_t dw, std::int64_t g, Layout layout = Layout::nchw) {
-  return ConvProblem{.n = n, .c = c, .h = h, .w = w, .k = k, .y = fy, .x = fx, .pad_h = ph, .pad_w = pw,
-                     .stride_h = sh, .stride_w = sw, .dilation_h = dh, .dilation_w = dw, .groups = g,
+ConvProblem make(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
+                 std::int64_t fy, std::int64_t fx, std::int64_t ph, std::int64_t pw, std::int64_t sh,
+                 std::int64_t sw, std::int64_t dh, std::int64_t dw, std::int64_t g,
+                 Layout layout = Layout::nchw) {
+  return ConvProblem{.n = n,
+                     .c = c,
+                     .h = h,
+                     .w = w,
+                     .k = k,
+                     .y = fy,
+                     .x = fx,
+                     .pad_h = ph,
+                     .pad_w = pw,
+                     .stride_h = sh,
+                     .stride_w = sw,
+                     .dilation_h = dh,
+                     .dilation_w = dw,
+                     .groups = g,
                      .layout = layout};
 }
 
@@ -95,8 +108,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   ASSERT_GT(norm, 0) << what << ": all-zero gradient, the case tests nothing";
   for (std::size_t i = 0; i < got.size(); ++i) {
     ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i;
-    EXPECT_LE(std::abs(got[i] - want[i]), 1e-6 * norm) << what << " element " << i << ": got " << got[i]
-                                                         << ", finite difference " << want[i];
+    EXPECT_LE(std::abs(got[i] - want[i]), 1e-6 * norm)
+        << what << " element " << i << ": got " << got[i] << ", finite difference " << want[i];
   }
 }
 
@@ -120,15 +133,16 @@ void check_against_finite_differences(const ConvProblem& p) {
 TEST(RefConvBackward, MatchesFiniteDifferences) {
   for (Layout l : {Layout::nchw, Layout::nhwc}) {
     //                                   n  c  h  w  k  y  x  p  q  u  v  l  j  g
-    check_against_finite_differences(make(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, l));  // same padding
-    check_against_finite_differences(make(1, 4, 7, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, l));  // groups 2
-    check_against_finite_differences(make(2, 5, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, l));  // depthwise
-    check_against_finite_differences(make(1, 3, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, l));  // multiplier 2
-    check_against_finite_differences(make(1, 3, 9, 8, 2, 3, 3, 2, 2, 1, 1, 2, 2, 1, l));  // dilation 2
-    check_against_finite_differences(make(2, 3, 11, 7, 3, 3, 3, 1, 0, 2, 2, 1, 1, 1, l)); // stride 2
-    check_against_finite_differences(make(1, 2, 7, 8, 3, 1, 1, 0, 0, 3, 3, 1, 1, 1, l));  // stride > filter
-    check_against_finite_differences(make(1, 2, 5, 7, 3, 2, 3, 2, 1, 3, 2, 1, 2, 1, l));  // all axes differ
-    check_against_finite_differences(make(1, 3, 5, 5, 2, 5, 5, 2, 2, 1, 1, 1, 1, 1, l));  // 5x5, 1x1 image edge
+    check_against_finite_differences(make(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, l));   // same padding
+    check_against_finite_differences(make(1, 4, 7, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, l));   // groups 2
+    check_against_finite_differences(make(2, 5, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, l));   // depthwise
+    check_against_finite_differences(make(1, 3, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, l));   // multiplier 2
+    check_against_finite_differences(make(1, 3, 9, 8, 2, 3, 3, 2, 2, 1, 1, 2, 2, 1, l));   // dilation 2
+    check_against_finite_differences(make(2, 3, 11, 7, 3, 3, 3, 1, 0, 2, 2, 1, 1, 1, l));  // stride 2
+    check_against_finite_differences(make(1, 2, 7, 8, 3, 1, 1, 0, 0, 3, 3, 1, 1, 1, l));   // stride > filter
+    check_against_finite_differences(make(1, 2, 5, 7, 3, 2, 3, 2, 1, 3, 2, 1, 2, 1, l));   // all axes differ
+    check_against_finite_differences(
+        make(1, 3, 5, 5, 2, 5, 5, 2, 2, 1, 1, 1, 1, 1, l));  // 5x5, 1x1 image edge
     check_against_finite_differences(make(1, 2, 3, 3, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, l));  // pad past reach
   }
 }
@@ -139,7 +153,8 @@ TEST(RefConvBackward, UnreadInputPixelsGetZero) {
     const ConvProblem p = make(1, 2, 7, 8, 3, 1, 1, 0, 0, 3, 3, 1, 1, 1, l);
     const auto wf = random_floats(p.w_desc().elements(), 3);
     const auto dyf = random_floats(p.y_desc().elements(), 4);
-    std::vector<float> dx(static_cast<std::size_t>(p.x_desc().elements()), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> dx(static_cast<std::size_t>(p.x_desc().elements()),
+                          std::numeric_limits<float>::quiet_NaN());
     reference_conv_backward_data(p, dyf.data(), wf.data(), dx.data());
     const TensorDesc xd = p.x_desc();
     int read = 0;
@@ -168,10 +183,10 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
 // for finite differences, every product rounded to f32 once.
 TEST(RefConvBackward, AdjointIdentity) {
   const std::vector<ConvProblem> shapes = {
-      make(2, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1),   make(1, 23, 31, 29, 17, 3, 3, 1, 1, 2, 2, 1, 1, 1),
-      make(2, 34, 15, 13, 46, 3, 3, 1, 1, 1, 1, 1, 1, 2),   make(1, 17, 31, 29, 17, 7, 7, 2, 2, 1, 1, 2, 2, 17),
-      make(3, 3, 31, 29, 23, 7, 7, 3, 3, 2, 2, 1, 1, 1),    make(1, 64, 15, 13, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32),
-      make(1, 23, 31, 29, 17, 1, 1, 0, 0, 3, 3, 1, 1, 1),   make(2, 17, 13, 11, 23, 5, 1, 2, 0, 1, 1, 1, 1, 1),
+      make(2, 17, 31, 29, 23, 3, 3, 1, 1, 1, 1, 1, 1, 1), make(1, 23, 31, 29, 17, 3, 3, 1, 1, 2, 2, 1, 1, 1),
+      make(2, 34, 15, 13, 46, 3, 3, 1, 1, 1, 1, 1, 1, 2), make(1, 17, 31, 29, 17, 7, 7, 2, 2, 1, 1, 2, 2, 17),
+      make(3, 3, 31, 29, 23, 7, 7, 3, 3, 2, 2, 1, 1, 1),  make(1, 64, 15, 13, 32, 3, 3, 1, 1, 1, 1, 1, 1, 32),
+      make(1, 23, 31, 29, 17, 1, 1, 0, 0, 3, 3, 1, 1, 1), make(2, 17, 13, 11, 23, 5, 1, 2, 0, 1, 1, 1, 1, 1),
   };
   for (Layout l : {Layout::nchw, Layout::nhwc}) {
     for (ConvProblem p : shapes) {
@@ -240,7 +255,8 @@ TEST(RefConvBackward, LayoutsAgreeExactly) {
       for (std::int64_t b = 0; b < from.dims[1]; ++b)
         for (std::int64_t c = 0; c < from.dims[2]; ++c)
           for (std::int64_t d = 0; d < from.dims[3]; ++d)
-            out[static_cast<std::size_t>(at(to, a, b, c, d))] = v[static_cast<std::size_t>(at(from, a, b, c, d))];
+            out[static_cast<std::size_t>(at(to, a, b, c, d))] =
+                v[static_cast<std::size_t>(at(from, a, b, c, d))];
     return out;
   };
   std::vector<float> dx(x.size()), dw(w.size()), dx_nhwc(x.size()), dw_nhwc(w.size());
@@ -269,20 +285,26 @@ void expect_error(Status status, Fn&& fn, const std::string& fragment) {
 TEST(RefConvBackward, RejectsBadArguments) {
   ConvProblem p = make(1, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   std::vector<float> a(1000), b(1000), c(1000);
-  expect_error(Status::invalid_argument, [&] { reference_conv_backward_data(p, nullptr, b.data(), c.data()); }, "dy");
-  expect_error(Status::invalid_argument, [&] { reference_conv_backward_data(p, a.data(), b.data(), nullptr); }, "dx");
-  expect_error(Status::invalid_argument, [&] { reference_conv_backward_weights(p, a.data(), b.data(), nullptr); },
-               "dw");
-  expect_error(Status::invalid_argument, [&] { reference_conv_backward_weights(p, nullptr, b.data(), c.data()); },
-               "x");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_data(p, nullptr, b.data(), c.data()); }, "dy");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_data(p, a.data(), b.data(), nullptr); }, "dx");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_weights(p, a.data(), b.data(), nullptr); },
+      "dw");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_weights(p, nullptr, b.data(), c.data()); },
+      "x");
   ConvProblem bad = p;
   bad.groups = 3;  // 4 channels do not split into 3 groups
-  expect_error(Status::invalid_argument, [&] { reference_conv_backward_data(bad, a.data(), b.data(), c.data()); },
-               "group");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_data(bad, a.data(), b.data(), c.data()); },
+      "group");
   ConvProblem int8 = p;
   int8.dtype = DType::i8;
-  expect_error(Status::invalid_argument,
-               [&] { reference_conv_backward_weights(int8, a.data(), b.data(), c.data()); }, "i8");
+  expect_error(
+      Status::invalid_argument, [&] { reference_conv_backward_weights(int8, a.data(), b.data(), c.data()); },
+      "i8");
 }
 
 // The registered reference solvers check their direction and run the functions through the

@@ -77,7 +77,8 @@ TEST(SolverRegistry, Lookups) {
 TEST(SolverRegistry, ReferencesAreLastOnCpu) {
   const auto cpu = conv_solvers("cpu");
   ASSERT_FALSE(cpu.empty());
-  const auto first_ref = std::find_if(cpu.begin(), cpu.end(), [](const ConvSolver* s) { return s->is_reference(); });
+  const auto first_ref =
+      std::find_if(cpu.begin(), cpu.end(), [](const ConvSolver* s) { return s->is_reference(); });
   ASSERT_NE(first_ref, cpu.end());
   for (auto it = cpu.begin(); it != first_ref; ++it) EXPECT_FALSE((*it)->is_reference()) << (*it)->name();
   std::vector<std::string> references;

@@ -27,14 +27,16 @@ std::size_t elems_w(const dnn::ConvProblem& p) {
 
 }  // namespace
 
-dnn::Applicability CpuConvBwdSolver::check(const dnn::ConvProblem& problem, const runtime::Device& device) const {
+dnn::Applicability CpuConvBwdSolver::check(const dnn::ConvProblem& problem,
+                                           const runtime::Device& device) const {
   if (!device.is_cpu()) return dnn::Applicability::no("runs on cpu only, not " + device.name());
   if (problem.direction != direction_) {
     return dnn::Applicability::no(std::string(dnn::to_string(direction_)) + " only, not " +
                                   dnn::to_string(problem.direction));
   }
   if (problem.dtype != DType::f32 && problem.dtype != DType::f16 && problem.dtype != DType::bf16) {
-    return dnn::Applicability::no(std::string("dtype ") + to_string(problem.dtype) + " (valid: f32, f16, bf16)");
+    return dnn::Applicability::no(std::string("dtype ") + to_string(problem.dtype) +
+                                  " (valid: f32, f16, bf16)");
   }
   return check_f32(problem);
 }
@@ -109,15 +111,18 @@ void CpuConvBwdSolver::compute_data_staged(const dnn::ConvProblem& problem, cons
   for (std::int64_t n0 = 0; n0 < problem.n; n0 += nb) {
     const std::int64_t count = std::min(nb, problem.n - n0);
     const auto first = static_cast<std::size_t>(n0), images = static_cast<std::size_t>(count);
-    convert_to_f32(problem.dtype, static_cast<const char*>(a.dy) + first * y_image * esize, dy32, y_image * images);
+    convert_to_f32(problem.dtype, static_cast<const char*>(a.dy) + first * y_image * esize, dy32,
+                   y_image * images);
     compute_data_f32(as_f32(problem, count), dy32, w32, dx32, base);
-    convert_from_f32(problem.dtype, dx32, static_cast<char*>(a.dx) + first * x_image * esize, x_image * images);
+    convert_from_f32(problem.dtype, dx32, static_cast<char*>(a.dx) + first * x_image * esize,
+                     x_image * images);
   }
 }
 
 // Low precision, backward weights: chunks of images of x and dy in, the weight gradient summed
 // over the chunks in f32 and rounded once at the end.
-void CpuConvBwdSolver::compute_weights_staged(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
+void CpuConvBwdSolver::compute_weights_staged(const dnn::ConvProblem& problem,
+                                              const dnn::ConvArgs& args) const {
   const dnn::BackwardWeightsArgs a = dnn::backward_weights_args(args);
   const std::int64_t nb = images_per_chunk(problem);
   const dnn::ConvProblem full_chunk = as_f32(problem, nb);
@@ -135,8 +140,10 @@ void CpuConvBwdSolver::compute_weights_staged(const dnn::ConvProblem& problem, c
   for (std::int64_t n0 = 0; n0 < problem.n; n0 += nb) {
     const std::int64_t count = std::min(nb, problem.n - n0);
     const auto first = static_cast<std::size_t>(n0), images = static_cast<std::size_t>(count);
-    convert_to_f32(problem.dtype, static_cast<const char*>(a.x) + first * x_image * esize, x32, x_image * images);
-    convert_to_f32(problem.dtype, static_cast<const char*>(a.dy) + first * y_image * esize, dy32, y_image * images);
+    convert_to_f32(problem.dtype, static_cast<const char*>(a.x) + first * x_image * esize, x32,
+                   x_image * images);
+    convert_to_f32(problem.dtype, static_cast<const char*>(a.dy) + first * y_image * esize, dy32,
+                   y_image * images);
     compute_weights_f32(as_f32(problem, count), x32, dy32, dw32, n0 > 0, base);
   }
   convert_from_f32(problem.dtype, dw32, a.dw, elems_w(problem));
@@ -170,9 +177,7 @@ void CpuConvBwdSolver::run(runtime::Stream& stream, const dnn::ConvProblem& prob
   }
   // The task outlives this call: capture the problem and pointers by value. Solvers are
   // registered for the life of the process, so `this` stays valid.
-  stream.launch(op, [&] {
-    stream.host_task([this, problem, args] { compute(problem, args); });
-  });
+  stream.launch(op, [&] { stream.host_task([this, problem, args] { compute(problem, args); }); });
 }
 
 }  // namespace galley::backends::cpu

@@ -46,8 +46,8 @@ class CpuConvBwdSolver : public dnn::ConvSolver {
                                 void* ws) const;
   /// backward_weights on packed f32 tensors: dw = sum over the batch, or dw += that sum when
   /// `accumulate` (the f16/bf16 staging feeds the batch in chunks).
-  virtual void compute_weights_f32(const dnn::ConvProblem& problem, const float* x, const float* dy, float* dw,
-                                   bool accumulate, void* ws) const;
+  virtual void compute_weights_f32(const dnn::ConvProblem& problem, const float* x, const float* dy,
+                                   float* dw, bool accumulate, void* ws) const;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

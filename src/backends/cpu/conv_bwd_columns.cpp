@@ -55,7 +55,8 @@ void im2col_nchw_baseline(const ConvShape& s, const float* xn, std::int64_t p0, 
 
 }  // namespace
 
-void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld) {
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+                 std::int64_t ld) {
   if (cpu_has_avx512()) {
     avx512::im2col_nchw(s, xn, p0, p1, col, ld);
   } else {
@@ -93,7 +94,8 @@ void im2col_nchw_transposed(const ConvShape& s, const float* xn, std::int64_t p0
   }
 }
 
-void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1, float* col) {
+void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1,
+                 float* col) {
   const std::int64_t patch = s.r * s.s * s.cg;
   const auto bytes = static_cast<std::size_t>(s.cg) * sizeof(float);
   for (std::int64_t p = p0; p < p1; ++p) {
@@ -114,8 +116,8 @@ void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64
   }
 }
 
-void col2im_add_nchw(const ConvShape& s, const float* col, std::int64_t ld, std::int64_t channels, std::int64_t p0,
-                     std::int64_t p1, float* dxn) {
+void col2im_add_nchw(const ConvShape& s, const float* col, std::int64_t ld, std::int64_t channels,
+                     std::int64_t p0, std::int64_t p1, float* dxn) {
   const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;
   for (std::int64_t c = 0; c < channels; ++c) {
     float* dxc = dxn + c * s.h * s.w;

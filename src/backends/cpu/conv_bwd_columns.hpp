@@ -15,7 +15,8 @@ namespace galley::backends::cpu::bwd {
 /// col[(c*R + r)*S + s][p - p0] = x[c][oh*sh - ph + r*dh][ow*sw - pw + s*dw] (zero outside the
 /// image) for the group's channels of image `xn` and output pixels [p0, p1) of one image; rows
 /// `ld` floats apart. AVX-512 where the CPU has it.
-void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld);
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+                 std::int64_t ld);
 
 /// im2col_nchw transposed: col[p - p0][(c*R + r)*S + s], rows `ld` floats apart.
 void im2col_nchw_transposed(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
@@ -23,12 +24,13 @@ void im2col_nchw_transposed(const ConvShape& s, const float* xn, std::int64_t p0
 
 /// col[p - p0][(r*S + s)*Cg + c] for group `gi` and global output pixels [p0, p1) of the batch
 /// (n*Ho*Wo + oh*Wo + ow), rows R*S*Cg floats apart.
-void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1, float* col);
+void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1,
+                 float* col);
 
 /// The adjoint of im2col_nchw for `channels` channels: dx[c][ih][iw] += col[(c*R + r)*S + s][p - p0]
 /// over output pixels [p0, p1) of one image; `dxn` points at the first of the channels' planes.
-void col2im_add_nchw(const ConvShape& s, const float* col, std::int64_t ld, std::int64_t channels, std::int64_t p0,
-                     std::int64_t p1, float* dxn);
+void col2im_add_nchw(const ConvShape& s, const float* col, std::int64_t ld, std::int64_t channels,
+                     std::int64_t p0, std::int64_t p1, float* dxn);
 
 /// col2im_add_nchw with the column buffer transposed: col[p - p0][(c*R + r)*S + s], rows `ld`
 /// floats apart.

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/conv_bwd_depthwise_row_ops.hpp"  // before the kernels, which use them
 #include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
+#include "backends/cpu/conv_bwd_depthwise_row_ops.hpp"  // before the kernels, which use them
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -64,7 +64,9 @@ std::size_t weights_plane_bytes(const ConvShape& s) {
 
 }  // namespace
 
-std::size_t data_depthwise_workspace(const ConvShape& s) { return s.nhwc || data_as_forward(s) ? tap_major_bytes(s) : 0; }
+std::size_t data_depthwise_workspace(const ConvShape& s) {
+  return s.nhwc || data_as_forward(s) ? tap_major_bytes(s) : 0;
+}
 
 void data_depthwise(const ConvShape& s, const float* dy, const float* w, float* dx, void* ws) {
   const DepthwiseKernels k = kernels();
@@ -112,7 +114,8 @@ std::size_t weights_depthwise_workspace(const ConvShape& s) {
          align_up64(static_cast<std::size_t>(slot_count(s.n * s.ho)));
 }
 
-void weights_depthwise(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate, void* ws) {
+void weights_depthwise(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate,
+                       void* ws) {
   const DepthwiseKernels k = kernels();
   const std::int64_t taps = s.r * s.s;
   if (!s.nhwc) {
@@ -125,7 +128,8 @@ void weights_depthwise(const ConvShape& s, const float* x, const float* dy, floa
         k.weights_channel_nchw(s, x, dy, c, dw + c * taps, accumulate);
         return;
       }
-      auto* xp = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * plane_bytes);
+      auto* xp =
+          reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * plane_bytes);
       float* dyp = xp + hp * wp + (s.s - 1) * s.dw;
       double sums[kMaxPlaneTaps] = {};
       std::int64_t offsets[kMaxPlaneTaps];

@@ -19,6 +19,7 @@ void data_depthwise(const ConvShape& s, const float* dy, const float* w, float* 
 /// Workspace of weights_depthwise for `s`.
 std::size_t weights_depthwise_workspace(const ConvShape& s);
 /// dw = conv_backward_weights(x, dy) for a depthwise `s`; dw += that when `accumulate`.
-void weights_depthwise(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate, void* ws);
+void weights_depthwise(const ConvShape& s, const float* x, const float* dy, float* dw, bool accumulate,
+                       void* ws);
 
 }  // namespace galley::backends::cpu::bwd

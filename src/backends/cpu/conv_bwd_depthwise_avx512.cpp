@@ -45,33 +45,51 @@ void row_dot_lanes(float* lanes, const float* g, const float* in, std::int64_t c
 // One pass over g feeds every tap: one load of g per 16 floats for `taps` FMAs, each tap's sum
 // in its own register.
 template <int kTaps>
-void dot_taps_fixed(float* lanes, const float* g, const float* in, const std::int64_t* offsets, std::int64_t count) {
+void dot_taps_fixed(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
+                    std::int64_t count) {
   __m512 acc[kTaps];
   const float* src[kTaps];
   for (int t = 0; t < kTaps; ++t) acc[t] = _mm512_loadu_ps(lanes + t * 16), src[t] = in + offsets[t];
   for (std::int64_t i = 0; i < count; i += 16) {
     const __mmask16 m = first_lanes(count - i);
     const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
-    for (int t = 0; t < kTaps; ++t) acc[t] = _mm512_fmadd_ps(gv, _mm512_maskz_loadu_ps(m, src[t] + i), acc[t]);
+    for (int t = 0; t < kTaps; ++t)
+      acc[t] = _mm512_fmadd_ps(gv, _mm512_maskz_loadu_ps(m, src[t] + i), acc[t]);
   }
   for (int t = 0; t < kTaps; ++t) _mm512_storeu_ps(lanes + t * 16, acc[t]);
 }
 
-void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets, std::int64_t taps,
-                  std::int64_t count) {
+void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
+                  std::int64_t taps, std::int64_t count) {
   // Groups of at most 8 taps keep 8 accumulators and the loads in registers.
   for (std::int64_t t0 = 0; t0 < taps; t0 += 8) {
     float* l = lanes + t0 * 16;
     const std::int64_t* o = offsets + t0;
     switch (taps - t0 < 8 ? taps - t0 : 8) {
-      case 1: dot_taps_fixed<1>(l, g, in, o, count); break;
-      case 2: dot_taps_fixed<2>(l, g, in, o, count); break;
-      case 3: dot_taps_fixed<3>(l, g, in, o, count); break;
-      case 4: dot_taps_fixed<4>(l, g, in, o, count); break;
-      case 5: dot_taps_fixed<5>(l, g, in, o, count); break;
-      case 6: dot_taps_fixed<6>(l, g, in, o, count); break;
-      case 7: dot_taps_fixed<7>(l, g, in, o, count); break;
-      default: dot_taps_fixed<8>(l, g, in, o, count); break;
+      case 1:
+        dot_taps_fixed<1>(l, g, in, o, count);
+        break;
+      case 2:
+        dot_taps_fixed<2>(l, g, in, o, count);
+        break;
+      case 3:
+        dot_taps_fixed<3>(l, g, in, o, count);
+        break;
+      case 4:
+        dot_taps_fixed<4>(l, g, in, o, count);
+        break;
+      case 5:
+        dot_taps_fixed<5>(l, g, in, o, count);
+        break;
+      case 6:
+        dot_taps_fixed<6>(l, g, in, o, count);
+        break;
+      case 7:
+        dot_taps_fixed<7>(l, g, in, o, count);
+        break;
+      default:
+        dot_taps_fixed<8>(l, g, in, o, count);
+        break;
     }
   }
 }

@@ -24,19 +24,20 @@ struct DepthwiseKernels {
   /// dx plane of one channel (zeroed first) from its dy plane and R x S filter, any stride.
   void (*data_plane_nchw)(const ConvShape& s, const float* dyc, const float* wc, float* dxc);
   /// One input row (n, ih) of an NHWC image: dx_row[W][C]; `wt` is the filter tap-major ([R*S][C]).
-  void (*data_row_nhwc)(const ConvShape& s, const float* dyn, const float* wt, std::int64_t ih, float* dx_row);
+  void (*data_row_nhwc)(const ConvShape& s, const float* dyn, const float* wt, std::int64_t ih,
+                        float* dx_row);
   /// The R*S weight gradients of channel c of an NCHW problem, summed over the batch (+= when accumulating).
-  void (*weights_channel_nchw)(const ConvShape& s, const float* x, const float* dy, std::int64_t c, float* dwc,
-                               bool accumulate);
+  void (*weights_channel_nchw)(const ConvShape& s, const float* x, const float* dy, std::int64_t c,
+                               float* dwc, bool accumulate);
   /// acc[R*S][C] += the weight gradients of one output row (n, oh) of an NHWC problem.
-  void (*weights_row_nhwc)(const ConvShape& s, const float* x, const float* dy, std::int64_t n, std::int64_t oh,
-                           float* acc);
+  void (*weights_row_nhwc)(const ConvShape& s, const float* x, const float* dy, std::int64_t n,
+                           std::int64_t oh, float* acc);
   /// lanes[i % 16] += g[i] * in[i] for i in [0, count).
   void (*dot_lanes)(float* lanes, const float* g, const float* in, std::int64_t count);
   /// For t in [0, taps) (taps <= kMaxDotTaps): lanes[t*16 + i % 16] += g[i] * in[offsets[t] + i], i in
   /// [0, count): several dot products against one pass over g.
-  void (*dot_taps)(float* lanes, const float* g, const float* in, const std::int64_t* offsets, std::int64_t taps,
-                   std::int64_t count);
+  void (*dot_taps)(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
+                   std::int64_t taps, std::int64_t count);
 };
 
 inline constexpr std::int64_t kMaxDotTaps = 24;
@@ -48,9 +49,12 @@ DepthwiseKernels depthwise_kernels_avx512();  // only after cpu_has_avx512()
 namespace {
 
 // Output columns [lo, hi) of tap q whose input column ow*sw + shift lies in [0, W).
-inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
-void columns_inside(const ConvShape& s, std::int64_t q, std::int64_t* shift, std::int64_t* lo, std::int64_t* hi) {
+void columns_inside(const ConvShape& s, std::int64_t q, std::int64_t* shift, std::int64_t* lo,
+                    std::int64_t* hi) {
   *shift = q * s.dw - s.pw;
   *lo = clamp64((-*shift + s.sw - 1) / s.sw, 0, s.wo);
   const std::int64_t last = s.w - 1 - *shift;
@@ -58,8 +62,8 @@ void columns_inside(const ConvShape& s, std::int64_t q, std::int64_t* shift, std
 }
 
 // The output index o along one axis whose tap t read input i, or -1 (see the reference).
-std::int64_t output_of(std::int64_t i, std::int64_t t, std::int64_t pad, std::int64_t stride, std::int64_t dil,
-                       std::int64_t out) {
+std::int64_t output_of(std::int64_t i, std::int64_t t, std::int64_t pad, std::int64_t stride,
+                       std::int64_t dil, std::int64_t out) {
   const std::int64_t num = i + pad - t * dil;
   if (num < 0 || num % stride != 0) return -1;
   const std::int64_t o = num / stride;
@@ -169,9 +173,9 @@ void weights_row_nhwc(const ConvShape& s, const float* x, const float* dy, std::
   }
 }
 
-
 [[maybe_unused]] DepthwiseKernels this_isa_kernels() {
-  return {data_plane_nchw, data_row_nhwc, weights_channel_nchw, weights_row_nhwc, row_dot_lanes, row_dot_taps};
+  return {data_plane_nchw,  data_row_nhwc, weights_channel_nchw,
+          weights_row_nhwc, row_dot_lanes, row_dot_taps};
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ void row_dot_lanes(float* lanes, const float* g, const float* in, std::int64_t c
   for (std::int64_t i = whole; i < count; ++i) lanes[i - whole] += g[i] * in[i];
 }
 
-void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets, std::int64_t taps,
-                  std::int64_t count) {
+void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
+                  std::int64_t taps, std::int64_t count) {
   for (std::int64_t t = 0; t < taps; ++t) row_dot_lanes(lanes + t * kLanes, g, in + offsets[t], count);
 }
 

@@ -27,7 +27,7 @@ namespace galley::backends::cpu::bwd {
 namespace {
 
 constexpr std::size_t kColumnBytes = std::size_t{4} << 20;  // per worker, as cpu.conv.im2col_gemm
-constexpr std::int64_t kTasksPerWorker = 4;  // so a worker that wakes late still takes a share
+constexpr std::int64_t kTasksPerWorker = 4;                 // so a worker that wakes late still takes a share
 constexpr std::int64_t kMinGemmColumns = 256;
 constexpr std::int64_t kMinPixelBlock = 128;  // the depth of a weight-gradient GEMM
 constexpr std::int64_t kMinRowBlock = 16;     // output channels per row block
@@ -45,9 +45,9 @@ struct DataPlan {
   std::int64_t block_channels;  // channels per block (the last may have fewer)
   std::int64_t pixel_block;     // output pixels per GEMM
   std::int64_t slots;
-  bool repack;                  // NHWC with several channel blocks
-  bool transposed;              // NCHW small planes: dcol^T = dY^T * W, the weights read in place
-  std::size_t column_bytes;     // per slot
+  bool repack;               // NHWC with several channel blocks
+  bool transposed;           // NCHW small planes: dcol^T = dY^T * W, the weights read in place
+  std::size_t column_bytes;  // per slot
 };
 
 DataPlan make_data_plan(const ConvShape& s) {
@@ -97,8 +97,8 @@ void data_plain_1x1(const ConvShape& s, const float* dy, const float* w, float* 
     for (std::int64_t t = lo; t < hi; ++t) {
       const std::int64_t blk = t % rows, gi = t / rows;
       const std::int64_t r0 = total * blk / rows, r1 = total * (blk + 1) / rows;
-      sgemm(false, false, r1 - r0, s.cg, s.kg, 1.0f, dy + r0 * s.k + gi * s.kg, s.k, w + gi * s.kg * s.cg, s.cg, 0.0f,
-            dx + r0 * s.c + gi * s.cg, s.c);
+      sgemm(false, false, r1 - r0, s.cg, s.kg, 1.0f, dy + r0 * s.k + gi * s.kg, s.k, w + gi * s.kg * s.cg,
+            s.cg, 0.0f, dx + r0 * s.c + gi * s.cg, s.c);
     }
   });
 }
@@ -128,14 +128,14 @@ void repack_weights(const ConvShape& s, const DataPlan& p, const float* w, float
 // ---- weights, NHWC --------------------------------------------------------------------------
 
 struct WeightsPlan {
-  bool by_rows;              // tasks (group, row block) over the whole batch; else (.., pixel block)
-  std::int64_t row_blocks;   // by_rows: output-channel blocks per group
-  std::int64_t pixels;       // of the whole batch
-  std::int64_t pixel_blocks; // by pixels: blocks of the batch's pixels
+  bool by_rows;               // tasks (group, row block) over the whole batch; else (.., pixel block)
+  std::int64_t row_blocks;    // by_rows: output-channel blocks per group
+  std::int64_t pixels;        // of the whole batch
+  std::int64_t pixel_blocks;  // by pixels: blocks of the batch's pixels
   std::int64_t pixel_block;
   std::int64_t slots;
-  std::size_t column_bytes;  // per slot; 0 for plain 1x1
-  std::size_t partial_bytes; // by pixels: per slot after the first
+  std::size_t column_bytes;   // per slot; 0 for plain 1x1
+  std::size_t partial_bytes;  // by pixels: per slot after the first
 };
 
 WeightsPlan make_weights_plan(const ConvShape& s) {
@@ -145,11 +145,13 @@ WeightsPlan make_weights_plan(const ConvShape& s) {
   p.pixels = s.n * s.ho * s.wo;
   const std::int64_t outer = s.g;
   const auto cap = std::max<std::int64_t>(
-      kMinPixelBlock, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(patch))));
+      kMinPixelBlock,
+      static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(patch))));
 
   // By pixels.
-  const std::int64_t blocks_a = std::min(std::max(ceil_div(p.pixels, cap), ceil_div(kTasksPerWorker * workers, outer)),
-                                         std::max<std::int64_t>(1, p.pixels / kMinPixelBlock));
+  const std::int64_t blocks_a =
+      std::min(std::max(ceil_div(p.pixels, cap), ceil_div(kTasksPerWorker * workers, outer)),
+               std::max<std::int64_t>(1, p.pixels / kMinPixelBlock));
   const std::int64_t tasks_a = outer * blocks_a;
   const std::int64_t slots_a = blas_threaded() ? 1 : slot_count(tasks_a);
   // By rows.
@@ -178,8 +180,8 @@ WeightsPlan make_weights_plan(const ConvShape& s) {
 
 // The columns of the batch's pixels [p0, p1) for group gi: the gathered buffer, or x itself for
 // a plain 1x1. Returns the matrix and its leading dimension.
-std::pair<const float*, std::int64_t> columns(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0,
-                                              std::int64_t p1, float* col) {
+std::pair<const float*, std::int64_t> columns(const ConvShape& s, const float* x, std::int64_t gi,
+                                              std::int64_t p0, std::int64_t p1, float* col) {
   if (plain_1x1(s)) return {x + p0 * s.c + gi * s.cg, s.c};
   im2col_nhwc(s, x, gi, p0, p1, col);
   return {col, s.r * s.s * s.cg};
@@ -187,16 +189,19 @@ std::pair<const float*, std::int64_t> columns(const ConvShape& s, const float* x
 
 // dW rows [k0, k1) of group gi (+)= dY^T rows * columns over the batch's pixels [p0, p1).
 void weights_product(const ConvShape& s, const float* dy, std::int64_t gi, std::int64_t k0, std::int64_t k1,
-                     std::int64_t p0, std::int64_t p1, const float* cols, std::int64_t ldb, float beta, float* c) {
+                     std::int64_t p0, std::int64_t p1, const float* cols, std::int64_t ldb, float beta,
+                     float* c) {
   const std::int64_t patch = s.cg * s.r * s.s;
-  sgemm(true, false, k1 - k0, patch, p1 - p0, 1.0f, dy + p0 * s.k + gi * s.kg + k0, s.k, cols, ldb, beta, c, patch);
+  sgemm(true, false, k1 - k0, patch, p1 - p0, 1.0f, dy + p0 * s.k + gi * s.kg + k0, s.k, cols, ldb, beta, c,
+        patch);
 }
 
 void weights_by_rows(const ConvShape& s, const WeightsPlan& p, const float* x, const float* dy, float* dw,
                      bool accumulate, void* ws) {
   const std::int64_t patch = s.cg * s.r * s.s;
   run_slotted(s.g * p.row_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
-    auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * p.column_bytes);
+    auto* col =
+        reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * p.column_bytes);
     const std::int64_t gi = task / p.row_blocks, b = task % p.row_blocks;
     const std::int64_t k0 = s.kg * b / p.row_blocks, k1 = s.kg * (b + 1) / p.row_blocks;
     float* c = dw + (gi * s.kg + k0) * patch;
@@ -216,10 +221,13 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
   auto* base = static_cast<char*>(ws);
   char* partials = base + static_cast<std::size_t>(p.slots) * p.column_bytes;
   // touched[slot * g + gi]: that slot's copy of group gi holds a sum (else it is garbage).
-  auto* touched = reinterpret_cast<unsigned char*>(partials + static_cast<std::size_t>(p.slots - 1) * p.partial_bytes);
+  auto* touched =
+      reinterpret_cast<unsigned char*>(partials + static_cast<std::size_t>(p.slots - 1) * p.partial_bytes);
   std::memset(touched, 0, static_cast<std::size_t>(p.slots * s.g));
   const auto copy_of = [&](std::int64_t slot) {
-    return slot == 0 ? dw : reinterpret_cast<float*>(partials + static_cast<std::size_t>(slot - 1) * p.partial_bytes);
+    return slot == 0
+               ? dw
+               : reinterpret_cast<float*>(partials + static_cast<std::size_t>(slot - 1) * p.partial_bytes);
   };
   run_slotted(s.g * p.pixel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(base + static_cast<std::size_t>(slot) * p.column_bytes);
@@ -267,14 +275,14 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
 struct NchwWeightsPlan {
   std::int64_t channel_blocks;  // per group
   std::int64_t block_channels;
-  bool transposed_columns;      // col^T gathered, dW written in place (else dW^T summed)
-  std::int64_t images;          // transposed columns: images per GEMM
-  std::int64_t pixel_block;     // pixels per GEMM of one image (when images == 1)
-  bool gather;                  // dW^T: false when a plain 1x1 image is its own columns
+  bool transposed_columns;   // col^T gathered, dW written in place (else dW^T summed)
+  std::int64_t images;       // transposed columns: images per GEMM
+  std::int64_t pixel_block;  // pixels per GEMM of one image (when images == 1)
+  bool gather;               // dW^T: false when a plain 1x1 image is its own columns
   std::int64_t slots;
-  std::size_t column_bytes;     // per slot
-  std::size_t transposed_bytes; // dW^T
-  std::size_t dy_bytes;         // dY as [N*P x K] (dW^T) or [K x N*P] (several images per GEMM)
+  std::size_t column_bytes;      // per slot
+  std::size_t transposed_bytes;  // dW^T
+  std::size_t dy_bytes;          // dY as [N*P x K] (dW^T) or [K x N*P] (several images per GEMM)
 };
 
 constexpr std::size_t kTransposedColumnBytes = std::size_t{1} << 20;  // its scattered stores stay in L2
@@ -292,14 +300,16 @@ NchwWeightsPlan make_nchw_weights_plan(const ConvShape& s) {
   p.dy_bytes = floats(s.n * s.k * pixels);
   if (p.transposed_columns) {
     const std::int64_t cap = std::max<std::int64_t>(
-        16, static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
+        16,
+        static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
     p.images = pixels <= kSmallPlane ? std::clamp<std::int64_t>(cap / pixels, 1, s.n) : 1;
     p.pixel_block = std::min(pixels, cap);
     p.column_bytes = floats(rows * std::max(p.images * pixels, p.pixel_block));
     if (p.images == 1) p.dy_bytes = 0;  // dY read in place, one image at a time
   } else {
     const std::int64_t cap = std::max<std::int64_t>(
-        kMinPixelBlock, static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
+        kMinPixelBlock,
+        static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
     p.pixel_block = std::min(pixels, cap);
     p.gather = !plain_1x1(s);
     p.column_bytes = p.gather ? floats(rows * p.pixel_block) : 0;
@@ -323,8 +333,8 @@ void transpose(const float* in, std::int64_t ld_in, std::int64_t rows, std::int6
   }
 }
 
-void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
-                               float* dw, bool accumulate, void* ws) {
+void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p, const float* x,
+                                    const float* dy, float* dw, bool accumulate, void* ws) {
   const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
   auto* base = static_cast<char*>(ws);
   auto* dy_t = reinterpret_cast<float*>(base);
@@ -341,7 +351,8 @@ void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p
   run_slotted(s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(columns + static_cast<std::size_t>(slot) * p.column_bytes);
     const std::int64_t gi = task / p.channel_blocks, b = task % p.channel_blocks;
-    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0), rows = cbs * taps;
+    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0),
+                       rows = cbs * taps;
     ConvShape block = s;  // the gathers see this block's channels only
     block.cg = cbs;
     float* out = transposed + gi * s.kg * patch + c0 * taps * s.kg;  // rows c0*RS.. of dW_g^T [CgRS x Kg]
@@ -356,8 +367,8 @@ void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p
           im2col_nchw(block, xg + n * s.c * plane, p0, p1, col, p1 - p0);
           a = col, lda = p1 - p0;
         }
-        sgemm(false, false, rows, s.kg, p1 - p0, 1.0f, a, lda, dy_t + (n * pixels + p0) * s.k + gi * s.kg, s.k,
-              first ? 0.0f : 1.0f, out, s.kg);
+        sgemm(false, false, rows, s.kg, p1 - p0, 1.0f, a, lda, dy_t + (n * pixels + p0) * s.k + gi * s.kg,
+              s.k, first ? 0.0f : 1.0f, out, s.kg);
         first = false;
       }
     }
@@ -377,8 +388,8 @@ void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p
   });
 }
 
-void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& p, const float* x, const float* dy,
-                               float* dw, bool accumulate, void* ws) {
+void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& p, const float* x,
+                                     const float* dy, float* dw, bool accumulate, void* ws) {
   const std::int64_t taps = s.r * s.s, patch = s.cg * taps, pixels = s.ho * s.wo, plane = s.h * s.w;
   auto* base = static_cast<char*>(ws);
   auto* dy_rows = reinterpret_cast<float*>(base);  // images > 1: [K][N*P]
@@ -396,7 +407,8 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
   run_slotted(s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(columns + static_cast<std::size_t>(slot) * p.column_bytes);
     const std::int64_t gi = task / p.channel_blocks, b = task % p.channel_blocks;
-    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0), rows = cbs * taps;
+    const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0),
+                       rows = cbs * taps;
     ConvShape block = s;
     block.cg = cbs;
     float* out = dw + gi * s.kg * patch + c0 * taps;  // columns c0*RS.. of dW_g [Kg x CgRS]
@@ -405,7 +417,8 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
       for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
         const std::int64_t count = std::min(p.images, s.n - n0);
         for (std::int64_t i = 0; i < count; ++i) {
-          im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows, rows);
+          im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows,
+                                 rows);
         }
         sgemm(false, false, s.kg, rows, count * pixels, 1.0f, dy_rows + gi * s.kg * all_pixels + n0 * pixels,
               all_pixels, col, rows, n0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
@@ -416,8 +429,8 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
       for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
         const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
         im2col_nchw_transposed(block, xg + n * s.c * plane, p0, p1, col, rows);
-        sgemm(false, false, s.kg, rows, p1 - p0, 1.0f, dy + (n * s.k + gi * s.kg) * pixels + p0, pixels, col, rows,
-              n == 0 && p0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
+        sgemm(false, false, s.kg, rows, p1 - p0, 1.0f, dy + (n * s.k + gi * s.kg) * pixels + p0, pixels, col,
+              rows, n == 0 && p0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
       }
     }
   });
@@ -436,7 +449,8 @@ bool data_as_one_gemm(const ConvShape& s) { return plain_1x1(s) && (s.nhwc || s.
 std::size_t data_gemm_workspace(const ConvShape& s) {
   if (data_as_one_gemm(s)) return 0;
   const DataPlan p = make_data_plan(s);
-  return static_cast<std::size_t>(p.slots) * p.column_bytes + (p.repack ? floats(s.g * p.channel_blocks * s.kg * s.r * s.s * p.block_channels) : 0);
+  return static_cast<std::size_t>(p.slots) * p.column_bytes +
+         (p.repack ? floats(s.g * p.channel_blocks * s.kg * s.r * s.s * p.block_channels) : 0);
 }
 
 void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, void* ws) {
@@ -446,10 +460,12 @@ void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, v
   }
   const DataPlan p = make_data_plan(s);
   const std::int64_t taps = s.r * s.s, patch = taps * s.cg, pixels = s.ho * s.wo;
-  auto* packed = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(p.slots) * p.column_bytes);
+  auto* packed =
+      reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(p.slots) * p.column_bytes);
   if (p.repack) repack_weights(s, p, w, packed);
   run_slotted(s.n * s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
-    auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * p.column_bytes);
+    auto* col =
+        reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * p.column_bytes);
     const std::int64_t b = task % p.channel_blocks, ng = task / p.channel_blocks;
     const std::int64_t gi = ng % s.g, n = ng / s.g;
     const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0);
@@ -478,8 +494,8 @@ void data_gemm(const ConvShape& s, const float* dy, const float* w, float* dx, v
     const float* wb = p.repack ? repacked_block(s, p, packed, gi, b) : w + gi * s.kg * patch;
     for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
       const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
-      sgemm(false, false, p1 - p0, rows, s.kg, 1.0f, dy + (n * pixels + p0) * s.k + gi * s.kg, s.k, wb, rows, 0.0f,
-            col, rows);
+      sgemm(false, false, p1 - p0, rows, s.kg, 1.0f, dy + (n * pixels + p0) * s.k + gi * s.kg, s.k, wb, rows,
+            0.0f, col, rows);
       col2im_add_nhwc(s, col, rows, n, ch, cbs, p0, p1, dx);
     }
   });
@@ -492,7 +508,9 @@ std::size_t weights_gemm_workspace(const ConvShape& s) {
   }
   const WeightsPlan p = make_weights_plan(s);
   std::size_t bytes = static_cast<std::size_t>(p.slots) * p.column_bytes;
-  if (!p.by_rows) bytes += static_cast<std::size_t>(p.slots - 1) * p.partial_bytes + static_cast<std::size_t>(p.slots * s.g);
+  if (!p.by_rows)
+    bytes +=
+        static_cast<std::size_t>(p.slots - 1) * p.partial_bytes + static_cast<std::size_t>(p.slots * s.g);
   return bytes;
 }
 

@@ -13,12 +13,13 @@ namespace {
 
 dnn::Applicability check_depthwise(const dnn::ConvProblem& p) {
   if (p.groups != p.c || p.groups == 1) {
-    return dnn::Applicability::no("groups " + std::to_string(p.groups) + " != channels " + std::to_string(p.c) +
-                                  ": not depthwise");
+    return dnn::Applicability::no("groups " + std::to_string(p.groups) + " != channels " +
+                                  std::to_string(p.c) + ": not depthwise");
   }
   if (p.k != p.c) {
-    return dnn::Applicability::no("channel multiplier " + std::to_string(p.k / p.c) + " (K " + std::to_string(p.k) +
-                                  " != C " + std::to_string(p.c) + "); only multiplier 1");
+    return dnn::Applicability::no("channel multiplier " + std::to_string(p.k / p.c) + " (K " +
+                                  std::to_string(p.k) + " != C " + std::to_string(p.c) +
+                                  "); only multiplier 1");
   }
   return dnn::Applicability::yes();  // any filter, stride, padding, dilation, both layouts
 }
@@ -53,8 +54,8 @@ class ConvBwdWeightsGemm final : public CpuConvBwdSolver {
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& p) const override {
     return bwd::weights_gemm_workspace(ConvShape::of(p));
   }
-  void compute_weights_f32(const dnn::ConvProblem& p, const float* x, const float* dy, float* dw, bool accumulate,
-                           void* ws) const override {
+  void compute_weights_f32(const dnn::ConvProblem& p, const float* x, const float* dy, float* dw,
+                           bool accumulate, void* ws) const override {
     bwd::weights_gemm(ConvShape::of(p), x, dy, dw, accumulate, ws);
   }
 };
@@ -85,8 +86,8 @@ class ConvBwdWeightsDepthwise final : public CpuConvBwdSolver {
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& p) const override {
     return bwd::weights_depthwise_workspace(ConvShape::of(p));
   }
-  void compute_weights_f32(const dnn::ConvProblem& p, const float* x, const float* dy, float* dw, bool accumulate,
-                           void* ws) const override {
+  void compute_weights_f32(const dnn::ConvProblem& p, const float* x, const float* dy, float* dw,
+                           bool accumulate, void* ws) const override {
     bwd::weights_depthwise(ConvShape::of(p), x, dy, dw, accumulate, ws);
   }
 };
