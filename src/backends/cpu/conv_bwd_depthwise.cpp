@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
-#include "backends/cpu/conv_bwd_depthwise_row_ops.hpp"  // before the kernels, which use them
+#include "backends/cpu/conv_bwd_depthwise_row_ops.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/thread_pool.hpp"

@@ -5,10 +5,9 @@
 
 #include <cstdint>
 
+#include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
+
 namespace galley::backends::cpu::bwd {
-
-inline constexpr std::int64_t kLanes = 16;
-
 namespace {
 
 inline __mmask16 first_lanes(std::int64_t count) {
@@ -95,11 +94,6 @@ void row_dot_taps(float* lanes, const float* g, const float* in, const std::int6
 }
 
 }  // namespace
-}  // namespace galley::backends::cpu::bwd
-
-#include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
-
-namespace galley::backends::cpu::bwd {
 
 DepthwiseKernels depthwise_kernels_avx512() { return this_isa_kernels(); }
 

@@ -3,14 +3,10 @@
 // and conv_bwd_depthwise_avx512.cpp, so the same plain loops become 4-, 8- or 16-wide vectors.
 // The definitions have internal linkage (an unnamed namespace), so each of those files keeps its
 // own copy, and they instantiate no standard-library template: an out-of-line copy compiled with
-// AVX-512 could otherwise be the one the linker keeps for every caller. Each including file first
-// defines, in the unnamed namespace, the two unit-stride row operations the loops are built on
-// (rows are a few dozen floats, so their vector tails decide the speed):
-//   void row_axpy(float* out, const float* in, float a, std::int64_t count);            // out += a*in
-//   void row_dot_lanes(float* lanes, const float* g, const float* in, std::int64_t count);
-//       // lanes[i % kLanes] += g[i] * in[i]  (kLanes = 16 independent partial sums)
-//   void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
-//                     std::int64_t taps, std::int64_t count);  // DepthwiseKernels::dot_taps
+// AVX-512 could otherwise be the one the linker keeps for every caller. The unit-stride row
+// operations the loops are built on are declared here and defined by each including file (rows
+// are a few dozen floats, so their vector tails decide the speed): plain loops in
+// conv_bwd_depthwise_row_ops.hpp, masked AVX-512 steps in conv_bwd_depthwise_avx512.cpp.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +42,17 @@ DepthwiseKernels depthwise_kernels_baseline();
 DepthwiseKernels depthwise_kernels_avx2();    // only after cpu_has_avx2_fma()
 DepthwiseKernels depthwise_kernels_avx512();  // only after cpu_has_avx512()
 
+inline constexpr std::int64_t kLanes = 16;
+
 namespace {
+
+/// out[i] += a * in[i] for i in [0, count).
+void row_axpy(float* out, const float* in, float a, std::int64_t count);
+/// lanes[i % kLanes] += g[i] * in[i] for i in [0, count) (kLanes independent partial sums).
+void row_dot_lanes(float* lanes, const float* g, const float* in, std::int64_t count);
+/// DepthwiseKernels::dot_taps.
+void row_dot_taps(float* lanes, const float* g, const float* in, const std::int64_t* offsets,
+                  std::int64_t taps, std::int64_t count);
 
 // Output columns [lo, hi) of tap q whose input column ow*sw + shift lies in [0, W).
 inline std::int64_t clamp64(std::int64_t v, std::int64_t lo, std::int64_t hi) {

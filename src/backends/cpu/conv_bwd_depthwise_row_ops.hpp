@@ -1,13 +1,13 @@
-// The plain unit-stride row operations of conv_bwd_depthwise_kernels.hpp, for the files that
+// The plain unit-stride row operations declared in conv_bwd_depthwise_kernels.hpp, for the files that
 // build those loops without intrinsics (the baseline and AVX2 builds); the compiler vectorises
 // them at the file's instruction set. Internal linkage, as the kernels.
 #pragma once
 
 #include <cstdint>
 
-namespace galley::backends::cpu::bwd {
+#include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
 
-inline constexpr std::int64_t kLanes = 16;
+namespace galley::backends::cpu::bwd {
 
 namespace {
 

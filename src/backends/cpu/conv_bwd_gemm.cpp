@@ -31,7 +31,8 @@ constexpr std::int64_t kTasksPerWorker = 4;                 // so a worker that 
 constexpr std::int64_t kMinGemmColumns = 256;
 constexpr std::int64_t kMinPixelBlock = 128;  // the depth of a weight-gradient GEMM
 constexpr std::int64_t kMinRowBlock = 16;     // output channels per row block
-constexpr std::int64_t kSmallPlane = 256;     // output pixels per image below which NCHW plans change
+constexpr std::int64_t kSmallPlane = 256;     // NCHW weights: output pixels per image to batch images
+constexpr std::int64_t kTinyPlane = 64;       // NCHW data: output pixels per image to transpose the product
 constexpr std::int64_t kInPlaceRows = 128;    // sgemm reads a plain B in place for this many rows of A
 constexpr std::int64_t kMinBlockRows = 24;    // rows (channels x taps) of a weight-gradient channel block
 
@@ -65,7 +66,7 @@ DataPlan make_data_plan(const ConvShape& s) {
   // With few pixels per image each weight would be packed for a few dozen uses; computing the
   // transposed product instead lets the GEMM read the weights in place (it does so for at most
   // kInPlaceRows rows of its left operand, here the pixels).
-  p.transposed = !s.nhwc && pixels <= kSmallPlane;
+  p.transposed = !s.nhwc && pixels <= kTinyPlane;
   if (p.transposed) p.pixel_block = ceil_div(pixels, ceil_div(pixels, kInPlaceRows));
   p.slots = blas_threaded() ? 1 : slot_count(outer * p.channel_blocks);
   p.repack = s.nhwc && p.channel_blocks > 1;
@@ -260,14 +261,14 @@ void weights_by_pixels(const ConvShape& s, const WeightsPlan& p, const float* x,
 // NCHW columns run along the pixels, as dY does, so one operand of dW = dY * col^T must be
 // transposed, and a GEMM that packs its operand transposed (a strided gather per element) runs
 // at a fraction of its speed. Which operand to transpose, and where, depends on the plane:
-//   small planes (late layers, where |dW| outweighs the activations): the columns are gathered
-//     transposed, col^T[pixel][c*RS + t] (scattered stores into an L2-sized buffer), and
-//     dW = dY * col^T is written in place, the pixels of several images one after another
-//     against dY gathered once as [K x N*P], so each GEMM runs deep;
-//   large planes: dY is transposed once per call into [N*P x K] (in tiles) and the product is
-//     taken as dW^T[CgRS x Kg] = col * dY^T, summed in the workspace and transposed into dw at
-//     the end (there a transposed gather would leave the GEMM few columns, and dY would be
-//     packed again for every channel block).
+//   the columns transposed, col^T[pixel][c*RS + t] (gathered, then transposed in L2-sized tiles),
+//     and dW = dY * col^T written in place; or
+//   dY transposed once per call into [N*P x K] and dW^T[CgRS x Kg] = col * dY^T summed in the
+//     workspace, transposed into dw at the end;
+// whichever transposes fewer floats (|col| against |dY| + |dW|): late layers, whose weights
+// outweigh their activations, take the first, early ones the second. Small planes put the pixels
+// of several images one after another (against dY gathered once as [K x N*P] for the first), so
+// each GEMM runs deep.
 // Either way the product splits over the input channels: tasks are (group, block of input
 // channels), each gathering only its channels and writing only its part of dW (or dW^T), so
 // nothing is gathered twice and no output is shared or reduced.
@@ -295,7 +296,12 @@ NchwWeightsPlan make_nchw_weights_plan(const ConvShape& s) {
   p.block_channels = ceil_div(s.cg, p.channel_blocks);
   p.channel_blocks = ceil_div(s.cg, p.block_channels);
   const std::int64_t rows = p.block_channels * taps;
-  p.transposed_columns = pixels <= kSmallPlane;
+  // Each way moves one tensor more than the GEMM needs: col^T (gathered, then transposed), or
+  // dY^T and dW^T (both transposed); take the smaller.
+  const double columns_size = static_cast<double>(s.n) * pixels * s.c * taps;
+  const double transposed_size =
+      static_cast<double>(s.k) * s.n * pixels + static_cast<double>(s.k) * s.cg * taps;
+  p.transposed_columns = columns_size < transposed_size;
   p.slots = blas_threaded() ? 1 : slot_count(s.g * p.channel_blocks);
   p.dy_bytes = floats(s.n * s.k * pixels);
   if (p.transposed_columns) {
@@ -304,15 +310,16 @@ NchwWeightsPlan make_nchw_weights_plan(const ConvShape& s) {
         static_cast<std::int64_t>(kTransposedColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
     p.images = pixels <= kSmallPlane ? std::clamp<std::int64_t>(cap / pixels, 1, s.n) : 1;
     p.pixel_block = std::min(pixels, cap);
-    p.column_bytes = floats(rows * std::max(p.images * pixels, p.pixel_block));
+    p.column_bytes = 2 * floats(rows * std::max(p.images * pixels, p.pixel_block));  // gathered, transposed
     if (p.images == 1) p.dy_bytes = 0;  // dY read in place, one image at a time
   } else {
     const std::int64_t cap = std::max<std::int64_t>(
         kMinPixelBlock,
         static_cast<std::int64_t>(kColumnBytes / (sizeof(float) * static_cast<std::size_t>(rows))));
+    p.images = pixels <= kSmallPlane ? std::clamp<std::int64_t>(cap / pixels, 1, s.n) : 1;
     p.pixel_block = std::min(pixels, cap);
-    p.gather = !plain_1x1(s);
-    p.column_bytes = p.gather ? floats(rows * p.pixel_block) : 0;
+    p.gather = p.images > 1 || !plain_1x1(s);
+    p.column_bytes = p.gather ? floats(rows * std::max(p.images * pixels, p.pixel_block)) : 0;
     p.transposed_bytes = floats(s.k * s.cg * taps);
   }
   return p;
@@ -358,6 +365,19 @@ void weights_nchw_summed_transposed(const ConvShape& s, const NchwWeightsPlan& p
     float* out = transposed + gi * s.kg * patch + c0 * taps * s.kg;  // rows c0*RS.. of dW_g^T [CgRS x Kg]
     const float* xg = x + (gi * s.cg + c0) * plane;
     bool first = true;
+    if (p.images > 1) {
+      // Images side by side in the columns; their rows of dY^T follow one another already.
+      for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
+        const std::int64_t count = std::min(p.images, s.n - n0), ld = count * pixels;
+        for (std::int64_t i = 0; i < count; ++i) {
+          im2col_nchw(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels, ld);
+        }
+        sgemm(false, false, rows, s.kg, ld, 1.0f, col, ld, dy_t + n0 * pixels * s.k + gi * s.kg, s.k,
+              first ? 0.0f : 1.0f, out, s.kg);
+        first = false;
+      }
+      return;
+    }
     for (std::int64_t n = 0; n < s.n; ++n) {
       for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
         const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
@@ -406,19 +426,25 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
   }
   run_slotted(s.g * p.channel_blocks, p.slots, [&](std::int64_t slot, std::int64_t task) {
     auto* col = reinterpret_cast<float*>(columns + static_cast<std::size_t>(slot) * p.column_bytes);
+    float* gathered = reinterpret_cast<float*>(reinterpret_cast<char*>(col) + p.column_bytes / 2);
     const std::int64_t gi = task / p.channel_blocks, b = task % p.channel_blocks;
     const std::int64_t c0 = b * p.block_channels, cbs = std::min(p.block_channels, s.cg - c0),
                        rows = cbs * taps;
     ConvShape block = s;
     block.cg = cbs;
+    // col^T rows [0, count) of pixels p0.. of image xn: gathered as im2col lays it, then transposed
+    // in tiles (a gather that stores transposed scatters every element).
+    const auto columns_t = [&](const float* xn, std::int64_t p0, std::int64_t p1, float* out) {
+      im2col_nchw(block, xn, p0, p1, gathered, p1 - p0);
+      transpose(gathered, p1 - p0, rows, p1 - p0, out, rows);
+    };
     float* out = dw + gi * s.kg * patch + c0 * taps;  // columns c0*RS.. of dW_g [Kg x CgRS]
     const float* xg = x + (gi * s.cg + c0) * plane;
     if (p.images > 1) {
       for (std::int64_t n0 = 0; n0 < s.n; n0 += p.images) {
         const std::int64_t count = std::min(p.images, s.n - n0);
         for (std::int64_t i = 0; i < count; ++i) {
-          im2col_nchw_transposed(block, xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows,
-                                 rows);
+          columns_t(xg + (n0 + i) * s.c * plane, 0, pixels, col + i * pixels * rows);
         }
         sgemm(false, false, s.kg, rows, count * pixels, 1.0f, dy_rows + gi * s.kg * all_pixels + n0 * pixels,
               all_pixels, col, rows, n0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
@@ -428,7 +454,7 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
     for (std::int64_t n = 0; n < s.n; ++n) {
       for (std::int64_t p0 = 0; p0 < pixels; p0 += p.pixel_block) {
         const std::int64_t p1 = std::min(pixels, p0 + p.pixel_block);
-        im2col_nchw_transposed(block, xg + n * s.c * plane, p0, p1, col, rows);
+        columns_t(xg + n * s.c * plane, p0, p1, col);
         sgemm(false, false, s.kg, rows, p1 - p0, 1.0f, dy + (n * s.k + gi * s.kg) * pixels + p0, pixels, col,
               rows, n == 0 && p0 == 0 && !accumulate ? 0.0f : 1.0f, out, patch);
       }
@@ -436,15 +462,15 @@ void weights_nchw_transposed_columns(const ConvShape& s, const NchwWeightsPlan& 
   });
 }
 
+// A plain 1x1 NCHW problem with small planes would pack every weight for a few dozen uses; the
+// general plan's transposed product reads them in place instead.
+bool data_as_one_gemm(const ConvShape& s) { return plain_1x1(s) && (s.nhwc || s.ho * s.wo > kTinyPlane); }
+
 }  // namespace
 
 bool plain_1x1(const ConvShape& s) {
   return s.r == 1 && s.s == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0;
 }
-
-// A plain 1x1 NCHW problem with small planes would pack every weight for a few dozen uses; the
-// general plan's transposed product reads them in place instead.
-bool data_as_one_gemm(const ConvShape& s) { return plain_1x1(s) && (s.nhwc || s.ho * s.wo > kSmallPlane); }
 
 std::size_t data_gemm_workspace(const ConvShape& s) {
   if (data_as_one_gemm(s)) return 0;
