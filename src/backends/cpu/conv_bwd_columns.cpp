@@ -64,36 +64,6 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
   }
 }
 
-void im2col_nchw_transposed(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
-                            std::int64_t ld) {
-  const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;
-  for (std::int64_t c = 0; c < s.cg; ++c) {
-    const float* xc = xn + c * s.h * s.w;
-    for (std::int64_t r = 0; r < s.r; ++r) {
-      for (std::int64_t q = 0; q < s.s; ++q) {
-        float* column = col + (c * s.r + r) * s.s + q;  // column[i * ld] is pixel p0 + i
-        const ColumnRange range = columns_inside(s, q);
-        std::int64_t oh = oh_first, ow0 = ow_first;
-        for (std::int64_t p = p0; p < p1; ++oh, ow0 = 0) {
-          const std::int64_t ow1 = std::min(s.wo, ow0 + (p1 - p));
-          float* out = column + (p - p0) * ld;  // out[(ow - ow0) * ld] is pixel (oh, ow)
-          const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
-          if (ih < 0 || ih >= s.h) {
-            for (std::int64_t ow = ow0; ow < ow1; ++ow) out[(ow - ow0) * ld] = 0.0f;
-          } else {
-            const float* in = xc + ih * s.w;
-            const std::int64_t a = std::clamp(range.lo, ow0, ow1), b = std::clamp(range.hi, ow0, ow1);
-            for (std::int64_t ow = ow0; ow < a; ++ow) out[(ow - ow0) * ld] = 0.0f;
-            for (std::int64_t ow = a; ow < b; ++ow) out[(ow - ow0) * ld] = in[ow * s.sw + range.shift];
-            for (std::int64_t ow = b; ow < ow1; ++ow) out[(ow - ow0) * ld] = 0.0f;
-          }
-          p += ow1 - ow0;
-        }
-      }
-    }
-  }
-}
-
 void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1,
                  float* col) {
   const std::int64_t patch = s.r * s.s * s.cg;

@@ -18,10 +18,6 @@ namespace galley::backends::cpu::bwd {
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld);
 
-/// im2col_nchw transposed: col[p - p0][(c*R + r)*S + s], rows `ld` floats apart.
-void im2col_nchw_transposed(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
-                            std::int64_t ld);
-
 /// col[p - p0][(r*S + s)*Cg + c] for group `gi` and global output pixels [p0, p1) of the batch
 /// (n*Ho*Wo + oh*Wo + ow), rows R*S*Cg floats apart.
 void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1,
