@@ -1,18 +1,11 @@
-// Which ConvArgs pointer holds which tensor in the two backward convolutions. ConvArgs names the
-// forward tensors (x, w, y); until the op-generic core gives every op its own argument ids, the
-// backward passes reuse those slots by tensor *shape*, so each pointer keeps the size and layout
-// that problem.x_desc(), w_desc() and y_desc() give it:
-//
-//   backward_data:    reads args.y (dy) and args.w (w),  writes args.x (dx)
-//   backward_weights: reads args.x (x)  and args.y (dy), writes args.w (dw)
-//
-// This header is the one place that knows the mapping; the const_cast that turns the read-only
-// x or w slot into an output lives only here.
+// The tensors of the two backward convolutions as their own small structs, taken from and put
+// into ConvArgs (whose dy, dx and dw fields carry them), so backward kernels name what they read
+// and write.
 #pragma once
 
 #include <cstddef>
 
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::dnn {
 
@@ -30,22 +23,22 @@ struct BackwardWeightsArgs {
   void* dw = nullptr;
 };
 
-inline BackwardDataArgs backward_data_args(const ConvArgs& args) {
-  return {args.y, args.w, const_cast<void*>(args.x)};
+inline BackwardDataArgs backward_data_args(const ConvArgs& args) { return {args.dy, args.w, args.dx}; }
+
+inline BackwardWeightsArgs backward_weights_args(const ConvArgs& args) { return {args.x, args.dy, args.dw}; }
+
+inline ConvArgs conv_args(const BackwardDataArgs& a, void* workspace = nullptr, std::size_t workspace_bytes = 0) {
+  ConvArgs out{nullptr, a.w, nullptr, workspace, workspace_bytes};
+  out.dy = a.dy;
+  out.dx = a.dx;
+  return out;
 }
 
-inline BackwardWeightsArgs backward_weights_args(const ConvArgs& args) {
-  return {args.x, args.y, const_cast<void*>(args.w)};
-}
-
-inline ConvArgs conv_args(const BackwardDataArgs& a, void* workspace = nullptr,
-                          std::size_t workspace_bytes = 0) {
-  return ConvArgs{a.dx, a.w, const_cast<void*>(a.dy), workspace, workspace_bytes};
-}
-
-inline ConvArgs conv_args(const BackwardWeightsArgs& a, void* workspace = nullptr,
-                          std::size_t workspace_bytes = 0) {
-  return ConvArgs{a.x, a.dw, const_cast<void*>(a.dy), workspace, workspace_bytes};
+inline ConvArgs conv_args(const BackwardWeightsArgs& a, void* workspace = nullptr, std::size_t workspace_bytes = 0) {
+  ConvArgs out{a.x, nullptr, nullptr, workspace, workspace_bytes};
+  out.dy = a.dy;
+  out.dw = a.dw;
+  return out;
 }
 
 }  // namespace galley::dnn

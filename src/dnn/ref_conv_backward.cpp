@@ -114,15 +114,14 @@ class RefConvBackward final : public ConvSolver {
   ConvDirection direction_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
-  register_conv_solver("cpu", kReferenceRank,
-                       std::make_unique<RefConvBackward>(ConvDirection::backward_data));
-  register_conv_solver("cpu", kReferenceRank,
-                       std::make_unique<RefConvBackward>(ConvDirection::backward_weights));
-  return true;
-}();
-
 }  // namespace
+
+std::unique_ptr<ConvSolver> make_ref_conv_bwd_data() {
+  return std::make_unique<RefConvBackward>(ConvDirection::backward_data);
+}
+std::unique_ptr<ConvSolver> make_ref_conv_bwd_weights() {
+  return std::make_unique<RefConvBackward>(ConvDirection::backward_weights);
+}
 
 void reference_conv_backward_data(const ConvProblem& p, const void* dy, const void* w, void* dx) {
   constexpr const char* kWhat = "reference_conv_backward_data";

@@ -13,7 +13,7 @@
 
 namespace galley::dnn {
 
-/// Names of the reference solvers, registered last (kReferenceRank) on backend "cpu".
+/// Names of the reference solvers, the last entries of the cpu conv list.
 inline constexpr const char* kRefConvBackwardDataName = "ref.conv.bwd_data";
 inline constexpr const char* kRefConvBackwardWeightsName = "ref.conv.bwd_weights";
 
@@ -29,5 +29,9 @@ void reference_conv_backward_data(const ConvProblem& problem, const void* dy, co
 /// dy[n][k][oh][ow] * x[n][g*C/g + c][oh*u - p + r*l][ow*v - q + s*j] (zero outside the image).
 /// Every element of dw is overwritten, never accumulated into. Otherwise as above.
 void reference_conv_backward_weights(const ConvProblem& problem, const void* x, const void* dy, void* dw);
+
+/// The references as solvers, for the cpu conv list.
+std::unique_ptr<ConvSolver> make_ref_conv_bwd_data();
+std::unique_ptr<ConvSolver> make_ref_conv_bwd_weights();
 
 }  // namespace galley::dnn

@@ -156,18 +156,18 @@ void CpuConvBwdSolver::run(runtime::Stream& stream, const dnn::ConvProblem& prob
   if (const auto ok = check(problem, stream.device()); !ok) {
     throw Error(Status::unsupported, op + " cannot run " + problem.key() + ": " + ok.reason);
   }
-  // Named as the pass sees them, with the ConvArgs slot each travels in.
+  // Named as the pass sees them.
   const auto require = [&op](const void* ptr, const char* what) {
     if (ptr == nullptr) throw Error(Status::invalid_argument, op + ": " + what + " is null");
   };
   if (direction_ == dnn::ConvDirection::backward_data) {
-    require(args.y, "dy (args.y)");
-    require(args.w, "w (args.w)");
-    require(args.x, "dx (args.x)");
+    require(args.dy, "dy");
+    require(args.w, "w");
+    require(args.dx, "dx");
   } else {
-    require(args.x, "x (args.x)");
-    require(args.y, "dy (args.y)");
-    require(args.w, "dw (args.w)");
+    require(args.x, "x");
+    require(args.dy, "dy");
+    require(args.dw, "dw");
   }
   const std::size_t need = workspace_bytes(problem, stream.device());
   if (need > 0 && (args.workspace == nullptr || args.workspace_bytes < need)) {

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_bwd_base.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_bwd_depthwise.hpp"
 #include "backends/cpu/conv_bwd_gemm.hpp"
 
@@ -92,13 +93,13 @@ class ConvBwdWeightsDepthwise final : public CpuConvBwdSolver {
   }
 };
 
-const bool kRegistered = [] {
-  dnn::register_conv_solver("cpu", 20, std::make_unique<ConvBwdDataDepthwise>());
-  dnn::register_conv_solver("cpu", 20, std::make_unique<ConvBwdWeightsDepthwise>());
-  dnn::register_conv_solver("cpu", 50, std::make_unique<ConvBwdDataGemm>());
-  dnn::register_conv_solver("cpu", 50, std::make_unique<ConvBwdWeightsGemm>());
-  return true;
-}();
-
 }  // namespace
+
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise() { return std::make_unique<ConvBwdDataDepthwise>(); }
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise() {
+  return std::make_unique<ConvBwdWeightsDepthwise>();
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_gemm() { return std::make_unique<ConvBwdDataGemm>(); }
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_gemm() { return std::make_unique<ConvBwdWeightsGemm>(); }
+
 }  // namespace galley::backends::cpu

@@ -13,4 +13,9 @@ std::unique_ptr<dnn::ConvSolver> make_conv_winograd_f4x3();
 std::unique_ptr<dnn::ConvSolver> make_conv_im2col_gemm();
 std::unique_ptr<dnn::ConvSolver> make_conv_direct();
 
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise();
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise();
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_gemm();
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_gemm();
+
 }  // namespace galley::backends::cpu
