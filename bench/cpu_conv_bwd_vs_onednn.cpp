@@ -30,7 +30,7 @@
 #include "dnn/conv_backward_args.hpp"
 #include "dnn/ref_conv_backward.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 #include "onednn_conv_bwd.hpp"

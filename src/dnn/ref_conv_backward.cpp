@@ -12,7 +12,7 @@
 
 #include "conv_backward_args.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "reference_threads.hpp"
 #include "tensor_data.hpp"
 

@@ -9,7 +9,9 @@
 // do check the direction, as every solver does.
 #pragma once
 
-#include "galley/dnn/conv_problem.hpp"
+#include <memory>
+
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::dnn {
 

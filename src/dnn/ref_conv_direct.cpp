@@ -12,48 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.hpp"
+#include "dnn/reference_threads.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/conv_solver.hpp"
 #include "tensor_data.hpp"
 
 namespace galley::dnn {
 namespace {
-
-// Threads for the reference. The dnn layer may not include the cpu backend's pool (layering), and
-// the reference runs rarely, so it starts its own short-lived threads.
-unsigned reference_threads() {
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  if (const int configured = env::config().num_threads; configured > 0) threads = static_cast<unsigned>(configured);
-  return threads;
-}
-
-// Runs body(i) for i in [0, count) over `threads` threads; rethrows the first exception.
-template <typename Body>
-void fan_out(std::int64_t count, unsigned threads, const Body& body) {
-  threads = static_cast<unsigned>(std::min<std::int64_t>(threads, count));
-  if (threads <= 1) {
-    for (std::int64_t i = 0; i < count; ++i) body(i);
-    return;
-  }
-  std::atomic<std::int64_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  const auto worker = [&] {
-    try {
-      for (std::int64_t i = next++; i < count; i = next++) body(i);
-    } catch (...) {
-      std::lock_guard lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  std::vector<std::jthread> pool;
-  pool.reserve(threads - 1);
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  pool.clear();  // joins
-  if (error) std::rethrow_exception(error);
-}
 
 class RefConvDirect final : public ConvSolver {
  public:
@@ -122,7 +87,7 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
   const std::size_t elem = size_of(p.dtype);
   auto* out = static_cast<std::byte*>(y);
   // One task per output row (n, ho): rows are independent and write disjoint elements.
-  fan_out(n * ho, reference_threads(), [&](std::int64_t row) {
+  reference_fan_out(n * ho, reference_threads(), [&](std::int64_t row) {
     const std::int64_t in = row / ho, oh = row % ho;
     std::vector<float> values(static_cast<std::size_t>(wo * k));
     for (std::int64_t ow = 0; ow < wo; ++ow) {

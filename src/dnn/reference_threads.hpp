@@ -4,26 +4,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "galley/core/env.hpp"
+#include "core/config.hpp"
 
 namespace galley::dnn {
 
-/// GALLEY_NUM_THREADS when it is a positive integer, else all hardware threads.
+/// GALLEY_NUM_THREADS when set, else all hardware threads.
 inline unsigned reference_threads() {
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  if (const auto text = env::get("GALLEY_NUM_THREADS")) {
-    unsigned value = 0;
-    const auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (ec == std::errc() && ptr == text->data() + text->size() && value > 0) threads = value;
-  }
-  return threads;
+  if (const int configured = env::config().num_threads; configured > 0) return static_cast<unsigned>(configured);
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 /// Runs body(i) for i in [0, count) over `threads` threads; rethrows the first exception.

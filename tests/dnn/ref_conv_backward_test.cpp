@@ -17,7 +17,7 @@
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 

@@ -122,7 +122,7 @@ TEST(FindDbImport, TimesMustBeTimes) {
 }
 
 TEST(FindDbImport, MalformedOrForeignKeysAreRejected) {
-  expect_rejected(with(good_row(), "problem", "k1"), "not a key of a known op");
+  expect_rejected(with(good_row(), "problem", "k1"), "names no known op kind");
   expect_rejected(with(good_row(), "problem", "conv-F-f32-nchw-n1"), "malformed conv key");
   expect_rejected(with(good_row(), "problem", "conv-F-f32-nchw-n0-c8-h8-w8-k8-y3-x3-p1-q1-u1-v1-l1-j1-g1"),
                   "problem key");
@@ -140,7 +140,7 @@ TEST(FindDbImport, MalformedOrForeignKeysAreRejected) {
 TEST(FindDbImport, UnknownSolversAreRejected) {
   expect_rejected(with(good_row(), "solver", "cpu.conv.nosuch"), "unknown solver \"cpu.conv.nosuch\"");
   expect_rejected(with(good_row(), "solver", "a"), "unknown solver \"a\"");
-  expect_rejected(with(good_row(), "solver", "nosuchbackend.conv.Bad Name"), "<backend>.conv.<name>");
+  expect_rejected(with(good_row(), "solver", "nosuchbackend.conv.Bad Name"), "<backend>.<op>.<name>");
   expect_rejected(with(good_row(), "solver", ""), "unknown solver");
 }
 

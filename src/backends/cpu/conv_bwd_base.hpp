@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "galley/dnn/solver.hpp"
+#include "galley/dnn/conv_solver.hpp"
 
 namespace galley::backends::cpu {
 
