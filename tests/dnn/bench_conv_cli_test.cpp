@@ -50,6 +50,34 @@ TEST_F(BenchConvCli, JsonHasEveryFieldAndVerifies) {
   }
 }
 
+TEST_F(BenchConvCli, EveryDirectionRunsAndVerifies) {
+  // -F 0 is MIOpenDriver's "all three"; each direction is verified against its own reference,
+  // in both layouts and a half type.
+  for (const std::string extra : {"", " --layout nhwc", " --dtype bf16"}) {
+    const auto r = run("bench conv " + kSmall + " -F 0 --device cpu --all-solvers -V 1 -i 2 --json" + extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["problems"].size(), 3u);
+    std::string letters;
+    for (const auto& p : j["problems"]) {
+      letters += p["key"].get<std::string>().substr(5, 1);
+      ASSERT_FALSE(p["results"].empty()) << p.dump();
+      for (const auto& res : p["results"]) EXPECT_EQ(res["verified"], true) << extra << res.dump();
+    }
+    EXPECT_EQ(letters, "FBW");
+  }
+  for (const auto& [flag, letter] : {std::pair{"2", "B"}, std::pair{"4", "W"}}) {
+    const auto r = run("bench conv " + kSmall + " -F " + flag + " --device cpu -V 1 -i 2 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["problems"].size(), 1u);
+    EXPECT_EQ(j["problems"][0]["key"].get<std::string>().substr(5, 1), letter);
+  }
+  const auto bad = run("bench conv " + kSmall + " -F 3 --device cpu", true);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("-F 3"), std::string::npos) << bad.output;
+}
+
 TEST_F(BenchConvCli, FileKeepsTagsAndOverridesDtype) {
   const std::string path =
       ::testing::TempDir() + "/bench_conv_cli_test_" + std::to_string(::getpid()) + ".txt";

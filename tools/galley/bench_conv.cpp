@@ -221,7 +221,7 @@ void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::D
               "divided by its size) after %d warm-up%s\n",
               device.name().c_str(),
               device.properties().name.c_str(), options.iterations, options.warmup,
-              options.verify ? ", verified against ref.conv.direct" : "");
+              options.verify ? ", verified against the reference of its direction" : "");
   Table table({"problem", "solver", "ms", "TFLOP/s", "GB/s", "workspace", "verify", "detail"});
   for (const auto& p : problems) {
     const std::string name = p.tag.empty() ? p.problem.key() : p.tag;
@@ -250,11 +250,33 @@ void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::D
   }
 }
 
-int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
-  if (args.direction != 1) {
-    throw Error(Status::unsupported,
-                "-F " + std::to_string(args.direction) + ": only forward convolution (-F 1) is implemented");
+// The directions -F asks for, as MIOpenDriver reads it: 0 all three, 1 forward, 2 backward data,
+// 4 backward weights. Without -F each problem keeps its own (a file line's -F, else forward).
+std::vector<ProblemLine> with_directions(std::vector<ProblemLine> lines, int direction, bool given) {
+  if (!given) return lines;
+  std::vector<dnn::ConvDirection> wanted;
+  switch (direction) {
+    case 0: wanted = {dnn::ConvDirection::forward, dnn::ConvDirection::backward_data,
+                      dnn::ConvDirection::backward_weights}; break;
+    case 1: wanted = {dnn::ConvDirection::forward}; break;
+    case 2: wanted = {dnn::ConvDirection::backward_data}; break;
+    case 4: wanted = {dnn::ConvDirection::backward_weights}; break;
+    default:
+      throw Error(Status::invalid_argument, "-F " + std::to_string(direction) +
+                                                ": not a direction (valid: 0 all, 1 forward, 2 backward data, 4 backward weights)");
   }
+  std::vector<ProblemLine> out;
+  for (const ProblemLine& line : lines) {
+    for (const dnn::ConvDirection d : wanted) {
+      ProblemLine l = line;
+      l.problem.direction = d;
+      out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
+int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   if (args.mode != "conv") {
     throw Error(Status::invalid_argument, "-m " + quoted_input(args.mode) + ": only conv is supported");
   }
@@ -264,7 +286,7 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   if (cmd.count("--tolerance") > 0 && args.verify != 1) {
     throw Error(Status::invalid_argument, "--tolerance needs -V 1: it is the pass mark of the verification");
   }
-  const auto problems = problems_from(args, cmd);
+  const auto problems = with_directions(problems_from(args, cmd), args.direction, cmd.count("-F") > 0);
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
@@ -324,9 +346,11 @@ const bool registered = register_command([](CLI::App& root) {
   CLI::App* cmd = bench_group(root).add_subcommand(
       "conv", "Time convolution solvers on MIOpenDriver-style problems (-n -c -H -W -k -y -x ...)");
   for (DriverFlag& f : args->flags) cmd->add_option(f.name, f.value, f.help)->check(integer_in(f.minimum));
-  cmd->add_option("-F", args->direction, "direction: 1 forward (the only one implemented)")
-      ->check(integer_in(1, 4));
-  cmd->add_option("-V", args->verify, "1: verify every solver against ref.conv.direct (slow on big problems)")
+  cmd->add_option("-F", args->direction,
+                  "direction: 0 all three, 1 forward, 2 backward data, 4 backward weights (default: each "
+                  "problem's own, else 1)")
+      ->check(integer_in(0, 4));
+  cmd->add_option("-V", args->verify, "1: verify every solver against the reference of its direction (slow on big problems)")
       ->check(integer_in(0, 1));
   cmd->add_option("-i", args->iterations, "timed iterations; the median is reported (default 10)")
       ->check(integer_in(1, kMaxRepeats));

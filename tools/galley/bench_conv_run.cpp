@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "bench_stats.hpp"
+#include "dnn/ref_conv_backward.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
@@ -38,11 +39,13 @@ void reference(const dnn::ConvProblem& p, const std::vector<std::vector<std::byt
       dnn::reference_conv_forward(p, input(dnn::ArgId::src), input(dnn::ArgId::wei), out.data());
       return;
     case dnn::ConvDirection::backward_data:
+      dnn::reference_conv_backward_data(p, input(dnn::ArgId::diff_dst), input(dnn::ArgId::wei), out.data());
+      return;
     case dnn::ConvDirection::backward_weights:
-      break;
+      dnn::reference_conv_backward_weights(p, input(dnn::ArgId::src), input(dnn::ArgId::diff_dst), out.data());
+      return;
   }
-  throw Error(Status::unsupported,
-              std::string("bench conv: no reference for direction ") + dnn::to_string(p.direction));
+  throw Error(Status::internal, "bench conv: unknown direction");
 }
 
 // Runs, verifies and times one solver. Throws whatever the solver or the runtime throws.
