@@ -44,8 +44,11 @@ def median_timing(timings):
 
 
 def config_of(key):
-    # "conv-F-f16-nhwc-n32-..." -> "f16 nhwc" (Galley's canonical key, which peer_conv.py writes too).
-    return " ".join(key.split("-")[2:4])
+    # "conv-F-f16-nhwc-n32-..." -> "f16 nhwc"; a backward key keeps its direction letter in front,
+    # "conv-B-f16-nhwc-..." -> "B f16 nhwc" (Galley's canonical key, which peer_conv.py writes too).
+    parts = key.split("-")
+    config = " ".join(parts[2:4])
+    return config if parts[1] == "F" else parts[1] + " " + config
 
 
 def failed_verification(docs):

@@ -53,13 +53,16 @@ def out_size(size, pad, dil, k, stride):
     return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
 
 
-def key(p, dtype, layout):
+DIRECTION_LETTERS = {1: "F", 2: "B", 4: "W"}
+
+
+def key(p, dtype, layout, direction=1):
     # Galley's canonical key text (conv_problem.hpp) so rows can be joined with `galley bench --json`.
-    return (f"conv-F-{dtype}-{layout}-n{p['n']}-c{p['c']}-h{p['h']}-w{p['w']}-k{p['k']}-y{p['y']}-x{p['x']}"
+    return (f"conv-{DIRECTION_LETTERS[direction]}-{dtype}-{layout}-n{p['n']}-c{p['c']}-h{p['h']}-w{p['w']}-k{p['k']}-y{p['y']}-x{p['x']}"
             f"-p{p['p']}-q{p['q']}-u{p['u']}-v{p['v']}-l{p['l']}-j{p['j']}-g{p['g']}")
 
 
-def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False):
+def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False, direction=1):
     F = torch.nn.functional
     tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -69,8 +72,24 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False)
     x = x.contiguous(memory_format=fmt)
     w = (w / math.sqrt(w[0].numel())).contiguous(memory_format=fmt)
 
-    def call():
-        return F.conv2d(x, w, None, (p["u"], p["v"]), (p["p"], p["q"]), (p["l"], p["j"]), p["g"])
+    stride, padding, dilation = (p["u"], p["v"]), (p["p"], p["q"]), (p["l"], p["j"])
+    ho = out_size(p["h"], p["p"], p["l"], p["y"], p["u"])
+    wo = out_size(p["w"], p["q"], p["j"], p["x"], p["v"])
+    if direction == 1:
+        def call():
+            return F.conv2d(x, w, None, stride, padding, dilation, p["g"])
+        want_shape = (p["n"], p["k"], ho, wo)
+    else:
+        # What autograd calls for conv2d's backward (cuDNN's backward-data or backward-filter),
+        # asked for the one gradient the direction names.
+        dy = torch.randn(p["n"], p["k"], ho, wo, device="cuda", generator=gen).to(tdtype).contiguous(memory_format=fmt)
+        mask = [direction == 2, direction == 4, False]
+        index = 0 if direction == 2 else 1
+
+        def call():
+            return torch.ops.aten.convolution_backward(dy, x, w, None, stride, padding, dilation, False, [0, 0],
+                                                       p["g"], mask)[index]
+        want_shape = tuple(x.shape) if direction == 2 else tuple(w.shape)
 
     y = call()  # cudnn.benchmark picks its algorithm here
     torch.cuda.synchronize()
@@ -112,11 +131,9 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False)
         stop.synchronize()
         times.append(start.elapsed_time(stop) / inner)
     ms = statistics.median(times)
-    ho = out_size(p["h"], p["p"], p["l"], p["y"], p["u"])
-    wo = out_size(p["w"], p["q"], p["j"], p["x"], p["v"])
     flops = 2.0 * p["n"] * p["k"] * ho * wo * (p["c"] // p["g"]) * p["y"] * p["x"]
-    assert tuple(y.shape) == (p["n"], p["k"], ho, wo)
-    return {"key": key(p, dtype, layout), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
+    assert tuple(y.shape) == want_shape
+    return {"key": key(p, dtype, layout, direction), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
             "spread_ms": [min(times), max(times)], "inner": inner, "cuda_graphs": cuda_graphs}
 
 
@@ -130,6 +147,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="time replays of a CUDA graph of the calls (the control for PyTorch's host path)")
+    ap.add_argument("--direction", type=int, choices=[1, 2, 4], default=1,
+                    help="1 forward, 2 backward data, 4 backward weights (MIOpenDriver's -F)")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
 
@@ -144,9 +163,10 @@ def main():
     configs = CONFIGS if args.all else [(args.dtype, args.layout)]
     out = {"peer": f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
            "device": torch.cuda.get_device_name(0), "cudnn_benchmark": True, "tf32": False,
-           "cuda_graphs": args.cuda_graphs, "configs": []}
+           "cuda_graphs": args.cuda_graphs, "direction": args.direction, "configs": []}
     for dtype, layout in configs:
-        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats, args.cuda_graphs) for p in problems]
+        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats, args.cuda_graphs, args.direction)
+                for p in problems]
         geo = math.exp(sum(math.log(r["tflops"]) for r in rows) / len(rows))
         out["configs"].append({"dtype": dtype, "layout": layout, "geomean_tflops": geo, "problems": rows})
         print(f"# {out['peer']} on {out['device']}: {dtype} {layout}{' (CUDA graphs)' if args.cuda_graphs else ''}")
