@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "conv_bwd_solvers.hpp"
 #include "conv_device.cuh"
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
@@ -396,6 +397,7 @@ void register_gpu_conv_solvers(std::string_view backend) {
   dnn::register_conv_solver(backend, 49, std::make_unique<IgemmF32NchwSolver>(b));
   dnn::register_conv_solver(backend, 50, std::make_unique<IgemmF32Solver>(b));
   dnn::register_conv_solver(backend, 90, std::make_unique<DirectSolver>(b));
+  register_gpu_conv_bwd_solvers(backend);
 }
 
 void register_plugin_conv_solvers(std::string_view backend) {

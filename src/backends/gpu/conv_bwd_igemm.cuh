@@ -1,0 +1,141 @@
+// The tiled fp32 GEMM main loop both backward implicit GEMMs share, and their tile table and
+// planner. A 256-thread block computes a BM x BN tile of D = A * B, BK reduction entries per step,
+// double-buffered in shared memory with the next step's global loads in flight during the math;
+// each thread owns TM x TN = (BM / 16) x (BN / 16) outputs (the layout igemm_f32 uses forward).
+//
+// What the operands are, and how each thread gathers its share of them, is the Loader's business
+// (conv_bwd_igemm_data.cu, conv_bwd_igemm_weights.cu). A Loader has
+//   int a_row, a_k;   this thread's A entries: row a_row, reduction entries a_k .. a_k + EA - 1
+//   int b_col, b_k;   this thread's B entries: column b_col, reduction entries b_k .. b_k + EB - 1
+//   void load(int step, float (&a)[EA], float (&b)[EB]);   zeros outside the problem
+// so it can map threads along whichever index is contiguous in memory for its layout.
+#pragma once
+
+#include <cmath>
+
+#include "conv_bwd_kernels.hpp"
+#include "conv_device.cuh"
+
+namespace galley::backends::gpu::bwd_igemm {
+
+constexpr int kThreads = 256;
+constexpr int kBk = 8;
+
+struct TileShape {
+  int bm, bn;
+  int blocks_per_sm;
+  double efficiency;  // relative per-block throughput, for the planner
+};
+inline constexpr TileShape kTiles[] = {{128, 128, 1, 1.0}, {64, 64, 2, 0.72}};
+inline constexpr int kTileCount = 2;
+
+/// Row (i < BM / 16) and column (j < BN / 16) within the block tile of this thread's output (i, j).
+template <int BM>
+__device__ __forceinline__ int tile_row(int i) {
+  return (i / 4) * (BM / 2) + int(threadIdx.x / 16) * 4 + (i % 4);
+}
+template <int BN>
+__device__ __forceinline__ int tile_col(int j) {
+  return (j / 4) * (BN / 2) + int(threadIdx.x % 16) * 4 + (j % 4);
+}
+
+template <int BM, int BN, class Loader>
+__device__ __forceinline__ void gemm_mainloop(Loader& ld, int step_begin, int step_end,
+                                              float (&acc)[BM / 16][BN / 16]) {
+  constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
+  constexpr int TM = BM / 16, TN = BN / 16;
+  constexpr int kPadA = BM + 4, kPadB = BN + 4;  // +4 floats: fewer bank conflicts, float4 alignment kept
+  __shared__ __align__(16) float As[2][kBk][kPadA];
+  __shared__ __align__(16) float Bs[2][kBk][kPadB];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  if (step_begin >= step_end) return;
+
+  float a_reg[EA], b_reg[EB];
+  auto store_shared = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < EA; ++i) As[buf][ld.a_k + i][ld.a_row] = a_reg[i];
+#pragma unroll
+    for (int i = 0; i < EB; ++i) Bs[buf][ld.b_k + i][ld.b_col] = b_reg[i];
+  };
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  ld.load(step_begin, a_reg, b_reg);
+  store_shared(0);
+  __syncthreads();
+  for (int step = step_begin; step < step_end; ++step) {
+    const int buf = (step - step_begin) & 1;
+    const bool more = step + 1 < step_end;
+    if (more) ld.load(step + 1, a_reg, b_reg);
+#pragma unroll
+    for (int kk = 0; kk < kBk; ++kk) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int h = 0; h < TM / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4*>(&As[buf][kk][h * (BM / 2) + ty * 4]);
+        a[h * 4 + 0] = v.x, a[h * 4 + 1] = v.y, a[h * 4 + 2] = v.z, a[h * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int h = 0; h < TN / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][kk][h * (BN / 2) + tx * 4]);
+        b[h * 4 + 0] = v.x, b[h * 4 + 1] = v.y, b[h * 4 + 2] = v.z, b[h * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (more) store_shared(buf ^ 1);
+    __syncthreads();
+  }
+}
+
+/// This thread's share of the steps of split `split` of `splits`.
+struct StepRange {
+  int begin, end;
+};
+__device__ __forceinline__ StepRange split_steps(int total_steps, int split, int splits) {
+  const int per_split = (total_steps + splits - 1) / splits;
+  const int begin = split * per_split;
+  return {begin, min(total_steps, begin + per_split)};
+}
+
+/// Picks a tile and a split-K count for a GEMM of `tiles_of(tile)` output tiles (over every group and
+/// batch) with `steps` reduction steps of kBk, writing `out_elems` outputs. Model: a block takes
+/// bm * bn * steps * kBk FMAs at 1 / slots of the chip's rate, scaled by the tile's efficiency;
+/// blocks run in waves; a split adds a pass over the fp32 partials. Deterministic in its inputs
+/// alone, so workspace_bytes() and run() always agree.
+template <class TilesOf>
+BwdIgemmPlan plan_bwd_igemm(TilesOf tiles_of, std::int64_t steps, std::int64_t out_elems, int grid_z_per_split,
+                            int sm_count) {
+  constexpr double kPeak = 60e12, kBandwidth = 3.0e12;
+  constexpr std::size_t kWorkspaceCap = std::size_t(512) << 20;
+  BwdIgemmPlan best;
+  double best_time = INFINITY;
+  for (int t = 0; t < kTileCount; ++t) {
+    const TileShape& shape = kTiles[t];
+    const int slots = std::max(1, sm_count) * shape.blocks_per_sm;
+    const std::int64_t tiles = tiles_of(shape.bm, shape.bn);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
+      if (splits > 1 && steps / splits < 8) break;
+      if (std::int64_t(grid_z_per_split) * splits > 65535) break;
+      if (splits > 1 && std::size_t(splits) * std::size_t(out_elems) * sizeof(float) > kWorkspaceCap) break;
+      const std::int64_t per = (steps + splits - 1) / splits;
+      const std::int64_t waves = (tiles * splits + slots - 1) / slots;
+      double time = double(waves) * 2.0 * shape.bm * shape.bn * kBk * double(per) / (shape.efficiency * kPeak / slots);
+      if (splits > 1) time += double(splits + 1) * double(out_elems) * 4.0 / kBandwidth + 3e-6;
+      if (time < best_time * 0.97) {  // prefer the earlier (larger, unsplit) choice on near ties
+        best_time = time;
+        best.tile = t;
+        best.bm = shape.bm;
+        best.bn = shape.bn;
+        best.splits = splits;
+      }
+    }
+  }
+  best.workspace_bytes = best.splits > 1 ? std::size_t(best.splits) * std::size_t(out_elems) * sizeof(float) : 0;
+  return best;
+}
+
+}  // namespace galley::backends::gpu::bwd_igemm
