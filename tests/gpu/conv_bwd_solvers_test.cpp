@@ -1,4 +1,5 @@
-// The backward convolution solvers of the GPU backends (gpu.conv.bwd_*, cuda.conv.cudnn_bwd_*)
+// The backward convolution solvers of the GPU backends (gpu.conv.bwd_*, cuda.conv.cudnn_bwd_*,
+// cuda.conv.cublas_bwd_*)
 // against the reference (src/dnn/ref_conv_backward.hpp) on seeded random data: the conformance grid
 // (tests/dnn/conv_grid.hpp) run backward, plus shapes that reach the kernels' split-K, stride-phase
 // and pixel-slice paths, in every dtype and layout. Each run poisons the output and the workspace
@@ -34,19 +35,21 @@ constexpr const char* kDataSolvers[] = {"gpu.conv.bwd_data_depthwise", "gpu.conv
 constexpr const char* kWeightsSolvers[] = {"gpu.conv.bwd_weights_depthwise", "gpu.conv.bwd_weights_igemm",
                                            "gpu.conv.bwd_weights_direct"};
 constexpr const char* kCudnnSolvers[] = {"cuda.conv.cudnn_bwd_data", "cuda.conv.cudnn_bwd_weights"};
+constexpr const char* kCublasSolvers[] = {"cuda.conv.cublas_bwd_data", "cuda.conv.cublas_bwd_weights"};
 
 // Shapes beyond the grid's: split-K in both implicit GEMMs, stride phases without taps (stride
 // larger than the filter, 1x1 stride 2), stride 3 with dilation 2, channel chunks with groups and
 // phases, and a depthwise reduction long enough to be sliced.
 std::vector<ConvProblem> extra_shapes() {
   //          n   c   h   w   k    y  x  p  q  u  v  l  j  g
-  return {geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // bwd-data: few pixels, long k: split-K
-          geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // bwd-weights: long pixel reduction: split-K
-          geometry(2, 6, 11, 12, 9, 3, 3, 1, 1, 3, 3, 2, 2, 1),    // stride 3, dilation 2
-          geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),    // stride 4 > filter: tap-less phases
-          geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),  // 1x1 stride 2, k a multiple of 8
-          geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),    // channel chunks with groups and phases
-          geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24)};  // depthwise, sliced reduction
+  return {
+      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),     // bwd-data: few pixels, long k: split-K
+      geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // bwd-weights: long pixel reduction: split-K
+      geometry(2, 6, 11, 12, 9, 3, 3, 1, 1, 3, 3, 2, 2, 1),      // stride 3, dilation 2
+      geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),      // stride 4 > filter: tap-less phases
+      geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, k a multiple of 8
+      geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),      // channel chunks with groups and phases
+      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24)};  // depthwise, sliced reduction
 }
 
 std::vector<ConvProblem> all_shapes() {
@@ -152,14 +155,14 @@ TEST_P(ConvBackwardGpu, EverySolverMatchesTheReference) {
       if (cmp.passed && error.empty()) {
         ++st.passed;
       } else if (st.ran - st.passed <= 3) {
-        ADD_FAILURE() << s->name() << " on " << p.key() << " (" << s->detail(p, *device) << "): " << cmp.summary
-                      << (error.empty() ? "" : "; " + error);
+        ADD_FAILURE() << s->name() << " on " << p.key() << " (" << s->detail(p, *device)
+                      << "): " << cmp.summary << (error.empty() ? "" : "; " + error);
       }
     }
   }
   for (const auto& [name, st] : stats) {
-    std::cout << "  " << name << ": " << st.passed << "/" << st.ran << " passed, worst max_rel_err " << st.worst
-              << "\n";
+    std::cout << "  " << name << ": " << st.passed << "/" << st.ran << " passed, worst max_rel_err "
+              << st.worst << "\n";
     EXPECT_EQ(st.passed, st.ran) << name;
   }
   // The general solvers of this direction take every dtype and layout; each must have run.
@@ -168,7 +171,8 @@ TEST_P(ConvBackwardGpu, EverySolverMatchesTheReference) {
     EXPECT_GT(stats[name].ran, 0) << name << " claimed none of the grid (" << to_string(dtype) << ", "
                                   << to_string(layout) << ")";
   if (backend == "cuda") {
-    EXPECT_GT(stats[kCudnnSolvers[data ? 0 : 1]].ran, 0) << kCudnnSolvers[data ? 0 : 1];
+    for (const char* name : {kCudnnSolvers[data ? 0 : 1], kCublasSolvers[data ? 0 : 1]})
+      EXPECT_GT(stats[name].ran, 0) << name;
   }
 }
 
@@ -196,7 +200,10 @@ class ConvBackwardGpuCheck : public ::testing::TestWithParam<std::string> {
   std::vector<std::string> names() const {
     std::vector<std::string> out(std::begin(kDataSolvers), std::end(kDataSolvers));
     out.insert(out.end(), std::begin(kWeightsSolvers), std::end(kWeightsSolvers));
-    if (GetParam() == "cuda") out.insert(out.end(), std::begin(kCudnnSolvers), std::end(kCudnnSolvers));
+    if (GetParam() == "cuda") {
+      out.insert(out.end(), std::begin(kCudnnSolvers), std::end(kCudnnSolvers));
+      out.insert(out.end(), std::begin(kCublasSolvers), std::end(kCublasSolvers));
+    }
     return out;
   }
   const ConvSolver& solver(const std::string& name) const {
@@ -210,15 +217,17 @@ class ConvBackwardGpuCheck : public ::testing::TestWithParam<std::string> {
 // Each solver refuses the directions it does not do, dtypes it does not take and (depthwise) grouped
 // problems that are not depthwise, always with a reason naming why.
 TEST_P(ConvBackwardGpuCheck, RefusesWithAReason) {
-  const ConvProblem base = geometry(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16);  // depthwise
+  const ConvProblem depthwise = geometry(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16);
+  const ConvProblem ungrouped = geometry(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   for (const std::string& name : names()) {
     const ConvSolver& s = solver(name);
     const bool data = name.find("bwd_data") != std::string::npos;
-    ConvProblem p = base;
+    const bool cublas = name.find("cublas") != std::string::npos;
+    ConvProblem p = cublas ? ungrouped : depthwise;
     p.direction = data ? ConvDirection::backward_data : ConvDirection::backward_weights;
     ASSERT_TRUE(s.check(p, *device_)) << name << ": " << s.check(p, *device_).reason;
-    for (ConvDirection other : {ConvDirection::forward, data ? ConvDirection::backward_weights
-                                                             : ConvDirection::backward_data}) {
+    for (ConvDirection other :
+         {ConvDirection::forward, data ? ConvDirection::backward_weights : ConvDirection::backward_data}) {
       ConvProblem q = p;
       q.direction = other;
       const Applicability a = s.check(q, *device_);
@@ -230,12 +239,13 @@ TEST_P(ConvBackwardGpuCheck, RefusesWithAReason) {
     const Applicability a = s.check(q, *device_);
     EXPECT_FALSE(a) << name << " claims " << q.key();
     EXPECT_NE(a.reason.find("dtype"), std::string::npos) << name << ": " << a.reason;
-    if (name.find("depthwise") != std::string::npos) {
+    if (name.find("depthwise") != std::string::npos || cublas) {
       q = p;
       q.groups = 2;
       const Applicability b = s.check(q, *device_);
       EXPECT_FALSE(b) << name << " claims " << q.key();
-      EXPECT_NE(b.reason.find("depthwise"), std::string::npos) << name << ": " << b.reason;
+      EXPECT_NE(b.reason.find(cublas ? "groups" : "depthwise"), std::string::npos)
+          << name << ": " << b.reason;
     }
     EXPECT_FALSE(s.detail(p, *device_).empty()) << name;
   }
@@ -253,8 +263,9 @@ TEST_P(ConvBackwardGpuCheck, SplitReductionsAreReproducible) {
                              {"gpu.conv.bwd_weights_depthwise", extra[6]}};
   runtime::Stream stream(*device_);
   for (Case& c : cases) {
-    c.p.direction = std::string(c.solver).find("bwd_data") != std::string::npos ? ConvDirection::backward_data
-                                                                                 : ConvDirection::backward_weights;
+    c.p.direction = std::string(c.solver).find("bwd_data") != std::string::npos
+                        ? ConvDirection::backward_data
+                        : ConvDirection::backward_weights;
     for (Layout layout : {Layout::nchw, Layout::nhwc}) {
       c.p.layout = layout;
       const ConvSolver& s = solver(c.solver);
@@ -282,7 +293,8 @@ TEST_P(ConvBackwardGpuCheck, ShortWorkspaceIsAnError) {
   const std::size_t needed = s.workspace_bytes(p, *device_);
   ASSERT_GT(needed, 0u);
   runtime::Stream stream(*device_);
-  memory::Buffer x = memory::allocate(stream, p.x_desc().bytes()), dy = memory::allocate(stream, p.y_desc().bytes());
+  memory::Buffer x = memory::allocate(stream, p.x_desc().bytes()),
+                 dy = memory::allocate(stream, p.y_desc().bytes());
   memory::Buffer dw = memory::allocate(stream, p.w_desc().bytes()), ws = memory::allocate(stream, needed);
   try {
     s.run(stream, p, ConvArgs{x.data(), dw.data(), dy.data(), ws.data(), needed - 1});

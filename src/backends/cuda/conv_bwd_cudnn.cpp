@@ -33,10 +33,14 @@ constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.c
 
 cudnnDataType_t data_type(DType dtype, std::string_view who) {
   switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(who) + ": dtype " + to_string(dtype));
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw Error(Status::unsupported, std::string(who) + ": dtype " + to_string(dtype));
   }
 }
 
@@ -66,14 +70,16 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
  public:
   explicit CudnnBwdSolver(ConvDirection direction)
       : direction_(direction),
-        name_(direction == ConvDirection::backward_data ? "cuda.conv.cudnn_bwd_data" : "cuda.conv.cudnn_bwd_weights") {}
+        name_(direction == ConvDirection::backward_data ? "cuda.conv.cudnn_bwd_data"
+                                                        : "cuda.conv.cudnn_bwd_weights") {}
 
   std::string_view name() const override { return name_; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
     if (p.direction != direction_)
-      return Applicability::no(std::string(dnn::to_string(direction_)) + " only, not " + dnn::to_string(p.direction));
+      return Applicability::no(std::string(dnn::to_string(direction_)) + " only, not " +
+                               dnn::to_string(p.direction));
     if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
       return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)");
     try {
@@ -104,14 +110,14 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
       if (direction_ == ConvDirection::backward_data) {
         const gpu::BwdDataTensors t = gpu::backward_data_tensors(a);
         check(cudnnConvolutionBackwardData(h.handle, &alpha, pl.w, t.w, pl.y, t.dy, pl.conv,
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo), ws, pl.workspace,
-                                           &beta, pl.x, t.dx),
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(pl.algo), ws,
+                                           pl.workspace, &beta, pl.x, t.dx),
               "cudnnConvolutionBackwardData");
       } else {
         const gpu::BwdWeightsTensors t = gpu::backward_weights_tensors(a);
         check(cudnnConvolutionBackwardFilter(h.handle, &alpha, pl.x, t.x, pl.y, t.dy, pl.conv,
-                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws, pl.workspace,
-                                             &beta, pl.w, t.dw),
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl.algo), ws,
+                                             pl.workspace, &beta, pl.w, t.dw),
               "cudnnConvolutionBackwardFilter");
       }
     });
@@ -149,11 +155,13 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
     check(cudnnCreateTensorDescriptor(&pl->y), "cudnnCreateTensorDescriptor");
     check(cudnnCreateFilterDescriptor(&pl->w), "cudnnCreateFilterDescriptor");
     check(cudnnCreateConvolutionDescriptor(&pl->conv), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetTensor4dDescriptor(pl->x, fmt, dt, cp.n, cp.c, cp.h, cp.w), "cudnnSetTensor4dDescriptor(x)");
-    check(cudnnSetTensor4dDescriptor(pl->y, fmt, dt, cp.n, cp.k, cp.p, cp.q), "cudnnSetTensor4dDescriptor(dy)");
+    check(cudnnSetTensor4dDescriptor(pl->x, fmt, dt, cp.n, cp.c, cp.h, cp.w),
+          "cudnnSetTensor4dDescriptor(x)");
+    check(cudnnSetTensor4dDescriptor(pl->y, fmt, dt, cp.n, cp.k, cp.p, cp.q),
+          "cudnnSetTensor4dDescriptor(dy)");
     check(cudnnSetFilter4dDescriptor(pl->w, dt, fmt, cp.k, cp.cg, cp.r, cp.s), "cudnnSetFilter4dDescriptor");
-    check(cudnnSetConvolution2dDescriptor(pl->conv, cp.pad_h, cp.pad_w, cp.stride_h, cp.stride_w, cp.dil_h, cp.dil_w,
-                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    check(cudnnSetConvolution2dDescriptor(pl->conv, cp.pad_h, cp.pad_w, cp.stride_h, cp.stride_w, cp.dil_h,
+                                          cp.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(pl->conv, cp.groups), "cudnnSetConvolutionGroupCount");
     pl->math = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
@@ -162,7 +170,8 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
     check(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &c, &h, &w),
           "cudnnGetConvolution2dForwardOutputDim");
     if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
-      throw Error(Status::internal, name_ + ": cuDNN's output size disagrees with the problem's for " + p.key());
+      throw Error(Status::internal,
+                  name_ + ": cuDNN's output size disagrees with the problem's for " + p.key());
     return pl;
   }
 
@@ -180,7 +189,8 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
         pl.workspace = perf[i].memory;
       }
     }
-    if (pl.candidates == 0) throw Error(Status::unsupported, name_ + ": no cuDNN algorithm supports " + p.key());
+    if (pl.candidates == 0)
+      throw Error(Status::unsupported, name_ + ": no cuDNN algorithm supports " + p.key());
   }
 
   std::unique_ptr<BwdPlan> build_plan(const ConvProblem& p, const runtime::Device& device) const {
@@ -192,24 +202,28 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
     if (direction_ == ConvDirection::backward_data) {
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       int returned = 0;
-      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd.handle, pl->w, pl->y, pl->conv, pl->x,
-                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      check(
+          cudnnGetConvolutionBackwardDataAlgorithm_v7(hd.handle, pl->w, pl->y, pl->conv, pl->x,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
       choose(*pl, perf, returned, p.dtype, p);
       check(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
       check(cudnnGetConvolutionBackwardDataWorkspaceSize(hd.handle, pl->w, pl->y, pl->conv, pl->x,
-                                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(pl->algo), &ws),
+                                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(pl->algo),
+                                                         &ws),
             "cudnnGetConvolutionBackwardDataWorkspaceSize");
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int returned = 0;
       check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd.handle, pl->x, pl->y, pl->conv, pl->w,
-                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf),
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
+                                                          perf),
             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
       choose(*pl, perf, returned, p.dtype, p);
       check(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
-      check(cudnnGetConvolutionBackwardFilterWorkspaceSize(hd.handle, pl->x, pl->y, pl->conv, pl->w,
-                                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl->algo), &ws),
+      check(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                hd.handle, pl->x, pl->y, pl->conv, pl->w,
+                static_cast<cudnnConvolutionBwdFilterAlgo_t>(pl->algo), &ws),
             "cudnnGetConvolutionBackwardFilterWorkspaceSize");
     }
     pl->workspace = std::max(pl->workspace, ws);

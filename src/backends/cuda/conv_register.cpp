@@ -3,9 +3,11 @@
 
 namespace galley::backends::cuda {
 
-// conv_bwd_cudnn.cpp
+// conv_bwd_cudnn.cpp, conv_bwd_cublas.cpp
 std::unique_ptr<dnn::ConvSolver> make_cudnn_bwd_data_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cudnn_bwd_weights_conv_solver();
+std::unique_ptr<dnn::ConvSolver> make_cublas_bwd_data_conv_solver();
+std::unique_ptr<dnn::ConvSolver> make_cublas_bwd_weights_conv_solver();
 
 void register_vendor_conv_solvers() {
   // Between the specialised own solvers (depthwise 10, grouped 11) and the implicit GEMMs (30, 50):
@@ -14,9 +16,12 @@ void register_vendor_conv_solvers() {
   dnn::register_conv_solver("cuda", 19, make_cudnn_graph_conv_solver());
   dnn::register_conv_solver("cuda", 20, make_cudnn_conv_solver());
   dnn::register_conv_solver("cuda", 40, make_cublas_gemm_conv_solver());
-  // The backward directions: after the own depthwise kernels (12, 13), before the implicit GEMMs (51, 52).
+  // The backward directions: cuDNN after the own depthwise kernels (12, 13), cuBLAS before the
+  // implicit GEMMs (51, 52), as forward.
   dnn::register_conv_solver("cuda", 21, make_cudnn_bwd_data_conv_solver());
   dnn::register_conv_solver("cuda", 22, make_cudnn_bwd_weights_conv_solver());
+  dnn::register_conv_solver("cuda", 41, make_cublas_bwd_data_conv_solver());
+  dnn::register_conv_solver("cuda", 42, make_cublas_bwd_weights_conv_solver());
 }
 
 }  // namespace galley::backends::cuda

@@ -58,7 +58,8 @@ __global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ d
         if (oq >= Q) continue;
         for (int m = 0; m < cp.kg; ++m) {
           const std::int64_t k = c * cp.kg + m;
-          const std::int64_t dy_idx = kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
+          const std::int64_t dy_idx =
+              kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
           acc += ldg_f32(dy + dy_idx) * ldg_f32(w + k * RS + r * cp.s + s);
         }
       }
@@ -106,11 +107,10 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t ih0 = op * cp.stride_h - cp.pad_h, iw0 = oq * cp.stride_w - cp.pad_w;
       const T* x_img = kNhwc ? x + n * H * W * C + c : x + (n * C + c) * H * W;
 #pragma unroll
-      for (int t = 0; t < kTapsPerBlock; ++t) {
-        if (t >= taps) break;
+      for (int t = 0; t < kTapsPerBlock; ++t) {  // predicated, not cut short: acc stays in registers
         const std::int64_t ih = ih0 + dh[t], iw = iw0 + dwo[t];
-        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-        acc[t] += g * ldg_f32(x_img + (kNhwc ? (ih * W + iw) * C : ih * W + iw));
+        if (t < taps && ih >= 0 && ih < H && iw >= 0 && iw < W)
+          acc[t] += g * ldg_f32(x_img + (kNhwc ? (ih * W + iw) * C : ih * W + iw));
       }
     }
   }
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t w_elems = K * RS;
 #pragma unroll
   for (int t = 0; t < kTapsPerBlock; ++t) {
-    if (t >= taps) break;  // uniform across the block
+    if (t >= taps) continue;  // uniform across the block
     red[tid] = acc[t];
     __syncthreads();
     for (int offset = kPixelLanes / 2; offset > 0; offset /= 2) {
@@ -140,16 +140,19 @@ int channels_per_block(const ConvParams& p) { return p.nhwc ? 32 : 1; }
 
 }  // namespace
 
-void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx, void* stream) {
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
+                                    void* stream) {
   const std::int64_t total = p.x_elems();
   const std::int64_t blocks = std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535LL * 32);
   const bool unit = p.stride_h == 1 && p.stride_w == 1;
   dispatch_dtype(p.dtype, "gpu.conv.bwd_data_depthwise", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kernel = p.nhwc ? (unit ? bwd_data_depthwise_kernel<T, true, true> : bwd_data_depthwise_kernel<T, true, false>)
-                         : (unit ? bwd_data_depthwise_kernel<T, false, true> : bwd_data_depthwise_kernel<T, false, false>);
-    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), static_cast<const T*>(w),
-                                                                static_cast<T*>(dx), total);
+    auto kernel =
+        p.nhwc
+            ? (unit ? bwd_data_depthwise_kernel<T, true, true> : bwd_data_depthwise_kernel<T, true, false>)
+            : (unit ? bwd_data_depthwise_kernel<T, false, true> : bwd_data_depthwise_kernel<T, false, false>);
+    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
+        p, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), total);
   });
   check_launch("gpu.conv.bwd_data_depthwise");
 }
@@ -157,28 +160,32 @@ void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const v
 DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count) {
   // Enough blocks for about four per multiprocessor, each keeping at least 4096 pixels to add so the
   // partials' extra pass stays small next to the reduction itself.
-  const std::int64_t base_blocks = std::int64_t(ceil_div(p.k, channels_per_block(p))) *
-                                   ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock);
+  const std::int64_t base_blocks =
+      std::int64_t(ceil_div(p.k, channels_per_block(p))) * ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock);
   const std::int64_t wanted = (4LL * std::max(1, sm_count) + base_blocks - 1) / base_blocks;
   const std::int64_t most = std::max<std::int64_t>(1, p.pixels() / 4096);
   DepthwiseBwdWeightsPlan plan;
   plan.splits = int(std::clamp<std::int64_t>(std::min(wanted, most), 1, 256));
-  plan.workspace_bytes = plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.w_elems()) * sizeof(float) : 0;
+  plan.workspace_bytes =
+      plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.w_elems()) * sizeof(float) : 0;
   return plan;
 }
 
-void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan, const void* x,
-                                       const void* dy, void* dw, void* workspace, void* stream) {
+void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
+                                       const void* x, const void* dy, void* dw, void* workspace,
+                                       void* stream) {
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_depthwise: a plan of " +
                                               std::to_string(plan.splits) + " slices needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
   float* partial = plan.splits > 1 ? static_cast<float*>(workspace) : nullptr;
   const std::int64_t per_slice = (p.pixels() + plan.splits - 1) / plan.splits;
-  const dim3 grid(ceil_div(p.k, channels_per_block(p)), ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock), plan.splits);
+  const dim3 grid(ceil_div(p.k, channels_per_block(p)), ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock),
+                  plan.splits);
   dispatch_dtype(p.dtype, "gpu.conv.bwd_weights_depthwise", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kernel = p.nhwc ? bwd_weights_depthwise_kernel<T, true, 32> : bwd_weights_depthwise_kernel<T, false, 1>;
+    auto kernel =
+        p.nhwc ? bwd_weights_depthwise_kernel<T, true, 32> : bwd_weights_depthwise_kernel<T, false, 1>;
     kernel<<<grid, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<const T*>(dy),
                                                      static_cast<T*>(dw), partial, per_slice);
   });

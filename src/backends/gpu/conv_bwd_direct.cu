@@ -12,8 +12,8 @@ constexpr std::int64_t kMaxBlocks = 65535LL * 32;
 
 // Offset of weight (k, c within the group, r, s): KCRS for nchw, KRSC for nhwc.
 template <bool kNhwc>
-__device__ __forceinline__ std::int64_t weight_offset(const ConvParams& cp, std::int64_t k, std::int64_t cl, int r,
-                                                      int s) {
+__device__ __forceinline__ std::int64_t weight_offset(const ConvParams& cp, std::int64_t k, std::int64_t cl,
+                                                      int r, int s) {
   return kNhwc ? ((k * cp.r + r) * cp.s + s) * cp.cg + cl : ((k * cp.cg + cl) * cp.r + r) * cp.s + s;
 }
 
@@ -53,7 +53,8 @@ __global__ void bwd_data_direct_kernel(ConvParams cp, const T* __restrict__ dy, 
         const std::int64_t oq = tw / cp.stride_w;
         if (oq >= Q) continue;
         for (std::int64_t k = g * cp.kg; k < (g + 1) * cp.kg; ++k) {
-          const std::int64_t dy_idx = kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
+          const std::int64_t dy_idx =
+              kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
           acc += ldg_f32(dy + dy_idx) * ldg_f32(w + weight_offset<kNhwc>(cp, k, cl, r, s));
         }
       }
@@ -128,20 +129,21 @@ void launch_conv_bwd_data_direct(const ConvParams& p, const void* dy, const void
   dispatch_dtype(p.dtype, "gpu.conv.bwd_data_direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     auto kernel = p.nhwc ? bwd_data_direct_kernel<T, true> : bwd_data_direct_kernel<T, false>;
-    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), static_cast<const T*>(w),
-                                                                static_cast<T*>(dx), total);
+    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
+        p, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), total);
   });
   check_launch("gpu.conv.bwd_data_direct");
 }
 
-void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const void* dy, void* dw, void* stream) {
+void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const void* dy, void* dw,
+                                    void* stream) {
   const std::int64_t total = p.w_elems();
   const std::int64_t blocks = std::min<std::int64_t>((total + kPerBlock - 1) / kPerBlock, kMaxBlocks);
   dispatch_dtype(p.dtype, "gpu.conv.bwd_weights_direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     auto kernel = p.nhwc ? bwd_weights_direct_kernel<T, true> : bwd_weights_direct_kernel<T, false>;
-    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                                static_cast<T*>(dw), total);
+    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
+        p, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dw), total);
   });
   check_launch("gpu.conv.bwd_weights_direct");
 }

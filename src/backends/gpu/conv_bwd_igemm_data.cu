@@ -1,4 +1,5 @@
-// gpu.conv.bwd_data_igemm's kernel: backward-data as an implicit GEMM on the fp32 SIMT cores.
+// gpu.conv.bwd_data_igemm's kernel: backward-data as an implicit GEMM (tensor cores for f16/bf16
+// where the build has them, fp32 SIMT otherwise; conv_bwd_igemm.cuh).
 //
 // dx[n, c, h, w] = sum over (k, r, s) of dy[n, k, p, q] * w[k, c, r, s] where h = p * stride_h -
 // pad_h + r * dil_h (likewise w). For a given h only the taps r with (h + pad_h - r * dil_h) divisible
@@ -14,7 +15,6 @@
 namespace galley::backends::gpu {
 namespace {
 
-using bwd_igemm::kBk;
 using bwd_igemm::kThreads;
 
 /// The taps of one dimension that reach output rows of phase `a`: first, spacing and count, and
@@ -52,7 +52,7 @@ __host__ __device__ inline PhaseTaps phase_taps(int a, int pad, int dil, int str
   return t;
 }
 
-template <typename T, bool kNhwc, bool kChunk, int BM, int BN>
+template <typename T, bool kNhwc, bool kChunk, int BM, int BN, int kBk>
 struct DataLoader {
   static constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
   static constexpr int kTprB = kBk / EB;
@@ -70,8 +70,8 @@ struct DataLoader {
   bool b_valid;
   bool a_valid;
 
-  __device__ DataLoader(const ConvParams& p, const T* dy_, const T* w_, int g_, int m0_, int j0, PhaseTaps th_,
-                        PhaseTaps tw_, int ah, int aw, int hp, int wp)
+  __device__ DataLoader(const ConvParams& p, const T* dy_, const T* w_, int g_, int m0_, int j0,
+                        PhaseTaps th_, PhaseTaps tw_, int ah, int aw, int hp, int wp)
       : cp(p), dy(dy_), w(w_), g(g_), m0(m0_), th(th_), tw(tw_) {
     const int tid = threadIdx.x;
     // A: threads along c (contiguous in KRSC weights).
@@ -94,7 +94,8 @@ struct DataLoader {
 
   __device__ __forceinline__ float weight(int k, int c, int r, int s) const {
     const std::int64_t kk = std::int64_t(g) * cp.kg + k;
-    return ldg_f32(w + (kNhwc ? ((kk * cp.r + r) * cp.s + s) * cp.cg + c : ((kk * cp.cg + c) * cp.r + r) * cp.s + s));
+    return ldg_f32(
+        w + (kNhwc ? ((kk * cp.r + r) * cp.s + s) * cp.cg + c : ((kk * cp.cg + c) * cp.r + r) * cp.s + s));
   }
   // dy at this thread's pixel through tap (i, j) of the phase, channel k of the group; 0 off the edge.
   __device__ __forceinline__ float grad(int i, int j, int k) const {
@@ -155,9 +156,9 @@ struct DataLoader {
 
 // Grid: x = pixel tiles of the largest phase, y = channel tiles of a group, z = (split, phase, group).
 template <typename T, bool kNhwc, bool kChunk, int BM, int BN>
-__global__ void __launch_bounds__(kThreads, BM * BN > 128 * 64 ? 1 : 2)
-    bwd_data_igemm_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx,
-                          float* __restrict__ partial, int splits) {
+__global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
+    bwd_data_igemm_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w,
+                          T* __restrict__ dx, float* __restrict__ partial, int splits) {
   const int phases = cp.stride_h * cp.stride_w;
   const int g = blockIdx.z % cp.groups;
   const int phase = (blockIdx.z / cp.groups) % phases;
@@ -168,23 +169,25 @@ __global__ void __launch_bounds__(kThreads, BM * BN > 128 * 64 ? 1 : 2)
   const PhaseTaps tw = phase_taps(aw, cp.pad_w, cp.dil_w, cp.stride_w, cp.s);
   const int m0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
 
-  DataLoader<T, kNhwc, kChunk, BM, BN> ld(cp, dy, w, g, m0, j0, th, tw, ah, aw, hp, wp);
+  using Main = bwd_igemm::Mainloop<T, BM, BN, bwd_igemm::kUseMma<T>>;
+  constexpr int kBk = Main::kBk;
+  DataLoader<T, kNhwc, kChunk, BM, BN, kBk> ld(cp, dy, w, g, m0, j0, th, tw, ah, aw, hp, wp);
   const int taps = th.count * tw.count;
   const int total_steps = kChunk ? taps * (cp.kg / kBk) : (taps * cp.kg + kBk - 1) / kBk;
   const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
   float acc[BM / 16][BN / 16];
-  bwd_igemm::gemm_mainloop<BM, BN>(ld, range.begin, range.end, acc);
+  Main::run(ld, range.begin, range.end, acc);
 
   const std::int64_t HW = std::int64_t(cp.h) * cp.w;
 #pragma unroll
   for (int j = 0; j < BN / 16; ++j) {
-    const int pix = j0 + bwd_igemm::tile_col<BN>(j);
+    const int pix = j0 + Main::col(j);
     const int n = pix / (hp * wp), rest = pix - n * (hp * wp);
     const int h = (rest / wp) * cp.stride_h + ah, x = (rest % wp) * cp.stride_w + aw;
     if (n >= cp.n || h >= cp.h || x >= cp.w) continue;
 #pragma unroll
     for (int i = 0; i < BM / 16; ++i) {
-      const int m = m0 + bwd_igemm::tile_row<BM>(i);
+      const int m = m0 + Main::row(i);
       if (m >= cp.cg) continue;
       const std::int64_t c = std::int64_t(g) * cp.cg + m;
       const std::int64_t idx = kNhwc ? (n * HW + std::int64_t(h) * cp.w + x) * cp.c + c
@@ -198,15 +201,17 @@ __global__ void __launch_bounds__(kThreads, BM * BN > 128 * 64 ? 1 : 2)
 }
 
 template <typename T, bool kNhwc, bool kChunk>
-void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* dy, const T* w, T* dx, float* partial,
-                 GpuStream stream) {
+void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* dy, const T* w, T* dx,
+                 float* partial, GpuStream stream) {
   const int hp = ceil_div(p.h, p.stride_h), wp = ceil_div(p.w, p.stride_w);
   const dim3 grid(ceil_div(std::int64_t(p.n) * hp * wp, plan.bn), ceil_div(p.cg, plan.bm),
                   p.groups * bwd_data_igemm_phases(p) * plan.splits);
   if (plan.tile == 0)
-    bwd_data_igemm_kernel<T, kNhwc, kChunk, 128, 128><<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
+    bwd_data_igemm_kernel<T, kNhwc, kChunk, 128, 128>
+        <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
   else
-    bwd_data_igemm_kernel<T, kNhwc, kChunk, 64, 64><<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
+    bwd_data_igemm_kernel<T, kNhwc, kChunk, 64, 64>
+        <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
 }
 
 }  // namespace
@@ -220,14 +225,18 @@ BwdIgemmPlan plan_conv_bwd_data_igemm(const ConvParams& p, int sm_count) {
   const int phases = std::max(1, bwd_data_igemm_phases(p));
   // The phase with the most taps sets the longest block's step count.
   int most_r = 0, most_s = 0;
-  for (int a = 0; a < p.stride_h; ++a) most_r = std::max(most_r, phase_taps(a, p.pad_h, p.dil_h, p.stride_h, p.r).count);
-  for (int a = 0; a < p.stride_w; ++a) most_s = std::max(most_s, phase_taps(a, p.pad_w, p.dil_w, p.stride_w, p.s).count);
-  const std::int64_t steps = std::max<std::int64_t>(1, std::int64_t(most_r) * most_s * ceil_div(p.kg, kBk));
+  for (int a = 0; a < p.stride_h; ++a)
+    most_r = std::max(most_r, phase_taps(a, p.pad_h, p.dil_h, p.stride_h, p.r).count);
+  for (int a = 0; a < p.stride_w; ++a)
+    most_s = std::max(most_s, phase_taps(a, p.pad_w, p.dil_w, p.stride_w, p.s).count);
+  const int bk = bwd_igemm::step_depth(p.dtype);
+  const std::int64_t steps = std::max<std::int64_t>(1, std::int64_t(most_r) * most_s * ceil_div(p.kg, bk));
   const std::int64_t phase_pixels = std::int64_t(p.n) * ceil_div(p.h, p.stride_h) * ceil_div(p.w, p.stride_w);
   auto tiles_of = [&](int bm, int bn) {
     return std::int64_t(ceil_div(phase_pixels, bn)) * ceil_div(p.cg, bm) * p.groups * phases;
   };
-  return bwd_igemm::plan_bwd_igemm(tiles_of, steps, p.x_elems(), p.groups * phases, sm_count);
+  return bwd_igemm::plan_bwd_igemm(tiles_of, steps, bk, bwd_igemm::peak_rate(p.dtype), p.x_elems(),
+                                   p.groups * phases, sm_count);
 }
 
 void launch_conv_bwd_data_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* dy, const void* w,
@@ -239,7 +248,7 @@ void launch_conv_bwd_data_igemm(const ConvParams& p, const BwdIgemmPlan& plan, c
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
   float* partial = plan.splits > 1 ? static_cast<float*>(workspace) : nullptr;
   const GpuStream s = as_stream(stream);
-  const bool chunk = p.kg % kBk == 0;
+  const bool chunk = p.kg % bwd_igemm::step_depth(p.dtype) == 0;
   dispatch_dtype(p.dtype, "gpu.conv.bwd_data_igemm", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* dyt = static_cast<const T*>(dy);

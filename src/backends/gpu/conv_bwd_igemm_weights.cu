@@ -1,4 +1,5 @@
-// gpu.conv.bwd_weights_igemm's kernel: backward-weights as an implicit GEMM on the fp32 SIMT cores.
+// gpu.conv.bwd_weights_igemm's kernel: backward-weights as an implicit GEMM (tensor cores for
+// f16/bf16 where the build has them, fp32 SIMT otherwise; conv_bwd_igemm.cuh).
 //
 // Per group: D[k][j] = A[k][pixel] * B[pixel][j], where A is dy, B the im2col of x gathered on the fly
 // and j runs over (c, r, s) in the weights' storage order (c * r * s + tap for KCRS, tap * cg + c for
@@ -10,16 +11,15 @@
 namespace galley::backends::gpu {
 namespace {
 
-using bwd_igemm::kBk;
 using bwd_igemm::kThreads;
 
-template <typename T, bool kNhwc, int BM, int BN>
+template <typename T, bool kNhwc, int BM, int BN, int kBk>
 struct WeightsLoader {
   static constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
   static constexpr int kTprA = kBk / EA, kTprB = kBk / EB;
 
   int a_row, a_k, b_col, b_k;
-  ConvParams cp;  // a copy: a reference to the kernel parameter would cost a local-memory copy
+  ConvParams cp;                 // a copy: a reference to the kernel parameter would cost a local-memory copy
   const T* __restrict__ dy_row;  // dy of this thread's output channel (image 0)
   const T* __restrict__ x_chan;  // x of this thread's input channel (image 0)
   bool a_valid, b_valid;
@@ -97,26 +97,28 @@ struct WeightsLoader {
 
 // Grid: x = column tiles over (c, r, s), y = row tiles over k of a group, z = (split, group).
 template <typename T, bool kNhwc, int BM, int BN>
-__global__ void __launch_bounds__(kThreads, BM * BN > 128 * 64 ? 1 : 2)
-    bwd_weights_igemm_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dw,
-                             float* __restrict__ partial, int splits) {
+__global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
+    bwd_weights_igemm_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy,
+                             T* __restrict__ dw, float* __restrict__ partial, int splits) {
   const int g = blockIdx.z % cp.groups;
   const int split = blockIdx.z / cp.groups;
   const int m0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
-  WeightsLoader<T, kNhwc, BM, BN> ld(cp, dy, x, g, m0, j0);
+  using Main = bwd_igemm::Mainloop<T, BM, BN, bwd_igemm::kUseMma<T>>;
+  constexpr int kBk = Main::kBk;
+  WeightsLoader<T, kNhwc, BM, BN, kBk> ld(cp, dy, x, g, m0, j0);
   const int total_steps = (ld.pixels + kBk - 1) / kBk;
   const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
   float acc[BM / 16][BN / 16];
-  bwd_igemm::gemm_mainloop<BM, BN>(ld, range.begin, range.end, acc);
+  Main::run(ld, range.begin, range.end, acc);
 
   const int kred = cp.cg * cp.r * cp.s;
 #pragma unroll
   for (int i = 0; i < BM / 16; ++i) {
-    const int m = m0 + bwd_igemm::tile_row<BM>(i);
+    const int m = m0 + Main::row(i);
     if (m >= cp.kg) continue;
 #pragma unroll
     for (int j = 0; j < BN / 16; ++j) {
-      const int col = j0 + bwd_igemm::tile_col<BN>(j);
+      const int col = j0 + Main::col(j);
       if (col >= kred) continue;
       const std::int64_t idx = (std::int64_t(g) * cp.kg + m) * kred + col;
       if (splits > 1)
@@ -128,16 +130,20 @@ __global__ void __launch_bounds__(kThreads, BM * BN > 128 * 64 ? 1 : 2)
 }
 
 template <typename T, bool kNhwc>
-void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw, float* partial,
-                 GpuStream stream) {
+void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw,
+                 float* partial, GpuStream stream) {
   const dim3 grid(ceil_div(p.kred(), plan.bn), ceil_div(p.kg, plan.bm), p.groups * plan.splits);
   if (plan.tile == 0)
-    bwd_weights_igemm_kernel<T, kNhwc, 128, 128><<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+    bwd_weights_igemm_kernel<T, kNhwc, 128, 128>
+        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
   else
-    bwd_weights_igemm_kernel<T, kNhwc, 64, 64><<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+    bwd_weights_igemm_kernel<T, kNhwc, 64, 64>
+        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
 }
 
 }  // namespace
+
+bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype); }
 
 std::string BwdIgemmPlan::describe() const {
   std::string s = "tile " + std::to_string(bm) + "x" + std::to_string(bn);
@@ -146,15 +152,17 @@ std::string BwdIgemmPlan::describe() const {
 }
 
 BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
-  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + kBk - 1) / kBk);
+  const int bk = bwd_igemm::step_depth(p.dtype);
+  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + bk - 1) / bk);
   auto tiles_of = [&](int bm, int bn) {
     return std::int64_t(ceil_div(p.kred(), bn)) * ceil_div(p.kg, bm) * p.groups;
   };
-  return bwd_igemm::plan_bwd_igemm(tiles_of, steps, p.w_elems(), p.groups, sm_count);
+  return bwd_igemm::plan_bwd_igemm(tiles_of, steps, bk, bwd_igemm::peak_rate(p.dtype), p.w_elems(), p.groups,
+                                   sm_count);
 }
 
-void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x, const void* dy,
-                                   void* dw, void* workspace, void* stream) {
+void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
+                                   const void* dy, void* dw, void* workspace, void* stream) {
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_igemm: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
@@ -165,7 +173,8 @@ void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan
     const T* xt = static_cast<const T*>(x);
     const T* dyt = static_cast<const T*>(dy);
     T* dwt = static_cast<T*>(dw);
-    p.nhwc ? launch_tile<T, true>(p, plan, xt, dyt, dwt, partial, s) : launch_tile<T, false>(p, plan, xt, dyt, dwt, partial, s);
+    p.nhwc ? launch_tile<T, true>(p, plan, xt, dyt, dwt, partial, s)
+           : launch_tile<T, false>(p, plan, xt, dyt, dwt, partial, s);
   });
   check_launch("gpu.conv.bwd_weights_igemm");
   if (plan.splits > 1) launch_bwd_splitk_sum(p.dtype, p.w_elems(), plan.splits, partial, dw, stream);

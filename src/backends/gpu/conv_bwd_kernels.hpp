@@ -17,10 +17,12 @@ namespace galley::backends::gpu {
 void launch_conv_bwd_data_direct(const ConvParams& p, const void* dy, const void* w, void* dx, void* stream);
 // gpu.conv.bwd_weights_direct: 32 threads reduce each dw element over (n, p, q) through shared
 // memory in a fixed order; 64-bit indexing, every dtype, layout and group count.
-void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const void* dy, void* dw, void* stream);
+void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const void* dy, void* dw,
+                                    void* stream);
 
 // Depthwise (groups == c, any channel multiplier k / c).
-void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx, void* stream);
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
+                                    void* stream);
 /// How gpu.conv.bwd_weights_depthwise splits its reduction over (n, p, q); the fp32 partials of a
 /// split run live in the workspace and are summed in a fixed order.
 struct DepthwiseBwdWeightsPlan {
@@ -28,8 +30,13 @@ struct DepthwiseBwdWeightsPlan {
   std::size_t workspace_bytes = 0;
 };
 DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count);
-void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan, const void* x,
-                                       const void* dy, void* dw, void* workspace, void* stream);
+void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
+                                       const void* x, const void* dy, void* dw, void* workspace,
+                                       void* stream);
+
+/// True when the backward implicit GEMMs run `dtype` on tensor cores (mma.sync m16n8k16, sm_80 or
+/// newer): f16 and bf16 in the cuda build. f32, and every dtype on HIP, take the fp32 SIMT main loop.
+bool bwd_igemm_uses_tensor_cores(DType dtype);
 
 /// A tiling of the backward implicit GEMMs: block tile bm x bn, split-K over `splits` slices whose
 /// fp32 partials (splits x output elements) live in the workspace.
@@ -43,8 +50,7 @@ struct BwdIgemmPlan {
 
 // gpu.conv.bwd_data_igemm: per group and per stride phase (the dx pixels that share h % stride_h and
 // w % stride_w, which therefore see the same filter taps), dx[c][pixel] = W^T[c][(tap, k)] *
-// dy[(tap, k)][pixel] on the fp32 SIMT cores, so no block multiplies the zeros a strided gather
-// would insert.
+// dy[(tap, k)][pixel], so no block multiplies the zeros a strided gather would insert.
 BwdIgemmPlan plan_conv_bwd_data_igemm(const ConvParams& p, int sm_count);
 void launch_conv_bwd_data_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* dy, const void* w,
                                 void* dx, void* workspace, void* stream);
@@ -54,8 +60,12 @@ int bwd_data_igemm_phases(const ConvParams& p);
 // gpu.conv.bwd_weights_igemm: per group, dw[k][(c, r, s) in storage order] = dy[k][pixel] *
 // im2col(x)[pixel][(c, r, s)], reducing over n * p * q pixels, split-K across blocks.
 BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count);
-void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x, const void* dy,
-                                   void* dw, void* workspace, void* stream);
+void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
+                                   const void* dy, void* dw, void* workspace, void* stream);
+
+/// Folds an fp32 column matrix (launch_im2col's layout, groups == 1) into dx, as p.dtype:
+/// cuda.conv.cublas_bwd_data's second pass.
+void launch_bwd_col2im(const ConvParams& p, const float* col, void* dx, void* stream);
 
 /// Sums `splits` fp32 slices of `elems` elements laid out back to back into `out` (as `dtype`), in
 /// slice order.

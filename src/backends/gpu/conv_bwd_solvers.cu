@@ -2,7 +2,8 @@
 // conv_bwd_*.cu, on every GPU backend. Which ConvArgs slot holds which tensor: conv_bwd_args.hpp.
 //
 // List ranks (the forward solvers refuse backward problems and these refuse the other directions,
-// so the numbers only order solvers of one direction; cuda's cuDNN backward solvers sit at 21, 22):
+// so the numbers only order solvers of one direction; cuda's cuDNN backward solvers sit at 21, 22
+// and its cuBLAS ones at 41, 42):
 //   12 gpu.conv.bwd_data_depthwise   13 gpu.conv.bwd_weights_depthwise
 //   51 gpu.conv.bwd_data_igemm       52 gpu.conv.bwd_weights_igemm
 //   91 gpu.conv.bwd_data_direct      92 gpu.conv.bwd_weights_direct (each claims its whole direction)
@@ -27,17 +28,32 @@ using dnn::ConvArgs;
 using dnn::ConvDirection;
 using dnn::ConvProblem;
 
-// properties() may query the driver and plans need the multiprocessor count on every call.
-int sm_count(const runtime::Device& device) {
+struct DeviceFacts {
+  int sm_count = 1;
+  int cuda_major = 0;  // compute capability major on CUDA (9 for sm_90), 0 elsewhere
+};
+
+// properties() may query the driver, and plans need the multiprocessor count on every call.
+DeviceFacts facts(const runtime::Device& device) {
   static std::mutex mutex;
-  static std::map<std::string, int> cache;
+  static std::map<std::string, DeviceFacts> cache;
   std::lock_guard lock(mutex);
   auto it = cache.find(device.name());
   if (it != cache.end()) return it->second;
-  const int count = std::max(1, device.properties().compute_units);
-  cache.emplace(device.name(), count);
-  return count;
+  const runtime::DeviceProperties props = device.properties();
+  DeviceFacts f;
+  f.sm_count = std::max(1, props.compute_units);
+#if !GALLEY_GPU_HIP
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()) == cudaSuccess)
+    f.cuda_major = major;
+  else
+    (void)cudaGetLastError();
+#endif
+  cache.emplace(device.name(), f);
+  return f;
 }
+int sm_count(const runtime::Device& device) { return facts(device).sm_count; }
 
 class BwdSolver : public dnn::ConvSolver {
  public:
@@ -157,15 +173,26 @@ class BwdWeightsDepthwiseSolver final : public BwdSolver {
     const DepthwiseBwdWeightsPlan plan = plan_conv_bwd_weights_depthwise(cp, sm_count(stream.device()));
     require_workspace(a, plan.workspace_bytes);
     const BwdWeightsTensors t = backward_weights_tensors(a);
-    enqueue(stream, [&](void* s) { launch_conv_bwd_weights_depthwise(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
+    enqueue(stream,
+            [&](void* s) { launch_conv_bwd_weights_depthwise(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
     const DepthwiseBwdWeightsPlan plan = plan_conv_bwd_weights_depthwise(cp, sm_count(device));
-    return std::string(cp.nhwc ? "32 channels x 8 pixel lanes" : "one channel x 256 pixel lanes") + " a block, " +
-           std::to_string(plan.splits) + " pixel slice" + (plan.splits > 1 ? "s" : "");
+    return std::string(cp.nhwc ? "32 channels x 8 pixel lanes" : "one channel x 256 pixel lanes") +
+           " a block, " + std::to_string(plan.splits) + " pixel slice" + (plan.splits > 1 ? "s" : "");
   }
 };
+
+// The implicit GEMMs run f16/bf16 on mma.sync in the cuda build, which needs sm_80 or newer.
+std::string tensor_cores_missing(const ConvProblem& p, const runtime::Device& device) {
+  if (!bwd_igemm_uses_tensor_cores(p.dtype) || facts(device).cuda_major >= 8) return {};
+  return std::string(to_string(p.dtype)) + " runs on tensor cores (mma.sync), which need sm_80 or newer";
+}
+
+std::string main_loop(DType dtype) {
+  return bwd_igemm_uses_tensor_cores(dtype) ? "mma.sync m16n8k16" : "fp32 SIMT";
+}
 
 class BwdDataIgemmSolver final : public BwdSolver {
  public:
@@ -173,6 +200,7 @@ class BwdDataIgemmSolver final : public BwdSolver {
       : BwdSolver("gpu.conv.bwd_data_igemm", std::move(backend), ConvDirection::backward_data) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (auto why = tensor_cores_missing(p, device); !why.empty()) return Applicability::no(why);
     if (bwd_data_igemm_phases(make_params(p)) == 0)
       return Applicability::no("groups x stride phases (" + std::to_string(p.groups) + " x " +
                                std::to_string(p.stride_h * p.stride_w) + ") > 65535 (grid.z)");
@@ -191,9 +219,10 @@ class BwdDataIgemmSolver final : public BwdSolver {
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
     const int phases = cp.stride_h * cp.stride_w;
-    return "fp32 SIMT, " + plan_conv_bwd_data_igemm(cp, sm_count(device)).describe() +
+    return main_loop(cp.dtype) + ", " + plan_conv_bwd_data_igemm(cp, sm_count(device)).describe() +
            (phases > 1 ? ", " + std::to_string(phases) + " stride phases" : std::string()) +
-           (cp.kg % 8 == 0 ? ", tap-major reduction" : ", flat reduction");
+           (cp.kg % (bwd_igemm_uses_tensor_cores(cp.dtype) ? 16 : 8) == 0 ? ", tap-major reduction"
+                                                                          : ", flat reduction");
   }
 };
 
@@ -203,7 +232,9 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
       : BwdSolver("gpu.conv.bwd_weights_igemm", std::move(backend), ConvDirection::backward_weights) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (p.groups > 65535) return Applicability::no("groups " + std::to_string(p.groups) + " > 65535 (grid.z)");
+    if (auto why = tensor_cores_missing(p, device); !why.empty()) return Applicability::no(why);
+    if (p.groups > 65535)
+      return Applicability::no("groups " + std::to_string(p.groups) + " > 65535 (grid.z)");
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
@@ -214,10 +245,12 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
     const BwdIgemmPlan plan = plan_conv_bwd_weights_igemm(cp, sm_count(stream.device()));
     require_workspace(a, plan.workspace_bytes);
     const BwdWeightsTensors t = backward_weights_tensors(a);
-    enqueue(stream, [&](void* s) { launch_conv_bwd_weights_igemm(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
+    enqueue(stream,
+            [&](void* s) { launch_conv_bwd_weights_igemm(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    return "fp32 SIMT, " + plan_conv_bwd_weights_igemm(make_params(p), sm_count(device)).describe();
+    return main_loop(p.dtype) + ", " +
+           plan_conv_bwd_weights_igemm(make_params(p), sm_count(device)).describe();
   }
 };
 
