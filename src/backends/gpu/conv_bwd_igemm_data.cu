@@ -118,8 +118,19 @@ struct DataLoader {
       const bool inb = b_valid && unsigned(op) < unsigned(cp.p) && unsigned(oq) < unsigned(cp.q);
       if (kNhwc) {
         const T* src = dy_img + std::int64_t(op * cp.q + oq) * cp.k + k0 + b_k;
+        if constexpr (EB == 8 && !std::is_same_v<T, float>) {
+          // 8 neighbouring 16-bit channels in one 16-byte load: k, the group's first channel and
+          // k0 + b_k are multiples of 8 in chunk mode, so the address is aligned.
+          if (inb) {
+            load8(src, b);
+          } else {
 #pragma unroll
-        for (int e = 0; e < EB; ++e) b[e] = inb ? ldg_f32(src + e) : 0.f;
+            for (int e = 0; e < EB; ++e) b[e] = 0.f;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < EB; ++e) b[e] = inb ? ldg_f32(src + e) : 0.f;
+        }
       } else {
         const std::int64_t PQ = std::int64_t(cp.p) * cp.q;
         const T* src = dy_img + (k0 + b_k) * PQ + op * cp.q + oq;
