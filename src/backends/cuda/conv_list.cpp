@@ -1,7 +1,8 @@
-// The cuda backend's convolution list, fastest first. The specialised own kernels lead for the
-// shapes they claim (depthwise, grouped); cuDNN is the first choice when nothing has been measured,
-// its graph API before the legacy one because it reaches more engines; the implicit GEMMs and
-// cuBLAS follow, and gpu.conv.direct, which claims everything, closes the list.
+// The cuda backend's convolution list, all three directions, fastest first (each solver refuses the
+// directions it does not do). The specialised own kernels lead for the shapes they claim
+// (depthwise, grouped); cuDNN is the first choice when nothing has been measured, its graph API
+// before the legacy one because it reaches more engines; the implicit GEMMs and cuBLAS follow, and
+// the direct kernels, which claim everything of their direction, close the list.
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/gpu/conv_solvers.hpp"
 
@@ -12,16 +13,26 @@ void register_conv_list() {
   std::vector<std::unique_ptr<dnn::SolverBase>> list;
   list.push_back(make_conv_depthwise(b));
   list.push_back(make_conv_grouped(b));
+  list.push_back(make_conv_bwd_data_depthwise(b));
+  list.push_back(make_conv_bwd_weights_depthwise(b));
   list.push_back(cuda::make_cudnn_graph_conv_solver());
   list.push_back(cuda::make_cudnn_conv_solver());
+  list.push_back(cuda::make_cudnn_bwd_data_conv_solver());
+  list.push_back(cuda::make_cudnn_bwd_weights_conv_solver());
   list.push_back(make_conv_igemm_tc(b));
   list.push_back(make_conv_igemm_tc_nchw(b));
   list.push_back(cuda::make_cublas_gemm_conv_solver());
+  list.push_back(cuda::make_cublas_bwd_data_conv_solver());
+  list.push_back(cuda::make_cublas_bwd_weights_conv_solver());
   list.push_back(make_conv_winograd(b));
   list.push_back(make_conv_gemm_1x1(b));
   list.push_back(make_conv_igemm_f32_nchw(b));
   list.push_back(make_conv_igemm_f32(b));
+  list.push_back(make_conv_bwd_data_igemm(b));
+  list.push_back(make_conv_bwd_weights_igemm(b));
   list.push_back(make_conv_direct(b));
+  list.push_back(make_conv_bwd_data_direct(b));
+  list.push_back(make_conv_bwd_weights_direct(b));
   dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
 }
 

@@ -21,6 +21,15 @@ std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32(std::string_view backend);
 /// Claims every problem: the last entry of a GPU list.
 std::unique_ptr<dnn::ConvSolver> make_conv_direct(std::string_view backend);
 
+/// The backward directions' single-source solvers.
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_igemm(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_igemm(std::string_view backend);
+/// Claim every backward problem: the last backward entries of a GPU list.
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_direct(std::string_view backend);
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_direct(std::string_view backend);
+
 /// Registers the plugin's conv list on its backend: defined by backends/cuda/conv_list.cpp in the
 /// cuda plugin and backends/hip/conv_list.cpp in the hip plugin. Called once, while it loads.
 void register_conv_list();

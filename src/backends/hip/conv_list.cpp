@@ -1,5 +1,6 @@
-// The hip backend's convolution list, fastest first: the single-source kernels in the cuda list's
-// order (MIOpen and rocBLAS solvers are not built yet), gpu.conv.direct last.
+// The hip backend's convolution list, all three directions, fastest first: the single-source
+// kernels in the cuda list's order (MIOpen and rocBLAS solvers are not built yet), the direct
+// kernels last.
 #include "backends/gpu/conv_solvers.hpp"
 
 namespace galley::backends::gpu {
@@ -9,13 +10,19 @@ void register_conv_list() {
   std::vector<std::unique_ptr<dnn::SolverBase>> list;
   list.push_back(make_conv_depthwise(b));
   list.push_back(make_conv_grouped(b));
+  list.push_back(make_conv_bwd_data_depthwise(b));
+  list.push_back(make_conv_bwd_weights_depthwise(b));
   list.push_back(make_conv_igemm_tc(b));
   list.push_back(make_conv_igemm_tc_nchw(b));
   list.push_back(make_conv_winograd(b));
   list.push_back(make_conv_gemm_1x1(b));
   list.push_back(make_conv_igemm_f32_nchw(b));
   list.push_back(make_conv_igemm_f32(b));
+  list.push_back(make_conv_bwd_data_igemm(b));
+  list.push_back(make_conv_bwd_weights_igemm(b));
   list.push_back(make_conv_direct(b));
+  list.push_back(make_conv_bwd_data_direct(b));
+  list.push_back(make_conv_bwd_weights_direct(b));
   dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
 }
 

@@ -1,0 +1,196 @@
+// The depthwise backward kernels (groups == c; k / c output channels per input channel). With one
+// input channel per group, a weight's offset is k * r * s + tap in both layouts (KCRS and KRSC
+// coincide), and each kernel reads one channel's few weights many times.
+//
+// Backward-data: one thread per dx element gathers its channel's dy taps; unit stride skips the
+// divisibility test. Backward-weights: a block owns channels x up to 16 taps and reduces over a
+// slice of the (n, p, q) pixels; nchw blocks hold one channel with all 256 threads along pixels
+// (contiguous in memory), nhwc blocks hold 32 neighbouring channels (contiguous) x 8 pixel lanes.
+// Slices beyond one write fp32 partials that launch_bwd_splitk_sum adds in a fixed order.
+#include "conv_bwd_kernels.hpp"
+#include "conv_device.cuh"
+
+namespace galley::backends::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTapsPerBlock = 16;
+
+template <typename T, bool kNhwc, bool kUnitStride>
+__global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w,
+                                          T* __restrict__ dx, std::int64_t total) {
+  const std::int64_t C = cp.c, H = cp.h, W = cp.w, K = cp.k, P = cp.p, Q = cp.q;
+  const int RS = cp.r * cp.s;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t n, c, h, ww;
+    if (kNhwc) {
+      c = idx % C;
+      std::int64_t t = idx / C;
+      ww = t % W;
+      t /= W;
+      h = t % H;
+      n = t / H;
+    } else {
+      ww = idx % W;
+      std::int64_t t = idx / W;
+      h = t % H;
+      t /= H;
+      c = t % C;
+      n = t / C;
+    }
+    float acc = 0.f;
+    for (int r = 0; r < cp.r; ++r) {
+      std::int64_t op = h + cp.pad_h - std::int64_t(r) * cp.dil_h;
+      if (op < 0) continue;
+      if (!kUnitStride) {
+        if (op % cp.stride_h != 0) continue;
+        op /= cp.stride_h;
+      }
+      if (op >= P) continue;
+      for (int s = 0; s < cp.s; ++s) {
+        std::int64_t oq = ww + cp.pad_w - std::int64_t(s) * cp.dil_w;
+        if (oq < 0) continue;
+        if (!kUnitStride) {
+          if (oq % cp.stride_w != 0) continue;
+          oq /= cp.stride_w;
+        }
+        if (oq >= Q) continue;
+        for (int m = 0; m < cp.kg; ++m) {
+          const std::int64_t k = c * cp.kg + m;
+          const std::int64_t dy_idx =
+              kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
+          acc += ldg_f32(dy + dy_idx) * ldg_f32(w + k * RS + r * cp.s + s);
+        }
+      }
+    }
+    dx[idx] = from_f32<T>(acc);
+  }
+}
+
+// kChannels threads along channels x (256 / kChannels) lanes along pixels. Grid: (channel blocks,
+// tap blocks, pixel slices).
+template <typename T, bool kNhwc, int kChannels>
+__global__ void __launch_bounds__(kThreads)
+    bwd_weights_depthwise_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy,
+                                 T* __restrict__ dw, float* __restrict__ partial, std::int64_t per_slice) {
+  constexpr int kPixelLanes = kThreads / kChannels;
+  __shared__ float red[kThreads];
+  const std::int64_t C = cp.c, H = cp.h, W = cp.w, K = cp.k, P = cp.p, Q = cp.q;
+  const int RS = cp.r * cp.s;
+  const int tid = threadIdx.x;
+  const int lane = tid / kChannels;
+  const std::int64_t k = std::int64_t(blockIdx.x) * kChannels + tid % kChannels;
+  const bool k_valid = k < K;
+  const std::int64_t c = k / cp.kg;
+  const int tap0 = blockIdx.y * kTapsPerBlock;
+  const int taps = min(kTapsPerBlock, RS - tap0);
+  const std::int64_t pixels = std::int64_t(cp.n) * P * Q;
+  const std::int64_t begin = std::int64_t(blockIdx.z) * per_slice;
+  const std::int64_t end = min(pixels, begin + per_slice);
+
+  int dh[kTapsPerBlock], dwo[kTapsPerBlock];  // each tap's offset from the pixel's window corner
+#pragma unroll
+  for (int t = 0; t < kTapsPerBlock; ++t) {
+    const int tap = min(tap0 + t, RS - 1);
+    dh[t] = (tap / cp.s) * cp.dil_h;
+    dwo[t] = (tap % cp.s) * cp.dil_w;
+  }
+  float acc[kTapsPerBlock];
+#pragma unroll
+  for (int t = 0; t < kTapsPerBlock; ++t) acc[t] = 0.f;
+
+  if (k_valid) {
+    for (std::int64_t pix = begin + lane; pix < end; pix += kPixelLanes) {
+      const std::int64_t oq = pix % Q, rest = pix / Q, op = rest % P, n = rest / P;
+      const float g = ldg_f32(dy + (kNhwc ? pix * K + k : ((n * K + k) * P + op) * Q + oq));
+      const std::int64_t ih0 = op * cp.stride_h - cp.pad_h, iw0 = oq * cp.stride_w - cp.pad_w;
+      const T* x_img = kNhwc ? x + n * H * W * C + c : x + (n * C + c) * H * W;
+#pragma unroll
+      for (int t = 0; t < kTapsPerBlock; ++t) {  // predicated, not cut short: acc stays in registers
+        const std::int64_t ih = ih0 + dh[t], iw = iw0 + dwo[t];
+        if (t < taps && ih >= 0 && ih < H && iw >= 0 && iw < W)
+          acc[t] += g * ldg_f32(x_img + (kNhwc ? (ih * W + iw) * C : ih * W + iw));
+      }
+    }
+  }
+
+  const std::int64_t w_elems = K * RS;
+#pragma unroll
+  for (int t = 0; t < kTapsPerBlock; ++t) {
+    if (t >= taps) continue;  // uniform across the block
+    red[tid] = acc[t];
+    __syncthreads();
+    for (int offset = kPixelLanes / 2; offset > 0; offset /= 2) {
+      if (lane < offset) red[tid] += red[tid + offset * kChannels];
+      __syncthreads();
+    }
+    if (lane == 0 && k_valid) {
+      const std::int64_t out = k * RS + tap0 + t;
+      if (partial != nullptr)
+        partial[blockIdx.z * w_elems + out] = red[tid];
+      else
+        dw[out] = from_f32<T>(red[tid]);
+    }
+    __syncthreads();
+  }
+}
+
+int channels_per_block(const ConvParams& p) { return p.nhwc ? 32 : 1; }
+
+}  // namespace
+
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
+                                    void* stream) {
+  const std::int64_t total = p.x_elems();
+  const std::int64_t blocks = std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535LL * 32);
+  const bool unit = p.stride_h == 1 && p.stride_w == 1;
+  dispatch_dtype(p.dtype, "gpu.conv.bwd_data_depthwise", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    auto kernel =
+        p.nhwc
+            ? (unit ? bwd_data_depthwise_kernel<T, true, true> : bwd_data_depthwise_kernel<T, true, false>)
+            : (unit ? bwd_data_depthwise_kernel<T, false, true> : bwd_data_depthwise_kernel<T, false, false>);
+    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
+        p, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), total);
+  });
+  check_launch("gpu.conv.bwd_data_depthwise");
+}
+
+DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count) {
+  // Enough blocks for about four per multiprocessor, each keeping at least 4096 pixels to add so the
+  // partials' extra pass stays small next to the reduction itself.
+  const std::int64_t base_blocks =
+      std::int64_t(ceil_div(p.k, channels_per_block(p))) * ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock);
+  const std::int64_t wanted = (4LL * std::max(1, sm_count) + base_blocks - 1) / base_blocks;
+  const std::int64_t most = std::max<std::int64_t>(1, p.pixels() / 4096);
+  DepthwiseBwdWeightsPlan plan;
+  plan.splits = int(std::clamp<std::int64_t>(std::min(wanted, most), 1, 256));
+  plan.workspace_bytes =
+      plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.w_elems()) * sizeof(float) : 0;
+  return plan;
+}
+
+void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
+                                       const void* x, const void* dy, void* dw, void* workspace,
+                                       void* stream) {
+  if (plan.splits > 1 && workspace == nullptr)
+    throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_depthwise: a plan of " +
+                                              std::to_string(plan.splits) + " slices needs a workspace of " +
+                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
+  float* partial = plan.splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  const std::int64_t per_slice = (p.pixels() + plan.splits - 1) / plan.splits;
+  const dim3 grid(ceil_div(p.k, channels_per_block(p)), ceil_div(std::int64_t(p.r) * p.s, kTapsPerBlock),
+                  plan.splits);
+  dispatch_dtype(p.dtype, "gpu.conv.bwd_weights_depthwise", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    auto kernel =
+        p.nhwc ? bwd_weights_depthwise_kernel<T, true, 32> : bwd_weights_depthwise_kernel<T, false, 1>;
+    kernel<<<grid, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                                     static_cast<T*>(dw), partial, per_slice);
+  });
+  check_launch("gpu.conv.bwd_weights_depthwise");
+  if (plan.splits > 1) launch_bwd_splitk_sum(p.dtype, p.w_elems(), plan.splits, partial, dw, stream);
+}
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,256 @@
+// The tiled GEMM main loops both backward implicit GEMMs share, and their tile table and planner.
+// A 256-thread block computes a BM x BN tile of D = A * B, kBk reduction entries per step,
+// double-buffered in shared memory with the next step's global loads in flight during the math;
+// each thread owns TM x TN = (BM / 16) x (BN / 16) fp32 accumulators. Two main loops fill them:
+//   Mainloop<T, BM, BN, false>  fp32 FMA on the SIMT cores, kBk 8 (igemm_f32's layout forward);
+//   Mainloop<T, BM, BN, true>   f16/bf16 tensor cores (mma.sync m16n8k16, conv_mma.cuh), kBk 16:
+//                               8 warps as 2 x 4, each a (BM / 2) x (BN / 4) warp tile.
+// kUseMma<T> picks: tensor cores for f16/bf16 where the build has them, SIMT otherwise (f32, HIP).
+//
+// What the operands are, and how each thread gathers its share of them, is the Loader's business
+// (conv_bwd_igemm_data.cu, conv_bwd_igemm_weights.cu). A Loader has
+//   int a_row, a_k;   this thread's A entries: row a_row, reduction entries a_k .. a_k + EA - 1
+//   int b_col, b_k;   this thread's B entries: column b_col, reduction entries b_k .. b_k + EB - 1
+//                     (EA = BM * kBk / 256, EB = BN * kBk / 256; a_k and b_k multiples of them)
+//   void load(int step, float (&a)[EA], float (&b)[EB]);   zeros outside the problem
+// so it can map threads along whichever index is contiguous in memory for its layout.
+#pragma once
+
+#include <cmath>
+
+#include "conv_bwd_kernels.hpp"
+#include "conv_device.cuh"
+#include "conv_mma.cuh"
+
+namespace galley::backends::gpu::bwd_igemm {
+
+constexpr int kThreads = 256;
+
+struct TileShape {
+  int bm, bn;
+  int blocks_per_sm;
+  double efficiency;  // relative per-block throughput, for the planner
+};
+inline constexpr TileShape kTiles[] = {{128, 128, 1, 1.0}, {64, 64, 2, 0.72}};
+inline constexpr int kTileCount = 2;
+
+template <typename T>
+inline constexpr bool kUseMma = GALLEY_GPU_MMA && !std::is_same_v<T, float>;
+/// Whether launches of `dtype` take the tensor-core main loop (host side of kUseMma).
+inline bool uses_mma(DType dtype) { return GALLEY_GPU_MMA && dtype != DType::f32; }
+/// Reduction entries per step of the main loop `dtype` takes.
+inline int step_depth(DType dtype) { return uses_mma(dtype) ? 16 : 8; }
+/// The planner's model of that main loop's multiply-add rate (flop/s) on a whole chip.
+inline double peak_rate(DType dtype) { return uses_mma(dtype) ? 400e12 : 60e12; }
+
+template <typename T, int BM, int BN, bool kMma>
+struct Mainloop;
+
+template <typename T, int BM, int BN>
+struct Mainloop<T, BM, BN, false> {
+  static constexpr int kBk = 8;
+  /// Row (i < BM / 16) and column (j < BN / 16) within the block tile of this thread's acc[i][j].
+  __device__ static __forceinline__ int row(int i) {
+    return (i / 4) * (BM / 2) + int(threadIdx.x / 16) * 4 + (i % 4);
+  }
+  __device__ static __forceinline__ int col(int j) {
+    return (j / 4) * (BN / 2) + int(threadIdx.x % 16) * 4 + (j % 4);
+  }
+
+  template <class Loader>
+  __device__ static __forceinline__ void run(Loader& ld, int step_begin, int step_end,
+                                             float (&acc)[BM / 16][BN / 16]) {
+    constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
+    constexpr int TM = BM / 16, TN = BN / 16;
+    constexpr int kPadA = BM + 4, kPadB = BN + 4;  // +4 floats: fewer bank conflicts, float4 alignment kept
+    __shared__ __align__(16) float As[2][kBk][kPadA];
+    __shared__ __align__(16) float Bs[2][kBk][kPadB];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+    if (step_begin >= step_end) return;
+
+    float a_reg[EA], b_reg[EB];
+    auto store_shared = [&](int buf) {
+#pragma unroll
+      for (int i = 0; i < EA; ++i) As[buf][ld.a_k + i][ld.a_row] = a_reg[i];
+#pragma unroll
+      for (int i = 0; i < EB; ++i) Bs[buf][ld.b_k + i][ld.b_col] = b_reg[i];
+    };
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    ld.load(step_begin, a_reg, b_reg);
+    store_shared(0);
+    __syncthreads();
+    for (int step = step_begin; step < step_end; ++step) {
+      const int buf = (step - step_begin) & 1;
+      const bool more = step + 1 < step_end;
+      if (more) ld.load(step + 1, a_reg, b_reg);
+#pragma unroll
+      for (int kk = 0; kk < kBk; ++kk) {
+        float a[TM], b[TN];
+#pragma unroll
+        for (int h = 0; h < TM / 4; ++h) {
+          const float4 v = *reinterpret_cast<const float4*>(&As[buf][kk][h * (BM / 2) + ty * 4]);
+          a[h * 4 + 0] = v.x, a[h * 4 + 1] = v.y, a[h * 4 + 2] = v.z, a[h * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int h = 0; h < TN / 4; ++h) {
+          const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][kk][h * (BN / 2) + tx * 4]);
+          b[h * 4 + 0] = v.x, b[h * 4 + 1] = v.y, b[h * 4 + 2] = v.z, b[h * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+      if (more) store_shared(buf ^ 1);
+      __syncthreads();
+    }
+  }
+};
+
+#if GALLEY_GPU_MMA
+// Tiles are stored [row][k] as 16-bit values, k contiguous, so each fragment register of
+// mma.m16n8k16 (two neighbouring k of one row) is one 32-bit shared load. Rows are 24 values
+// (48 bytes) apart: the eight rows a fragment load touches then fall in distinct banks.
+template <typename T, int BM, int BN>
+struct Mainloop<T, BM, BN, true> {
+  static constexpr int kBk = 16;
+  static constexpr int kWm = BM / 2, kWn = BN / 4;     // warp tile
+  static constexpr int kMi = kWm / 16, kNi = kWn / 8;  // mma tiles per warp
+  static_assert(2 * kMi == BM / 16 && 2 * kNi == BN / 16, "acc[i][j] holds the mma fragments");
+  static constexpr int kRow = kBk + 8;  // 16-bit values per stored row
+
+  // acc[i][j]: mma tile (i / 2, j / 2) of the warp, fragment element (i % 2) * 2 + j % 2.
+  __device__ static __forceinline__ int row(int i) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    return (warp / 4) * kWm + (i / 2) * 16 + (i % 2) * 8 + lane / 4;
+  }
+  __device__ static __forceinline__ int col(int j) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    return (warp % 4) * kWn + (j / 2) * 8 + (lane % 4) * 2 + (j % 2);
+  }
+
+  template <class Loader>
+  __device__ static __forceinline__ void run(Loader& ld, int step_begin, int step_end,
+                                             float (&acc)[BM / 16][BN / 16]) {
+    constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
+    static_assert(EA % 2 == 0 && EB % 2 == 0, "values are stored in pairs");
+    __shared__ __align__(16) std::uint16_t As[2][BM][kRow];
+    __shared__ __align__(16) std::uint16_t Bs[2][BN][kRow];
+#pragma unroll
+    for (int i = 0; i < BM / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.f;
+    if (step_begin >= step_end) return;
+
+    float a_reg[EA], b_reg[EB];
+    auto store_shared = [&](int buf) {
+#pragma unroll
+      for (int i = 0; i < EA; i += 2)
+        *reinterpret_cast<std::uint32_t*>(&As[buf][ld.a_row][ld.a_k + i]) = pack2<T>(a_reg[i], a_reg[i + 1]);
+#pragma unroll
+      for (int i = 0; i < EB; i += 2)
+        *reinterpret_cast<std::uint32_t*>(&Bs[buf][ld.b_col][ld.b_k + i]) = pack2<T>(b_reg[i], b_reg[i + 1]);
+    };
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
+    const int g = lane / 4, kc = (lane % 4) * 2;
+    float d[kMi][kNi][4];
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[mi][ni][e] = 0.f;
+
+    ld.load(step_begin, a_reg, b_reg);
+    store_shared(0);
+    __syncthreads();
+    for (int step = step_begin; step < step_end; ++step) {
+      const int buf = (step - step_begin) & 1;
+      const bool more = step + 1 < step_end;
+      if (more) ld.load(step + 1, a_reg, b_reg);
+      unsigned a[kMi][4], b[kNi][2];
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        const int r = wm + mi * 16 + g;
+        a[mi][0] = *reinterpret_cast<const std::uint32_t*>(&As[buf][r][kc]);
+        a[mi][1] = *reinterpret_cast<const std::uint32_t*>(&As[buf][r + 8][kc]);
+        a[mi][2] = *reinterpret_cast<const std::uint32_t*>(&As[buf][r][kc + 8]);
+        a[mi][3] = *reinterpret_cast<const std::uint32_t*>(&As[buf][r + 8][kc + 8]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni) {
+        const int n = wn + ni * 8 + g;
+        b[ni][0] = *reinterpret_cast<const std::uint32_t*>(&Bs[buf][n][kc]);
+        b[ni][1] = *reinterpret_cast<const std::uint32_t*>(&Bs[buf][n][kc + 8]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < kNi; ++ni) mma::mma_16816<T>(d[mi][ni], a[mi], b[ni][0], b[ni][1]);
+      if (more) store_shared(buf ^ 1);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi * 2 + e / 2][ni * 2 + e % 2] = d[mi][ni][e];
+  }
+};
+#endif
+
+/// The steps of split `split` of `splits`.
+struct StepRange {
+  int begin, end;
+};
+__device__ __forceinline__ StepRange split_steps(int total_steps, int split, int splits) {
+  const int per_split = (total_steps + splits - 1) / splits;
+  const int begin = split * per_split;
+  return {begin, min(total_steps, begin + per_split)};
+}
+
+/// Picks a tile and a split-K count for a GEMM of `tiles_of(bm, bn)` output tiles (over every group
+/// and batch) with `steps` reduction steps of `bk` entries, writing `out_elems` outputs. Model: a
+/// block takes bm * bn * steps * bk multiply-adds at 1 / slots of `peak`, scaled by the tile's efficiency;
+/// blocks run in waves; a split adds a pass over the fp32 partials. Deterministic in its inputs
+/// alone, so workspace_bytes() and run() always agree.
+template <class TilesOf>
+BwdIgemmPlan plan_bwd_igemm(TilesOf tiles_of, std::int64_t steps, int bk, double peak, std::int64_t out_elems,
+                            int grid_z_per_split, int sm_count) {
+  constexpr double kBandwidth = 3.0e12;
+  constexpr std::size_t kWorkspaceCap = std::size_t(512) << 20;
+  BwdIgemmPlan best;
+  double best_time = INFINITY;
+  for (int t = 0; t < kTileCount; ++t) {
+    const TileShape& shape = kTiles[t];
+    const int slots = std::max(1, sm_count) * shape.blocks_per_sm;
+    const std::int64_t tiles = tiles_of(shape.bm, shape.bn);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
+      if (splits > 1 && steps / splits < 8) break;
+      if (std::int64_t(grid_z_per_split) * splits > 65535) break;
+      if (splits > 1 && std::size_t(splits) * std::size_t(out_elems) * sizeof(float) > kWorkspaceCap) break;
+      const std::int64_t per = (steps + splits - 1) / splits;
+      const std::int64_t waves = (tiles * splits + slots - 1) / slots;
+      double time =
+          double(waves) * 2.0 * shape.bm * shape.bn * bk * double(per) / (shape.efficiency * peak / slots);
+      if (splits > 1) time += double(splits + 1) * double(out_elems) * 4.0 / kBandwidth + 3e-6;
+      if (time < best_time * 0.97) {  // prefer the earlier (larger, unsplit) choice on near ties
+        best_time = time;
+        best.tile = t;
+        best.bm = shape.bm;
+        best.bn = shape.bn;
+        best.splits = splits;
+      }
+    }
+  }
+  best.workspace_bytes =
+      best.splits > 1 ? std::size_t(best.splits) * std::size_t(out_elems) * sizeof(float) : 0;
+  return best;
+}
+
+}  // namespace galley::backends::gpu::bwd_igemm

@@ -1,0 +1,183 @@
+// gpu.conv.bwd_weights_igemm's kernel: backward-weights as an implicit GEMM (tensor cores for
+// f16/bf16 where the build has them, fp32 SIMT otherwise; conv_bwd_igemm.cuh).
+//
+// Per group: D[k][j] = A[k][pixel] * B[pixel][j], where A is dy, B the im2col of x gathered on the fly
+// and j runs over (c, r, s) in the weights' storage order (c * r * s + tap for KCRS, tap * cg + c for
+// KRSC), so D's rows are dw's rows as stored. The reduction is over all n * p * q output pixels, long
+// next to the output, so the planner usually splits it across blocks (split-K), whose fp32 partials
+// launch_bwd_splitk_sum adds in a fixed order.
+#include "conv_bwd_igemm.cuh"
+
+namespace galley::backends::gpu {
+namespace {
+
+using bwd_igemm::kThreads;
+
+template <typename T, bool kNhwc, int BM, int BN, int kBk>
+struct WeightsLoader {
+  static constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
+  static constexpr int kTprA = kBk / EA, kTprB = kBk / EB;
+
+  int a_row, a_k, b_col, b_k;
+  ConvParams cp;                 // a copy: a reference to the kernel parameter would cost a local-memory copy
+  const T* __restrict__ dy_row;  // dy of this thread's output channel (image 0)
+  const T* __restrict__ x_chan;  // x of this thread's input channel (image 0)
+  bool a_valid, b_valid;
+  int dh, dw;  // this thread's tap offset from an output pixel's window corner, padding included
+  int pixels;
+
+  __device__ WeightsLoader(const ConvParams& p, const T* dy, const T* x, int g, int m0, int j0) : cp(p) {
+    const int tid = threadIdx.x;
+    // nchw: dy and x are contiguous along pixels, so threads run along the reduction; nhwc: along
+    // the channels (k for A, c for B).
+    a_row = kNhwc ? tid % BM : tid / kTprA;
+    a_k = kNhwc ? (tid / BM) * EA : (tid % kTprA) * EA;
+    b_col = kNhwc ? tid % BN : tid / kTprB;
+    b_k = kNhwc ? (tid / BN) * EB : (tid % kTprB) * EB;
+    pixels = cp.n * cp.p * cp.q;
+    const int m = m0 + a_row;
+    a_valid = m < cp.kg;
+    const int k = g * cp.kg + (a_valid ? m : 0);
+    dy_row = kNhwc ? dy + k : dy + std::int64_t(k) * cp.p * cp.q;
+    const int RS = cp.r * cp.s, kred = cp.cg * RS;
+    const int j = j0 + b_col;
+    b_valid = j < kred;
+    const int jj = b_valid ? j : 0;
+    int c, tap;
+    if (kNhwc) {
+      tap = jj / cp.cg;
+      c = jj - tap * cp.cg;
+    } else {
+      c = jj / RS;
+      tap = jj - c * RS;
+    }
+    const int r = tap / cp.s, s = tap - r * cp.s;
+    dh = r * cp.dil_h - cp.pad_h;
+    dw = s * cp.dil_w - cp.pad_w;
+    const std::int64_t cc = std::int64_t(g) * cp.cg + c;
+    x_chan = kNhwc ? x + cc : x + cc * cp.h * cp.w;
+  }
+
+  __device__ __forceinline__ void load(int step, float (&a)[EA], float (&b)[EB]) const {
+    const int PQ = cp.p * cp.q;
+    {
+      int pix = step * kBk + a_k;
+      int n = pix / PQ, pq = pix - n * PQ;
+#pragma unroll
+      for (int e = 0; e < EA; ++e) {
+        float v = 0.f;
+        if (a_valid && pix < pixels)
+          v = ldg_f32(dy_row + (kNhwc ? std::int64_t(pix) * cp.k : std::int64_t(n) * cp.k * PQ + pq));
+        a[e] = v;
+        ++pix;
+        if (++pq == PQ) pq = 0, ++n;
+      }
+    }
+    {
+      int pix = step * kBk + b_k;
+      int n = pix / PQ, pq = pix - n * PQ;
+      int op = pq / cp.q, oq = pq - op * cp.q;
+      const std::int64_t HW = std::int64_t(cp.h) * cp.w;
+#pragma unroll
+      for (int e = 0; e < EB; ++e) {
+        float v = 0.f;
+        const int ih = op * cp.stride_h + dh, iw = oq * cp.stride_w + dw;
+        if (b_valid && pix < pixels && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w))
+          v = ldg_f32(x_chan + (kNhwc ? (n * HW + ih * cp.w + iw) * cp.c : n * cp.c * HW + ih * cp.w + iw));
+        b[e] = v;
+        ++pix;
+        if (++oq == cp.q) {
+          oq = 0;
+          if (++op == cp.p) op = 0, ++n;
+        }
+      }
+    }
+  }
+};
+
+// Grid: x = column tiles over (c, r, s), y = row tiles over k of a group, z = (split, group).
+template <typename T, bool kNhwc, int BM, int BN>
+__global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
+    bwd_weights_igemm_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy,
+                             T* __restrict__ dw, float* __restrict__ partial, int splits) {
+  const int g = blockIdx.z % cp.groups;
+  const int split = blockIdx.z / cp.groups;
+  const int m0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+  using Main = bwd_igemm::Mainloop<T, BM, BN, bwd_igemm::kUseMma<T>>;
+  constexpr int kBk = Main::kBk;
+  WeightsLoader<T, kNhwc, BM, BN, kBk> ld(cp, dy, x, g, m0, j0);
+  const int total_steps = (ld.pixels + kBk - 1) / kBk;
+  const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
+  float acc[BM / 16][BN / 16];
+  Main::run(ld, range.begin, range.end, acc);
+
+  const int kred = cp.cg * cp.r * cp.s;
+#pragma unroll
+  for (int i = 0; i < BM / 16; ++i) {
+    const int m = m0 + Main::row(i);
+    if (m >= cp.kg) continue;
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j) {
+      const int col = j0 + Main::col(j);
+      if (col >= kred) continue;
+      const std::int64_t idx = (std::int64_t(g) * cp.kg + m) * kred + col;
+      if (splits > 1)
+        partial[split * (std::int64_t(cp.k) * kred) + idx] = acc[i][j];
+      else
+        dw[idx] = from_f32<T>(acc[i][j]);
+    }
+  }
+}
+
+template <typename T, bool kNhwc>
+void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw,
+                 float* partial, GpuStream stream) {
+  const dim3 grid(ceil_div(p.kred(), plan.bn), ceil_div(p.kg, plan.bm), p.groups * plan.splits);
+  if (plan.tile == 0)
+    bwd_weights_igemm_kernel<T, kNhwc, 128, 128>
+        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+  else
+    bwd_weights_igemm_kernel<T, kNhwc, 64, 64>
+        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+}
+
+}  // namespace
+
+bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype); }
+
+std::string BwdIgemmPlan::describe() const {
+  std::string s = "tile " + std::to_string(bm) + "x" + std::to_string(bn);
+  if (splits > 1) s += ", split-k " + std::to_string(splits);
+  return s;
+}
+
+BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
+  const int bk = bwd_igemm::step_depth(p.dtype);
+  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + bk - 1) / bk);
+  auto tiles_of = [&](int bm, int bn) {
+    return std::int64_t(ceil_div(p.kred(), bn)) * ceil_div(p.kg, bm) * p.groups;
+  };
+  return bwd_igemm::plan_bwd_igemm(tiles_of, steps, bk, bwd_igemm::peak_rate(p.dtype), p.w_elems(), p.groups,
+                                   sm_count);
+}
+
+void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
+                                   const void* dy, void* dw, void* workspace, void* stream) {
+  if (plan.splits > 1 && workspace == nullptr)
+    throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_igemm: split-K plan needs a workspace of " +
+                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
+  float* partial = plan.splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  const GpuStream s = as_stream(stream);
+  dispatch_dtype(p.dtype, "gpu.conv.bwd_weights_igemm", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* xt = static_cast<const T*>(x);
+    const T* dyt = static_cast<const T*>(dy);
+    T* dwt = static_cast<T*>(dw);
+    p.nhwc ? launch_tile<T, true>(p, plan, xt, dyt, dwt, partial, s)
+           : launch_tile<T, false>(p, plan, xt, dyt, dwt, partial, s);
+  });
+  check_launch("gpu.conv.bwd_weights_igemm");
+  if (plan.splits > 1) launch_bwd_splitk_sum(p.dtype, p.w_elems(), plan.splits, partial, dw, stream);
+}
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,75 @@
+// Launchers of the single-source backward convolution kernels (conv_bwd_*.cu) and the plans of the
+// implicit-GEMM ones. Vendor-neutral like conv_params.hpp: streams are `void*`, pointers are device
+// memory, and each launcher enqueues on `stream` and throws Error(backend_error) naming the kernel
+// when the launch fails. Every kernel accumulates in fp32 and writes its whole output tensor (no
+// zero-filled output expected, no atomics: results are bitwise reproducible for a given plan).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "conv_params.hpp"
+
+namespace galley::backends::gpu {
+
+// gpu.conv.bwd_data_direct: one thread per dx element, gathering dy over (k, r, s) with the
+// stride/dilation divisibility test; 64-bit indexing, every dtype, layout and group count.
+void launch_conv_bwd_data_direct(const ConvParams& p, const void* dy, const void* w, void* dx, void* stream);
+// gpu.conv.bwd_weights_direct: 32 threads reduce each dw element over (n, p, q) through shared
+// memory in a fixed order; 64-bit indexing, every dtype, layout and group count.
+void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const void* dy, void* dw,
+                                    void* stream);
+
+// Depthwise (groups == c, any channel multiplier k / c).
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
+                                    void* stream);
+/// How gpu.conv.bwd_weights_depthwise splits its reduction over (n, p, q); the fp32 partials of a
+/// split run live in the workspace and are summed in a fixed order.
+struct DepthwiseBwdWeightsPlan {
+  int splits = 1;
+  std::size_t workspace_bytes = 0;
+};
+DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count);
+void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
+                                       const void* x, const void* dy, void* dw, void* workspace,
+                                       void* stream);
+
+/// True when the backward implicit GEMMs run `dtype` on tensor cores (mma.sync m16n8k16, sm_80 or
+/// newer): f16 and bf16 in the cuda build. f32, and every dtype on HIP, take the fp32 SIMT main loop.
+bool bwd_igemm_uses_tensor_cores(DType dtype);
+
+/// A tiling of the backward implicit GEMMs: block tile bm x bn, split-K over `splits` slices whose
+/// fp32 partials (splits x output elements) live in the workspace.
+struct BwdIgemmPlan {
+  int tile = 0;  ///< index into the kernels' tile table
+  int bm = 0, bn = 0;
+  int splits = 1;
+  std::size_t workspace_bytes = 0;
+  std::string describe() const;
+};
+
+// gpu.conv.bwd_data_igemm: per group and per stride phase (the dx pixels that share h % stride_h and
+// w % stride_w, which therefore see the same filter taps), dx[c][pixel] = W^T[c][(tap, k)] *
+// dy[(tap, k)][pixel], so no block multiplies the zeros a strided gather would insert.
+BwdIgemmPlan plan_conv_bwd_data_igemm(const ConvParams& p, int sm_count);
+void launch_conv_bwd_data_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* dy, const void* w,
+                                void* dx, void* workspace, void* stream);
+/// Stride phases the backward-data implicit GEMM launches (stride_h * stride_w); 0 past the grid's reach.
+int bwd_data_igemm_phases(const ConvParams& p);
+
+// gpu.conv.bwd_weights_igemm: per group, dw[k][(c, r, s) in storage order] = dy[k][pixel] *
+// im2col(x)[pixel][(c, r, s)], reducing over n * p * q pixels, split-K across blocks.
+BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count);
+void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
+                                   const void* dy, void* dw, void* workspace, void* stream);
+
+/// Folds an fp32 column matrix (launch_im2col's layout, groups == 1) into dx, as p.dtype:
+/// cuda.conv.cublas_bwd_data's second pass.
+void launch_bwd_col2im(const ConvParams& p, const float* col, void* dx, void* stream);
+
+/// Sums `splits` fp32 slices of `elems` elements laid out back to back into `out` (as `dtype`), in
+/// slice order.
+void launch_bwd_splitk_sum(DType dtype, std::int64_t elems, int splits, const float* partial, void* out,
+                           void* stream);
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,319 @@
+// The backward convolution solvers of the GPU backends (gpu.conv.bwd_*, cuda.conv.cudnn_bwd_*,
+// cuda.conv.cublas_bwd_*)
+// against the reference (src/dnn/ref_conv_backward.hpp) on seeded random data: the conformance grid
+// (tests/dnn/conv_grid.hpp) run backward, plus shapes that reach the kernels' split-K, stride-phase
+// and pixel-slice paths, in every dtype and layout. Each run poisons the output and the workspace
+// with NaN first (every element must be written; nothing may rely on zeroed scratch) and checks
+// that the inputs come back unchanged. Skips without a CUDA or HIP device.
+#include <gtest/gtest.h>
+
+#include "dnn/conv_backward_args.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dnn/conv_grid.hpp"
+#include "dnn/ref_conv_backward.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/memory/buffer.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+using galley::test::geometry;
+
+constexpr const char* kDataSolvers[] = {"gpu.conv.bwd_data_depthwise", "gpu.conv.bwd_data_igemm",
+                                        "gpu.conv.bwd_data_direct"};
+constexpr const char* kWeightsSolvers[] = {"gpu.conv.bwd_weights_depthwise", "gpu.conv.bwd_weights_igemm",
+                                           "gpu.conv.bwd_weights_direct"};
+constexpr const char* kCudnnSolvers[] = {"cuda.conv.cudnn_bwd_data", "cuda.conv.cudnn_bwd_weights"};
+constexpr const char* kCublasSolvers[] = {"cuda.conv.cublas_bwd_data", "cuda.conv.cublas_bwd_weights"};
+
+// Shapes beyond the grid's: split-K in both implicit GEMMs, stride phases without taps (stride
+// larger than the filter, 1x1 stride 2), stride 3 with dilation 2, channel chunks with groups and
+// phases, and a depthwise reduction long enough to be sliced.
+std::vector<ConvProblem> extra_shapes() {
+  //          n   c   h   w   k    y  x  p  q  u  v  l  j  g
+  return {
+      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),     // bwd-data: few pixels, long k: split-K
+      geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // bwd-weights: long pixel reduction: split-K
+      geometry(2, 6, 11, 12, 9, 3, 3, 1, 1, 3, 3, 2, 2, 1),      // stride 3, dilation 2
+      geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),      // stride 4 > filter: tap-less phases
+      geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, k a multiple of 8
+      geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),      // channel chunks with groups and phases
+      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24)};  // depthwise, sliced reduction
+}
+
+std::vector<ConvProblem> all_shapes() {
+  std::vector<ConvProblem> shapes = test::conv_grid();
+  for (const ConvProblem& p : extra_shapes()) shapes.push_back(p);
+  return shapes;
+}
+
+/// The tensors of one backward problem on the host: the two inputs (seeded) and the reference output.
+struct HostCase {
+  std::vector<std::byte> in0, in1, want;  // bwd-data: dy, w, dx; bwd-weights: x, dy, dw
+};
+
+HostCase make_case(const ConvProblem& p, std::uint64_t seed) {
+  HostCase c;
+  if (p.direction == ConvDirection::backward_data) {
+    c.in0 = random_tensor(p.dtype, p.y_desc().elements(), seed);
+    c.in1 = random_tensor(p.dtype, p.w_desc().elements(), seed + 1);
+    c.want.resize(p.x_desc().bytes());
+    reference_conv_backward_data(p, c.in0.data(), c.in1.data(), c.want.data());
+  } else {
+    c.in0 = random_tensor(p.dtype, p.x_desc().elements(), seed);
+    c.in1 = random_tensor(p.dtype, p.y_desc().elements(), seed + 1);
+    c.want.resize(p.w_desc().bytes());
+    reference_conv_backward_weights(p, c.in0.data(), c.in1.data(), c.want.data());
+  }
+  return c;
+}
+
+/// One solver run on poisoned output and workspace; returns the output bytes, and in `error` what
+/// went wrong besides the numbers (an input changed).
+std::vector<std::byte> run_solver(const ConvSolver& s, runtime::Stream& stream, const ConvProblem& p,
+                                  const HostCase& c, std::string* error) {
+  const bool data = p.direction == ConvDirection::backward_data;
+  const std::size_t out_bytes = c.want.size();
+  memory::Buffer in0 = memory::allocate(stream, c.in0.size()), in1 = memory::allocate(stream, c.in1.size());
+  memory::Buffer out = memory::allocate(stream, out_bytes);
+  const std::size_t ws_bytes = s.workspace_bytes(p, stream.device());
+  memory::Buffer ws = memory::allocate(stream, ws_bytes);
+  memory::copy_from_host(stream, in0, c.in0.data(), c.in0.size());
+  memory::copy_from_host(stream, in1, c.in1.data(), c.in1.size());
+  memory::memset(stream, out, 0xff, out_bytes);  // NaN in f32, f16 and bf16
+  if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);
+  void* wsp = ws_bytes > 0 ? ws.data() : nullptr;
+  // bwd-data reads dy (in0) and w (in1), writes dx; bwd-weights reads x (in0) and dy (in1), writes dw.
+  const ConvArgs args = data ? dnn::conv_args(dnn::BackwardDataArgs{in0.data(), in1.data(), out.data()}, wsp, ws_bytes)
+                             : dnn::conv_args(dnn::BackwardWeightsArgs{in0.data(), in1.data(), out.data()}, wsp, ws_bytes);
+  s.run(stream, p, args);
+  std::vector<std::byte> got(out_bytes), back0(c.in0.size()), back1(c.in1.size());
+  memory::copy_to_host(stream, got.data(), out, out_bytes);
+  memory::copy_to_host(stream, back0.data(), in0, back0.size());
+  memory::copy_to_host(stream, back1.data(), in1, back1.size());
+  stream.synchronize();
+  if (back0 != c.in0 || back1 != c.in1) *error = "an input tensor was modified";
+  return got;
+}
+
+std::int64_t output_elements(const ConvProblem& p) {
+  return p.direction == ConvDirection::backward_data ? p.x_desc().elements() : p.w_desc().elements();
+}
+
+using Param = std::tuple<std::string, ConvDirection, DType, Layout>;
+
+class ConvBackwardGpu : public ::testing::TestWithParam<Param> {};
+
+// Every solver of the backend that claims a problem of the grid in this direction, dtype and layout
+// matches the reference; each of this file's solvers claims some of them.
+TEST_P(ConvBackwardGpu, EverySolverMatchesTheReference) {
+  const auto& [backend, direction, dtype, layout] = GetParam();
+  std::string why;
+  const auto device = galley::testing::first_device(backend, why);
+  if (!device) GTEST_SKIP() << why;
+  runtime::Stream stream(*device);
+  struct Stats {
+    int ran = 0, passed = 0;
+    double worst = 0;
+  };
+  std::map<std::string, Stats> stats;
+  const auto shapes = all_shapes();
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    ConvProblem p = shapes[i];
+    p.direction = direction, p.dtype = dtype, p.layout = layout;
+    std::vector<const ConvSolver*> claim;
+    for (const ConvSolver* s : conv_solvers(backend)) {
+      const Applicability a = s->check(p, *device);
+      if (a)
+        claim.push_back(s);
+      else
+        EXPECT_FALSE(a.reason.empty()) << s->name() << " said no without a reason to " << p.key();
+    }
+    if (claim.empty()) continue;
+    const HostCase c = make_case(p, 3000 + 2 * i);
+    for (const ConvSolver* s : claim) {
+      if (s->is_reference()) continue;
+      Stats& st = stats[std::string(s->name())];
+      std::string error;
+      std::vector<std::byte> got;
+      try {
+        got = run_solver(*s, stream, p, c, &error);
+      } catch (const Error& e) {  // a claimed problem that then fails is a failure, not the end of the grid
+        ++st.ran;
+        ADD_FAILURE() << s->name() << " on " << p.key() << " threw: " << e.what();
+        continue;
+      }
+      const Comparison cmp =
+          compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(dtype));
+      ++st.ran;
+      st.worst = std::max(st.worst, cmp.max_rel_err);
+      if (cmp.passed && error.empty()) {
+        ++st.passed;
+      } else if (st.ran - st.passed <= 3) {
+        ADD_FAILURE() << s->name() << " on " << p.key() << " (" << s->detail(p, *device)
+                      << "): " << cmp.summary << (error.empty() ? "" : "; " + error);
+      }
+    }
+  }
+  for (const auto& [name, st] : stats) {
+    std::cout << "  " << name << ": " << st.passed << "/" << st.ran << " passed, worst max_rel_err "
+              << st.worst << "\n";
+    EXPECT_EQ(st.passed, st.ran) << name;
+  }
+  // The general solvers of this direction take every dtype and layout; each must have run.
+  const bool data = direction == ConvDirection::backward_data;
+  for (const char* name : data ? kDataSolvers : kWeightsSolvers)
+    EXPECT_GT(stats[name].ran, 0) << name << " claimed none of the grid (" << to_string(dtype) << ", "
+                                  << to_string(layout) << ")";
+  if (backend == "cuda") {
+    for (const char* name : {kCudnnSolvers[data ? 0 : 1], kCublasSolvers[data ? 0 : 1]})
+      EXPECT_GT(stats[name].ran, 0) << name;
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const ConvDirection d = std::get<1>(info.param);
+  return std::get<0>(info.param) + (d == ConvDirection::backward_data ? "_data_" : "_weights_") +
+         to_string(std::get<2>(info.param)) + "_" + to_string(std::get<3>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConvBackwardGpu,
+                         ::testing::Combine(::testing::Values("cuda", "hip"),
+                                            ::testing::Values(ConvDirection::backward_data,
+                                                              ConvDirection::backward_weights),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(Layout::nchw, Layout::nhwc)),
+                         param_name);
+
+class ConvBackwardGpuCheck : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = galley::testing::first_device(GetParam(), why);
+    if (!device_) GTEST_SKIP() << why;
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out(std::begin(kDataSolvers), std::end(kDataSolvers));
+    out.insert(out.end(), std::begin(kWeightsSolvers), std::end(kWeightsSolvers));
+    if (GetParam() == "cuda") {
+      out.insert(out.end(), std::begin(kCudnnSolvers), std::end(kCudnnSolvers));
+      out.insert(out.end(), std::begin(kCublasSolvers), std::end(kCublasSolvers));
+    }
+    return out;
+  }
+  const ConvSolver& solver(const std::string& name) const {
+    const ConvSolver* s = find_conv_solver(GetParam(), name);
+    if (s == nullptr) throw Error(Status::not_found, name + " is not registered on " + GetParam());
+    return *s;
+  }
+  std::optional<runtime::Device> device_;
+};
+
+// Each solver refuses the directions it does not do, dtypes it does not take and (depthwise) grouped
+// problems that are not depthwise, always with a reason naming why.
+TEST_P(ConvBackwardGpuCheck, RefusesWithAReason) {
+  const ConvProblem depthwise = geometry(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16);
+  const ConvProblem ungrouped = geometry(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+  for (const std::string& name : names()) {
+    const ConvSolver& s = solver(name);
+    const bool data = name.find("bwd_data") != std::string::npos;
+    const bool cublas = name.find("cublas") != std::string::npos;
+    ConvProblem p = cublas ? ungrouped : depthwise;
+    p.direction = data ? ConvDirection::backward_data : ConvDirection::backward_weights;
+    ASSERT_TRUE(s.check(p, *device_)) << name << ": " << s.check(p, *device_).reason;
+    for (ConvDirection other :
+         {ConvDirection::forward, data ? ConvDirection::backward_weights : ConvDirection::backward_data}) {
+      ConvProblem q = p;
+      q.direction = other;
+      const Applicability a = s.check(q, *device_);
+      EXPECT_FALSE(a) << name << " claims " << q.key();
+      EXPECT_NE(a.reason.find(to_string(other)), std::string::npos) << name << ": " << a.reason;
+    }
+    ConvProblem q = p;
+    q.dtype = DType::i8;
+    const Applicability a = s.check(q, *device_);
+    EXPECT_FALSE(a) << name << " claims " << q.key();
+    EXPECT_NE(a.reason.find("dtype"), std::string::npos) << name << ": " << a.reason;
+    if (name.find("depthwise") != std::string::npos || cublas) {
+      q = p;
+      q.groups = 2;
+      const Applicability b = s.check(q, *device_);
+      EXPECT_FALSE(b) << name << " claims " << q.key();
+      EXPECT_NE(b.reason.find(cublas ? "groups" : "depthwise"), std::string::npos)
+          << name << ": " << b.reason;
+    }
+    EXPECT_FALSE(s.detail(p, *device_).empty()) << name;
+  }
+}
+
+// The split reductions add their fp32 partials in a fixed order: two runs give the same bits.
+TEST_P(ConvBackwardGpuCheck, SplitReductionsAreReproducible) {
+  struct Case {
+    const char* solver;
+    ConvProblem p;
+  };
+  const auto extra = extra_shapes();
+  std::vector<Case> cases = {{"gpu.conv.bwd_data_igemm", extra[0]},
+                             {"gpu.conv.bwd_weights_igemm", extra[1]},
+                             {"gpu.conv.bwd_weights_depthwise", extra[6]}};
+  runtime::Stream stream(*device_);
+  for (Case& c : cases) {
+    c.p.direction = std::string(c.solver).find("bwd_data") != std::string::npos
+                        ? ConvDirection::backward_data
+                        : ConvDirection::backward_weights;
+    for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+      c.p.layout = layout;
+      const ConvSolver& s = solver(c.solver);
+      ASSERT_TRUE(s.check(c.p, *device_)) << c.solver << ": " << s.check(c.p, *device_).reason;
+      EXPECT_GT(s.workspace_bytes(c.p, *device_), 0u)
+          << c.solver << " did not split " << c.p.key() << " (" << s.detail(c.p, *device_) << ")";
+      const HostCase host = make_case(c.p, 77);
+      std::string error;
+      const auto first = run_solver(s, stream, c.p, host, &error);
+      const auto second = run_solver(s, stream, c.p, host, &error);
+      EXPECT_TRUE(error.empty()) << c.solver << ": " << error;
+      EXPECT_TRUE(first == second) << c.solver << " on " << c.p.key() << " differs between two runs";
+      const Comparison cmp = compare_outputs(c.p.dtype, first.data(), host.want.data(), output_elements(c.p),
+                                             conv_tolerance(c.p.dtype));
+      EXPECT_TRUE(cmp.passed) << c.solver << " on " << c.p.key() << ": " << cmp.summary;
+    }
+  }
+}
+
+// A workspace smaller than workspace_bytes() is the caller's error, named, not an overrun.
+TEST_P(ConvBackwardGpuCheck, ShortWorkspaceIsAnError) {
+  ConvProblem p = extra_shapes()[1];
+  p.direction = ConvDirection::backward_weights;
+  const ConvSolver& s = solver("gpu.conv.bwd_weights_igemm");
+  const std::size_t needed = s.workspace_bytes(p, *device_);
+  ASSERT_GT(needed, 0u);
+  runtime::Stream stream(*device_);
+  memory::Buffer x = memory::allocate(stream, p.x_desc().bytes()),
+                 dy = memory::allocate(stream, p.y_desc().bytes());
+  memory::Buffer dw = memory::allocate(stream, p.w_desc().bytes()), ws = memory::allocate(stream, needed);
+  try {
+    s.run(stream, p, ConvArgs{x.data(), dw.data(), dy.data(), ws.data(), needed - 1});
+    FAIL() << "a short workspace was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(needed)), std::string::npos) << e.what();
+  }
+  stream.synchronize();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConvBackwardGpuCheck, ::testing::Values("cuda", "hip"));
+
+}  // namespace
+}  // namespace galley::dnn
