@@ -156,4 +156,15 @@ double conv_tolerance(DType dtype) {
                                             " is not a float type (valid: f32, f16, bf16)");
 }
 
+double conv_tolerance(const ConvProblem& p) {
+  const double base = conv_tolerance(p.dtype);
+  if (p.dtype != DType::f32) return base;
+  // Each output is a sum of this many products; a correct fp32 sum in another order (a vendor's
+  // split reduction, an FFT algorithm) differs from the double reference by about sqrt(terms) ulps.
+  const double terms = p.direction == ConvDirection::backward_weights
+                           ? static_cast<double>(p.n) * static_cast<double>(p.out_h()) * static_cast<double>(p.out_w())
+                           : static_cast<double>(p.c / p.groups) * static_cast<double>(p.y) * static_cast<double>(p.x);
+  return base * std::max(1.0, std::sqrt(terms / 1024.0));
+}
+
 }  // namespace galley::dnn

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "galley/core/dtype.hpp"
+#include "galley/dnn/conv_problem.hpp"
 
 namespace galley::dnn {
 
@@ -43,5 +44,8 @@ Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::i
 /// summation order and Winograd transforms), 1e-2 for f16/bf16 (one rounding of the output
 /// is 5e-4 resp. 4e-3 relative).
 double conv_tolerance(DType dtype);
+/// The tolerance for one problem: conv_tolerance(dtype), widened for fp32 problems whose outputs
+/// sum more than 1024 products by sqrt(products / 1024), the growth of a correct fp32 sum's rounding.
+double conv_tolerance(const ConvProblem& problem);
 
 }  // namespace galley::dnn

@@ -156,7 +156,7 @@ TEST_P(ConvBackwardGpu, EverySolverMatchesTheReference) {
         continue;
       }
       const Comparison cmp =
-          compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(dtype));
+          compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
       ++st.ran;
       st.worst = std::max(st.worst, cmp.max_rel_err);
       if (cmp.passed && error.empty()) {
@@ -286,7 +286,7 @@ TEST_P(ConvBackwardGpuCheck, SplitReductionsAreReproducible) {
       EXPECT_TRUE(error.empty()) << c.solver << ": " << error;
       EXPECT_TRUE(first == second) << c.solver << " on " << c.p.key() << " differs between two runs";
       const Comparison cmp = compare_outputs(c.p.dtype, first.data(), host.want.data(), output_elements(c.p),
-                                             conv_tolerance(c.p.dtype));
+                                             conv_tolerance(c.p));
       EXPECT_TRUE(cmp.passed) << c.solver << " on " << c.p.key() << ": " << cmp.summary;
     }
   }

@@ -73,7 +73,7 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
     stream.synchronize();
     const dnn::Comparison c =
         dnn::compare_outputs(p.dtype, got.data(), ref->data(), data.output.desc.elements(),
-                             options.tolerance > 0 ? options.tolerance : dnn::conv_tolerance(p.dtype));
+                             options.tolerance > 0 ? options.tolerance : dnn::conv_tolerance(p));
     result.verified = c.passed;
     result.max_rel_err = c.max_rel_err;
     result.verify_summary = c.summary;

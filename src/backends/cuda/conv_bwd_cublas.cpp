@@ -60,7 +60,9 @@ Layout workspace_layout(const gpu::ConvParams& p, ConvDirection direction) {
   if (direction == ConvDirection::backward_data) {
     l.col_bytes = cells * sizeof(float);
   } else {
-    l.col_bytes = cells * size_of(p.dtype);
+    // Rounded up so the fp32 buffer after it starts aligned (a half column matrix can end on any
+    // 2-byte boundary).
+    l.col_bytes = (cells * size_of(p.dtype) + 255) / 256 * 256;
     if (p.dtype != DType::f32) l.acc_bytes = std::size_t(p.w_elems()) * sizeof(float);
   }
   return l;
