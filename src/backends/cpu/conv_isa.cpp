@@ -15,22 +15,13 @@ namespace {
 // -1 until the first cpu_isa() reads GALLEY_CPU_ISA or a test or benchmark sets it.
 std::atomic<int> g_cap{-1};
 
-#if defined(__x86_64__) || defined(__i386__)
-// F16C from cpuid leaf 1 (ECX bit 29): clang before 16 has no "f16c" for __builtin_cpu_supports.
-// The ymm state it needs is the one the avx2 check below already confirms the OS saves.
-bool cpuid_has_f16c() {
-  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-}
-#endif
-
 // __builtin_cpu_supports reads cpuid and also checks that the OS saves the ymm / zmm state
 // (xgetbv), so a "yes" here means the code can really run.
 CpuIsa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return CpuIsa::scalar;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && cpuid_has_f16c()) {
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && cpu_reports_f16c()) {
     return CpuIsa::avx512;
   }
   return CpuIsa::avx2;
@@ -89,9 +80,19 @@ bool cpu_has_avx2_fma() { return cpu_isa() >= CpuIsa::avx2; }
 
 bool cpu_has_avx512() { return cpu_isa() >= CpuIsa::avx512; }
 
+// cpuid leaf 1, ECX bit 29: clang before 16 has no "f16c" for __builtin_cpu_supports.
+bool cpu_reports_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_f16c() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = cpuid_has_f16c();
+  static const bool has = cpu_reports_f16c();
   return has && cpu_has_avx2_fma();
 #else
   return false;
