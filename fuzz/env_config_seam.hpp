@@ -13,8 +13,8 @@ using EnvAssignments = std::vector<std::pair<std::string, std::string>>;
 
 /// Sets each listed GALLEY_* variable (names outside env::variables() are skipped; later pairs of
 /// a name win), runs every parser of the configuration over the result, then unsets them again.
-/// Aborts when a parser lets anything but galley::Error escape, or when an Error about a bad
-/// value does not name the variable it came from.
+/// Aborts when a parser lets anything but galley::Error escape, or when its Error names none of
+/// the variables set.
 void parse_environment(const EnvAssignments& assignments);
 
 }  // namespace galley::fuzz
