@@ -2,6 +2,10 @@
 
 #include <atomic>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/config.hpp"
 #include "galley/core/error.hpp"
 
@@ -17,7 +21,7 @@ CpuIsa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return CpuIsa::scalar;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")) {
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && cpu_reports_f16c()) {
     return CpuIsa::avx512;
   }
   return CpuIsa::avx2;
@@ -71,9 +75,19 @@ bool cpu_has_avx2_fma() { return cpu_isa() >= CpuIsa::avx2; }
 
 bool cpu_has_avx512() { return cpu_isa() >= CpuIsa::avx512; }
 
+// cpuid leaf 1, ECX bit 29: clang before 16 has no "f16c" for __builtin_cpu_supports.
+bool cpu_reports_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_f16c() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("f16c");
+  static const bool has = cpu_reports_f16c();
   return has && cpu_has_avx2_fma();
 #else
   return false;

@@ -36,6 +36,8 @@ void set_cpu_isa_cap(CpuIsa cap);
 bool cpu_has_avx2_fma();
 /// cpu_isa() >= avx512 (AVX-512 F, BW, VL, DQ with the zmm state saved by the OS).
 bool cpu_has_avx512();
+/// The CPU has F16C (cpuid), whatever the ISA cap; what `galley info` lists.
+bool cpu_reports_f16c();
 /// F16C at cpu_isa() >= avx2 (vectorised f16 <-> f32 conversion).
 bool cpu_has_f16c();
 

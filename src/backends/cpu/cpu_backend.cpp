@@ -93,7 +93,7 @@ class CpuDevice final : public runtime::DeviceImpl {
     if (__builtin_cpu_supports("avx")) p.isa_features.emplace_back("avx");
     if (__builtin_cpu_supports("avx2")) p.isa_features.emplace_back("avx2");
     if (__builtin_cpu_supports("fma")) p.isa_features.emplace_back("fma");
-    if (__builtin_cpu_supports("f16c")) p.isa_features.emplace_back("f16c");
+    if (cpu_reports_f16c()) p.isa_features.emplace_back("f16c");
     if (__builtin_cpu_supports("avx512f")) p.isa_features.emplace_back("avx512f");
     return p;
   }

@@ -1,0 +1,44 @@
+// `galley db import`: FindDb::import_json over a file holding the input, into an in-memory db
+// (no user or system file), so each run starts empty and nothing touches the disk but the input.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fuzz_check.hpp"
+#include "galley/tuning/find_db.hpp"
+
+namespace {
+
+// One file per process (libFuzzer's -jobs run several), removed at exit.
+struct InputFile {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("galley-fuzz-import-" + std::to_string(::getpid()) + ".json");
+  ~InputFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static InputFile input;
+  {
+    std::ofstream out(input.path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    if (!out) galley::fuzz::finding("cannot write the input file");
+  }
+  galley::tuning::FindDb db(galley::tuning::FindDbPaths{});
+  galley::fuzz::expect_result_or_error("FindDb::import_json", [&] {
+    const std::size_t imported = db.import_json(input.path);
+    // What import reports must be what the db now holds: rows with the same key, device,
+    // versions and rank replace each other, so never more rows than reported.
+    if (db.rows().size() > imported) galley::fuzz::finding("the db holds more rows than import_json reported");
+  });
+  return 0;
+}
