@@ -6,6 +6,7 @@
 
 #include "backends/cpu/conv_isa.hpp"
 #include "fuzz_check.hpp"
+#include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/memory/allocator_config.hpp"
 #include "galley/tuning/find_mode.hpp"
@@ -45,18 +46,20 @@ void parse_environment(const EnvAssignments& assignments) {
   for (const auto& [name, value] : assignments) {
     if (is_listed(name)) ::setenv(name.c_str(), value.c_str(), 1);
   }
-  for (const env::Variable& v : env::variables()) {
-    expect_result_or_error("env::get", [&] { (void)env::get(v.name); });
-  }
-  for (const char* flag : {"GALLEY_LOG_CMD", "GALLEY_LAUNCH_BLOCKING", "GALLEY_NO_CACHING", "GALLEY_CUDA_GRAPHS"}) {
-    parse_variables(flag, assignments, [&] { (void)env::get_flag(flag); });
-  }
+  // The one configuration object parses every variable at once: its snapshot either holds the
+  // values or its Error names a variable that is set; settings() and the layers' own parsers of
+  // the values it carries (the allocator's GALLEY_ALLOC_CONF) must agree.
+  env::reload_for_testing();
+  expect_result_or_error("env::settings", [] { (void)env::settings(); });
+  parse_variables("env::check", assignments, [] { env::check(); });
+  parse_variables("env::config", assignments, [] { (void)env::config(); });
   parse_variables("FindOptions::from_env", assignments, [] { (void)tuning::FindOptions::from_env(); });
   parse_variables("AllocatorConfig::from_env", assignments, [] { (void)memory::AllocatorConfig::from_env(); });
   parse_variables("cpu_isa_cap_from_env", assignments, [] { (void)backends::cpu::cpu_isa_cap_from_env(); });
   for (const auto& [name, value] : assignments) {
     if (is_listed(name)) ::unsetenv(name.c_str());
   }
+  env::reload_for_testing();
 }
 
 }  // namespace galley::fuzz
