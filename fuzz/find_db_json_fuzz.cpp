@@ -1,5 +1,5 @@
-// `galley db import`: FindDb::import_json over a file holding the input, into an in-memory db
-// (no user or system file), so each run starts empty and nothing touches the disk but the input.
+// `galley db import`: FindDb::import_json over a file holding the input, into a db file of this
+// process (import refuses a db it cannot write), emptied before each run.
 #include <unistd.h>
 
 #include <cstddef>
@@ -16,11 +16,12 @@ namespace {
 
 // One file per process (libFuzzer's -jobs run several), removed at exit.
 struct InputFile {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("galley-fuzz-import-" + std::to_string(::getpid()) + ".json");
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("galley-fuzz-import-" + std::to_string(::getpid()));
+  std::filesystem::path path = (std::filesystem::create_directories(dir), dir / "input.json");
   ~InputFile() {
     std::error_code ignored;
-    std::filesystem::remove(path, ignored);
+    std::filesystem::remove_all(dir, ignored);
   }
 };
 
@@ -33,12 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     if (!out) galley::fuzz::finding("cannot write the input file");
   }
-  galley::tuning::FindDb db(galley::tuning::FindDbPaths{});
+  static galley::tuning::FindDb db(galley::tuning::FindDbPaths{input.dir / "finddb.sqlite", {}});
+  if (!db.clear()) galley::fuzz::finding("cannot empty the fuzz db");
   galley::fuzz::expect_result_or_error("FindDb::import_json", [&] {
-    const std::size_t imported = db.import_json(input.path);
+    const galley::tuning::WriteResult imported = db.import_json(input.path);
     // What import reports must be what the db now holds: rows with the same key, device,
-    // versions and rank replace each other, so never more rows than reported.
-    if (db.rows().size() > imported) galley::fuzz::finding("the db holds more rows than import_json reported");
+    // versions and rank replace each other, so never more rows than reported, none when refused.
+    if (db.rows().size() > imported.rows) galley::fuzz::finding("the db holds more rows than import_json reported");
   });
   return 0;
 }
