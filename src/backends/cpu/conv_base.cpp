@@ -30,23 +30,6 @@ void run_slotted(std::int64_t tasks, std::int64_t slots,
   });
 }
 
-namespace {
-
-dnn::ConvProblem as_f32(dnn::ConvProblem problem, std::int64_t n) {
-  problem.dtype = DType::f32;
-  problem.n = n;
-  return problem;
-}
-
-std::size_t elems_x(const dnn::ConvProblem& p) { return static_cast<std::size_t>(p.n * p.c * p.h * p.w); }
-std::size_t elems_y(const dnn::ConvProblem& p) {
-  return static_cast<std::size_t>(p.n * p.k * p.out_h() * p.out_w());
-}
-std::size_t elems_w(const dnn::ConvProblem& p) {
-  return static_cast<std::size_t>(p.k * (p.c / p.groups) * p.y * p.x);
-}
-
-}  // namespace
 
 dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const runtime::Device& device) const {
   if (!device.is_cpu()) return dnn::Applicability::no("runs on cpu only, not " + device.name());

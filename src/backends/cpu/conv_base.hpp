@@ -42,6 +42,21 @@ std::int64_t slot_count(std::int64_t tasks);
 void run_slotted(std::int64_t tasks, std::int64_t slots,
                  const std::function<void(std::int64_t slot, std::int64_t task)>& fn);
 
+/// The problem in f32 with batch `n`: what a f16/bf16 solver runs on its f32 staging copies.
+inline dnn::ConvProblem as_f32(dnn::ConvProblem problem, std::int64_t n) {
+  problem.dtype = DType::f32;
+  problem.n = n;
+  return problem;
+}
+/// Element counts of x, y and w.
+inline std::size_t elems_x(const dnn::ConvProblem& p) { return static_cast<std::size_t>(p.n * p.c * p.h * p.w); }
+inline std::size_t elems_y(const dnn::ConvProblem& p) {
+  return static_cast<std::size_t>(p.n * p.k * p.out_h() * p.out_w());
+}
+inline std::size_t elems_w(const dnn::ConvProblem& p) {
+  return static_cast<std::size_t>(p.k * (p.c / p.groups) * p.y * p.x);
+}
+
 /// Rounds a byte count up to the 64-byte cache line that separates workspace sub-buffers.
 constexpr std::size_t align_up64(std::size_t bytes) { return (bytes + 63) & ~std::size_t{63}; }
 

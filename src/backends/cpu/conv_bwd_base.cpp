@@ -9,23 +9,6 @@
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cpu {
-namespace {
-
-dnn::ConvProblem as_f32(dnn::ConvProblem problem, std::int64_t n) {
-  problem.dtype = DType::f32;
-  problem.n = n;
-  return problem;
-}
-
-std::size_t elems_x(const dnn::ConvProblem& p) { return static_cast<std::size_t>(p.n * p.c * p.h * p.w); }
-std::size_t elems_y(const dnn::ConvProblem& p) {
-  return static_cast<std::size_t>(p.n * p.k * p.out_h() * p.out_w());
-}
-std::size_t elems_w(const dnn::ConvProblem& p) {
-  return static_cast<std::size_t>(p.k * (p.c / p.groups) * p.y * p.x);
-}
-
-}  // namespace
 
 dnn::Applicability CpuConvBwdSolver::check(const dnn::ConvProblem& problem,
                                            const runtime::Device& device) const {
