@@ -386,8 +386,8 @@ __global__ void __launch_bounds__(kTileThreads)
 // 16-byte loads per thread and row) instead of L2.
 // It makes half the tile kernel's L2 requests. kRowsRing is the fastest ring depth of those tried:
 // fewer rows in flight leave the copies' latency exposed. Outputs leave by bulk store, not from
-// registers, for the same few large requests, and are not marked evict-first: that would only help x stay in L2 between repeated
-// calls on one buffer, while a network's next layer wants y in L2.
+// registers, for the same few large requests, and are not marked evict-first: that would only
+// help x stay in L2 between repeated calls on one buffer, while a network's next layer wants y in L2.
 constexpr int kRowsMaxThreads = 256;  // ~240 registers a thread: 8 warps per multiprocessor
 constexpr int kRowsOutBufs = 3;       // output rows in shared memory: two may still be leaving
 constexpr int kRowsRing = 4;          // input rows in shared memory, all in flight at once

@@ -594,7 +594,8 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
 // a bounded set of candidates (tile x split-K, at most 15) on scratch buffers of the problem's
 // sizes, a warm-up and two timed launches each, and keeps the fastest for the life of the process.
 // The cost model can miss by tens of percent (it does not see occupancy, L2 reuse or loader
-// overheads), which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params() gives the choice as text for a store;
+// overheads), which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params()
+// gives the choice as text for a store;
 // igemm_tc_use_tuned_params() adopts a stored one without measuring.
 
 struct TunedChoice {
