@@ -1,5 +1,5 @@
 // `galley bench tuner --file LIST [--batch N] [--dtype] [--layout] [--device] [--rounds R] [--json]`
-// measures what the tuner costs and what it buys, for bench/RESULTS.md (issue 4):
+// measures what the tuner costs and what it buys, for bench/RESULTS.md:
 //   - per problem: T_tune (benchmarking all candidates into a fresh db), T_exec (the pick's median
 //     through dnn::convolution_forward), T_avg = T_tune/N + T_exec for N = 1, 10, 1000;
 //   - whether the pick is within 3% of the fastest solver, every applicable non-reference solver

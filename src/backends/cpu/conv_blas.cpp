@@ -19,14 +19,11 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace galley::backends::cpu {
 
-// Measured on the 2-core Zen 5 (bench/RESULTS.md, "OpenBLAS threading"): on bare GEMMs the two
-// ways tie (geomean 0.96), but end to end over the 27 benchmark problems splitting over the pool
-// with single-threaded OpenBLAS won in both of two alternating runs (own best / oneDNN-AVX2
-// blocked 0.85 and 0.77, against 0.74 and 0.72 with OpenBLAS's threads; im2col_gemm 120 and 105
-// GFLOP/s against 90 and 83): each worker's im2col buffer stays in its core's cache, the 7x7-plane
-// GEMMs split over rows of W, and OpenBLAS's idle workers, which spin for up to 2^28 cycles after
-// a threaded call, never fight the pool for the cores. Build with -DGALLEY_CPU_BLAS_THREADED to
-// measure the other way.
+// Single-threaded OpenBLAS split over the pool rather than OpenBLAS's own threads: on bare GEMMs
+// the two ways are about even, but inside a convolution the split wins: each worker's im2col
+// buffer stays in its core's cache, the 7x7-plane GEMMs split over rows of W, and OpenBLAS's idle
+// workers, which spin for up to 2^28 cycles after a threaded call, never fight the pool for the
+// cores. Build with -DGALLEY_CPU_BLAS_THREADED to measure the other way.
 #ifdef GALLEY_CPU_BLAS_THREADED
 constexpr bool kThreaded = true;
 #else
@@ -71,7 +68,7 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
   }
   if (m == 0 || n == 0) return;
   // OpenBLAS 0.3.21 as Debian builds it runs its Haswell (AVX2) kernels on AVX-512 CPUs; Galley's
-  // packed AVX-512 kernel beats it there (bench/RESULTS.md, "CPU convolution with AVX-512").
+  // packed AVX-512 kernel beats it there.
   if (cpu_has_avx512() && !kThreaded) {
     avx512::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack_buffer());
     return;

@@ -2,8 +2,7 @@
 // (sgemm_avx512.hpp) where cpu_isa() is avx512, else OpenBLAS.
 //
 // Threading: Galley parallelises over its own pool and calls OpenBLAS single-threaded from each
-// pool thread (see conv_blas.cpp and bench/RESULTS.md "OpenBLAS threading" for the measurement).
-// OpenBLAS's pthread workers spin after every threaded call; mixed with the pool (im2col,
+// pool thread. OpenBLAS's pthread workers spin after every threaded call; mixed with the pool (im2col,
 // transforms) they would fight it for the same cores, and a per-worker GEMM keeps the column
 // buffer it just wrote in that core's cache.
 #pragma once

@@ -71,8 +71,8 @@ Plan make_plan(const ConvShape& s) {
 
 // NCHW, one image's pixel blocks per task, on Galley's AVX-512 SGEMM: the weights are packed
 // into the SGEMM's panel layout once per call, by all workers, and every task reads that one copy
-// (each task packed all Kg x Cg*R*S weights again for its few hundred pixels; sharing them made
-// r50.l2.ds 13% and l2.c2s2 9% faster, bench/RESULTS.md). The workspace holds, after the column slots: one B packing block per slot, then the
+// (instead of each task packing all Kg x Cg*R*S weights again for its few hundred pixels). The
+// workspace holds, after the column slots: one B packing block per slot, then the
 // packed weights of every group. Reserved for every NCHW plan that is not batched, at any ISA
 // level, so the size does not depend on the level at the moment it is asked.
 bool shares_packed_weights(const ConvShape& s, const Plan& p) {

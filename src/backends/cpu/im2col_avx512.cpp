@@ -96,9 +96,8 @@ void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_
 
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld) {
-  // The flat run measured faster than per-row segments on 14-wide rows (r50.l3.c2: 243-286 against
-  // 229-252 GFLOP/s in three alternating pairs) and slower on 7-wide ones (r50.l4.c2: 154-157
-  // against 160-174), where a row segment is one vector anyway.
+  // The flat run beats per-row segments once rows are 14 or more wide; on 7-wide rows a row segment
+  // is one vector anyway and the per-row loop is faster.
   if (s.sw == 1 && s.sh == 1 && s.wo == s.w && s.w >= 14) {
     flat_rows(s, xn, p0, p1, col, ld);
     return;

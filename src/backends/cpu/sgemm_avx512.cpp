@@ -182,9 +182,8 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   float* a_pack = pack;
   float* b_pack = a_whole != nullptr ? pack : pack + kMc * kKc;
   // A plain B is read in place (rows ldb apart) when A has at most 128 rows: each B panel then
-  // serves at most 22 A panels and the packing copy costs more than it saves (one thread, hot
-  // cache: 64x784x256 169 -> 187 GFLOP/s, 128x784x256 177 -> 195); with more rows (256x196x512:
-  // 175 -> 160 in place) the packed, contiguous panels win.
+  // serves at most 22 A panels and the packing copy costs more than it saves; with more rows the
+  // packed, contiguous panels win.
   const bool b_in_place = !trans_b && m <= 128;
   for (std::int64_t jc = 0; jc < n; jc += kNc) {
     const std::int64_t nc = min64(kNc, n - jc);

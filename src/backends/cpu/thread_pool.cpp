@@ -29,9 +29,9 @@ int configured_threads() {
 // job_mutex_), workers take chunk indices from an atomic-free counter under the state mutex.
 // Chunks are coarse (a few per thread), so the lock is not a bottleneck.
 //
-// Waking a thread that sleeps on a condition variable took ~100 us on the 2-core VM this was
-// measured on (median, bench/RESULTS.md), longer than many whole kernels, so without care a
-// short parallel_for ran almost entirely on the caller. Workers therefore poll for the next job
+// Waking a thread that sleeps on a condition variable can take ~100 us on small VMs, longer than
+// many whole kernels, so without care a short parallel_for would run almost entirely on the
+// caller. Workers therefore poll for the next job
 // for kSpin after finishing one, and the caller polls for the last chunk before it sleeps: back-
 // to-back jobs (the phases of one kernel, consecutive ops on a stream) find everyone awake.
 constexpr auto kSpin = std::chrono::microseconds(200);

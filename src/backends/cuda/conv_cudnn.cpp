@@ -128,7 +128,7 @@ class CudnnSolver final : public dnn::ConvSolver {
   }
 
   // The inner choice is cudnnFind's winner, "algo<N>-math<M>" (cuDNN's enum values), so a new
-  // process skips cudnnFind (100+ ms on the H200 for r50.conv1).
+  // process skips cudnnFind, which runs every algorithm and can cost many times the call it picks for.
   std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
     const Plan& pl = plan(p, device);
     return "algo" + std::to_string(int(pl.algo)) + "-math" + std::to_string(int(pl.math));

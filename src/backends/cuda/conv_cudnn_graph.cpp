@@ -1,6 +1,6 @@
 // cuda.conv.cudnn_graph: cuDNN 9's backend (graph) API, called directly. The legacy API behind
 // cuda.conv.cudnn (cudnnFind) does not reach the engines PyTorch reaches through this API, which
-// were 2-4x faster on the H200 for f16/bf16 (bench/RESULTS.md, "GPU convolution").
+// win by a wide margin on many f16/bf16 problems.
 //
 // Per (device, problem key), once: a one-node operation graph (conv forward; NCHW or NHWC is only
 // a matter of strides), engine configs from heuristics mode A (the first kMaxHeuristic usable ones),
@@ -8,14 +8,14 @@
 // filtered by their notes, finalized into execution plans; then, on the first workspace_bytes() or
 // run(), each plan is timed on scratch buffers and the fastest is kept. The fallback list holds the
 // classic engines (Winograd, FFT, precomputed implicit GEMM) that mode A ranks low but that win some
-// problems: with mode A's top 8 alone the H200 lost to the legacy API's exhaustive cudnnFind on
-// r50.conv1 and on fp32 3x3 layers.
+// problems (a first layer of 3 channels, fp32 3x3 layers): mode A's top configs alone would lose
+// there to the legacy API's exhaustive cudnnFind.
 // workspace_bytes() is that plan's workspace, so it is exact for what run() executes.
 // The winner is reported by tuned_params() as "eng<global index>{k<knob type>=<value>,...}"; the tuner
 // stores it in the find-db and hands it back through use_tuned_params() in a new process, which then
 // builds that one plan and skips the enumeration and the timing (MIOpen's perf-db idea).
 // Variant packs (the data pointers) are kept per plan for the 16 most recent pointer sets and built
-// only for a new one: building one on every call was a measurable host cost for calls of 20-50 us,
+// only for a new one: building one on every call would add host time to calls of tens of microseconds,
 // and layers of one shape in a network share the plan with tensors of their own. From a pointer
 // set's third call on, the call is a CUDA graph launch (graph_replay.hpp): cuDNN's own host work per
 // call is as long as the small layers' kernels.
@@ -92,7 +92,7 @@ struct Candidate {
   float ms = -1;  // measured time of one run; < 0 until timed (or when it failed, or when stored)
   // Recent calls' pointer sets (x, w, y, workspace), used under the handle's mutex. More than one:
   // layers of one shape share this plan with their own tensors (ResNet-50 repeats its blocks 3-6
-  // times per stage), and a single cached pack was rebuilt on each of their calls.
+  // times per stage), and a single cached pack would be rebuilt on each of their calls.
   gpu::RecentCache<CallPointers, PointerSet> pointer_sets{kPointerSetsKept};
 };
 
@@ -421,11 +421,10 @@ class GraphSolver final : public dnn::ConvSolver {
         e->candidates.push_back(std::move(c));
       }
     }
-    // Every engine of the graph at its default knobs, as cudnnFind tries every algorithm. On the
-    // H200 this found a faster plan for r50.conv1 f16 NHWC (eng47 at default knobs, 0.194 ms against
-    // 0.203 from the lists; 33 plans timed instead of 20, `galley tune` 11.5 s instead of 9.5), but
-    // not the legacy API's IMPLICIT_PRECOMP_GEMM kernel for it (0.089 ms), which the graph API does
-    // not expose.
+    // Every engine of the graph at its default knobs, as cudnnFind tries every algorithm: the
+    // heuristic and fallback lists miss engines that win some problems, at the price of more plans
+    // timed on first use. The legacy API's IMPLICIT_PRECOMP_GEMM kernel stays out of reach: the graph
+    // API does not expose it.
     std::int64_t engines = 0, got = 0;
     if (cudnnBackendGetAttribute(e->graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &got,
                                  &engines) != CUDNN_STATUS_SUCCESS)

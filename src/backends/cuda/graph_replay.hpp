@@ -1,10 +1,10 @@
 // A vendor call replayed as a CUDA graph once its pointers have repeated.
 //
-// A cuDNN backend execution or a cuBLAS GEMM spends 10-15 us on the host per call on the H200's host, as long as the
-// kernels of ResNet-50's 1x1 layers at batch 32 take, and that host rate drifts by 30-50% over tens
-// of milliseconds there (bench/RESULTS.md, issue 4, session 12): in a stream of such calls the
-// host, not the GPU, sets the pace, and tuning and later runs disagreed on which solver was fastest.
-// Launching a captured graph costs a few microseconds whatever the library does on the host.
+// A cuDNN backend execution or a cuBLAS GEMM spends about as long on the host per call as the
+// kernels of small layers (1x1 convolutions at moderate batch) take on the GPU, and that host rate
+// drifts over tens of milliseconds: in a stream of such calls the host, not the GPU, sets the pace,
+// and tuning and later runs can disagree on which solver is fastest. Launching a captured graph
+// costs a few microseconds whatever the library does on the host.
 //
 // A graph holds the call's pointers, so one GraphReplay belongs to one pointer set of one plan or
 // problem (cudnn_graph keeps it beside the variant pack of that set). The first kDirectCalls calls run directly:

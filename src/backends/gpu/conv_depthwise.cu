@@ -32,9 +32,10 @@ constexpr int kStrip = 4;
 constexpr int kMaxSmemWeights = 12 * 1024;  // floats: 48 KiB
 
 // The tile kernel: 128-thread blocks, kTileCols output columns per thread, tile_band() output rows,
-// kTileAhead input rows prefetched into L2. On the H200 (mbv2.dw, f16): 2 columns ran 15% slower
-// than 4 (8 columns would not fit the registers); 1/2/3 rows ahead 22.3/21.6/22.1 us, none 23.6;
-// one bulk L2 prefetch per strip (cp.async.bulk.prefetch) instead of one per thread 2% slower.
+// kTileAhead input rows prefetched into L2. A thread loads two halo columns beside its own, so four
+// own columns spend fewer loads per output than two; eight would not fit the registers. The
+// prefetch distance and the per-thread prefetch (rather than one cp.async.bulk.prefetch per strip)
+// are the fastest of the settings tried; no prefetch at all leaves the loads' latency exposed.
 constexpr int kTileThreads = 128;
 constexpr int kTileCols = 4;
 constexpr int kTileAhead = 2;
@@ -383,11 +384,10 @@ __global__ void __launch_bounds__(kTileThreads)
 // channels (8 f16/bf16, 4 f32) x kCols output columns, weights in fp32 registers, a ring of three
 // accumulator rows fed by each input row as filter rows 0/1/2, read from shared memory (6 or 10
 // 16-byte loads per thread and row) instead of L2.
-// On the H200 (mbv2.dw, f16) it ran 18.9 us against the tile kernel's 21.6 (18.5 against 19.3 under
-// Nsight Compute with caches flushed; half the L2 requests). 2/3/6/8 input rows in flight: 21.5/19.3/
-// 19.4/19.7 us against 18.9 for 4. Outputs stored from registers instead of bulk stores: 19.5 us
-// (18.3 evict-first, but 19.1 with caches flushed: y evicted first only helps x stay in L2 between
-// the bench's calls on one buffer, while a network's next layer wants y in L2).
+// It makes half the tile kernel's L2 requests. kRowsRing is the fastest ring depth of those tried:
+// fewer rows in flight leave the copies' latency exposed. Outputs leave by bulk store, not from
+// registers, for the same few large requests, and are not marked evict-first: that would only
+// help x stay in L2 between repeated calls on one buffer, while a network's next layer wants y in L2.
 constexpr int kRowsMaxThreads = 256;  // ~240 registers a thread: 8 warps per multiprocessor
 constexpr int kRowsOutBufs = 3;       // output rows in shared memory: two may still be leaving
 constexpr int kRowsRing = 4;          // input rows in shared memory, all in flight at once
@@ -672,8 +672,7 @@ int best_band(const ConvParams& p, std::int64_t resident, Units units) {
   return best;
 }
 
-// The tile kernel's band: a thread walks it. mbv2.dw on the H200 (1056 resident warps): band 14 is
-// one wave of 1008 warps, 21.6 us in f16; bands 2/5/8/20 measured 28.6/25.0/23.8/25.3 us.
+// The tile kernel's band (best_band above): a thread walks it, and a warp is the resident unit.
 int tile_band(const ConvParams& p, int vec, int resident) {
   const std::int64_t columns = std::int64_t(p.n) * ((p.q + kTileCols - 1) / kTileCols) * (p.c / vec);
   return best_band(p, resident, [&](std::int64_t bands) { return (columns * bands + 31) / 32; });

@@ -31,9 +31,9 @@ struct Tile {
   int bm, bn, bk;
   double efficiency;  // relative per-block throughput, for the planner
 };
-// Efficiencies fitted to two H200 sweeps of 2026-12-02 (20:27 and 20:36 UTC, bench/gemm_1x1_tiles.cu
-// over the 15 ResNet-50 1x1 layers, every tile at split-K 1, 2 and 4): the half-size tiles reach
-// ~0.55 of 128x128's per-block rate, 64x64 ~0.45. Tile 0 (BK 8) lost to tile 1 everywhere.
+// Efficiencies fitted to sweeps of bench/gemm_1x1_tiles.cu (every tile at split-K 1, 2 and 4 over
+// ResNet-50's 1x1 layers): the half-size tiles reach ~0.55 of 128x128's per-block rate, 64x64
+// ~0.45. Tile 0 (BK 8) is never planned: tile 1's doubled BK halves its barriers per MAC.
 constexpr Tile kTiles[] = {{128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.55},
                            {64, 128, 16, 0.55}, {64, 64, 16, 0.45}};
 constexpr int kTileCount = 5;
@@ -384,9 +384,8 @@ Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
   // Model: blocks run in waves of 2 per multiprocessor, each slot at kChipRate / slots; a block costs
   // its tile's multiply-adds over its channel steps, divided by the tile's relative throughput.
   // Split-K adds writing and reading the fp32 partials. kSplitBandwidth is fitted to the same sweeps
-  // as the tile efficiencies, far under the chip's 4.3 TB/s: it also stands for the split blocks'
-  // shorter loops and the reduce launch. On the sweeps this picks the fastest measured choice on 13
-  // of the 15 layers and is within 8% on the other two (l3.c1b, l4.c1).
+  // as the tile efficiencies, far under the chip's memory bandwidth: it also stands for the split
+  // blocks' shorter loops and the reduce launch.
   constexpr double kChipRate = 45e12, kSplitBandwidth = 1.5e12;
   const std::int64_t slots = std::int64_t(std::max(1, sm_count)) * 2;
   Gemm1x1Plan best = gemm_1x1_plan_for(p, 1, 1);

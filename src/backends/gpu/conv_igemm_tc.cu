@@ -47,8 +47,8 @@ struct TcTile {
 // thread two adjacent chunks, halving the barriers and the loader's address math per MAC.
 // Tiles 3, 4 and 8 have 8 warps (warp tiles 64x32, 64x16): more warps to hide latency, more
 // shared-memory reads per mma.
-// 64x64's efficiency is set from the H200: at 0.55 the planner chose it for r50.l4.c1b, which ran at
-// 56 TFLOP/s where 128x128 with split-K runs near 120.
+// 64x64's efficiency is set low so that for small grids the planner takes 128x128 with split-K,
+// which keeps the tensor cores far busier than many small tiles do.
 constexpr TcTile kTcTiles[] = {
     {128, 128, 4, 32, 4, 1.0, false, 0}, {128, 64, 4, 32, 4, 0.8, true, 1},   {64, 64, 4, 32, 4, 0.3, true, 2},
     {128, 128, 8, 32, 4, 1.0, false, 3}, {128, 64, 8, 32, 4, 0.8, false, 4},  {128, 128, 4, 64, 3, 1.0, true, 0},
@@ -593,9 +593,9 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
 // Measured plans (MIOpen's perf-db idea, in-process): the first plan_igemm_tc() of a problem times
 // a bounded set of candidates (tile x split-K, at most 15) on scratch buffers of the problem's
 // sizes, a warm-up and two timed launches each, and keeps the fastest for the life of the process.
-// The cost model misses by up to 1.25x on ResNet-50's layers on the H200 (r50.l3.c2: 150 -> 186
-// TFLOP/s bf16; it does not see occupancy, L2 reuse or loader overheads), which a few milliseconds
-// of measuring per problem avoid. igemm_tc_tuned_params() gives the choice as text for a store;
+// The cost model can miss by tens of percent (it does not see occupancy, L2 reuse or loader
+// overheads), which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params()
+// gives the choice as text for a store;
 // igemm_tc_use_tuned_params() adopts a stored one without measuring.
 
 struct TunedChoice {

@@ -53,10 +53,10 @@ DeviceInfo device_info(const runtime::Device& device) {
 
 // A solver's plan per (device, problem), made once. workspace_bytes() and run() both need the plan
 // on every call; making it again each time (igemm_tc: a tune-key string, the measured-choice map, env
-// reads, the device-info map) cost 2.5-4 us of host time per call, twice, on the H200's host
-// (bench/RESULTS.md, session 10), next to kernels of 10-20 us. Plans depend on nothing else: the
-// measured igemm_tc choice is fixed for the process once made, and igemm_tc's development overrides
-// (GALLEY_IGEMM_TC_PLAN, GALLEY_IGEMM_TC_TUNE) are now read once per problem, not on every call.
+// reads, the device-info map) would cost microseconds of host time per call, twice, next to kernels
+// of 10-20 us. Plans depend on nothing else: the measured igemm_tc choice is fixed for the process
+// once made, and igemm_tc's development overrides (GALLEY_IGEMM_TC_PLAN, GALLEY_IGEMM_TC_TUNE) are
+// read once per problem, not on every call.
 template <class Plan>
 class PlanMemo {
  public:

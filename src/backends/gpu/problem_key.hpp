@@ -1,6 +1,6 @@
 // The key of the GPU solvers' per-problem caches (cuDNN plans, Galley's kernel plans): looked up by
 // check(), workspace_bytes() and run() on every call, so it is the problem itself, hashed field by
-// field; formatting key() text there cost microseconds per call next to 10-20 us kernels.
+// field; formatting key() text there would cost microseconds per call next to 10-20 us kernels.
 #pragma once
 
 #include <cstddef>
