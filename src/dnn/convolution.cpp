@@ -20,7 +20,7 @@ ConvProblem with_direction(const ConvProblem& problem, ConvDirection direction, 
 }
 
 const ConvSolver& run(const char* op, runtime::Stream& stream, const ConvProblem& problem, const OpArgs& args,
-                      const ConvSolver* solver) {
+                      const ConvSolver* solver, CallReport* report) {
   return static_cast<const ConvSolver&>(execute(op, stream, ProblemRef::of(problem), args, solver));
 }
 
@@ -33,7 +33,7 @@ const ConvSolver& select_conv_solver(const ConvProblem& problem, const runtime::
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem,
                                       const TensorDesc& x_desc, const void* x, const TensorDesc& w_desc,
                                       const void* w, const TensorDesc& y_desc, void* y,
-                                      const ConvSolver* solver) {
+                                      const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_forward";
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
   p.check_tensors(x_desc, w_desc, y_desc);
@@ -41,65 +41,65 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
   args.set(ArgId::src, x);
   args.set(ArgId::wei, w);
   args.set(ArgId::dst, y);
-  return run(op, stream, p, args, solver);
+  return run(op, stream, p, args, solver, report);
 }
 
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const void* x,
-                                      const void* w, void* y, const ConvSolver* solver) {
+                                      const void* w, void* y, const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_forward";
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
   OpArgs args;
   args.set(ArgId::src, x);
   args.set(ArgId::wei, w);
   args.set(ArgId::dst, y);
-  return run(op, stream, p, args, solver);
+  return run(op, stream, p, args, solver, report);
 }
 
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const void* dy,
-                                            const void* w, void* dx, const ConvSolver* solver) {
+                                            const void* w, void* dx, const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_backward_data";
   const ConvProblem p = with_direction(problem, ConvDirection::backward_data, op);
   OpArgs args;
   args.set(ArgId::diff_dst, dy);
   args.set(ArgId::wei, w);
   args.set(ArgId::diff_src, dx);
-  return run(op, stream, p, args, solver);
+  return run(op, stream, p, args, solver, report);
 }
 
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem,
                                                const void* x, const void* dy, void* dw,
-                                               const ConvSolver* solver) {
+                                               const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_backward_weights";
   const ConvProblem p = with_direction(problem, ConvDirection::backward_weights, op);
   OpArgs args;
   args.set(ArgId::src, x);
   args.set(ArgId::diff_dst, dy);
   args.set(ArgId::diff_wei, dw);
-  return run(op, stream, p, args, solver);
+  return run(op, stream, p, args, solver, report);
 }
 
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                      const Tensor& w, Tensor& y, const ConvSolver* solver) {
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_forward";
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
   return static_cast<const ConvSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver));
+      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver, report));
 }
 
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,
-                                            const Tensor& w, Tensor& dx, const ConvSolver* solver) {
+                                            const Tensor& w, Tensor& dx, const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_backward_data";
   const ConvProblem p = with_direction(problem, ConvDirection::backward_data, op);
   return static_cast<const ConvSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::diff_dst, &dy}, {ArgId::wei, &w}, {ArgId::diff_src, &dx}}, solver));
+      op, stream, ProblemRef::of(p), {{ArgId::diff_dst, &dy}, {ArgId::wei, &w}, {ArgId::diff_src, &dx}}, solver, report));
 }
 
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver) {
+                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver, CallReport* report) {
   const char* op = "convolution_backward_weights";
   const ConvProblem p = with_direction(problem, ConvDirection::backward_weights, op);
   return static_cast<const ConvSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::diff_dst, &dy}, {ArgId::diff_wei, &dw}}, solver));
+      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::diff_dst, &dy}, {ArgId::diff_wei, &dw}}, solver, report));
 }
 
 }  // namespace galley::dnn

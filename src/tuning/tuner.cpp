@@ -2,6 +2,7 @@
 #include "galley/tuning/tuner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -451,9 +452,42 @@ PreloadResult Tuner::preload(runtime::Stream& stream) {
   return result;
 }
 
+namespace {
+
+struct DefaultTuner {
+  std::mutex mutex;
+  std::optional<TunerOptions> configured;
+  std::atomic<Tuner*> built{nullptr};
+  std::unique_ptr<Tuner> owner;
+};
+
+DefaultTuner& default_tuner_state() {
+  static DefaultTuner state;
+  return state;
+}
+
+}  // namespace
+
 Tuner& default_tuner() {
-  static Tuner tuner(TunerOptions::from_env());
-  return tuner;
+  DefaultTuner& d = default_tuner_state();
+  if (Tuner* t = d.built.load(std::memory_order_acquire)) return *t;  // the per-call path: one load
+  std::lock_guard lock(d.mutex);
+  if (!d.owner) {
+    d.owner = std::make_unique<Tuner>(d.configured ? std::move(*d.configured) : TunerOptions::from_env());
+    d.built.store(d.owner.get(), std::memory_order_release);
+  }
+  return *d.owner;
+}
+
+void configure_default_tuner(TunerOptions options) {
+  DefaultTuner& d = default_tuner_state();
+  std::lock_guard lock(d.mutex);
+  if (d.owner) {
+    throw Error(Status::invalid_argument,
+                "configure_default_tuner: the default tuner is already in use (an op ran or default_tuner() "
+                "was called); configure it before the first op");
+  }
+  d.configured = std::move(options);
 }
 
 namespace {

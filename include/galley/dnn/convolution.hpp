@@ -18,40 +18,41 @@ namespace galley::dnn {
 // accept the problem, else Error(unsupported) with its reason. Workspace comes from the caching
 // allocator, stream-ordered. Like every stream op they return before the work is done. With
 // GALLEY_LOG_CMD=1 each prints the `galley bench conv` line that reproduces the call. Each returns
-// the solver that ran.
+// the solver that ran; `report`, when given, also receives its config and whether the tuner's
+// choice was a stored hit, tuned now or the list order.
 
 /// y = conv(x, w). The descriptors must have the dims and dtype of problem.x_desc(), w_desc(),
 /// y_desc() and packed strides; anything else throws Error(invalid_argument) naming the tensor.
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem,
                                       const TensorDesc& x_desc, const void* x, const TensorDesc& w_desc,
                                       const void* w, const TensorDesc& y_desc, void* y,
-                                      const ConvSolver* solver = nullptr);
+                                      const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
 /// y = conv(x, w) with the problem's own packed descriptors.
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const void* x,
-                                      const void* w, void* y, const ConvSolver* solver = nullptr);
+                                      const void* w, void* y, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
 /// dx = the gradient of conv(x, w) with respect to x, given dy (shaped as y) and w. dx is written,
 /// not accumulated into (MIOpen's -F 2).
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const void* dy,
-                                            const void* w, void* dx, const ConvSolver* solver = nullptr);
+                                            const void* w, void* dx, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
 /// dw = the gradient of conv(x, w) with respect to w, given x and dy. dw is written, not
 /// accumulated into (MIOpen's -F 4).
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem,
                                                const void* x, const void* dy, void* dw,
-                                               const ConvSolver* solver = nullptr);
+                                               const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
 // The same with galley::Tensor arguments: each tensor is checked against the problem (device,
 // dtype, dims, packed strides, storage size, alignment) and a mismatch is Error(invalid_argument)
 // naming it ("y (output) holds 4000 bytes, the problem needs 4096"), so a short buffer is never
 // overrun.
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                      const Tensor& w, Tensor& y, const ConvSolver* solver = nullptr);
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,
-                                            const Tensor& w, Tensor& dx, const ConvSolver* solver = nullptr);
+                                            const Tensor& w, Tensor& dx, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver = nullptr);
+                                               const Tensor& dy, Tensor& dw, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
 /// The solver a call would get without a tuner: the first in `device`'s backend list whose check()
 /// says yes for `problem` (its direction as given). Throws Error(unsupported) listing every

@@ -170,8 +170,15 @@ class Tuner {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The process-wide tuner used by every op's entry point (dnn::convolution_forward, ...), built from the environment on first
-/// use (TunerOptions::from_env(); a malformed variable throws here, and again on the next call).
+/// The process-wide tuner used by every op's entry point (dnn::convolution_forward, ...). Built on
+/// first use from the options configure_default_tuner() was given, else from the environment
+/// (TunerOptions::from_env(); a malformed variable throws here, and again on the next call).
 Tuner& default_tuner();
+
+/// Sets the options the default tuner is built with, in code instead of GALLEY_FIND_* (e.g. a
+/// find-db path of the application's own, a solver filter, a time box). Must come before the
+/// default tuner's first use (the first op call or default_tuner()); afterwards it throws
+/// Error(invalid_argument), since picks already made would not follow the new options.
+void configure_default_tuner(TunerOptions options);
 
 }  // namespace galley::tuning
