@@ -21,7 +21,7 @@ ConvProblem with_direction(const ConvProblem& problem, ConvDirection direction, 
 
 const ConvSolver& run(const char* op, runtime::Stream& stream, const ConvProblem& problem, const OpArgs& args,
                       const ConvSolver* solver, CallReport* report) {
-  return static_cast<const ConvSolver&>(execute(op, stream, ProblemRef::of(problem), args, solver));
+  return static_cast<const ConvSolver&>(execute(op, stream, ProblemRef::of(problem), args, solver, report));
 }
 
 }  // namespace

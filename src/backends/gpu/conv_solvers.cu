@@ -7,7 +7,6 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "conv_bwd_solvers.hpp"
 #include "conv_device.cuh"
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
