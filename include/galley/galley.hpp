@@ -1,4 +1,4 @@
-// Everything a Galley user needs, in one include: devices and streams, the caching allocator,
+// Everything a Galley user needs, in one include: devices and streams, device memory,
 // tensors, the ops, and the tuner.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include "galley/dnn/conv_problem.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "galley/memory/buffer.hpp"
-#include "galley/memory/caching_allocator.hpp"
+#include "galley/memory/device_memory.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 #include "galley/tensor.hpp"

@@ -16,8 +16,8 @@
 
 #include "galley/memory/allocator_config.hpp"
 #include "galley/memory/allocator_stats.hpp"
-#include "galley/runtime/backend.hpp"
 #include "galley/runtime/device.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::memory::detail {
 

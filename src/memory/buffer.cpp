@@ -5,7 +5,7 @@
 #include <string>
 
 #include "galley/core/error.hpp"
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 
 namespace galley::memory {
 
@@ -25,13 +25,7 @@ void Buffer::record_stream(runtime::Stream& stream) {
     throw Error(Status::invalid_argument, "record_stream: the buffer is on " + allocator_->device_name() +
                                               " but the stream is on " + stream.device().name());
   }
-  record_stream(stream.impl());
-}
-
-void Buffer::record_stream(runtime::StreamImpl& stream) {
-  if (allocator_ == nullptr) throw Error(Status::invalid_argument, "record_stream on an empty Buffer");
-  if (block_ == nullptr) return;  // zero bytes or already freed: nothing to protect
-  allocator_->record_stream(block_, stream);
+  allocator_->record_stream(*this, stream.impl());
 }
 
 Buffer allocate(runtime::Stream& stream, std::size_t bytes) {

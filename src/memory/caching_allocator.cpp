@@ -1,5 +1,5 @@
 // CachingAllocator's public face over AllocatorState, and the process-wide allocator per device.
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 
 #include <cstdlib>
 #include <map>
@@ -78,8 +78,13 @@ void CachingAllocator::check_invariants() const {
 
 void CachingAllocator::free(detail::Block* block) noexcept { state_->free(block); }
 
-void CachingAllocator::record_stream(detail::Block* block, runtime::StreamImpl& stream) {
-  state_->record_stream(block, stream);
+void CachingAllocator::record_stream(Buffer& buffer, runtime::StreamImpl& stream) {
+  if (buffer.allocator_ != this) {
+    throw Error(Status::invalid_argument, "record_stream: the buffer is not from the allocator of " +
+                                              state_->name);
+  }
+  if (buffer.block_ == nullptr) return;  // zero bytes or already freed: nothing to protect
+  state_->record_stream(buffer.block_, stream);
 }
 
 namespace {

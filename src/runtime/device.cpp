@@ -1,5 +1,6 @@
 #include "galley/core/error.hpp"
 #include "galley/runtime/device.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::runtime {
 

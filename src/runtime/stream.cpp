@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::runtime {
 namespace {
@@ -41,6 +42,10 @@ void check_range(const char* op, const char* which, const void* ptr, std::size_t
 Event::Event(const Device& device, bool enable_timing)
     : device_(device), impl_(device.impl().create_event(enable_timing)) {}
 
+Event::~Event() = default;
+Event::Event(Event&& other) noexcept = default;
+Event& Event::operator=(Event&& other) noexcept = default;
+
 void Event::record(Stream& stream) {
   if (!(stream.device() == device_)) {
     throw Error(Status::invalid_argument, "event of " + device_.name() + " recorded on a stream of " +
@@ -62,6 +67,12 @@ float Event::elapsed_ms_since(Event& start) {
 }
 
 Graph::Graph(Device device, std::unique_ptr<GraphImpl> impl) : device_(std::move(device)), impl_(std::move(impl)) {}
+
+Graph::~Graph() = default;
+Graph::Graph(Graph&& other) noexcept = default;
+Graph& Graph::operator=(Graph&& other) noexcept = default;
+
+std::size_t Graph::node_count() const { return impl_->node_count(); }
 
 void Graph::replay(Stream& stream) {
   if (!(stream.device() == device_)) {
@@ -91,6 +102,12 @@ std::unique_ptr<StreamImpl> create_checked_stream(const Device& device) {
 
 Stream::Stream(const Device& device)
     : device_(device), impl_(create_checked_stream(device)), id_(next_stream_id()) {}
+
+Stream::~Stream() = default;
+Stream::Stream(Stream&& other) noexcept = default;
+Stream& Stream::operator=(Stream&& other) noexcept = default;
+
+void* Stream::native_handle() { return impl_->native_handle(); }
 
 SynchronizeOnExit::~SynchronizeOnExit() {
   // An event rather than stream.synchronize(): waiting must not consume the error of a failed

@@ -13,6 +13,7 @@
 
 #include "galley/core/error.hpp"
 #include "gpu_test_util.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::runtime {
 namespace {

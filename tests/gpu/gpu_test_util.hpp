@@ -13,6 +13,7 @@
 
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::testing {
 

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace galley::memory {

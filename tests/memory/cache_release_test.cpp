@@ -8,9 +8,9 @@
 
 #include "common/run_command.hpp"
 #include "galley/memory/buffer.hpp"
-#include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "memory/caching_allocator.hpp"
 
 namespace galley::memory {
 namespace {

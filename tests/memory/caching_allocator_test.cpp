@@ -1,5 +1,5 @@
 // Pools, rounding, best fit, split/merge, configuration effects and empty_cache, over a fake device.
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 
 #include <gtest/gtest.h>
 

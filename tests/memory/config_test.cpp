@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "common/scoped_env.hpp"
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace galley::memory {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "galley/core/error.hpp"
-#include "galley/runtime/backend.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::memory::testing {
 

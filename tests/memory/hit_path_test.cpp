@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <new>
 
-#include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace {

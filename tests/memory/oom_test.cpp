@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace galley::memory {

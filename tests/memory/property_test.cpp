@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace galley::memory {
@@ -153,7 +153,7 @@ void run_sequence(std::uint64_t seed, int steps) {
       if (live.empty()) continue;
       Live& user = live[rng() % live.size()];
       FakeStream* stream = streams[rng() % streams.size()].get();
-      user.buffer.record_stream(*stream);
+      alloc.record_stream(user.buffer, *stream);
       if (stream != user.stream) user.recorded.push_back(stream);
     } else if (op < 98) {
       FakeStream* stream = streams[rng() % streams.size()].get();

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 #include "memory/fake_device.hpp"
 
 namespace galley::memory {
@@ -47,9 +47,9 @@ TEST_F(StreamReuse, BlockFreedOnOneStreamIsNotGivenToAnother) {
 TEST_F(StreamReuse, RecordStreamWaitsForEventsRecordedAtTheFree) {
   Buffer a = alloc.allocate(4 * kKiB, s.get());
   void* ptr = a.data();
-  a.record_stream(*t);
-  a.record_stream(*t);  // recording twice is the same as once
-  a.record_stream(*s);  // the owning stream adds nothing
+  alloc.record_stream(a, *t);
+  alloc.record_stream(a, *t);  // recording twice is the same as once
+  alloc.record_stream(a, *s);  // the owning stream adds nothing
   t->enqueue();         // T's work using the buffer
   a.reset();
   EXPECT_EQ(fake.records, 2) << "one event on S and one on T, recorded at the free";
@@ -80,7 +80,7 @@ TEST_F(StreamReuse, CompletedRecordStreamBlockIsFreeForAnyStream) {
   Buffer a = alloc.allocate(4 * kKiB, s.get());
   Buffer right = alloc.allocate(4 * kKiB, s.get());  // live neighbours: nothing to merge with
   void* ptr = a.data();
-  a.record_stream(*t);
+  alloc.record_stream(a, *t);
   t->enqueue();
   a.reset();
   Buffer early = alloc.allocate(4 * kKiB, s.get());
@@ -96,7 +96,7 @@ TEST_F(StreamReuse, CompletedRecordStreamBlockIsFreeForAnyStream) {
 TEST_F(StreamReuse, EventsArePooled) {
   for (int i = 0; i < 50; ++i) {
     Buffer a = alloc.allocate(4 * kKiB, s.get());
-    a.record_stream(*t);
+    alloc.record_stream(a, *t);
     a.reset();
     s->complete();
     t->complete();
@@ -121,7 +121,7 @@ TEST_F(StreamReuse, NoStreamBufferIsReusableByAnyStream) {
 
 TEST_F(StreamReuse, EmptyCacheWaitsForPendingEvents) {
   Buffer a = alloc.allocate(4 * kKiB, s.get());
-  a.record_stream(*t);
+  alloc.record_stream(a, *t);
   t->enqueue();
   a.reset();
   EXPECT_EQ(alloc.stats().reserved_bytes.all.current, std::int64_t{2} << 20);

@@ -4,6 +4,7 @@
 #include "common/scoped_env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/runtime/device.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::runtime {
 namespace {

@@ -12,9 +12,9 @@
 #include "command.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
-#include "galley/memory/caching_allocator.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "memory/caching_allocator.hpp"
 #include "strict_options.hpp"
 #include "table.hpp"
 

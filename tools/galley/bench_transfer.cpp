@@ -22,6 +22,7 @@
 #include "galley/core/units.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "runtime/backend.hpp"
 #include "table.hpp"
 
 namespace galley::cli {

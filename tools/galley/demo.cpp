@@ -12,12 +12,13 @@
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
 #include "galley/memory/buffer.hpp"
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::cli {
 namespace {

@@ -10,6 +10,7 @@
 #include "galley/core/version.hpp"
 #include "galley/memory/allocator_config.hpp"
 #include "galley/runtime/device.hpp"
+#include "runtime/backend.hpp"
 #include "table.hpp"
 
 namespace galley::cli {

@@ -4,7 +4,7 @@
 
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
-#include "galley/memory/caching_allocator.hpp"
+#include "memory/caching_allocator.hpp"
 
 namespace galley::cli {
 namespace {

@@ -6,8 +6,8 @@
 // buffer on another stream T requires buffer.record_stream(T) (as torch's Tensor.record_stream):
 // then the memory is reused only after the work enqueued on T before the free has completed.
 //
-// Lifetime contract: streams are identified by their runtime::StreamImpl*, so a Stream must outlive
-// every Buffer allocated on it or recorded on it with record_stream.
+// Lifetime contract: the allocator identifies a stream by its backend object, so a Stream must
+// outlive every Buffer allocated on it or recorded on it with record_stream.
 #pragma once
 
 #include <cstddef>
@@ -59,7 +59,7 @@ class Buffer {
   /// Bytes requested (the block behind it may be larger after rounding).
   std::size_t size() const { return size_; }
   /// The device the memory lives on. Throws Error(invalid_argument) for a default-constructed buffer,
-  /// and Error(unsupported) for one from an allocator built over a bare DeviceImpl (tests).
+  /// and Error(unsupported) for one from an allocator built over a bare backend device (tests).
   const runtime::Device& device() const;
   /// The allocator that owns the memory (nullptr for a default-constructed buffer).
   CachingAllocator* allocator() const { return allocator_; }
@@ -69,8 +69,6 @@ class Buffer {
   /// Marks the memory as used by work on `stream` (same device): when freed, it is reused only after
   /// the work enqueued on `stream` up to the free has completed. The stream must outlive the buffer.
   void record_stream(runtime::Stream& stream);
-  /// The same over a backend stream, without the device check (backend code, fake devices in tests).
-  void record_stream(runtime::StreamImpl& stream);
 
   /// Returns the memory to the cache now (stream-ordered, see above). The buffer becomes empty but
   /// keeps its device.

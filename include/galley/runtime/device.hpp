@@ -5,9 +5,12 @@
 #include <string_view>
 #include <vector>
 
-#include "galley/runtime/backend.hpp"
+#include "galley/runtime/device_properties.hpp"
 
 namespace galley::runtime {
+
+/// The backend's device object (plugin ABI, internal: src/runtime/backend.hpp).
+class DeviceImpl;
 
 /// A cheap, copyable handle to one device. Compare by name.
 class Device {
@@ -20,7 +23,8 @@ class Device {
   bool is_cpu() const { return backend_ == "cpu"; }
   DeviceProperties properties() const;
   MemoryInfo memory_info() const;
-  /// The backend object; for runtime/memory internals and backend code.
+  /// The backend object; for runtime/memory internals and backend code, which include the
+  /// internal header that defines it.
   DeviceImpl& impl() const;
   void synchronize() const;
 

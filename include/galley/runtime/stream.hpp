@@ -12,12 +12,20 @@
 
 namespace galley::runtime {
 
+// The backend's objects (plugin ABI, internal: src/runtime/backend.hpp). The wrappers below hold
+// them by unique_ptr, so everything that must see them complete is defined in stream.cpp.
+class EventImpl;
+class GraphImpl;
+class StreamImpl;
 class Stream;
 
 /// A marker in a stream's work. Timing is enabled by default.
 class Event {
  public:
   explicit Event(const Device& device, bool enable_timing = true);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
   const Device& device() const { return device_; }
   void record(Stream& stream);
   bool query();
@@ -35,11 +43,15 @@ class Event {
 /// A replayable recording of a stream's work.
 class Graph {
  public:
-  explicit Graph(Device device, std::unique_ptr<GraphImpl> impl);
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
   void replay(Stream& stream);
-  std::size_t node_count() const { return impl_->node_count(); }
+  std::size_t node_count() const;
 
  private:
+  friend class Stream;  // end_capture() makes graphs
+  Graph(Device device, std::unique_ptr<GraphImpl> impl);
   Device device_;
   std::unique_ptr<GraphImpl> impl_;
 };
@@ -50,6 +62,9 @@ class Stream {
   /// Validates the GALLEY_* configuration first (env::check()); Error when the backend cannot
   /// create the stream.
   explicit Stream(const Device& device);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
   const Device& device() const { return device_; }
 
   /// Copies. Null pointers with bytes > 0, or ranges whose end overflows, throw
@@ -64,7 +79,8 @@ class Stream {
   /// launch on GPU, a host_task on cpu). Errors raised while enqueueing name `op`. With
   /// GALLEY_LAUNCH_BLOCKING=1 the stream is synchronised after the op and a failure names it.
   void launch(std::string_view op, const std::function<void()>& enqueue);
-  /// Runs `fn` on a host thread in stream order (see StreamImpl::host_task).
+  /// Runs `fn` on a host thread once all earlier work on this stream has completed; later work
+  /// waits for it.
   void host_task(std::function<void()> fn);
 
   void wait(Event& event);
@@ -77,7 +93,8 @@ class Stream {
   Graph end_capture();
 
   StreamImpl& impl() { return *impl_; }
-  void* native_handle() { return impl_->native_handle(); }
+  /// cudaStream_t / hipStream_t, or nullptr on cpu.
+  void* native_handle();
   /// Unique among the process's streams, never reused (a native handle can be: a destroyed stream's
   /// address comes back for a new one). Vendor handles remember the stream they were set to by it.
   std::uint64_t id() const { return id_; }

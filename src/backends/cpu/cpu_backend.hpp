@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "galley/runtime/backend.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::backends::cpu {
 

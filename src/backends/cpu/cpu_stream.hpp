@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "galley/runtime/backend.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::backends::cpu {
 

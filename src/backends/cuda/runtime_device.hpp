@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/gpu/vendor.hpp"
-#include "galley/runtime/backend.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::backends::GALLEY_GPU_NS {
 

@@ -4,6 +4,9 @@
 // Ownership: a Backend owns its DeviceImpls for the life of the process. Streams, events and graphs
 // are created by a DeviceImpl and owned (RAII) by the neutral wrappers in stream.hpp.
 // Every method reports failure by throwing galley::Error with context (vendor call, code, message).
+//
+// Internal: plugins are built in-tree with src/ on their include path; the installed headers only
+// forward-declare these classes, so users never compile against the ABI.
 #pragma once
 
 #include <cstddef>
@@ -13,30 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "galley/runtime/device_properties.hpp"
+
 namespace galley::runtime {
-
-/// What a device is and what it can do, as `galley info` shows it.
-struct DeviceProperties {
-  std::string name;              ///< "NVIDIA H200", "AMD Instinct MI210", CPU model name
-  std::string backend;           ///< "cpu", "cuda", "hip"
-  std::string arch;              ///< "sm_90", "gfx90a", "avx2"
-  int compute_units = 0;         ///< SMs, CUs, or hardware threads on cpu
-  std::size_t memory_total = 0;  ///< bytes
-  std::size_t memory_free = 0;   ///< bytes, when the properties were read
-  int clock_mhz = 0;             ///< core clock; 0 when unknown
-  int memory_clock_mhz = 0;      ///< 0 when unknown
-  std::size_t l2_bytes = 0;      ///< last-level cache; 0 when unknown
-  std::string driver_version;    ///< "13.0" (CUDA driver API), "5.2" (HIP), kernel version on cpu
-  std::string runtime_version;   ///< the runtime the plugin was built against
-  std::vector<std::string> built_for;  ///< arches whose machine code the plugin carries
-  std::vector<std::string> isa_features;  ///< cpu: "avx2", "fma", "avx512f"...
-};
-
-/// Free/total memory right now.
-struct MemoryInfo {
-  std::size_t free = 0;
-  std::size_t total = 0;
-};
 
 /// A device-side event. Created by DeviceImpl::create_event.
 class EventImpl {

@@ -1,3 +1,6 @@
+// Internal: users reach the allocator through buffer.hpp (allocate, Buffer) and device_memory.hpp
+// (statistics, empty_cache); tests, tools and backend code include this header from src/.
+//
 // The backend-neutral caching allocator: one per device, thread-safe, over DeviceImpl::raw_alloc
 // and raw_free. It follows PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp):
 //
@@ -39,9 +42,9 @@
 #include "galley/memory/allocator_config.hpp"
 #include "galley/memory/allocator_stats.hpp"
 #include "galley/memory/buffer.hpp"
-#include "galley/runtime/backend.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "runtime/backend.hpp"
 
 namespace galley::memory {
 
@@ -97,10 +100,14 @@ class CachingAllocator {
   /// counters match the blocks. For tests; O(blocks).
   void check_invariants() const;
 
+  /// Buffer::record_stream over a backend stream, without the device check (backend code, fake
+  /// devices in tests). Error(invalid_argument) for a buffer of another allocator (an empty one
+  /// included); a zero-byte or reset buffer needs nothing.
+  void record_stream(Buffer& buffer, runtime::StreamImpl& stream);
+
  private:
   friend class Buffer;
   void free(detail::Block* block) noexcept;
-  void record_stream(detail::Block* block, runtime::StreamImpl& stream);
 
   std::unique_ptr<detail::AllocatorState> state_;
 };
