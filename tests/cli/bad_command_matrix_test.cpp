@@ -111,7 +111,7 @@ std::vector<NumericOption> numeric_options() {
     out.push_back({conv, positive, Kind::integer, {"0", "-1", "-9223372036854775808"}});
   }
   for (const char* padding : {"-p", "-q"}) out.push_back({conv, padding, Kind::integer, {"-1"}});
-  out.push_back({conv, "-F", Kind::integer, {"0", "5", "-1"}});
+  out.push_back({conv, "-F", Kind::integer, {"3", "5", "-1"}});
   out.push_back({conv, "-V", Kind::integer, {"2", "-1"}});
   out.push_back({conv, "-t", Kind::integer, {"2", "-7"}});
   out.push_back({conv, "-i", Kind::integer, {"0", "-1", "1000001", "2147483647"}});

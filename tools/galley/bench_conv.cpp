@@ -262,7 +262,7 @@ std::vector<ProblemLine> with_directions(std::vector<ProblemLine> lines, int dir
     case 2: wanted = {dnn::ConvDirection::backward_data}; break;
     case 4: wanted = {dnn::ConvDirection::backward_weights}; break;
     default:
-      throw Error(Status::invalid_argument, "-F " + std::to_string(direction) +
+      throw Error(Status::invalid_argument, "-F '" + std::to_string(direction) + "'" +
                                                 ": not a direction (valid: 0 all, 1 forward, 2 backward data, 4 backward weights)");
   }
   std::vector<ProblemLine> out;
