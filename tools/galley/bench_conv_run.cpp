@@ -88,15 +88,26 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   sizing_stop.record(stream);
   sizing_stop.synchronize();
   result.batch = batch_for(sizing_stop.elapsed_ms_since(sizing_start));
-  std::deque<runtime::Event> starts, stops;  // deque: events never move once recorded
-  for (int i = 0; i < options.iterations; ++i) {
-    starts.emplace_back(device).record(stream);
-    for (int b = 0; b < result.batch; ++b) solver.run(stream, p, args);
-    stops.emplace_back(device).record(stream);
-  }
-  stream.synchronize();
+  // At most kPending samples are in flight: the oldest is read before another is queued, so the
+  // events held (and the memory) stay bounded however many iterations are asked for.
+  constexpr std::size_t kPending = 64;
+  std::deque<std::pair<runtime::Event, runtime::Event>> pending;  // deque: events never move once recorded
   std::vector<double> times;
-  for (int i = 0; i < options.iterations; ++i) times.push_back(stops[i].elapsed_ms_since(starts[i]) / result.batch);
+  auto read_oldest = [&] {
+    auto& [start, stop] = pending.front();
+    stop.synchronize();
+    times.push_back(stop.elapsed_ms_since(start) / result.batch);
+    pending.pop_front();
+  };
+  for (int i = 0; i < options.iterations; ++i) {
+    if (pending.size() == kPending) read_oldest();
+    auto& [start, stop] = pending.emplace_back(runtime::Event(device), runtime::Event(device));
+    start.record(stream);
+    for (int b = 0; b < result.batch; ++b) solver.run(stream, p, args);
+    stop.record(stream);
+  }
+  while (!pending.empty()) read_oldest();
+  stream.synchronize();
   result.ms = median(times);
   const double seconds = result.ms * 1e-3;
   result.tflops = seconds > 0 ? p.flops() / seconds / 1e12 : 0;
