@@ -17,6 +17,7 @@
 #include <string>
 
 #include "backends/cuda/vendor_conv_solvers.hpp"
+#include "backends/cuda/vendor_exit.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "dnn/conv_backward_args.hpp"
 #include "backends/gpu/conv_bwd_kernels.hpp"
@@ -137,7 +138,7 @@ class CublasBwdSolver final : public dnn::ConvSolver {
  private:
   struct Handle {
     std::mutex mutex;
-    cublasHandle_t handle = nullptr;  // never destroyed, see conv_cudnn.cpp
+    cublasHandle_t handle = nullptr;  // destroyed at exit (vendor_exit.hpp)
   };
 
   void check(cublasStatus_t status, const char* call) const {
@@ -207,6 +208,7 @@ class CublasBwdSolver final : public dnn::ConvSolver {
       auto h = std::make_unique<Handle>();
       DeviceGuard guard(device.index());
       check(cublasCreate(&h->handle), "cublasCreate");
+      release_at_exit([handle = h->handle] { cublasDestroy(handle); });
       slot = std::move(h);
     }
     return *slot;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "backends/cuda/vendor_conv_solvers.hpp"
+#include "backends/cuda/vendor_exit.hpp"
 #include "backends/cuda/graph_replay.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/cuda/stream_identity.hpp"
@@ -61,7 +62,7 @@ std::size_t col_bytes(const gpu::ConvParams& p) {
 
 struct Handle {
   std::mutex mutex;
-  cublasHandle_t handle = nullptr;  // never destroyed, see conv_cudnn.cpp
+  cublasHandle_t handle = nullptr;  // destroyed at exit (vendor_exit.hpp)
   StreamIdentity stream;            // what the handle was last set to
   // Per problem, the replay state of its recent pointer sets. `mutex` held.
   std::unordered_map<dnn::ConvProblem, gpu::RecentCache<CallPointers, GraphReplay>, dnn::ConvProblemHash> replays;
@@ -177,6 +178,7 @@ class CublasGemmSolver final : public dnn::ConvSolver {
       auto h = std::make_unique<Handle>();
       DeviceGuard guard(device.index());
       check_cublas(cublasCreate(&h->handle), "cublasCreate");
+      release_at_exit([handle = h->handle] { cublasDestroy(handle); });
       slot = std::move(h);
     }
     return *slot;

@@ -1,4 +1,5 @@
 #include "backends/cuda/cudnn_handle.hpp"
+#include "backends/cuda/vendor_exit.hpp"
 
 #include <map>
 #include <memory>
@@ -34,7 +35,8 @@ void check_cudnn_status(cudnnStatus_t status, std::string_view who, std::string_
 
 CudnnHandle& cudnn_handle(const runtime::Device& device) {
   static std::mutex mutex;
-  // Freeing these structs at exit is harmless: CudnnHandle has no destructor that calls cuDNN.
+  // Freeing these structs at exit is harmless: CudnnHandle has no destructor that calls cuDNN; the
+  // handles themselves are destroyed by release_at_exit before the CUDA runtime goes.
   static std::map<int, std::unique_ptr<CudnnHandle>> handles;
   std::lock_guard lock(mutex);
   auto& slot = handles[device.index()];
@@ -42,6 +44,7 @@ CudnnHandle& cudnn_handle(const runtime::Device& device) {
     auto created = std::make_unique<CudnnHandle>();
     DeviceGuard guard(device.index());
     check_cudnn_status(cudnnCreate(&created->handle), "cudnn", "cudnnCreate");
+    release_at_exit([h = created->handle] { cudnnDestroy(h); });
     slot = std::move(created);
   }
   return *slot;
