@@ -69,14 +69,11 @@ void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs
   // both layouts) through f32 buffers so the workspace stays bounded whatever the batch.
   const std::int64_t nb = images_per_chunk(problem);
   const dnn::ConvProblem full_chunk = as_f32(problem, nb);
-  auto* base = static_cast<char*>(args.workspace);
-  auto* w32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_w(problem) * sizeof(float));
-  auto* x32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_x(full_chunk) * sizeof(float));
-  auto* y32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_y(full_chunk) * sizeof(float));
-  void* inner = base;
+  const StagingBuffers staging = carve_staging(problem, full_chunk, args.workspace);
+  float* const w32 = staging.w;
+  float* const x32 = staging.x;
+  float* const y32 = staging.y;
+  void* const inner = staging.rest;
 
   const std::size_t esize = size_of(problem.dtype);
   convert_to_f32(problem.dtype, args.w, w32, elems_w(problem));

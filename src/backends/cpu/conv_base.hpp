@@ -60,6 +60,28 @@ inline std::size_t elems_w(const dnn::ConvProblem& p) {
 /// Rounds a byte count up to the 64-byte cache line that separates workspace sub-buffers.
 constexpr std::size_t align_up64(std::size_t bytes) { return (bytes + 63) & ~std::size_t{63}; }
 
+/// The f32 staging buffers a f16/bf16 solver cuts from its workspace, each 64-byte aligned: the
+/// whole weights (or weight gradient), then x and y for `chunk` (the problem in f32 with the batch
+/// of one chunk of images), then what is left for the f32 algorithm.
+struct StagingBuffers {
+  float* w;
+  float* x;
+  float* y;
+  void* rest;
+};
+inline StagingBuffers carve_staging(const dnn::ConvProblem& problem, const dnn::ConvProblem& chunk, void* workspace) {
+  auto* base = static_cast<char*>(workspace);
+  StagingBuffers b{};
+  b.w = reinterpret_cast<float*>(base);
+  base += align_up64(elems_w(problem) * sizeof(float));
+  b.x = reinterpret_cast<float*>(base);
+  base += align_up64(elems_x(chunk) * sizeof(float));
+  b.y = reinterpret_cast<float*>(base);
+  base += align_up64(elems_y(chunk) * sizeof(float));
+  b.rest = base;
+  return b;
+}
+
 class CpuConvSolver : public dnn::ConvSolver {
  public:
   /// Says no for: a non-cpu device, a direction other than forward, a dtype other than f32, f16,

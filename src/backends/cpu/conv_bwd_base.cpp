@@ -79,13 +79,11 @@ void CpuConvBwdSolver::compute_data_staged(const dnn::ConvProblem& problem, cons
   const dnn::BackwardDataArgs a = dnn::backward_data_args(args);
   const std::int64_t nb = images_per_chunk(problem);
   const dnn::ConvProblem full_chunk = as_f32(problem, nb);
-  auto* base = static_cast<char*>(args.workspace);
-  auto* w32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_w(problem) * sizeof(float));
-  auto* dx32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_x(full_chunk) * sizeof(float));
-  auto* dy32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_y(full_chunk) * sizeof(float));
+  const StagingBuffers staging = carve_staging(problem, full_chunk, args.workspace);
+  float* const w32 = staging.w;
+  float* const dx32 = staging.x;
+  float* const dy32 = staging.y;
+  void* const base = staging.rest;
 
   const std::size_t esize = size_of(problem.dtype);
   convert_to_f32(problem.dtype, a.w, w32, elems_w(problem));
@@ -109,13 +107,11 @@ void CpuConvBwdSolver::compute_weights_staged(const dnn::ConvProblem& problem,
   const dnn::BackwardWeightsArgs a = dnn::backward_weights_args(args);
   const std::int64_t nb = images_per_chunk(problem);
   const dnn::ConvProblem full_chunk = as_f32(problem, nb);
-  auto* base = static_cast<char*>(args.workspace);
-  auto* dw32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_w(problem) * sizeof(float));
-  auto* x32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_x(full_chunk) * sizeof(float));
-  auto* dy32 = reinterpret_cast<float*>(base);
-  base += align_up64(elems_y(full_chunk) * sizeof(float));
+  const StagingBuffers staging = carve_staging(problem, full_chunk, args.workspace);
+  float* const dw32 = staging.w;
+  float* const x32 = staging.x;
+  float* const dy32 = staging.y;
+  void* const base = staging.rest;
 
   const std::size_t esize = size_of(problem.dtype);
   const std::size_t x_image = elems_x(problem) / static_cast<std::size_t>(problem.n);
