@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
+#include "galley/dnn/problem.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -146,6 +148,8 @@ void ConvProblem::check_tensors(const TensorDesc& xd, const TensorDesc& wd, cons
   }
 }
 
+double ConvProblem::tolerance() const { return conv_tolerance(*this); }
+
 double ConvProblem::flops() const {
   return 2.0 * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(out_h()) *
          static_cast<double>(out_w()) * static_cast<double>(c / groups) * static_cast<double>(y) *
@@ -212,5 +216,9 @@ std::size_t ConvProblem::hash() const noexcept {
   }
   return static_cast<std::size_t>(h);
 }
+
+namespace {
+const bool kConvProblemRegistered = register_problem_ops(problem_ops<ConvProblem>());
+}  // namespace
 
 }  // namespace galley::dnn

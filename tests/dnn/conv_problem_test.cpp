@@ -129,8 +129,8 @@ TEST(ConvProblem, Descriptors) {
   EXPECT_EQ(p.y_desc(), TensorDesc::packed(DType::f32, Layout::nchw, 2, 4, 5, 7));
   p.layout = Layout::nhwc;
   p.dtype = DType::bf16;
-  EXPECT_EQ(p.w_desc().strides, (std::array<std::int64_t, 4>{9, 1, 3, 3}));  // KYXC
-  EXPECT_EQ(p.y_desc().strides, (std::array<std::int64_t, 4>{5 * 7 * 4, 1, 7 * 4, 4}));
+  EXPECT_EQ(p.w_desc().strides, (dnn::Dims{9, 1, 3, 3, 1, 1}));  // KYXC
+  EXPECT_EQ(p.y_desc().strides, (dnn::Dims{5 * 7 * 4, 1, 7 * 4, 4, 1, 1}));
   EXPECT_NO_THROW(p.check_tensors(p.x_desc(), p.w_desc(), p.y_desc()));
 }
 

@@ -15,10 +15,10 @@ namespace {
 
 TEST(TensorDesc, PackedStrides) {
   const TensorDesc nchw = TensorDesc::packed(DType::f32, Layout::nchw, 2, 3, 31, 29);
-  EXPECT_EQ(nchw.strides, (std::array<std::int64_t, 4>{2697, 899, 29, 1}));
+  EXPECT_EQ(nchw.strides, (dnn::Dims{2697, 899, 29, 1, 1, 1}));
   EXPECT_EQ(nchw.to_string(), "f32[2,3,31,29] strides [2697,899,29,1]");
   const TensorDesc nhwc = TensorDesc::packed(DType::f16, Layout::nhwc, 2, 3, 31, 29);
-  EXPECT_EQ(nhwc.strides, (std::array<std::int64_t, 4>{2697, 1, 87, 3}));
+  EXPECT_EQ(nhwc.strides, (dnn::Dims{2697, 1, 87, 3, 1, 1}));
   EXPECT_EQ(nchw.elements(), 2 * 3 * 31 * 29);
   EXPECT_EQ(nchw.bytes(), 4u * 2 * 3 * 31 * 29);
   EXPECT_EQ(nhwc.bytes(), 2u * 2 * 3 * 31 * 29);
@@ -31,7 +31,7 @@ TEST(TensorDesc, PackedStrides) {
 
 TEST(TensorDesc, GeneralStridesSpan) {
   TensorDesc padded = TensorDesc::packed(DType::f32, Layout::nchw, 2, 3, 4, 5);
-  padded.strides = {3 * 4 * 8, 4 * 8, 8, 1};  // rows padded to 8 elements
+  padded.strides = {3 * 4 * 8, 4 * 8, 8, 1, 1, 1};  // rows padded to 8 elements
   EXPECT_NO_THROW(padded.validate("x"));
   EXPECT_EQ(padded.elements(), 120);
   // Last element at 1*96 + 2*32 + 3*8 + 4 = 188, so 189 elements are spanned.

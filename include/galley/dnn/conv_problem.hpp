@@ -77,6 +77,8 @@ struct ConvProblem {
   double flops() const;
   /// Bytes of x + w + y, the least traffic any implementation needs.
   double min_bytes() const;
+  /// conv_tolerance(*this): 1e-5 for f32 (widened for long sums), 1e-2 for f16/bf16.
+  double tolerance() const;
 
   /// Canonical key, identical on every backend and parsed back exactly by parse_key, e.g.
   /// "conv-F-f32-nchw-n32-c64-h56-w56-k64-y3-x3-p1-q1-u1-v1-l1-j1-g1".

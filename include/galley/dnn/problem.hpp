@@ -15,7 +15,10 @@
 namespace galley::dnn {
 
 /// An op problem: a value type with a kind, validation that names the bad field, a canonical key
-/// that parse_key() reads back exactly, a hash of every field, and the tensors a call needs.
+/// that parse_key() reads back exactly, a hash of every field, the tensors a call needs, the
+/// largest relative error (against the reference, as compare_outputs measures it) a correct solver
+/// may have, and its arithmetic (flops) and the bytes that must move (every input read once, every
+/// output written once), which benchmarks turn into TFLOP/s and GB/s.
 /// `P::Args` is what its solvers' run() takes, built from the role-keyed OpArgs.
 template <class P>
 concept OpProblem = std::regular<P> && requires(const P& p, std::string_view text, const OpArgs& args,
@@ -29,6 +32,9 @@ concept OpProblem = std::regular<P> && requires(const P& p, std::string_view tex
   { p.hash() } -> std::same_as<std::size_t>;
   { p.tensors() } -> std::same_as<std::vector<TensorArg>>;
   { p.bench_command(device, text) } -> std::same_as<std::string>;
+  { p.tolerance() } -> std::same_as<double>;
+  { p.flops() } -> std::same_as<double>;
+  { p.min_bytes() } -> std::same_as<double>;
 };
 
 /// The operations on a problem of one kind, as plain function pointers over `const void*`.
@@ -42,6 +48,9 @@ struct ProblemOps {
   std::string (*bench_command)(const void* p, const runtime::Device& device, std::string_view solver);
   std::shared_ptr<const void> (*clone)(const void* p);
   std::shared_ptr<const void> (*parse_key)(std::string_view key);
+  double (*tolerance)(const void* p);
+  double (*flops)(const void* p);
+  double (*min_bytes)(const void* p);
 };
 
 template <OpProblem P>
@@ -58,6 +67,9 @@ const ProblemOps& problem_ops() {
       },
       [](const void* p) -> std::shared_ptr<const void> { return std::make_shared<const P>(*static_cast<const P*>(p)); },
       [](std::string_view key) -> std::shared_ptr<const void> { return std::make_shared<const P>(P::parse_key(key)); },
+      [](const void* p) { return static_cast<const P*>(p)->tolerance(); },
+      [](const void* p) { return static_cast<const P*>(p)->flops(); },
+      [](const void* p) { return static_cast<const P*>(p)->min_bytes(); },
   };
   return ops;
 }
@@ -76,6 +88,12 @@ struct ProblemRef {
   std::size_t hash() const { return ops->hash(problem); }
   void validate() const { ops->validate(problem); }
   std::vector<TensorArg> tensors() const { return ops->tensors(problem); }
+  double tolerance() const { return ops->tolerance(problem); }
+  double flops() const { return ops->flops(problem); }
+  double min_bytes() const { return ops->min_bytes(problem); }
+  std::string bench_command(const runtime::Device& device, std::string_view solver) const {
+    return ops->bench_command(problem, device, solver);
+  }
   template <OpProblem P>
   const P& as() const {
     return *static_cast<const P*>(problem);
@@ -91,8 +109,12 @@ struct AnyProblem {
   ProblemRef ref() const { return {problem.get(), ops}; }
 };
 
-/// The operations of the kind a key names; throws Error(invalid_argument) for an unknown kind.
+/// The operations of problems of `kind`; throws Error(unsupported) for a kind whose problem type
+/// is not in this build.
 const ProblemOps& problem_ops_for(OpKind kind);
+/// Makes problem_ops_for(P::kKind) answer problem_ops<P>(). Each problem type calls it once, from a
+/// static initialiser in its own source file; returns true.
+bool register_problem_ops(const ProblemOps& ops);
 /// Parses any problem key ("conv-F-..."), dispatching on its kind; throws Error(invalid_argument)
 /// naming the key when malformed.
 AnyProblem parse_problem_key(std::string_view key);

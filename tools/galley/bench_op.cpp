@@ -1,0 +1,443 @@
+#include "bench_op.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <nlohmann/json.hpp>
+
+#include "bench_stats.hpp"
+#include "command.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/core/error.hpp"
+#include "galley/core/hash.hpp"
+#include "galley/core/units.hpp"
+#include "galley/memory/buffer.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tuning/tuner.hpp"
+#include "memory_budget.hpp"
+#include "strict_options.hpp"
+#include "table.hpp"
+
+namespace galley::cli {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string number(double value, int digits = 4) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+bool is_float(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
+
+// Seeded host data for one input by its Fill: uniform [-1, 1), positive [0.5, 1.5), zeros. Integer
+// inputs (indices) are zeros; an op whose integer input must hold more says so by its own Fill.
+std::vector<std::byte> host_input(const dnn::TensorArg& t, std::uint64_t seed) {
+  const std::int64_t count = static_cast<std::int64_t>(t.desc.bytes() / size_of(t.desc.dtype));
+  if (!is_float(t.desc.dtype) || t.fill == dnn::Fill::zero) return std::vector<std::byte>(t.desc.bytes());
+  std::vector<std::byte> data = dnn::random_tensor(t.desc.dtype, count, seed);
+  if (t.fill == dnn::Fill::positive) {
+    std::vector<float> values(static_cast<std::size_t>(count));
+    dnn::to_float(t.desc.dtype, data.data(), values.data(), count);
+    for (float& v : values) v = 1.0f + 0.5f * v;
+    dnn::from_float(t.desc.dtype, values.data(), data.data(), count);
+  }
+  return data;
+}
+
+// The problem's tensors on one device, by role, with the host data of the inputs.
+struct Tensors {
+  std::vector<dnn::TensorArg> args;
+  std::vector<memory::Buffer> buffers;
+  std::vector<std::vector<std::byte>> host;  // inputs and also-read outputs; empty for pure outputs
+  dnn::OpArgs op_args;
+};
+
+Tensors make_tensors(runtime::Stream& stream, dnn::ProblemRef problem) {
+  Tensors t;
+  t.args = problem.tensors();
+  std::uint64_t seed = fnv1a64(problem.key());
+  for (const dnn::TensorArg& a : t.args) {
+    t.buffers.push_back(memory::allocate(stream, a.desc.bytes()));
+    t.op_args.set(a.id, t.buffers.back().data());
+    t.host.push_back(!a.output || a.also_read ? host_input(a, seed++) : std::vector<std::byte>{});
+  }
+  return t;
+}
+
+// Copies the inputs (and also-read outputs) to the device and poisons the pure outputs: 0xFF bytes
+// are NaN in f32, f16 and bf16, so an element a solver leaves unwritten fails.
+void load(runtime::Stream& stream, Tensors& t) {
+  for (std::size_t i = 0; i < t.args.size(); ++i) {
+    if (!t.host[i].empty()) {
+      stream.copy_h2d(t.buffers[i].data(), t.host[i].data(), t.host[i].size());
+    } else {
+      stream.memset(t.buffers[i].data(), 0xff, t.args[i].desc.bytes());
+    }
+  }
+}
+
+// The outputs the cpu backend's reference solver computes from the same inputs, by tensor index.
+std::vector<std::vector<std::byte>> reference_outputs(dnn::ProblemRef problem) {
+  const runtime::Device cpu = runtime::device("cpu");
+  const dnn::SolverBase* ref = nullptr;
+  std::vector<std::string> refused;
+  for (const dnn::SolverBase* s : dnn::solvers_of(cpu.backend(), problem.kind())) {
+    if (!s->is_reference()) continue;
+    const dnn::Applicability a = s->check_any(problem, cpu);
+    if (a) {
+      ref = s;
+      break;
+    }
+    refused.push_back(std::string(s->name()) + ": " + a.reason);
+  }
+  if (ref == nullptr) {
+    throw Error(Status::unsupported, "-V 1: no reference solver of " + std::string(dnn::to_string(problem.kind())) +
+                                         " accepts " + problem.key() + (refused.empty() ? "" : " (" + join(refused) + ")"));
+  }
+  runtime::Stream stream(cpu);
+  Tensors host = make_tensors(stream, problem);  // the same seeds: the same inputs
+  load(stream, host);
+  const std::size_t ws_bytes = ref->workspace_bytes_any(problem, cpu);
+  const memory::Buffer ws = memory::allocate(stream, ws_bytes);
+  dnn::OpArgs args = host.op_args;
+  args.workspace = ws.data();
+  args.workspace_bytes = ws_bytes;
+  ref->run_any(stream, problem, args);
+  std::vector<std::vector<std::byte>> out(host.args.size());
+  for (std::size_t i = 0; i < host.args.size(); ++i) {
+    if (!host.args[i].output) continue;
+    out[i].resize(host.args[i].desc.bytes());
+    stream.copy_d2h(out[i].data(), host.buffers[i].data(), out[i].size());
+  }
+  stream.synchronize();
+  return out;
+}
+
+// Verifies one choice: every output against the reference. Fills result.verified and friends.
+void verify(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice& choice, Tensors& t,
+            const dnn::OpArgs& args, const std::vector<std::vector<std::byte>>& ref, double tolerance,
+            OpBenchResult& result) {
+  load(stream, t);
+  choice.solver->run_any(stream, problem, args, choice.config.get());
+  bool passed = true;
+  double worst = 0;
+  std::string summary;
+  for (std::size_t i = 0; i < t.args.size(); ++i) {
+    const dnn::TensorArg& a = t.args[i];
+    if (!a.output) continue;
+    std::vector<std::byte> got(a.desc.bytes());
+    stream.copy_d2h(got.data(), t.buffers[i].data(), got.size());
+    stream.synchronize();
+    std::string line;
+    if (is_float(a.desc.dtype)) {
+      const auto count = static_cast<std::int64_t>(got.size() / size_of(a.desc.dtype));
+      const dnn::Comparison c = dnn::compare_outputs(a.desc.dtype, got.data(), ref[i].data(), count, tolerance);
+      passed = passed && c.passed;
+      worst = std::isnan(c.max_rel_err) ? c.max_rel_err : std::max(worst, c.max_rel_err);
+      line = c.summary;
+    } else {
+      const bool same = std::memcmp(got.data(), ref[i].data(), got.size()) == 0;
+      passed = passed && same;
+      line = same ? "identical" : "differs from the reference";
+    }
+    summary += (summary.empty() ? "" : "; ") + std::string(dnn::to_string(a.id)) + ": " + line;
+  }
+  result.verified = passed;
+  result.max_rel_err = worst;
+  result.verify_summary = summary;
+}
+
+void measure(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice& choice, Tensors& t,
+             const std::vector<std::vector<std::byte>>* ref, const OpBenchOptions& options, OpBenchResult& result) {
+  const runtime::Device& device = stream.device();
+  result.workspace_bytes = choice.solver->workspace_bytes_any(problem, device, choice.config.get());
+  result.detail = choice.solver->detail_any(problem, device);
+  MemoryBudget(device).device("workspace of " + result.solver, result.workspace_bytes).check("problem " + problem.key());
+  const memory::Buffer ws = memory::allocate(stream, result.workspace_bytes);
+  dnn::OpArgs args = t.op_args;
+  args.workspace = ws.data();
+  args.workspace_bytes = result.workspace_bytes;
+  const auto run = [&] { choice.solver->run_any(stream, problem, args, choice.config.get()); };
+
+  if (ref != nullptr) {
+    verify(stream, problem, choice, t, args, *ref,
+           options.tolerance > 0 ? options.tolerance : problem.tolerance(), result);
+  }
+  for (int i = 0; i < options.warmup; ++i) run();
+  runtime::Event sizing_start(device), sizing_stop(device);
+  sizing_start.record(stream);
+  run();
+  sizing_stop.record(stream);
+  sizing_stop.synchronize();
+  result.batch = batch_for(sizing_stop.elapsed_ms_since(sizing_start));
+  // At most kPending samples in flight, so memory stays bounded however many iterations are asked.
+  constexpr std::size_t kPending = 64;
+  std::deque<std::pair<runtime::Event, runtime::Event>> pending;
+  std::vector<double> times;
+  auto read_oldest = [&] {
+    auto& [start, stop] = pending.front();
+    stop.synchronize();
+    times.push_back(stop.elapsed_ms_since(start) / result.batch);
+    pending.pop_front();
+  };
+  for (int i = 0; i < options.iterations; ++i) {
+    if (pending.size() == kPending) read_oldest();
+    auto& [start, stop] = pending.emplace_back(runtime::Event(device), runtime::Event(device));
+    start.record(stream);
+    for (int b = 0; b < result.batch; ++b) run();
+    stop.record(stream);
+  }
+  while (!pending.empty()) read_oldest();
+  stream.synchronize();
+  result.ms = median(times);
+  const double seconds = result.ms * 1e-3;
+  result.tflops = seconds > 0 ? problem.flops() / seconds / 1e12 : 0;
+  result.gbps = seconds > 0 ? problem.min_bytes() / seconds / 1e9 : 0;
+}
+
+// The choices to time on `device`: one named solver, all but the references, or the tuner's pick.
+std::vector<dnn::Choice> chosen(const OpBenchFlags& flags, const runtime::Device& device, dnn::ProblemRef problem,
+                                std::string& tuner_note) {
+  const dnn::OpKind kind = problem.kind();
+  const auto list = dnn::solvers_of(device.backend(), kind);
+  if (!flags.solver.empty()) {
+    if (const dnn::SolverBase* s = dnn::find_solver(device.backend(), kind, flags.solver)) return {{s, nullptr}};
+    std::vector<std::string> here;
+    for (const dnn::SolverBase* s : list) here.emplace_back(s->name());
+    throw Error(Status::not_found, "--solver " + flags.solver + " is not a " + dnn::to_string(kind) +
+                                       " solver of device " + device.name() + " (its solvers: " + join(here) +
+                                       "; all: " + join(dnn::solver_names(kind)) + ")");
+  }
+  if (flags.all_solvers) {
+    std::vector<dnn::Choice> out;
+    for (const dnn::SolverBase* s : list) {
+      if (!s->is_reference()) out.push_back({s, nullptr});
+    }
+    return out;
+  }
+  const tuning::AnyPick pick = tuning::default_tuner().pick(problem, device);
+  tuner_note = std::string(pick.solver->name()) + (pick.config.empty() ? "" : " [" + pick.config + "]") +
+               (pick.hit ? " (find-db hit, " : " (no hit: ") + tuning::to_string(pick.source) + ")";
+  return {{pick.solver, pick.config_handle}};
+}
+
+std::string verify_cell(const OpBenchResult& r) {
+  if (!r.error.empty()) return "ERROR";
+  if (!r.verified) return "-";
+  return std::string(*r.verified ? "ok " : "FAIL ") + number(*r.max_rel_err, 2);
+}
+
+nlohmann::json to_json(const std::vector<OpBenchProblem>& problems, const std::vector<std::string>& notes,
+                       const runtime::Device& device, const OpBenchOptions& options) {
+  nlohmann::json out;
+  out["device"] = device.name();
+  out["device_model"] = device.properties().name;
+  out["iterations"] = options.iterations;
+  out["warmup"] = options.warmup;
+  out["verify"] = options.verify;
+  out["problems"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const OpBenchProblem& p = problems[i];
+    const dnn::ProblemRef ref = p.problem.ref();
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& r : p.results) {
+      nlohmann::json j = {{"solver", r.solver},
+                          {"config", r.config},
+                          {"ms", r.ms},
+                          {"batch", r.batch},
+                          {"tflops", r.tflops},
+                          {"gbps", r.gbps},
+                          {"workspace_bytes", r.workspace_bytes},
+                          {"verified", r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr)},
+                          {"max_rel_err", r.max_rel_err && std::isfinite(*r.max_rel_err)
+                                              ? nlohmann::json(*r.max_rel_err)
+                                              : nlohmann::json(nullptr)},
+                          {"detail", r.detail}};
+      if (!r.verify_summary.empty()) j["verify_summary"] = r.verify_summary;
+      if (!r.error.empty()) j["error"] = r.error;
+      results.push_back(std::move(j));
+    }
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const auto& [solver, reason] : p.skipped) skipped.push_back({{"solver", solver}, {"reason", reason}});
+    out["problems"].push_back({{"key", ref.key()},
+                               {"tag", p.tag},
+                               {"command", ref.bench_command(device, "")},
+                               {"flops", ref.flops()},
+                               {"bytes", ref.min_bytes()},
+                               {"tuner", notes[i].empty() ? nlohmann::json(nullptr) : nlohmann::json(notes[i])},
+                               {"results", std::move(results)},
+                               {"skipped", std::move(skipped)}});
+  }
+  return out;
+}
+
+void print_table(const std::vector<OpBenchProblem>& problems, const std::vector<std::string>& notes,
+                 const runtime::Device& device, const OpBenchOptions& options) {
+  std::printf("device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~1 ms, "
+              "divided by its size) after %d warm-up%s\n",
+              device.name().c_str(), device.properties().name.c_str(), options.iterations, options.warmup,
+              options.verify ? ", every output verified against the cpu reference" : "");
+  Table table({"problem", "solver", "ms", "GB/s", "TFLOP/s", "workspace", "verify", "detail"});
+  for (const auto& p : problems) {
+    const std::string name = p.tag.empty() ? p.problem.ref().key() : p.tag;
+    for (const auto& r : p.results) {
+      if (!r.error.empty()) {
+        table.add({name, r.solver, "-", "-", "-", "-", "ERROR", r.error});
+        continue;
+      }
+      table.add({name, r.solver, number(r.ms), number(r.gbps, 4), number(r.tflops, 3), format_bytes(r.workspace_bytes),
+                 verify_cell(r), r.verified && !*r.verified ? r.verify_summary : r.detail});
+    }
+    if (p.results.empty()) {
+      for (const auto& [solver, reason] : p.skipped) table.add({name, solver, "-", "-", "-", "-", "n/a", reason});
+    }
+  }
+  table.print();
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    if (notes[i].empty()) continue;
+    const OpBenchProblem& p = problems[i];
+    std::printf("tuner pick for %s: %s\n", (p.tag.empty() ? p.problem.ref().key() : p.tag).c_str(), notes[i].c_str());
+  }
+}
+
+}  // namespace
+
+void add_op_bench_flags(CLI::App* cmd, OpBenchFlags& flags, bool with_layout, bool with_direction) {
+  cmd->add_option("-V", flags.verify, "1: verify every output against the cpu reference")->check(integer_in(0, 1));
+  cmd->add_option("-i", flags.iterations, "timed iterations; the median is reported (default 10)")
+      ->check(integer_in(1, kMaxRepeats));
+  cmd->add_option("--warmup", flags.warmup, "untimed runs before timing (default 1)")->check(integer_in(0, kMaxRepeats));
+  cmd->add_option("--tolerance", flags.tolerance,
+                  "with -V 1: passes when max|got-ref| / max|ref| <= this (default: the op's, by dtype)")
+      ->check(number_in(0, true));
+  cmd->add_option("--dtype", flags.dtype, "f32, f16 or bf16 (default f32)");
+  if (with_layout) cmd->add_option("--layout", flags.layout, "nchw or nhwc (default nchw)");
+  if (with_direction) {
+    cmd->add_option("-F", flags.direction, "1 forward (default), 2 backward, 0 both")->check(integer_in(0, 2));
+  }
+  cmd->add_option("--device", flags.device, "cpu, cuda:0, hip:0 (default GALLEY_DEVICE, else the first GPU)");
+  cmd->add_option("--solver", flags.solver, "time only this solver");
+  cmd->add_flag("--all-solvers", flags.all_solvers, "time every applicable solver except the references");
+  cmd->add_flag("--json", flags.json, "machine-readable output");
+}
+
+std::vector<bool> directions(const OpBenchFlags& flags) {
+  switch (flags.direction) {
+    case 0: return {false, true};
+    case 2: return {true};
+    default: return {false};
+  }
+}
+
+OpBenchProblem bench_op_problem(runtime::Stream& stream, dnn::ProblemRef problem, std::string tag,
+                                const std::vector<dnn::Choice>& choices, const OpBenchOptions& options) {
+  if (options.iterations < 1) {
+    throw Error(Status::invalid_argument, "-i " + std::to_string(options.iterations) + ": need at least 1 iteration");
+  }
+  problem.validate();
+  OpBenchProblem out{dnn::AnyProblem::copy_of(problem), std::move(tag), {}, {}};
+  const runtime::Device& device = stream.device();
+  std::vector<dnn::Choice> runnable;
+  for (const dnn::Choice& c : choices) {
+    const dnn::Applicability a = c.solver->check_any(problem, device);
+    if (a) {
+      runnable.push_back(c);
+    } else {
+      out.skipped.emplace_back(std::string(c.solver->name()), a.reason);
+    }
+  }
+  if (runnable.empty()) return out;
+
+  MemoryBudget budget(device);
+  for (const dnn::TensorArg& t : problem.tensors()) {
+    budget.device(std::string(t.name), t.desc.bytes()).host("host " + std::string(t.name), t.desc.bytes());
+    if (options.verify) budget.host("reference " + std::string(t.name), t.desc.bytes());
+  }
+  budget.check("problem " + problem.key());
+  Tensors t = make_tensors(stream, problem);
+  load(stream, t);
+  std::vector<std::vector<std::byte>> ref;
+  if (options.verify) ref = reference_outputs(problem);
+  stream.synchronize();
+
+  for (const dnn::Choice& c : runnable) {
+    OpBenchResult result;
+    result.solver = std::string(c.solver->name());
+    try {
+      measure(stream, problem, c, t, options.verify ? &ref : nullptr, options, result);
+    } catch (const std::exception& e) {
+      result.error = e.what();
+      try {
+        stream.synchronize();
+      } catch (const std::exception&) {
+        // Already reported as this solver's error.
+      }
+    }
+    out.results.push_back(std::move(result));
+  }
+  return out;
+}
+
+int run_op_bench(const OpBenchFlags& flags, const CLI::App& cmd, const std::vector<OpBenchLine>& lines) {
+  require_apart(cmd, "--solver", "--all-solvers");
+  if (cmd.count("--tolerance") > 0 && flags.verify != 1) {
+    throw Error(Status::invalid_argument, "--tolerance needs -V 1: it is the pass mark of the verification");
+  }
+  const runtime::Device device = flags.device.empty() ? runtime::default_device() : runtime::device(flags.device);
+  const OpBenchOptions options{flags.iterations, flags.warmup, flags.verify == 1, flags.tolerance};
+  runtime::Stream stream(device);
+  const bool progress = !flags.json && lines.size() > 1 && ::isatty(STDERR_FILENO);
+  std::vector<OpBenchProblem> results;
+  std::vector<std::string> notes;
+  bool failed = false;
+  int measured = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const dnn::ProblemRef problem = lines[i].problem.ref();
+    if (progress) {
+      std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, lines.size(),
+                   (lines[i].tag.empty() ? problem.key() : lines[i].tag).c_str());
+    }
+    problem.validate();
+    std::string note;
+    std::vector<dnn::Choice> choices;
+    try {
+      choices = chosen(flags, device, problem, note);
+    } catch (const Error& e) {
+      if (e.status() != Status::unsupported) throw;
+      results.push_back({lines[i].problem, lines[i].tag, {}, {{"(none)", e.what()}}});
+      notes.emplace_back();
+      continue;
+    }
+    results.push_back(bench_op_problem(stream, problem, lines[i].tag, choices, options));
+    notes.push_back(note);
+    for (auto& r : results.back().results) {
+      failed = failed || r.failed();
+      if (r.error.empty()) ++measured;
+    }
+  }
+  if (flags.json) {
+    std::printf("%s\n", to_json(results, notes, device, options).dump(2).c_str());
+  } else {
+    print_table(results, notes, device, options);
+  }
+  if (measured == 0) {
+    std::string why;
+    for (const auto& p : results) {
+      for (const auto& [solver, reason] : p.skipped) why += "\n  " + p.problem.ref().key() + ": " + solver + ": " + reason;
+    }
+    throw Error(Status::unsupported, "no solver ran on " + device.name() + why);
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace galley::cli
