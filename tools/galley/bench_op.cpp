@@ -4,16 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
 #include "command.hpp"
-#include "dnn/tensor_data.hpp"
+#include "dnn/op_verify.hpp"
 #include "galley/core/error.hpp"
-#include "galley/core/hash.hpp"
 #include "galley/core/units.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/runtime/device.hpp"
@@ -37,127 +35,7 @@ std::string number(double value, int digits = 4) {
   return text;
 }
 
-bool is_float(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
-
-// Seeded host data for one input by its Fill: uniform [-1, 1), positive [0.5, 1.5), zeros. Integer
-// inputs (indices) are zeros; an op whose integer input must hold more says so by its own Fill.
-std::vector<std::byte> host_input(const dnn::TensorArg& t, std::uint64_t seed) {
-  const std::int64_t count = static_cast<std::int64_t>(t.desc.bytes() / size_of(t.desc.dtype));
-  if (!is_float(t.desc.dtype) || t.fill == dnn::Fill::zero) return std::vector<std::byte>(t.desc.bytes());
-  std::vector<std::byte> data = dnn::random_tensor(t.desc.dtype, count, seed);
-  if (t.fill == dnn::Fill::positive) {
-    std::vector<float> values(static_cast<std::size_t>(count));
-    dnn::to_float(t.desc.dtype, data.data(), values.data(), count);
-    for (float& v : values) v = 1.0f + 0.5f * v;
-    dnn::from_float(t.desc.dtype, values.data(), data.data(), count);
-  }
-  return data;
-}
-
-// The problem's tensors on one device, by role, with the host data of the inputs.
-struct Tensors {
-  std::vector<dnn::TensorArg> args;
-  std::vector<memory::Buffer> buffers;
-  std::vector<std::vector<std::byte>> host;  // inputs and also-read outputs; empty for pure outputs
-  dnn::OpArgs op_args;
-};
-
-Tensors make_tensors(runtime::Stream& stream, dnn::ProblemRef problem) {
-  Tensors t;
-  t.args = problem.tensors();
-  std::uint64_t seed = fnv1a64(problem.key());
-  for (const dnn::TensorArg& a : t.args) {
-    t.buffers.push_back(memory::allocate(stream, a.desc.bytes()));
-    t.op_args.set(a.id, t.buffers.back().data());
-    t.host.push_back(!a.output || a.also_read ? host_input(a, seed++) : std::vector<std::byte>{});
-  }
-  return t;
-}
-
-// Copies the inputs (and also-read outputs) to the device and poisons the pure outputs: 0xFF bytes
-// are NaN in f32, f16 and bf16, so an element a solver leaves unwritten fails.
-void load(runtime::Stream& stream, Tensors& t) {
-  for (std::size_t i = 0; i < t.args.size(); ++i) {
-    if (!t.host[i].empty()) {
-      stream.copy_h2d(t.buffers[i].data(), t.host[i].data(), t.host[i].size());
-    } else {
-      stream.memset(t.buffers[i].data(), 0xff, t.args[i].desc.bytes());
-    }
-  }
-}
-
-// The outputs the cpu backend's reference solver computes from the same inputs, by tensor index.
-std::vector<std::vector<std::byte>> reference_outputs(dnn::ProblemRef problem) {
-  const runtime::Device cpu = runtime::device("cpu");
-  const dnn::SolverBase* ref = nullptr;
-  std::vector<std::string> refused;
-  for (const dnn::SolverBase* s : dnn::solvers_of(cpu.backend(), problem.kind())) {
-    if (!s->is_reference()) continue;
-    const dnn::Applicability a = s->check_any(problem, cpu);
-    if (a) {
-      ref = s;
-      break;
-    }
-    refused.push_back(std::string(s->name()) + ": " + a.reason);
-  }
-  if (ref == nullptr) {
-    throw Error(Status::unsupported, "-V 1: no reference solver of " + std::string(dnn::to_string(problem.kind())) +
-                                         " accepts " + problem.key() + (refused.empty() ? "" : " (" + join(refused) + ")"));
-  }
-  runtime::Stream stream(cpu);
-  Tensors host = make_tensors(stream, problem);  // the same seeds: the same inputs
-  load(stream, host);
-  const std::size_t ws_bytes = ref->workspace_bytes_any(problem, cpu);
-  const memory::Buffer ws = memory::allocate(stream, ws_bytes);
-  dnn::OpArgs args = host.op_args;
-  args.workspace = ws.data();
-  args.workspace_bytes = ws_bytes;
-  ref->run_any(stream, problem, args);
-  std::vector<std::vector<std::byte>> out(host.args.size());
-  for (std::size_t i = 0; i < host.args.size(); ++i) {
-    if (!host.args[i].output) continue;
-    out[i].resize(host.args[i].desc.bytes());
-    stream.copy_d2h(out[i].data(), host.buffers[i].data(), out[i].size());
-  }
-  stream.synchronize();
-  return out;
-}
-
-// Verifies one choice: every output against the reference. Fills result.verified and friends.
-void verify(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice& choice, Tensors& t,
-            const dnn::OpArgs& args, const std::vector<std::vector<std::byte>>& ref, double tolerance,
-            OpBenchResult& result) {
-  load(stream, t);
-  choice.solver->run_any(stream, problem, args, choice.config.get());
-  bool passed = true;
-  double worst = 0;
-  std::string summary;
-  for (std::size_t i = 0; i < t.args.size(); ++i) {
-    const dnn::TensorArg& a = t.args[i];
-    if (!a.output) continue;
-    std::vector<std::byte> got(a.desc.bytes());
-    stream.copy_d2h(got.data(), t.buffers[i].data(), got.size());
-    stream.synchronize();
-    std::string line;
-    if (is_float(a.desc.dtype)) {
-      const auto count = static_cast<std::int64_t>(got.size() / size_of(a.desc.dtype));
-      const dnn::Comparison c = dnn::compare_outputs(a.desc.dtype, got.data(), ref[i].data(), count, tolerance);
-      passed = passed && c.passed;
-      worst = std::isnan(c.max_rel_err) ? c.max_rel_err : std::max(worst, c.max_rel_err);
-      line = c.summary;
-    } else {
-      const bool same = std::memcmp(got.data(), ref[i].data(), got.size()) == 0;
-      passed = passed && same;
-      line = same ? "identical" : "differs from the reference";
-    }
-    summary += (summary.empty() ? "" : "; ") + std::string(dnn::to_string(a.id)) + ": " + line;
-  }
-  result.verified = passed;
-  result.max_rel_err = worst;
-  result.verify_summary = summary;
-}
-
-void measure(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice& choice, Tensors& t,
+void measure(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice& choice, dnn::OpTensors& t,
              const std::vector<std::vector<std::byte>>* ref, const OpBenchOptions& options, OpBenchResult& result) {
   const runtime::Device& device = stream.device();
   result.workspace_bytes = choice.solver->workspace_bytes_any(problem, device, choice.config.get());
@@ -170,8 +48,11 @@ void measure(runtime::Stream& stream, dnn::ProblemRef problem, const dnn::Choice
   const auto run = [&] { choice.solver->run_any(stream, problem, args, choice.config.get()); };
 
   if (ref != nullptr) {
-    verify(stream, problem, choice, t, args, *ref,
-           options.tolerance > 0 ? options.tolerance : problem.tolerance(), result);
+    const dnn::OpVerification v = dnn::verify_op(stream, problem, choice, t, *ref,
+                                                 options.tolerance > 0 ? options.tolerance : problem.tolerance());
+    result.verified = v.passed;
+    result.max_rel_err = v.max_rel_err;
+    result.verify_summary = v.summary;
   }
   for (int i = 0; i < options.warmup; ++i) run();
   runtime::Event sizing_start(device), sizing_stop(device);
@@ -252,7 +133,6 @@ nlohmann::json to_json(const std::vector<OpBenchProblem>& problems, const std::v
     nlohmann::json results = nlohmann::json::array();
     for (const auto& r : p.results) {
       nlohmann::json j = {{"solver", r.solver},
-                          {"config", r.config},
                           {"ms", r.ms},
                           {"batch", r.batch},
                           {"tflops", r.tflops},
@@ -364,10 +244,11 @@ OpBenchProblem bench_op_problem(runtime::Stream& stream, dnn::ProblemRef problem
     if (options.verify) budget.host("reference " + std::string(t.name), t.desc.bytes());
   }
   budget.check("problem " + problem.key());
-  Tensors t = make_tensors(stream, problem);
-  load(stream, t);
+  const std::uint64_t seed = dnn::default_op_seed(problem);
+  dnn::OpTensors t = dnn::make_op_tensors(stream, problem, seed);
+  dnn::load_op_tensors(stream, t);
   std::vector<std::vector<std::byte>> ref;
-  if (options.verify) ref = reference_outputs(problem);
+  if (options.verify) ref = dnn::reference_op_outputs(problem, seed);
   stream.synchronize();
 
   for (const dnn::Choice& c : runnable) {

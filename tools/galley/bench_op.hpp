@@ -52,7 +52,6 @@ struct OpBenchOptions {
 
 struct OpBenchResult {
   std::string solver;
-  std::string config;  ///< the inner choice run (the tuner's pick), empty for the default
   double ms = 0;       ///< median per call
   int batch = 1;       ///< back-to-back calls per timed sample
   double tflops = 0;

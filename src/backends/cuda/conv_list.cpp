@@ -5,8 +5,11 @@
 // the direct kernels, which claim everything of their direction, close the list.
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/gpu/conv_solvers.hpp"
+#include "backends/gpu/op_lists.hpp"
 
 namespace galley::backends::gpu {
+
+namespace {
 
 void register_conv_list() {
   constexpr std::string_view b = "cuda";
@@ -35,5 +38,9 @@ void register_conv_list() {
   list.push_back(make_conv_bwd_weights_direct(b));
   dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
 }
+
+const bool kListAdded = add_list_registrar(&register_conv_list);
+
+}  // namespace
 
 }  // namespace galley::backends::gpu

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backends/cuda/runtime_device.hpp"
-#include "backends/gpu/conv_solvers.hpp"
+#include "backends/gpu/op_lists.hpp"
 
 extern "C" int galley_plugin_register(int abi_version, char* error, std::size_t error_capacity) {
   namespace gpu = galley::backends::GALLEY_GPU_NS;
@@ -22,7 +22,7 @@ extern "C" int galley_plugin_register(int abi_version, char* error, std::size_t 
   }
   try {
     galley::runtime::register_backend(std::make_unique<gpu::GpuBackend>());
-    galley::backends::gpu::register_conv_list();
+    galley::backends::gpu::register_op_lists();
     return 0;
   } catch (const std::exception& e) {
     return fail(e.what());

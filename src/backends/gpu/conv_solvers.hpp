@@ -30,8 +30,4 @@ std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_igemm(std::string_view ba
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_direct(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_direct(std::string_view backend);
 
-/// Registers the plugin's conv list on its backend: defined by backends/cuda/conv_list.cpp in the
-/// cuda plugin and backends/hip/conv_list.cpp in the hip plugin. Called once, while it loads.
-void register_conv_list();
-
 }  // namespace galley::backends::gpu

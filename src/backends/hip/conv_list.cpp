@@ -2,8 +2,11 @@
 // kernels in the cuda list's order (MIOpen and rocBLAS solvers are not built yet), the direct
 // kernels last.
 #include "backends/gpu/conv_solvers.hpp"
+#include "backends/gpu/op_lists.hpp"
 
 namespace galley::backends::gpu {
+
+namespace {
 
 void register_conv_list() {
   constexpr std::string_view b = "hip";
@@ -25,5 +28,9 @@ void register_conv_list() {
   list.push_back(make_conv_bwd_weights_direct(b));
   dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
 }
+
+const bool kListAdded = add_list_registrar(&register_conv_list);
+
+}  // namespace
 
 }  // namespace galley::backends::gpu
