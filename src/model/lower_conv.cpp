@@ -1,0 +1,38 @@
+// Conv nodes as convolution_forward calls (NCHW, the layout ONNX gives).
+#include "galley/dnn/convolution.hpp"
+#include "model/lowering.hpp"
+
+namespace galley::model::detail {
+namespace {
+
+LoweredNode conv(const LoweringContext& ctx) {
+  const Shape& x = ctx.input(0).shape;
+  const Shape& w = ctx.input(1).shape;
+  const Shape& y = ctx.output(0).shape;
+  if (x.size() != 4 || w.size() != 4) ctx.fail("only 2-D convolution runs");
+  if (ctx.has_input(2)) ctx.fail("a bias input needs the elementwise op (not in this build)");
+  const auto pads = ctx.node.ints_attr("pads", {0, 0, 0, 0});
+  const auto strides = ctx.node.ints_attr("strides", {1, 1});
+  const auto dilations = ctx.node.ints_attr("dilations", {1, 1});
+  if (ctx.node.string_attr("auto_pad", "NOTSET") != "NOTSET") ctx.fail("attribute 'auto_pad' is not supported; export with explicit pads");
+  if (pads[0] != pads[2] || pads[1] != pads[3]) ctx.fail("asymmetric 'pads' are not supported");
+  const auto dtype = device_dtype(ctx.input(0).type);
+  dnn::ConvProblem p{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .k = w[0], .y = w[2], .x = w[3],
+                     .pad_h = pads[0], .pad_w = pads[1], .stride_h = strides[0], .stride_w = strides[1],
+                     .dilation_h = dilations[0], .dilation_w = dilations[1],
+                     .groups = ctx.node.int_attr("group", 1), .dtype = dtype.value_or(DType::f32)};
+  p.validate();
+  if (p.out_h() != y[2] || p.out_w() != y[3]) ctx.fail("output size disagrees with shape inference");
+  LoweredNode out;
+  out.output_descs.push_back(p.y_desc());
+  out.run = [p](RunContext& rc) {
+    const auto& solver = dnn::convolution_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], *rc.outputs[0]);
+    rc.solver = std::string(solver.name());
+  };
+  return out;
+}
+
+const bool kRegistered = register_lowering("Conv", conv);
+
+}  // namespace
+}  // namespace galley::model::detail

@@ -1,0 +1,65 @@
+// How a graph node becomes op-layer calls: each ONNX op has a lowering, registered from its own
+// lower_<family>.cpp, that reads the node's attributes and static shapes once (at Executor
+// construction) and returns what runs at each Executor::run(). Internal to the model layer.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "galley/dnn/tensor.hpp"
+#include "galley/model/graph.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+#include "galley/tensor.hpp"
+
+namespace galley::model::detail {
+
+/// A node's tensors during one run: its inputs (constants included, on the device) and its
+/// outputs, allocated by the executor before the call from the descriptors the lowering gave.
+struct RunContext {
+  runtime::Stream& stream;
+  std::vector<const Tensor*> inputs;  ///< null for an omitted optional input
+  std::vector<Tensor*> outputs;
+  std::string solver;  ///< what ran, for the per-layer report
+};
+
+struct LoweredNode {
+  std::function<void(RunContext&)> run;
+  /// The descriptor of each output; the executor allocates them (empty for an alias).
+  std::vector<dnn::TensorDesc> output_descs;
+  /// >= 0: output 0 is input `alias_input` with output_descs[0] as a view of the same storage
+  /// (Reshape, Flatten, Identity, Dropout): nothing runs.
+  int alias_input = -1;
+};
+
+/// What a lowering reads: the node and the graph's static facts.
+struct LoweringContext {
+  const Graph& graph;
+  const Node& node;
+  const runtime::Device& device;
+
+  [[noreturn]] void fail(const std::string& why) const;
+  bool has_input(std::size_t i) const { return i < node.inputs.size() && !node.inputs[i].empty(); }
+  const ValueInfo& input(std::size_t i) const;
+  const ValueInfo& output(std::size_t i) const;
+  /// The constant behind input i, or null when it is computed at run time.
+  const HostTensor* constant(std::size_t i) const;
+  /// The row-major descriptor of a value (rank 0 becomes [1]); fails naming the value for a dtype
+  /// the op layer has no storage for (i64, f64, bool on the device).
+  dnn::TensorDesc desc(const ValueInfo& value, const std::string& name) const;
+  dnn::TensorDesc input_desc(std::size_t i) const { return desc(input(i), node.inputs[i]); }
+  dnn::TensorDesc output_desc(std::size_t i) const { return desc(output(i), node.outputs[i]); }
+};
+
+using Lowering = std::function<LoweredNode(const LoweringContext&)>;
+
+/// Called once per op type from a static initialiser of a lower_*.cpp; returns true.
+bool register_lowering(const std::string& op_type, Lowering lowering);
+/// The lowering of `op_type`, or null.
+const Lowering* find_lowering(const std::string& op_type);
+
+/// The DType of a graph element type, or nothing for types without device storage.
+std::optional<DType> device_dtype(ElemType type);
+
+}  // namespace galley::model::detail
