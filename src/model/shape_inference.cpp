@@ -8,6 +8,7 @@
 
 #include "galley/core/error.hpp"
 #include "galley/model/graph.hpp"
+#include "model/shape_inference.hpp"
 
 namespace galley::model {
 namespace {
@@ -642,34 +643,36 @@ std::vector<std::string> supported_ops() {
   return out;
 }
 
-void infer_shapes(Graph& graph) {
-  for (const Node& node : graph.nodes) {
-    const auto it = rules().find(node.op_type);
-    if (it == rules().end()) {
-      throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' is not supported");
-    }
-    Context c{graph, node};
-    const Rule& rule = it->second;
-    // Shape: only the input's shape is needed, so it folds whenever that shape is static.
-    bool all_constant = !node.inputs.empty() || node.op_type == "Constant";
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.op_type == "Shape") break;
-      if (c.has_input(i) && c.constant(i) == nullptr) all_constant = false;
-    }
-    if (rule.fold && all_constant) {
-      if (node.outputs.size() != 1) c.fail("folding a node with " + std::to_string(node.outputs.size()) + " outputs is not supported");
-      HostTensor value = rule.fold(c);
-      graph.values[node.outputs[0]] = info(value.type, value.shape);
-      graph.constants[node.outputs[0]] = std::move(value);
-      continue;
-    }
-    if (rule.fold_only) c.fail("its inputs must be constants (a shape computation); only static shapes run");
-    const Infos out = rule.infer(c);
-    if (out.size() < node.outputs.size()) c.fail("has " + std::to_string(node.outputs.size()) + " outputs; supported: " + std::to_string(out.size()));
-    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-      if (!node.outputs[i].empty()) graph.values[node.outputs[i]] = out[i];
-    }
+void infer_node(Graph& graph, const Node& node) {
+  const auto it = rules().find(node.op_type);
+  if (it == rules().end()) {
+    throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' is not supported");
   }
+  Context c{graph, node};
+  const Rule& rule = it->second;
+  // Shape: only the input's shape is needed, so it folds whenever that shape is static.
+  bool all_constant = !node.inputs.empty() || node.op_type == "Constant";
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.op_type == "Shape") break;
+    if (c.has_input(i) && c.constant(i) == nullptr) all_constant = false;
+  }
+  if (rule.fold && all_constant) {
+    if (node.outputs.size() != 1) c.fail("folding a node with " + std::to_string(node.outputs.size()) + " outputs is not supported");
+    HostTensor value = rule.fold(c);
+    graph.values[node.outputs[0]] = info(value.type, value.shape);
+    graph.constants[node.outputs[0]] = std::move(value);
+    return;
+  }
+  if (rule.fold_only) c.fail("its inputs must be constants (a shape computation); only static shapes run");
+  const Infos out = rule.infer(c);
+  if (out.size() < node.outputs.size()) c.fail("has " + std::to_string(node.outputs.size()) + " outputs; supported: " + std::to_string(out.size()));
+  for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+    if (!node.outputs[i].empty()) graph.values[node.outputs[i]] = out[i];
+  }
+}
+
+void infer_shapes(Graph& graph) {
+  for (const Node& node : graph.nodes) infer_node(graph, node);
   for (const std::string& out : graph.outputs) {
     if (!graph.value(out).shape_known) throw Error(Status::unsupported, "graph output '" + out + "' has no static shape");
   }

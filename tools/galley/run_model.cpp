@@ -19,6 +19,7 @@
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/units.hpp"
+#include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/onnx.hpp"
 #include "galley/runtime/device.hpp"
@@ -29,7 +30,8 @@ namespace galley::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, inputs, device;
+  std::string model, zoo, inputs, device;
+  std::int64_t size = 224;
   bool check = false;
   std::int64_t batch = 0;
   int iterations = 20;
@@ -137,7 +139,7 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
   }
   std::printf("%s on %s, batch %lld: median %.3f ms, p90 %.3f ms per iteration (%d iterations after %d warm-up), "
               "%.1f images/s, peak memory %s\n",
-              args.model.c_str(), exec.device().name().c_str(), static_cast<long long>(batch), med, p90, args.iterations,
+              (args.model.empty() ? args.zoo : args.model).c_str(), exec.device().name().c_str(), static_cast<long long>(batch), med, p90, args.iterations,
               args.warmup, batch * 1000.0 / med, format_bytes(report.peak_bytes).c_str());
   if (args.verbose) {
     Table table({"node", "op", "solver", "ms"});
@@ -150,10 +152,16 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
 int run_model(const RunArgs& args, const CLI::App& cmd) {
   if (args.check && args.inputs.empty()) throw Error(Status::invalid_argument, "--check needs --inputs DIR (ONNX test data)");
   if (!args.inputs.empty() && !args.check) throw Error(Status::invalid_argument, "--inputs needs --check: the given inputs are compared with their outputs");
+  if (args.model.empty() == args.zoo.empty()) {
+    throw Error(Status::invalid_argument, "give a model file or --model NAME, not " + std::string(args.model.empty() ? "neither" : "both"));
+  }
+  if (!args.zoo.empty() && args.check) throw Error(Status::invalid_argument, "--check needs an ONNX model file with test data");
   model::OnnxImportOptions import;
   if (cmd.count("--batch") > 0) import.batch = args.batch;
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  model::Executor exec(model::import_onnx(args.model, import), device);
+  model::Executor exec(args.zoo.empty() ? model::import_onnx(args.model, import)
+                                        : model::build_model(args.zoo, import.batch.value_or(1), args.size),
+                       device);
   runtime::Stream stream(device);
   return args.check ? check_against(exec, stream, args) : throughput(exec, stream, args);
 }
@@ -161,7 +169,9 @@ int run_model(const RunArgs& args, const CLI::App& cmd) {
 const bool registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = root.add_subcommand("run", "Run an ONNX model: check it against test data, or time it on random inputs");
-  cmd->add_option("model", args->model, "the .onnx file")->required();
+  cmd->add_option("model", args->model, "the .onnx file");
+  cmd->add_option("--model", args->zoo, "a network built in C++ instead of a file: resnet18, resnet50, mobilenet_v2, tiny_cnn");
+  cmd->add_option("--size", args->size, "image size of --model (default 224)")->check(integer_in(32, 4096));
   cmd->add_option("--inputs", args->inputs, "ONNX test-data folder with input_*.pb and output_*.pb (with --check)");
   cmd->add_flag("--check", args->check, "compare the outputs with output_*.pb; exit 1 on a mismatch");
   cmd->add_option("--device", args->device, "cpu, cuda:0, hip:0 (default GALLEY_DEVICE, else the first GPU)");
