@@ -15,10 +15,25 @@ namespace {
 std::atomic<SolverPicker> g_picker{nullptr};
 
 thread_local bool t_cmd_log_suppressed = false;
+thread_local bool t_reference_only = false;
+
+// The first reference solver of the device's list that accepts the problem.
+const SolverBase& select_reference(ProblemRef problem, const runtime::Device& device) {
+  std::string refused;
+  for (const SolverBase* s : solvers_of(device.backend(), problem.kind())) {
+    if (!s->is_reference()) continue;
+    const Applicability a = s->check_any(problem, device);
+    if (a) return *s;
+    refused += "; " + std::string(s->name()) + ": " + a.reason;
+  }
+  throw Error(Status::unsupported, "no reference solver of " + device.name() + " accepts " + problem.key() + refused);
+}
 
 }  // namespace
 
 detail::SuppressCmdLog::SuppressCmdLog() : previous_(t_cmd_log_suppressed) { t_cmd_log_suppressed = true; }
+detail::ReferenceSolversOnly::ReferenceSolversOnly() : previous_(t_reference_only) { t_reference_only = true; }
+detail::ReferenceSolversOnly::~ReferenceSolversOnly() { t_reference_only = previous_; }
 detail::SuppressCmdLog::~SuppressCmdLog() { t_cmd_log_suppressed = previous_; }
 
 void set_solver_picker(SolverPicker picker) { g_picker.store(picker, std::memory_order_release); }
@@ -71,7 +86,10 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
   }
   const runtime::Device& device = stream.device();
   Choice choice;
-  if (solver == nullptr) {
+  if (solver == nullptr && t_reference_only) {
+    choice.solver = &select_reference(problem, device);
+    if (report != nullptr) *report = CallReport{std::string(choice.solver->name()), {}, false, "reference"};
+  } else if (solver == nullptr) {
     const SolverPicker picker = g_picker.load(std::memory_order_acquire);
     if (picker != nullptr) {
       choice = picker(problem, device, report);

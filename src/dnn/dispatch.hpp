@@ -59,5 +59,19 @@ class SuppressCmdLog {
   bool previous_;
 };
 
+/// While alive, execute() calls of this thread that name no solver run the device's first
+/// reference solver accepting the problem (the executor's reference path, which checks a network
+/// against the plain loops); Error(unsupported) when the device has none.
+class ReferenceSolversOnly {
+ public:
+  ReferenceSolversOnly();
+  ~ReferenceSolversOnly();
+  ReferenceSolversOnly(const ReferenceSolversOnly&) = delete;
+  ReferenceSolversOnly& operator=(const ReferenceSolversOnly&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace detail
 }  // namespace galley::dnn

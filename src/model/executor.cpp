@@ -1,9 +1,11 @@
 #include "galley/model/executor.hpp"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "galley/core/error.hpp"
+#include "dnn/dispatch.hpp"
 #include "galley/memory/device_memory.hpp"
 #include "model/lowering.hpp"
 
@@ -74,6 +76,7 @@ const Lowering* find_lowering(const std::string& op_type) {
 struct Executor::Impl {
   Graph graph;
   runtime::Device device;
+  ExecutorOptions options;
   std::vector<detail::LoweredNode> lowered;
   std::map<std::string, Tensor> device_constants;
   std::map<std::string, std::size_t> last_reader;  // value -> index of the last node reading it
@@ -106,9 +109,10 @@ HostTensor to_host(runtime::Stream& stream, const Tensor& tensor) {
   return h;
 }
 
-Executor::Executor(Graph graph, const runtime::Device& device) : impl_(std::make_unique<Impl>()) {
+Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->graph = std::move(graph);
   impl_->device = device;
+  impl_->options = options;
   Impl& m = *impl_;
   runtime::Stream stream(device);
   // Graph inputs and outputs must have device storage (a bool or int64 input cannot be fed).
@@ -176,6 +180,10 @@ std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::
     if (values.count(name) == 0) throw Error(Status::invalid_argument, "'" + name + "' is not an input of the graph");
   }
   const std::set<std::string> outputs(m.graph.outputs.begin(), m.graph.outputs.end());
+  std::optional<dnn::detail::ReferenceSolversOnly> reference;
+  if (m.options.reference) reference.emplace();
+  std::size_t runnable = 0, done = 0;
+  for (const auto& low : m.lowered) runnable += low.run ? 1 : 0;
   if (report != nullptr) {
     *report = {};
     stream.synchronize();
@@ -186,6 +194,7 @@ std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::
     detail::LoweredNode& low = m.lowered[i];
     if (!low.run && low.alias_input < 0) continue;  // folded
     detail::RunContext ctx{stream, {}, {}, {}};
+
     for (const std::string& in : node.inputs) {
       if (in.empty()) {
         ctx.inputs.push_back(nullptr);
@@ -218,11 +227,19 @@ std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::
         start->record(stream);
       }
       low.run(ctx);
-      if (report != nullptr && options.time_layers) {
-        stop->record(stream);
-        stop->synchronize();
-        report->layers.push_back({node.name, node.op_type, ctx.solver, stop->elapsed_ms_since(*start)});
+      if (report != nullptr) {
+        double ms = 0;
+        if (options.time_layers) {
+          stop->record(stream);
+          stop->synchronize();
+          ms = stop->elapsed_ms_since(*start);
+        }
+        const dnn::CallReport& r = ctx.report;
+        report->layers.push_back({node.name, node.op_type, r.solver, r.source, r.tuner_hit, ms});
+        report->tuned += r.source == "tuned" ? 1 : 0;
+        report->hits += r.tuner_hit ? 1 : 0;
       }
+      if (options.on_node) options.on_node(++done, runnable, node);
       for (std::size_t o = 0; o < node.outputs.size(); ++o) {
         if (!node.outputs[o].empty()) values[node.outputs[o]] = {produced[o], {}};
       }

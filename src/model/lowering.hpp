@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/dnn/solver.hpp"
 #include "galley/dnn/tensor.hpp"
 #include "galley/model/graph.hpp"
 #include "galley/runtime/device.hpp"
@@ -21,7 +22,9 @@ struct RunContext {
   runtime::Stream& stream;
   std::vector<const Tensor*> inputs;  ///< null for an omitted optional input
   std::vector<Tensor*> outputs;
-  std::string solver;  ///< what ran, for the per-layer report
+  /// What the op-layer call did (solver, tuner hit or tuned): the lowering passes it to the entry
+  /// point, the executor reports it per layer.
+  dnn::CallReport report;
 };
 
 struct LoweredNode {

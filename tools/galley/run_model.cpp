@@ -131,7 +131,9 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
                         {"images_per_s", batch * 1000.0 / med}, {"peak_bytes", report.peak_bytes}};
     if (args.verbose) {
       nlohmann::json l = nlohmann::json::array();
-      for (const auto& t : layers.layers) l.push_back({{"node", t.node}, {"op", t.op_type}, {"solver", t.solver}, {"ms", t.ms}});
+      for (const auto& t : layers.layers) {
+        l.push_back({{"node", t.node}, {"op", t.op_type}, {"solver", t.solver}, {"source", t.source}, {"tuner_hit", t.tuner_hit}, {"ms", t.ms}});
+      }
       j["layers"] = l;
     }
     std::printf("%s\n", j.dump(2).c_str());
@@ -142,8 +144,8 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
               (args.model.empty() ? args.zoo : args.model).c_str(), exec.device().name().c_str(), static_cast<long long>(batch), med, p90, args.iterations,
               args.warmup, batch * 1000.0 / med, format_bytes(report.peak_bytes).c_str());
   if (args.verbose) {
-    Table table({"node", "op", "solver", "ms"});
-    for (const auto& t : layers.layers) table.add({t.node, t.op_type, t.solver.empty() ? "-" : t.solver, fixed(t.ms, 4)});
+    Table table({"node", "op", "solver", "chosen by", "ms"});
+    for (const auto& t : layers.layers) table.add({t.node, t.op_type, t.solver.empty() ? "-" : t.solver, t.source, fixed(t.ms, 4)});
     table.print();
   }
   return 0;

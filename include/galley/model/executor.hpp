@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,28 +17,40 @@
 
 namespace galley::model {
 
-/// What one node did in the last run (when timing was asked for).
-struct LayerTiming {
+/// What one node did in a run.
+struct LayerReport {
   std::string node;
   std::string op_type;
-  std::string solver;  ///< the op-layer solver that ran, "" for views and copies
-  double ms = 0;       ///< device time of the node's calls (events around them)
+  std::string solver;  ///< the op-layer solver that ran, "" for views
+  std::string source;  ///< how it was chosen: "user find-db", "cache", "tuned", "reference", ...
+  bool tuner_hit = false;
+  double ms = 0;  ///< device time of the node's calls when RunOptions::time_layers, else 0
 };
 
 struct RunReport {
-  std::vector<LayerTiming> layers;        ///< in node order, when RunOptions::time_layers
-  std::size_t peak_bytes = 0;             ///< the caching allocator's peak allocated bytes during the run
+  std::vector<LayerReport> layers;  ///< in node order, views and folded nodes left out
+  std::size_t peak_bytes = 0;       ///< the caching allocator's peak allocated bytes during the run
+  int tuned = 0;                    ///< layers whose problem was tuned in this run
+  int hits = 0;                     ///< layers whose solver came from stored tuning
 };
 
 struct RunOptions {
   bool time_layers = false;  ///< events around each node (slower; for --verbose)
+  /// Called after each node with (nodes done, nodes that run): a progress bar while tuning.
+  std::function<void(std::size_t, std::size_t, const Node&)> on_node;
+};
+
+struct ExecutorOptions {
+  /// Every op runs the device's reference solver instead of the tuner's pick: the plain loops a
+  /// network's result is checked against (cpu only).
+  bool reference = false;
 };
 
 class Executor {
  public:
   /// Lowers every node for `device`; throws Error naming the node and op when one cannot run there
   /// (an op the op layer lacks, an attribute it does not implement, a dtype it does not take).
-  Executor(Graph graph, const runtime::Device& device);
+  Executor(Graph graph, const runtime::Device& device, ExecutorOptions options = {});
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
