@@ -70,12 +70,22 @@ std::string ActivProblem::key() const {
   out += rank == 4 ? to_string(layout) : "row";
   out += '-';
   out += to_string(activation);
-  out += "-a" + key_number(alpha) + "-b" + key_number(beta);
+  out += "-a";
+  out += key_number(alpha);
+  out += "-b";
+  out += key_number(beta);
   if (rank == 4) {
-    for (int i = 0; i < 4; ++i) out += "-" + std::string(1, kDimLetters[i]) + std::to_string(dims[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < 4; ++i) {
+      out += '-';
+      out += kDimLetters[i];
+      out += std::to_string(dims[static_cast<std::size_t>(i)]);
+    }
   } else {
     out += "-d";
-    for (int i = 0; i < rank; ++i) out += (i ? "x" : "") + std::to_string(dims[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < rank; ++i) {
+      if (i > 0) out += 'x';
+      out += std::to_string(dims[static_cast<std::size_t>(i)]);
+    }
   }
   return out;
 }
@@ -144,7 +154,10 @@ std::string ActivProblem::bench_command(const runtime::Device& device, std::stri
             " -W " + std::to_string(dims[3]);
   } else {
     line += " --shape ";
-    for (int i = 0; i < rank; ++i) line += (i ? "," : "") + std::to_string(dims[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < rank; ++i) {
+      if (i > 0) line += ',';
+      line += std::to_string(dims[static_cast<std::size_t>(i)]);
+    }
   }
   line += std::string(" -F ") + (direction == ActivDirection::forward ? "1" : "2") + " --dtype " +
           galley::to_string(dtype);
