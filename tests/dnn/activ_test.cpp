@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/activ_vector_math.hpp"
+#include "backends/cpu/conv_isa.hpp"
 #include "dnn/activation_dispatch.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_activ.hpp"
@@ -410,6 +412,44 @@ TEST(ActivExtremes, NaNPropagatesAsInTorch) {
   }
 }
 
+struct TestIsa {};
+using FastMath = backends::cpu::VectorMath<TestIsa>;
+
+// The cpu solver's own elementary functions against libm in double, over the whole float range.
+TEST(ActivVectorMath, AccurateEverywhereAndNaNPropagates) {
+  double worst_exp = 0, worst_expm1 = 0, worst_tanh = 0, worst_erf = 0;
+  for (float x = -120.f; x <= 120.f; x += 0.0037f) {
+    const double e = std::exp(static_cast<double>(x));
+    if (e > 1.3e-38 && e < 3.4e38) worst_exp = std::max(worst_exp, std::abs(FastMath::exp(x) - e) / e);
+    const double em1 = std::expm1(static_cast<double>(x));
+    if (em1 < 3.4e38) worst_expm1 = std::max(worst_expm1, std::abs(FastMath::expm1(x) - em1) / std::abs(em1 ? em1 : 1));
+    const double th = std::tanh(static_cast<double>(x));
+    worst_tanh = std::max(worst_tanh, std::abs(FastMath::tanh(x) - th) / std::abs(th ? th : 1));
+    worst_erf = std::max(worst_erf, std::abs(FastMath::erf(x) - std::erf(static_cast<double>(x))));
+  }
+  for (float x = -1e-3f; x <= 1e-3f; x += 1.3e-6f) {  // near 0, where expm1 and tanh keep their relative accuracy
+    const double em1 = std::expm1(static_cast<double>(x));
+    if (em1 != 0) worst_expm1 = std::max(worst_expm1, std::abs(FastMath::expm1(x) - em1) / std::abs(em1));
+    const double th = std::tanh(static_cast<double>(x));
+    if (th != 0) worst_tanh = std::max(worst_tanh, std::abs(FastMath::tanh(x) - th) / std::abs(th));
+  }
+  EXPECT_LT(worst_exp, 3e-7);
+  EXPECT_LT(worst_expm1, 3e-7);
+  EXPECT_LT(worst_tanh, 3e-7);
+  EXPECT_LT(worst_erf, 5e-7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(FastMath::exp(100.f), inf);
+  EXPECT_EQ(FastMath::exp(-100.f), 0.f);
+  EXPECT_EQ(FastMath::exp(0.f), 1.f);
+  EXPECT_EQ(FastMath::expm1(-inf), -1.f);
+  EXPECT_EQ(FastMath::tanh(inf), 1.f);
+  EXPECT_EQ(FastMath::tanh(-inf), -1.f);
+  EXPECT_EQ(FastMath::erf(-inf), -1.f);
+  for (float v : {FastMath::exp(nan), FastMath::expm1(nan), FastMath::tanh(nan), FastMath::erf(nan)}) {
+    EXPECT_TRUE(std::isnan(v));
+  }
+}
+
 std::vector<ActivProblem> conformance_problems() {
   std::vector<ActivProblem> out;
   for (Activation a : all_activations()) {
@@ -436,6 +476,12 @@ std::vector<ActivProblem> conformance_problems() {
   return out;
 }
 
+// Restores the cpu ISA level when a test ends, however it ends.
+struct IsaCap {
+  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
+  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
+};
+
 TEST(ActivConformance, EveryCpuSolverMatchesTheReference) {
   const auto solvers = cpu_solvers();
   int checked = 0;
@@ -449,6 +495,23 @@ TEST(ActivConformance, EveryCpuSolverMatchesTheReference) {
     }
   }
   EXPECT_EQ(checked, 11 * 3 * 6 * 2);
+}
+
+// The baseline loops (no AVX2, no F16C), which the AVX2 machines that run the tests never take.
+TEST(ActivConformance, BaselineLoopsMatchTheReference) {
+  const IsaCap cap(backends::cpu::CpuIsa::scalar);
+  const auto solvers = cpu_solvers();
+  int checked = 0;
+  for (const ActivProblem& p : conformance_problems()) {
+    if (p.elements() > 10000) continue;
+    for (const ActivSolver* s : solvers) {
+      if (s->is_reference()) continue;
+      const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 11 * 3 * 5 * 2);
 }
 
 // y may be x and dx may be dy: the result is the out-of-place one, bit for bit.
