@@ -39,10 +39,14 @@ std::vector<float> load(const ActivProblem& p, const void* data) {
 void reference_activation(const ActivProblem& p, const ActivArgs& args) {
   p.validate();
   const std::int64_t count = p.elements();
+  // The parameters as PyTorch's kernels (and every solver here) see them: rounded to float, the
+  // math type of f32, f16 and bf16 alike. Then an input equal to a clip bound is equal to it here
+  // too, and the reference takes the same side of every kink.
+  const double alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
   std::vector<float> result(static_cast<std::size_t>(count));
   if (p.direction == ActivDirection::forward) {
     const std::vector<float> x = load(p, args.x);
-    with_activation<double>(p.activation, p.alpha, p.beta, [&](auto f) {
+    with_activation<double>(p.activation, alpha, beta, [&](auto f) {
       for (std::int64_t i = 0; i < count; ++i) {
         result[static_cast<std::size_t>(i)] = static_cast<float>(f.forward(static_cast<double>(x[static_cast<std::size_t>(i)])));
       }
@@ -52,7 +56,7 @@ void reference_activation(const ActivProblem& p, const ActivArgs& args) {
   }
   const std::vector<float> dy = load(p, args.dy);
   const std::vector<float> v = load(p, p.reads_dst() ? static_cast<const void*>(args.y) : args.x);
-  with_activation<double>(p.activation, p.alpha, p.beta, [&](auto f) {
+  with_activation<double>(p.activation, alpha, beta, [&](auto f) {
     for (std::int64_t i = 0; i < count; ++i) {
       const auto k = static_cast<std::size_t>(i);
       result[k] = static_cast<float>(f.backward(static_cast<double>(dy[k]), static_cast<double>(v[k])));

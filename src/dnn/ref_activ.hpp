@@ -12,8 +12,9 @@ namespace galley::dnn {
 inline constexpr const char* kRefActivName = "ref.activ";
 
 /// Synchronous activation on host memory, either direction (args as ActivArgs documents them,
-/// in place allowed). Each element is computed in double from the stored input and rounded once
-/// to the storage type. Validates the problem first.
+/// in place allowed). Each element is computed in double from the stored input, with alpha and
+/// beta rounded to float as PyTorch's kernels take them, and rounded once to the storage type.
+/// Validates the problem first.
 void reference_activation(const ActivProblem& problem, const ActivArgs& args);
 
 /// The reference as a solver, the last entry of the cpu activ list.

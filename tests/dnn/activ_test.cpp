@@ -347,6 +347,24 @@ TEST(ActivReference, DerivativesAtKinksAreTorchs) {
   EXPECT_DOUBLE_EQ(d(Activation::silu, 0), 0.5);
 }
 
+// The reference takes the parameters as float, as PyTorch's kernels do: an input equal to the
+// float bound is at the bound, though the double 0.70001 lies on the other side of it.
+TEST(ActivReference, ParametersAreTakenAsFloat) {
+  ActivProblem p = row(Activation::clip, {1});
+  p.alpha = 0;
+  p.beta = 0.70001;
+  const float bound = static_cast<float>(p.beta);
+  ASSERT_GT(static_cast<double>(bound), p.beta) << "pick a bound that float rounds up";
+  float y = -1;
+  reference_activation(p, ActivArgs{&bound, &y});
+  EXPECT_EQ(y, bound);
+  p.direction = ActivDirection::backward;
+  const float dy = 1.f;
+  float dx = -1;
+  reference_activation(p, ActivArgs{&bound, nullptr, &dy, &dx});
+  EXPECT_EQ(dx, 0.f) << "x == beta: clip's derivative is 0 at its bounds";
+}
+
 // Large |x| saturates; it never makes NaN (in float, where exp and x^3 overflow), on every solver.
 TEST(ActivExtremes, LargeInputsGiveNoNaN) {
   const float big = std::numeric_limits<float>::max();

@@ -39,7 +39,9 @@ std::vector<ActivProblem> problems() {
           ActivProblem::contiguous(a, dt, {(1 << 18) + 3}),
       };
       if (a == Activation::leaky_relu) shapes[1].alpha = -0.2;
-      if (a == Activation::clip) shapes[1].beta = 1;  // lower bound 0: cuDNN's clipped relu takes it
+      // Lower bound 0, so cuDNN's clipped relu takes it; an upper bound inside the data that no
+      // stored value equals, since a vendor need not take PyTorch's side at the bound itself.
+      if (a == Activation::clip) shapes[1].beta = 0.70001;
       if (a == Activation::clip) shapes[3].alpha = -1, shapes[3].beta = 1;
       if (a == Activation::elu) shapes[1].alpha = 0.4;
       for (ActivDirection d : {ActivDirection::forward, ActivDirection::backward}) {
