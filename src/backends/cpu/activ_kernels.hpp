@@ -1,0 +1,106 @@
+// The loops of cpu.activ.blocked, as a template over the elementary-function policy, included by
+// activ_blocked.cpp (baseline x86-64) and activ_blocked_avx2.cpp (AVX2 + FMA + F16C), each with
+// its own internal Math type (see activ_vector_math.hpp), so each file's copy is its own.
+//
+// A call's elements are cut into blocks of kActivBlock; f16/bf16 blocks are widened to float on
+// the stack, computed and narrowed back, so the inner loop is always a plain float loop over an
+// activation_math functor, which the compiler vectorises. Reading a block before writing it makes
+// in-place calls (y == x, dx == dy) safe.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cpu/conv_convert.hpp"
+#include "dnn/activation_dispatch.hpp"
+#include "galley/core/dtype.hpp"
+#include "galley/dnn/activation.hpp"
+
+namespace galley::backends::cpu {
+
+/// Elements per block: three float buffers of it (24 KiB) stay in L1/L2 between widening,
+/// computing and narrowing.
+inline constexpr std::int64_t kActivBlock = 2048;
+
+/// Elements [begin, end) of one activation call, on the calling thread.
+void activ_range_avx2(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin, std::int64_t end);
+
+template <class Math>
+struct ActivKernels {
+  template <class F>
+  static void forward_span(const F f, const float* x, float* y, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = f.forward(x[i]);
+  }
+
+  template <class F>
+  static void backward_span(const F f, const float* dy, const float* v, float* dx, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) dx[i] = f.backward(dy[i], v[i]);
+  }
+
+  static void widen(DType dtype, const void* src, std::int64_t offset, float* dst, std::int64_t count, bool f16c) {
+    const auto* in = static_cast<const std::uint16_t*>(src) + offset;
+    const auto n = static_cast<std::size_t>(count);
+    if (f16c) {
+      dtype == DType::f16 ? avx2::half_to_float(in, dst, n) : avx2::bf16_to_float(in, dst, n);
+    } else if (dtype == DType::f16) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_float(in[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = bfloat16_to_float(in[i]);
+    }
+  }
+
+  static void narrow(DType dtype, const float* src, void* dst, std::int64_t offset, std::int64_t count, bool f16c) {
+    auto* out = static_cast<std::uint16_t*>(dst) + offset;
+    const auto n = static_cast<std::size_t>(count);
+    if (f16c) {
+      dtype == DType::f16 ? avx2::float_to_half(src, out, n) : avx2::float_to_bf16(src, out, n);
+    } else if (dtype == DType::f16) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = float_to_half(src[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) out[i] = float_to_bfloat16(src[i]);
+    }
+  }
+
+  template <class F>
+  static void run(const F f, const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin,
+                  std::int64_t end, bool f16c) {
+    const bool forward = p.direction == dnn::ActivDirection::forward;
+    const void* in0 = forward ? a.x : a.dy;
+    const void* in1 = forward ? nullptr : (p.reads_dst() ? static_cast<const void*>(a.y) : a.x);
+    void* out = forward ? a.y : a.dx;
+    if (p.dtype == DType::f32) {
+      const auto* i0 = static_cast<const float*>(in0);
+      const auto* i1 = static_cast<const float*>(in1);
+      auto* o = static_cast<float*>(out);
+      if (forward) {
+        forward_span(f, i0 + begin, o + begin, end - begin);
+      } else {
+        backward_span(f, i0 + begin, i1 + begin, o + begin, end - begin);
+      }
+      return;
+    }
+    alignas(64) float b0[kActivBlock];
+    alignas(64) float b1[kActivBlock];
+    alignas(64) float bo[kActivBlock];
+    for (std::int64_t s = begin; s < end; s += kActivBlock) {
+      const std::int64_t n = std::min(kActivBlock, end - s);
+      widen(p.dtype, in0, s, b0, n, f16c);
+      if (forward) {
+        forward_span(f, b0, bo, n);
+      } else {
+        widen(p.dtype, in1, s, b1, n, f16c);
+        backward_span(f, b0, b1, bo, n);
+      }
+      narrow(p.dtype, bo, out, s, n, f16c);
+    }
+  }
+
+  /// Elements [begin, end) with the activation's functor over Math.
+  static void range(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin, std::int64_t end,
+                    bool f16c) {
+    dnn::with_activation<float, Math>(p.activation, p.alpha, p.beta,
+                                      [&](auto f) { run(f, p, a, begin, end, f16c); });
+  }
+};
+
+}  // namespace galley::backends::cpu
