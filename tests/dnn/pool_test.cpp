@@ -4,6 +4,7 @@
 // entry points' refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -257,6 +258,9 @@ TEST(RefPool, BackwardMatchesCentralFiniteDifferences) {
     PoolProblem bwd = fwd;
     bwd.direction = PoolDirection::backward;
     const std::vector<float> dx = run_ref(bwd, dy, nullptr, &x);
+    double largest = 0;
+    for (float v : dx) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+    EXPECT_GT(largest, 0.05) << fwd.key();  // a zero gradient would match a flat loss trivially
     const float eps = 0.02f;
     for (std::int64_t i = 0; i < nx; ++i) {
       std::vector<float> xp = x, xm = x;

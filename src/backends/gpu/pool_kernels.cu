@@ -11,36 +11,56 @@ namespace {
 
 using i64 = long long;
 
+// Index math in I: int when every index and window bound fits (fits_int32), so the divisions that
+// split a thread's index into coordinates are 32-bit; long long otherwise.
+template <typename I>
 struct Span {
-  i64 begin, end, padded_extent;
+  I begin, end, padded_extent;
 };
 
-__device__ __forceinline__ Span window_of(i64 o, i64 in, i64 out, i64 k, i64 s, i64 pad, bool adaptive) {
-  if (adaptive) {
-    const i64 b = o * in / out;
-    const i64 e = ((o + 1) * in + out - 1) / out;
-    return {b, e, e - b};
+// One axis of the windows, in I.
+template <typename I>
+struct Axis {
+  I in, out, k, s, pad;
+  bool adaptive;
+
+  __device__ __forceinline__ Span<I> window(I o) const {
+    if (adaptive) {
+      const I b = o * in / out;
+      const I e = ((o + 1) * in + out - 1) / out;
+      return {b, e, e - b};
+    }
+    const I start = o * s - pad;
+    const I stop = min(start + k, in + pad);
+    return {max(start, I(0)), min(stop, in), stop - start};
   }
-  const i64 start = o * s - pad;
-  const i64 stop = min(start + k, in + pad);
-  return {max(start, i64(0)), min(stop, in), stop - start};
+  // The outputs whose windows hold input i: [first, last].
+  __device__ __forceinline__ void covering(I i, I& first, I& last) const {
+    if (adaptive) {
+      first = i * out / in;
+      last = min(out - 1, ((i + 1) * out - 1) / in);
+      return;
+    }
+    const I hi = i + pad;
+    const I lo = hi - k + 1;
+    first = lo <= 0 ? 0 : (lo + s - 1) / s;
+    last = min(out - 1, hi / s);
+  }
+};
+
+template <typename I>
+__device__ __forceinline__ Axis<I> axis_h(const PoolParams& p) {
+  return {I(p.h), I(p.oh), I(p.kh), I(p.sh), I(p.ph), p.adaptive};
+}
+template <typename I>
+__device__ __forceinline__ Axis<I> axis_w(const PoolParams& p) {
+  return {I(p.w), I(p.ow), I(p.kw), I(p.sw), I(p.pw), p.adaptive};
 }
 
-__device__ __forceinline__ void covering(i64 i, i64 in, i64 out, i64 k, i64 s, i64 pad, bool adaptive, i64& first,
-                                         i64& last) {
-  if (adaptive) {
-    first = i * out / in;
-    last = min(out - 1, ((i + 1) * out - 1) / in);
-    return;
-  }
-  const i64 hi = i + pad;
-  const i64 lo = hi - k + 1;
-  first = lo <= 0 ? 0 : (lo + s - 1) / s;
-  last = min(out - 1, hi / s);
-}
-
-__device__ __forceinline__ float divisor(int mode, const Span& sh, const Span& sw) {
-  return mode == 1 ? float(sh.padded_extent * sw.padded_extent) : float((sh.end - sh.begin) * (sw.end - sw.begin));
+template <typename I>
+__device__ __forceinline__ float divisor(int mode, const Span<I>& sh, const Span<I>& sw) {
+  return mode == 1 ? float(sh.padded_extent) * float(sw.padded_extent)
+                   : float(sh.end - sh.begin) * float(sw.end - sw.begin);
 }
 
 // V elements as floats: V == 8 is one 16-byte load for f16/bf16 (two for f32), V == 1 a scalar.
@@ -63,6 +83,28 @@ __device__ __forceinline__ void store_v(T* p, const float (&v)[V]) {
   }
 }
 
+// V indices: two 16-byte accesses for V == 8 (pool_vector_width checked the alignment).
+template <int V>
+__device__ __forceinline__ void load_idx(const std::int32_t* p, int (&out)[V]) {
+  if constexpr (V == 8) {
+    const int4 a = reinterpret_cast<const int4*>(p)[0], b = reinterpret_cast<const int4*>(p)[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = p[l];
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_idx(std::int32_t* p, const int (&v)[V]) {
+  if constexpr (V == 8) {
+    reinterpret_cast<int4*>(p)[0] = make_int4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<int4*>(p)[1] = make_int4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) p[l] = v[l];
+  }
+}
+
 // Whether candidate (v, i) beats the current (best, at) under the sequential rule, in a form that
 // does not depend on visiting order: a NaN beats any number and a later NaN, a larger value wins,
 // and among equal values the first position does.
@@ -72,48 +114,49 @@ __device__ __forceinline__ bool beats(float v, int i, float best, int at) {
   return v > best || (v == best && i < at);
 }
 
-template <typename T, int V, bool kNhwc>
+template <typename T, int V, bool kNhwc, typename I>
 __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
-                                    std::int32_t* __restrict__ idx, i64 total) {
-  const i64 cvecs = p.c / V;
-  for (i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += i64(gridDim.x) * blockDim.x) {
-    i64 n, c, oh, ow, out, base, hs, ws;
+                                    std::int32_t* __restrict__ idx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const I cvecs = C / V;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    I n, c, oh, ow, out, base, hs, ws;
     if (kNhwc) {
       c = (t % cvecs) * V;
-      i64 r = t / cvecs;
-      ow = r % p.ow;
-      r /= p.ow;
-      oh = r % p.oh;
-      n = r / p.oh;
-      out = ((n * p.oh + oh) * p.ow + ow) * p.c + c;
-      base = n * p.h * p.w * p.c + c;
-      hs = p.w * p.c;
-      ws = p.c;
+      I r = t / cvecs;
+      ow = r % OW;
+      r /= OW;
+      oh = r % OH;
+      n = r / OH;
+      out = ((n * OH + oh) * OW + ow) * C + c;
+      base = n * H * W * C + c;
+      hs = W * C;
+      ws = C;
     } else {
-      ow = t % p.ow;
-      i64 r = t / p.ow;
-      oh = r % p.oh;
-      r /= p.oh;
-      c = r % p.c;
-      n = r / p.c;
+      ow = t % OW;
+      I r = t / OW;
+      oh = r % OH;
+      r /= OH;
+      c = r % C;
+      n = r / C;
       out = t;
-      base = (n * p.c + c) * p.h * p.w;
-      hs = p.w;
+      base = (n * C + c) * H * W;
+      hs = W;
       ws = 1;
     }
-    const Span sh = window_of(oh, p.h, p.oh, p.kh, p.sh, p.ph, p.adaptive);
-    const Span sw = window_of(ow, p.w, p.ow, p.kw, p.sw, p.pw, p.adaptive);
+    const Span<I> sh = ah.window(oh), sw = aw.window(ow);
     float acc[V];
     if (p.mode == 0) {
       int at[V];
-      const int first = int(sh.begin * p.w + sw.begin);
+      const int first = int(sh.begin * W + sw.begin);
 #pragma unroll
       for (int l = 0; l < V; ++l) acc[l] = -INFINITY, at[l] = first;
-      for (i64 ih = sh.begin; ih < sh.end; ++ih) {
-        for (i64 iw = sw.begin; iw < sw.end; ++iw) {
+      for (I ih = sh.begin; ih < sh.end; ++ih) {
+        for (I iw = sw.begin; iw < sw.end; ++iw) {
           float v[V];
           load_v<T, V>(x + base + ih * hs + iw * ws, v);
-          const int pos = int(ih * p.w + iw);
+          const int pos = int(ih * W + iw);
 #pragma unroll
           for (int l = 0; l < V; ++l) {
             if (v[l] > acc[l] || v[l] != v[l]) acc[l] = v[l], at[l] = pos;
@@ -121,15 +164,12 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
         }
       }
       if (y != nullptr) store_v<T, V>(y + out, acc);
-      if (idx != nullptr) {
-#pragma unroll
-        for (int l = 0; l < V; ++l) idx[out + l] = at[l];
-      }
+      if (idx != nullptr) store_idx<V>(idx + out, at);
     } else {
 #pragma unroll
       for (int l = 0; l < V; ++l) acc[l] = 0.f;
-      for (i64 ih = sh.begin; ih < sh.end; ++ih) {
-        for (i64 iw = sw.begin; iw < sw.end; ++iw) {
+      for (I ih = sh.begin; ih < sh.end; ++ih) {
+        for (I iw = sw.begin; iw < sw.end; ++iw) {
           float v[V];
           load_v<T, V>(x + base + ih * hs + iw * ws, v);
 #pragma unroll
@@ -144,47 +184,51 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
   }
 }
 
-template <typename T, int V, bool kNhwc, bool kMax>
+template <typename T, int V, bool kNhwc, bool kMax, typename I>
 __global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy, const std::int32_t* __restrict__ idx,
-                                     T* __restrict__ dx, i64 total) {
-  const i64 cvecs = p.c / V;
-  for (i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += i64(gridDim.x) * blockDim.x) {
-    i64 n, c, ih, iw, in_off;
+                                     T* __restrict__ dx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const I cvecs = C / V;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    I n, c, ih, iw, in_off;
     if (kNhwc) {
       c = (t % cvecs) * V;
-      i64 r = t / cvecs;
-      iw = r % p.w;
-      r /= p.w;
-      ih = r % p.h;
-      n = r / p.h;
-      in_off = ((n * p.h + ih) * p.w + iw) * p.c + c;
+      I r = t / cvecs;
+      iw = r % W;
+      r /= W;
+      ih = r % H;
+      n = r / H;
+      in_off = ((n * H + ih) * W + iw) * C + c;
     } else {
-      iw = t % p.w;
-      i64 r = t / p.w;
-      ih = r % p.h;
-      r /= p.h;
-      c = r % p.c;
-      n = r / p.c;
+      iw = t % W;
+      I r = t / W;
+      ih = r % H;
+      r /= H;
+      c = r % C;
+      n = r / C;
       in_off = t;
     }
-    i64 oh0, oh1, ow0, ow1;
-    covering(ih, p.h, p.oh, p.kh, p.sh, p.ph, p.adaptive, oh0, oh1);
-    covering(iw, p.w, p.ow, p.kw, p.sw, p.pw, p.adaptive, ow0, ow1);
-    const int pos = int(ih * p.w + iw);
+    I oh0, oh1, ow0, ow1;
+    ah.covering(ih, oh0, oh1);
+    aw.covering(iw, ow0, ow1);
+    const int pos = int(ih * W + iw);
     float acc[V];
 #pragma unroll
     for (int l = 0; l < V; ++l) acc[l] = 0.f;
-    for (i64 oh = oh0; oh <= oh1; ++oh) {
-      const Span sh = window_of(oh, p.h, p.oh, p.kh, p.sh, p.ph, p.adaptive);
-      for (i64 ow = ow0; ow <= ow1; ++ow) {
-        const i64 o = kNhwc ? ((n * p.oh + oh) * p.ow + ow) * p.c + c : ((n * p.c + c) * p.oh + oh) * p.ow + ow;
+    for (I oh = oh0; oh <= oh1; ++oh) {
+      const Span<I> sh = ah.window(oh);
+      for (I ow = ow0; ow <= ow1; ++ow) {
+        const I o = kNhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow;
         float g[V];
         load_v<T, V>(dy + o, g);
         if (kMax) {
+          int at[V];
+          load_idx<V>(idx + o, at);
 #pragma unroll
-          for (int l = 0; l < V; ++l) acc[l] += idx[o + l] == pos ? g[l] : 0.f;
+          for (int l = 0; l < V; ++l) acc[l] += at[l] == pos ? g[l] : 0.f;
         } else {
-          const float d = divisor(p.mode, sh, window_of(ow, p.w, p.ow, p.kw, p.sw, p.pw, p.adaptive));
+          const float d = divisor(p.mode, sh, aw.window(ow));
 #pragma unroll
           for (int l = 0; l < V; ++l) acc[l] += g[l] / d;
         }
@@ -194,8 +238,10 @@ __global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy, con
   }
 }
 
-// Global nchw: one warp per plane, lanes striding over it (coalesced), then a shuffle tree.
-template <typename T>
+// Global nchw: one warp per plane, lanes striding over it (16-byte loads when the plane allows),
+// then a shuffle tree. A lane visits its elements in increasing order and `beats` does not depend
+// on order, so the tree keeps the sequential rule.
+template <typename T, int V>
 __global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
                                         std::int32_t* __restrict__ idx) {
   const int lane = threadIdx.x & 31;
@@ -203,83 +249,131 @@ __global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T
   if (plane >= p.n * p.c) return;
   const i64 hw = p.h * p.w;
   const T* xp = x + plane * hw;
-  if (p.mode == 0) {
-    float best = -INFINITY;
-    int at = 0x7fffffff;
-    for (i64 i = lane; i < hw; i += 32) {
-      const float v = ldg_f32(xp + i);
-      if (beats(v, int(i), best, at)) best = v, at = int(i);
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-#if GALLEY_GPU_HIP
-      const float ob = __shfl_down(best, off);
-      const int oa = __shfl_down(at, off);
-#else
-      const float ob = __shfl_down_sync(0xffffffffu, best, off);
-      const int oa = __shfl_down_sync(0xffffffffu, at, off);
-#endif
-      if (beats(ob, oa, best, at)) best = ob, at = oa;
-    }
-    if (lane == 0) {
-      if (y != nullptr) y[plane] = from_f32<T>(best);
-      if (idx != nullptr) idx[plane] = at;
-    }
-  } else {
-    float sum = 0.f;
-    for (i64 i = lane; i < hw; i += 32) sum += ldg_f32(xp + i);
-    for (int off = 16; off > 0; off >>= 1) {
-#if GALLEY_GPU_HIP
-      sum += __shfl_down(sum, off);
-#else
-      sum += __shfl_down_sync(0xffffffffu, sum, off);
-#endif
-    }
-    if (lane == 0) y[plane] = from_f32<T>(sum / float(hw));
-  }
-}
-
-// Global nhwc: a block holds 32 channels of one image (threadIdx.x, coalesced) and 8 pixel rows
-// (threadIdx.y) striding over the plane; shared memory merges the rows.
-constexpr int kGlobalRows = 8;
-template <typename T>
-__global__ void pool_global_nhwc_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
-                                        std::int32_t* __restrict__ idx) {
-  __shared__ float vals[kGlobalRows][32];
-  __shared__ int ats[kGlobalRows][32];
-  const i64 n = blockIdx.y;
-  const i64 c = i64(blockIdx.x) * 32 + threadIdx.x;
-  const i64 hw = p.h * p.w;
-  const bool live = c < p.c;
-  const T* xp = x + n * hw * p.c + c;
   float best = p.mode == 0 ? -INFINITY : 0.f;
   int at = 0x7fffffff;
-  if (live) {
-    for (i64 i = threadIdx.y; i < hw; i += kGlobalRows) {
-      const float v = ldg_f32(xp + i * p.c);
+  for (i64 j = lane; j < hw / V; j += 32) {
+    float v[V];
+    load_v<T, V>(xp + j * V, v);
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
       if (p.mode != 0) {
-        best += v;
-      } else if (beats(v, int(i), best, at)) {
-        best = v, at = int(i);
+        best += v[l];
+      } else if (beats(v[l], int(j * V + l), best, at)) {
+        best = v[l], at = int(j * V + l);
       }
     }
   }
-  vals[threadIdx.y][threadIdx.x] = best;
-  ats[threadIdx.y][threadIdx.x] = at;
+  for (int off = 16; off > 0; off >>= 1) {
+#if GALLEY_GPU_HIP
+    const float ob = __shfl_down(best, off);
+    const int oa = __shfl_down(at, off);
+#else
+    const float ob = __shfl_down_sync(0xffffffffu, best, off);
+    const int oa = __shfl_down_sync(0xffffffffu, at, off);
+#endif
+    if (p.mode != 0) {
+      best += ob;
+    } else if (beats(ob, oa, best, at)) {
+      best = ob, at = oa;
+    }
+  }
+  if (lane == 0) {
+    if (p.mode != 0) best /= float(hw);
+    if (y != nullptr) y[plane] = from_f32<T>(best);
+    if (p.mode == 0 && idx != nullptr) idx[plane] = at;
+  }
+}
+
+// Global nhwc, pass one: a block holds 32 x V channels of one image (threadIdx.x, coalesced 16-byte
+// loads) and kGlobalRows pixel rows (threadIdx.y) striding over its share of the plane
+// (blockIdx.z of `splits`); it leaves one partial per channel and share in the workspace.
+constexpr int kGlobalRows = 8;
+template <typename T, int V>
+__global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restrict__ x, float* __restrict__ part_v,
+                                                int* __restrict__ part_i, int splits) {
+  __shared__ float vals[kGlobalRows][32][V];
+  __shared__ int ats[kGlobalRows][32][V];
+  const i64 n = blockIdx.y;
+  const i64 c = (i64(blockIdx.x) * 32 + threadIdx.x) * V;
+  const i64 hw = p.h * p.w;
+  const i64 share = (hw + splits - 1) / splits;
+  const i64 begin = blockIdx.z * share, end = min(hw, begin + share);
+  const bool live = c < p.c;
+  float acc[V];
+  int at[V];
+#pragma unroll
+  for (int l = 0; l < V; ++l) acc[l] = p.mode == 0 ? -INFINITY : 0.f, at[l] = 0x7fffffff;
+  if (live) {
+    for (i64 i = begin + threadIdx.y; i < end; i += kGlobalRows) {
+      float v[V];
+      load_v<T, V>(x + (n * hw + i) * p.c + c, v);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        if (p.mode != 0) {
+          acc[l] += v[l];
+        } else if (beats(v[l], int(i), acc[l], at[l])) {
+          acc[l] = v[l], at[l] = int(i);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < V; ++l) vals[threadIdx.y][threadIdx.x][l] = acc[l], ats[threadIdx.y][threadIdx.x][l] = at[l];
   __syncthreads();
   if (threadIdx.y != 0 || !live) return;
   for (int r = 1; r < kGlobalRows; ++r) {
-    const float v = vals[r][threadIdx.x];
-    const int a = ats[r][threadIdx.x];
-    if (p.mode != 0) {
-      best += v;
-    } else if (beats(v, a, best, at)) {
-      best = v, at = a;
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      const float v = vals[r][threadIdx.x][l];
+      const int a = ats[r][threadIdx.x][l];
+      if (p.mode != 0) {
+        acc[l] += v;
+      } else if (beats(v, a, acc[l], at[l])) {
+        acc[l] = v, at[l] = a;
+      }
     }
   }
-  const i64 o = n * p.c + c;
-  if (p.mode != 0) best /= float(hw);
-  if (y != nullptr) y[o] = from_f32<T>(best);
-  if (p.mode == 0 && idx != nullptr) idx[o] = at;
+  const i64 o = (n * splits + blockIdx.z) * p.c + c;
+#pragma unroll
+  for (int l = 0; l < V; ++l) part_v[o + l] = acc[l], part_i[o + l] = at[l];
+}
+
+// Global nhwc, pass two: one thread per (image, channel) merges the shares.
+template <typename T>
+__global__ void pool_global_nhwc_finish_kernel(PoolParams p, const float* __restrict__ part_v,
+                                               const int* __restrict__ part_i, int splits, T* __restrict__ y,
+                                               std::int32_t* __restrict__ idx) {
+  const i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.n * p.c) return;
+  const i64 n = t / p.c, c = t % p.c;
+  float best = p.mode == 0 ? -INFINITY : 0.f;
+  int at = 0x7fffffff;
+  for (int s = 0; s < splits; ++s) {
+    const i64 o = (n * splits + s) * p.c + c;
+    if (p.mode != 0) {
+      best += part_v[o];
+    } else if (beats(part_v[o], part_i[o], best, at)) {
+      best = part_v[o], at = part_i[o];
+    }
+  }
+  if (p.mode != 0) best /= float(p.h * p.w);
+  if (y != nullptr) y[t] = from_f32<T>(best);
+  if (p.mode == 0 && idx != nullptr) idx[t] = at;
+}
+
+int global_vec(const PoolParams& p, const void* x) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  if (p.nhwc) return aligned && p.c % 8 == 0 ? 8 : 1;
+  return aligned && (p.h * p.w) % 8 == 0 ? 8 : 1;
+}
+
+// Shares of an nhwc plane: enough blocks to fill a large GPU (about 1024), each share at least
+// a few rows per thread; at most gridDim.z's 65535.
+int global_splits(const PoolParams& p) {
+  const i64 groups = (p.c + 255) / 256 * p.n;
+  const i64 want = (1024 + groups - 1) / groups;
+  const i64 most = std::max<i64>(1, p.h * p.w / (4 * kGlobalRows));
+  return int(std::clamp<i64>(std::min(want, most), 1, 65535));
 }
 
 unsigned grid_for(i64 total, int threads) {
@@ -314,16 +408,50 @@ int pool_vector_width(const PoolParams& p, const void* const* pointers, int coun
   return 8;
 }
 
+namespace {
+
+// Whether every index and window bound of the kernels fits in int, with room for one grid stride
+// past the end (a grid-stride loop's last step): the tensors, the products o * in of adaptive
+// bounds, and the padded extents. In double, so absurd sizes cannot wrap the test itself.
+bool fits_int32(const PoolParams& p) {
+  const double stride = 65535.0 * 32 * 256;
+  const double limit = 2147483647.0 - stride;
+  const double sizes[] = {double(p.in_elems()),
+                          double(p.out_elems()),
+                          (double(p.oh) + 1) * (double(p.h) + 1),
+                          (double(p.ow) + 1) * (double(p.w) + 1),
+                          double(p.oh) * double(p.sh) + double(p.kh) + double(p.ph) + double(p.h),
+                          double(p.ow) * double(p.sw) + double(p.kw) + double(p.pw) + double(p.w)};
+  for (double v : sizes) {
+    if (v >= limit) return false;
+  }
+  return true;
+}
+
+template <typename Launch>
+void with_index_type(const PoolParams& p, Launch&& launch) {
+  if (fits_int32(p)) {
+    launch(int(0));
+  } else {
+    launch(i64(0));
+  }
+}
+
+}  // namespace
+
 void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec, void* stream) {
   constexpr int kThreads = 256;
   const i64 total = p.out_elems() / vec;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kernel = !p.nhwc ? pool_forward_kernel<T, 1, false>
-                  : vec == 8 ? pool_forward_kernel<T, 8, true>
-                             : pool_forward_kernel<T, 1, true>;
-    kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
-                                                                         static_cast<T*>(y), idx, total);
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      auto kernel = !p.nhwc   ? pool_forward_kernel<T, 1, false, I>
+                    : vec == 8 ? pool_forward_kernel<T, 8, true, I>
+                               : pool_forward_kernel<T, 1, true, I>;
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
+                                                                           static_cast<T*>(y), idx, I(total));
+    });
   });
   check_launch("gpu.pool.direct (forward)");
 }
@@ -335,32 +463,49 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
   const bool is_max = p.mode == 0;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kernel = is_max ? (!p.nhwc   ? pool_backward_kernel<T, 1, false, true>
-                            : vec == 8 ? pool_backward_kernel<T, 8, true, true>
-                                       : pool_backward_kernel<T, 1, true, true>)
-                         : (!p.nhwc   ? pool_backward_kernel<T, 1, false, false>
-                            : vec == 8 ? pool_backward_kernel<T, 8, true, false>
-                                       : pool_backward_kernel<T, 1, true, false>);
-    kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
-                                                                         static_cast<T*>(dx), total);
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      auto kernel = is_max ? (!p.nhwc   ? pool_backward_kernel<T, 1, false, true, I>
+                              : vec == 8 ? pool_backward_kernel<T, 8, true, true, I>
+                                         : pool_backward_kernel<T, 1, true, true, I>)
+                           : (!p.nhwc   ? pool_backward_kernel<T, 1, false, false, I>
+                              : vec == 8 ? pool_backward_kernel<T, 8, true, false, I>
+                                         : pool_backward_kernel<T, 1, true, false, I>);
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
+                                                                           static_cast<T*>(dx), I(total));
+    });
   });
   check_launch("gpu.pool.direct (backward)");
 }
 
-void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream) {
+std::size_t pool_global_workspace_bytes(const PoolParams& p) {
+  if (!p.nhwc) return 0;
+  return std::size_t(p.n) * std::size_t(global_splits(p)) * std::size_t(p.c) * (sizeof(float) + sizeof(int));
+}
+
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* workspace,
+                                void* stream) {
+  const int vec = global_vec(p, x);
   dispatch_dtype(p.dtype, "gpu.pool.global", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (p.nhwc) {
+      const int splits = global_splits(p);
+      auto* part_v = static_cast<float*>(workspace);
+      auto* part_i = reinterpret_cast<int*>(part_v + p.n * splits * p.c);
       const dim3 block(32, kGlobalRows);
-      const dim3 grid(unsigned((p.c + 31) / 32), unsigned(p.n));
-      pool_global_nhwc_kernel<T><<<grid, block, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
-                                                                          static_cast<T*>(y), idx);
+      const dim3 grid(unsigned((p.c + 32 * vec - 1) / (32 * vec)), unsigned(p.n), unsigned(splits));
+      auto partial = vec == 8 ? pool_global_nhwc_partial_kernel<T, 8> : pool_global_nhwc_partial_kernel<T, 1>;
+      partial<<<grid, block, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), part_v, part_i, splits);
+      check_launch("gpu.pool.global (partial)");
+      constexpr int kThreads = 256;
+      pool_global_nhwc_finish_kernel<T><<<unsigned((p.n * p.c + kThreads - 1) / kThreads), kThreads, 0,
+                                          as_stream(stream)>>>(p, part_v, part_i, splits, static_cast<T*>(y), idx);
     } else {
       constexpr int kThreads = 256;
       const i64 planes = p.n * p.c;
       const unsigned blocks = unsigned((planes + kThreads / 32 - 1) / (kThreads / 32));
-      pool_global_nchw_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
-                                                                             static_cast<T*>(y), idx);
+      auto kernel = vec == 8 ? pool_global_nchw_kernel<T, 8> : pool_global_nchw_kernel<T, 1>;
+      kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<T*>(y), idx);
     }
   });
   check_launch("gpu.pool.global");

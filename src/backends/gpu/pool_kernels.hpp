@@ -41,7 +41,10 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
                           void* stream);
 
 /// Global pooling (one window over the whole plane) forward: nchw reduces each plane with one warp;
-/// nhwc gives a block 32 channels of one image and 8 pixel rows striding over the plane.
-void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream);
+/// nhwc splits each plane into shares over blocks, which leave partials in `workspace`
+/// (pool_global_workspace_bytes), then merges them.
+std::size_t pool_global_workspace_bytes(const PoolParams& p);
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* workspace,
+                                void* stream);
 
 }  // namespace galley::backends::gpu

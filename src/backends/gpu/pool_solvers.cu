@@ -22,10 +22,10 @@ class GpuPoolSolver : public dnn::PoolSolver {
   GpuPoolSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
 
-  // Max backward without kept indices finds the maxima again into the workspace first.
+  // Max backward without kept indices finds the maxima again into the workspace first; the
+  // forward pass's own workspace follows them.
   std::size_t workspace_bytes(const PoolProblem& p, const runtime::Device&) const override {
-    if (p.direction != dnn::PoolDirection::backward || !p.recomputes_indices()) return 0;
-    return static_cast<std::size_t>(p.dst_desc().elements()) * sizeof(std::int32_t);
+    return index_bytes(p) + forward_workspace_bytes(make_pool_params(p));
   }
 
   void run(runtime::Stream& stream, const PoolProblem& problem, const PoolArgs& a) const override {
@@ -38,8 +38,10 @@ class GpuPoolSolver : public dnn::PoolSolver {
     stream.launch(name_, [&] {
       ScopedDevice device(stream.device().index());
       void* s = stream.native_handle();
+      void* forward_ws = static_cast<char*>(a.workspace) + index_bytes(problem);
       if (problem.direction == dnn::PoolDirection::forward) {
-        forward(p, a.src, a.dst, problem.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, s);
+        forward(p, a.src, a.dst, problem.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, forward_ws,
+                s);
         return;
       }
       const std::int32_t* idx = nullptr;
@@ -48,12 +50,12 @@ class GpuPoolSolver : public dnn::PoolSolver {
           idx = static_cast<const std::int32_t*>(a.indices);
         } else {
           auto* found = static_cast<std::int32_t*>(a.workspace);
-          forward(p, a.src, nullptr, found, s);
+          forward(p, a.src, nullptr, found, forward_ws, s);
           idx = found;
         }
       }
-      const void* vec_ptrs[] = {a.diff_dst, a.diff_src};
-      launch_pool_backward(p, a.diff_dst, idx, a.diff_src, pool_vector_width(p, vec_ptrs, 2), s);
+      const void* vec_ptrs[] = {a.diff_dst, a.diff_src, idx};
+      launch_pool_backward(p, a.diff_dst, idx, a.diff_src, pool_vector_width(p, vec_ptrs, 3), s);
     });
   }
 
@@ -64,8 +66,17 @@ class GpuPoolSolver : public dnn::PoolSolver {
       return std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)";
     return {};
   }
-  /// The forward pass into y and/or idx (either may be null).
-  virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream) const = 0;
+  /// The forward pass into y and/or idx (either may be null), with forward_workspace_bytes at ws.
+  virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
+                       void* stream) const = 0;
+  virtual std::size_t forward_workspace_bytes(const PoolParams&) const { return 0; }
+
+  // Where backward without kept indices puts the maxima it finds (rounded up to keep what follows
+  // 16-byte aligned).
+  static std::size_t index_bytes(const PoolProblem& p) {
+    if (p.direction != dnn::PoolDirection::backward || !p.recomputes_indices()) return 0;
+    return (static_cast<std::size_t>(p.dst_desc().elements()) * sizeof(std::int32_t) + 15) / 16 * 16;
+  }
 
   std::string name_, backend_;
 };
@@ -82,9 +93,9 @@ class PoolDirect final : public GpuPoolSolver {
   }
 
  private:
-  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream) const override {
-    const void* vec_ptrs[] = {x, y};
-    launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 2), stream);
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*, void* stream) const override {
+    const void* vec_ptrs[] = {x, y, idx};
+    launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 3), stream);
   }
 };
 
@@ -109,13 +120,15 @@ class PoolGlobal final : public GpuPoolSolver {
     return Applicability::yes();
   }
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
-    return p.layout == dnn::Layout::nhwc ? "32 channels x 8 pixel rows per block" : "one warp per plane";
+    return p.layout == dnn::Layout::nhwc ? "plane shares over blocks, then a merge" : "one warp per plane";
   }
 
  private:
-  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream) const override {
-    launch_pool_global_forward(p, x, y, idx, stream);
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
+               void* stream) const override {
+    launch_pool_global_forward(p, x, y, idx, ws, stream);
   }
+  std::size_t forward_workspace_bytes(const PoolParams& p) const override { return pool_global_workspace_bytes(p); }
 };
 
 }  // namespace
