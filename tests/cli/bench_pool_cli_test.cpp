@@ -49,6 +49,25 @@ TEST_F(BenchPoolCli, EveryWindowKindVerifiesForwardAndBackward) {
   }
 }
 
+// The repro line a problem prints (GALLEY_LOG_CMD, the JSON's "command") runs the same problem.
+TEST_F(BenchPoolCli, ReproCommandRunsTheSameProblem) {
+  const char* problems[] = {
+      "-n 1 -c 3 -H 9 -W 8 -y 3 -x 2 -p 1 -q 1 -u 2 -v 1 --ceil -m avg",
+      "-n 1 -c 3 -H 9 -W 8 --global -m max --keep-indices -F 2 --layout nhwc",
+      "-n 1 -c 3 -H 9 -W 8 --adaptive 4x3 -m avg_in --dtype bf16",
+  };
+  for (const char* flags : problems) {
+    const auto first = run(std::string("bench pool -i 1 --device cpu --json ") + flags);
+    ASSERT_EQ(first.exit_code, 0) << flags << "\n" << first.output;
+    const auto j = nlohmann::json::parse(first.output)["problems"][0];
+    const std::string command = j["command"];
+    ASSERT_EQ(command.rfind("galley bench pool ", 0), 0u) << command;
+    const auto again = run(command.substr(std::string("galley ").size()) + " -i 1 --json");
+    ASSERT_EQ(again.exit_code, 0) << command << "\n" << again.output;
+    EXPECT_EQ(nlohmann::json::parse(again.output)["problems"][0]["key"], j["key"]) << command;
+  }
+}
+
 TEST_F(BenchPoolCli, BadAttributesAreErrorsNamingThem) {
   const struct {
     const char* flags;
