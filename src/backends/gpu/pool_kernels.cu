@@ -265,8 +265,9 @@ __global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T
   }
   for (int off = 16; off > 0; off >>= 1) {
 #if GALLEY_GPU_HIP
-    const float ob = __shfl_down(best, off);
-    const int oa = __shfl_down(at, off);
+    // Width 32: a 64-lane AMD wavefront holds two planes' lanes.
+    const float ob = __shfl_down(best, off, 32);
+    const int oa = __shfl_down(at, off, 32);
 #else
     const float ob = __shfl_down_sync(0xffffffffu, best, off);
     const int oa = __shfl_down_sync(0xffffffffu, at, off);
