@@ -23,21 +23,21 @@ void refuse_unused(const char* op, const Tensor* t, const char* what, const std:
 
 }  // namespace
 
-const PoolSolver& pooling_forward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& x, Tensor& y,
-                                  Tensor* indices, const PoolSolver* solver, CallReport* report) {
+const PoolSolver& pooling_forward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& x,
+                                  Tensor& y, Tensor* indices, const PoolSolver* solver, CallReport* report) {
   const char* op = "pooling_forward";
   const PoolProblem p = with_direction(problem, PoolDirection::forward);
   if (!p.keep_indices) {
     refuse_unused(op, indices, "indices", "the problem does not keep them (keep_indices is false)");
   }
-  return static_cast<const PoolSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::dst, &y}, {ArgId::indices, indices}}, solver,
-      report));
+  return static_cast<const PoolSolver&>(
+      execute(op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::dst, &y}, {ArgId::indices, indices}},
+              solver, report));
 }
 
-const PoolSolver& pooling_backward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& dy, Tensor& dx,
-                                   const Tensor* x, const Tensor* indices, const PoolSolver* solver,
-                                   CallReport* report) {
+const PoolSolver& pooling_backward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& dy,
+                                   Tensor& dx, const Tensor* x, const Tensor* indices,
+                                   const PoolSolver* solver, CallReport* report) {
   const char* op = "pooling_backward";
   const PoolProblem p = with_direction(problem, PoolDirection::backward);
   if (p.mode != PoolMode::max) {
@@ -48,9 +48,10 @@ const PoolSolver& pooling_backward(runtime::Stream& stream, const PoolProblem& p
   } else {
     refuse_unused(op, indices, "indices", "the problem does not keep them (keep_indices is false)");
   }
-  return static_cast<const PoolSolver&>(execute(
-      op, stream, ProblemRef::of(p),
-      {{ArgId::diff_dst, &dy}, {ArgId::diff_src, &dx}, {ArgId::src, x}, {ArgId::indices, indices}}, solver, report));
+  return static_cast<const PoolSolver&>(
+      execute(op, stream, ProblemRef::of(p),
+              {{ArgId::diff_dst, &dy}, {ArgId::diff_src, &dx}, {ArgId::src, x}, {ArgId::indices, indices}},
+              solver, report));
 }
 
 }  // namespace galley::dnn

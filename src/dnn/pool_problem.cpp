@@ -10,7 +10,9 @@
 namespace galley::dnn {
 namespace {
 
-[[noreturn]] void bad(const std::string& message) { throw Error(Status::invalid_argument, "pool problem: " + message); }
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(Status::invalid_argument, "pool problem: " + message);
+}
 
 // PyTorch's pooling_output_shape: floor or ceil of (in + 2*pad - kernel) / stride, plus one, less
 // the last window when ceil mode would start it inside the right padding. <= 0 when the kernel does
@@ -140,12 +142,14 @@ void PoolProblem::validate() const {
           std::to_string(kernel_w) + " (<= " + std::to_string(kernel_w / 2) + ")");
     }
     if (out_h() <= 0) {
-      bad("kernel_h (-y) = " + std::to_string(kernel_h) + " is larger than the padded input height h + 2*pad_h = " +
-          std::to_string(h) + " + 2*" + std::to_string(pad_h));
+      bad("kernel_h (-y) = " + std::to_string(kernel_h) +
+          " is larger than the padded input height h + 2*pad_h = " + std::to_string(h) + " + 2*" +
+          std::to_string(pad_h));
     }
     if (out_w() <= 0) {
-      bad("kernel_w (-x) = " + std::to_string(kernel_w) + " is larger than the padded input width w + 2*pad_w = " +
-          std::to_string(w) + " + 2*" + std::to_string(pad_w));
+      bad("kernel_w (-x) = " + std::to_string(kernel_w) +
+          " is larger than the padded input width w + 2*pad_w = " + std::to_string(w) + " + 2*" +
+          std::to_string(pad_w));
     }
     if (adaptive_h != 0 || adaptive_w != 0) {
       bad("adaptive_h x adaptive_w = " + std::to_string(adaptive_h) + "x" + std::to_string(adaptive_w) +
@@ -169,14 +173,17 @@ void PoolProblem::validate() const {
             std::to_string(f.want) + ")");
       }
     }
-    if (ceil_mode) bad(std::string("ceil_mode (--ceil) is set for ") + what + " pooling (kernel windows only)");
+    if (ceil_mode)
+      bad(std::string("ceil_mode (--ceil) is set for ") + what + " pooling (kernel windows only)");
     if (window == PoolWindow::global && (adaptive_h != 0 || adaptive_w != 0)) {
       bad("adaptive_h x adaptive_w = " + std::to_string(adaptive_h) + "x" + std::to_string(adaptive_w) +
           " is set for global pooling (its output is 1x1; leave it 0x0)");
     }
     if (window == PoolWindow::adaptive) {
-      if (adaptive_h < 1) bad("adaptive_h (--adaptive OHxOW) = " + std::to_string(adaptive_h) + " must be positive");
-      if (adaptive_w < 1) bad("adaptive_w (--adaptive OHxOW) = " + std::to_string(adaptive_w) + " must be positive");
+      if (adaptive_h < 1)
+        bad("adaptive_h (--adaptive OHxOW) = " + std::to_string(adaptive_h) + " must be positive");
+      if (adaptive_w < 1)
+        bad("adaptive_w (--adaptive OHxOW) = " + std::to_string(adaptive_w) + " must be positive");
       // The window bounds multiply an output index by the input extent.
       checked_mul(adaptive_h, h + 1, "adaptive_h * (h + 1)");
       checked_mul(adaptive_w, w + 1, "adaptive_w * (w + 1)");
@@ -190,8 +197,9 @@ void PoolProblem::validate() const {
 
   const std::int64_t elem = static_cast<std::int64_t>(size_of(dtype));
   const std::int64_t plane = checked_mul(h, w, "input plane (h*w)");
-  checked_mul(checked_mul(checked_mul(n, c, "input element count (n*c*h*w)"), plane, "input element count (n*c*h*w)"),
-              elem, "input byte size");
+  checked_mul(
+      checked_mul(checked_mul(n, c, "input element count (n*c*h*w)"), plane, "input element count (n*c*h*w)"),
+      elem, "input byte size");
   const std::int64_t out_plane = checked_mul(out_h(), out_w(), "output plane (out_h*out_w)");
   checked_mul(checked_mul(checked_mul(n, c, "output element count"), out_plane, "output element count"), 4,
               "output byte size");
@@ -233,7 +241,8 @@ std::vector<TensorArg> PoolProblem::tensors() const {
   if (direction == PoolDirection::forward) {
     out.push_back({ArgId::src, src_desc(), false, "x (input)"});
     out.push_back({ArgId::dst, dst_desc(), true, "y (output)"});
-    if (keep_indices) out.push_back({ArgId::indices, indices_desc(), true, "indices (max positions, output)"});
+    if (keep_indices)
+      out.push_back({ArgId::indices, indices_desc(), true, "indices (max positions, output)"});
   } else {
     out.push_back({ArgId::diff_dst, dst_desc(), false, "dy (output gradient)"});
     if (mode == PoolMode::max) {
@@ -285,11 +294,11 @@ double PoolProblem::tolerance() const {
 
 std::size_t PoolProblem::hash() const noexcept {
   std::uint64_t hv = 0;
-  for (std::int64_t v : {static_cast<std::int64_t>(mode), static_cast<std::int64_t>(window), n, c, h, w, kernel_h,
-                         kernel_w, pad_h, pad_w, stride_h, stride_w, static_cast<std::int64_t>(ceil_mode),
-                         adaptive_h, adaptive_w, static_cast<std::int64_t>(keep_indices),
-                         static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(layout),
-                         static_cast<std::int64_t>(direction)}) {
+  for (std::int64_t v :
+       {static_cast<std::int64_t>(mode), static_cast<std::int64_t>(window), n, c, h, w, kernel_h, kernel_w,
+        pad_h, pad_w, stride_h, stride_w, static_cast<std::int64_t>(ceil_mode), adaptive_h, adaptive_w,
+        static_cast<std::int64_t>(keep_indices), static_cast<std::int64_t>(dtype),
+        static_cast<std::int64_t>(layout), static_cast<std::int64_t>(direction)}) {
     hv ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (hv << 6) + (hv >> 2);
   }
   return static_cast<std::size_t>(hv);

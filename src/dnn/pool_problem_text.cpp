@@ -48,7 +48,8 @@ struct FlagField {
 };
 constexpr FlagField kCeil{"ceil", &PoolProblem::ceil_mode};
 constexpr FlagField kIndices{"idx", &PoolProblem::keep_indices};
-constexpr const char* kExample = "pool-F-f32-nchw-max-kernel-n32-c64-h112-w112-y3-x3-p1-q1-u2-v2-ceil0-ah0-aw0-idx0";
+constexpr const char* kExample =
+    "pool-F-f32-nchw-max-kernel-n32-c64-h112-w112-y3-x3-p1-q1-u2-v2-ceil0-ah0-aw0-idx0";
 
 }  // namespace
 
@@ -142,8 +143,9 @@ std::string PoolProblem::bench_command(const runtime::Device& device, std::strin
   std::string line = "galley bench pool -n " + std::to_string(n) + " -c " + std::to_string(c) + " -H " +
                      std::to_string(h) + " -W " + std::to_string(w);
   if (window == PoolWindow::kernel) {
-    line += " -y " + std::to_string(kernel_h) + " -x " + std::to_string(kernel_w) + " -p " + std::to_string(pad_h) +
-            " -q " + std::to_string(pad_w) + " -u " + std::to_string(stride_h) + " -v " + std::to_string(stride_w);
+    line += " -y " + std::to_string(kernel_h) + " -x " + std::to_string(kernel_w) + " -p " +
+            std::to_string(pad_h) + " -q " + std::to_string(pad_w) + " -u " + std::to_string(stride_h) +
+            " -v " + std::to_string(stride_w);
     if (ceil_mode) line += " --ceil";
   } else if (window == PoolWindow::global) {
     line += " --global";

@@ -2,6 +2,8 @@
 // hand-computed cases and against central finite differences, every cpu solver against the
 // reference over odd shapes, kept indices against recomputed ones, extreme values, and the Tensor
 // entry points' refusals.
+#include "galley/dnn/pool.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,14 +19,15 @@
 #include "dnn/ref_pool.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/pool.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tensor.hpp"
 
 namespace galley::dnn {
 namespace {
 
-PoolProblem stem() { return {.n = 2, .c = 3, .h = 7, .w = 6, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}; }
+PoolProblem stem() {
+  return {.n = 2, .c = 3, .h = 7, .w = 6, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+}
 
 std::string error_of(const PoolProblem& p) {
   try {
@@ -45,9 +48,17 @@ TEST(PoolProblem, KeyRoundTripsForEveryWindowModeAndFlag) {
   problems.push_back(a);
   a.keep_indices = true;
   problems.push_back(a);
-  problems.push_back({.mode = PoolMode::avg_exclude_pad, .window = PoolWindow::global, .n = 4, .c = 5, .h = 7, .w = 7});
-  problems.push_back({.mode = PoolMode::avg_include_pad, .window = PoolWindow::adaptive, .n = 1, .c = 2, .h = 10,
-                      .w = 9, .adaptive_h = 3, .adaptive_w = 4, .dtype = DType::f16});
+  problems.push_back(
+      {.mode = PoolMode::avg_exclude_pad, .window = PoolWindow::global, .n = 4, .c = 5, .h = 7, .w = 7});
+  problems.push_back({.mode = PoolMode::avg_include_pad,
+                      .window = PoolWindow::adaptive,
+                      .n = 1,
+                      .c = 2,
+                      .h = 10,
+                      .w = 9,
+                      .adaptive_h = 3,
+                      .adaptive_w = 4,
+                      .dtype = DType::f16});
   for (const PoolProblem& p : problems) {
     const std::string key = p.key();
     EXPECT_EQ(PoolProblem::parse_key(key), p) << key;
@@ -60,11 +71,11 @@ TEST(PoolProblem, KeyRoundTripsForEveryWindowModeAndFlag) {
 
 TEST(PoolProblem, MalformedKeysAreRefused) {
   const std::string good = stem().key();
-  for (const std::string& bad : {std::string("conv") + good.substr(4), good + "-x", good.substr(0, good.size() - 5),
-                                 std::string("pool-X") + good.substr(6),
-                                 std::string(good).replace(good.find("-y3"), 3, "-y03"),
-                                 std::string(good).replace(good.find("ceil0"), 5, "ceil2"),
-                                 std::string(good).replace(good.find("max"), 3, "min")}) {
+  for (const std::string& bad :
+       {std::string("conv") + good.substr(4), good + "-x", good.substr(0, good.size() - 5),
+        std::string("pool-X") + good.substr(6), std::string(good).replace(good.find("-y3"), 3, "-y03"),
+        std::string(good).replace(good.find("ceil0"), 5, "ceil2"),
+        std::string(good).replace(good.find("max"), 3, "min")}) {
     EXPECT_THROW(PoolProblem::parse_key(bad), Error) << bad;
   }
   // A key naming an invalid problem (padding over half the kernel) is refused too.
@@ -110,10 +121,16 @@ TEST(PoolProblem, OutputSizesFollowPyTorch) {
     std::int64_t in, k, s, p;
     bool ceil;
     std::int64_t out;
-  } cases[] = {{5, 2, 2, 0, false, 2}, {5, 2, 2, 0, true, 3}, {5, 2, 2, 1, false, 3}, {5, 2, 2, 1, true, 3},
-               {6, 3, 2, 1, true, 4},  {112, 3, 2, 1, false, 56}, {7, 7, 1, 0, true, 1}, {31, 3, 3, 1, true, 11}};
+  } cases[] = {{5, 2, 2, 0, false, 2}, {5, 2, 2, 0, true, 3},  {5, 2, 2, 1, false, 3},
+               {5, 2, 2, 1, true, 3},  {6, 3, 2, 1, true, 4},  {112, 3, 2, 1, false, 56},
+               {7, 7, 1, 0, true, 1},  {31, 3, 3, 1, true, 11}};
   for (const Case& c : cases) {
-    const PoolProblem p{.h = c.in, .w = 8, .kernel_h = c.k, .kernel_w = 2, .pad_h = c.p, .stride_h = c.s,
+    const PoolProblem p{.h = c.in,
+                        .w = 8,
+                        .kernel_h = c.k,
+                        .kernel_w = 2,
+                        .pad_h = c.p,
+                        .stride_h = c.s,
                         .ceil_mode = c.ceil};
     EXPECT_EQ(p.out_h(), c.out) << p.key();
   }
@@ -150,7 +167,8 @@ TEST(PoolProblem, CoveringOutputsAreExactlyThoseWhoseWindowsHoldTheInput) {
 }
 
 // Runs the reference on float data; returns dst (forward) or diff_src (backward).
-std::vector<float> run_ref(const PoolProblem& p, const std::vector<float>& in, std::vector<std::int32_t>* idx = nullptr,
+std::vector<float> run_ref(const PoolProblem& p, const std::vector<float>& in,
+                           std::vector<std::int32_t>* idx = nullptr,
                            const std::vector<float>* src = nullptr) {
   const PoolProblem q = [&] {
     PoolProblem r = p;
@@ -201,8 +219,15 @@ TEST(RefPool, HandComputedMaxAndIndices) {
 TEST(RefPool, HandComputedAveragesWithAndWithoutPadding) {
   std::vector<float> x(16);
   std::iota(x.begin(), x.end(), 1.0f);  // 1..16
-  PoolProblem p{.mode = PoolMode::avg_include_pad, .h = 4, .w = 4, .kernel_h = 3, .kernel_w = 3, .pad_h = 1,
-                .pad_w = 1, .stride_h = 1, .stride_w = 1};
+  PoolProblem p{.mode = PoolMode::avg_include_pad,
+                .h = 4,
+                .w = 4,
+                .kernel_h = 3,
+                .kernel_w = 3,
+                .pad_h = 1,
+                .pad_w = 1,
+                .stride_h = 1,
+                .stride_w = 1};
   const std::vector<float> inc = run_ref(p, x);
   EXPECT_FLOAT_EQ(inc[0], (1 + 2 + 5 + 6) / 9.0f);
   EXPECT_FLOAT_EQ(inc[5], (1 + 2 + 3 + 5 + 6 + 7 + 9 + 10 + 11) / 9.0f);
@@ -212,15 +237,25 @@ TEST(RefPool, HandComputedAveragesWithAndWithoutPadding) {
   EXPECT_FLOAT_EQ(exc[1], (1 + 2 + 3 + 5 + 6 + 7) / 6.0f);
   // Ceil mode: the last window covers [4, 6) of a 5-wide input with pad 0: PyTorch counts only
   // up to in + pad, so include-pad divides by 1 here, not by 2.
-  const PoolProblem c{.mode = PoolMode::avg_include_pad, .h = 1, .w = 5, .kernel_h = 1, .kernel_w = 2,
-                      .stride_h = 1, .stride_w = 2, .ceil_mode = true};
+  const PoolProblem c{.mode = PoolMode::avg_include_pad,
+                      .h = 1,
+                      .w = 5,
+                      .kernel_h = 1,
+                      .kernel_w = 2,
+                      .stride_h = 1,
+                      .stride_w = 2,
+                      .ceil_mode = true};
   const std::vector<float> row{1, 2, 3, 4, 10};
   const std::vector<float> yc = run_ref(c, row);
   ASSERT_EQ(yc.size(), 3u);
   EXPECT_FLOAT_EQ(yc[2], 10.0f);
   // Adaptive 5 -> 3: windows [0,2), [1,4), [3,5).
-  const PoolProblem a{.mode = PoolMode::avg_exclude_pad, .window = PoolWindow::adaptive, .h = 1, .w = 5,
-                      .adaptive_h = 1, .adaptive_w = 3};
+  const PoolProblem a{.mode = PoolMode::avg_exclude_pad,
+                      .window = PoolWindow::adaptive,
+                      .h = 1,
+                      .w = 5,
+                      .adaptive_h = 1,
+                      .adaptive_w = 3};
   const std::vector<float> ya = run_ref(a, row);
   EXPECT_FLOAT_EQ(ya[0], 1.5f);
   EXPECT_FLOAT_EQ(ya[1], 3.0f);
@@ -239,13 +274,40 @@ TEST(RefPool, BackwardMatchesCentralFiniteDifferences) {
   std::vector<PoolProblem> problems;
   for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
     for (Layout layout : {Layout::nchw, Layout::nhwc}) {
-      problems.push_back({.mode = mode, .n = 1, .c = 2, .h = 5, .w = 6, .kernel_h = 3, .kernel_w = 3, .pad_h = 1,
-                          .pad_w = 1, .ceil_mode = true, .layout = layout});
-      problems.push_back({.mode = mode, .n = 2, .c = 1, .h = 5, .w = 4, .kernel_h = 2, .kernel_w = 3, .pad_h = 1,
-                          .pad_w = 0, .stride_h = 1, .stride_w = 2, .layout = layout});
-      problems.push_back({.mode = mode, .window = PoolWindow::adaptive, .n = 1, .c = 2, .h = 5, .w = 7,
-                          .adaptive_h = 3, .adaptive_w = 4, .layout = layout});
-      problems.push_back({.mode = mode, .window = PoolWindow::global, .n = 1, .c = 3, .h = 3, .w = 4, .layout = layout});
+      problems.push_back({.mode = mode,
+                          .n = 1,
+                          .c = 2,
+                          .h = 5,
+                          .w = 6,
+                          .kernel_h = 3,
+                          .kernel_w = 3,
+                          .pad_h = 1,
+                          .pad_w = 1,
+                          .ceil_mode = true,
+                          .layout = layout});
+      problems.push_back({.mode = mode,
+                          .n = 2,
+                          .c = 1,
+                          .h = 5,
+                          .w = 4,
+                          .kernel_h = 2,
+                          .kernel_w = 3,
+                          .pad_h = 1,
+                          .pad_w = 0,
+                          .stride_h = 1,
+                          .stride_w = 2,
+                          .layout = layout});
+      problems.push_back({.mode = mode,
+                          .window = PoolWindow::adaptive,
+                          .n = 1,
+                          .c = 2,
+                          .h = 5,
+                          .w = 7,
+                          .adaptive_h = 3,
+                          .adaptive_w = 4,
+                          .layout = layout});
+      problems.push_back(
+          {.mode = mode, .window = PoolWindow::global, .n = 1, .c = 3, .h = 3, .w = 4, .layout = layout});
     }
   }
   for (const PoolProblem& fwd : problems) {
@@ -281,9 +343,7 @@ std::vector<PoolProblem> conformance_problems() {
       {.window = PoolWindow::adaptive, .adaptive_h = 7, .adaptive_w = 5},
       {.window = PoolWindow::adaptive, .adaptive_h = 40, .adaptive_w = 33},
   };
-  const struct {
-    std::int64_t n, c;
-  } sizes[] = {{1, 3}, {2, 17}, {1, 23}};
+  const struct { std::int64_t n, c; } sizes[] = {{1, 3}, {2, 17}, {1, 23}};
   std::vector<PoolProblem> out;
   std::size_t pick = 0;
   for (const PoolProblem& win : windows) {
@@ -328,8 +388,17 @@ TEST(CpuPoolSolvers, KeptIndicesGiveTheSameGradientAsRecomputing) {
   runtime::Stream stream(cpu);
   for (Layout layout : {Layout::nchw, Layout::nhwc}) {
     for (DType dtype : {DType::f32, DType::bf16}) {
-      PoolProblem p{.n = 2, .c = 17, .h = 31, .w = 29, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1,
-                    .keep_indices = true, .dtype = dtype, .layout = layout};
+      PoolProblem p{.n = 2,
+                    .c = 17,
+                    .h = 31,
+                    .w = 29,
+                    .kernel_h = 3,
+                    .kernel_w = 3,
+                    .pad_h = 1,
+                    .pad_w = 1,
+                    .keep_indices = true,
+                    .dtype = dtype,
+                    .layout = layout};
       const auto x_host = random_tensor(dtype, p.src_desc().elements(), 7);
       const auto dy_host = random_tensor(dtype, p.dst_desc().elements(), 8);
       for (const PoolSolver* s : solvers_for<PoolProblem>("cpu")) {
@@ -375,13 +444,63 @@ TEST(CpuPoolSolvers, ExtremeValues) {
       EXPECT_EQ(y[second_window], -inf) << s->name();
       EXPECT_EQ(idx[second_window], 2) << s->name();
       // f16 averages of the largest finite value: the sum is kept in f32, so no overflow to inf.
-      PoolProblem a{.mode = PoolMode::avg_include_pad, .window = PoolWindow::global, .n = 1, .c = 3, .h = 9, .w = 9,
-                    .dtype = DType::f16, .layout = layout};
+      PoolProblem a{.mode = PoolMode::avg_include_pad,
+                    .window = PoolWindow::global,
+                    .n = 1,
+                    .c = 3,
+                    .h = 9,
+                    .w = 9,
+                    .dtype = DType::f16,
+                    .layout = layout};
       std::vector<std::uint16_t> big(243, float_to_half(65504.0f));
       Tensor at = Tensor::empty(stream, a.src_desc()), bt = Tensor::empty(stream, a.dst_desc());
       at.copy_from_host(stream, big.data(), big.size() * 2);
       pooling_forward(stream, a, at, bt, nullptr, s);
-      for (std::uint16_t v : bt.to_host<std::uint16_t>(stream)) EXPECT_EQ(half_to_float(v), 65504.0f) << s->name();
+      for (std::uint16_t v : bt.to_host<std::uint16_t>(stream))
+        EXPECT_EQ(half_to_float(v), 65504.0f) << s->name();
+    }
+  }
+}
+
+// Ties, NaNs and -inf on every code path of the cpu solvers (whole-kernel blocks, window edges,
+// wide rows of global and adaptive windows, both layouts): values and indices equal the reference's.
+TEST(CpuPoolSolvers, MaxRuleHoldsOnEveryPath) {
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(ref, nullptr);
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+      {.kernel_h = 2, .kernel_w = 2, .ceil_mode = true},
+      {.window = PoolWindow::global},
+      {.window = PoolWindow::adaptive, .adaptive_h = 3, .adaptive_w = 5},
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const PoolProblem& win : windows) {
+    for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+      for (bool with_nan : {false, true}) {
+        PoolProblem p = win;
+        p.n = 2, p.c = 3, p.h = 9, p.w = 41, p.keep_indices = true, p.layout = layout;
+        std::vector<float> x(static_cast<std::size_t>(p.src_desc().elements()));
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          // Ties everywhere, some -inf, and (in the second pass) rare NaNs, so that tie-breaking is
+          // visible in wide windows too rather than hidden behind a NaN.
+          const std::size_t r = (i * 2654435761u) % 997;
+          x[i] = with_nan && r < 2 ? nan : r < 150 ? -inf : static_cast<float>(r % 3);
+        }
+        for (const PoolSolver* s : solvers_for<PoolProblem>("cpu")) {
+          Tensor xt = Tensor::empty(stream, p.src_desc());
+          xt.copy_from_host(stream, x.data(), x.size() * 4);
+          Tensor y_ref = Tensor::empty(stream, p.dst_desc()), y = Tensor::empty(stream, p.dst_desc());
+          Tensor i_ref = Tensor::empty(stream, p.indices_desc()), i = Tensor::empty(stream, p.indices_desc());
+          pooling_forward(stream, p, xt, y_ref, &i_ref, ref);
+          pooling_forward(stream, p, xt, y, &i, s);
+          const auto want = y_ref.to_host<std::uint32_t>(stream), got = y.to_host<std::uint32_t>(stream);
+          EXPECT_EQ(got, want) << s->name() << " " << p.key();
+          EXPECT_EQ(i.to_host<std::int32_t>(stream), i_ref.to_host<std::int32_t>(stream))
+              << s->name() << " " << p.key();
+        }
+      }
     }
   }
 }

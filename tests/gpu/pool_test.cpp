@@ -1,6 +1,8 @@
 // Every GPU pooling solver (gpu.pool.*, cuda.pool.cudnn) against the cpu reference over odd shapes,
 // every window kind, mode, dtype, layout and direction; kept indices against recomputed ones;
 // NaN and -inf through max; refusals with reasons. Skips without a device of the backend.
+#include "galley/dnn/pool.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 
 #include "dnn/op_verify.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/pool.hpp"
 #include "gpu_test_util.hpp"
 
 namespace galley::dnn {
@@ -77,7 +78,7 @@ TEST_P(PoolGpu, EverySolverMatchesTheReference) {
       ++ran[std::string(s->name())];
     }
   }
-  EXPECT_EQ(ran["gpu.pool.direct"], static_cast<int>(problems.size()));  // it claims everything
+  EXPECT_EQ(ran["gpu.pool.direct"], static_cast<int>(problems.size()));      // it claims everything
   EXPECT_EQ(ran["gpu.pool.global"], static_cast<int>(problems.size() / 8));  // the global window's share
   if (GetParam() == "cuda") EXPECT_GT(ran["cuda.pool.cudnn"], 50);
 }
@@ -86,8 +87,14 @@ TEST_P(PoolGpu, KeptIndicesGiveTheSameGradientAsRecomputing) {
   runtime::Stream stream(*device_);
   for (Layout layout : {Layout::nchw, Layout::nhwc}) {
     for (PoolWindow window : {PoolWindow::kernel, PoolWindow::global}) {
-      PoolProblem p{.window = window, .n = 2, .c = 32, .h = 31, .w = 29, .keep_indices = true,
-                    .dtype = DType::bf16, .layout = layout};
+      PoolProblem p{.window = window,
+                    .n = 2,
+                    .c = 32,
+                    .h = 31,
+                    .w = 29,
+                    .keep_indices = true,
+                    .dtype = DType::bf16,
+                    .layout = layout};
       if (window == PoolWindow::kernel) p.kernel_h = 3, p.kernel_w = 3, p.pad_h = 1, p.pad_w = 1;
       const auto x_host = random_tensor(p.dtype, p.src_desc().elements(), 11);
       const auto dy_host = random_tensor(p.dtype, p.dst_desc().elements(), 12);
@@ -139,7 +146,8 @@ TEST_P(PoolGpu, NanPropagatesAndMinusInfinityKeepsTheFirstElement) {
 }
 
 TEST_P(PoolGpu, SolversRefuseWithAReason) {
-  const PoolProblem windowed{.n = 1, .c = 8, .h = 16, .w = 16, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+  const PoolProblem windowed{
+      .n = 1, .c = 8, .h = 16, .w = 16, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
   const PoolSolver* global = find_solver_for<PoolProblem>(GetParam(), "gpu.pool.global");
   ASSERT_NE(global, nullptr);
   const Applicability a = global->check(windowed, *device_);
@@ -155,7 +163,8 @@ TEST_P(PoolGpu, SolversRefuseWithAReason) {
   EXPECT_NE(cudnn->check(keep, *device_).reason.find("indices"), std::string::npos);
   PoolProblem ceil{.n = 1, .c = 8, .h = 15, .w = 15, .ceil_mode = true};
   EXPECT_NE(cudnn->check(ceil, *device_).reason.find("ceil"), std::string::npos);
-  PoolProblem uneven{.window = PoolWindow::adaptive, .n = 1, .c = 8, .h = 15, .w = 15, .adaptive_h = 4, .adaptive_w = 4};
+  PoolProblem uneven{
+      .window = PoolWindow::adaptive, .n = 1, .c = 8, .h = 15, .w = 15, .adaptive_h = 4, .adaptive_w = 4};
   EXPECT_FALSE(cudnn->check(uneven, *device_));
 }
 

@@ -19,7 +19,8 @@ namespace {
 
 struct PoolBenchArgs {
   OpBenchFlags common;
-  dnn::PoolProblem problem{.n = 8, .c = 64, .h = 56, .w = 56, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+  dnn::PoolProblem problem{
+      .n = 8, .c = 64, .h = 56, .w = 56, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
   std::string mode = "max";
   std::string adaptive;
   bool global = false;
@@ -33,7 +34,8 @@ struct PoolBenchArgs {
 dnn::PoolMode parse_mode(const std::string& text) {
   if (text == "avg") return dnn::PoolMode::avg_exclude_pad;
   if (text == "avg_in") return dnn::PoolMode::avg_include_pad;
-  if (text == "max" || text == "avg_include_pad" || text == "avg_exclude_pad") return dnn::parse_pool_mode(text);
+  if (text == "max" || text == "avg_include_pad" || text == "avg_exclude_pad")
+    return dnn::parse_pool_mode(text);
   bad("-m " + quoted_input(text) +
       " is not a pooling mode (valid: max, avg (padding not counted, as MIOpen), avg_in (padding counted), "
       "avg_include_pad, avg_exclude_pad)");

@@ -20,7 +20,8 @@
 
 namespace galley::dnn {
 
-/// What a window reduces to.
+/// What a window reduces to. Global and adaptive windows have no padding, so both average modes
+/// compute the same there (their keys differ).
 enum class PoolMode : std::uint8_t {
   max,              ///< the largest element; padding never wins
   avg_include_pad,  ///< sum / window area with padding counted (PyTorch's count_include_pad=True)
@@ -98,8 +99,8 @@ struct PoolProblem {
   /// problem, indices kept for average pooling, a plane too large for i32 indices, overflow.
   void validate() const;
 
-  TensorDesc src_desc() const;  ///< N x C x H x W in `layout`
-  TensorDesc dst_desc() const;  ///< N x C x out_h x out_w in `layout`
+  TensorDesc src_desc() const;      ///< N x C x H x W in `layout`
+  TensorDesc dst_desc() const;      ///< N x C x out_h x out_w in `layout`
   TensorDesc indices_desc() const;  ///< dst_desc() as i32
 
   /// forward {src -> dst (+ indices)}; backward {diff_dst (+ indices or src for max) -> diff_src}.
@@ -131,8 +132,8 @@ using PoolSolver = Solver<PoolProblem>;
 
 /// y = pool(x). `indices` is written for max pooling with keep_indices and must be left empty
 /// (a default Tensor) otherwise.
-const PoolSolver& pooling_forward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& x, Tensor& y,
-                                  Tensor* indices = nullptr, const PoolSolver* solver = nullptr,
+const PoolSolver& pooling_forward(runtime::Stream& stream, const PoolProblem& problem, const Tensor& x,
+                                  Tensor& y, Tensor* indices = nullptr, const PoolSolver* solver = nullptr,
                                   CallReport* report = nullptr);
 
 /// dx = the gradient of pool(x) given dy. Max pooling reads `indices` when the problem keeps them,

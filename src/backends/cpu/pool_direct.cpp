@@ -78,8 +78,20 @@ struct Shape {
 };
 
 Shape shape_of(const PoolProblem& p) {
-  Shape s{p.n, p.c, p.h, p.w, p.out_h(), p.out_w(), dnn::pool_axis_h(p), dnn::pool_axis_w(p), p.mode,
-          p.layout == dnn::Layout::nhwc, {}, {}, {}, {}};
+  Shape s{p.n,
+          p.c,
+          p.h,
+          p.w,
+          p.out_h(),
+          p.out_w(),
+          dnn::pool_axis_h(p),
+          dnn::pool_axis_w(p),
+          p.mode,
+          p.layout == dnn::Layout::nhwc,
+          {},
+          {},
+          {},
+          {}};
   for (std::int64_t o = 0; o < s.oh; ++o) s.span_h.push_back(s.ah.span(o));
   for (std::int64_t o = 0; o < s.ow; ++o) s.span_w.push_back(s.aw.span(o));
   const auto covers = [](const PoolAxis& axis, std::vector<Cover>& out) {
@@ -144,7 +156,8 @@ float row_sum(const T* row, std::int64_t begin, std::int64_t end) {
 // its elements in order by the same rule, starting from its first element, and beats() merges the
 // lanes.
 template <class T>
-void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t end, float& best, std::int32_t& at) {
+void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t end, float& best,
+             std::int32_t& at) {
   std::int64_t iw = begin;
   if (end - begin >= 2 * kLanes) {
     float pb[kLanes];
@@ -201,7 +214,8 @@ void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t e
   auto at_bits = static_cast<std::uint32_t>(at);
   for (; iw < end; ++iw) {
     const float v = ld(row[iw]);
-    const std::uint32_t take = 0u - static_cast<std::uint32_t>((v > std::bit_cast<float>(best_bits)) | (v != v));
+    const std::uint32_t take =
+        0u - static_cast<std::uint32_t>((v > std::bit_cast<float>(best_bits)) | (v != v));
     best_bits = (best_bits & ~take) | (std::bit_cast<std::uint32_t>(v) & take);
     at_bits = (at_bits & ~take) | (static_cast<std::uint32_t>(base + iw) & take);
   }
@@ -216,7 +230,8 @@ void forward_one(const Shape& s, const T* xp, const PoolAxis::Span& sh, const Po
   if (s.mode == PoolMode::max) {
     float best = -std::numeric_limits<float>::infinity();
     auto at = static_cast<std::int32_t>(sh.begin * s.w + sw.begin);
-    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) row_max(xp + ih * s.w, ih * s.w, sw.begin, sw.end, best, at);
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih)
+      row_max(xp + ih * s.w, ih * s.w, sw.begin, sw.end, best, at);
     if (y != nullptr) *y = st<T>(best);
     if (idx != nullptr) *idx = at;
   } else {
@@ -231,8 +246,8 @@ void forward_one(const Shape& s, const T* xp, const PoolAxis::Span& sh, const Po
 // neighbouring outputs overlap instead of one output's taps waiting on each other.
 constexpr std::int64_t kBlock = 8;
 template <class T>
-void forward_block(const Shape& s, const T* xp, const PoolAxis::Span& sh, std::int64_t ow0, const float* inv, T* y,
-                   std::int32_t* idx) {
+void forward_block(const Shape& s, const T* xp, const PoolAxis::Span& sh, std::int64_t ow0, const float* inv,
+                   T* y, std::int32_t* idx) {
   const std::int64_t sw = s.aw.stride, k = s.aw.kernel;
   const std::int64_t iw0 = ow0 * sw - s.aw.pad;
   if (s.mode == PoolMode::max) {
@@ -245,7 +260,8 @@ void forward_block(const Shape& s, const T* xp, const PoolAxis::Span& sh, std::i
     const auto st32 = static_cast<std::int32_t>(sw);
     const __m128i lane0 = _mm_setr_epi32(0, st32, 2 * st32, 3 * st32);
     const __m128i lane1 = _mm_add_epi32(lane0, _mm_set1_epi32(4 * st32));
-    __m128i a0 = _mm_add_epi32(_mm_set1_epi32(first), lane0), a1 = _mm_add_epi32(_mm_set1_epi32(first), lane1);
+    __m128i a0 = _mm_add_epi32(_mm_set1_epi32(first), lane0),
+            a1 = _mm_add_epi32(_mm_set1_epi32(first), lane1);
     for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
       const T* row = xp + ih * s.w + iw0;
       for (std::int64_t kx = 0; kx < k; ++kx) {
@@ -383,7 +399,8 @@ void forward_nhwc(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
 // visit every input's covering outputs. Max adds its gradient at the kept or found index only when
 // that index lies in the output's own window, the problem's rule for foreign indices.
 template <class T>
-void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx, const std::vector<float>& inv) {
+void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
+                   const std::vector<float>& inv) {
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> acc(static_cast<std::size_t>(plane_in));
@@ -422,7 +439,8 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx, 
 }
 
 template <class T>
-void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx, const std::vector<float>& inv) {
+void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
+                   const std::vector<float>& inv) {
   const std::int64_t C = s.c;
   parallel_for(0, s.n * s.h, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<float> acc(static_cast<std::size_t>(C));
@@ -509,7 +527,8 @@ class PoolDirect final : public dnn::PoolSolver {
             compute<BFloat>(problem, args);
             return;
           default:
-            throw Error(Status::unsupported, "cpu.pool.direct: dtype " + std::string(to_string(problem.dtype)));
+            throw Error(Status::unsupported,
+                        "cpu.pool.direct: dtype " + std::string(to_string(problem.dtype)));
         }
       });
     });

@@ -64,8 +64,8 @@ std::string window_no(const PoolProblem& p, Window& out) {
                " is not a multiple of the output " + std::to_string(p.adaptive_h) + "x" +
                std::to_string(p.adaptive_w) + ")";
       }
-      out = {int(p.h / p.adaptive_h), int(p.w / p.adaptive_w), 0, 0, int(p.h / p.adaptive_h),
-             int(p.w / p.adaptive_w)};
+      out = {int(p.h / p.adaptive_h), int(p.w / p.adaptive_w), 0, 0,
+             int(p.h / p.adaptive_h), int(p.w / p.adaptive_w)};
       return {};
   }
   return "unknown window";
@@ -78,9 +78,10 @@ struct TensorDescriptor {
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
   void set(const PoolProblem& p, std::int64_t h, std::int64_t w) {
-    check_cudnn(cudnnSetTensor4dDescriptor(d, p.layout == dnn::Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                           data_type(p.dtype), int(p.n), int(p.c), int(h), int(w)),
-                "cudnnSetTensor4dDescriptor");
+    check_cudnn(
+        cudnnSetTensor4dDescriptor(d, p.layout == dnn::Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                   data_type(p.dtype), int(p.n), int(p.c), int(h), int(w)),
+        "cudnnSetTensor4dDescriptor");
   }
 };
 
@@ -106,7 +107,8 @@ class CudnnPool final : public dnn::PoolSolver {
     if (p.src_desc().elements() > INT_MAX || p.dst_desc().elements() > INT_MAX) {
       return Applicability::no("tensors of 2^31 elements or more (cuDNN's int sizes)");
     }
-    if (p.direction == dnn::PoolDirection::backward && p.mode == dnn::PoolMode::max && p.dtype != DType::f32) {
+    if (p.direction == dnn::PoolDirection::backward && p.mode == dnn::PoolMode::max &&
+        p.dtype != DType::f32) {
       return Applicability::no("max backward in " + std::string(to_string(p.dtype)) +
                                ": cuDNN may route a tie's gradient to another maximum than the first");
     }
@@ -126,7 +128,8 @@ class CudnnPool final : public dnn::PoolSolver {
                                                 std::to_string(need));
     }
     Window win;
-    if (auto why = window_no(p, win); !why.empty()) throw Error(Status::unsupported, std::string(kName) + ": " + why);
+    if (auto why = window_no(p, win); !why.empty())
+      throw Error(Status::unsupported, std::string(kName) + ": " + why);
     CudnnHandle& h = cudnn_handle(stream.device());
     stream.launch(kName, [&] {
       DeviceGuard guard(stream.device().index());
@@ -135,30 +138,32 @@ class CudnnPool final : public dnn::PoolSolver {
                                       : p.mode == dnn::PoolMode::avg_include_pad
                                           ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                           : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-      check_cudnn(cudnnSetPooling2dDescriptor(pool.d, mode, CUDNN_PROPAGATE_NAN, win.kh, win.kw, win.ph, win.pw,
-                                              win.sh, win.sw),
+      check_cudnn(cudnnSetPooling2dDescriptor(pool.d, mode, CUDNN_PROPAGATE_NAN, win.kh, win.kw, win.ph,
+                                              win.pw, win.sh, win.sw),
                   "cudnnSetPooling2dDescriptor");
       TensorDescriptor x, y;
       x.set(p, p.h, p.w);
       y.set(p, p.out_h(), p.out_w());
       std::lock_guard lock(h.mutex);
-      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
+      check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()),
+                  "cudnnSetStream");
       const float one = 1.f, zero = 0.f;
       if (p.direction == dnn::PoolDirection::forward) {
-        check_cudnn(cudnnPoolingForward(h.handle, pool.d, &one, x.d, a.src, &zero, y.d, a.dst), "cudnnPoolingForward");
+        check_cudnn(cudnnPoolingForward(h.handle, pool.d, &one, x.d, a.src, &zero, y.d, a.dst),
+                    "cudnnPoolingForward");
         return;
       }
       if (p.mode == dnn::PoolMode::max) {
         // cuDNN finds each maximum by comparing x with y, so it needs the forward output.
         check_cudnn(cudnnPoolingForward(h.handle, pool.d, &one, x.d, a.src, &zero, y.d, a.workspace),
                     "cudnnPoolingForward");
-        check_cudnn(cudnnPoolingBackward(h.handle, pool.d, &one, y.d, a.workspace, y.d, a.diff_dst, x.d, a.src, &zero,
-                                         x.d, a.diff_src),
+        check_cudnn(cudnnPoolingBackward(h.handle, pool.d, &one, y.d, a.workspace, y.d, a.diff_dst, x.d,
+                                         a.src, &zero, x.d, a.diff_src),
                     "cudnnPoolingBackward");
       } else {
         // Average backward reads neither x nor y; cuDNN still takes pointers of their shapes.
-        check_cudnn(cudnnPoolingBackward(h.handle, pool.d, &one, y.d, a.diff_dst, y.d, a.diff_dst, x.d, a.diff_src,
-                                         &zero, x.d, a.diff_src),
+        check_cudnn(cudnnPoolingBackward(h.handle, pool.d, &one, y.d, a.diff_dst, y.d, a.diff_dst, x.d,
+                                         a.diff_src, &zero, x.d, a.diff_src),
                     "cudnnPoolingBackward");
       }
     });

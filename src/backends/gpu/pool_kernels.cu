@@ -88,7 +88,9 @@ template <int V>
 __device__ __forceinline__ void load_idx(const std::int32_t* p, int (&out)[V]) {
   if constexpr (V == 8) {
     const int4 a = reinterpret_cast<const int4*>(p)[0], b = reinterpret_cast<const int4*>(p)[1];
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    const int words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int l = 0; l < 8; ++l) out[l] = words[l];
   } else {
 #pragma unroll
     for (int l = 0; l < V; ++l) out[l] = p[l];
@@ -185,8 +187,8 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
 }
 
 template <typename T, int V, bool kNhwc, bool kMax, typename I>
-__global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy, const std::int32_t* __restrict__ idx,
-                                     T* __restrict__ dx, I total) {
+__global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
+                                     const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
   const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
   const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
   const I cvecs = C / V;
@@ -290,8 +292,9 @@ __global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T
 // (blockIdx.z of `splits`); it leaves one partial per channel and share in the workspace.
 constexpr int kGlobalRows = 8;
 template <typename T, int V>
-__global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restrict__ x, float* __restrict__ part_v,
-                                                int* __restrict__ part_i, int splits) {
+__global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restrict__ x,
+                                                float* __restrict__ part_v, int* __restrict__ part_i,
+                                                int splits) {
   __shared__ float vals[kGlobalRows][32][V];
   __shared__ int ats[kGlobalRows][32][V];
   const i64 n = blockIdx.y;
@@ -319,7 +322,8 @@ __global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restric
     }
   }
 #pragma unroll
-  for (int l = 0; l < V; ++l) vals[threadIdx.y][threadIdx.x][l] = acc[l], ats[threadIdx.y][threadIdx.x][l] = at[l];
+  for (int l = 0; l < V; ++l)
+    vals[threadIdx.y][threadIdx.x][l] = acc[l], ats[threadIdx.y][threadIdx.x][l] = at[l];
   __syncthreads();
   if (threadIdx.y != 0 || !live) return;
   for (int r = 1; r < kGlobalRows; ++r) {
@@ -440,18 +444,19 @@ void with_index_type(const PoolParams& p, Launch&& launch) {
 
 }  // namespace
 
-void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec, void* stream) {
+void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
+                         void* stream) {
   constexpr int kThreads = 256;
   const i64 total = p.out_elems() / vec;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     with_index_type(p, [&](auto index) {
       using I = decltype(index);
-      auto kernel = !p.nhwc   ? pool_forward_kernel<T, 1, false, I>
+      auto kernel = !p.nhwc    ? pool_forward_kernel<T, 1, false, I>
                     : vec == 8 ? pool_forward_kernel<T, 8, true, I>
                                : pool_forward_kernel<T, 1, true, I>;
-      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
-                                                                           static_cast<T*>(y), idx, I(total));
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
+          p, static_cast<const T*>(x), static_cast<T*>(y), idx, I(total));
     });
   });
   check_launch("gpu.pool.direct (forward)");
@@ -466,14 +471,14 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
     using T = std::remove_pointer_t<decltype(tag)>;
     with_index_type(p, [&](auto index) {
       using I = decltype(index);
-      auto kernel = is_max ? (!p.nhwc   ? pool_backward_kernel<T, 1, false, true, I>
+      auto kernel = is_max ? (!p.nhwc    ? pool_backward_kernel<T, 1, false, true, I>
                               : vec == 8 ? pool_backward_kernel<T, 8, true, true, I>
                                          : pool_backward_kernel<T, 1, true, true, I>)
-                           : (!p.nhwc   ? pool_backward_kernel<T, 1, false, false, I>
+                           : (!p.nhwc    ? pool_backward_kernel<T, 1, false, false, I>
                               : vec == 8 ? pool_backward_kernel<T, 8, true, false, I>
                                          : pool_backward_kernel<T, 1, true, false, I>);
       kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
-                                                                           static_cast<T*>(dx), I(total));
+                                                                            static_cast<T*>(dx), I(total));
     });
   });
   check_launch("gpu.pool.direct (backward)");
@@ -484,8 +489,8 @@ std::size_t pool_global_workspace_bytes(const PoolParams& p) {
   return std::size_t(p.n) * std::size_t(global_splits(p)) * std::size_t(p.c) * (sizeof(float) + sizeof(int));
 }
 
-void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* workspace,
-                                void* stream) {
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
+                                void* workspace, void* stream) {
   const int vec = global_vec(p, x);
   dispatch_dtype(p.dtype, "gpu.pool.global", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -499,14 +504,16 @@ void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std
       partial<<<grid, block, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), part_v, part_i, splits);
       check_launch("gpu.pool.global (partial)");
       constexpr int kThreads = 256;
-      pool_global_nhwc_finish_kernel<T><<<unsigned((p.n * p.c + kThreads - 1) / kThreads), kThreads, 0,
-                                          as_stream(stream)>>>(p, part_v, part_i, splits, static_cast<T*>(y), idx);
+      pool_global_nhwc_finish_kernel<T>
+          <<<unsigned((p.n * p.c + kThreads - 1) / kThreads), kThreads, 0, as_stream(stream)>>>(
+              p, part_v, part_i, splits, static_cast<T*>(y), idx);
     } else {
       constexpr int kThreads = 256;
       const i64 planes = p.n * p.c;
       const unsigned blocks = unsigned((planes + kThreads / 32 - 1) / (kThreads / 32));
       auto kernel = vec == 8 ? pool_global_nchw_kernel<T, 8> : pool_global_nchw_kernel<T, 1>;
-      kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<T*>(y), idx);
+      kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<T*>(y),
+                                                         idx);
     }
   });
   check_launch("gpu.pool.global");

@@ -34,7 +34,8 @@ int pool_vector_width(const PoolParams& p, const void* const* pointers, int coun
 
 /// Forward, one thread per output (nhwc: per `vec` channels of one output pixel). `y` or `idx` may
 /// be null: finding the maxima for backward writes indices only.
-void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec, void* stream);
+void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
+                         void* stream);
 /// Backward as a gather, one thread per input element (nhwc: per `vec` channels): the outputs whose
 /// windows hold it add their gradient (average) or theirs when their index names it (max, idx).
 void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx, int vec,
@@ -44,7 +45,7 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
 /// nhwc splits each plane into shares over blocks, which leave partials in `workspace`
 /// (pool_global_workspace_bytes), then merges them.
 std::size_t pool_global_workspace_bytes(const PoolParams& p);
-void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* workspace,
-                                void* stream);
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
+                                void* workspace, void* stream);
 
 }  // namespace galley::backends::gpu

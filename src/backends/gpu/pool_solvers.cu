@@ -19,7 +19,8 @@ using dnn::PoolProblem;
 
 class GpuPoolSolver : public dnn::PoolSolver {
  public:
-  GpuPoolSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  GpuPoolSolver(std::string name, std::string backend)
+      : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
 
   // Max backward without kept indices finds the maxima again into the workspace first; the
@@ -40,8 +41,8 @@ class GpuPoolSolver : public dnn::PoolSolver {
       void* s = stream.native_handle();
       void* forward_ws = static_cast<char*>(a.workspace) + index_bytes(problem);
       if (problem.direction == dnn::PoolDirection::forward) {
-        forward(p, a.src, a.dst, problem.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, forward_ws,
-                s);
+        forward(p, a.src, a.dst, problem.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr,
+                forward_ws, s);
         return;
       }
       const std::int32_t* idx = nullptr;
@@ -93,7 +94,8 @@ class PoolDirect final : public GpuPoolSolver {
   }
 
  private:
-  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*, void* stream) const override {
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
+               void* stream) const override {
     const void* vec_ptrs[] = {x, y, idx};
     launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 3), stream);
   }
@@ -128,7 +130,9 @@ class PoolGlobal final : public GpuPoolSolver {
                void* stream) const override {
     launch_pool_global_forward(p, x, y, idx, ws, stream);
   }
-  std::size_t forward_workspace_bytes(const PoolParams& p) const override { return pool_global_workspace_bytes(p); }
+  std::size_t forward_workspace_bytes(const PoolParams& p) const override {
+    return pool_global_workspace_bytes(p);
+  }
 };
 
 }  // namespace
