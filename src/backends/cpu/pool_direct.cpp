@@ -1,0 +1,545 @@
+// cpu.pool.direct: pooling on the cpu thread pool. nchw works plane by plane (one task per N*C
+// plane), eight outputs of a row at a time where their windows lie inside the row; nhwc works
+// output row by output row with the channels innermost, where the compiler vectorises the
+// per-channel sums and comparisons. Backward never has two threads write one element: nchw
+// scatters into its own plane, nhwc gathers for each input the gradients of the outputs whose
+// windows hold it; so the result does not depend on the thread count. Max backward without kept
+// indices first finds the maxima again into the workspace, then proceeds as with kept indices.
+#include <algorithm>
+#include <bit>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/pool_solvers.hpp"
+#include "backends/cpu/thread_pool.hpp"
+#include "dnn/pool_geometry.hpp"
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+using dnn::PoolArgs;
+using dnn::PoolAxis;
+using dnn::PoolMode;
+using dnn::PoolProblem;
+
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat {
+  std::uint16_t bits;
+};
+inline float ld(float v) { return v; }
+inline float ld(Half v) { return half_to_float(v.bits); }
+inline float ld(BFloat v) {
+  const std::uint32_t u = std::uint32_t(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+template <class T>
+T st(float v);
+template <>
+float st<float>(float v) {
+  return v;
+}
+template <>
+Half st<Half>(float v) {
+  return {float_to_half(v)};
+}
+template <>
+BFloat st<BFloat>(float v) {
+  return {float_to_bfloat16(v)};
+}
+
+struct Cover {
+  std::int64_t first, last;
+};
+
+// The problem's sizes and, per row and column, its windows and the outputs covering each input:
+// tables made once per call, so no loop divides.
+struct Shape {
+  std::int64_t n, c, h, w, oh, ow;
+  PoolAxis ah, aw;
+  PoolMode mode;
+  bool nhwc;
+  std::vector<PoolAxis::Span> span_h, span_w;
+  std::vector<Cover> cover_h, cover_w;
+  // Output columns [ow_lo, ow_hi) whose windows are whole kernels inside the row (nchw fast path).
+  std::int64_t ow_lo = 0, ow_hi = 0;
+};
+
+Shape shape_of(const PoolProblem& p) {
+  Shape s{p.n,
+          p.c,
+          p.h,
+          p.w,
+          p.out_h(),
+          p.out_w(),
+          dnn::pool_axis_h(p),
+          dnn::pool_axis_w(p),
+          p.mode,
+          p.layout == dnn::Layout::nhwc,
+          {},
+          {},
+          {},
+          {}};
+  for (std::int64_t o = 0; o < s.oh; ++o) s.span_h.push_back(s.ah.span(o));
+  for (std::int64_t o = 0; o < s.ow; ++o) s.span_w.push_back(s.aw.span(o));
+  const auto covers = [](const PoolAxis& axis, std::vector<Cover>& out) {
+    out.resize(static_cast<std::size_t>(axis.in));
+    for (std::int64_t i = 0; i < axis.in; ++i) axis.covering(i, out[i].first, out[i].last);
+  };
+  covers(s.ah, s.cover_h);
+  covers(s.aw, s.cover_w);
+  if (!s.aw.adaptive) {
+    while (s.ow_lo < s.ow && s.ow_lo * s.aw.stride - s.aw.pad < 0) ++s.ow_lo;
+    s.ow_hi = s.ow_lo;
+    while (s.ow_hi < s.ow && s.ow_hi * s.aw.stride - s.aw.pad + s.aw.kernel <= s.w) ++s.ow_hi;
+  }
+  return s;
+}
+
+// 1 / divisor of every output position of a plane (the same for every plane).
+std::vector<float> inverse_divisors(const Shape& s) {
+  std::vector<float> inv(static_cast<std::size_t>(s.oh * s.ow), 1.0f);
+  if (s.mode == PoolMode::max) return inv;
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    const PoolAxis::Span& sh = s.span_h[oh];
+    for (std::int64_t ow = 0; ow < s.ow; ++ow) {
+      inv[oh * s.ow + ow] = 1.0f / static_cast<float>(dnn::pool_divisor(s.mode, sh, s.span_w[ow]));
+    }
+  }
+  return inv;
+}
+
+// Whether (v, i) beats the maximum so far (best, at) under the problem's rule, in a form that does
+// not depend on visiting order, so partial maxima can be merged: a NaN beats any number and an
+// earlier NaN, a larger value wins, and among equal values the earlier position.
+inline bool beats(float v, std::int32_t i, float best, std::int32_t at) {
+  if (v != v) return best == best || i > at;
+  if (best != best) return false;
+  return v > best || (v == best && i < at);
+}
+
+// Row reductions of the nchw path. Wide rows (global and adaptive windows) keep 8 independent
+// partials, which the compiler turns into vector lanes; the partials merge in a fixed order, so
+// the result does not depend on the thread count.
+constexpr std::int64_t kLanes = 8;
+
+template <class T>
+float row_sum(const T* row, std::int64_t begin, std::int64_t end) {
+  float sum = 0;
+  std::int64_t iw = begin;
+  if (end - begin >= 2 * kLanes) {
+    float part[kLanes] = {};
+    for (; iw + kLanes <= end; iw += kLanes) {
+      for (std::int64_t l = 0; l < kLanes; ++l) part[l] += ld(row[iw + l]);
+    }
+    for (std::int64_t l = 0; l < kLanes; ++l) sum += part[l];
+  }
+  for (; iw < end; ++iw) sum += ld(row[iw]);
+  return sum;
+}
+
+// Folds row[begin, end) (positions base + iw) into (best, at), the maximum of the earlier rows by
+// the scanning rule. A wide row gives each of 8 lanes every 8th element (two SSE2 vectors, the
+// x86-64 baseline, with blends instead of the branches that random data mispredicts); a lane scans
+// its elements in order by the same rule, starting from its first element, and beats() merges the
+// lanes.
+template <class T>
+void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t end, float& best,
+             std::int32_t& at) {
+  std::int64_t iw = begin;
+  if (end - begin >= 2 * kLanes) {
+    float pb[kLanes];
+    std::int32_t pa[kLanes];
+#if defined(__SSE2__)
+    __m128 b0 = _mm_set1_ps(-std::numeric_limits<float>::infinity()), b1 = b0;
+    const auto first = static_cast<std::int32_t>(base + begin);
+    __m128i pos0 = _mm_setr_epi32(first, first + 1, first + 2, first + 3);
+    __m128i pos1 = _mm_add_epi32(pos0, _mm_set1_epi32(4));
+    __m128i a0 = pos0, a1 = pos1;
+    const __m128i step = _mm_set1_epi32(kLanes);
+    for (; iw + kLanes <= end; iw += kLanes) {
+      __m128 v0, v1;
+      if constexpr (std::is_same_v<T, float>) {
+        v0 = _mm_loadu_ps(row + iw), v1 = _mm_loadu_ps(row + iw + 4);
+      } else {
+        float buf[kLanes];
+        for (std::int64_t l = 0; l < kLanes; ++l) buf[l] = ld(row[iw + l]);
+        v0 = _mm_loadu_ps(buf), v1 = _mm_loadu_ps(buf + 4);
+      }
+      const __m128 t0 = _mm_or_ps(_mm_cmpgt_ps(v0, b0), _mm_cmpunord_ps(v0, v0));
+      const __m128 t1 = _mm_or_ps(_mm_cmpgt_ps(v1, b1), _mm_cmpunord_ps(v1, v1));
+      b0 = _mm_or_ps(_mm_and_ps(t0, v0), _mm_andnot_ps(t0, b0));
+      b1 = _mm_or_ps(_mm_and_ps(t1, v1), _mm_andnot_ps(t1, b1));
+      const __m128i m0 = _mm_castps_si128(t0), m1 = _mm_castps_si128(t1);
+      a0 = _mm_or_si128(_mm_and_si128(m0, pos0), _mm_andnot_si128(m0, a0));
+      a1 = _mm_or_si128(_mm_and_si128(m1, pos1), _mm_andnot_si128(m1, a1));
+      pos0 = _mm_add_epi32(pos0, step);
+      pos1 = _mm_add_epi32(pos1, step);
+    }
+    _mm_storeu_ps(pb, b0);
+    _mm_storeu_ps(pb + 4, b1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(pa), a0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(pa + 4), a1);
+#else
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      pb[l] = -std::numeric_limits<float>::infinity(), pa[l] = static_cast<std::int32_t>(base + begin + l);
+    }
+    for (; iw + kLanes <= end; iw += kLanes) {
+      for (std::int64_t l = 0; l < kLanes; ++l) {
+        const float v = ld(row[iw + l]);
+        const bool take = (v > pb[l]) | (v != v);
+        pb[l] = take ? v : pb[l];
+        pa[l] = take ? static_cast<std::int32_t>(base + iw + l) : pa[l];
+      }
+    }
+#endif
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      if (beats(pb[l], pa[l], best, at)) best = pb[l], at = pa[l];
+    }
+  }
+  // Narrow rows (kernel windows): the same rule with integer blends, so no branch depends on data.
+  auto best_bits = std::bit_cast<std::uint32_t>(best);
+  auto at_bits = static_cast<std::uint32_t>(at);
+  for (; iw < end; ++iw) {
+    const float v = ld(row[iw]);
+    const std::uint32_t take =
+        0u - static_cast<std::uint32_t>((v > std::bit_cast<float>(best_bits)) | (v != v));
+    best_bits = (best_bits & ~take) | (std::bit_cast<std::uint32_t>(v) & take);
+    at_bits = (at_bits & ~take) | (static_cast<std::uint32_t>(base + iw) & take);
+  }
+  best = std::bit_cast<float>(best_bits);
+  at = static_cast<std::int32_t>(at_bits);
+}
+
+// One output of the nchw forward, window by window (edges, adaptive and global windows).
+template <class T>
+void forward_one(const Shape& s, const T* xp, const PoolAxis::Span& sh, const PoolAxis::Span& sw, float inv,
+                 T* y, std::int32_t* idx) {
+  if (s.mode == PoolMode::max) {
+    float best = -std::numeric_limits<float>::infinity();
+    auto at = static_cast<std::int32_t>(sh.begin * s.w + sw.begin);
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih)
+      row_max(xp + ih * s.w, ih * s.w, sw.begin, sw.end, best, at);
+    if (y != nullptr) *y = st<T>(best);
+    if (idx != nullptr) *idx = at;
+  } else {
+    float sum = 0;
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) sum += row_sum(xp + ih * s.w, sw.begin, sw.end);
+    *y = st<T>(sum * inv);
+  }
+}
+
+// kBlock outputs of one row whose windows are whole kernels inside the row: the lanes are
+// independent outputs, each scanning its window by the rule, so the compare-and-blend chains of
+// neighbouring outputs overlap instead of one output's taps waiting on each other.
+constexpr std::int64_t kBlock = 8;
+template <class T>
+void forward_block(const Shape& s, const T* xp, const PoolAxis::Span& sh, std::int64_t ow0, const float* inv,
+                   T* y, std::int32_t* idx) {
+  const std::int64_t sw = s.aw.stride, k = s.aw.kernel;
+  const std::int64_t iw0 = ow0 * sw - s.aw.pad;
+  if (s.mode == PoolMode::max) {
+    float best[kBlock];
+    std::int32_t at[kBlock];
+#if defined(__SSE2__)
+    // Two SSE2 vectors of 4 outputs: the x86-64 baseline, with blends for the rule.
+    __m128 b0 = _mm_set1_ps(-std::numeric_limits<float>::infinity()), b1 = b0;
+    const auto first = static_cast<std::int32_t>(sh.begin * s.w + iw0);
+    const auto st32 = static_cast<std::int32_t>(sw);
+    const __m128i lane0 = _mm_setr_epi32(0, st32, 2 * st32, 3 * st32);
+    const __m128i lane1 = _mm_add_epi32(lane0, _mm_set1_epi32(4 * st32));
+    __m128i a0 = _mm_add_epi32(_mm_set1_epi32(first), lane0),
+            a1 = _mm_add_epi32(_mm_set1_epi32(first), lane1);
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+      const T* row = xp + ih * s.w + iw0;
+      for (std::int64_t kx = 0; kx < k; ++kx) {
+        float buf[kBlock];
+        for (std::int64_t l = 0; l < kBlock; ++l) buf[l] = ld(row[l * sw + kx]);
+        const __m128 v0 = _mm_loadu_ps(buf), v1 = _mm_loadu_ps(buf + 4);
+        const __m128i pos = _mm_set1_epi32(static_cast<std::int32_t>(ih * s.w + iw0 + kx));
+        const __m128 t0 = _mm_or_ps(_mm_cmpgt_ps(v0, b0), _mm_cmpunord_ps(v0, v0));
+        const __m128 t1 = _mm_or_ps(_mm_cmpgt_ps(v1, b1), _mm_cmpunord_ps(v1, v1));
+        b0 = _mm_or_ps(_mm_and_ps(t0, v0), _mm_andnot_ps(t0, b0));
+        b1 = _mm_or_ps(_mm_and_ps(t1, v1), _mm_andnot_ps(t1, b1));
+        const __m128i m0 = _mm_castps_si128(t0), m1 = _mm_castps_si128(t1);
+        a0 = _mm_or_si128(_mm_and_si128(m0, _mm_add_epi32(pos, lane0)), _mm_andnot_si128(m0, a0));
+        a1 = _mm_or_si128(_mm_and_si128(m1, _mm_add_epi32(pos, lane1)), _mm_andnot_si128(m1, a1));
+      }
+    }
+    _mm_storeu_ps(best, b0);
+    _mm_storeu_ps(best + 4, b1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at), a0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at + 4), a1);
+#else
+    for (std::int64_t l = 0; l < kBlock; ++l) {
+      best[l] = -std::numeric_limits<float>::infinity();
+      at[l] = static_cast<std::int32_t>(sh.begin * s.w + iw0 + l * sw);
+    }
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+      const T* row = xp + ih * s.w + iw0;
+      for (std::int64_t kx = 0; kx < k; ++kx) {
+        for (std::int64_t l = 0; l < kBlock; ++l) {
+          const float v = ld(row[l * sw + kx]);
+          const bool take = (v > best[l]) | (v != v);
+          best[l] = take ? v : best[l];
+          at[l] = take ? static_cast<std::int32_t>(ih * s.w + iw0 + l * sw + kx) : at[l];
+        }
+      }
+    }
+#endif
+    for (std::int64_t l = 0; l < kBlock; ++l) {
+      if (y != nullptr) y[l] = st<T>(best[l]);
+      if (idx != nullptr) idx[l] = at[l];
+    }
+  } else {
+    float sum[kBlock] = {};
+    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+      const T* row = xp + ih * s.w + iw0;
+      for (std::int64_t kx = 0; kx < k; ++kx) {
+        for (std::int64_t l = 0; l < kBlock; ++l) sum[l] += ld(row[l * sw + kx]);
+      }
+    }
+    for (std::int64_t l = 0; l < kBlock; ++l) y[l] = st<T>(sum[l] * inv[l]);
+  }
+}
+
+// Forward. `y` or `idx` may be null (finding the maxima for backward writes indices only).
+template <class T>
+void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std::vector<float>& inv) {
+  const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      const T* xp = x + pl * plane_in;
+      for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+        const PoolAxis::Span& sh = s.span_h[oh];
+        const std::int64_t row = pl * plane_out + oh * s.ow;
+        const float* irow = inv.data() + oh * s.ow;
+        T* yrow = y != nullptr ? y + row : nullptr;
+        std::int32_t* irow_idx = idx != nullptr ? idx + row : nullptr;
+        std::int64_t ow = 0;
+        const auto one = [&](std::int64_t o) {
+          forward_one(s, xp, sh, s.span_w[o], irow[o], yrow != nullptr ? yrow + o : nullptr,
+                      irow_idx != nullptr ? irow_idx + o : nullptr);
+        };
+        for (; ow < s.ow_lo; ++ow) one(ow);
+        for (; ow + kBlock <= s.ow_hi; ow += kBlock) {
+          forward_block(s, xp, sh, ow, irow + ow, yrow != nullptr ? yrow + ow : nullptr,
+                        irow_idx != nullptr ? irow_idx + ow : nullptr);
+        }
+        for (; ow < s.ow; ++ow) one(ow);
+      }
+    }
+  });
+}
+
+template <class T>
+void forward_nhwc(const Shape& s, const T* x, T* y, std::int32_t* idx, const std::vector<float>& inv) {
+  const std::int64_t C = s.c;
+  parallel_for(0, s.n * s.oh, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<float> acc(static_cast<std::size_t>(C));
+    std::vector<std::int32_t> at(static_cast<std::size_t>(C));
+    float* a = acc.data();
+    std::int32_t* ai = at.data();
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t n = r / s.oh, oh = r % s.oh;
+      const PoolAxis::Span& sh = s.span_h[oh];
+      for (std::int64_t ow = 0; ow < s.ow; ++ow) {
+        const PoolAxis::Span& sw = s.span_w[ow];
+        const std::int64_t o = (r * s.ow + ow) * C;
+        if (s.mode == PoolMode::max) {
+          const auto first = static_cast<std::int32_t>(sh.begin * s.w + sw.begin);
+          std::fill(a, a + C, -std::numeric_limits<float>::infinity());
+          std::fill(ai, ai + C, first);
+          for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+            for (std::int64_t iw = sw.begin; iw < sw.end; ++iw) {
+              const T* xr = x + ((n * s.h + ih) * s.w + iw) * C;
+              const auto pos = static_cast<std::int32_t>(ih * s.w + iw);
+              for (std::int64_t c = 0; c < C; ++c) {
+                const float v = ld(xr[c]);
+                const bool take = v > a[c] || v != v;
+                a[c] = take ? v : a[c];
+                ai[c] = take ? pos : ai[c];
+              }
+            }
+          }
+          if (y != nullptr) {
+            for (std::int64_t c = 0; c < C; ++c) y[o + c] = st<T>(a[c]);
+          }
+          if (idx != nullptr) std::copy(ai, ai + C, idx + o);
+        } else {
+          std::fill(a, a + C, 0.0f);
+          for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+            for (std::int64_t iw = sw.begin; iw < sw.end; ++iw) {
+              const T* xr = x + ((n * s.h + ih) * s.w + iw) * C;
+              for (std::int64_t c = 0; c < C; ++c) a[c] += ld(xr[c]);
+            }
+          }
+          const float k = inv[oh * s.ow + ow];
+          for (std::int64_t c = 0; c < C; ++c) y[o + c] = st<T>(a[c] * k);
+        }
+      }
+    }
+  });
+}
+
+// Backward. nchw scatters each output's gradient into a float copy of its plane (one task owns a
+// plane, so nothing is shared and the order is fixed): O(outputs) for max, where a gather would
+// visit every input's covering outputs. Max adds its gradient at the kept or found index only when
+// that index lies in the output's own window, the problem's rule for foreign indices.
+template <class T>
+void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
+                   const std::vector<float>& inv) {
+  const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    std::vector<float> acc(static_cast<std::size_t>(plane_in));
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      const T* g = dy + pl * plane_out;
+      const std::int32_t* ip = idx != nullptr ? idx + pl * plane_out : nullptr;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+        const PoolAxis::Span& sh = s.span_h[oh];
+        for (std::int64_t ow = 0; ow < s.ow; ++ow) {
+          const PoolAxis::Span& sw = s.span_w[ow];
+          const std::int64_t o = oh * s.ow + ow;
+          const float go = ld(g[o]);
+          if (ip != nullptr) {
+            const std::int64_t at = ip[o];
+            for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+              const std::int64_t col = at - ih * s.w;
+              if (col >= sw.begin && col < sw.end) {
+                acc[static_cast<std::size_t>(at)] += go;
+                break;
+              }
+            }
+          } else {
+            const float share = go * inv[o];
+            for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) {
+              float* row = acc.data() + ih * s.w;
+              for (std::int64_t iw = sw.begin; iw < sw.end; ++iw) row[iw] += share;
+            }
+          }
+        }
+      }
+      T* out = dx + pl * plane_in;
+      for (std::int64_t i = 0; i < plane_in; ++i) out[i] = st<T>(acc[i]);
+    }
+  });
+}
+
+template <class T>
+void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
+                   const std::vector<float>& inv) {
+  const std::int64_t C = s.c;
+  parallel_for(0, s.n * s.h, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<float> acc(static_cast<std::size_t>(C));
+    float* a = acc.data();
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t n = r / s.h, ih = r % s.h;
+      const std::int64_t oh0 = s.cover_h[ih].first, oh1 = s.cover_h[ih].last;
+      for (std::int64_t iw = 0; iw < s.w; ++iw) {
+        const std::int64_t ow0 = s.cover_w[iw].first, ow1 = s.cover_w[iw].last;
+        const auto pos = static_cast<std::int32_t>(ih * s.w + iw);
+        std::fill(a, a + C, 0.0f);
+        for (std::int64_t oh = oh0; oh <= oh1; ++oh) {
+          for (std::int64_t ow = ow0; ow <= ow1; ++ow) {
+            const std::int64_t o = ((n * s.oh + oh) * s.ow + ow) * C;
+            const T* g = dy + o;
+            if (idx != nullptr) {
+              const std::int32_t* ip = idx + o;
+              for (std::int64_t c = 0; c < C; ++c) a[c] += ip[c] == pos ? ld(g[c]) : 0.0f;
+            } else {
+              const float k = inv[oh * s.ow + ow];
+              for (std::int64_t c = 0; c < C; ++c) a[c] += ld(g[c]) * k;
+            }
+          }
+        }
+        T* out = dx + ((n * s.h + ih) * s.w + iw) * C;
+        for (std::int64_t c = 0; c < C; ++c) out[c] = st<T>(a[c]);
+      }
+    }
+  });
+}
+
+template <class T>
+void compute(const PoolProblem& p, const PoolArgs& a) {
+  const Shape s = shape_of(p);
+  const std::vector<float> inv = inverse_divisors(s);
+  const auto fwd = s.nhwc ? forward_nhwc<T> : forward_nchw<T>;
+  const auto bwd = s.nhwc ? backward_nhwc<T> : backward_nchw<T>;
+  if (p.direction == dnn::PoolDirection::forward) {
+    fwd(s, static_cast<const T*>(a.src), static_cast<T*>(a.dst),
+        p.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, inv);
+    return;
+  }
+  const std::int32_t* idx = nullptr;
+  if (p.mode == PoolMode::max) {
+    if (p.keep_indices) {
+      idx = static_cast<const std::int32_t*>(a.indices);
+    } else {
+      auto* found = static_cast<std::int32_t*>(a.workspace);
+      fwd(s, static_cast<const T*>(a.src), nullptr, found, inv);
+      idx = found;
+    }
+  }
+  bwd(s, static_cast<const T*>(a.diff_dst), idx, static_cast<T*>(a.diff_src), inv);
+}
+
+class PoolDirect final : public dnn::PoolSolver {
+ public:
+  std::string_view name() const override { return "cpu.pool.direct"; }
+  dnn::Applicability check(const PoolProblem&, const runtime::Device& device) const override {
+    if (!device.is_cpu()) return dnn::Applicability::no("runs on the cpu backend only, not " + device.name());
+    return dnn::Applicability::yes();
+  }
+  std::size_t workspace_bytes(const PoolProblem& p, const runtime::Device&) const override {
+    if (p.direction != dnn::PoolDirection::backward || !p.recomputes_indices()) return 0;
+    return static_cast<std::size_t>(p.dst_desc().elements()) * sizeof(std::int32_t);
+  }
+  void run(runtime::Stream& stream, const PoolProblem& problem, const PoolArgs& args) const override {
+    const std::size_t need = workspace_bytes(problem, stream.device());
+    if (args.workspace_bytes < need) {
+      throw Error(Status::invalid_argument, std::string(name()) + ": workspace of " +
+                                                std::to_string(args.workspace_bytes) + " bytes, needs " +
+                                                std::to_string(need));
+    }
+    stream.launch(name(), [&] {
+      stream.host_task([problem, args] {
+        switch (problem.dtype) {
+          case DType::f32:
+            compute<float>(problem, args);
+            return;
+          case DType::f16:
+            compute<Half>(problem, args);
+            return;
+          case DType::bf16:
+            compute<BFloat>(problem, args);
+            return;
+          default:
+            throw Error(Status::unsupported,
+                        "cpu.pool.direct: dtype " + std::string(to_string(problem.dtype)));
+        }
+      });
+    });
+  }
+  std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    return p.layout == dnn::Layout::nhwc ? "rows, channels innermost" : "planes";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::PoolSolver> make_pool_direct() { return std::make_unique<PoolDirect>(); }
+
+}  // namespace galley::backends::cpu

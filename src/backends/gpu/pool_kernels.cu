@@ -1,0 +1,522 @@
+// The single-source pooling kernels. Window bounds follow dnn/pool_geometry.hpp exactly (PyTorch's
+// formulas), and the max rule is the problem's: scanning a window row by row, an element takes
+// over when it is greater or NaN. Backward is a gather (each input sums what the outputs whose
+// windows hold it send it), so there are no atomics and the result is deterministic.
+#include "conv_device.cuh"
+#include "galley/dnn/pool.hpp"
+#include "pool_kernels.hpp"
+
+namespace galley::backends::gpu {
+namespace {
+
+using i64 = long long;
+
+// Index math in I: int when every index and window bound fits (fits_int32), so the divisions that
+// split a thread's index into coordinates are 32-bit; long long otherwise.
+template <typename I>
+struct Span {
+  I begin, end, padded_extent;
+};
+
+// One axis of the windows, in I.
+template <typename I>
+struct Axis {
+  I in, out, k, s, pad;
+  bool adaptive;
+
+  __device__ __forceinline__ Span<I> window(I o) const {
+    if (adaptive) {
+      const I b = o * in / out;
+      const I e = ((o + 1) * in + out - 1) / out;
+      return {b, e, e - b};
+    }
+    const I start = o * s - pad;
+    const I stop = min(start + k, in + pad);
+    return {max(start, I(0)), min(stop, in), stop - start};
+  }
+  // The outputs whose windows hold input i: [first, last].
+  __device__ __forceinline__ void covering(I i, I& first, I& last) const {
+    if (adaptive) {
+      first = i * out / in;
+      last = min(out - 1, ((i + 1) * out - 1) / in);
+      return;
+    }
+    const I hi = i + pad;
+    const I lo = hi - k + 1;
+    first = lo <= 0 ? 0 : (lo + s - 1) / s;
+    last = min(out - 1, hi / s);
+  }
+};
+
+template <typename I>
+__device__ __forceinline__ Axis<I> axis_h(const PoolParams& p) {
+  return {I(p.h), I(p.oh), I(p.kh), I(p.sh), I(p.ph), p.adaptive};
+}
+template <typename I>
+__device__ __forceinline__ Axis<I> axis_w(const PoolParams& p) {
+  return {I(p.w), I(p.ow), I(p.kw), I(p.sw), I(p.pw), p.adaptive};
+}
+
+template <typename I>
+__device__ __forceinline__ float divisor(int mode, const Span<I>& sh, const Span<I>& sw) {
+  return mode == 1 ? float(sh.padded_extent) * float(sw.padded_extent)
+                   : float(sh.end - sh.begin) * float(sw.end - sw.begin);
+}
+
+// V elements as floats: V == 8 is one 16-byte load for f16/bf16 (two for f32), V == 1 a scalar.
+template <typename T, int V>
+__device__ __forceinline__ void load_v(const T* p, float (&out)[V]) {
+  if constexpr (V == 8) {
+    load8<T>(p, out);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = ldg_f32(p + l);
+  }
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_v(T* p, const float (&v)[V]) {
+  if constexpr (V == 8) {
+    store8<T>(p, v);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) p[l] = from_f32<T>(v[l]);
+  }
+}
+
+// V indices: two 16-byte accesses for V == 8 (pool_vector_width checked the alignment).
+template <int V>
+__device__ __forceinline__ void load_idx(const std::int32_t* p, int (&out)[V]) {
+  if constexpr (V == 8) {
+    const int4 a = reinterpret_cast<const int4*>(p)[0], b = reinterpret_cast<const int4*>(p)[1];
+    const int words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int l = 0; l < 8; ++l) out[l] = words[l];
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = p[l];
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_idx(std::int32_t* p, const int (&v)[V]) {
+  if constexpr (V == 8) {
+    reinterpret_cast<int4*>(p)[0] = make_int4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<int4*>(p)[1] = make_int4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) p[l] = v[l];
+  }
+}
+
+// Whether candidate (v, i) beats the current (best, at) under the sequential rule, in a form that
+// does not depend on visiting order: a NaN beats any number and a later NaN, a larger value wins,
+// and among equal values the first position does.
+__device__ __forceinline__ bool beats(float v, int i, float best, int at) {
+  if (v != v) return best == best || i > at;
+  if (best != best) return false;
+  return v > best || (v == best && i < at);
+}
+
+template <typename T, int V, bool kNhwc, typename I>
+__global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
+                                    std::int32_t* __restrict__ idx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const I cvecs = C / V;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    I n, c, oh, ow, out, base, hs, ws;
+    if (kNhwc) {
+      c = (t % cvecs) * V;
+      I r = t / cvecs;
+      ow = r % OW;
+      r /= OW;
+      oh = r % OH;
+      n = r / OH;
+      out = ((n * OH + oh) * OW + ow) * C + c;
+      base = n * H * W * C + c;
+      hs = W * C;
+      ws = C;
+    } else {
+      ow = t % OW;
+      I r = t / OW;
+      oh = r % OH;
+      r /= OH;
+      c = r % C;
+      n = r / C;
+      out = t;
+      base = (n * C + c) * H * W;
+      hs = W;
+      ws = 1;
+    }
+    const Span<I> sh = ah.window(oh), sw = aw.window(ow);
+    float acc[V];
+    if (p.mode == 0) {
+      int at[V];
+      const int first = int(sh.begin * W + sw.begin);
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] = -INFINITY, at[l] = first;
+      for (I ih = sh.begin; ih < sh.end; ++ih) {
+        for (I iw = sw.begin; iw < sw.end; ++iw) {
+          float v[V];
+          load_v<T, V>(x + base + ih * hs + iw * ws, v);
+          const int pos = int(ih * W + iw);
+#pragma unroll
+          for (int l = 0; l < V; ++l) {
+            if (v[l] > acc[l] || v[l] != v[l]) acc[l] = v[l], at[l] = pos;
+          }
+        }
+      }
+      if (y != nullptr) store_v<T, V>(y + out, acc);
+      if (idx != nullptr) store_idx<V>(idx + out, at);
+    } else {
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] = 0.f;
+      for (I ih = sh.begin; ih < sh.end; ++ih) {
+        for (I iw = sw.begin; iw < sw.end; ++iw) {
+          float v[V];
+          load_v<T, V>(x + base + ih * hs + iw * ws, v);
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += v[l];
+        }
+      }
+      const float d = divisor(p.mode, sh, sw);
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] /= d;
+      store_v<T, V>(y + out, acc);
+    }
+  }
+}
+
+template <typename T, int V, bool kNhwc, bool kMax, typename I>
+__global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
+                                     const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const I cvecs = C / V;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    I n, c, ih, iw, in_off;
+    if (kNhwc) {
+      c = (t % cvecs) * V;
+      I r = t / cvecs;
+      iw = r % W;
+      r /= W;
+      ih = r % H;
+      n = r / H;
+      in_off = ((n * H + ih) * W + iw) * C + c;
+    } else {
+      iw = t % W;
+      I r = t / W;
+      ih = r % H;
+      r /= H;
+      c = r % C;
+      n = r / C;
+      in_off = t;
+    }
+    I oh0, oh1, ow0, ow1;
+    ah.covering(ih, oh0, oh1);
+    aw.covering(iw, ow0, ow1);
+    const int pos = int(ih * W + iw);
+    float acc[V];
+#pragma unroll
+    for (int l = 0; l < V; ++l) acc[l] = 0.f;
+    for (I oh = oh0; oh <= oh1; ++oh) {
+      const Span<I> sh = ah.window(oh);
+      for (I ow = ow0; ow <= ow1; ++ow) {
+        const I o = kNhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow;
+        float g[V];
+        load_v<T, V>(dy + o, g);
+        if (kMax) {
+          int at[V];
+          load_idx<V>(idx + o, at);
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += at[l] == pos ? g[l] : 0.f;
+        } else {
+          const float d = divisor(p.mode, sh, aw.window(ow));
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += g[l] / d;
+        }
+      }
+    }
+    store_v<T, V>(dx + in_off, acc);
+  }
+}
+
+// Global nchw: one warp per plane, lanes striding over it (16-byte loads when the plane allows),
+// then a shuffle tree. A lane visits its elements in increasing order and `beats` does not depend
+// on order, so the tree keeps the sequential rule.
+template <typename T, int V>
+__global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
+                                        std::int32_t* __restrict__ idx) {
+  const int lane = threadIdx.x & 31;
+  const i64 plane = i64(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (plane >= p.n * p.c) return;
+  const i64 hw = p.h * p.w;
+  const T* xp = x + plane * hw;
+  float best = p.mode == 0 ? -INFINITY : 0.f;
+  int at = 0x7fffffff;
+  for (i64 j = lane; j < hw / V; j += 32) {
+    float v[V];
+    load_v<T, V>(xp + j * V, v);
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      if (p.mode != 0) {
+        best += v[l];
+      } else if (beats(v[l], int(j * V + l), best, at)) {
+        best = v[l], at = int(j * V + l);
+      }
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+#if GALLEY_GPU_HIP
+    // Width 32: a 64-lane AMD wavefront holds two planes' lanes.
+    const float ob = __shfl_down(best, off, 32);
+    const int oa = __shfl_down(at, off, 32);
+#else
+    const float ob = __shfl_down_sync(0xffffffffu, best, off);
+    const int oa = __shfl_down_sync(0xffffffffu, at, off);
+#endif
+    if (p.mode != 0) {
+      best += ob;
+    } else if (beats(ob, oa, best, at)) {
+      best = ob, at = oa;
+    }
+  }
+  if (lane == 0) {
+    if (p.mode != 0) best /= float(hw);
+    if (y != nullptr) y[plane] = from_f32<T>(best);
+    if (p.mode == 0 && idx != nullptr) idx[plane] = at;
+  }
+}
+
+// Global nhwc, pass one: a block holds 32 x V channels of one image (threadIdx.x, coalesced 16-byte
+// loads) and kGlobalRows pixel rows (threadIdx.y) striding over its share of the plane
+// (blockIdx.z of `splits`); it leaves one partial per channel and share in the workspace.
+constexpr int kGlobalRows = 8;
+template <typename T, int V>
+__global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restrict__ x,
+                                                float* __restrict__ part_v, int* __restrict__ part_i,
+                                                int splits) {
+  __shared__ float vals[kGlobalRows][32][V];
+  __shared__ int ats[kGlobalRows][32][V];
+  const i64 n = blockIdx.y;
+  const i64 c = (i64(blockIdx.x) * 32 + threadIdx.x) * V;
+  const i64 hw = p.h * p.w;
+  const i64 share = (hw + splits - 1) / splits;
+  const i64 begin = blockIdx.z * share, end = min(hw, begin + share);
+  const bool live = c < p.c;
+  float acc[V];
+  int at[V];
+#pragma unroll
+  for (int l = 0; l < V; ++l) acc[l] = p.mode == 0 ? -INFINITY : 0.f, at[l] = 0x7fffffff;
+  if (live) {
+    for (i64 i = begin + threadIdx.y; i < end; i += kGlobalRows) {
+      float v[V];
+      load_v<T, V>(x + (n * hw + i) * p.c + c, v);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        if (p.mode != 0) {
+          acc[l] += v[l];
+        } else if (beats(v[l], int(i), acc[l], at[l])) {
+          acc[l] = v[l], at[l] = int(i);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < V; ++l)
+    vals[threadIdx.y][threadIdx.x][l] = acc[l], ats[threadIdx.y][threadIdx.x][l] = at[l];
+  __syncthreads();
+  if (threadIdx.y != 0 || !live) return;
+  for (int r = 1; r < kGlobalRows; ++r) {
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      const float v = vals[r][threadIdx.x][l];
+      const int a = ats[r][threadIdx.x][l];
+      if (p.mode != 0) {
+        acc[l] += v;
+      } else if (beats(v, a, acc[l], at[l])) {
+        acc[l] = v, at[l] = a;
+      }
+    }
+  }
+  const i64 o = (n * splits + blockIdx.z) * p.c + c;
+#pragma unroll
+  for (int l = 0; l < V; ++l) part_v[o + l] = acc[l], part_i[o + l] = at[l];
+}
+
+// Global nhwc, pass two: one thread per (image, channel) merges the shares.
+template <typename T>
+__global__ void pool_global_nhwc_finish_kernel(PoolParams p, const float* __restrict__ part_v,
+                                               const int* __restrict__ part_i, int splits, T* __restrict__ y,
+                                               std::int32_t* __restrict__ idx) {
+  const i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.n * p.c) return;
+  const i64 n = t / p.c, c = t % p.c;
+  float best = p.mode == 0 ? -INFINITY : 0.f;
+  int at = 0x7fffffff;
+  for (int s = 0; s < splits; ++s) {
+    const i64 o = (n * splits + s) * p.c + c;
+    if (p.mode != 0) {
+      best += part_v[o];
+    } else if (beats(part_v[o], part_i[o], best, at)) {
+      best = part_v[o], at = part_i[o];
+    }
+  }
+  if (p.mode != 0) best /= float(p.h * p.w);
+  if (y != nullptr) y[t] = from_f32<T>(best);
+  if (p.mode == 0 && idx != nullptr) idx[t] = at;
+}
+
+int global_vec(const PoolParams& p, const void* x) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  if (p.nhwc) return aligned && p.c % 8 == 0 ? 8 : 1;
+  return aligned && (p.h * p.w) % 8 == 0 ? 8 : 1;
+}
+
+// Shares of an nhwc plane: enough blocks to fill a large GPU (about 1024), each share at least
+// a few rows per thread; at most gridDim.z's 65535.
+int global_splits(const PoolParams& p) {
+  const i64 groups = (p.c + 255) / 256 * p.n;
+  const i64 want = (1024 + groups - 1) / groups;
+  const i64 most = std::max<i64>(1, p.h * p.w / (4 * kGlobalRows));
+  return int(std::clamp<i64>(std::min(want, most), 1, 65535));
+}
+
+unsigned grid_for(i64 total, int threads) {
+  // Grid-stride loops: cap the grid so huge tensors still launch on both vendors.
+  return unsigned(std::min<i64>((total + threads - 1) / threads, 65535LL * 32));
+}
+
+}  // namespace
+
+PoolParams make_pool_params(const dnn::PoolProblem& problem) {
+  problem.validate();
+  PoolParams p;
+  p.n = problem.n, p.c = problem.c, p.h = problem.h, p.w = problem.w;
+  p.oh = problem.out_h(), p.ow = problem.out_w();
+  p.adaptive = problem.window != dnn::PoolWindow::kernel;
+  if (!p.adaptive) {
+    p.kh = problem.kernel_h, p.kw = problem.kernel_w;
+    p.sh = problem.stride_h, p.sw = problem.stride_w;
+    p.ph = problem.pad_h, p.pw = problem.pad_w;
+  }
+  p.mode = problem.mode == dnn::PoolMode::max ? 0 : problem.mode == dnn::PoolMode::avg_include_pad ? 1 : 2;
+  p.nhwc = problem.layout == dnn::Layout::nhwc;
+  p.dtype = problem.dtype;
+  return p;
+}
+
+int pool_vector_width(const PoolParams& p, const void* const* pointers, int count) {
+  if (!p.nhwc || p.c % 8 != 0) return 1;
+  for (int i = 0; i < count; ++i) {
+    if (pointers[i] != nullptr && reinterpret_cast<std::uintptr_t>(pointers[i]) % 16 != 0) return 1;
+  }
+  return 8;
+}
+
+namespace {
+
+// Whether every index and window bound of the kernels fits in int, with room for one grid stride
+// past the end (a grid-stride loop's last step): the tensors, the products o * in of adaptive
+// bounds, and the padded extents. In double, so absurd sizes cannot wrap the test itself.
+bool fits_int32(const PoolParams& p) {
+  const double stride = 65535.0 * 32 * 256;
+  const double limit = 2147483647.0 - stride;
+  const double sizes[] = {double(p.in_elems()),
+                          double(p.out_elems()),
+                          (double(p.oh) + 1) * (double(p.h) + 1),
+                          (double(p.ow) + 1) * (double(p.w) + 1),
+                          double(p.oh) * double(p.sh) + double(p.kh) + double(p.ph) + double(p.h),
+                          double(p.ow) * double(p.sw) + double(p.kw) + double(p.pw) + double(p.w)};
+  for (double v : sizes) {
+    if (v >= limit) return false;
+  }
+  return true;
+}
+
+template <typename Launch>
+void with_index_type(const PoolParams& p, Launch&& launch) {
+  if (fits_int32(p)) {
+    launch(int(0));
+  } else {
+    launch(i64(0));
+  }
+}
+
+}  // namespace
+
+void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
+                         void* stream) {
+  constexpr int kThreads = 256;
+  const i64 total = p.out_elems() / vec;
+  dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      auto kernel = !p.nhwc    ? pool_forward_kernel<T, 1, false, I>
+                    : vec == 8 ? pool_forward_kernel<T, 8, true, I>
+                               : pool_forward_kernel<T, 1, true, I>;
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
+          p, static_cast<const T*>(x), static_cast<T*>(y), idx, I(total));
+    });
+  });
+  check_launch("gpu.pool.direct (forward)");
+}
+
+void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx, int vec,
+                          void* stream) {
+  constexpr int kThreads = 256;
+  const i64 total = p.in_elems() / vec;
+  const bool is_max = p.mode == 0;
+  dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      auto kernel = is_max ? (!p.nhwc    ? pool_backward_kernel<T, 1, false, true, I>
+                              : vec == 8 ? pool_backward_kernel<T, 8, true, true, I>
+                                         : pool_backward_kernel<T, 1, true, true, I>)
+                           : (!p.nhwc    ? pool_backward_kernel<T, 1, false, false, I>
+                              : vec == 8 ? pool_backward_kernel<T, 8, true, false, I>
+                                         : pool_backward_kernel<T, 1, true, false, I>);
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
+                                                                            static_cast<T*>(dx), I(total));
+    });
+  });
+  check_launch("gpu.pool.direct (backward)");
+}
+
+std::size_t pool_global_workspace_bytes(const PoolParams& p) {
+  if (!p.nhwc) return 0;
+  return std::size_t(p.n) * std::size_t(global_splits(p)) * std::size_t(p.c) * (sizeof(float) + sizeof(int));
+}
+
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
+                                void* workspace, void* stream) {
+  const int vec = global_vec(p, x);
+  dispatch_dtype(p.dtype, "gpu.pool.global", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (p.nhwc) {
+      const int splits = global_splits(p);
+      auto* part_v = static_cast<float*>(workspace);
+      auto* part_i = reinterpret_cast<int*>(part_v + p.n * splits * p.c);
+      const dim3 block(32, kGlobalRows);
+      const dim3 grid(unsigned((p.c + 32 * vec - 1) / (32 * vec)), unsigned(p.n), unsigned(splits));
+      auto partial = vec == 8 ? pool_global_nhwc_partial_kernel<T, 8> : pool_global_nhwc_partial_kernel<T, 1>;
+      partial<<<grid, block, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), part_v, part_i, splits);
+      check_launch("gpu.pool.global (partial)");
+      constexpr int kThreads = 256;
+      pool_global_nhwc_finish_kernel<T>
+          <<<unsigned((p.n * p.c + kThreads - 1) / kThreads), kThreads, 0, as_stream(stream)>>>(
+              p, part_v, part_i, splits, static_cast<T*>(y), idx);
+    } else {
+      constexpr int kThreads = 256;
+      const i64 planes = p.n * p.c;
+      const unsigned blocks = unsigned((planes + kThreads / 32 - 1) / (kThreads / 32));
+      auto kernel = vec == 8 ? pool_global_nchw_kernel<T, 8> : pool_global_nchw_kernel<T, 1>;
+      kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x), static_cast<T*>(y),
+                                                         idx);
+    }
+  });
+  check_launch("gpu.pool.global");
+}
+
+}  // namespace galley::backends::gpu

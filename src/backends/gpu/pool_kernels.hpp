@@ -1,0 +1,51 @@
+// Host-side view of one pooling problem for the single-source GPU kernels, and their launchers.
+// Vendor-neutral (streams are `void*`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "galley/core/dtype.hpp"
+
+namespace galley::dnn {
+struct PoolProblem;
+}
+
+namespace galley::backends::gpu {
+
+/// The problem as kernels see it, 64-bit sizes. Adaptive and global windows have `adaptive` set
+/// (a global window is adaptive to 1x1); kernel windows use kh/kw, stride and padding.
+struct PoolParams {
+  std::int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool adaptive = false;
+  int mode = 0;  ///< 0 max, 1 average with padding counted, 2 average without
+  bool nhwc = false;
+  DType dtype = DType::f32;
+
+  std::int64_t in_elems() const { return n * c * h * w; }
+  std::int64_t out_elems() const { return n * c * oh * ow; }
+};
+
+PoolParams make_pool_params(const dnn::PoolProblem& problem);
+
+/// Channels per thread of the nhwc kernels: 16 bytes of them when c and every pointer allow it.
+int pool_vector_width(const PoolParams& p, const void* const* pointers, int count);
+
+/// Forward, one thread per output (nhwc: per `vec` channels of one output pixel). `y` or `idx` may
+/// be null: finding the maxima for backward writes indices only.
+void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
+                         void* stream);
+/// Backward as a gather, one thread per input element (nhwc: per `vec` channels): the outputs whose
+/// windows hold it add their gradient (average) or theirs when their index names it (max, idx).
+void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx, int vec,
+                          void* stream);
+
+/// Global pooling (one window over the whole plane) forward: nchw reduces each plane with one warp;
+/// nhwc splits each plane into shares over blocks, which leave partials in `workspace`
+/// (pool_global_workspace_bytes), then merges them.
+std::size_t pool_global_workspace_bytes(const PoolParams& p);
+void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
+                                void* workspace, void* stream);
+
+}  // namespace galley::backends::gpu

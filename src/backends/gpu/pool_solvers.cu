@@ -1,0 +1,147 @@
+// The single-source GPU pooling solvers: check / workspace / run glue over pool_kernels.cu.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "conv_device.cuh"
+#include "dnn/pool_geometry.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/runtime/stream.hpp"
+#include "pool_kernels.hpp"
+#include "pool_solvers.hpp"
+
+namespace galley::backends::gpu {
+namespace {
+
+using dnn::Applicability;
+using dnn::PoolArgs;
+using dnn::PoolProblem;
+
+class GpuPoolSolver : public dnn::PoolSolver {
+ public:
+  GpuPoolSolver(std::string name, std::string backend)
+      : name_(std::move(name)), backend_(std::move(backend)) {}
+  std::string_view name() const override { return name_; }
+
+  // Max backward without kept indices finds the maxima again into the workspace first; the
+  // forward pass's own workspace follows them.
+  std::size_t workspace_bytes(const PoolProblem& p, const runtime::Device&) const override {
+    return index_bytes(p) + forward_workspace_bytes(make_pool_params(p));
+  }
+
+  void run(runtime::Stream& stream, const PoolProblem& problem, const PoolArgs& a) const override {
+    const PoolParams p = make_pool_params(problem);
+    const std::size_t need = workspace_bytes(problem, stream.device());
+    if (a.workspace_bytes < need) {
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(need));
+    }
+    stream.launch(name_, [&] {
+      ScopedDevice device(stream.device().index());
+      void* s = stream.native_handle();
+      void* forward_ws = static_cast<char*>(a.workspace) + index_bytes(problem);
+      if (problem.direction == dnn::PoolDirection::forward) {
+        forward(p, a.src, a.dst, problem.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr,
+                forward_ws, s);
+        return;
+      }
+      const std::int32_t* idx = nullptr;
+      if (problem.mode == dnn::PoolMode::max) {
+        if (problem.keep_indices) {
+          idx = static_cast<const std::int32_t*>(a.indices);
+        } else {
+          auto* found = static_cast<std::int32_t*>(a.workspace);
+          forward(p, a.src, nullptr, found, forward_ws, s);
+          idx = found;
+        }
+      }
+      const void* vec_ptrs[] = {a.diff_dst, a.diff_src, idx};
+      launch_pool_backward(p, a.diff_dst, idx, a.diff_src, pool_vector_width(p, vec_ptrs, 3), s);
+    });
+  }
+
+ protected:
+  std::string common_no(const PoolProblem& p, const runtime::Device& device) const {
+    if (device.backend() != backend_) return "runs on " + backend_ + " devices, not " + device.name();
+    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return std::string("dtype ") + to_string(p.dtype) + " (needs f32, f16 or bf16)";
+    return {};
+  }
+  /// The forward pass into y and/or idx (either may be null), with forward_workspace_bytes at ws.
+  virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
+                       void* stream) const = 0;
+  virtual std::size_t forward_workspace_bytes(const PoolParams&) const { return 0; }
+
+  // Where backward without kept indices puts the maxima it finds (rounded up to keep what follows
+  // 16-byte aligned).
+  static std::size_t index_bytes(const PoolProblem& p) {
+    if (p.direction != dnn::PoolDirection::backward || !p.recomputes_indices()) return 0;
+    return (static_cast<std::size_t>(p.dst_desc().elements()) * sizeof(std::int32_t) + 15) / 16 * 16;
+  }
+
+  std::string name_, backend_;
+};
+
+class PoolDirect final : public GpuPoolSolver {
+ public:
+  explicit PoolDirect(std::string backend) : GpuPoolSolver("gpu.pool.direct", std::move(backend)) {}
+  Applicability check(const PoolProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    return p.layout == dnn::Layout::nhwc && p.c % 8 == 0 ? "8 channels per thread" : "one element per thread";
+  }
+
+ private:
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
+               void* stream) const override {
+    const void* vec_ptrs[] = {x, y, idx};
+    launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 3), stream);
+  }
+};
+
+class PoolGlobal final : public GpuPoolSolver {
+ public:
+  explicit PoolGlobal(std::string backend) : GpuPoolSolver("gpu.pool.global", std::move(backend)) {}
+  Applicability check(const PoolProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device); !why.empty()) return Applicability::no(why);
+    if (p.out_h() != 1 || p.out_w() != 1) {
+      return Applicability::no("output " + std::to_string(p.out_h()) + "x" + std::to_string(p.out_w()) +
+                               " is not 1x1");
+    }
+    const dnn::PoolAxis::Span sh = dnn::pool_axis_h(p).span(0), sw = dnn::pool_axis_w(p).span(0);
+    const bool whole = sh.begin == 0 && sh.end == p.h && sw.begin == 0 && sw.end == p.w;
+    const bool padded = sh.padded_extent != p.h || sw.padded_extent != p.w;
+    if (!whole || (p.mode == dnn::PoolMode::avg_include_pad && padded)) {
+      return Applicability::no("the window is not exactly the input plane");
+    }
+    if (p.layout == dnn::Layout::nhwc && p.n > 65535) {
+      return Applicability::no("nhwc batch " + std::to_string(p.n) + " over 65535 (one grid row per image)");
+    }
+    return Applicability::yes();
+  }
+  std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    return p.layout == dnn::Layout::nhwc ? "plane shares over blocks, then a merge" : "one warp per plane";
+  }
+
+ private:
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
+               void* stream) const override {
+    launch_pool_global_forward(p, x, y, idx, ws, stream);
+  }
+  std::size_t forward_workspace_bytes(const PoolParams& p) const override {
+    return pool_global_workspace_bytes(p);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::PoolSolver> make_pool_global(std::string_view backend) {
+  return std::make_unique<PoolGlobal>(std::string(backend));
+}
+std::unique_ptr<dnn::PoolSolver> make_pool_direct(std::string_view backend) {
+  return std::make_unique<PoolDirect>(std::string(backend));
+}
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,174 @@
+// Every GPU pooling solver (gpu.pool.*, cuda.pool.cudnn) against the cpu reference over odd shapes,
+// every window kind, mode, dtype, layout and direction; kept indices against recomputed ones;
+// NaN and -inf through max; refusals with reasons. Skips without a device of the backend.
+#include "galley/dnn/pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dnn/op_verify.hpp"
+#include "dnn/tensor_data.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+std::vector<PoolProblem> grid() {
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+      {.kernel_h = 2, .kernel_w = 2},
+      {.kernel_h = 2, .kernel_w = 2, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 2, .pad_h = 1, .stride_h = 1, .stride_w = 3, .ceil_mode = true},
+      {.window = PoolWindow::global},
+      {.window = PoolWindow::adaptive, .adaptive_h = 7, .adaptive_w = 5},
+      {.window = PoolWindow::adaptive, .adaptive_h = 31, .adaptive_w = 1},
+      {.window = PoolWindow::adaptive, .adaptive_h = 40, .adaptive_w = 33},
+  };
+  // Channels 32 and 64 take the nhwc kernels' 8-channel path; 3, 17, 23 the scalar one.
+  const struct {
+    std::int64_t n, c, h, w;
+  } sizes[] = {{1, 3, 31, 29}, {2, 17, 31, 29}, {1, 23, 31, 29}, {2, 32, 31, 29}, {1, 64, 62, 62}};
+  std::vector<PoolProblem> out;
+  std::size_t pick = 0;
+  for (const PoolProblem& win : windows) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+            for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = layout, p.direction = dir;
+              const auto& s = sizes[pick++ % std::size(sizes)];
+              p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w;
+              out.push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class PoolGpu : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = galley::testing::first_device(GetParam(), why);
+    if (!device_) GTEST_SKIP() << why;
+  }
+  std::optional<runtime::Device> device_;
+};
+
+TEST_P(PoolGpu, EverySolverMatchesTheReference) {
+  std::map<std::string, int> ran;
+  const std::vector<PoolProblem> problems = grid();
+  for (const PoolProblem& p : problems) {
+    for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+      if (!s->check(p, *device_)) continue;
+      const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+      ++ran[std::string(s->name())];
+    }
+  }
+  EXPECT_EQ(ran["gpu.pool.direct"], static_cast<int>(problems.size()));      // it claims everything
+  EXPECT_EQ(ran["gpu.pool.global"], static_cast<int>(problems.size() / 8));  // the global window's share
+  if (GetParam() == "cuda") EXPECT_GT(ran["cuda.pool.cudnn"], 50);
+}
+
+TEST_P(PoolGpu, KeptIndicesGiveTheSameGradientAsRecomputing) {
+  runtime::Stream stream(*device_);
+  for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+    for (PoolWindow window : {PoolWindow::kernel, PoolWindow::global}) {
+      PoolProblem p{.window = window,
+                    .n = 2,
+                    .c = 32,
+                    .h = 31,
+                    .w = 29,
+                    .keep_indices = true,
+                    .dtype = DType::bf16,
+                    .layout = layout};
+      if (window == PoolWindow::kernel) p.kernel_h = 3, p.kernel_w = 3, p.pad_h = 1, p.pad_w = 1;
+      const auto x_host = random_tensor(p.dtype, p.src_desc().elements(), 11);
+      const auto dy_host = random_tensor(p.dtype, p.dst_desc().elements(), 12);
+      PoolProblem recompute = p;
+      recompute.keep_indices = false;
+      for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+        if (!s->check(p, *device_) || !s->check(recompute, *device_)) continue;
+        Tensor x = Tensor::empty(stream, p.src_desc()), y = Tensor::empty(stream, p.dst_desc());
+        Tensor idx = Tensor::empty(stream, p.indices_desc()), dy = Tensor::empty(stream, p.dst_desc());
+        Tensor dx_kept = Tensor::empty(stream, p.src_desc()), dx_found = Tensor::empty(stream, p.src_desc());
+        x.copy_from_host(stream, x_host.data(), x_host.size());
+        dy.copy_from_host(stream, dy_host.data(), dy_host.size());
+        pooling_forward(stream, p, x, y, &idx, s);
+        pooling_backward(stream, p, dy, dx_kept, nullptr, &idx, s);
+        pooling_backward(stream, recompute, dy, dx_found, &x, nullptr, s);
+        const auto kept = dx_kept.to_host<std::uint16_t>(stream);
+        const auto found = dx_found.to_host<std::uint16_t>(stream);
+        EXPECT_EQ(kept, found) << s->name() << " " << p.key();
+      }
+    }
+  }
+}
+
+TEST_P(PoolGpu, NanPropagatesAndMinusInfinityKeepsTheFirstElement) {
+  runtime::Stream stream(*device_);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (PoolWindow window : {PoolWindow::kernel, PoolWindow::global}) {
+    PoolProblem p{.window = window, .n = 1, .c = 1, .h = 4, .w = 4, .keep_indices = true};
+    std::vector<float> x(16, -inf);
+    x[4] = nan;
+    x[5] = nan;  // two NaNs in one window: the later one is the maximum, as PyTorch scans
+    for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+      if (!s->check(p, *device_)) continue;
+      Tensor xt = Tensor::empty(stream, p.src_desc()), yt = Tensor::empty(stream, p.dst_desc());
+      Tensor it = Tensor::empty(stream, p.indices_desc());
+      xt.copy_from_host(stream, x.data(), x.size() * 4);
+      pooling_forward(stream, p, xt, yt, &it, s);
+      const auto y = yt.to_host<float>(stream);
+      const auto idx = it.to_host<std::int32_t>(stream);
+      EXPECT_TRUE(std::isnan(y[0])) << s->name();
+      EXPECT_EQ(idx[0], 5) << s->name();
+      if (window == PoolWindow::kernel) {
+        EXPECT_EQ(y[1], -inf) << s->name();
+        EXPECT_EQ(idx[1], 2) << s->name();  // (0, 2), the window's first element
+        EXPECT_EQ(idx[2], 8) << s->name();
+      }
+    }
+  }
+}
+
+TEST_P(PoolGpu, SolversRefuseWithAReason) {
+  const PoolProblem windowed{
+      .n = 1, .c = 8, .h = 16, .w = 16, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+  const PoolSolver* global = find_solver_for<PoolProblem>(GetParam(), "gpu.pool.global");
+  ASSERT_NE(global, nullptr);
+  const Applicability a = global->check(windowed, *device_);
+  EXPECT_FALSE(a);
+  EXPECT_FALSE(a.reason.empty());
+  const runtime::Device cpu = runtime::device("cpu");
+  EXPECT_FALSE(global->check(windowed, cpu));
+  if (GetParam() != "cuda") return;
+  const PoolSolver* cudnn = find_solver_for<PoolProblem>("cuda", "cuda.pool.cudnn");
+  ASSERT_NE(cudnn, nullptr);
+  PoolProblem keep = windowed;
+  keep.keep_indices = true;
+  EXPECT_NE(cudnn->check(keep, *device_).reason.find("indices"), std::string::npos);
+  PoolProblem ceil{.n = 1, .c = 8, .h = 15, .w = 15, .ceil_mode = true};
+  EXPECT_NE(cudnn->check(ceil, *device_).reason.find("ceil"), std::string::npos);
+  PoolProblem uneven{
+      .window = PoolWindow::adaptive, .n = 1, .c = 8, .h = 15, .w = 15, .adaptive_h = 4, .adaptive_w = 4};
+  EXPECT_FALSE(cudnn->check(uneven, *device_));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PoolGpu, ::testing::Values("cuda", "hip"));
+
+}  // namespace
+}  // namespace galley::dnn
