@@ -16,7 +16,10 @@ namespace {
 
 std::string list_text(const std::vector<std::int64_t>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out + "]";
 }
 
