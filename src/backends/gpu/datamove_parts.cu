@@ -1,4 +1,4 @@
-// Concat and split in one launch for all parts (blockIdx.y picks the part, 16-byte vectors when
+// Concat and split in one launch for all parts (blocks shared out by size, 16-byte vectors when
 // every run allows), and pad's forward (one thread per output vector, inside or padding).
 #include <algorithm>
 #include <cstring>
@@ -12,26 +12,46 @@ namespace {
 
 using namespace datamove;
 
-// Every part's pointer and place in a row, as one kernel argument (about 2.3 KB of the 4 KB
-// parameter space at kMaxMultiArgs parts).
+// Every part's pointer and place in a row, and the first block of the grid that works on it, as
+// one kernel argument (about 3.1 KB of the 4 KB parameter space at kMaxMultiArgs parts). Blocks
+// are handed out in proportion to each part's size, so one large part among small ones still
+// gets the whole device and no block starts without work.
 struct Parts {
   void* ptr[dnn::kMaxMultiArgs];
   std::int64_t inner[dnn::kMaxMultiArgs];
   std::int64_t offset[dnn::kMaxMultiArgs];
+  std::uint32_t first_block[dnn::kMaxMultiArgs + 1];
   std::int64_t row;
   std::int64_t outer;
+  int count;
 };
+
+constexpr int kPartsThreads = 256;
+constexpr int kUnitsPerThread = 4;
 
 // Lengths are in units of T (a vector of N elements, or one element).
 template <class T, bool kConcat, class I>
 __global__ void parts_kernel(Parts parts, T* whole) {
-  const int part = blockIdx.y;
+  // The part of this block: the last whose first block is at or before it.
+  int lo = 0, hi = parts.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (parts.first_block[mid] <= blockIdx.x) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int part = lo;
   const I inner = static_cast<I>(parts.inner[part]);
   const I units = static_cast<I>(parts.outer) * inner;
   const I row = static_cast<I>(parts.row), offset = static_cast<I>(parts.offset[part]);
   T* piece = static_cast<T*>(parts.ptr[part]);
-  const I step = static_cast<I>(gridDim.x) * blockDim.x;
-  for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += step) {
+  const I base = static_cast<I>(blockIdx.x - parts.first_block[part]) * (kPartsThreads * kUnitsPerThread) + threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < kUnitsPerThread; ++j) {
+    const I u = base + static_cast<I>(j) * kPartsThreads;
+    if (u >= units) break;
     const I o = u / inner, k = u - o * inner;
     const I w = o * row + offset + k;
     if (kConcat) {
@@ -45,31 +65,35 @@ __global__ void parts_kernel(Parts parts, T* whole) {
 template <class T>
 void launch_parts_as(const dnn::PartsPlan& plan, bool concat, void* whole, void* const* ptrs, std::int64_t scale,
                      GpuStream stream) {
-  constexpr int kThreads = 256;
+  constexpr std::int64_t kPerBlock = kPartsThreads * kUnitsPerThread;
   Parts parts{};
-  std::int64_t widest = 0;
   const std::size_t count = plan.inner.size();
+  std::int64_t blocks = 0;
   for (std::size_t i = 0; i < count; ++i) {
     parts.ptr[i] = ptrs[i];
     parts.inner[i] = plan.inner[i] / scale;
     parts.offset[i] = plan.offset[i] / scale;
-    widest = std::max(widest, plan.outer * parts.inner[i]);
+    parts.first_block[i] = static_cast<std::uint32_t>(blocks);
+    blocks += (plan.outer * parts.inner[i] + kPerBlock - 1) / kPerBlock;
+    if (blocks > 0x7fffffff) throw Error(Status::unsupported, "gpu concat/split: more than 2^31 blocks of work");
   }
+  parts.first_block[count] = static_cast<std::uint32_t>(blocks);
   parts.row = plan.row / scale;
   parts.outer = plan.outer;
-  const dim3 grid(grid_for(widest, kThreads), static_cast<unsigned>(count));
+  parts.count = static_cast<int>(count);
   const bool small = plan.outer * parts.row < (std::int64_t(1) << 31);
+  const auto grid = static_cast<unsigned>(blocks);
   T* w = static_cast<T*>(whole);
   if (concat) {
     if (small) {
-      parts_kernel<T, true, std::uint32_t><<<grid, kThreads, 0, stream>>>(parts, w);
+      parts_kernel<T, true, std::uint32_t><<<grid, kPartsThreads, 0, stream>>>(parts, w);
     } else {
-      parts_kernel<T, true, std::int64_t><<<grid, kThreads, 0, stream>>>(parts, w);
+      parts_kernel<T, true, std::int64_t><<<grid, kPartsThreads, 0, stream>>>(parts, w);
     }
   } else if (small) {
-    parts_kernel<T, false, std::uint32_t><<<grid, kThreads, 0, stream>>>(parts, w);
+    parts_kernel<T, false, std::uint32_t><<<grid, kPartsThreads, 0, stream>>>(parts, w);
   } else {
-    parts_kernel<T, false, std::int64_t><<<grid, kThreads, 0, stream>>>(parts, w);
+    parts_kernel<T, false, std::int64_t><<<grid, kPartsThreads, 0, stream>>>(parts, w);
   }
 }
 
