@@ -1,6 +1,7 @@
 // The gather kernels behind transpose, reorder and pad's crop (launch_copy_plan): contiguous
-// copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose when the plan
-// moves the unit-stride dim away from the innermost position, a strided gather otherwise.
+// copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose (32x32 tiles of
+// 4-byte elements, wider for narrower ones) when the plan moves the unit-stride dim away from the
+// innermost position, a strided gather otherwise.
 #include "datamove_device.cuh"
 #include "datamove_kernels.hpp"
 
@@ -82,16 +83,21 @@ __global__ void strided_kernel(Gather g, const S* __restrict__ src, D* __restric
   }
 }
 
-constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 
-// Batched 2-D transpose: dim a (src stride 1) and the last dim (dst stride 1) swap through a
-// 32x32 tile in shared memory, padded by one column so the transposed reads hit 32 banks. Reads
-// run along a in src, writes along the last dim in dst, both coalesced. blockIdx.x walks the
-// tiles of one batch entry, blockIdx.y (grid-stride) the batch: every dim but a and the last.
+// The tile's side: 32 for 4-byte elements, wider for narrower ones so every block keeps as many
+// bytes in flight (a 32-element row of 2-byte elements is only 64 bytes).
+template <class D>
+inline constexpr int kTileOf = sizeof(D) >= 4 ? 32 : 32 * static_cast<int>(4 / sizeof(D));
+
+// Batched 2-D transpose: dim a (src stride 1) and the last dim (dst stride 1) swap through a tile
+// in shared memory, padded by one column against bank conflicts on the transposed reads. Reads run
+// along a in src, writes along the last dim in dst, both coalesced. blockIdx.x walks the tiles of
+// one batch entry, blockIdx.y (grid-stride) the batch: every dim but a and the last.
 template <class S, class D>
 __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b, std::int64_t batches,
                              const S* __restrict__ src, D* __restrict__ dst) {
+  constexpr int kTile = kTileOf<D>;
   __shared__ D tile[kTile][kTile + 1];
   const int last = g.rank - 1;
   const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
@@ -111,15 +117,18 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
       doff += idx * dstride;
       dstride *= g.dims[k];
     }
-    // dst strides of dims between a and last do not matter here: they are batch dims above.
     for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      const std::int64_t x = a0 + threadIdx.x, y = b0 + r;
-      if (x < la && y < lb) tile[r][threadIdx.x] = cast<S, D>(src[soff + x + y * sb]);
+      for (int c = threadIdx.x; c < kTile; c += 32) {
+        const std::int64_t x = a0 + c, y = b0 + r;
+        if (x < la && y < lb) tile[r][c] = cast<S, D>(src[soff + x + y * sb]);
+      }
     }
     __syncthreads();
     for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      const std::int64_t x = a0 + r, y = b0 + threadIdx.x;
-      if (x < la && y < lb) dst[doff + x * dst_stride_a + y] = tile[threadIdx.x][r];
+      for (int c = threadIdx.x; c < kTile; c += 32) {
+        const std::int64_t x = a0 + r, y = b0 + c;
+        if (x < la && y < lb) dst[doff + x * dst_stride_a + y] = tile[c][r];
+      }
     }
     __syncthreads();
   }
@@ -168,13 +177,14 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
   }
   const int a = p.unit_stride_dim();
   if (a >= 0) {
+    constexpr int kTile = kTileOf<D>;
     const std::int64_t tiles_a = (p.dims[a] + kTile - 1) / kTile, tiles_b = (p.dims[last] + kTile - 1) / kTile;
     std::int64_t dst_stride_a = 1;
     for (int k = a + 1; k < p.rank; ++k) dst_stride_a *= p.dims[k];
     const std::int64_t batches = n / (p.dims[a] * p.dims[last]);
     if (tiles_a * tiles_b <= 0x7fffffff) {
       const dim3 grid(static_cast<unsigned>(tiles_a * tiles_b), static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
-      tiled_kernel<S, D><<<grid, dim3(kTile, kTileRows), 0, stream>>>(g, a, dst_stride_a, tiles_b, batches, src, dst);
+      tiled_kernel<S, D><<<grid, dim3(32, kTileRows), 0, stream>>>(g, a, dst_stride_a, tiles_b, batches, src, dst);
       return;
     }
   }
