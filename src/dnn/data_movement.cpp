@@ -39,21 +39,22 @@ Layout group_layout(const char* op, const std::vector<std::pair<std::string, con
   if (all_rows) return Layout::nchw;
   if (all_nhwc) return Layout::nhwc;
   for (const auto& [name, d] : group) datamove_layout(*d, std::string(op) + ": " + name);
-  bad(std::string(op) + ": " + group.front().first + " and the other tensors mix row-major and NHWC layouts (" +
-      "convert them with reorder first)");
+  bad(std::string(op) + ": " + group.front().first +
+      " and the other tensors mix row-major and NHWC layouts (" + "convert them with reorder first)");
 }
 
 // The pointer of `t` once it matches `want` (dtype, dims, layout, size, alignment).
-void* bind_tensor(const char* op, const std::string& what, const Tensor& t, const TensorDesc& want, runtime::Stream& stream) {
+void* bind_tensor(const char* op, const std::string& what, const Tensor& t, const TensorDesc& want,
+                  runtime::Stream& stream) {
   require_defined(op, what, t, stream);
   const TensorDesc& d = t.desc();
   if (d.dtype != want.dtype || d.rank != want.rank || d.dims != want.dims) {
-    bad(std::string(op) + ": " + what + " is " + d.to_string() + ", the op needs " + galley::to_string(want.dtype) + " " +
-        dims_text(dims_of(want)));
+    bad(std::string(op) + ": " + what + " is " + d.to_string() + ", the op needs " +
+        galley::to_string(want.dtype) + " " + dims_text(dims_of(want)));
   }
   if (t.storage_bytes() < want.bytes()) {
-    bad(std::string(op) + ": " + what + " holds " + std::to_string(t.storage_bytes()) + " bytes, the op needs " +
-        std::to_string(want.bytes()));
+    bad(std::string(op) + ": " + what + " holds " + std::to_string(t.storage_bytes()) +
+        " bytes, the op needs " + std::to_string(want.bytes()));
   }
   if (reinterpret_cast<std::uintptr_t>(t.data()) % size_of(want.dtype) != 0) {
     bad(std::string(op) + ": " + what + " is not aligned to its " + std::to_string(size_of(want.dtype)) +
@@ -69,12 +70,13 @@ std::string part_name(bool input, std::size_t i) {
 // Builds concat's (or split's) problem from the whole tensor and the parts, naming the first part
 // whose other dims differ.
 template <class P>
-P parts_problem(const char* op, const Tensor& whole, const std::string& whole_name, std::span<const Tensor* const> parts,
-                bool parts_are_inputs, int axis, runtime::Stream& stream) {
+P parts_problem(const char* op, const Tensor& whole, const std::string& whole_name,
+                std::span<const Tensor* const> parts, bool parts_are_inputs, int axis,
+                runtime::Stream& stream) {
   require_defined(op, whole_name, whole, stream);
   if (parts.empty() || parts.size() > kMaxMultiArgs) {
-    bad(std::string(op) + ": " + std::to_string(parts.size()) + " " + (parts_are_inputs ? "inputs" : "outputs") +
-        " (valid: 1 to " + std::to_string(kMaxMultiArgs) + ")");
+    bad(std::string(op) + ": " + std::to_string(parts.size()) + " " +
+        (parts_are_inputs ? "inputs" : "outputs") + " (valid: 1 to " + std::to_string(kMaxMultiArgs) + ")");
   }
   std::vector<std::pair<std::string, const TensorDesc*>> group{{whole_name, &whole.desc()}};
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -93,10 +95,12 @@ P parts_problem(const char* op, const Tensor& whole, const std::string& whole_na
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const std::vector<std::int64_t> d = dims_of(parts[i]->desc());
     bool same = d.size() == p.dims.size();
-    for (std::size_t k = 0; same && k < d.size(); ++k) same = k == static_cast<std::size_t>(axis) || d[k] == p.dims[k];
+    for (std::size_t k = 0; same && k < d.size(); ++k)
+      same = k == static_cast<std::size_t>(axis) || d[k] == p.dims[k];
     if (!same) {
-      bad(std::string(op) + ": " + part_name(parts_are_inputs, i) + " has dims " + dims_text(d) + ", but " + whole_name +
-          " has " + dims_text(p.dims) + ": they must match in every dim but axis " + std::to_string(axis));
+      bad(std::string(op) + ": " + part_name(parts_are_inputs, i) + " has dims " + dims_text(d) + ", but " +
+          whole_name + " has " + dims_text(p.dims) + ": they must match in every dim but axis " +
+          std::to_string(axis));
     }
     p.sizes.push_back(d[static_cast<std::size_t>(axis)]);
   }
@@ -171,7 +175,8 @@ const SolverBase& transpose(runtime::Stream& stream, const Tensor& x, Tensor& y,
 }
 
 const SolverBase& transpose_backward(runtime::Stream& stream, const Tensor& dy, Tensor& dx,
-                                     const std::vector<int>& perm, const SolverBase* solver, CallReport* report) {
+                                     const std::vector<int>& perm, const SolverBase* solver,
+                                     CallReport* report) {
   require_defined("transpose_backward", "dx (input gradient)", dx, stream);
   TransposeProblem forward{dx.dtype(), dims_of(dx.desc()), perm};
   forward.validate();
@@ -182,7 +187,8 @@ namespace {
 
 const SolverBase& run_pad(const char* op, runtime::Stream& stream, const Tensor& small, const Tensor& padded,
                           const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after,
-                          double value, PadDirection direction, const SolverBase* solver, CallReport* report) {
+                          double value, PadDirection direction, const SolverBase* solver,
+                          CallReport* report) {
   const bool fwd = direction == PadDirection::forward;
   const std::string small_name = fwd ? "x (input)" : "dx (input gradient)";
   const std::string padded_name = fwd ? "y (output)" : "dy (output gradient)";
@@ -207,15 +213,16 @@ const SolverBase& run_pad(const char* op, runtime::Stream& stream, const Tensor&
 
 }  // namespace
 
-const SolverBase& pad(runtime::Stream& stream, const Tensor& x, Tensor& y, const std::vector<std::int64_t>& before,
-                      const std::vector<std::int64_t>& after, double value, const SolverBase* solver,
-                      CallReport* report) {
+const SolverBase& pad(runtime::Stream& stream, const Tensor& x, Tensor& y,
+                      const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after,
+                      double value, const SolverBase* solver, CallReport* report) {
   return run_pad("pad", stream, x, y, before, after, value, PadDirection::forward, solver, report);
 }
 
 const SolverBase& pad_backward(runtime::Stream& stream, const Tensor& dy, Tensor& dx,
-                               const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after,
-                               const SolverBase* solver, CallReport* report) {
+                               const std::vector<std::int64_t>& before,
+                               const std::vector<std::int64_t>& after, const SolverBase* solver,
+                               CallReport* report) {
   return run_pad("pad_backward", stream, dx, dy, before, after, 0, PadDirection::backward, solver, report);
 }
 
@@ -225,7 +232,8 @@ const SolverBase& reorder(runtime::Stream& stream, const Tensor& x, Tensor& y, c
   require_defined(op, "x (input)", x, stream);
   require_defined(op, "y (output)", y, stream);
   if (x.desc().rank != y.desc().rank || x.desc().dims != y.desc().dims) {
-    bad("reorder: x (input) " + x.desc().to_string() + " and y (output) " + y.desc().to_string() + " differ in dims");
+    bad("reorder: x (input) " + x.desc().to_string() + " and y (output) " + y.desc().to_string() +
+        " differ in dims");
   }
   ReorderProblem p{dims_of(x.desc()), x.dtype(), datamove_layout(x.desc(), "reorder: x (input)"), y.dtype(),
                    datamove_layout(y.desc(), "reorder: y (output)")};

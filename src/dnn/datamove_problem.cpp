@@ -28,17 +28,18 @@ bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType
 // Rank, dims and layout of one shape; every later element count fits 63 bits.
 void validate_shape(const char* op, const char* field, const std::vector<std::int64_t>& dims, Layout layout) {
   if (dims.empty() || dims.size() > static_cast<std::size_t>(kMaxRank)) {
-    bad(std::string(op) + " problem: " + field + " has rank " + std::to_string(dims.size()) + " (valid: 1 to " +
-        std::to_string(kMaxRank) + ")");
+    bad(std::string(op) + " problem: " + field + " has rank " + std::to_string(dims.size()) +
+        " (valid: 1 to " + std::to_string(kMaxRank) + ")");
   }
   std::int64_t count = 1;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 1) {
-      bad(std::string(op) + " problem: " + field + "[" + std::to_string(i) + "] = " + std::to_string(dims[i]) +
-          " must be positive");
+      bad(std::string(op) + " problem: " + field + "[" + std::to_string(i) +
+          "] = " + std::to_string(dims[i]) + " must be positive");
     }
     if (__builtin_mul_overflow(count, dims[i], &count) || count > (std::int64_t(1) << 40)) {
-      bad(std::string(op) + " problem: " + field + " " + list_text(dims) + " has too many elements (at most 2^40)");
+      bad(std::string(op) + " problem: " + field + " " + list_text(dims) +
+          " has too many elements (at most 2^40)");
     }
   }
   if (layout == Layout::nhwc && dims.size() != 4) {
@@ -49,13 +50,14 @@ void validate_shape(const char* op, const char* field, const std::vector<std::in
 
 void validate_dtype(const char* op, const char* field, DType dtype, bool floats_only) {
   if (floats_only && !is_float(dtype)) {
-    bad(std::string(op) + " problem: " + field + " " + to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+    bad(std::string(op) + " problem: " + field + " " + to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
   }
 }
 
 // Concat's and split's shared shape rules.
-void validate_parts(const char* op, DType dtype, Layout layout, const std::vector<std::int64_t>& dims, int axis,
-                    const std::vector<std::int64_t>& sizes) {
+void validate_parts(const char* op, DType dtype, Layout layout, const std::vector<std::int64_t>& dims,
+                    int axis, const std::vector<std::int64_t>& sizes) {
   validate_dtype(op, "dtype", dtype, false);
   validate_shape(op, "dims", dims, layout);
   const int rank = static_cast<int>(dims.size());
@@ -77,8 +79,8 @@ void validate_parts(const char* op, DType dtype, Layout layout, const std::vecto
     if (__builtin_add_overflow(sum, sizes[i], &sum)) bad(std::string(op) + " problem: sizes overflow");
   }
   if (sum != dims[static_cast<std::size_t>(axis)]) {
-    bad(std::string(op) + " problem: sizes " + list_text(sizes) + " sum to " + std::to_string(sum) + ", but dims[" +
-        std::to_string(axis) + "] (axis " + std::to_string(axis) + ") is " +
+    bad(std::string(op) + " problem: sizes " + list_text(sizes) + " sum to " + std::to_string(sum) +
+        ", but dims[" + std::to_string(axis) + "] (axis " + std::to_string(axis) + ") is " +
         std::to_string(dims[static_cast<std::size_t>(axis)]));
   }
 }
@@ -93,7 +95,8 @@ const std::vector<std::string>& part_names(bool inputs) {
   static const auto make = [](const char* stem, const char* what) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < kMaxMultiArgs; ++i) {
-      out.push_back(std::string(stem) + "[" + std::to_string(i) + "] (" + what + " " + std::to_string(i) + ")");
+      out.push_back(std::string(stem) + "[" + std::to_string(i) + "] (" + what + " " + std::to_string(i) +
+                    ")");
     }
     return out;
   };
@@ -102,7 +105,9 @@ const std::vector<std::string>& part_names(bool inputs) {
   return inputs ? in : out;
 }
 
-double bytes_of(const TensorDesc& d) { return static_cast<double>(d.elements()) * static_cast<double>(size_of(d.dtype)); }
+double bytes_of(const TensorDesc& d) {
+  return static_cast<double>(d.elements()) * static_cast<double>(size_of(d.dtype));
+}
 
 std::uint64_t mix(std::uint64_t h, std::int64_t v) {
   return h ^ (static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
@@ -136,14 +141,17 @@ DataMoveArgs DataMoveArgs::from(const OpArgs& args) {
 
 // ---- concat ----
 
-TensorDesc ConcatProblem::part_desc(std::size_t i) const { return datamove_desc(dtype, layout, with_axis(dims, axis, sizes.at(i))); }
+TensorDesc ConcatProblem::part_desc(std::size_t i) const {
+  return datamove_desc(dtype, layout, with_axis(dims, axis, sizes.at(i)));
+}
 TensorDesc ConcatProblem::whole_desc() const { return datamove_desc(dtype, layout, dims); }
 void ConcatProblem::validate() const { validate_parts("concat", dtype, layout, dims, axis, sizes); }
 SplitProblem ConcatProblem::backward() const { return {dtype, layout, dims, axis, sizes}; }
 
 std::vector<TensorArg> ConcatProblem::tensors() const {
   std::vector<TensorArg> out;
-  for (std::size_t i = 0; i < sizes.size(); ++i) out.push_back({multi_arg(i), part_desc(i), false, part_names(true)[i]});
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    out.push_back({multi_arg(i), part_desc(i), false, part_names(true)[i]});
   out.push_back({ArgId::dst, whole_desc(), true, "y (output)"});
   return out;
 }
@@ -151,13 +159,16 @@ std::vector<TensorArg> ConcatProblem::tensors() const {
 double ConcatProblem::min_bytes() const { return 2 * bytes_of(whole_desc()); }
 
 std::size_t ConcatProblem::hash() const noexcept {
-  std::uint64_t h = mix(mix(mix(1, static_cast<std::int64_t>(dtype)), static_cast<std::int64_t>(layout)), axis);
+  std::uint64_t h =
+      mix(mix(mix(1, static_cast<std::int64_t>(dtype)), static_cast<std::int64_t>(layout)), axis);
   return static_cast<std::size_t>(mix_all(mix_all(h, dims), sizes));
 }
 
 // ---- split ----
 
-TensorDesc SplitProblem::part_desc(std::size_t i) const { return datamove_desc(dtype, layout, with_axis(dims, axis, sizes.at(i))); }
+TensorDesc SplitProblem::part_desc(std::size_t i) const {
+  return datamove_desc(dtype, layout, with_axis(dims, axis, sizes.at(i)));
+}
 TensorDesc SplitProblem::whole_desc() const { return datamove_desc(dtype, layout, dims); }
 void SplitProblem::validate() const { validate_parts("split", dtype, layout, dims, axis, sizes); }
 ConcatProblem SplitProblem::backward() const { return {dtype, layout, dims, axis, sizes}; }
@@ -165,14 +176,16 @@ ConcatProblem SplitProblem::backward() const { return {dtype, layout, dims, axis
 std::vector<TensorArg> SplitProblem::tensors() const {
   std::vector<TensorArg> out;
   out.push_back({ArgId::src, whole_desc(), false, "x (input)"});
-  for (std::size_t i = 0; i < sizes.size(); ++i) out.push_back({multi_arg(i), part_desc(i), true, part_names(false)[i]});
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    out.push_back({multi_arg(i), part_desc(i), true, part_names(false)[i]});
   return out;
 }
 
 double SplitProblem::min_bytes() const { return 2 * bytes_of(whole_desc()); }
 
 std::size_t SplitProblem::hash() const noexcept {
-  std::uint64_t h = mix(mix(mix(2, static_cast<std::int64_t>(dtype)), static_cast<std::int64_t>(layout)), axis);
+  std::uint64_t h =
+      mix(mix(mix(2, static_cast<std::int64_t>(dtype)), static_cast<std::int64_t>(layout)), axis);
   return static_cast<std::size_t>(mix_all(mix_all(h, dims), sizes));
 }
 
@@ -196,8 +209,8 @@ void TransposeProblem::validate() const {
   for (std::size_t i = 0; i < perm.size(); ++i) {
     const int p = perm[i];
     if (p < 0 || p >= rank()) {
-      bad("transpose problem: perm[" + std::to_string(i) + "] = " + std::to_string(p) + " is out of range (valid: 0 to " +
-          std::to_string(rank() - 1) + ")");
+      bad("transpose problem: perm[" + std::to_string(i) + "] = " + std::to_string(p) +
+          " is out of range (valid: 0 to " + std::to_string(rank() - 1) + ")");
     }
     if (seen[static_cast<std::size_t>(p)]) {
       bad("transpose problem: perm[" + std::to_string(i) + "] = " + std::to_string(p) +
@@ -209,7 +222,8 @@ void TransposeProblem::validate() const {
 
 TransposeProblem TransposeProblem::backward() const {
   TransposeProblem out{dtype, dst_dims(), std::vector<int>(perm.size())};
-  for (std::size_t i = 0; i < perm.size(); ++i) out.perm[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    out.perm[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
   return out;
 }
 
@@ -227,7 +241,8 @@ std::size_t TransposeProblem::hash() const noexcept {
 
 std::vector<std::int64_t> PadProblem::padded_dims() const {
   std::vector<std::int64_t> out = dims;
-  for (std::size_t i = 0; i < out.size() && i < before.size() && i < after.size(); ++i) out[i] += before[i] + after[i];
+  for (std::size_t i = 0; i < out.size() && i < before.size() && i < after.size(); ++i)
+    out[i] += before[i] + after[i];
   return out;
 }
 TensorDesc PadProblem::small_desc() const { return datamove_desc(dtype, layout, dims); }
@@ -236,11 +251,11 @@ TensorDesc PadProblem::padded_desc() const { return datamove_desc(dtype, layout,
 void PadProblem::validate() const {
   validate_dtype("pad", "dtype", dtype, true);
   validate_shape("pad", "dims", dims, layout);
-  for (const auto& [name, v] : {std::pair<const char*, const std::vector<std::int64_t>&>{"before", before},
-                                {"after", after}}) {
+  for (const auto& [name, v] :
+       {std::pair<const char*, const std::vector<std::int64_t>&>{"before", before}, {"after", after}}) {
     if (v.size() != dims.size()) {
-      bad(std::string("pad problem: ") + name + " has " + std::to_string(v.size()) + " entries, dims has rank " +
-          std::to_string(dims.size()) + " (one pad per dim)");
+      bad(std::string("pad problem: ") + name + " has " + std::to_string(v.size()) +
+          " entries, dims has rank " + std::to_string(dims.size()) + " (one pad per dim)");
     }
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (v[i] < 0 || v[i] > (std::int64_t(1) << 40)) {
@@ -295,7 +310,9 @@ void ReorderProblem::validate() const {
   validate_shape("reorder", "dims", dims, dst_layout);
 }
 
-ReorderProblem ReorderProblem::backward() const { return {dims, dst_dtype, dst_layout, src_dtype, src_layout}; }
+ReorderProblem ReorderProblem::backward() const {
+  return {dims, dst_dtype, dst_layout, src_dtype, src_layout};
+}
 
 std::vector<TensorArg> ReorderProblem::tensors() const {
   return {{ArgId::src, src_desc(), false, "x (input)"}, {ArgId::dst, dst_desc(), true, "y (output)"}};
@@ -310,18 +327,18 @@ double ReorderProblem::tolerance() const {
 double ReorderProblem::min_bytes() const { return bytes_of(src_desc()) + bytes_of(dst_desc()); }
 
 std::size_t ReorderProblem::hash() const noexcept {
-  std::uint64_t h = mix(mix(mix(mix(5, static_cast<std::int64_t>(src_dtype)), static_cast<std::int64_t>(src_layout)),
-                            static_cast<std::int64_t>(dst_dtype)),
-                        static_cast<std::int64_t>(dst_layout));
+  std::uint64_t h =
+      mix(mix(mix(mix(5, static_cast<std::int64_t>(src_dtype)), static_cast<std::int64_t>(src_layout)),
+              static_cast<std::int64_t>(dst_dtype)),
+          static_cast<std::int64_t>(dst_layout));
   return static_cast<std::size_t>(mix_all(h, dims));
 }
 
 namespace {
-const bool kRegistered = register_problem_ops(problem_ops<ConcatProblem>()) &&
-                         register_problem_ops(problem_ops<SplitProblem>()) &&
-                         register_problem_ops(problem_ops<TransposeProblem>()) &&
-                         register_problem_ops(problem_ops<PadProblem>()) &&
-                         register_problem_ops(problem_ops<ReorderProblem>());
+const bool kRegistered =
+    register_problem_ops(problem_ops<ConcatProblem>()) && register_problem_ops(problem_ops<SplitProblem>()) &&
+    register_problem_ops(problem_ops<TransposeProblem>()) &&
+    register_problem_ops(problem_ops<PadProblem>()) && register_problem_ops(problem_ops<ReorderProblem>());
 }  // namespace
 
 }  // namespace galley::dnn

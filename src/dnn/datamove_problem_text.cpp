@@ -13,8 +13,7 @@ namespace galley::dnn {
 namespace {
 
 [[noreturn]] void bad_key(std::string_view kind, std::string_view key, const std::string& why) {
-  throw Error(Status::invalid_argument,
-              std::string(kind) + " key " + quoted_input(key) + ": " + why);
+  throw Error(Status::invalid_argument, std::string(kind) + " key " + quoted_input(key) + ": " + why);
 }
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -44,7 +43,9 @@ std::string join(const std::vector<std::int64_t>& v, char sep) {
   }
   return out;
 }
-std::string join(const std::vector<int>& v, char sep) { return join(std::vector<std::int64_t>(v.begin(), v.end()), sep); }
+std::string join(const std::vector<int>& v, char sep) {
+  return join(std::vector<std::int64_t>(v.begin(), v.end()), sep);
+}
 
 // Reads the fields of a key one '-'-separated word at a time.
 class KeyReader {
@@ -61,7 +62,8 @@ class KeyReader {
   // The text after a one-letter prefix.
   std::string_view field(char prefix, const char* what) {
     const std::string_view w = word(what);
-    if (w.empty() || w.front() != prefix) fail(std::string("expected ") + what + " ('" + prefix + "...'), got '" + std::string(w) + "'");
+    if (w.empty() || w.front() != prefix)
+      fail(std::string("expected ") + what + " ('" + prefix + "...'), got '" + std::string(w) + "'");
     return w.substr(1);
   }
   std::vector<std::int64_t> list(char prefix, char sep, const char* what) {
@@ -117,8 +119,8 @@ P checked(std::string_view kind, std::string_view key, P p) {
 
 template <class P>
 std::string parts_key(const char* kind, const P& p) {
-  return std::string(kind) + "-" + to_string(p.dtype) + "-" + to_string(p.layout) + "-a" + std::to_string(p.axis) +
-         "-d" + join(p.dims, 'x') + "-s" + join(p.sizes, '.');
+  return std::string(kind) + "-" + to_string(p.dtype) + "-" + to_string(p.layout) + "-a" +
+         std::to_string(p.axis) + "-d" + join(p.dims, 'x') + "-s" + join(p.sizes, '.');
 }
 
 template <class P>
@@ -137,10 +139,11 @@ P parse_parts_key(const char* kind, std::string_view key) {
 }
 
 template <class P>
-std::string parts_command(const char* kind, const P& p, const runtime::Device& device, std::string_view solver) {
+std::string parts_command(const char* kind, const P& p, const runtime::Device& device,
+                          std::string_view solver) {
   std::string line = std::string("galley bench ") + kind + " --dims " + join(p.dims, ',') + " --axis " +
-                     std::to_string(p.axis) + " --sizes " + join(p.sizes, ',') + " --dtype " + to_string(p.dtype) +
-                     " --layout " + to_string(p.layout) + " --device " + device.name();
+                     std::to_string(p.axis) + " --sizes " + join(p.sizes, ',') + " --dtype " +
+                     to_string(p.dtype) + " --layout " + to_string(p.layout) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }
@@ -160,13 +163,17 @@ std::string value_text(double v) {
 }  // namespace
 
 std::string ConcatProblem::key() const { return parts_key("concat", *this); }
-ConcatProblem ConcatProblem::parse_key(std::string_view key) { return parse_parts_key<ConcatProblem>("concat", key); }
+ConcatProblem ConcatProblem::parse_key(std::string_view key) {
+  return parse_parts_key<ConcatProblem>("concat", key);
+}
 std::string ConcatProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   return parts_command("concat", *this, device, solver);
 }
 
 std::string SplitProblem::key() const { return parts_key("split", *this); }
-SplitProblem SplitProblem::parse_key(std::string_view key) { return parse_parts_key<SplitProblem>("split", key); }
+SplitProblem SplitProblem::parse_key(std::string_view key) {
+  return parse_parts_key<SplitProblem>("split", key);
+}
 std::string SplitProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   return parts_command("split", *this, device, solver);
 }
@@ -187,16 +194,16 @@ TransposeProblem TransposeProblem::parse_key(std::string_view key) {
   return checked("transpose", key, std::move(p));
 }
 std::string TransposeProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
-  std::string line = "galley bench transpose --dims " + join(dims, ',') + " --perm " + join(perm, ',') + " --dtype " +
-                     to_string(dtype) + " --device " + device.name();
+  std::string line = "galley bench transpose --dims " + join(dims, ',') + " --perm " + join(perm, ',') +
+                     " --dtype " + to_string(dtype) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }
 
 std::string PadProblem::key() const {
-  return std::string("pad-") + (direction == PadDirection::forward ? "F" : "B") + "-" + to_string(dtype) + "-" +
-         to_string(layout) + "-d" + join(dims, 'x') + "-b" + join(before, '.') + "-e" + join(after, '.') + "-v" +
-         value_text(value);
+  return std::string("pad-") + (direction == PadDirection::forward ? "F" : "B") + "-" + to_string(dtype) +
+         "-" + to_string(layout) + "-d" + join(dims, 'x') + "-b" + join(before, '.') + "-e" +
+         join(after, '.') + "-v" + value_text(value);
 }
 PadProblem PadProblem::parse_key(std::string_view key) {
   KeyReader r("pad", key);
@@ -228,17 +235,18 @@ PadProblem PadProblem::parse_key(std::string_view key) {
 std::string PadProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   char value_buf[64];
   const auto [ptr, ec] = std::to_chars(value_buf, value_buf + sizeof value_buf, value == 0 ? 0.0 : value);
-  std::string line = "galley bench pad --dims " + join(dims, ',') + " --before " + join(before, ',') + " --after " +
-                     join(after, ',') + " --value " + std::string(value_buf, ec == std::errc() ? ptr : value_buf) +
-                     " -F " + (direction == PadDirection::forward ? "1" : "2") + " --dtype " + to_string(dtype) +
+  std::string line = "galley bench pad --dims " + join(dims, ',') + " --before " + join(before, ',') +
+                     " --after " + join(after, ',') + " --value " +
+                     std::string(value_buf, ec == std::errc() ? ptr : value_buf) + " -F " +
+                     (direction == PadDirection::forward ? "1" : "2") + " --dtype " + to_string(dtype) +
                      " --layout " + to_string(layout) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }
 
 std::string ReorderProblem::key() const {
-  return std::string("reorder-") + to_string(src_dtype) + "-" + to_string(src_layout) + "-" + to_string(dst_dtype) +
-         "-" + to_string(dst_layout) + "-d" + join(dims, 'x');
+  return std::string("reorder-") + to_string(src_dtype) + "-" + to_string(src_layout) + "-" +
+         to_string(dst_dtype) + "-" + to_string(dst_layout) + "-d" + join(dims, 'x');
 }
 ReorderProblem ReorderProblem::parse_key(std::string_view key) {
   KeyReader r("reorder", key);
@@ -253,8 +261,8 @@ ReorderProblem ReorderProblem::parse_key(std::string_view key) {
 }
 std::string ReorderProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   std::string line = "galley bench reorder --dims " + join(dims, ',') + " --dtype " + to_string(src_dtype) +
-                     " --layout " + to_string(src_layout) + " --to-dtype " + to_string(dst_dtype) + " --to-layout " +
-                     to_string(dst_layout) + " --device " + device.name();
+                     " --layout " + to_string(src_layout) + " --to-dtype " + to_string(dst_dtype) +
+                     " --to-layout " + to_string(dst_layout) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }

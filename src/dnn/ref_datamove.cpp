@@ -30,7 +30,8 @@ std::int64_t offset(const TensorDesc& d, const std::vector<std::int64_t>& index)
 }
 
 // Copies one element's bytes (pure moves are exact for every dtype).
-void move(const TensorDesc& sd, const void* src, std::int64_t s, const TensorDesc& dd, void* dst, std::int64_t d) {
+void move(const TensorDesc& sd, const void* src, std::int64_t s, const TensorDesc& dd, void* dst,
+          std::int64_t d) {
   const std::size_t e = size_of(sd.dtype);
   std::memcpy(static_cast<std::byte*>(dst) + d * static_cast<std::int64_t>(e),
               static_cast<const std::byte*>(src) + s * static_cast<std::int64_t>(e), e);
@@ -110,7 +111,8 @@ void reference_pad(const PadProblem& p, const DataMoveArgs& args) {
       if (inside) {
         move(small, args.src, offset(small, in), padded, args.dst, d);
       } else {
-        from_float(p.dtype, &value, static_cast<std::byte*>(args.dst) + d * static_cast<std::int64_t>(size_of(p.dtype)), 1);
+        from_float(p.dtype, &value,
+                   static_cast<std::byte*>(args.dst) + d * static_cast<std::int64_t>(size_of(p.dtype)), 1);
       }
     });
     return;
@@ -125,7 +127,8 @@ void reference_pad(const PadProblem& p, const DataMoveArgs& args) {
 void reference_reorder(const ReorderProblem& p, const DataMoveArgs& args) {
   p.validate();
   const TensorDesc sd = p.src_desc(), dd = p.dst_desc();
-  const auto se = static_cast<std::int64_t>(size_of(sd.dtype)), de = static_cast<std::int64_t>(size_of(dd.dtype));
+  const auto se = static_cast<std::int64_t>(size_of(sd.dtype)),
+             de = static_cast<std::int64_t>(size_of(dd.dtype));
   for_each_index(p.dims, [&](const std::vector<std::int64_t>& index) {
     float v = 0;
     to_float(sd.dtype, static_cast<const std::byte*>(args.src) + offset(sd, index) * se, &v, 1);

@@ -22,13 +22,15 @@ TEST(CliBenchDataMove, DefaultProblemsRunAndVerifyBothDirections) {
     ASSERT_EQ(out["problems"].size(), 2u) << op << ": " << r.output;
     for (const auto& problem : out["problems"]) {
       ASSERT_FALSE(problem["results"].empty()) << op << ": " << r.output;
-      for (const auto& result : problem["results"]) EXPECT_EQ(result["verified"], true) << op << ": " << r.output;
+      for (const auto& result : problem["results"])
+        EXPECT_EQ(result["verified"], true) << op << ": " << r.output;
     }
   }
 }
 
 TEST(CliBenchDataMove, ShapesFromFlags) {
-  const auto c = run_bench("concat -V 1 --dims 1,43,31,29 --axis 1 --sizes 3,17,23 --layout nhwc --dtype bf16");
+  const auto c =
+      run_bench("concat -V 1 --dims 1,43,31,29 --axis 1 --sizes 3,17,23 --layout nhwc --dtype bf16");
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("concat-bf16-nhwc-a1-d1x43x31x29-s3.17.23"), std::string::npos) << c.output;
   const auto s = run_bench("split -V 1 --sizes 5,7 --axis 0");
@@ -39,7 +41,8 @@ TEST(CliBenchDataMove, ShapesFromFlags) {
   const auto p = run_bench("pad -V 1 -F 2 --dims 2,3,5 --before 1,0,2 --after 0,3,1 --value -2.5");
   EXPECT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("pad-B-f32-nchw-d2x3x5-b1.0.2-e0.3.1-vm2.5"), std::string::npos) << p.output;
-  const auto r = run_bench("reorder -V 1 --dims 2,3,31,29 --dtype f16 --to-dtype f32 --layout nhwc --to-layout nchw");
+  const auto r =
+      run_bench("reorder -V 1 --dims 2,3,31,29 --dtype f16 --to-dtype f32 --layout nhwc --to-layout nchw");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("reorder-f16-nhwc-f32-nchw-d2x3x31x29"), std::string::npos) << r.output;
 }

@@ -77,7 +77,8 @@ TEST(DataMoveKeys, RoundTripEveryKind) {
   EXPECT_EQ(r.key(), "reorder-f32-nchw-bf16-nhwc-d2x3x31x29");
   EXPECT_EQ(ReorderProblem::parse_key(r.key()), r);
   // Through the generic parser too (the find-db's way).
-  for (const std::string& key : {c.key(), s.key(), t.key(), r.key()}) EXPECT_EQ(parse_problem_key(key).ref().key(), key);
+  for (const std::string& key : {c.key(), s.key(), t.key(), r.key()})
+    EXPECT_EQ(parse_problem_key(key).ref().key(), key);
 }
 
 TEST(DataMoveKeys, ManyInputsEncodeEverySize) {
@@ -90,9 +91,10 @@ TEST(DataMoveKeys, ManyInputsEncodeEverySize) {
 }
 
 TEST(DataMoveKeys, MalformedKeysAreErrors) {
-  for (const char* key : {"concat-f32-nchw-a1-d2x3-s1.1", "concat-f32-nchw-a01-d2x3-s1.2", "concat-f32-xyz-a1-d2x3-s1.2",
-                          "transpose-f32-d2x3-p0.0", "transpose-f32-d2x3", "pad-X-f32-nchw-d2-b0-e0-v0",
-                          "pad-F-f32-nchw-d2-b0-e0-vabc", "reorder-f32-nchw-i32-nchw-d2", "split-f32-nchw-a0-d4-s2.2-x"}) {
+  for (const char* key :
+       {"concat-f32-nchw-a1-d2x3-s1.1", "concat-f32-nchw-a01-d2x3-s1.2", "concat-f32-xyz-a1-d2x3-s1.2",
+        "transpose-f32-d2x3-p0.0", "transpose-f32-d2x3", "pad-X-f32-nchw-d2-b0-e0-v0",
+        "pad-F-f32-nchw-d2-b0-e0-vabc", "reorder-f32-nchw-i32-nchw-d2", "split-f32-nchw-a0-d4-s2.2-x"}) {
     SCOPED_TRACE(key);
     EXPECT_THROW(parse_problem_key(key), Error);
   }
@@ -101,46 +103,76 @@ TEST(DataMoveKeys, MalformedKeysAreErrors) {
 // ---- validation ----
 
 TEST(DataMoveValidation, ErrorsNameTheField) {
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {2, 3}, 2, {1, 2}}.validate(); }).find("axis 2 is out of range"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {2, 3}, -1, {1, 2}}.validate(); }).find("axis -1"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {2, 4}, 1, {1, 2}}.validate(); }).find("sum to 3"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {2, 3}, 1, {1, 0, 2}}.validate(); }).find("sizes[1]"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nchw, {2, 3}, 2, {1, 2}}.validate();
+            }).find("axis 2 is out of range"),
             std::string::npos);
   EXPECT_NE(error_of([] {
-              ConcatProblem{DType::f32, Layout::nchw, {2, 97}, 1, std::vector<std::int64_t>(97, 1)}.validate();
-            }).find("97 inputs"),
+              ConcatProblem{DType::f32, Layout::nchw, {2, 3}, -1, {1, 2}}.validate();
+            }).find("axis -1"),
             std::string::npos);
-  EXPECT_NE(error_of([] { SplitProblem{DType::f32, Layout::nchw, {2, 3}, 1, {}}.validate(); }).find("0 outputs"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nchw, {2, 4}, 1, {1, 2}}.validate();
+            }).find("sum to 3"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nhwc, {2, 3, 4}, 1, {3}}.validate(); }).find("nhwc"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nchw, {2, 3}, 1, {1, 0, 2}}.validate();
+            }).find("sizes[1]"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {2, 0}, 0, {2}}.validate(); }).find("dims[1] = 0"),
+  EXPECT_NE(
+      error_of([] {
+        ConcatProblem{DType::f32, Layout::nchw, {2, 97}, 1, std::vector<std::int64_t>(97, 1)}.validate();
+      }).find("97 inputs"),
+      std::string::npos);
+  EXPECT_NE(error_of([] {
+              SplitProblem{DType::f32, Layout::nchw, {2, 3}, 1, {}}.validate();
+            }).find("0 outputs"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ConcatProblem{DType::f32, Layout::nchw, {1, 1, 1, 1, 1, 1, 1}, 0, {1}}.validate(); })
-                .find("rank 7"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nhwc, {2, 3, 4}, 1, {3}}.validate();
+            }).find("nhwc"),
             std::string::npos);
-  EXPECT_NE(error_of([] { TransposeProblem{DType::f32, {2, 3, 4}, {0, 1}}.validate(); }).find("perm has 2 entries"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nchw, {2, 0}, 0, {2}}.validate();
+            }).find("dims[1] = 0"),
             std::string::npos);
-  EXPECT_NE(error_of([] { TransposeProblem{DType::f32, {2, 3, 4}, {0, 3, 1}}.validate(); }).find("perm[1] = 3"),
+  EXPECT_NE(error_of([] {
+              ConcatProblem{DType::f32, Layout::nchw, {1, 1, 1, 1, 1, 1, 1}, 0, {1}}.validate();
+            }).find("rank 7"),
             std::string::npos);
-  EXPECT_NE(error_of([] { TransposeProblem{DType::f32, {2, 3, 4}, {0, 1, 1}}.validate(); }).find("repeats"),
+  EXPECT_NE(error_of([] {
+              TransposeProblem{DType::f32, {2, 3, 4}, {0, 1}}.validate();
+            }).find("perm has 2 entries"),
             std::string::npos);
-  EXPECT_NE(error_of([] { PadProblem{DType::f32, Layout::nchw, {2, 3}, {0, -1}, {0, 0}}.validate(); }).find("before[1] = -1"),
+  EXPECT_NE(error_of([] {
+              TransposeProblem{DType::f32, {2, 3, 4}, {0, 3, 1}}.validate();
+            }).find("perm[1] = 3"),
             std::string::npos);
-  EXPECT_NE(error_of([] { PadProblem{DType::f32, Layout::nchw, {2, 3}, {0}, {0, 0}}.validate(); }).find("before has 1"),
+  EXPECT_NE(error_of([] {
+              TransposeProblem{DType::f32, {2, 3, 4}, {0, 1, 1}}.validate();
+            }).find("repeats"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              PadProblem{DType::f32, Layout::nchw, {2, 3}, {0, -1}, {0, 0}}.validate();
+            }).find("before[1] = -1"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              PadProblem{DType::f32, Layout::nchw, {2, 3}, {0}, {0, 0}}.validate();
+            }).find("before has 1"),
             std::string::npos);
   EXPECT_NE(error_of([] { PadProblem{DType::f32, Layout::nchw, {2}, {0}, {0}, NAN}.validate(); }).find("NaN"),
             std::string::npos);
-  EXPECT_NE(error_of([] { PadProblem{DType::i32, Layout::nchw, {2}, {0}, {0}}.validate(); }).find("dtype i32"),
+  EXPECT_NE(error_of([] {
+              PadProblem{DType::i32, Layout::nchw, {2}, {0}, {0}}.validate();
+            }).find("dtype i32"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ReorderProblem{{2, 3}, DType::f32, Layout::nchw, DType::i8, Layout::nchw}.validate(); })
-                .find("dst dtype i8"),
+  EXPECT_NE(error_of([] {
+              ReorderProblem{{2, 3}, DType::f32, Layout::nchw, DType::i8, Layout::nchw}.validate();
+            }).find("dst dtype i8"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ReorderProblem{{2, 3}, DType::f32, Layout::nchw, DType::f32, Layout::nhwc}.validate(); })
-                .find("nhwc"),
+  EXPECT_NE(error_of([] {
+              ReorderProblem{{2, 3}, DType::f32, Layout::nchw, DType::f32, Layout::nhwc}.validate();
+            }).find("nhwc"),
             std::string::npos);
 }
 
@@ -152,7 +184,8 @@ TEST(DataMoveValidation, BytesFlopsTolerance) {
   const PadProblem p{DType::f32, Layout::nchw, {2, 3}, {1, 1}, {0, 2}};
   EXPECT_EQ(p.min_bytes(), (6.0 + 3 * 6) * 4);
   EXPECT_EQ(p.backward().min_bytes(), 2 * 6.0 * 4);
-  EXPECT_EQ((ReorderProblem{{4}, DType::f32, Layout::nchw, DType::f16, Layout::nchw}.min_bytes()), 4 * 4 + 4 * 2.0);
+  EXPECT_EQ((ReorderProblem{{4}, DType::f32, Layout::nchw, DType::f16, Layout::nchw}.min_bytes()),
+            4 * 4 + 4 * 2.0);
   EXPECT_EQ((ReorderProblem{{4}, DType::f16, Layout::nchw, DType::f32, Layout::nchw}.tolerance()), 0.0);
   EXPECT_GT((ReorderProblem{{4}, DType::f32, Layout::nchw, DType::bf16, Layout::nchw}.tolerance()), 0.0);
 }
@@ -312,7 +345,9 @@ TEST(DataMoveCpu, ReorderEveryDtypeAndLayoutPair) {
 // ---- backward ----
 
 // Random host data of a desc's storage.
-std::vector<std::byte> random_of(const TensorDesc& d, std::uint64_t seed) { return random_tensor(d.dtype, d.elements(), seed); }
+std::vector<std::byte> random_of(const TensorDesc& d, std::uint64_t seed) {
+  return random_tensor(d.dtype, d.elements(), seed);
+}
 
 double dot(DType t, const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
   const std::size_t n = a.size() / size_of(t);
@@ -361,7 +396,8 @@ TEST(DataMoveBackward, AdjointOfForward) {
     const ConcatProblem p{DType::f32, Layout::nchw, {2, 7, 3}, 1, {2, 5}};
     const SplitProblem s = p.backward();
     EXPECT_EQ(s.backward(), p);
-    const auto x0 = random_of(p.part_desc(0), 5), x1 = random_of(p.part_desc(1), 6), dy = random_of(p.whole_desc(), 7);
+    const auto x0 = random_of(p.part_desc(0), 5), x1 = random_of(p.part_desc(1), 6),
+               dy = random_of(p.whole_desc(), 7);
     std::vector<std::byte> y(dy.size()), dx0(x0.size()), dx1(x1.size());
     DataMoveArgs f;
     f.multi[0] = const_cast<std::byte*>(x0.data());
@@ -409,7 +445,8 @@ TEST(DataMoveTensorApi, RoundTripsAreExact) {
   // bf16 -> f32 -> bf16 holds every bit pattern that is a number.
   std::vector<std::uint16_t> bits;
   for (std::uint32_t b = 0; b < 65536; ++b) {
-    if (std::isfinite(bfloat16_to_float(static_cast<std::uint16_t>(b)))) bits.push_back(static_cast<std::uint16_t>(b));
+    if (std::isfinite(bfloat16_to_float(static_cast<std::uint16_t>(b))))
+      bits.push_back(static_cast<std::uint16_t>(b));
   }
   const auto n = static_cast<std::int64_t>(bits.size());
   const Tensor xb = tensor_of(stream, TensorDesc::contiguous(DType::bf16, {n}), bits);
@@ -435,7 +472,8 @@ TEST(DataMoveTensorApi, RoundTripsAreExact) {
 
 TEST(DataMoveTensorApi, PadInfinity) {
   runtime::Stream stream(cpu());
-  const Tensor x = tensor_of(stream, TensorDesc::contiguous(DType::f16, {2}), std::vector<std::uint16_t>{0x3c00, 0x4000});
+  const Tensor x =
+      tensor_of(stream, TensorDesc::contiguous(DType::f16, {2}), std::vector<std::uint16_t>{0x3c00, 0x4000});
   Tensor y = Tensor::empty(stream, TensorDesc::contiguous(DType::f16, {4}));
   pad(stream, x, y, {1}, {1}, -INFINITY);
   EXPECT_EQ(y.to_host<std::uint16_t>(stream), (std::vector<std::uint16_t>{0xfc00, 0x3c00, 0x4000, 0xfc00}));
@@ -444,7 +482,8 @@ TEST(DataMoveTensorApi, PadInfinity) {
 TEST(DataMoveTensorApi, MismatchedTensorsAreNamed) {
   runtime::Stream stream(cpu());
   const auto f32 = [&](std::vector<std::int64_t> dims) {
-    return Tensor::empty(stream, TensorDesc::contiguous(DType::f32, dims.data(), static_cast<int>(dims.size())));
+    return Tensor::empty(stream,
+                         TensorDesc::contiguous(DType::f32, dims.data(), static_cast<int>(dims.size())));
   };
   Tensor y = f32({2, 6, 4});
   std::vector<Tensor> in{f32({2, 1, 4}), f32({2, 2, 4}), f32({2, 3, 5})};
@@ -462,8 +501,13 @@ TEST(DataMoveTensorApi, MismatchedTensorsAreNamed) {
   EXPECT_NE(error_of([&] { transpose(stream, x, wrong, {2, 1, 0}); }).find("y (output)"), std::string::npos);
   EXPECT_NE(error_of([&] { transpose(stream, x, wrong, {2, 2, 0}); }).find("repeats"), std::string::npos);
   Tensor small_pad = f32({2, 3, 5});
-  EXPECT_NE(error_of([&] { pad(stream, x, small_pad, {0, 0, 1}, {0, 0, 1}); }).find("y (output)"), std::string::npos);
-  EXPECT_NE(error_of([&] { pad_backward(stream, small_pad, wrong, {0, 0, 0}, {0, 0, 1}); }).find("dy (output gradient)"),
+  EXPECT_NE(error_of([&] {
+              pad(stream, x, small_pad, {0, 0, 1}, {0, 0, 1});
+            }).find("y (output)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              pad_backward(stream, small_pad, wrong, {0, 0, 0}, {0, 0, 1});
+            }).find("dy (output gradient)"),
             std::string::npos);
   EXPECT_NE(error_of([&] { reorder(stream, x, wrong); }).find("differ in dims"), std::string::npos);
   Tensor empty;
@@ -481,7 +525,10 @@ TEST(DataMoveTensorApi, ReshapedIsAViewWhenContiguous) {
   EXPECT_NE(error_of([&] { (void)x.reshaped({2, 3}); }).find("6 elements"), std::string::npos);
   EXPECT_NE(error_of([&] { (void)x.reshaped({-1, -1}); }).find("dims[1] = -1"), std::string::npos);
   const Tensor nhwc = Tensor::empty(stream, TensorDesc::packed(DType::f32, Layout::nhwc, 2, 3, 4, 5));
-  EXPECT_NE(error_of([&] { (void)nhwc.reshaped({2, 60}); }).find("not row-major contiguous"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              (void)nhwc.reshaped({2, 60});
+            }).find("not row-major contiguous"),
+            std::string::npos);
   // The view keeps the storage alive after the original goes.
   Tensor view;
   {

@@ -27,8 +27,8 @@ std::optional<runtime::Device> gpu(std::string& why) {
   return std::nullopt;
 }
 
-#define REQUIRE_GPU(device)                          \
-  std::string why;                                   \
+#define REQUIRE_GPU(device)                               \
+  std::string why;                                        \
   const std::optional<runtime::Device> device = gpu(why); \
   if (!device) GTEST_SKIP() << why
 
@@ -54,10 +54,10 @@ TEST(GpuDataMove, ConcatAndSplit) {
   for (DType t : kAllDtypes) {
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       // Odd runs (scalar units) and runs of multiples of 8 (16-byte vectors).
-      for (const ConcatProblem& c : {ConcatProblem{t, l, {1, 43, 31, 29}, 1, {3, 17, 23}},
-                                     ConcatProblem{t, l, {2, 64, 8, 8}, 1, {16, 32, 16}},
-                                     ConcatProblem{t, l, {5, 3, 7, 29}, 0, {2, 3}},
-                                     ConcatProblem{t, l, {2, 3, 7, 13}, 3, {6, 7}}}) {
+      for (const ConcatProblem& c :
+           {ConcatProblem{t, l, {1, 43, 31, 29}, 1, {3, 17, 23}},
+            ConcatProblem{t, l, {2, 64, 8, 8}, 1, {16, 32, 16}},
+            ConcatProblem{t, l, {5, 3, 7, 29}, 0, {2, 3}}, ConcatProblem{t, l, {2, 3, 7, 13}, 3, {6, 7}}}) {
         expect_gpu_exact(*device, c);
         expect_gpu_exact(*device, c.backward());
       }

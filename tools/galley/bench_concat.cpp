@@ -29,9 +29,11 @@ int run_parts_bench(const PartsArgs& a, const CLI::App& cmd, bool concat) {
   p.layout = bench_layout(a.flags);
   p.axis = a.axis;
   const bool have_dims = cmd.count("--dims") > 0;
-  p.dims = have_dims ? parse_int_list("--dims", a.dims, 1, std::int64_t(1) << 40) : std::vector<std::int64_t>{8, 256, 28, 28};
+  p.dims = have_dims ? parse_int_list("--dims", a.dims, 1, std::int64_t(1) << 40)
+                     : std::vector<std::int64_t>{8, 256, 28, 28};
   if (a.axis < 0 || a.axis >= static_cast<int>(p.dims.size())) {
-    throw Error(Status::invalid_argument, "--axis " + std::to_string(a.axis) + " is out of range for --dims of rank " +
+    throw Error(Status::invalid_argument, "--axis " + std::to_string(a.axis) +
+                                              " is out of range for --dims of rank " +
                                               std::to_string(p.dims.size()) + " (valid: 0 to " +
                                               std::to_string(p.dims.size() - 1) + ")");
   }
@@ -42,8 +44,9 @@ int run_parts_bench(const PartsArgs& a, const CLI::App& cmd, bool concat) {
     if (!have_dims) extent = std::accumulate(p.sizes.begin(), p.sizes.end(), std::int64_t(0));
   } else {
     if (extent % a.parts != 0) {
-      throw Error(Status::invalid_argument, "--inputs " + std::to_string(a.parts) + " does not divide the axis extent " +
-                                                std::to_string(extent) + " (give --sizes for unequal parts)");
+      throw Error(Status::invalid_argument, "--inputs " + std::to_string(a.parts) +
+                                                " does not divide the axis extent " + std::to_string(extent) +
+                                                " (give --sizes for unequal parts)");
     }
     p.sizes.assign(static_cast<std::size_t>(a.parts), extent / a.parts);
   }
@@ -51,10 +54,12 @@ int run_parts_bench(const PartsArgs& a, const CLI::App& cmd, bool concat) {
   std::vector<OpBenchLine> lines;
   for (bool backward : directions(a.flags)) {
     if (concat != backward) {
-      lines.push_back({dnn::AnyProblem::copy_of(dnn::ProblemRef::of(p)), backward ? "split (concat backward)" : ""});
+      lines.push_back(
+          {dnn::AnyProblem::copy_of(dnn::ProblemRef::of(p)), backward ? "split (concat backward)" : ""});
     } else {
       const dnn::SplitProblem s = p.backward();
-      lines.push_back({dnn::AnyProblem::copy_of(dnn::ProblemRef::of(s)), backward ? "concat (split backward)" : ""});
+      lines.push_back(
+          {dnn::AnyProblem::copy_of(dnn::ProblemRef::of(s)), backward ? "concat (split backward)" : ""});
     }
   }
   return run_op_bench(a.flags, cmd, lines);
@@ -66,8 +71,10 @@ void add_parts_command(CLI::App& root, const char* name, bool concat) {
       name, concat ? "Concatenation along one axis (-F 2: split, its backward)"
                    : "Split along one axis (-F 2: concat, its backward)");
   add_op_bench_flags(cmd, a->flags, true, true);
-  cmd->add_option("--dims", a->dims, "the whole tensor's dims, comma-separated (default 8,256,28,28; nhwc: N,C,H,W)");
-  cmd->add_option("--axis", a->axis, "the axis to cut or join (default 1)")->check(integer_in(0, dnn::kMaxRank - 1));
+  cmd->add_option("--dims", a->dims,
+                  "the whole tensor's dims, comma-separated (default 8,256,28,28; nhwc: N,C,H,W)");
+  cmd->add_option("--axis", a->axis, "the axis to cut or join (default 1)")
+      ->check(integer_in(0, dnn::kMaxRank - 1));
   cmd->add_option("--sizes", a->sizes, "each part's extent along the axis, comma-separated");
   cmd->add_option("--inputs", a->parts, "cut the axis into this many equal parts (default 4)")
       ->check(integer_in(1, static_cast<std::int64_t>(dnn::kMaxMultiArgs)));

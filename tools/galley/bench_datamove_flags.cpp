@@ -10,7 +10,8 @@ std::vector<std::int64_t> parse_int_list(std::string_view option, std::string_vi
   std::size_t start = 0;
   while (true) {
     const std::size_t end = text.find(',', start);
-    const std::string_view entry = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    const std::string_view entry =
+        text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     out.push_back(parse_integer(option, entry, min, max));
     if (end == std::string_view::npos) break;
     start = end + 1;
@@ -18,7 +19,9 @@ std::vector<std::int64_t> parse_int_list(std::string_view option, std::string_vi
   return out;
 }
 
-DType bench_dtype(const OpBenchFlags& flags) { return flags.dtype.empty() ? DType::f32 : parse_dtype(flags.dtype); }
+DType bench_dtype(const OpBenchFlags& flags) {
+  return flags.dtype.empty() ? DType::f32 : parse_dtype(flags.dtype);
+}
 
 dnn::Layout bench_layout(const OpBenchFlags& flags) {
   return flags.layout.empty() ? dnn::Layout::nchw : dnn::parse_layout(flags.layout);

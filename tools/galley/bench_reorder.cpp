@@ -45,10 +45,12 @@ const bool registered = register_command([](CLI::App& root) {
   CLI::App* cmd = bench_group(root).add_subcommand(
       "reorder", "dtype (f32/f16/bf16) and/or layout (nchw/nhwc) conversion (-F 2: the reverse)");
   add_op_bench_flags(cmd, a->flags, true, true);
-  cmd->add_option("--dims", a->dims, "dims, comma-separated, N,C,H,W for a layout change (default 8,64,56,56)");
+  cmd->add_option("--dims", a->dims,
+                  "dims, comma-separated, N,C,H,W for a layout change (default 8,64,56,56)");
   cmd->add_option("--to-dtype", a->to_dtype, "the output's dtype (default: --dtype)");
-  cmd->add_option("--to-layout", a->to_layout,
-                  "the output's layout (default: the other layout when --to-dtype is not given, else --layout)");
+  cmd->add_option(
+      "--to-layout", a->to_layout,
+      "the output's layout (default: the other layout when --to-dtype is not given, else --layout)");
   cmd->callback([a, cmd] { set_exit_code(run_reorder_bench(*a, *cmd)); });
 });
 

@@ -21,12 +21,14 @@ int run_transpose_bench(const TransposeArgs& a, const CLI::App& cmd) {
   dnn::TransposeProblem p;
   p.dtype = bench_dtype(a.flags);
   p.dims = parse_int_list("--dims", a.dims, 1, std::int64_t(1) << 40);
-  for (std::int64_t v : parse_int_list("--perm", a.perm, 0, dnn::kMaxRank - 1)) p.perm.push_back(static_cast<int>(v));
+  for (std::int64_t v : parse_int_list("--perm", a.perm, 0, dnn::kMaxRank - 1))
+    p.perm.push_back(static_cast<int>(v));
   p.validate();
   std::vector<OpBenchLine> lines;
   for (bool backward : directions(a.flags)) {
     const dnn::TransposeProblem q = backward ? p.backward() : p;
-    lines.push_back({dnn::AnyProblem::copy_of(dnn::ProblemRef::of(q)), backward ? "backward (inverse perm)" : ""});
+    lines.push_back(
+        {dnn::AnyProblem::copy_of(dnn::ProblemRef::of(q)), backward ? "backward (inverse perm)" : ""});
   }
   return run_op_bench(a.flags, cmd, lines);
 }

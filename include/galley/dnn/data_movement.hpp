@@ -39,18 +39,19 @@ const SolverBase& transpose_backward(runtime::Stream& stream, const Tensor& dy, 
                                      CallReport* report = nullptr);
 
 /// y = x with before[i] / after[i] elements of `value` around dim i; y's dims must be x's padded.
-const SolverBase& pad(runtime::Stream& stream, const Tensor& x, Tensor& y, const std::vector<std::int64_t>& before,
-                      const std::vector<std::int64_t>& after, double value = 0, const SolverBase* solver = nullptr,
-                      CallReport* report = nullptr);
+const SolverBase& pad(runtime::Stream& stream, const Tensor& x, Tensor& y,
+                      const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after,
+                      double value = 0, const SolverBase* solver = nullptr, CallReport* report = nullptr);
 /// The gradient of pad: dx = the interior of dy.
 const SolverBase& pad_backward(runtime::Stream& stream, const Tensor& dy, Tensor& dx,
-                               const std::vector<std::int64_t>& before, const std::vector<std::int64_t>& after,
-                               const SolverBase* solver = nullptr, CallReport* report = nullptr);
+                               const std::vector<std::int64_t>& before,
+                               const std::vector<std::int64_t>& after, const SolverBase* solver = nullptr,
+                               CallReport* report = nullptr);
 
 /// y = x in y's dtype (f32/f16/bf16, round to nearest even) and y's layout (row-major or, rank 4,
 /// NHWC); same dims. Its gradient is reorder(dy, dx).
-const SolverBase& reorder(runtime::Stream& stream, const Tensor& x, Tensor& y, const SolverBase* solver = nullptr,
-                          CallReport* report = nullptr);
+const SolverBase& reorder(runtime::Stream& stream, const Tensor& x, Tensor& y,
+                          const SolverBase* solver = nullptr, CallReport* report = nullptr);
 
 /// The layout a data-movement op reads `desc` in: nchw for row-major, nhwc for a packed NHWC
 /// rank-4 tensor that is not also row-major; Error(invalid_argument) naming `what` otherwise.

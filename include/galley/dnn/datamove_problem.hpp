@@ -169,7 +169,8 @@ struct PadProblem {
   double tolerance() const { return 0; }
   double flops() const { return 0; }
   double min_bytes() const;
-  /// "pad-F-f32-nchw-d2x3x31x29-b0.0.1.1-e0.0.1.1-v0" (minus signs in the value are written 'm': "vm1.5", "v1em05").
+  /// "pad-F-f32-nchw-d2x3x31x29-b0.0.1.1-e0.0.1.1-v0" (minus signs in the value are written 'm': "vm1.5",
+  /// "v1em05").
   std::string key() const;
   static PadProblem parse_key(std::string_view key);
   std::string bench_command(const runtime::Device& device, std::string_view solver = {}) const;

@@ -53,25 +53,37 @@ template <class F>
 void dispatch_types(DType src, DType dst, F&& f) {
   if (src == dst) {
     switch (size_of(src)) {
-      case 1: return f(static_cast<std::uint8_t*>(nullptr), static_cast<std::uint8_t*>(nullptr));
-      case 2: return f(static_cast<std::uint16_t*>(nullptr), static_cast<std::uint16_t*>(nullptr));
-      case 4: return f(static_cast<std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr));
-      default: break;
+      case 1:
+        return f(static_cast<std::uint8_t*>(nullptr), static_cast<std::uint8_t*>(nullptr));
+      case 2:
+        return f(static_cast<std::uint16_t*>(nullptr), static_cast<std::uint16_t*>(nullptr));
+      case 4:
+        return f(static_cast<std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr));
+      default:
+        break;
     }
   }
   const auto with_dst = [&](auto* s) {
     switch (dst) {
-      case DType::f32: return f(s, static_cast<float*>(nullptr));
-      case DType::f16: return f(s, static_cast<Half*>(nullptr));
-      case DType::bf16: return f(s, static_cast<BFloat*>(nullptr));
-      default: throw Error(Status::unsupported, std::string("cpu data movement: dtype ") + to_string(dst));
+      case DType::f32:
+        return f(s, static_cast<float*>(nullptr));
+      case DType::f16:
+        return f(s, static_cast<Half*>(nullptr));
+      case DType::bf16:
+        return f(s, static_cast<BFloat*>(nullptr));
+      default:
+        throw Error(Status::unsupported, std::string("cpu data movement: dtype ") + to_string(dst));
     }
   };
   switch (src) {
-    case DType::f32: return with_dst(static_cast<float*>(nullptr));
-    case DType::f16: return with_dst(static_cast<Half*>(nullptr));
-    case DType::bf16: return with_dst(static_cast<BFloat*>(nullptr));
-    default: throw Error(Status::unsupported, std::string("cpu data movement: dtype ") + to_string(src));
+    case DType::f32:
+      return with_dst(static_cast<float*>(nullptr));
+    case DType::f16:
+      return with_dst(static_cast<Half*>(nullptr));
+    case DType::bf16:
+      return with_dst(static_cast<BFloat*>(nullptr));
+    default:
+      throw Error(Status::unsupported, std::string("cpu data movement: dtype ") + to_string(src));
   }
 }
 
@@ -89,7 +101,8 @@ inline void copy_run(const S* src, D* dst, std::int64_t n) {
 constexpr std::int64_t kGrainBytes = 64 << 10;
 
 std::int64_t grain_of(std::int64_t elements_per_unit, std::size_t element_bytes) {
-  const std::int64_t unit_bytes = std::max<std::int64_t>(1, elements_per_unit * static_cast<std::int64_t>(element_bytes));
+  const std::int64_t unit_bytes =
+      std::max<std::int64_t>(1, elements_per_unit * static_cast<std::int64_t>(element_bytes));
   return std::max<std::int64_t>(1, kGrainBytes / unit_bytes);
 }
 
@@ -97,9 +110,8 @@ std::int64_t grain_of(std::int64_t elements_per_unit, std::size_t element_bytes)
 template <class Body>
 void parallel_units(std::int64_t units, std::int64_t grain, Body&& body) {
   const std::int64_t chunks = (units + grain - 1) / grain;
-  parallel_for(0, chunks, [&](std::int64_t lo, std::int64_t hi) {
-    body(lo * grain, std::min(units, hi * grain));
-  });
+  parallel_for(0, chunks,
+               [&](std::int64_t lo, std::int64_t hi) { body(lo * grain, std::min(units, hi * grain)); });
 }
 
 // Src offset of the `row`-th row of dims[0..rank-1), last dim excluded.
@@ -151,32 +163,33 @@ void copy_tiled(const CopyPlan& p, int a, const S* src, D* dst) {
   for (int i = 0; i < nb; ++i) batches *= p.dims[bdims[i]];
   const std::int64_t ta = (la + kTile - 1) / kTile, tb = (lb + kTile - 1) / kTile;
   const std::int64_t units = batches * ta * tb;
-  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))), [&](std::int64_t first, std::int64_t end) {
-    for (std::int64_t u = first; u < end; ++u) {
-      std::int64_t t = u;
-      const std::int64_t ib = t % tb;
-      t /= tb;
-      const std::int64_t ia = t % ta;
-      std::int64_t batch = t / ta;
-      std::int64_t soff = p.src_offset, doff = 0;
-      for (int i = nb - 1; i >= 0; --i) {
-        const int k = bdims[i];
-        const std::int64_t idx = batch % p.dims[k];
-        batch /= p.dims[k];
-        soff += idx * p.src_strides[k];
-        std::int64_t dstride = 1;
-        for (int j = k + 1; j < p.rank; ++j) dstride *= p.dims[j];
-        doff += idx * dstride;
-      }
-      const std::int64_t a0 = ia * kTile, a1 = std::min(la, a0 + kTile);
-      const std::int64_t b0 = ib * kTile, b1 = std::min(lb, b0 + kTile);
-      for (std::int64_t x = a0; x < a1; ++x) {
-        const S* s = src + soff + x;
-        D* d = dst + doff + x * da;
-        for (std::int64_t y = b0; y < b1; ++y) d[y] = cast<S, D>(s[y * sb]);
-      }
-    }
-  });
+  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))),
+                 [&](std::int64_t first, std::int64_t end) {
+                   for (std::int64_t u = first; u < end; ++u) {
+                     std::int64_t t = u;
+                     const std::int64_t ib = t % tb;
+                     t /= tb;
+                     const std::int64_t ia = t % ta;
+                     std::int64_t batch = t / ta;
+                     std::int64_t soff = p.src_offset, doff = 0;
+                     for (int i = nb - 1; i >= 0; --i) {
+                       const int k = bdims[i];
+                       const std::int64_t idx = batch % p.dims[k];
+                       batch /= p.dims[k];
+                       soff += idx * p.src_strides[k];
+                       std::int64_t dstride = 1;
+                       for (int j = k + 1; j < p.rank; ++j) dstride *= p.dims[j];
+                       doff += idx * dstride;
+                     }
+                     const std::int64_t a0 = ia * kTile, a1 = std::min(la, a0 + kTile);
+                     const std::int64_t b0 = ib * kTile, b1 = std::min(lb, b0 + kTile);
+                     for (std::int64_t x = a0; x < a1; ++x) {
+                       const S* s = src + soff + x;
+                       D* d = dst + doff + x * da;
+                       for (std::int64_t y = b0; y < b1; ++y) d[y] = cast<S, D>(s[y * sb]);
+                     }
+                   }
+                 });
 }
 
 template <class S, class D>
@@ -210,10 +223,12 @@ void run_parts(const dnn::PartsPlan& plan, bool concat, void* whole, void* const
   const auto e = static_cast<std::int64_t>(size_of(plan.dtype));
   const auto n = static_cast<std::int64_t>(plan.inner.size());
   // One unit is one part's run in one row; a wide part's run is cut into pieces of the grain.
-  std::vector<std::int64_t> pieces(static_cast<std::size_t>(n)), first_unit(static_cast<std::size_t>(n) + 1, 0);
+  std::vector<std::int64_t> pieces(static_cast<std::size_t>(n)),
+      first_unit(static_cast<std::size_t>(n) + 1, 0);
   const std::int64_t grain = kGrainBytes / e;
   for (std::int64_t i = 0; i < n; ++i) {
-    pieces[static_cast<std::size_t>(i)] = std::max<std::int64_t>(1, (plan.inner[static_cast<std::size_t>(i)] + grain - 1) / grain);
+    pieces[static_cast<std::size_t>(i)] =
+        std::max<std::int64_t>(1, (plan.inner[static_cast<std::size_t>(i)] + grain - 1) / grain);
   }
   // Units run row by row, parts in order, so consecutive units write neighbouring memory.
   std::int64_t per_row = 0;
@@ -225,30 +240,32 @@ void run_parts(const dnn::PartsPlan& plan, bool concat, void* whole, void* const
   std::byte* w = static_cast<std::byte*>(whole);
   const std::int64_t row_bytes = plan.row * e;
   std::int64_t avg_bytes = std::max<std::int64_t>(1, row_bytes / per_row);
-  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes), [&](std::int64_t first, std::int64_t end) {
-    std::int64_t row = first / per_row, k = first % per_row;
-    std::size_t part = static_cast<std::size_t>(std::upper_bound(first_unit.begin(), first_unit.end(), k) - first_unit.begin() - 1);
-    for (std::int64_t u = first; u < end; ++u) {
-      const std::int64_t piece = k - first_unit[part];
-      const std::int64_t len = plan.inner[part];
-      const std::int64_t lo = piece * grain, hi = std::min(len, lo + grain);
-      std::byte* wp = w + (row * plan.row + plan.offset[part] + lo) * e;
-      std::byte* pp = static_cast<std::byte*>(parts[part]) + (row * len + lo) * e;
-      const auto bytes = static_cast<std::size_t>((hi - lo) * e);
-      if (concat) {
-        std::memcpy(wp, pp, bytes);
-      } else {
-        std::memcpy(pp, wp, bytes);
-      }
-      if (++k == per_row) {
-        k = 0;
-        part = 0;
-        ++row;
-      } else if (k == first_unit[part + 1]) {
-        ++part;
-      }
-    }
-  });
+  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes),
+                 [&](std::int64_t first, std::int64_t end) {
+                   std::int64_t row = first / per_row, k = first % per_row;
+                   std::size_t part = static_cast<std::size_t>(
+                       std::upper_bound(first_unit.begin(), first_unit.end(), k) - first_unit.begin() - 1);
+                   for (std::int64_t u = first; u < end; ++u) {
+                     const std::int64_t piece = k - first_unit[part];
+                     const std::int64_t len = plan.inner[part];
+                     const std::int64_t lo = piece * grain, hi = std::min(len, lo + grain);
+                     std::byte* wp = w + (row * plan.row + plan.offset[part] + lo) * e;
+                     std::byte* pp = static_cast<std::byte*>(parts[part]) + (row * len + lo) * e;
+                     const auto bytes = static_cast<std::size_t>((hi - lo) * e);
+                     if (concat) {
+                       std::memcpy(wp, pp, bytes);
+                     } else {
+                       std::memcpy(pp, wp, bytes);
+                     }
+                     if (++k == per_row) {
+                       k = 0;
+                       part = 0;
+                       ++row;
+                     } else if (k == first_unit[part + 1]) {
+                       ++part;
+                     }
+                   }
+                 });
 }
 
 namespace {
@@ -297,7 +314,8 @@ void run_pad(const dnn::PadPlan& plan, const void* src, void* dst) {
       return pad_typed(plan, static_cast<const std::uint32_t*>(src), static_cast<std::uint32_t*>(dst), bits);
     }
     case DType::f16:
-      return pad_typed(plan, static_cast<const std::uint16_t*>(src), static_cast<std::uint16_t*>(dst), float_to_half(v));
+      return pad_typed(plan, static_cast<const std::uint16_t*>(src), static_cast<std::uint16_t*>(dst),
+                       float_to_half(v));
     case DType::bf16:
       return pad_typed(plan, static_cast<const std::uint16_t*>(src), static_cast<std::uint16_t*>(dst),
                        float_to_bfloat16(v));

@@ -84,7 +84,9 @@ std::unique_ptr<dnn::Solver<dnn::SplitProblem>> make_split_copy() { return std::
 std::unique_ptr<dnn::Solver<dnn::TransposeProblem>> make_transpose_blocked() {
   return std::make_unique<TransposeBlocked>();
 }
-std::unique_ptr<dnn::Solver<dnn::ReorderProblem>> make_reorder_blocked() { return std::make_unique<ReorderBlocked>(); }
+std::unique_ptr<dnn::Solver<dnn::ReorderProblem>> make_reorder_blocked() {
+  return std::make_unique<ReorderBlocked>();
+}
 std::unique_ptr<dnn::Solver<dnn::PadProblem>> make_pad_copy() { return std::make_unique<PadCopy>(); }
 
 }  // namespace galley::backends::cpu

@@ -95,8 +95,8 @@ inline constexpr int kTileOf = sizeof(D) >= 4 ? 32 : 32 * static_cast<int>(4 / s
 // along a in src, writes along the last dim in dst, both coalesced. blockIdx.x walks the tiles of
 // one batch entry, blockIdx.y (grid-stride) the batch: every dim but a and the last.
 template <class S, class D>
-__global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b, std::int64_t batches,
-                             const S* __restrict__ src, D* __restrict__ dst) {
+__global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b,
+                             std::int64_t batches, const S* __restrict__ src, D* __restrict__ dst) {
   constexpr int kTile = kTileOf<D>;
   __shared__ D tile[kTile][kTile + 1];
   const int last = g.rank - 1;
@@ -149,7 +149,8 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
     const unsigned blocks = grid_for(aligned_ptrs ? n / N + 1 : n, kThreads);
     if (aligned_ptrs) {
       if (fits_int32(n)) {
-        copy_kernel<S, D, N, std::uint32_t><<<blocks, kThreads, 0, stream>>>(s, dst, static_cast<std::uint32_t>(n));
+        copy_kernel<S, D, N, std::uint32_t>
+            <<<blocks, kThreads, 0, stream>>>(s, dst, static_cast<std::uint32_t>(n));
       } else {
         copy_kernel<S, D, N, std::int64_t><<<blocks, kThreads, 0, stream>>>(s, dst, n);
       }
@@ -168,7 +169,8 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
         rows_kernel<S, D, N, std::uint32_t><<<grid_for(units, kThreads), kThreads, 0, stream>>>(
             g, src, dst, static_cast<std::uint32_t>(units));
       } else {
-        rows_kernel<S, D, N, std::int64_t><<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, src, dst, units);
+        rows_kernel<S, D, N, std::int64_t>
+            <<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, src, dst, units);
       }
     } else {
       rows_kernel<S, D, 1, std::int64_t><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, n);
@@ -178,19 +180,22 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
   const int a = p.unit_stride_dim();
   if (a >= 0) {
     constexpr int kTile = kTileOf<D>;
-    const std::int64_t tiles_a = (p.dims[a] + kTile - 1) / kTile, tiles_b = (p.dims[last] + kTile - 1) / kTile;
+    const std::int64_t tiles_a = (p.dims[a] + kTile - 1) / kTile,
+                       tiles_b = (p.dims[last] + kTile - 1) / kTile;
     std::int64_t dst_stride_a = 1;
     for (int k = a + 1; k < p.rank; ++k) dst_stride_a *= p.dims[k];
     const std::int64_t batches = n / (p.dims[a] * p.dims[last]);
     if (tiles_a * tiles_b <= 0x7fffffff) {
-      const dim3 grid(static_cast<unsigned>(tiles_a * tiles_b), static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
-      tiled_kernel<S, D><<<grid, dim3(32, kTileRows), 0, stream>>>(g, a, dst_stride_a, tiles_b, batches, src, dst);
+      const dim3 grid(static_cast<unsigned>(tiles_a * tiles_b),
+                      static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
+      tiled_kernel<S, D>
+          <<<grid, dim3(32, kTileRows), 0, stream>>>(g, a, dst_stride_a, tiles_b, batches, src, dst);
       return;
     }
   }
   if (fits_int32(n)) {
-    strided_kernel<S, D, std::uint32_t><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst,
-                                                                                       static_cast<std::uint32_t>(n));
+    strided_kernel<S, D, std::uint32_t>
+        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, static_cast<std::uint32_t>(n));
   } else {
     strided_kernel<S, D, std::int64_t><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, n);
   }

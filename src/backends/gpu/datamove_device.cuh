@@ -30,7 +30,9 @@ constexpr int vec_width() {
   return 16 / (sizeof(S) > sizeof(D) ? sizeof(S) : sizeof(D));
 }
 
-inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+inline bool aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
 
 /// Calls f(S*, D*) with a plan's element types: unsigned words of the element's size when the
 /// dtypes agree (any dtype moves as bits), the float types when they differ.
@@ -38,10 +40,14 @@ template <class F>
 void dispatch_types(DType src, DType dst, const char* what, F&& f) {
   if (src == dst) {
     switch (size_of(src)) {
-      case 1: return f(static_cast<std::uint8_t*>(nullptr), static_cast<std::uint8_t*>(nullptr));
-      case 2: return f(static_cast<std::uint16_t*>(nullptr), static_cast<std::uint16_t*>(nullptr));
-      case 4: return f(static_cast<std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr));
-      default: break;
+      case 1:
+        return f(static_cast<std::uint8_t*>(nullptr), static_cast<std::uint8_t*>(nullptr));
+      case 2:
+        return f(static_cast<std::uint16_t*>(nullptr), static_cast<std::uint16_t*>(nullptr));
+      case 4:
+        return f(static_cast<std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr));
+      default:
+        break;
     }
   }
   dispatch_dtype(src, what, [&](auto* s) { dispatch_dtype(dst, what, [&](auto* d) { f(s, d); }); });

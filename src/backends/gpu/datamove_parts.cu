@@ -47,7 +47,8 @@ __global__ void parts_kernel(Parts parts, T* whole) {
   const I units = static_cast<I>(parts.outer) * inner;
   const I row = static_cast<I>(parts.row), offset = static_cast<I>(parts.offset[part]);
   T* piece = static_cast<T*>(parts.ptr[part]);
-  const I base = static_cast<I>(blockIdx.x - parts.first_block[part]) * (kPartsThreads * kUnitsPerThread) + threadIdx.x;
+  const I base =
+      static_cast<I>(blockIdx.x - parts.first_block[part]) * (kPartsThreads * kUnitsPerThread) + threadIdx.x;
 #pragma unroll
   for (int j = 0; j < kUnitsPerThread; ++j) {
     const I u = base + static_cast<I>(j) * kPartsThreads;
@@ -63,8 +64,8 @@ __global__ void parts_kernel(Parts parts, T* whole) {
 }
 
 template <class T>
-void launch_parts_as(const dnn::PartsPlan& plan, bool concat, void* whole, void* const* ptrs, std::int64_t scale,
-                     GpuStream stream) {
+void launch_parts_as(const dnn::PartsPlan& plan, bool concat, void* whole, void* const* ptrs,
+                     std::int64_t scale, GpuStream stream) {
   constexpr std::int64_t kPerBlock = kPartsThreads * kUnitsPerThread;
   Parts parts{};
   const std::size_t count = plan.inner.size();
@@ -75,7 +76,8 @@ void launch_parts_as(const dnn::PartsPlan& plan, bool concat, void* whole, void*
     parts.offset[i] = plan.offset[i] / scale;
     parts.first_block[i] = static_cast<std::uint32_t>(blocks);
     blocks += (plan.outer * parts.inner[i] + kPerBlock - 1) / kPerBlock;
-    if (blocks > 0x7fffffff) throw Error(Status::unsupported, "gpu concat/split: more than 2^31 blocks of work");
+    if (blocks > 0x7fffffff)
+      throw Error(Status::unsupported, "gpu concat/split: more than 2^31 blocks of work");
   }
   parts.first_block[count] = static_cast<std::uint32_t>(blocks);
   parts.row = plan.row / scale;
@@ -104,7 +106,8 @@ std::int64_t unit_bytes(const dnn::PartsPlan& plan, const void* whole, void* con
     const std::int64_t n = unit / e;
     bool ok = plan.row % n == 0 && aligned(whole, static_cast<std::size_t>(unit));
     for (std::size_t i = 0; ok && i < plan.inner.size(); ++i) {
-      ok = plan.inner[i] % n == 0 && plan.offset[i] % n == 0 && aligned(parts[i], static_cast<std::size_t>(unit));
+      ok = plan.inner[i] % n == 0 && plan.offset[i] % n == 0 &&
+           aligned(parts[i], static_cast<std::size_t>(unit));
     }
     if (ok) return unit;
   }
@@ -162,20 +165,30 @@ void launch_pad_as(const dnn::PadPlan& plan, const void* src, void* dst, W value
   const auto go = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     T v;
-    for (std::size_t j = 0; j < sizeof(T) / sizeof(W); ++j) std::memcpy(reinterpret_cast<char*>(&v) + j * sizeof(W), &value_bits, sizeof(W));
+    for (std::size_t j = 0; j < sizeof(T) / sizeof(W); ++j)
+      std::memcpy(reinterpret_cast<char*>(&v) + j * sizeof(W), &value_bits, sizeof(W));
     const T* s = static_cast<const T*>(src);
     T* d = static_cast<T*>(dst);
     if (units < (std::int64_t(1) << 31)) {
-      pad_kernel<T, std::uint32_t><<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, s, d, v, static_cast<std::uint32_t>(units));
+      pad_kernel<T, std::uint32_t>
+          <<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, s, d, v, static_cast<std::uint32_t>(units));
     } else {
       pad_kernel<T, std::int64_t><<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, s, d, v, units);
     }
   };
   switch (n * static_cast<int>(sizeof(W))) {
-    case 16: go(static_cast<Vec<W, 16 / sizeof(W)>*>(nullptr)); break;
-    case 8: go(static_cast<Vec<W, 8 / sizeof(W)>*>(nullptr)); break;
-    case 4: go(static_cast<Vec<W, (4 / sizeof(W) > 0 ? 4 / sizeof(W) : 1)>*>(nullptr)); break;
-    default: go(static_cast<W*>(nullptr)); break;
+    case 16:
+      go(static_cast<Vec<W, 16 / sizeof(W)>*>(nullptr));
+      break;
+    case 8:
+      go(static_cast<Vec<W, 8 / sizeof(W)>*>(nullptr));
+      break;
+    case 4:
+      go(static_cast<Vec<W, (4 / sizeof(W) > 0 ? 4 / sizeof(W) : 1)>*>(nullptr));
+      break;
+    default:
+      go(static_cast<W*>(nullptr));
+      break;
   }
 }
 
@@ -186,11 +199,21 @@ void launch_parts(const dnn::PartsPlan& plan, bool concat, void* whole, void* co
   const std::int64_t scale = unit / static_cast<std::int64_t>(size_of(plan.dtype));
   const GpuStream s = as_stream(stream);
   switch (unit) {
-    case 16: launch_parts_as<Vec<std::uint32_t, 4>>(plan, concat, whole, parts, scale, s); break;
-    case 8: launch_parts_as<Vec<std::uint32_t, 2>>(plan, concat, whole, parts, scale, s); break;
-    case 4: launch_parts_as<std::uint32_t>(plan, concat, whole, parts, scale, s); break;
-    case 2: launch_parts_as<std::uint16_t>(plan, concat, whole, parts, scale, s); break;
-    default: launch_parts_as<std::uint8_t>(plan, concat, whole, parts, scale, s); break;
+    case 16:
+      launch_parts_as<Vec<std::uint32_t, 4>>(plan, concat, whole, parts, scale, s);
+      break;
+    case 8:
+      launch_parts_as<Vec<std::uint32_t, 2>>(plan, concat, whole, parts, scale, s);
+      break;
+    case 4:
+      launch_parts_as<std::uint32_t>(plan, concat, whole, parts, scale, s);
+      break;
+    case 2:
+      launch_parts_as<std::uint16_t>(plan, concat, whole, parts, scale, s);
+      break;
+    default:
+      launch_parts_as<std::uint8_t>(plan, concat, whole, parts, scale, s);
+      break;
   }
   check_launch(concat ? "gpu.concat" : "gpu.split");
 }
@@ -205,9 +228,14 @@ void launch_pad(const dnn::PadPlan& plan, const void* src, void* dst, void* stre
       launch_pad_as<std::uint32_t>(plan, src, dst, bits, s);
       break;
     }
-    case DType::f16: launch_pad_as<std::uint16_t>(plan, src, dst, float_to_half(v), s); break;
-    case DType::bf16: launch_pad_as<std::uint16_t>(plan, src, dst, float_to_bfloat16(v), s); break;
-    default: throw Error(Status::unsupported, std::string("gpu.pad: dtype ") + to_string(plan.dtype));
+    case DType::f16:
+      launch_pad_as<std::uint16_t>(plan, src, dst, float_to_half(v), s);
+      break;
+    case DType::bf16:
+      launch_pad_as<std::uint16_t>(plan, src, dst, float_to_bfloat16(v), s);
+      break;
+    default:
+      throw Error(Status::unsupported, std::string("gpu.pad: dtype ") + to_string(plan.dtype));
   }
   check_launch("gpu.pad");
 }

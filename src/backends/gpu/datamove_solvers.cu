@@ -17,10 +17,12 @@ using dnn::DataMoveArgs;
 template <class P>
 class GpuMoveSolver : public dnn::Solver<P> {
  public:
-  GpuMoveSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  GpuMoveSolver(std::string name, std::string backend)
+      : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
   Applicability check(const P&, const runtime::Device& device) const override {
-    if (device.backend() != backend_) return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
+    if (device.backend() != backend_)
+      return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
     return Applicability::yes();
   }
 
