@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/data_movement.hpp"
 #include "galley/core/error.hpp"
+#include "galley/dnn/data_movement.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/tensor.hpp"
 
