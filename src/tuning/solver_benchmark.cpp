@@ -69,8 +69,10 @@ memory::Buffer random_buffer(runtime::Stream& stream, DType dtype, std::int64_t 
   constexpr std::int64_t kChunk = 1 << 16;
   std::vector<float> values(static_cast<std::size_t>(std::min(elements, kChunk)));
   std::vector<std::byte> host(static_cast<std::size_t>(elements) * size_of(dtype));
+  // Integer tensors (indices, data moved as bits) stay zero, as make_op_tensors leaves them.
+  const bool floats = dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
   std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (std::int64_t done = 0; done < elements; done += kChunk) {
+  for (std::int64_t done = 0; floats && done < elements; done += kChunk) {
     const std::int64_t n = std::min(kChunk, elements - done);
     for (std::int64_t i = 0; i < n; ++i) {
       state ^= state << 13;

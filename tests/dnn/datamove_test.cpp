@@ -470,6 +470,31 @@ TEST(DataMoveTensorApi, RoundTripsAreExact) {
   EXPECT_EQ(back.to_host<float>(stream), iota_floats(210));
 }
 
+// The verifier fills integer tensors with zeros, so one-byte moves get distinct values here.
+TEST(DataMoveTensorApi, OneByteElementsLandInPlace) {
+  runtime::Stream stream(cpu());
+  std::vector<std::int8_t> host(3 * 5 * 7);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::int8_t>(i % 127);
+  const Tensor x = tensor_of(stream, TensorDesc::contiguous(DType::i8, {3, 5, 7}), host);
+  Tensor y = Tensor::empty(stream, TensorDesc::contiguous(DType::i8, {7, 3, 5}));
+  transpose(stream, x, y, {2, 0, 1});
+  const auto got = y.to_host<std::int8_t>(stream);
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 5; ++b)
+      for (int c = 0; c < 7; ++c)
+        ASSERT_EQ(got[static_cast<std::size_t>((c * 3 + a) * 5 + b)],
+                  host[static_cast<std::size_t>((a * 5 + b) * 7 + c)]);
+  std::vector<Tensor> parts{Tensor::empty(stream, TensorDesc::contiguous(DType::i8, {3, 2, 7})),
+                            Tensor::empty(stream, TensorDesc::contiguous(DType::i8, {3, 3, 7}))};
+  Tensor back = Tensor::empty(stream, x.desc());
+  split(stream, x, parts, 1);
+  concat(stream, parts, back, 1);
+  EXPECT_EQ(back.to_host<std::int8_t>(stream), host);
+  const auto first = parts[0].to_host<std::int8_t>(stream);
+  EXPECT_EQ(first[7], host[7]);
+  EXPECT_EQ(first[14], host[35]);
+}
+
 TEST(DataMoveTensorApi, PadInfinity) {
   runtime::Stream stream(cpu());
   const Tensor x =
