@@ -28,6 +28,25 @@ TEST(CliBenchDataMove, DefaultProblemsRunAndVerifyBothDirections) {
   }
 }
 
+// The repro line a problem prints (GALLEY_LOG_CMD, --json "command") benches that same problem.
+TEST(CliBenchDataMove, ReproLinesRunTheSameProblem) {
+  for (const char* args :
+       {"concat --layout nhwc --dtype f16 --sizes 3,5", "split --axis 2 --inputs 7",
+        "transpose --dims 2,3,4,5,6 --perm 4,3,2,1,0", "pad -F 2 --value -3 --before 1,0,0,2",
+        "reorder --to-dtype bf16", "pad --layout nhwc --value 1e-05"}) {
+    const auto first = run_bench(std::string(args) + " --json");
+    ASSERT_EQ(first.exit_code, 0) << args << ": " << first.output;
+    const auto problem = nlohmann::json::parse(first.output)["problems"][0];
+    std::string command = problem["command"];
+    ASSERT_EQ(command.rfind("galley bench ", 0), 0u) << command;
+    command = command.substr(std::string("galley bench ").size());
+    command = command.substr(0, command.find(" --device"));
+    const auto again = run_bench(command + " -V 1 --json");
+    ASSERT_EQ(again.exit_code, 0) << command << ": " << again.output;
+    EXPECT_EQ(nlohmann::json::parse(again.output)["problems"][0]["key"], problem["key"]) << command;
+  }
+}
+
 TEST(CliBenchDataMove, ShapesFromFlags) {
   const auto c =
       run_bench("concat -V 1 --dims 1,43,31,29 --axis 1 --sizes 3,17,23 --layout nhwc --dtype bf16");
