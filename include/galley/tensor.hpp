@@ -71,6 +71,12 @@ class Tensor {
     return out;
   }
 
+  /// A view of the same storage with row-major `dims` (one entry may be -1: inferred), as
+  /// torch's view(): the elements must be row-major contiguous and their count unchanged, else
+  /// Error(invalid_argument) says so (a permuted or NHWC tensor needs a copy by dnn::transpose or
+  /// dnn::reorder first). The view shares ownership of the storage.
+  Tensor reshaped(const std::vector<std::int64_t>& dims) const;
+
   /// "x f32[2,3,31,29] strides [...] on cpu (owned, 21576 bytes)" for messages.
   std::string to_string() const;
 

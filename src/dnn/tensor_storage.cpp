@@ -5,6 +5,7 @@
 
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
+#include "galley/dnn/data_movement.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/tensor.hpp"
 
@@ -131,13 +132,22 @@ void convert(runtime::Stream& stream, const Tensor& src, Tensor& dst) {
     bad("convert: src " + src.desc().to_string() + " and dst " + dst.desc().to_string() + " differ in dims");
   }
   const dnn::TensorDesc sd = src.desc(), dd = dst.desc();
+  // Row-major and packed NHWC tensors are the reorder op's: one kernel on a GPU, the threaded copy
+  // on the cpu. Other strides take the element-wise path below.
+  const auto reorderable = [](const dnn::TensorDesc& d) {
+    return d.is_contiguous() || (d.rank == 4 && d.is_packed(dnn::Layout::nhwc));
+  };
+  if (reorderable(sd) && reorderable(dd)) {
+    dnn::reorder(stream, src, dst);
+    return;
+  }
   if (stream.device().is_cpu()) {
     const std::byte* s = static_cast<const std::byte*>(src.data());
     std::byte* d = static_cast<std::byte*>(dst.data());
     stream.launch("convert", [&] { stream.host_task([sd, s, dd, d] { convert_on_host(sd, s, dd, d); }); });
     return;
   }
-  // Other devices: through host memory, ordered on the stream (no device kernel yet).
+  // Other strides on other devices: through host memory, ordered on the stream.
   std::vector<std::byte> host_src(sd.bytes()), host_dst(dd.bytes());
   stream.copy_d2h(host_src.data(), src.data(), host_src.size());
   stream.copy_d2h(host_dst.data(), dst.data(), host_dst.size());  // keeps bytes between strided elements

@@ -1,0 +1,221 @@
+// The gather kernels behind transpose, reorder and pad's crop (launch_copy_plan): contiguous
+// copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose (32x32 tiles of
+// 4-byte elements, wider for narrower ones) when the plan moves the unit-stride dim away from the
+// innermost position, a strided gather otherwise.
+#include "datamove_device.cuh"
+#include "datamove_kernels.hpp"
+
+namespace galley::backends::gpu {
+namespace {
+
+using dnn::CopyPlan;
+using namespace datamove;
+
+// The plan as a kernel argument.
+struct Gather {
+  int rank;
+  std::int64_t dims[dnn::kMaxRank];
+  std::int64_t strides[dnn::kMaxRank];
+  std::int64_t offset;
+};
+
+Gather gather_of(const CopyPlan& p) {
+  Gather g{};
+  g.rank = p.rank;
+  for (int k = 0; k < dnn::kMaxRank; ++k) {
+    g.dims[k] = p.dims[k];
+    g.strides[k] = p.src_strides[k];
+  }
+  g.offset = p.src_offset;
+  return g;
+}
+
+// Src offset of the `row`-th index over dims[0..count), last of them fastest.
+template <class I>
+__device__ __forceinline__ std::int64_t outer_offset(const Gather& g, I row, int count) {
+  std::int64_t off = g.offset;
+  for (int k = count - 1; k >= 0; --k) {
+    const I d = static_cast<I>(g.dims[k]);
+    off += static_cast<std::int64_t>(row % d) * g.strides[k];
+    row /= d;
+  }
+  return off;
+}
+
+template <class S, class D, int N, class I>
+__global__ void copy_kernel(const S* __restrict__ src, D* __restrict__ dst, I n) {
+  const I vectors = n / N;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < vectors; u += step) {
+    const Vec<S, N> in = reinterpret_cast<const Vec<S, N>*>(src)[u];
+    Vec<D, N> out;
+#pragma unroll
+    for (int j = 0; j < N; ++j) out.v[j] = cast<S, D>(in.v[j]);
+    reinterpret_cast<Vec<D, N>*>(dst)[u] = out;
+  }
+  // The last n % N elements.
+  const I tail = vectors * N + static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tail < n) dst[tail] = cast<S, D>(src[tail]);
+}
+
+// Rows of len (a multiple of N) contiguous in src; each thread moves N elements of one row.
+template <class S, class D, int N, class I>
+__global__ void rows_kernel(Gather g, const S* __restrict__ src, D* __restrict__ dst, I units) {
+  const int last = g.rank - 1;
+  const I per_row = static_cast<I>(g.dims[last] / N);
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += step) {
+    const I row = u / per_row, col = u - row * per_row;
+    const std::int64_t s = outer_offset(g, row, last) + static_cast<std::int64_t>(col) * N;
+    const Vec<S, N> in = *reinterpret_cast<const Vec<S, N>*>(src + s);
+    Vec<D, N> out;
+#pragma unroll
+    for (int j = 0; j < N; ++j) out.v[j] = cast<S, D>(in.v[j]);
+    reinterpret_cast<Vec<D, N>*>(dst)[u] = out;
+  }
+}
+
+template <class S, class D, class I>
+__global__ void strided_kernel(Gather g, const S* __restrict__ src, D* __restrict__ dst, I n) {
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += step) {
+    dst[u] = cast<S, D>(src[outer_offset(g, u, g.rank)]);
+  }
+}
+
+constexpr int kTileRows = 8;
+
+// The tile's side: 32 for 4-byte elements, wider for narrower ones so every block keeps as many
+// bytes in flight (a 32-element row of 2-byte elements is only 64 bytes).
+template <class D>
+inline constexpr int kTileOf = sizeof(D) >= 4 ? 32 : 32 * static_cast<int>(4 / sizeof(D));
+
+// Batched 2-D transpose: dim a (src stride 1) and the last dim (dst stride 1) swap through a tile
+// in shared memory, padded by one column against bank conflicts on the transposed reads. Reads run
+// along a in src, writes along the last dim in dst, both coalesced. blockIdx.x walks the tiles of
+// one batch entry, blockIdx.y (grid-stride) the batch: every dim but a and the last.
+template <class S, class D>
+__global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b,
+                             std::int64_t batches, const S* __restrict__ src, D* __restrict__ dst) {
+  constexpr int kTile = kTileOf<D>;
+  __shared__ D tile[kTile][kTile + 1];
+  const int last = g.rank - 1;
+  const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
+  const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
+  const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
+  for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
+    // Offsets of this batch entry in src and (packed) dst.
+    std::int64_t soff = g.offset, doff = 0, t = batch, dstride = lb;
+    for (int k = last - 1; k >= 0; --k) {
+      if (k == a) {
+        dstride *= la;
+        continue;
+      }
+      const std::int64_t idx = t % g.dims[k];
+      t /= g.dims[k];
+      soff += idx * g.strides[k];
+      doff += idx * dstride;
+      dstride *= g.dims[k];
+    }
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      for (int c = threadIdx.x; c < kTile; c += 32) {
+        const std::int64_t x = a0 + c, y = b0 + r;
+        if (x < la && y < lb) tile[r][c] = cast<S, D>(src[soff + x + y * sb]);
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      for (int c = threadIdx.x; c < kTile; c += 32) {
+        const std::int64_t x = a0 + r, y = b0 + c;
+        if (x < la && y < lb) dst[doff + x * dst_stride_a + y] = tile[c][r];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+bool fits_int32(std::int64_t n) { return n < (std::int64_t(1) << 31); }
+
+template <class S, class D>
+void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
+  constexpr int kThreads = 256;
+  constexpr int N = vec_width<S, D>();
+  const Gather g = gather_of(p);
+  const std::int64_t n = p.elements();
+  const int last = p.rank - 1;
+  const bool aligned_ptrs = aligned(src + p.src_offset, sizeof(S) * N) && aligned(dst, sizeof(D) * N);
+  if (p.rank == 1 && p.src_strides[0] == 1) {
+    const S* s = src + p.src_offset;
+    const unsigned blocks = grid_for(aligned_ptrs ? n / N + 1 : n, kThreads);
+    if (aligned_ptrs) {
+      if (fits_int32(n)) {
+        copy_kernel<S, D, N, std::uint32_t>
+            <<<blocks, kThreads, 0, stream>>>(s, dst, static_cast<std::uint32_t>(n));
+      } else {
+        copy_kernel<S, D, N, std::int64_t><<<blocks, kThreads, 0, stream>>>(s, dst, n);
+      }
+    } else {
+      copy_kernel<S, D, 1, std::int64_t><<<blocks, kThreads, 0, stream>>>(s, dst, n);
+    }
+    return;
+  }
+  if (p.src_strides[last] == 1) {
+    // Vector rows need every row start aligned: the row length and outer strides multiples of N.
+    bool vec = aligned_ptrs && p.dims[last] % N == 0;
+    for (int k = 0; k < last; ++k) vec = vec && p.src_strides[k] % N == 0;
+    if (vec) {
+      const std::int64_t units = n / N;
+      if (fits_int32(n)) {
+        rows_kernel<S, D, N, std::uint32_t><<<grid_for(units, kThreads), kThreads, 0, stream>>>(
+            g, src, dst, static_cast<std::uint32_t>(units));
+      } else {
+        rows_kernel<S, D, N, std::int64_t>
+            <<<grid_for(units, kThreads), kThreads, 0, stream>>>(g, src, dst, units);
+      }
+    } else {
+      rows_kernel<S, D, 1, std::int64_t><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, n);
+    }
+    return;
+  }
+  const int a = p.unit_stride_dim();
+  if (a >= 0) {
+    constexpr int kTile = kTileOf<D>;
+    const std::int64_t tiles_a = (p.dims[a] + kTile - 1) / kTile,
+                       tiles_b = (p.dims[last] + kTile - 1) / kTile;
+    std::int64_t dst_stride_a = 1;
+    for (int k = a + 1; k < p.rank; ++k) dst_stride_a *= p.dims[k];
+    const std::int64_t batches = n / (p.dims[a] * p.dims[last]);
+    if (tiles_a * tiles_b <= 0x7fffffff) {
+      const dim3 grid(static_cast<unsigned>(tiles_a * tiles_b),
+                      static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
+      tiled_kernel<S, D>
+          <<<grid, dim3(32, kTileRows), 0, stream>>>(g, a, dst_stride_a, tiles_b, batches, src, dst);
+      return;
+    }
+  }
+  if (fits_int32(n)) {
+    strided_kernel<S, D, std::uint32_t>
+        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, static_cast<std::uint32_t>(n));
+  } else {
+    strided_kernel<S, D, std::int64_t><<<grid_for(n, kThreads), kThreads, 0, stream>>>(g, src, dst, n);
+  }
+}
+
+}  // namespace
+
+const char* copy_plan_path(const CopyPlan& p) {
+  if (p.rank == 1 && p.src_strides[0] == 1) return "copy";
+  if (p.src_strides[p.rank - 1] == 1) return "rows";
+  return p.unit_stride_dim() >= 0 ? "tiled" : "strided";
+}
+
+void launch_copy_plan(const CopyPlan& plan, const void* src, void* dst, void* stream) {
+  dispatch_types(plan.src_dtype, plan.dst_dtype, "gpu data movement", [&](auto* s, auto* d) {
+    using S = std::remove_pointer_t<decltype(s)>;
+    using D = std::remove_pointer_t<decltype(d)>;
+    launch_typed(plan, static_cast<const S*>(src), static_cast<D*>(dst), as_stream(stream));
+  });
+  check_launch("gpu data movement (gather)");
+}
+
+}  // namespace galley::backends::gpu

@@ -1,0 +1,140 @@
+// The single-source gpu data-movement solvers (gpu.concat.copy, gpu.split.copy,
+// gpu.transpose.tiled, gpu.pad.copy, gpu.reorder.tiled) against the cpu references, bit for bit:
+// every kernel path (vectorised copy, vector and scalar rows, tiled transpose, one-launch parts,
+// vector and scalar pad), odd shapes, every dtype, both layouts, 49 and 96 inputs, every
+// permutation of rank 4. Skips without a CUDA or HIP device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dnn/op_verify.hpp"
+#include "galley/dnn/data_movement.hpp"
+#include "galley/dnn/datamove_problem.hpp"
+#include "gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+std::optional<runtime::Device> gpu(std::string& why) {
+  std::string cuda_why, hip_why;
+  if (auto d = testing::first_device("cuda", cuda_why)) return d;
+  if (auto d = testing::first_device("hip", hip_why)) return d;
+  why = cuda_why + "; " + hip_why;
+  return std::nullopt;
+}
+
+#define REQUIRE_GPU(device)                               \
+  std::string why;                                        \
+  const std::optional<runtime::Device> device = gpu(why); \
+  if (!device) GTEST_SKIP() << why
+
+template <class P>
+void expect_gpu_exact(const runtime::Device& device, const P& p) {
+  SCOPED_TRACE(p.key());
+  int checked = 0;
+  for (const Solver<P>* s : solvers_for<P>(device.backend())) {
+    ASSERT_TRUE(s->check(p, device)) << s->name();
+    const OpVerification v = check_against_reference(device, ProblemRef::of(p), *s);
+    EXPECT_TRUE(v.passed) << s->name() << ": " << v.summary;
+    EXPECT_EQ(v.max_rel_err, 0.0) << s->name() << ": " << v.summary;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+const DType kAllDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i8};
+const DType kFloatDtypes[] = {DType::f32, DType::f16, DType::bf16};
+
+TEST(GpuDataMove, ConcatAndSplit) {
+  REQUIRE_GPU(device);
+  for (DType t : kAllDtypes) {
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      // Odd runs (scalar units) and runs of multiples of 8 (16-byte vectors).
+      for (const ConcatProblem& c :
+           {ConcatProblem{t, l, {1, 43, 31, 29}, 1, {3, 17, 23}},
+            ConcatProblem{t, l, {2, 64, 8, 8}, 1, {16, 32, 16}},
+            ConcatProblem{t, l, {5, 3, 7, 29}, 0, {2, 3}}, ConcatProblem{t, l, {2, 3, 7, 13}, 3, {6, 7}}}) {
+        expect_gpu_exact(*device, c);
+        expect_gpu_exact(*device, c.backward());
+      }
+    }
+  }
+  for (int count : {49, static_cast<int>(kMaxMultiArgs)}) {
+    ConcatProblem c{DType::f16, Layout::nhwc, {2, 0, 7, 7}, 1, {}};
+    for (int i = 0; i < count; ++i) c.sizes.push_back(8 * (1 + i % 4));
+    c.dims[1] = std::accumulate(c.sizes.begin(), c.sizes.end(), std::int64_t(0));
+    expect_gpu_exact(*device, c);
+    expect_gpu_exact(*device, c.backward());
+  }
+  expect_gpu_exact(*device, ConcatProblem{DType::f32, Layout::nchw, {3, 5, 7, 11, 2, 3}, 4, {1, 1}});
+}
+
+TEST(GpuDataMove, EveryPermutationOfRank4AndTiles) {
+  REQUIRE_GPU(device);
+  std::vector<int> perm{0, 1, 2, 3};
+  do {
+    for (DType t : kAllDtypes) expect_gpu_exact(*device, TransposeProblem{t, {3, 17, 31, 29}, perm});
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  expect_gpu_exact(*device, TransposeProblem{DType::f32, {67, 131}, {1, 0}});
+  expect_gpu_exact(*device, TransposeProblem{DType::f16, {4, 64, 56, 56}, {0, 2, 3, 1}});
+  expect_gpu_exact(*device, TransposeProblem{DType::bf16, {2, 3, 5, 7, 11, 4}, {5, 3, 1, 0, 2, 4}});
+  expect_gpu_exact(*device, TransposeProblem{DType::f32, {2, 3, 8, 7, 7}, {0, 2, 1, 3, 4}});
+  expect_gpu_exact(*device, TransposeProblem{DType::f32, {1000003}, {0}});
+}
+
+TEST(GpuDataMove, PadEverySideBothDirections) {
+  REQUIRE_GPU(device);
+  for (DType t : kFloatDtypes) {
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{2, 3, 31, 29}, {2, 16, 8, 8}}) {
+        for (std::size_t k = 0; k < 4; ++k) {
+          for (bool before_side : {true, false}) {
+            std::vector<std::int64_t> b(4, 0), a(4, 0);
+            (before_side ? b : a)[k] = 2;
+            const PadProblem p{t, l, dims, b, a, -1.5};
+            expect_gpu_exact(*device, p);
+            expect_gpu_exact(*device, p.backward());
+          }
+        }
+        const PadProblem all{t, l, dims, {1, 2, 3, 1}, {2, 1, 1, 3}, -65504.0};
+        expect_gpu_exact(*device, all);
+        expect_gpu_exact(*device, all.backward());
+      }
+    }
+  }
+}
+
+TEST(GpuDataMove, ReorderEveryDtypeAndLayoutPair) {
+  REQUIRE_GPU(device);
+  for (DType from : kFloatDtypes) {
+    for (DType to : kFloatDtypes) {
+      for (Layout lf : {Layout::nchw, Layout::nhwc}) {
+        for (Layout lt : {Layout::nchw, Layout::nhwc}) {
+          expect_gpu_exact(*device, ReorderProblem{{2, 17, 31, 29}, from, lf, to, lt});
+          expect_gpu_exact(*device, ReorderProblem{{2, 64, 8, 8}, from, lf, to, lt});
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuDataMove, ConvertRunsOnTheDevice) {
+  REQUIRE_GPU(device);
+  runtime::Stream stream(*device);
+  std::vector<float> host(2 * 3 * 5 * 7);
+  std::iota(host.begin(), host.end(), -50.0f);
+  Tensor x = Tensor::empty(stream, TensorDesc::contiguous(DType::f32, {2, 3, 5, 7}));
+  x.copy_from_host(stream, host.data(), host.size() * sizeof(float));
+  Tensor h = Tensor::empty(stream, TensorDesc::packed(DType::bf16, Layout::nhwc, 2, 3, 5, 7));
+  Tensor back = Tensor::empty(stream, x.desc());
+  convert(stream, x, h);
+  reorder(stream, h, back);
+  EXPECT_EQ(back.to_host<float>(stream), host);
+}
+
+}  // namespace
+}  // namespace galley::dnn
