@@ -23,25 +23,34 @@ void store(const TensorDesc& d, const std::vector<double>& values, void* data) {
   from_float(d.dtype, f.data(), data, static_cast<std::int64_t>(f.size()));
 }
 
-// Memory offsets of dst's elements (in dst's logical row-major order) in an input of `in` broadcast
-// to `out`: trailing dims aligned, a dim of 1 contributes nothing.
-std::vector<std::int64_t> offsets(const TensorDesc& in, const TensorDesc& out) {
-  std::vector<std::int64_t> result(static_cast<std::size_t>(out.elements()));
-  const int shift = out.rank - in.rank;
-  std::int64_t idx[kMaxRank] = {};
-  for (std::size_t e = 0; e < result.size(); ++e) {
-    std::int64_t off = 0;
-    for (int i = 0; i < in.rank; ++i) {
-      if (in.dims[i] != 1) off += idx[i + shift] * in.strides[i];
-    }
-    result[e] = off;
-    for (int i = out.rank - 1; i >= 0; --i) {
-      if (++idx[i] < out.dims[i]) break;
-      idx[i] = 0;
+// Walks dst's logical index in row-major order, giving each element's memory offset in dst and
+// in the inputs: an input's dims are aligned with dst's trailing dims, and a dim of 1 in an input
+// contributes nothing (that input is broadcast along it).
+class BroadcastWalk {
+ public:
+  BroadcastWalk(const TensorDesc& out, const TensorDesc& a, const TensorDesc& b) : out_(out), a_(a), b_(b) {}
+  std::int64_t out_offset() const { return offset(out_); }
+  std::int64_t a_offset() const { return offset(a_); }
+  std::int64_t b_offset() const { return offset(b_); }
+  void next() {
+    for (int i = out_.rank - 1; i >= 0; --i) {
+      if (++idx_[i] < out_.dims[i]) return;
+      idx_[i] = 0;
     }
   }
-  return result;
-}
+
+ private:
+  std::int64_t offset(const TensorDesc& in) const {
+    const int shift = out_.rank - in.rank;
+    std::int64_t off = 0;
+    for (int i = 0; i < in.rank; ++i) {
+      if (in.dims[i] != 1) off += idx_[i + shift] * in.strides[i];
+    }
+    return off;
+  }
+  const TensorDesc &out_, &a_, &b_;
+  std::int64_t idx_[kMaxRank] = {};
+};
 
 double apply(EltwiseOp op, double x, double y) {
   switch (op) {
@@ -82,11 +91,12 @@ void reference_eltwise_forward(const EltwiseProblem& p, const void* a, const voi
   p.validate();
   const TensorDesc ad = p.a_desc(), bd = p.b_desc(), od = p.dst_desc();
   const std::vector<double> av = load(ad, a), bv = load(bd, b);
-  const std::vector<std::int64_t> ao = offsets(ad, od), bo = offsets(bd, od), oo = offsets(od, od);
   std::vector<double> out(od.bytes() / size_of(od.dtype));
-  for (std::size_t e = 0; e < ao.size(); ++e) {
-    out[static_cast<std::size_t>(oo[e])] =
-        apply(p.op, double(p.alpha) * av[static_cast<std::size_t>(ao[e])], double(p.beta) * bv[static_cast<std::size_t>(bo[e])]);
+  BroadcastWalk walk(od, ad, bd);
+  for (std::int64_t e = 0, n = od.elements(); e < n; ++e, walk.next()) {
+    out[static_cast<std::size_t>(walk.out_offset())] =
+        apply(p.op, double(p.alpha) * av[static_cast<std::size_t>(walk.a_offset())],
+              double(p.beta) * bv[static_cast<std::size_t>(walk.b_offset())]);
   }
   store(od, out, dst);
 }
@@ -103,12 +113,12 @@ void reference_eltwise_backward(const EltwiseProblem& p, const void* dy, const v
   const std::vector<double> g = load(od, dy);
   const std::vector<double> av = reads ? load(ad, a) : std::vector<double>{};
   const std::vector<double> bv = reads ? load(bd, b) : std::vector<double>{};
-  const std::vector<std::int64_t> ao = offsets(ad, od), bo = offsets(bd, od), oo = offsets(od, od);
   std::vector<double> ga(ad.bytes() / size_of(ad.dtype)), gb(bd.bytes() / size_of(bd.dtype));
   const double alpha = p.alpha, beta = p.beta;
-  for (std::size_t e = 0; e < ao.size(); ++e) {
-    const auto ia = static_cast<std::size_t>(ao[e]), ib = static_cast<std::size_t>(bo[e]);
-    const double d = g[static_cast<std::size_t>(oo[e])];
+  BroadcastWalk walk(od, ad, bd);
+  for (std::int64_t e = 0, n = od.elements(); e < n; ++e, walk.next()) {
+    const auto ia = static_cast<std::size_t>(walk.a_offset()), ib = static_cast<std::size_t>(walk.b_offset());
+    const double d = g[static_cast<std::size_t>(walk.out_offset())];
     switch (p.op) {
       case EltwiseOp::add:
         ga[ia] += d * alpha;

@@ -14,10 +14,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/eltwise_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/eltwise_geometry.hpp"
-#include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cpu {
@@ -59,12 +59,12 @@ const float* load(DType dtype, const void* base, std::int64_t offset, std::int64
   const auto* p = static_cast<const unsigned char*>(base) + static_cast<std::size_t>(offset) * elem;
   if (stride == 0) {
     float v;
-    dnn::to_float(dtype, p, &v, 1);
+    convert_to_f32(dtype, p, &v, 1);
     std::fill_n(buf, n, v);
     return buf;
   }
   if (dtype == DType::f32) return reinterpret_cast<const float*>(p);
-  dnn::to_float(dtype, p, buf, n);
+  convert_to_f32(dtype, p, buf, static_cast<std::size_t>(n));
   return buf;
 }
 
@@ -91,7 +91,7 @@ void forward_segment(EltwiseOp op, const float* x, const float* y, float* out, s
 void store(DType dtype, const float* values, void* base, std::int64_t offset, std::int64_t n) {
   auto* p = static_cast<unsigned char*>(base) + static_cast<std::size_t>(offset) * size_of(dtype);
   if (dtype == DType::f32 && reinterpret_cast<const void*>(values) == p) return;
-  dnn::from_float(dtype, values, p, n);
+  convert_from_f32(dtype, values, p, static_cast<std::size_t>(n));
 }
 
 void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
@@ -99,7 +99,7 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const int last = g.rank - 1;
   const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
   parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
-    std::vector<float> bufs(3 * kSegment);
+    thread_local std::vector<float> bufs(3 * kSegment);
     float* xa = bufs.data();
     float* xb = xa + kSegment;
     float* xo = xb + kSegment;
@@ -153,7 +153,7 @@ struct BackwardContext {
 // The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values).
 template <typename Fn>
 void walk_gradients(const BackwardContext& c, int which, std::int64_t lo, std::int64_t hi, Fn fn) {
-  std::vector<float> bufs(4 * kSegment);
+  thread_local std::vector<float> bufs(4 * kSegment);
   float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment;
   const int last = c.g.rank - 1;
   for (std::int64_t e = lo; e < hi;) {
@@ -192,7 +192,10 @@ void backward_input(const BackwardContext& c, int which) {
     const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
     parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
       walk_gradients(c, which, lo * kBlock, std::min(hi * kBlock, g.elements),
-                     [&](const Segment& s, const float* v) { dnn::from_float(dtype, v, static_cast<unsigned char*>(grad) + s.e * size_of(dtype), s.n); });
+                     [&](const Segment& s, const float* v) {
+                       convert_from_f32(dtype, v, static_cast<unsigned char*>(grad) + s.e * size_of(dtype),
+                                        static_cast<std::size_t>(s.n));
+                     });
     });
     return;
   }
@@ -211,7 +214,7 @@ void backward_input(const BackwardContext& c, int which) {
   const auto write = [&](const double* acc, std::int64_t base, std::int64_t n) {
     std::vector<float> f(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(acc[i]);
-    dnn::from_float(dtype, f.data(), static_cast<unsigned char*>(grad) + base * size_of(dtype), n);
+    convert_from_f32(dtype, f.data(), static_cast<unsigned char*>(grad) + base * size_of(dtype), static_cast<std::size_t>(n));
   };
 
   // x keeps dst's outer dim k0: tasks own distinct indices of it, so no two write one element.
@@ -222,10 +225,13 @@ void backward_input(const BackwardContext& c, int which) {
       break;
     }
   }
-  if (k0 >= 0 && g.dims[k0] >= 4) {
-    std::int64_t outer = 1, inner = 1;
+  std::int64_t outer = 1, inner = 1;
+  if (k0 >= 0) {
     for (int k = 0; k < k0; ++k) outer *= g.dims[k];
     for (int k = k0 + 1; k < g.rank; ++k) inner *= g.dims[k];
+  }
+  // Only worth it with enough indices to share out and long runs of dst behind each.
+  if (k0 >= 0 && g.dims[k0] >= 4 && inner >= kSegment) {
     const std::int64_t per_index = xs[k0];  // x elements behind one index of dim k0
     parallel_for(0, g.dims[k0], [&](std::int64_t lo, std::int64_t hi) {
       std::vector<double> acc(static_cast<std::size_t>(per_index));
