@@ -26,7 +26,7 @@ using dnn::EltwiseProblem;
 
 constexpr const char* kName = "cuda.eltwise.cudnn";
 
-void check(cudnnStatus_t status, const char* call) { check_cudnn_status(status, kName, call); }
+void check_status(cudnnStatus_t status, const char* call) { check_cudnn_status(status, kName, call); }
 
 cudnnDataType_t data_type(DType dtype) {
   switch (dtype) {
@@ -66,7 +66,7 @@ std::pair<OpTensorForm, std::string> form_of(const EltwiseProblem& p) {
 class TensorDescriptor {
  public:
   TensorDescriptor(const dnn::TensorDesc& desc, int rank) {
-    check(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
+    check_status(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
     std::vector<int> dims(static_cast<std::size_t>(rank), 1), strides(static_cast<std::size_t>(rank), 1);
     const int shift = rank - desc.rank;
     std::int64_t outer = 1;
@@ -82,7 +82,7 @@ class TensorDescriptor {
     const cudnnStatus_t st = cudnnSetTensorNdDescriptor(d_, data_type(desc.dtype), rank, dims.data(), strides.data());
     if (st != CUDNN_STATUS_SUCCESS) {
       cudnnDestroyTensorDescriptor(d_);
-      check(st, "cudnnSetTensorNdDescriptor");
+      check_status(st, "cudnnSetTensorNdDescriptor");
     }
   }
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(d_); }
@@ -97,11 +97,11 @@ class TensorDescriptor {
 class OpTensorDescriptor {
  public:
   explicit OpTensorDescriptor(cudnnOpTensorOp_t op) {
-    check(cudnnCreateOpTensorDescriptor(&d_), "cudnnCreateOpTensorDescriptor");
+    check_status(cudnnCreateOpTensorDescriptor(&d_), "cudnnCreateOpTensorDescriptor");
     const cudnnStatus_t st = cudnnSetOpTensorDescriptor(d_, op, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN);
     if (st != CUDNN_STATUS_SUCCESS) {
       cudnnDestroyOpTensorDescriptor(d_);
-      check(st, "cudnnSetOpTensorDescriptor");
+      check_status(st, "cudnnSetOpTensorDescriptor");
     }
   }
   ~OpTensorDescriptor() { cudnnDestroyOpTensorDescriptor(d_); }
@@ -140,9 +140,9 @@ class CudnnEltwise final : public dnn::EltwiseSolver {
       const TensorDescriptor da(in_a, rank), db(in_b, rank), dc(out, rank);
       const OpTensorDescriptor op(form.op);
       std::lock_guard lock(h.mutex);
-      check(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
+      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
       const float zero = 0.f;
-      check(cudnnOpTensor(h.handle, op.get(), &form.alpha1, da.get(), ptr_a, &form.alpha2, db.get(), ptr_b, &zero,
+      check_status(cudnnOpTensor(h.handle, op.get(), &form.alpha1, da.get(), ptr_a, &form.alpha2, db.get(), ptr_b, &zero,
                           dc.get(), args.dst),
             "cudnnOpTensor");
     });
