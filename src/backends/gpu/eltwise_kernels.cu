@@ -114,22 +114,6 @@ __global__ void dense_kernel(F fn, const T* dy, const T* a, const T* b, T* dst, 
   }
 }
 
-// The offsets in a and b of row `row` (every dim but the innermost).
-__device__ __forceinline__ void row_offsets(const EltwiseDims& outer, std::uint32_t row, std::int64_t& oa,
-                                            std::int64_t& ob) {
-  oa = 0;
-  ob = 0;
-#pragma unroll
-  for (int k = dnn::kMaxRank - 1; k >= 0; --k) {
-    if (k >= outer.rank) continue;
-    const std::uint32_t q = outer.dims[k].div(row);
-    const std::uint32_t i = row - q * outer.dims[k].d;
-    row = q;
-    oa += std::int64_t(i) * outer.a_stride[k];
-    ob += std::int64_t(i) * outer.b_stride[k];
-  }
-}
-
 // dst = fn(dy, a, b) over any merged broadcast geometry; each thread takes kVec consecutive
 // elements of one row (rows are whole vectors when kVec > 1).
 template <typename T, typename F, int kVec>
@@ -151,31 +135,6 @@ __global__ void broadcast_kernel(F fn, EltwiseMapParams p, const T* dy, const T*
       store_vec(dst + e, out);
     } else {
       dst[e] = from_f32<T>(out[0]);
-    }
-  }
-}
-
-// dst, a and b offsets of element (k, r) of a reduction.
-__device__ __forceinline__ void reduce_offsets(const EltwiseReduceParams& p, std::uint32_t k, std::uint32_t r,
-                                               std::int64_t& od, std::int64_t& oa, std::int64_t& ob) {
-  od = oa = ob = 0;
-#pragma unroll
-  for (int d = dnn::kMaxRank - 1; d >= 0; --d) {
-    if (d < p.kept.rank) {
-      const std::uint32_t q = p.kept.dims[d].div(k);
-      const std::uint32_t i = k - q * p.kept.dims[d].d;
-      k = q;
-      od += std::int64_t(i) * p.kept.out_stride[d];
-      oa += std::int64_t(i) * p.kept.a_stride[d];
-      ob += std::int64_t(i) * p.kept.b_stride[d];
-    }
-    if (d < p.reduced.rank) {
-      const std::uint32_t q = p.reduced.dims[d].div(r);
-      const std::uint32_t i = r - q * p.reduced.dims[d].d;
-      r = q;
-      od += std::int64_t(i) * p.reduced.out_stride[d];
-      oa += std::int64_t(i) * p.reduced.a_stride[d];
-      ob += std::int64_t(i) * p.reduced.b_stride[d];
     }
   }
 }

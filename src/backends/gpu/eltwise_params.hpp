@@ -1,13 +1,21 @@
 // What the single-source eltwise kernels get from the host: the merged broadcast geometry
 // (dnn/eltwise_geometry.hpp) as fixed-size arrays with a precomputed divider per dim, and the
 // split of that geometry into the dims a reduced input keeps and those it is summed over.
-// Indices are 32-bit (check() refuses problems of more than 2^32 - 1 elements); offsets are 64-bit.
+// Indices are 32-bit (check() refuses problems of 2^31 elements or more, so a grid-stride index
+// plus its step cannot wrap); offsets are 64-bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "dnn/eltwise_geometry.hpp"
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define GALLEY_ELTWISE_HD __host__ __device__ __forceinline__
+#else
+#define GALLEY_ELTWISE_HD inline
+#endif
 
 namespace galley::backends::gpu {
 
@@ -24,11 +32,13 @@ struct FastDiv {
     f.m = std::uint32_t(((std::uint64_t(1) << 32) * ((std::uint64_t(1) << f.l) - divisor)) / divisor + 1);
     return f;
   }
-#if defined(__CUDACC__) || defined(__HIPCC__)
-  __device__ __forceinline__ std::uint32_t div(std::uint32_t n) const {
+  GALLEY_ELTWISE_HD std::uint32_t div(std::uint32_t n) const {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
     return std::uint32_t((std::uint64_t(__umulhi(n, m)) + n) >> l);
-  }
+#else
+    return std::uint32_t((((std::uint64_t(n) * m) >> 32) + n) >> l);
 #endif
+  }
 };
 
 /// A list of dims (outermost first) with the element strides of dst, a and b along each.
@@ -60,10 +70,48 @@ struct EltwiseReduceParams {
   float alpha = 1, beta = 1;
 };
 
+/// The offsets in a and b of row `row` of a map (every dim but the innermost).
+GALLEY_ELTWISE_HD void row_offsets(const EltwiseDims& outer, std::uint32_t row, std::int64_t& oa, std::int64_t& ob) {
+  oa = 0;
+  ob = 0;
+  for (int k = dnn::kMaxRank - 1; k >= 0; --k) {
+    if (k >= outer.rank) continue;
+    const std::uint32_t q = outer.dims[k].div(row);
+    const std::uint32_t i = row - q * outer.dims[k].d;
+    row = q;
+    oa += std::int64_t(i) * outer.a_stride[k];
+    ob += std::int64_t(i) * outer.b_stride[k];
+  }
+}
+
+/// The dst, a and b offsets of element (k, r) of a reduction.
+GALLEY_ELTWISE_HD void reduce_offsets(const EltwiseReduceParams& p, std::uint32_t k, std::uint32_t r, std::int64_t& od,
+                                      std::int64_t& oa, std::int64_t& ob) {
+  od = oa = ob = 0;
+  for (int d = dnn::kMaxRank - 1; d >= 0; --d) {
+    if (d < p.kept.rank) {
+      const std::uint32_t q = p.kept.dims[d].div(k);
+      const std::uint32_t i = k - q * p.kept.dims[d].d;
+      k = q;
+      od += std::int64_t(i) * p.kept.out_stride[d];
+      oa += std::int64_t(i) * p.kept.a_stride[d];
+      ob += std::int64_t(i) * p.kept.b_stride[d];
+    }
+    if (d < p.reduced.rank) {
+      const std::uint32_t q = p.reduced.dims[d].div(r);
+      const std::uint32_t i = r - q * p.reduced.dims[d].d;
+      r = q;
+      od += std::int64_t(i) * p.reduced.out_stride[d];
+      oa += std::int64_t(i) * p.reduced.a_stride[d];
+      ob += std::int64_t(i) * p.reduced.b_stride[d];
+    }
+  }
+}
+
 /// Why a problem is too large for these kernels, or empty.
 inline std::string eltwise_too_large(const dnn::EltwiseGeometry& g) {
-  if (g.elements > std::int64_t(UINT32_MAX)) {
-    return "dst has " + std::to_string(g.elements) + " elements, more than the 2^32 - 1 of 32-bit indexing";
+  if (g.elements > std::int64_t(INT32_MAX)) {
+    return "dst has " + std::to_string(g.elements) + " elements, more than the 2^31 - 1 of 32-bit indexing";
   }
   return {};
 }
