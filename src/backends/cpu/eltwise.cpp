@@ -156,11 +156,14 @@ void walk_gradients(const BackwardContext& c, int which, std::int64_t lo, std::i
   thread_local std::vector<float> bufs(4 * kSegment);
   float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment;
   const int last = c.g.rank - 1;
+  // What gradient_segment reads: mul's gradient of one input is the other; div's of b needs both.
+  const bool needs_a = c.reads_inputs && (which == 1);
+  const bool needs_b = c.reads_inputs && (which == 0 || c.p.op == EltwiseOp::div);
   for (std::int64_t e = lo; e < hi;) {
     const Segment s = segment_at(c.g, e, hi);
     const float* dy = load(c.p.dtype, c.args.dy, s.e, 1, s.n, bdy);
-    const float* x = c.reads_inputs ? load(c.p.dtype, c.args.a, s.a, c.g.a_stride[last], s.n, ba) : nullptr;
-    const float* y = c.reads_inputs ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
+    const float* x = needs_a ? load(c.p.dtype, c.args.a, s.a, c.g.a_stride[last], s.n, ba) : nullptr;
+    const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
     gradient_segment(c.p, which, dy, x, y, bo, s.n);
     fn(s, bo);
     e += s.n;
