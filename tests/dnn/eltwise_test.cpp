@@ -448,6 +448,21 @@ TEST(EltwiseEntry, InPlaceMatchesOutOfPlace) {
         }
         // dst may not be a broadcast input.
         EXPECT_HAS(error_of([&] { eltwise_forward(stream, p, a, b, b, solver); }), "in place");
+        // dst over b when b has dst's shape (a broadcast).
+        const EltwiseProblem q = problem(op, {17, 1}, {3, 17, 31}, dtype);
+        Tensor qa = Tensor::empty(stream, q.a_desc()), qb = Tensor::empty(stream, q.b_desc());
+        Tensor qy = Tensor::empty(stream, q.dst_desc());
+        const auto host_qa = random_tensor(dtype, q.a_desc().elements(), 9);
+        const auto host_qb = random_tensor(dtype, q.b_desc().elements(), 10);
+        qa.copy_from_host(stream, host_qa.data(), host_qa.size());
+        qb.copy_from_host(stream, host_qb.data(), host_qb.size());
+        eltwise_forward(stream, q, qa, qb, qy, solver);
+        eltwise_forward(stream, q, qa, qb, qb, solver);
+        if (dtype == DType::f32) {
+          EXPECT_EQ(qb.to_host<float>(stream), qy.to_host<float>(stream)) << s->name() << " " << q.key();
+        } else {
+          EXPECT_EQ(qb.to_host<std::uint16_t>(stream), qy.to_host<std::uint16_t>(stream)) << s->name() << " " << q.key();
+        }
       }
     }
   }

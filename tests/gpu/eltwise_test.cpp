@@ -131,6 +131,21 @@ TEST_P(EltwiseGpu, InPlaceAndDeterministicBackward) {
     eltwise_forward(stream, p, a, b, a, solver);
     EXPECT_EQ(a.to_host<std::uint16_t>(stream), y.to_host<std::uint16_t>(stream)) << s->name();
   }
+  // dst over b, with equal shapes and an op that does not commute.
+  const EltwiseProblem q = problem(EltwiseOp::sub, {4, 33, 17}, {4, 33, 17}, DType::f32);
+  const auto host_qa = random_tensor(q.dtype, q.a_desc().elements(), 5);
+  const auto host_qb = random_tensor(q.dtype, q.b_desc().elements(), 6);
+  Tensor qa = Tensor::empty(stream, q.a_desc()), qb = Tensor::empty(stream, q.b_desc());
+  Tensor qy = Tensor::empty(stream, q.dst_desc());
+  qa.copy_from_host(stream, host_qa.data(), host_qa.size());
+  for (const SolverBase* s : solvers_) {
+    const auto* solver = static_cast<const EltwiseSolver*>(s);
+    if (!s->check_any(ProblemRef::of(q), *device_)) continue;
+    qb.copy_from_host(stream, host_qb.data(), host_qb.size());
+    eltwise_forward(stream, q, qa, qb, qy, solver);
+    eltwise_forward(stream, q, qa, qb, qb, solver);
+    EXPECT_EQ(qb.to_host<float>(stream), qy.to_host<float>(stream)) << s->name() << " dst == b";
+  }
   EltwiseProblem back = p;
   back.direction = EltwiseDirection::backward;
   for (const SolverBase* s : solvers_) {

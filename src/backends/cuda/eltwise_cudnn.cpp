@@ -1,7 +1,7 @@
 // cuda.eltwise.cudnn: cudnnOpTensor, C = op(alpha1 A, alpha2 B), as the vendor baseline of the
 // forward elementwise ops. What cuDNN cannot do is refused with the reason: its ops are ADD and MUL
 // (sub is ADD with alpha2 = -beta; there is no division), A must have C's shape and only B may be
-// broadcast (a broadcast a is swapped into B's place where the op allows), dims and strides are
+// broadcast (a broadcast a is swapped into B's place, as is a b that dst overwrites), dims and strides are
 // 32-bit, and there is no backward. The descriptors are made per call: host microseconds next to a
 // bandwidth-bound kernel, and no cache to keep in step with the devices.
 #include <cudnn.h>
@@ -44,8 +44,9 @@ struct OpTensorForm {
   float alpha1 = 1, alpha2 = 1;
 };
 
-// The form for `p`, or the reason there is none.
-std::pair<OpTensorForm, std::string> form_of(const EltwiseProblem& p) {
+// The form for `p`, or the reason there is none. `dst_is_b`: the call writes over b, and cuDNN
+// allows C to be B only when it is A too, so b (of dst's shape then) takes A's place.
+std::pair<OpTensorForm, std::string> form_of(const EltwiseProblem& p, bool dst_is_b = false) {
   OpTensorForm f;
   if (p.op == EltwiseOp::div) return {f, "cudnnOpTensor has no division"};
   const std::vector<std::int64_t> out = p.dst_shape();
@@ -54,7 +55,7 @@ std::pair<OpTensorForm, std::string> form_of(const EltwiseProblem& p) {
     return {f, "cudnnOpTensor broadcasts B only: one input must have dst's shape " + dnn::shape_text(out)};
   }
   // A lower-rank input is described with leading 1s (TensorDescriptor), the same tensor by NumPy's rules.
-  f.swapped = !a_full;
+  f.swapped = !a_full || (dst_is_b && b_full);
   f.op = p.op == EltwiseOp::mul ? CUDNN_OP_TENSOR_MUL : CUDNN_OP_TENSOR_ADD;
   const float sign = p.op == EltwiseOp::sub ? -1.0f : 1.0f;
   f.alpha1 = f.swapped ? sign * p.beta : p.alpha;
@@ -126,7 +127,7 @@ class CudnnEltwise final : public dnn::EltwiseSolver {
   }
 
   void run(runtime::Stream& stream, const EltwiseProblem& p, const dnn::EltwiseArgs& args) const override {
-    const auto [form, why] = form_of(p);
+    const auto [form, why] = form_of(p, args.b == args.dst && args.a != args.dst);
     if (!why.empty()) throw Error(Status::unsupported, std::string(kName) + ": " + why);
     const dnn::TensorDesc out = p.dst_desc();
     const int rank = std::max(4, out.rank);
