@@ -23,7 +23,8 @@ EltwiseProblem with_direction(const EltwiseProblem& problem, EltwiseDirection di
 }  // namespace
 
 const EltwiseSolver& eltwise_forward(runtime::Stream& stream, const EltwiseProblem& problem, const Tensor& a,
-                                     const Tensor& b, Tensor& dst, const EltwiseSolver* solver, CallReport* report) {
+                                     const Tensor& b, Tensor& dst, const EltwiseSolver* solver,
+                                     CallReport* report) {
   const char* op = "eltwise_forward";
   const EltwiseProblem p = with_direction(problem, EltwiseDirection::forward, op);
   // dst may share a's (or b's) storage only element for element, i.e. when that input has dst's shape.
@@ -35,20 +36,23 @@ const EltwiseSolver& eltwise_forward(runtime::Stream& stream, const EltwiseProbl
                                                 shape_text(out) + "; in place needs equal shapes");
     }
   }
-  return static_cast<const EltwiseSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::src, &a}, {ArgId::src1, &b}, {ArgId::dst, &dst}}, solver, report));
+  return static_cast<const EltwiseSolver&>(execute(op, stream, ProblemRef::of(p),
+                                                   {{ArgId::src, &a}, {ArgId::src1, &b}, {ArgId::dst, &dst}},
+                                                   solver, report));
 }
 
-const EltwiseSolver& eltwise_backward(runtime::Stream& stream, const EltwiseProblem& problem, const Tensor& dy,
-                                      const Tensor& a, const Tensor& b, Tensor& da, Tensor& db,
-                                      const EltwiseSolver* solver, CallReport* report) {
+const EltwiseSolver& eltwise_backward(runtime::Stream& stream, const EltwiseProblem& problem,
+                                      const Tensor& dy, const Tensor& a, const Tensor& b, Tensor& da,
+                                      Tensor& db, const EltwiseSolver* solver, CallReport* report) {
   const char* op = "eltwise_backward";
   const EltwiseProblem p = with_direction(problem, EltwiseDirection::backward, op);
-  return static_cast<const EltwiseSolver&>(
-      execute(op, stream, ProblemRef::of(p),
-              {{ArgId::diff_dst, &dy}, {ArgId::src, &a}, {ArgId::src1, &b}, {ArgId::diff_src, &da},
-               {ArgId::diff_src1, &db}},
-              solver, report));
+  return static_cast<const EltwiseSolver&>(execute(op, stream, ProblemRef::of(p),
+                                                   {{ArgId::diff_dst, &dy},
+                                                    {ArgId::src, &a},
+                                                    {ArgId::src1, &b},
+                                                    {ArgId::diff_src, &da},
+                                                    {ArgId::diff_src1, &db}},
+                                                   solver, report));
 }
 
 }  // namespace galley::dnn

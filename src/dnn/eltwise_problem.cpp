@@ -21,17 +21,19 @@ std::string bracketed(const std::vector<std::int64_t>& shape) {
 
 void check_shape(const std::vector<std::int64_t>& shape, const char* what) {
   if (shape.empty() || shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    bad(std::string("eltwise problem: ") + what + " has rank " + std::to_string(shape.size()) + ", outside 1.." +
-        std::to_string(kMaxRank));
+    bad(std::string("eltwise problem: ") + what + " has rank " + std::to_string(shape.size()) +
+        ", outside 1.." + std::to_string(kMaxRank));
   }
   std::int64_t count = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 1) {
-      bad(std::string("eltwise problem: ") + what + " " + bracketed(shape) + " has dim " + std::to_string(i) + " = " +
-          std::to_string(shape[i]) + " (dims must be positive)");
+      bad(std::string("eltwise problem: ") + what + " " + bracketed(shape) + " has dim " + std::to_string(i) +
+          " = " + std::to_string(shape[i]) + " (dims must be positive)");
     }
-    if (__builtin_mul_overflow(count, shape[i], &count) || __builtin_mul_overflow(count, std::int64_t{8}, &count)) {
-      bad(std::string("eltwise problem: ") + what + " " + bracketed(shape) + " has more elements than 64 bits hold");
+    if (__builtin_mul_overflow(count, shape[i], &count) ||
+        __builtin_mul_overflow(count, std::int64_t{8}, &count)) {
+      bad(std::string("eltwise problem: ") + what + " " + bracketed(shape) +
+          " has more elements than 64 bits hold");
     }
     count /= 8;
   }
@@ -50,10 +52,14 @@ bool reads_inputs(EltwiseOp op) { return op == EltwiseOp::mul || op == EltwiseOp
 
 const char* to_string(EltwiseOp op) noexcept {
   switch (op) {
-    case EltwiseOp::add: return "add";
-    case EltwiseOp::sub: return "sub";
-    case EltwiseOp::mul: return "mul";
-    case EltwiseOp::div: return "div";
+    case EltwiseOp::add:
+      return "add";
+    case EltwiseOp::sub:
+      return "sub";
+    case EltwiseOp::mul:
+      return "mul";
+    case EltwiseOp::div:
+      return "div";
   }
   return "?";
 }
@@ -87,8 +93,8 @@ std::vector<std::int64_t> EltwiseProblem::dst_shape() const {
     const std::int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
     if (da != db && da != 1 && db != 1) {
       bad("eltwise problem: shapes a " + bracketed(a) + " and b " + bracketed(b) + " do not broadcast: dim " +
-          std::to_string(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(rank)) + " (from the end) is " +
-          std::to_string(da) + " in a and " + std::to_string(db) +
+          std::to_string(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(rank)) +
+          " (from the end) is " + std::to_string(da) + " in a and " + std::to_string(db) +
           " in b (NumPy rules: trailing dims aligned, each pair equal or one of them 1)");
     }
     out[i] = da == 1 ? db : da;
@@ -101,10 +107,12 @@ void EltwiseProblem::validate() const {
     bad("eltwise problem: op " + std::to_string(static_cast<int>(op)) + " is not add, sub, mul or div");
   }
   if (direction != EltwiseDirection::forward && direction != EltwiseDirection::backward) {
-    bad("eltwise problem: direction " + std::to_string(static_cast<int>(direction)) + " is not forward or backward");
+    bad("eltwise problem: direction " + std::to_string(static_cast<int>(direction)) +
+        " is not forward or backward");
   }
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("eltwise problem: dtype ") + galley::to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+    bad(std::string("eltwise problem: dtype ") + galley::to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
   }
   if (layout != Layout::nchw && layout != Layout::nhwc) bad("eltwise problem: layout is not nchw or nhwc");
   check_shape(a, "a (shape)");
@@ -114,8 +122,8 @@ void EltwiseProblem::validate() const {
   const std::vector<std::int64_t> out = dst_shape();
   check_shape(out, "dst (broadcast shape)");
   if (layout == Layout::nhwc && (a.size() != 4 || b.size() != 4)) {
-    bad("eltwise problem: layout nhwc needs a and b of rank 4 (N, C, H, W), not a " + bracketed(a) + " and b " +
-        bracketed(b) + "; use nchw (row-major) for other ranks");
+    bad("eltwise problem: layout nhwc needs a and b of rank 4 (N, C, H, W), not a " + bracketed(a) +
+        " and b " + bracketed(b) + "; use nchw (row-major) for other ranks");
   }
   // Byte sizes must fit too, so solvers may index in bytes.
   for (const auto* shape : {&a, &b, &out}) {
@@ -160,7 +168,8 @@ double EltwiseProblem::tolerance() const {
   if (dtype != DType::f32) return 1e-2;
   if (direction == EltwiseDirection::forward) return 1e-5;
   const double out = static_cast<double>(dst_desc().elements());
-  const double terms = out / std::min(static_cast<double>(a_desc().elements()), static_cast<double>(b_desc().elements()));
+  const double terms =
+      out / std::min(static_cast<double>(a_desc().elements()), static_cast<double>(b_desc().elements()));
   return terms > 1024 ? 1e-5 * std::sqrt(terms / 1024) : 1e-5;
 }
 

@@ -66,8 +66,8 @@ std::vector<std::int64_t> parse_shape(std::string_view text, std::string_view wh
     shape.push_back(d);
   }
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    bad(std::string(what) + " " + quoted_input(text) + " has " + std::to_string(shape.size()) + " dims, at most " +
-        std::to_string(kMaxRank));
+    bad(std::string(what) + " " + quoted_input(text) + " has " + std::to_string(shape.size()) +
+        " dims, at most " + std::to_string(kMaxRank));
   }
   return shape;
 }
@@ -93,9 +93,11 @@ EltwiseProblem EltwiseProblem::parse_key(std::string_view key) {
   // alpha and beta may be negative ("al-0.5"), so the last two fields are found by their prefixes.
   const std::size_t al = key.rfind("-al");
   const std::size_t be = key.rfind("-be");
-  if (al == std::string_view::npos || be == std::string_view::npos || be < al) fail("no -al<alpha>-be<beta> at its end");
+  if (al == std::string_view::npos || be == std::string_view::npos || be < al)
+    fail("no -al<alpha>-be<beta> at its end");
   const auto parts = split(key.substr(0, al), '-');
-  if (parts.size() != 7) fail("has " + std::to_string(parts.size()) + " '-'-separated parts before -al, want 7");
+  if (parts.size() != 7)
+    fail("has " + std::to_string(parts.size()) + " '-'-separated parts before -al, want 7");
   EltwiseProblem p;
   if (parts[0] != "eltwise") fail("does not start with 'eltwise'");
   if (parts[1] == "F") {
@@ -113,7 +115,8 @@ EltwiseProblem EltwiseProblem::parse_key(std::string_view key) {
     fail(e.what());
   }
   if (parts[4] != to_string(p.layout)) fail("layout " + quoted_input(parts[4]) + " must be lower case");
-  if (parts[5].substr(0, 1) != "a" || parts[6].substr(0, 1) != "b") fail("shapes must be a<dims> and b<dims>");
+  if (parts[5].substr(0, 1) != "a" || parts[6].substr(0, 1) != "b")
+    fail("shapes must be a<dims> and b<dims>");
   try {
     p.a = parse_shape(parts[5].substr(1), "shape a");
     p.b = parse_shape(parts[6].substr(1), "shape b");

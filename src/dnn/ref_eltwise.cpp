@@ -54,10 +54,14 @@ class BroadcastWalk {
 
 double apply(EltwiseOp op, double x, double y) {
   switch (op) {
-    case EltwiseOp::add: return x + y;
-    case EltwiseOp::sub: return x - y;
-    case EltwiseOp::mul: return x * y;
-    case EltwiseOp::div: return x / y;
+    case EltwiseOp::add:
+      return x + y;
+    case EltwiseOp::sub:
+      return x - y;
+    case EltwiseOp::mul:
+      return x * y;
+    case EltwiseOp::div:
+      return x / y;
   }
   return 0;
 }
@@ -101,14 +105,14 @@ void reference_eltwise_forward(const EltwiseProblem& p, const void* a, const voi
   store(od, out, dst);
 }
 
-void reference_eltwise_backward(const EltwiseProblem& p, const void* dy, const void* a, const void* b, void* da,
-                                void* db) {
+void reference_eltwise_backward(const EltwiseProblem& p, const void* dy, const void* a, const void* b,
+                                void* da, void* db) {
   p.validate();
   const TensorDesc ad = p.a_desc(), bd = p.b_desc(), od = p.dst_desc();
   const bool reads = p.op == EltwiseOp::mul || p.op == EltwiseOp::div;
   if (reads && (a == nullptr || b == nullptr)) {
-    throw Error(Status::invalid_argument, std::string("reference_eltwise_backward: ") + to_string(p.op) +
-                                              " needs a and b");
+    throw Error(Status::invalid_argument,
+                std::string("reference_eltwise_backward: ") + to_string(p.op) + " needs a and b");
   }
   const std::vector<double> g = load(od, dy);
   const std::vector<double> av = reads ? load(ad, a) : std::vector<double>{};

@@ -34,8 +34,9 @@ TEST_F(BenchEltwiseCli, DefaultProblemRunsAndVerifies) {
 }
 
 TEST_F(BenchEltwiseCli, BothDirectionsEveryDtypeAndTheReproLine) {
-  const auto r = run("bench eltwise --op div --shape 3x17x31x29 --shape1 17x1x29 --alpha -0.5 --beta 2 -F 0 "
-                     "--dtype bf16 --device cpu --all-solvers -V 1 -i 1 --json");
+  const auto r =
+      run("bench eltwise --op div --shape 3x17x31x29 --shape1 17x1x29 --alpha -0.5 --beta 2 -F 0 "
+          "--dtype bf16 --device cpu --all-solvers -V 1 -i 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["problems"].size(), 2u);
@@ -45,13 +46,17 @@ TEST_F(BenchEltwiseCli, BothDirectionsEveryDtypeAndTheReproLine) {
   }
   // The logged command runs as it is.
   const std::string command = j["problems"][1]["command"];
-  EXPECT_EQ(command.rfind("galley bench eltwise --op div --shape 3x17x31x29 --shape1 17x1x29 --alpha -0.5 --beta 2 -F 2", 0),
-            0u)
+  EXPECT_EQ(
+      command.rfind(
+          "galley bench eltwise --op div --shape 3x17x31x29 --shape1 17x1x29 --alpha -0.5 --beta 2 -F 2", 0),
+      0u)
       << command;
   const auto again = run(command.substr(std::string("galley ").size()) + " -V 1 -i 1", true);
   EXPECT_EQ(again.exit_code, 0) << again.output;
-  const auto nhwc = run("bench eltwise --op mul --shape 2x23x7x5 --shape1 1x23x1x1 --layout nhwc --dtype f16 -F 0 "
-                        "--device cpu -V 1 -i 1", true);
+  const auto nhwc =
+      run("bench eltwise --op mul --shape 2x23x7x5 --shape1 1x23x1x1 --layout nhwc --dtype f16 -F 0 "
+          "--device cpu -V 1 -i 1",
+          true);
   EXPECT_EQ(nhwc.exit_code, 0) << nhwc.output;
 }
 
@@ -60,11 +65,11 @@ TEST_F(BenchEltwiseCli, BadFlagsAndShapesAreNamed) {
     const char* args;
     const char* fragment;
   };
-  for (const Case& c : {Case{"--op pow", "pow"}, Case{"--shape 2x3 --shape1 4", "do not broadcast"},
-                        Case{"--shape 2x0x3", "--shape"}, Case{"--shape1 2xx3", "--shape1"},
-                        Case{"--shape 1x2x3x4x5x6x7", "at most 6"}, Case{"--alpha nan", "--alpha"},
-                        Case{"-F 3", "-F"}, Case{"--layout nhwc --shape 2x3 --shape1 3", "nhwc"},
-                        Case{"--dtype i8", "i8"}}) {
+  for (const Case& c :
+       {Case{"--op pow", "pow"}, Case{"--shape 2x3 --shape1 4", "do not broadcast"},
+        Case{"--shape 2x0x3", "--shape"}, Case{"--shape1 2xx3", "--shape1"},
+        Case{"--shape 1x2x3x4x5x6x7", "at most 6"}, Case{"--alpha nan", "--alpha"}, Case{"-F 3", "-F"},
+        Case{"--layout nhwc --shape 2x3 --shape1 3", "nhwc"}, Case{"--dtype i8", "i8"}}) {
     const auto r = run(std::string("bench eltwise --device cpu ") + c.args, true);
     EXPECT_NE(r.exit_code, 0) << c.args << ": " << r.output;
     EXPECT_NE(r.output.find(c.fragment), std::string::npos) << c.args << ": " << r.output;

@@ -2,6 +2,8 @@
 // against hand-computed cases and central finite differences, every cpu solver against the
 // reference over every broadcast pattern of rank 4, inf/NaN propagation as PyTorch has it, and the
 // Tensor entry points (mismatched tensors named, in place).
+#include "galley/dnn/eltwise.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +16,6 @@
 #include "dnn/ref_eltwise.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
-#include "galley/dnn/eltwise.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/tensor.hpp"
 
@@ -79,7 +80,9 @@ TEST(EltwiseProblem, ValidationNamesTheField) {
   EXPECT_HAS(error_of([] { problem(EltwiseOp::add, {1, 1, 1, 1, 1, 1, 1}, {1}).validate(); }), "rank 7");
   EXPECT_HAS(error_of([] { problem(EltwiseOp::add, {2, 3}, {3, 0}).validate(); }), "b (shape1)");
   EXPECT_HAS(error_of([] { problem(EltwiseOp::add, {2, 3}, {-3}).validate(); }), "-3");
-  EXPECT_HAS(error_of([] { problem(EltwiseOp::add, {2, 3, 4}, {4}, DType::f32, Layout::nhwc).validate(); }),
+  EXPECT_HAS(error_of([] {
+               problem(EltwiseOp::add, {2, 3, 4}, {4}, DType::f32, Layout::nhwc).validate();
+             }),
              "nhwc");
   EXPECT_HAS(error_of([] { problem(EltwiseOp::add, {2}, {2}, DType::i32).validate(); }), "dtype i32");
   EltwiseProblem p = problem(EltwiseOp::add, {2}, {2});
@@ -95,7 +98,8 @@ TEST(EltwiseProblem, ValidationNamesTheField) {
 TEST(EltwiseProblem, KeyRoundTrips) {
   std::vector<EltwiseProblem> all = {
       problem(EltwiseOp::add, {32, 256, 56, 56}, {1, 256, 1, 1}),
-      problem(EltwiseOp::div, {3, 17, 31, 29}, {17, 1, 29}, DType::bf16, Layout::nchw, EltwiseDirection::backward),
+      problem(EltwiseOp::div, {3, 17, 31, 29}, {17, 1, 29}, DType::bf16, Layout::nchw,
+              EltwiseDirection::backward),
       problem(EltwiseOp::mul, {1, 23, 7, 5}, {1, 23, 1, 1}, DType::f16, Layout::nhwc),
       problem(EltwiseOp::sub, {2, 3, 4, 5, 6, 7}, {1}),
   };
@@ -110,10 +114,11 @@ TEST(EltwiseProblem, KeyRoundTrips) {
   }
   EXPECT_EQ(all[0].key(), "eltwise-F-add-f32-nchw-a32x256x56x56-b1x256x1x1-al1-be1");
   EXPECT_EQ(all[3].key(), "eltwise-F-sub-f32-nchw-a2x3x4x5x6x7-b1-al-0.5-be1e-05");
-  for (const char* bad : {"eltwise-F-add-f32-nchw-a2x3-b3-al1.0-be1", "eltwise-F-add-f32-nchw-a02x3-b3-al1-be1",
-                          "eltwise-X-add-f32-nchw-a2x3-b3-al1-be1", "eltwise-F-pow-f32-nchw-a2x3-b3-al1-be1",
-                          "eltwise-F-add-f32-nchw-a2x3-b4-al1-be1", "eltwise-F-add-f32-NCHW-a2x3-b3-al1-be1",
-                          "eltwise-F-add-f32-nchw-a2x3-b3", "conv-F-add-f32-nchw-a2x3-b3-al1-be1"}) {
+  for (const char* bad :
+       {"eltwise-F-add-f32-nchw-a2x3-b3-al1.0-be1", "eltwise-F-add-f32-nchw-a02x3-b3-al1-be1",
+        "eltwise-X-add-f32-nchw-a2x3-b3-al1-be1", "eltwise-F-pow-f32-nchw-a2x3-b3-al1-be1",
+        "eltwise-F-add-f32-nchw-a2x3-b4-al1-be1", "eltwise-F-add-f32-NCHW-a2x3-b3-al1-be1",
+        "eltwise-F-add-f32-nchw-a2x3-b3", "conv-F-add-f32-nchw-a2x3-b3-al1-be1"}) {
     EXPECT_THROW(EltwiseProblem::parse_key(bad), Error) << bad;
   }
 }
@@ -126,14 +131,18 @@ TEST(EltwiseProblem, TensorsFlopsBytesAndBenchLine) {
   EXPECT_EQ(ft[1].fill, Fill::positive);  // divisors stay away from zero
   EXPECT_EQ(f.min_bytes(), (12 + 3 + 12) * 4.0);
   EXPECT_EQ(f.flops(), 12.0);
-  const EltwiseProblem b = problem(EltwiseOp::add, {4, 3}, {3}, DType::f16, Layout::nchw, EltwiseDirection::backward);
+  const EltwiseProblem b =
+      problem(EltwiseOp::add, {4, 3}, {3}, DType::f16, Layout::nchw, EltwiseDirection::backward);
   EXPECT_EQ(b.tensors().size(), 3u);  // dy -> da, db: add reads neither input
   EXPECT_EQ(b.min_bytes(), (12 + 12 + 3) * 2.0);
-  EXPECT_EQ(problem(EltwiseOp::mul, {4, 3}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward).tensors().size(),
+  EXPECT_EQ(problem(EltwiseOp::mul, {4, 3}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward)
+                .tensors()
+                .size(),
             5u);
-  EXPECT_EQ(f.bench_command(cpu(), "ref.eltwise"),
-            "galley bench eltwise --op div --shape 4x3 --shape1 3 -F 1 --dtype f32 --layout nchw --device cpu "
-            "--solver ref.eltwise");
+  EXPECT_EQ(
+      f.bench_command(cpu(), "ref.eltwise"),
+      "galley bench eltwise --op div --shape 4x3 --shape1 3 -F 1 --dtype f32 --layout nchw --device cpu "
+      "--solver ref.eltwise");
   EXPECT_EQ(b.tolerance(), 1e-2);
 }
 
@@ -183,7 +192,8 @@ TEST(RefEltwise, HandComputedBroadcast) {
   EXPECT_EQ(da, (std::vector<float>{2, 4, 6, 8, 10, 12}));
   EXPECT_EQ(db, (std::vector<float>{-5, -7, -9}));
   // mul with a broadcast over columns: a [2,1] * b [3].
-  EltwiseProblem m = problem(EltwiseOp::mul, {2, 1}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward);
+  EltwiseProblem m =
+      problem(EltwiseOp::mul, {2, 1}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward);
   const std::vector<float> ma{2, 3};
   std::vector<float> mda(2), mdb(3);
   reference_eltwise_backward(m, dy.data(), ma.data(), b.data(), mda.data(), mdb.data());
@@ -208,7 +218,10 @@ double loss(const EltwiseProblem& p, const std::vector<double>& a, const std::ve
   double total = 0;
   for (std::size_t e = 0; e < dy.size(); ++e) {
     const double x = p.alpha * a[index_in(p.a, idx)], y = p.beta * b[index_in(p.b, idx)];
-    const double v = p.op == EltwiseOp::add ? x + y : p.op == EltwiseOp::sub ? x - y : p.op == EltwiseOp::mul ? x * y : x / y;
+    const double v = p.op == EltwiseOp::add   ? x + y
+                     : p.op == EltwiseOp::sub ? x - y
+                     : p.op == EltwiseOp::mul ? x * y
+                                              : x / y;
     total += dy[e] * v;
     for (int i = rank - 1; i >= 0; --i) {
       if (++idx[static_cast<std::size_t>(i)] < out[static_cast<std::size_t>(i)]) break;
@@ -303,7 +316,8 @@ TEST(EltwiseCpu, EveryBroadcastPatternOfRank4) {
     for (int mb = 0; mb < 16; ++mb) {
       const EltwiseOp op = kOps[(ma + mb) % 4];
       for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
-        expect_matches_reference(problem(op, pattern(full, ma), pattern(full, mb), DType::f32, Layout::nchw, d));
+        expect_matches_reference(
+            problem(op, pattern(full, ma), pattern(full, mb), DType::f32, Layout::nchw, d));
       }
     }
   }
@@ -330,10 +344,15 @@ TEST(EltwiseCpu, EveryOpDtypeAndLayoutOnOddShapes) {
 }
 
 TEST(EltwiseCpu, OtherRanksAndLongReductions) {
-  const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{23}, {1}},          {{3, 23}, {23}},           {{4, 1, 6}, {5, 1}},      {{2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}},
-      {{1}, {3, 1, 17}},    {{300, 1000}, {1, 1000}},  {{300, 1000}, {300, 1}},  {{4, 64, 33, 33}, {1}},
-      {{1, 7, 1}, {9, 1, 11}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{23}, {1}},
+                                                       {{3, 23}, {23}},
+                                                       {{4, 1, 6}, {5, 1}},
+                                                       {{2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}},
+                                                       {{1}, {3, 1, 17}},
+                                                       {{300, 1000}, {1, 1000}},
+                                                       {{300, 1000}, {300, 1}},
+                                                       {{4, 64, 33, 33}, {1}},
+                                                       {{1, 7, 1}, {9, 1, 11}}};
   for (EltwiseOp op : kOps) {
     for (const auto& [a, b] : shapes) {
       for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
@@ -376,7 +395,8 @@ TEST(EltwiseCpu, InfAndNanPropagate) {
       const std::vector<float> got = run_cpu(*s, problem(w.op, {8}, {8}), a, b);
       for (std::size_t i = 0; i < got.size(); ++i) {
         if (std::isnan(w.values[i])) {
-          EXPECT_TRUE(std::isnan(got[i])) << s->name() << " " << to_string(w.op) << " [" << i << "] = " << got[i];
+          EXPECT_TRUE(std::isnan(got[i]))
+              << s->name() << " " << to_string(w.op) << " [" << i << "] = " << got[i];
         } else {
           EXPECT_EQ(got[i], w.values[i]) << s->name() << " " << to_string(w.op) << " [" << i << "]";
         }
@@ -384,7 +404,8 @@ TEST(EltwiseCpu, InfAndNanPropagate) {
     }
     // A NaN in dy reaches the reduced gradient; an inf in b reaches a's gradient of mul.
     runtime::Stream stream(cpu());
-    const EltwiseProblem m = problem(EltwiseOp::mul, {2, 3}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward);
+    const EltwiseProblem m =
+        problem(EltwiseOp::mul, {2, 3}, {3}, DType::f32, Layout::nchw, EltwiseDirection::backward);
     const std::vector<float> dy{1, nan, 1, 1, 1, 1}, ma{1, 1, 1, 1, 1, 1}, mb{inf, 1, 1};
     Tensor tdy = Tensor::empty(stream, m.dst_desc()), ta = Tensor::empty(stream, m.a_desc());
     Tensor tb = Tensor::empty(stream, m.b_desc()), tda = Tensor::empty(stream, m.a_desc());
@@ -444,7 +465,8 @@ TEST(EltwiseEntry, InPlaceMatchesOutOfPlace) {
         if (dtype == DType::f32) {
           EXPECT_EQ(a.to_host<float>(stream), y.to_host<float>(stream)) << s->name() << " " << p.key();
         } else {
-          EXPECT_EQ(a.to_host<std::uint16_t>(stream), y.to_host<std::uint16_t>(stream)) << s->name() << " " << p.key();
+          EXPECT_EQ(a.to_host<std::uint16_t>(stream), y.to_host<std::uint16_t>(stream))
+              << s->name() << " " << p.key();
         }
         // dst may not be a broadcast input.
         EXPECT_HAS(error_of([&] { eltwise_forward(stream, p, a, b, b, solver); }), "in place");
@@ -461,7 +483,8 @@ TEST(EltwiseEntry, InPlaceMatchesOutOfPlace) {
         if (dtype == DType::f32) {
           EXPECT_EQ(qb.to_host<float>(stream), qy.to_host<float>(stream)) << s->name() << " " << q.key();
         } else {
-          EXPECT_EQ(qb.to_host<std::uint16_t>(stream), qy.to_host<std::uint16_t>(stream)) << s->name() << " " << q.key();
+          EXPECT_EQ(qb.to_host<std::uint16_t>(stream), qy.to_host<std::uint16_t>(stream))
+              << s->name() << " " << q.key();
         }
       }
     }

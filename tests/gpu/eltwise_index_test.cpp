@@ -16,12 +16,13 @@ using Shape = std::vector<std::int64_t>;
 
 TEST(EltwiseFastDiv, MatchesDivisionOverEdgeCases) {
   std::mt19937 rng(5);
-  const std::uint32_t divisors[] = {1u,      2u,      3u,        5u,         7u,          17u,        255u,
-                                    256u,    3136u,   65535u,    65537u,     1u << 20,    0x7fffffffu, 0x80000000u,
-                                    0xfffffffeu, 0xffffffffu};
+  const std::uint32_t divisors[] = {1u,          2u,          3u,          5u,         7u,     17u,
+                                    255u,        256u,        3136u,       65535u,     65537u, 1u << 20,
+                                    0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
   for (std::uint32_t d : divisors) {
     const FastDiv f = FastDiv::of(d);
-    std::vector<std::uint32_t> ns = {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0x7fffffffu, 0x80000000u, 0xffffffffu};
+    std::vector<std::uint32_t> ns = {0u,        1u,          d - 1,       d,          d + 1,
+                                     2 * d - 1, 0x7fffffffu, 0x80000000u, 0xffffffffu};
     for (int i = 0; i < 2000; ++i) ns.push_back(rng());
     for (std::uint32_t n : ns) ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
   }
@@ -62,10 +63,14 @@ dnn::EltwiseProblem problem(Shape a, Shape b, dnn::Layout layout = dnn::Layout::
 }
 
 std::vector<dnn::EltwiseProblem> problems() {
-  return {problem({2, 3, 5, 7}, {1, 3, 1, 1}),          problem({2, 3, 5, 7}, {1, 3, 1, 1}, dnn::Layout::nhwc),
-          problem({1, 3, 1, 7}, {2, 1, 5, 1}),          problem({1, 3, 1, 7}, {2, 1, 5, 1}, dnn::Layout::nhwc),
-          problem({2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}),    problem({3, 17}, {1}),
-          problem({1}, {4, 1, 6}),                      problem({7, 1, 9}, {7, 5, 1}),
+  return {problem({2, 3, 5, 7}, {1, 3, 1, 1}),
+          problem({2, 3, 5, 7}, {1, 3, 1, 1}, dnn::Layout::nhwc),
+          problem({1, 3, 1, 7}, {2, 1, 5, 1}),
+          problem({1, 3, 1, 7}, {2, 1, 5, 1}, dnn::Layout::nhwc),
+          problem({2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}),
+          problem({3, 17}, {1}),
+          problem({1}, {4, 1, 6}),
+          problem({7, 1, 9}, {7, 5, 1}),
           problem({2, 1, 2, 1, 2, 1}, {1, 3, 1, 3, 1, 3})};
 }
 

@@ -1,6 +1,8 @@
 // Every GPU eltwise solver (gpu.eltwise.*, cuda.eltwise.cudnn) against the cpu reference: every
 // broadcast pattern of rank 4, odd sizes, every dtype and layout, both directions; the broadcast
 // kernel claims everything; in place; backward reductions are deterministic. Skips without a device.
+#include "galley/dnn/eltwise.hpp"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -9,7 +11,6 @@
 
 #include "dnn/op_verify.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/dnn/eltwise.hpp"
 #include "galley/tensor.hpp"
 #include "gpu_test_util.hpp"
 
@@ -69,7 +70,8 @@ TEST_P(EltwiseGpu, EveryBroadcastPatternOfRank4) {
   for (int ma = 0; ma < 16; ++ma) {
     for (int mb = 0; mb < 16; ++mb) {
       for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
-        expect_all_match(problem(kOps[(ma + mb) % 4], pattern(full, ma), pattern(full, mb), DType::f32, Layout::nchw, d));
+        expect_all_match(
+            problem(kOps[(ma + mb) % 4], pattern(full, ma), pattern(full, mb), DType::f32, Layout::nchw, d));
       }
     }
   }
@@ -96,10 +98,14 @@ TEST_P(EltwiseGpu, EveryOpDtypeAndLayoutOnOddShapes) {
 
 // Sizes where the vector paths, the many-segment reductions and both reduction forms run.
 TEST_P(EltwiseGpu, LargeShapesAndOtherRanks) {
-  const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{8, 64, 56, 56}, {1, 64, 1, 1}}, {{8, 64, 56, 56}, {8, 64, 56, 56}}, {{8, 64, 56, 56}, {1}},
-      {{4000, 1000}, {1000}},           {{4000, 1000}, {4000, 1}},          {{1000003}, {1}},
-      {{2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}}, {{1, 7, 1}, {9, 1, 11}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{8, 64, 56, 56}, {1, 64, 1, 1}},
+                                                       {{8, 64, 56, 56}, {8, 64, 56, 56}},
+                                                       {{8, 64, 56, 56}, {1}},
+                                                       {{4000, 1000}, {1000}},
+                                                       {{4000, 1000}, {4000, 1}},
+                                                       {{1000003}, {1}},
+                                                       {{2, 3, 1, 5, 1, 3}, {4, 1, 2, 1}},
+                                                       {{1, 7, 1}, {9, 1, 11}}};
   for (EltwiseOp op : {EltwiseOp::add, EltwiseOp::mul, EltwiseOp::div}) {
     for (const auto& [a, b] : shapes) {
       for (DType dtype : {DType::f32, DType::f16}) {

@@ -47,7 +47,8 @@ int run_bench_eltwise(const EltwiseBenchArgs& args, const CLI::App& cmd) {
 const bool registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<EltwiseBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
-      "eltwise", "Time binary elementwise ops with NumPy broadcasting (--op add|sub|mul|div --shape --shape1)");
+      "eltwise",
+      "Time binary elementwise ops with NumPy broadcasting (--op add|sub|mul|div --shape --shape1)");
   cmd->add_option("--op", args->op, "add, sub, mul or div (default add)");
   cmd->add_option("--shape", args->shape, "shape of a, dims joined by 'x' (default 8x64x28x28)");
   cmd->add_option("--shape1", args->shape1,

@@ -126,8 +126,9 @@ const EltwiseSolver& eltwise_forward(runtime::Stream& stream, const EltwiseProbl
 /// da, db = the gradients of sum(dy * dst) with respect to a and b, each summed over the axes its
 /// input was broadcast along. a and b are read by mul and div only; add and sub ignore them (they
 /// may be empty tensors then).
-const EltwiseSolver& eltwise_backward(runtime::Stream& stream, const EltwiseProblem& problem, const Tensor& dy,
-                                      const Tensor& a, const Tensor& b, Tensor& da, Tensor& db,
-                                      const EltwiseSolver* solver = nullptr, CallReport* report = nullptr);
+const EltwiseSolver& eltwise_backward(runtime::Stream& stream, const EltwiseProblem& problem,
+                                      const Tensor& dy, const Tensor& a, const Tensor& b, Tensor& da,
+                                      Tensor& db, const EltwiseSolver* solver = nullptr,
+                                      CallReport* report = nullptr);
 
 }  // namespace galley::dnn

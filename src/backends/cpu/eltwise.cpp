@@ -28,8 +28,8 @@ using dnn::EltwiseGeometry;
 using dnn::EltwiseOp;
 using dnn::EltwiseProblem;
 
-constexpr std::int64_t kSegment = 1024;       // elements staged at once
-constexpr std::int64_t kBlock = 64 * 1024;    // dst elements per parallel task
+constexpr std::int64_t kSegment = 1024;           // elements staged at once
+constexpr std::int64_t kBlock = 64 * 1024;        // dst elements per parallel task
 constexpr std::int64_t kPartialBudget = 1 << 22;  // doubles of private partial sums, all parts together
 
 // Where segment [e, e + n) of dst starts in a and b; n is cut at the end of its innermost row.
@@ -54,7 +54,8 @@ Segment segment_at(const EltwiseGeometry& g, std::int64_t e, std::int64_t end) {
 
 // `n` values of `dtype` at `base + offset` as floats: the memory itself for dense f32, else `buf`
 // (one value repeated when `stride` is 0).
-const float* load(DType dtype, const void* base, std::int64_t offset, std::int64_t stride, std::int64_t n, float* buf) {
+const float* load(DType dtype, const void* base, std::int64_t offset, std::int64_t stride, std::int64_t n,
+                  float* buf) {
   const std::size_t elem = size_of(dtype);
   const auto* p = static_cast<const unsigned char*>(base) + static_cast<std::size_t>(offset) * elem;
   if (stride == 0) {
@@ -79,12 +80,17 @@ void forward_segment(const float* x, const float* y, float* out, std::int64_t n,
   }
 }
 
-void forward_segment(EltwiseOp op, const float* x, const float* y, float* out, std::int64_t n, float alpha, float beta) {
+void forward_segment(EltwiseOp op, const float* x, const float* y, float* out, std::int64_t n, float alpha,
+                     float beta) {
   switch (op) {
-    case EltwiseOp::add: return forward_segment<EltwiseOp::add>(x, y, out, n, alpha, beta);
-    case EltwiseOp::sub: return forward_segment<EltwiseOp::sub>(x, y, out, n, alpha, beta);
-    case EltwiseOp::mul: return forward_segment<EltwiseOp::mul>(x, y, out, n, alpha, beta);
-    case EltwiseOp::div: return forward_segment<EltwiseOp::div>(x, y, out, n, alpha, beta);
+    case EltwiseOp::add:
+      return forward_segment<EltwiseOp::add>(x, y, out, n, alpha, beta);
+    case EltwiseOp::sub:
+      return forward_segment<EltwiseOp::sub>(x, y, out, n, alpha, beta);
+    case EltwiseOp::mul:
+      return forward_segment<EltwiseOp::mul>(x, y, out, n, alpha, beta);
+    case EltwiseOp::div:
+      return forward_segment<EltwiseOp::div>(x, y, out, n, alpha, beta);
   }
 }
 
@@ -117,8 +123,8 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
 }
 
 // The gradient each dst element sends to input `which` (0: a, 1: b), for `n` elements.
-void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, const float* y, float* out,
-                      std::int64_t n) {
+void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, const float* y,
+                      float* out, std::int64_t n) {
   const float alpha = p.alpha, beta = p.beta;
   switch (p.op) {
     case EltwiseOp::add:
@@ -217,7 +223,8 @@ void backward_input(const BackwardContext& c, int which) {
   const auto write = [&](const double* acc, std::int64_t base, std::int64_t n) {
     std::vector<float> f(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(acc[i]);
-    convert_from_f32(dtype, f.data(), static_cast<unsigned char*>(grad) + base * size_of(dtype), static_cast<std::size_t>(n));
+    convert_from_f32(dtype, f.data(), static_cast<unsigned char*>(grad) + base * size_of(dtype),
+                     static_cast<std::size_t>(n));
   };
 
   // x keeps dst's outer dim k0: tasks own distinct indices of it, so no two write one element.
@@ -264,7 +271,8 @@ void backward_input(const BackwardContext& c, int which) {
     }
   });
   for (std::int64_t part = 1; part < parts; ++part) {
-    for (std::int64_t i = 0; i < count; ++i) partial[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(part * count + i)];
+    for (std::int64_t i = 0; i < count; ++i)
+      partial[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(part * count + i)];
   }
   write(partial.data(), 0, count);
 }

@@ -30,10 +30,14 @@ void check_status(cudnnStatus_t status, const char* call) { check_cudnn_status(s
 
 cudnnDataType_t data_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
   }
 }
 
@@ -80,7 +84,8 @@ class TensorDescriptor {
         strides[static_cast<std::size_t>(i)] = static_cast<int>(desc.strides[i - shift]);
       }
     }
-    const cudnnStatus_t st = cudnnSetTensorNdDescriptor(d_, data_type(desc.dtype), rank, dims.data(), strides.data());
+    const cudnnStatus_t st =
+        cudnnSetTensorNdDescriptor(d_, data_type(desc.dtype), rank, dims.data(), strides.data());
     if (st != CUDNN_STATUS_SUCCESS) {
       cudnnDestroyTensorDescriptor(d_);
       check_status(st, "cudnnSetTensorNdDescriptor");
@@ -120,9 +125,11 @@ class CudnnEltwise final : public dnn::EltwiseSolver {
 
   Applicability check(const EltwiseProblem& p, const runtime::Device& device) const override {
     if (device.backend() != "cuda") return Applicability::no("runs on cuda devices, not " + device.name());
-    if (p.direction != dnn::EltwiseDirection::forward) return Applicability::no("forward only (cudnnOpTensor)");
+    if (p.direction != dnn::EltwiseDirection::forward)
+      return Applicability::no("forward only (cudnnOpTensor)");
     if (const std::string why = form_of(p).second; !why.empty()) return Applicability::no(why);
-    if (p.dst_desc().elements() > INT_MAX) return Applicability::no("more than 2^31 - 1 elements (cuDNN's int dims)");
+    if (p.dst_desc().elements() > INT_MAX)
+      return Applicability::no("more than 2^31 - 1 elements (cuDNN's int dims)");
     return Applicability::yes();
   }
 
@@ -141,11 +148,12 @@ class CudnnEltwise final : public dnn::EltwiseSolver {
       const TensorDescriptor da(in_a, rank), db(in_b, rank), dc(out, rank);
       const OpTensorDescriptor op(form.op);
       std::lock_guard lock(h.mutex);
-      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
+      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()),
+                   "cudnnSetStream");
       const float zero = 0.f;
-      check_status(cudnnOpTensor(h.handle, op.get(), &form.alpha1, da.get(), ptr_a, &form.alpha2, db.get(), ptr_b, &zero,
-                          dc.get(), args.dst),
-            "cudnnOpTensor");
+      check_status(cudnnOpTensor(h.handle, op.get(), &form.alpha1, da.get(), ptr_a, &form.alpha2, db.get(),
+                                 ptr_b, &zero, dc.get(), args.dst),
+                   "cudnnOpTensor");
     });
   }
 };

@@ -25,8 +25,9 @@ struct Fn {
   static constexpr bool kReadsDy = kWhat != 0;
   static constexpr bool kReadsA =
       kWhat == 0 || (kWhat == 2 && (kOp == EltwiseOp::mul || kOp == EltwiseOp::div));
-  static constexpr bool kReadsB =
-      kWhat == 0 || (kWhat == 1 && (kOp == EltwiseOp::mul || kOp == EltwiseOp::div)) || (kWhat == 2 && kOp == EltwiseOp::div);
+  static constexpr bool kReadsB = kWhat == 0 ||
+                                  (kWhat == 1 && (kOp == EltwiseOp::mul || kOp == EltwiseOp::div)) ||
+                                  (kWhat == 2 && kOp == EltwiseOp::div);
   float alpha, beta;
   __device__ __forceinline__ float operator()(float dy, float x, float y) const {
     if constexpr (kWhat == 0) {
@@ -72,7 +73,8 @@ __device__ __forceinline__ void store_vec(T* p, const float* in) {
 
 // kVec elements of an input at `offset`: a vector when it advances with dst, else one value.
 template <typename T, int kVec>
-__device__ __forceinline__ void load_input(const T* base, std::int64_t offset, std::int64_t inner_stride, float* out) {
+__device__ __forceinline__ void load_input(const T* base, std::int64_t offset, std::int64_t inner_stride,
+                                           float* out) {
   if (kVec > 1 && inner_stride != 0) {
     load_vec(base + offset, out);
   } else if (inner_stride != 0) {
@@ -88,8 +90,8 @@ __device__ __forceinline__ void load_input(const T* base, std::int64_t offset, s
 // dst = fn(dy, a, b) over dst walked as one flat range; a and b advance with dst (stride 1) or
 // stay put (stride 0). The vector part covers whole vectors, the tail is done one by one.
 template <typename T, typename F, int kVec>
-__global__ void dense_kernel(F fn, const T* dy, const T* a, const T* b, T* dst, std::uint32_t n, std::int64_t sa,
-                             std::int64_t sb) {
+__global__ void dense_kernel(F fn, const T* dy, const T* a, const T* b, T* dst, std::uint32_t n,
+                             std::int64_t sa, std::int64_t sb) {
   const std::uint32_t vectors = n / kVec;
   const std::uint32_t step = gridDim.x * blockDim.x;
   for (std::uint32_t v = blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += step) {
@@ -99,7 +101,8 @@ __global__ void dense_kernel(F fn, const T* dy, const T* a, const T* b, T* dst, 
     if constexpr (F::kReadsA) load_input<T, kVec>(a, e * sa, sa, x);
     if constexpr (F::kReadsB) load_input<T, kVec>(b, e * sb, sb, y);
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) out[i] = fn(F::kReadsDy ? g[i] : 0.f, F::kReadsA ? x[i] : 0.f, F::kReadsB ? y[i] : 0.f);
+    for (int i = 0; i < kVec; ++i)
+      out[i] = fn(F::kReadsDy ? g[i] : 0.f, F::kReadsA ? x[i] : 0.f, F::kReadsB ? y[i] : 0.f);
     if constexpr (kVec > 1) {
       store_vec(dst + e, out);
     } else {
@@ -130,7 +133,8 @@ __global__ void broadcast_kernel(F fn, EltwiseMapParams p, const T* dy, const T*
     if constexpr (F::kReadsA) load_input<T, kVec>(a, oa + col * p.a_inner, p.a_inner, x);
     if constexpr (F::kReadsB) load_input<T, kVec>(b, ob + col * p.b_inner, p.b_inner, y);
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) out[i] = fn(F::kReadsDy ? g[i] : 0.f, F::kReadsA ? x[i] : 0.f, F::kReadsB ? y[i] : 0.f);
+    for (int i = 0; i < kVec; ++i)
+      out[i] = fn(F::kReadsDy ? g[i] : 0.f, F::kReadsA ? x[i] : 0.f, F::kReadsB ? y[i] : 0.f);
     if constexpr (kVec > 1) {
       store_vec(dst + e, out);
     } else {
@@ -140,8 +144,8 @@ __global__ void broadcast_kernel(F fn, EltwiseMapParams p, const T* dy, const T*
 }
 
 template <typename T, typename F>
-__device__ __forceinline__ float gradient_at(const F& fn, const EltwiseReduceParams& p, const T* dy, const T* a,
-                                             const T* b, std::uint32_t k, std::uint32_t r) {
+__device__ __forceinline__ float gradient_at(const F& fn, const EltwiseReduceParams& p, const T* dy,
+                                             const T* a, const T* b, std::uint32_t k, std::uint32_t r) {
   std::int64_t od, oa, ob;
   reduce_offsets(p, k, r, od, oa, ob);
   return fn(to_f32(dy[od]), F::kReadsA ? to_f32(a[oa]) : 0.f, F::kReadsB ? to_f32(b[ob]) : 0.f);
@@ -150,13 +154,15 @@ __device__ __forceinline__ float gradient_at(const F& fn, const EltwiseReducePar
 // The innermost dim is summed over: block (k, segment) sums its part of r, consecutive threads on
 // consecutive r (adjacent in dst), then a shared-memory tree. partial[segment * K + k].
 template <typename T, typename F>
-__global__ void reduce_rows_kernel(F fn, EltwiseReduceParams p, const T* dy, const T* a, const T* b, float* partial) {
+__global__ void reduce_rows_kernel(F fn, EltwiseReduceParams p, const T* dy, const T* a, const T* b,
+                                   float* partial) {
   __shared__ float sums[kThreads];
   const std::uint32_t k = blockIdx.x;
   const std::uint32_t begin = blockIdx.y * p.per_segment;
   const std::uint32_t end = min(p.reduced.count, begin + p.per_segment);
   float acc = 0.f;
-  for (std::uint32_t r = begin + threadIdx.x; r < end; r += blockDim.x) acc += gradient_at(fn, p, dy, a, b, k, r);
+  for (std::uint32_t r = begin + threadIdx.x; r < end; r += blockDim.x)
+    acc += gradient_at(fn, p, dy, a, b, k, r);
   sums[threadIdx.x] = acc;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
@@ -200,7 +206,8 @@ __global__ void finish_kernel(const float* partial, std::uint32_t segments, std:
 }
 
 unsigned blocks_for(std::uint64_t work) {
-  return unsigned(std::max<std::uint64_t>(1, std::min<std::uint64_t>((work + kThreads - 1) / kThreads, kMaxBlocks)));
+  return unsigned(
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>((work + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
 bool aligned16(const void* p) { return p == nullptr || (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
@@ -209,20 +216,28 @@ bool aligned16(const void* p) { return p == nullptr || (reinterpret_cast<std::ui
 template <int kWhat, typename Body>
 void with_fn(EltwiseOp op, float alpha, float beta, Body body) {
   switch (op) {
-    case EltwiseOp::add: return body(Fn<kWhat, EltwiseOp::add>{alpha, beta});
-    case EltwiseOp::sub: return body(Fn<kWhat, EltwiseOp::sub>{alpha, beta});
-    case EltwiseOp::mul: return body(Fn<kWhat, EltwiseOp::mul>{alpha, beta});
-    case EltwiseOp::div: return body(Fn<kWhat, EltwiseOp::div>{alpha, beta});
+    case EltwiseOp::add:
+      return body(Fn<kWhat, EltwiseOp::add>{alpha, beta});
+    case EltwiseOp::sub:
+      return body(Fn<kWhat, EltwiseOp::sub>{alpha, beta});
+    case EltwiseOp::mul:
+      return body(Fn<kWhat, EltwiseOp::mul>{alpha, beta});
+    case EltwiseOp::div:
+      return body(Fn<kWhat, EltwiseOp::div>{alpha, beta});
   }
 }
 
 template <typename Body>
 void with_type(DType dtype, Body body) {
   switch (dtype) {
-    case DType::f32: return body(static_cast<float*>(nullptr));
-    case DType::f16: return body(static_cast<__half*>(nullptr));
-    case DType::bf16: return body(static_cast<bf16_t*>(nullptr));
-    default: throw Error(Status::unsupported, std::string("eltwise kernels: dtype ") + to_string(dtype));
+    case DType::f32:
+      return body(static_cast<float*>(nullptr));
+    case DType::f16:
+      return body(static_cast<__half*>(nullptr));
+    case DType::bf16:
+      return body(static_cast<bf16_t*>(nullptr));
+    default:
+      throw Error(Status::unsupported, std::string("eltwise kernels: dtype ") + to_string(dtype));
   }
 }
 
@@ -239,22 +254,27 @@ void launch_map(const EltwiseLaunch& l, void* out, bool dense) {
     auto* dst = static_cast<T*>(out);
     with_fn<kWhat>(l.problem.op, l.problem.alpha, l.problem.beta, [&](auto fn) {
       using F = decltype(fn);
-      const bool vec = aligned16(dy) && aligned16(dst) && (!F::kReadsA || g.a_stride[g.rank - 1] == 0 || aligned16(a)) &&
+      const bool vec = aligned16(dy) && aligned16(dst) &&
+                       (!F::kReadsA || g.a_stride[g.rank - 1] == 0 || aligned16(a)) &&
                        (!F::kReadsB || g.b_stride[g.rank - 1] == 0 || aligned16(b));
       const auto n = std::uint32_t(g.elements);
       if (dense) {
         const unsigned blocks = blocks_for(vec ? n / kV + 1 : n);
         if (vec) {
-          dense_kernel<T, F, kV><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n, g.a_stride[0], g.b_stride[0]);
+          dense_kernel<T, F, kV><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n,
+                                                                               g.a_stride[0], g.b_stride[0]);
         } else {
-          dense_kernel<T, F, 1><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n, g.a_stride[0], g.b_stride[0]);
+          dense_kernel<T, F, 1><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n,
+                                                                              g.a_stride[0], g.b_stride[0]);
         }
       } else {
         const EltwiseMapParams p = make_map_params(l.problem, g);
         if (vec && g.dims[g.rank - 1] % kV == 0) {
-          broadcast_kernel<T, F, kV><<<blocks_for(n / kV), kThreads, 0, as_stream(l.stream)>>>(fn, p, dy, a, b, dst);
+          broadcast_kernel<T, F, kV>
+              <<<blocks_for(n / kV), kThreads, 0, as_stream(l.stream)>>>(fn, p, dy, a, b, dst);
         } else {
-          broadcast_kernel<T, F, 1><<<blocks_for(n), kThreads, 0, as_stream(l.stream)>>>(fn, p, dy, a, b, dst);
+          broadcast_kernel<T, F, 1>
+              <<<blocks_for(n), kThreads, 0, as_stream(l.stream)>>>(fn, p, dy, a, b, dst);
         }
       }
     });
@@ -281,8 +301,8 @@ void launch_reduce(const EltwiseLaunch& l, void* grad, float* partial) {
       }
     });
     check_launch(l.name);
-    finish_kernel<T><<<blocks_for(p.kept.count), kThreads, 0, as_stream(l.stream)>>>(partial, p.segments, p.kept.count,
-                                                                                     static_cast<T*>(grad));
+    finish_kernel<T><<<blocks_for(p.kept.count), kThreads, 0, as_stream(l.stream)>>>(
+        partial, p.segments, p.kept.count, static_cast<T*>(grad));
   });
   check_launch(l.name);
 }

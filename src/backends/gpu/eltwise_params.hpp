@@ -53,8 +53,8 @@ struct EltwiseDims {
 
 /// Forward (and the backward maps): dst elements [0, elements) walked in rows of `inner`.
 struct EltwiseMapParams {
-  EltwiseDims outer;       ///< every dim but the innermost
-  FastDiv inner;           ///< the innermost dim
+  EltwiseDims outer;                      ///< every dim but the innermost
+  FastDiv inner;                          ///< the innermost dim
   std::int64_t a_inner = 0, b_inner = 0;  ///< 0 or 1
   std::uint32_t elements = 1;
   float alpha = 1, beta = 1;
@@ -64,14 +64,15 @@ struct EltwiseMapParams {
 /// keeps (its own dense index, innermost fastest), r over those it is broadcast along.
 struct EltwiseReduceParams {
   EltwiseDims kept, reduced;
-  bool inner_kept = false;  ///< the innermost geometry dim is kept: consecutive k are adjacent in dst
+  bool inner_kept = false;     ///< the innermost geometry dim is kept: consecutive k are adjacent in dst
   std::uint32_t segments = 1;  ///< r is cut into this many parts, summed into partials, then in order
   std::uint32_t per_segment = 1;
   float alpha = 1, beta = 1;
 };
 
 /// The offsets in a and b of row `row` of a map (every dim but the innermost).
-GALLEY_ELTWISE_HD void row_offsets(const EltwiseDims& outer, std::uint32_t row, std::int64_t& oa, std::int64_t& ob) {
+GALLEY_ELTWISE_HD void row_offsets(const EltwiseDims& outer, std::uint32_t row, std::int64_t& oa,
+                                   std::int64_t& ob) {
   oa = 0;
   ob = 0;
   for (int k = dnn::kMaxRank - 1; k >= 0; --k) {
@@ -85,8 +86,8 @@ GALLEY_ELTWISE_HD void row_offsets(const EltwiseDims& outer, std::uint32_t row, 
 }
 
 /// The dst, a and b offsets of element (k, r) of a reduction.
-GALLEY_ELTWISE_HD void reduce_offsets(const EltwiseReduceParams& p, std::uint32_t k, std::uint32_t r, std::int64_t& od,
-                                      std::int64_t& oa, std::int64_t& ob) {
+GALLEY_ELTWISE_HD void reduce_offsets(const EltwiseReduceParams& p, std::uint32_t k, std::uint32_t r,
+                                      std::int64_t& od, std::int64_t& oa, std::int64_t& ob) {
   od = oa = ob = 0;
   for (int d = dnn::kMaxRank - 1; d >= 0; --d) {
     if (d < p.kept.rank) {
@@ -152,7 +153,8 @@ inline EltwiseMapParams make_map_params(const dnn::EltwiseProblem& p, const dnn:
 
 /// `which`: 0 reduces into a, 1 into b. Segments are chosen from the sizes alone (about 1024
 /// blocks in all), so the summation order, hence the result, is the same on every run and device.
-inline EltwiseReduceParams make_reduce_params(const dnn::EltwiseProblem& p, const dnn::EltwiseGeometry& g, int which) {
+inline EltwiseReduceParams make_reduce_params(const dnn::EltwiseProblem& p, const dnn::EltwiseGeometry& g,
+                                              int which) {
   const std::int64_t* xs = which == 0 ? g.a_stride : g.b_stride;
   bool kept[dnn::kMaxRank] = {}, reduced[dnn::kMaxRank] = {};
   for (int k = 0; k < g.rank; ++k) {

@@ -21,7 +21,8 @@ class EltwiseGpuSolver : public dnn::EltwiseSolver {
   std::string_view name() const override { return name_; }
 
   Applicability check(const EltwiseProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != backend_) return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
+    if (device.backend() != backend_)
+      return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
     const dnn::EltwiseGeometry g = dnn::eltwise_geometry(p);
     if (std::string why = eltwise_too_large(g); !why.empty()) return Applicability::no(why);
     if (dense_) {
@@ -49,8 +50,17 @@ class EltwiseGpuSolver : public dnn::EltwiseSolver {
     }
     stream.launch(name_, [&] {
       ScopedDevice device(stream.device().index());
-      const EltwiseLaunch l{p,       g,       args.a,         args.b,  args.dst, args.dy,
-                            args.da, args.db, args.workspace, stream.native_handle(), name_.c_str()};
+      const EltwiseLaunch l{p,
+                            g,
+                            args.a,
+                            args.b,
+                            args.dst,
+                            args.dy,
+                            args.da,
+                            args.db,
+                            args.workspace,
+                            stream.native_handle(),
+                            name_.c_str()};
       if (p.direction == dnn::EltwiseDirection::forward) {
         launch_eltwise_forward(l, g.rank == 1);
       } else {
