@@ -15,7 +15,10 @@ namespace {
 
 std::string bracketed(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(shape[i]);
+  }
   return out + "]";
 }
 

@@ -51,7 +51,10 @@ char direction_letter(EltwiseDirection d) { return d == EltwiseDirection::forwar
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string out;
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? "x" : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += 'x';
+    out += std::to_string(shape[i]);
+  }
   return out;
 }
 

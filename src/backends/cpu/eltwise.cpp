@@ -157,14 +157,20 @@ struct BackwardContext {
 };
 
 // The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values).
+// With `also` >= 0, the gradient of that input (which has dst's shape) is written on the way, so
+// dy is read once for both.
 template <typename Fn>
-void walk_gradients(const BackwardContext& c, int which, std::int64_t lo, std::int64_t hi, Fn fn) {
-  thread_local std::vector<float> bufs(4 * kSegment);
-  float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment;
+void walk_gradients(const BackwardContext& c, int which, int also, std::int64_t lo, std::int64_t hi, Fn fn) {
+  thread_local std::vector<float> bufs(5 * kSegment);
+  float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment,
+        *bo2 = bo + kSegment;
   const int last = c.g.rank - 1;
   // What gradient_segment reads: mul's gradient of one input is the other; div's of b needs both.
-  const bool needs_a = c.reads_inputs && (which == 1);
-  const bool needs_b = c.reads_inputs && (which == 0 || c.p.op == EltwiseOp::div);
+  const auto reads_a = [&](int w) { return c.reads_inputs && w == 1; };
+  const auto reads_b = [&](int w) { return c.reads_inputs && (w == 0 || c.p.op == EltwiseOp::div); };
+  const bool needs_a = reads_a(which) || (also >= 0 && reads_a(also));
+  const bool needs_b = reads_b(which) || (also >= 0 && reads_b(also));
+  void* also_grad = also == 0 ? c.args.da : c.args.db;
   for (std::int64_t e = lo; e < hi;) {
     const Segment s = segment_at(c.g, e, hi);
     const float* dy = load(c.p.dtype, c.args.dy, s.e, 1, s.n, bdy);
@@ -172,6 +178,10 @@ void walk_gradients(const BackwardContext& c, int which, std::int64_t lo, std::i
     const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
     gradient_segment(c.p, which, dy, x, y, bo, s.n);
     fn(s, bo);
+    if (also >= 0) {
+      gradient_segment(c.p, also, dy, x, y, bo2, s.n);
+      store(c.p.dtype, bo2, also_grad, s.e, s.n);
+    }
     e += s.n;
   }
 }
@@ -189,7 +199,8 @@ double lane_sum(const float* v, std::int64_t n) {
   return sum;
 }
 
-void backward_input(const BackwardContext& c, int which) {
+// The gradient of input `which`, and of input `also` (>= 0: it has dst's shape) in the same pass.
+void backward_input(const BackwardContext& c, int which, int also) {
   const EltwiseGeometry& g = c.g;
   const std::int64_t* xs = which == 0 ? g.a_stride : g.b_stride;
   void* grad = which == 0 ? c.args.da : c.args.db;
@@ -200,7 +211,7 @@ void backward_input(const BackwardContext& c, int which) {
   if (count == g.elements) {  // not broadcast: a map over dst
     const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
     parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
-      walk_gradients(c, which, lo * kBlock, std::min(hi * kBlock, g.elements),
+      walk_gradients(c, which, also, lo * kBlock, std::min(hi * kBlock, g.elements),
                      [&](const Segment& s, const float* v) {
                        convert_from_f32(dtype, v, static_cast<unsigned char*>(grad) + s.e * size_of(dtype),
                                         static_cast<std::size_t>(s.n));
@@ -250,7 +261,7 @@ void backward_input(const BackwardContext& c, int which) {
         const std::int64_t base = i * xs[k0];
         for (std::int64_t o = 0; o < outer; ++o) {
           const std::int64_t start = (o * g.dims[k0] + i) * inner;
-          walk_gradients(c, which, start, start + inner, accumulate(acc.data(), base));
+          walk_gradients(c, which, also, start, start + inner, accumulate(acc.data(), base));
         }
         write(acc.data(), base, per_index);
       }
@@ -267,7 +278,7 @@ void backward_input(const BackwardContext& c, int which) {
     for (std::int64_t part = lo; part < hi; ++part) {
       const std::int64_t start = part * span;
       const std::int64_t end = std::min(g.elements, start + span);
-      walk_gradients(c, which, start, end, accumulate(partial.data() + part * count, 0));
+      walk_gradients(c, which, also, start, end, accumulate(partial.data() + part * count, 0));
     }
   });
   for (std::int64_t part = 1; part < parts; ++part) {
@@ -280,8 +291,15 @@ void backward_input(const BackwardContext& c, int which) {
 void backward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const EltwiseGeometry g = dnn::eltwise_geometry(p);
   const BackwardContext c{p, args, g, p.op == EltwiseOp::mul || p.op == EltwiseOp::div};
-  backward_input(c, 0);
-  backward_input(c, 1);
+  // One pass over dy where an input has dst's shape (equal shapes, a bias, a residual).
+  if (g.a_full()) {
+    backward_input(c, 1, 0);
+  } else if (g.b_full()) {
+    backward_input(c, 0, 1);
+  } else {
+    backward_input(c, 0, -1);
+    backward_input(c, 1, -1);
+  }
 }
 
 class CpuEltwise final : public dnn::EltwiseSolver {
