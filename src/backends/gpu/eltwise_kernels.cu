@@ -195,6 +195,18 @@ __global__ void reduce_columns_kernel(F fn, EltwiseReduceParams p, const T* dy, 
   }
 }
 
+// Few terms per k: each thread sums all of one k's, in order. partial[k].
+template <typename T, typename F>
+__global__ void reduce_short_kernel(F fn, EltwiseReduceParams p, const T* dy, const T* a, const T* b,
+                                    float* partial) {
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < p.kept.count;
+       k += gridDim.x * blockDim.x) {
+    float acc = 0.f;
+    for (std::uint32_t r = 0; r < p.reduced.count; ++r) acc += gradient_at(fn, p, dy, a, b, k, r);
+    partial[k] = acc;
+  }
+}
+
 // grad[k] = the sum over segments of partial[s * K + k], in segment order.
 template <typename T>
 __global__ void finish_kernel(const float* partial, std::uint32_t segments, std::uint32_t count, T* grad) {
@@ -292,7 +304,10 @@ void launch_reduce(const EltwiseLaunch& l, void* grad, float* partial) {
     const auto* b = static_cast<const T*>(l.b);
     with_fn<kWhat>(l.problem.op, l.problem.alpha, l.problem.beta, [&](auto fn) {
       using F = decltype(fn);
-      if (p.inner_kept) {
+      if (p.short_sums) {
+        reduce_short_kernel<T, F>
+            <<<blocks_for(p.kept.count), kThreads, 0, as_stream(l.stream)>>>(fn, p, dy, a, b, partial);
+      } else if (p.inner_kept) {
         const dim3 grid((p.kept.count + 31) / 32, p.segments);
         reduce_columns_kernel<T, F><<<grid, dim3(32, 8), 0, as_stream(l.stream)>>>(fn, p, dy, a, b, partial);
       } else {

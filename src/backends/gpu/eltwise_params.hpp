@@ -65,6 +65,7 @@ struct EltwiseMapParams {
 struct EltwiseReduceParams {
   EltwiseDims kept, reduced;
   bool inner_kept = false;     ///< the innermost geometry dim is kept: consecutive k are adjacent in dst
+  bool short_sums = false;     ///< few terms per k: one thread per k sums them all (no block per k)
   std::uint32_t segments = 1;  ///< r is cut into this many parts, summed into partials, then in order
   std::uint32_t per_segment = 1;
   float alpha = 1, beta = 1;
@@ -151,6 +152,9 @@ inline EltwiseMapParams make_map_params(const dnn::EltwiseProblem& p, const dnn:
   return m;
 }
 
+/// Sums of at most this many terms per gradient element are done one thread per element.
+inline constexpr std::uint32_t kShortSum = 64;
+
 /// `which`: 0 reduces into a, 1 into b. Segments are chosen from the sizes alone (about 1024
 /// blocks in all), so the summation order, hence the result, is the same on every run and device.
 inline EltwiseReduceParams make_reduce_params(const dnn::EltwiseProblem& p, const dnn::EltwiseGeometry& g,
@@ -167,6 +171,11 @@ inline EltwiseReduceParams make_reduce_params(const dnn::EltwiseProblem& p, cons
   r.inner_kept = kept[g.rank - 1];
   r.alpha = p.alpha;
   r.beta = p.beta;
+  if (r.reduced.count <= kShortSum) {
+    r.short_sums = true;
+    r.per_segment = r.reduced.count;
+    return r;
+  }
   const std::uint64_t k_blocks = r.inner_kept ? (r.kept.count + 31) / 32 : r.kept.count;
   const std::uint64_t min_per_segment = r.inner_kept ? 64 : 2048;
   std::uint64_t segments = (1024 + k_blocks - 1) / k_blocks;
