@@ -1,0 +1,331 @@
+// cpu.eltwise.direct: binary elementwise ops with broadcasting, forward and backward, over the
+// thread pool. Everything walks the merged broadcast geometry (dnn/eltwise_geometry.hpp) in
+// segments of consecutive dst elements along its innermost dim, where each input either advances
+// with dst (stride 1) or stays on one element (stride 0). So equal shapes are one long segment, a
+// scalar or a row vector (NHWC bias) is read in place or as one repeated value, and a channel
+// vector (NCHW bias) is one value per H*W segment; any other broadcast is the same loop with the
+// outer offsets found per segment. f32 is computed in place; f16/bf16 through small float buffers.
+//
+// Backward reduces each broadcast input deterministically (the result does not depend on the
+// thread count): when the input keeps an outer dim of dst, tasks own distinct values of that dim
+// and sum privately; otherwise fixed parts of dst sum into private partials that are added in order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/eltwise_solvers.hpp"
+#include "backends/cpu/thread_pool.hpp"
+#include "dnn/eltwise_geometry.hpp"
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+using dnn::EltwiseArgs;
+using dnn::EltwiseGeometry;
+using dnn::EltwiseOp;
+using dnn::EltwiseProblem;
+
+constexpr std::int64_t kSegment = 1024;           // elements staged at once
+constexpr std::int64_t kBlock = 64 * 1024;        // dst elements per parallel task
+constexpr std::int64_t kPartialBudget = 1 << 22;  // doubles of private partial sums, all parts together
+
+// Where segment [e, e + n) of dst starts in a and b; n is cut at the end of its innermost row.
+struct Segment {
+  std::int64_t e = 0, n = 0, a = 0, b = 0;
+};
+
+Segment segment_at(const EltwiseGeometry& g, std::int64_t e, std::int64_t end) {
+  const int last = g.rank - 1;
+  const std::int64_t inner = g.dims[last];
+  std::int64_t row = e / inner;
+  const std::int64_t col = e - row * inner;
+  Segment s{e, std::min({end - e, inner - col, kSegment}), col * g.a_stride[last], col * g.b_stride[last]};
+  for (int k = last - 1; k >= 0 && row > 0; --k) {
+    const std::int64_t i = row % g.dims[k];
+    row /= g.dims[k];
+    s.a += i * g.a_stride[k];
+    s.b += i * g.b_stride[k];
+  }
+  return s;
+}
+
+// `n` values of `dtype` at `base + offset` as floats: the memory itself for dense f32, else `buf`
+// (one value repeated when `stride` is 0).
+const float* load(DType dtype, const void* base, std::int64_t offset, std::int64_t stride, std::int64_t n,
+                  float* buf) {
+  const std::size_t elem = size_of(dtype);
+  const auto* p = static_cast<const unsigned char*>(base) + static_cast<std::size_t>(offset) * elem;
+  if (stride == 0) {
+    float v;
+    convert_to_f32(dtype, p, &v, 1);
+    std::fill_n(buf, n, v);
+    return buf;
+  }
+  if (dtype == DType::f32) return reinterpret_cast<const float*>(p);
+  convert_to_f32(dtype, p, buf, static_cast<std::size_t>(n));
+  return buf;
+}
+
+template <EltwiseOp kOp>
+void forward_segment(const float* x, const float* y, float* out, std::int64_t n, float alpha, float beta) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float u = alpha * x[j], v = beta * y[j];
+    if constexpr (kOp == EltwiseOp::add) out[j] = u + v;
+    if constexpr (kOp == EltwiseOp::sub) out[j] = u - v;
+    if constexpr (kOp == EltwiseOp::mul) out[j] = u * v;
+    if constexpr (kOp == EltwiseOp::div) out[j] = u / v;
+  }
+}
+
+void forward_segment(EltwiseOp op, const float* x, const float* y, float* out, std::int64_t n, float alpha,
+                     float beta) {
+  switch (op) {
+    case EltwiseOp::add:
+      return forward_segment<EltwiseOp::add>(x, y, out, n, alpha, beta);
+    case EltwiseOp::sub:
+      return forward_segment<EltwiseOp::sub>(x, y, out, n, alpha, beta);
+    case EltwiseOp::mul:
+      return forward_segment<EltwiseOp::mul>(x, y, out, n, alpha, beta);
+    case EltwiseOp::div:
+      return forward_segment<EltwiseOp::div>(x, y, out, n, alpha, beta);
+  }
+}
+
+void store(DType dtype, const float* values, void* base, std::int64_t offset, std::int64_t n) {
+  auto* p = static_cast<unsigned char*>(base) + static_cast<std::size_t>(offset) * size_of(dtype);
+  if (dtype == DType::f32 && reinterpret_cast<const void*>(values) == p) return;
+  convert_from_f32(dtype, values, p, static_cast<std::size_t>(n));
+}
+
+void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
+  const EltwiseGeometry g = dnn::eltwise_geometry(p);
+  const int last = g.rank - 1;
+  const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
+  parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
+    thread_local std::vector<float> bufs(3 * kSegment);
+    float* xa = bufs.data();
+    float* xb = xa + kSegment;
+    float* xo = xb + kSegment;
+    const std::int64_t end = std::min(hi * kBlock, g.elements);
+    for (std::int64_t e = lo * kBlock; e < end;) {
+      const Segment s = segment_at(g, e, end);
+      const float* x = load(p.dtype, args.a, s.a, g.a_stride[last], s.n, xa);
+      const float* y = load(p.dtype, args.b, s.b, g.b_stride[last], s.n, xb);
+      float* out = p.dtype == DType::f32 ? static_cast<float*>(args.dst) + s.e : xo;
+      forward_segment(p.op, x, y, out, s.n, p.alpha, p.beta);
+      store(p.dtype, out, args.dst, s.e, s.n);
+      e += s.n;
+    }
+  });
+}
+
+// The gradient each dst element sends to input `which` (0: a, 1: b), for `n` elements.
+void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, const float* y,
+                      float* out, std::int64_t n) {
+  const float alpha = p.alpha, beta = p.beta;
+  switch (p.op) {
+    case EltwiseOp::add:
+    case EltwiseOp::sub: {
+      const float s = which == 0 ? alpha : (p.op == EltwiseOp::add ? beta : -beta);
+      for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * s;
+      return;
+    }
+    case EltwiseOp::mul: {
+      const float s = alpha * beta;
+      const float* other = which == 0 ? y : x;
+      for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (s * other[j]);
+      return;
+    }
+    case EltwiseOp::div:
+      if (which == 0) {
+        for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (alpha / (beta * y[j]));
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) out[j] = -dy[j] * ((alpha * x[j]) / (beta * y[j]) / y[j]);
+      }
+      return;
+  }
+}
+
+struct BackwardContext {
+  const EltwiseProblem& p;
+  const EltwiseArgs& args;
+  const EltwiseGeometry& g;
+  bool reads_inputs;
+};
+
+// The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values).
+// With `also` >= 0, the gradient of that input (which has dst's shape) is written on the way, so
+// dy is read once for both.
+template <typename Fn>
+void walk_gradients(const BackwardContext& c, int which, int also, std::int64_t lo, std::int64_t hi, Fn fn) {
+  thread_local std::vector<float> bufs(5 * kSegment);
+  float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment,
+        *bo2 = bo + kSegment;
+  const int last = c.g.rank - 1;
+  // What gradient_segment reads: mul's gradient of one input is the other; div's of b needs both.
+  const auto reads_a = [&](int w) { return c.reads_inputs && w == 1; };
+  const auto reads_b = [&](int w) { return c.reads_inputs && (w == 0 || c.p.op == EltwiseOp::div); };
+  const bool needs_a = reads_a(which) || (also >= 0 && reads_a(also));
+  const bool needs_b = reads_b(which) || (also >= 0 && reads_b(also));
+  void* also_grad = also == 0 ? c.args.da : c.args.db;
+  for (std::int64_t e = lo; e < hi;) {
+    const Segment s = segment_at(c.g, e, hi);
+    const float* dy = load(c.p.dtype, c.args.dy, s.e, 1, s.n, bdy);
+    const float* x = needs_a ? load(c.p.dtype, c.args.a, s.a, c.g.a_stride[last], s.n, ba) : nullptr;
+    const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
+    gradient_segment(c.p, which, dy, x, y, bo, s.n);
+    fn(s, bo);
+    if (also >= 0) {
+      gradient_segment(c.p, also, dy, x, y, bo2, s.n);
+      store(c.p.dtype, bo2, also_grad, s.e, s.n);
+    }
+    e += s.n;
+  }
+}
+
+// Sum of n floats in 8 independent lanes (fast, and more accurate than one running sum).
+double lane_sum(const float* v, std::int64_t n) {
+  float lanes[8] = {};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += v[j + l];
+  }
+  double sum = 0;
+  for (; j < n; ++j) sum += v[j];
+  for (float l : lanes) sum += l;
+  return sum;
+}
+
+// The gradient of input `which`, and of input `also` (>= 0: it has dst's shape) in the same pass.
+void backward_input(const BackwardContext& c, int which, int also) {
+  const EltwiseGeometry& g = c.g;
+  const std::int64_t* xs = which == 0 ? g.a_stride : g.b_stride;
+  void* grad = which == 0 ? c.args.da : c.args.db;
+  const std::int64_t count = which == 0 ? g.a_elements : g.b_elements;
+  const int last = g.rank - 1;
+  const DType dtype = c.p.dtype;
+
+  if (count == g.elements) {  // not broadcast: a map over dst
+    const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
+    parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
+      walk_gradients(c, which, also, lo * kBlock, std::min(hi * kBlock, g.elements),
+                     [&](const Segment& s, const float* v) {
+                       convert_from_f32(dtype, v, static_cast<unsigned char*>(grad) + s.e * size_of(dtype),
+                                        static_cast<std::size_t>(s.n));
+                     });
+    });
+    return;
+  }
+
+  // Adds one segment's gradients into `acc`, which holds x's elements from `base` on.
+  const auto accumulate = [&](double* acc, std::int64_t base) {
+    return [&, acc, base](const Segment& s, const float* v) {
+      const std::int64_t xo = (which == 0 ? s.a : s.b) - base;
+      if (xs[last] == 0) {
+        acc[xo] += lane_sum(v, s.n);
+      } else {
+        for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += v[j];
+      }
+    };
+  };
+  const auto write = [&](const double* acc, std::int64_t base, std::int64_t n) {
+    std::vector<float> f(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) f[static_cast<std::size_t>(i)] = static_cast<float>(acc[i]);
+    convert_from_f32(dtype, f.data(), static_cast<unsigned char*>(grad) + base * size_of(dtype),
+                     static_cast<std::size_t>(n));
+  };
+
+  // x keeps dst's outer dim k0: tasks own distinct indices of it, so no two write one element.
+  int k0 = -1;
+  for (int k = 0; k < g.rank; ++k) {
+    if (xs[k] != 0) {
+      k0 = k;
+      break;
+    }
+  }
+  std::int64_t outer = 1, inner = 1;
+  if (k0 >= 0) {
+    for (int k = 0; k < k0; ++k) outer *= g.dims[k];
+    for (int k = k0 + 1; k < g.rank; ++k) inner *= g.dims[k];
+  }
+  // Only worth it with enough indices to share out and long runs of dst behind each.
+  if (k0 >= 0 && g.dims[k0] >= 4 && inner >= kSegment) {
+    const std::int64_t per_index = xs[k0];  // x elements behind one index of dim k0
+    parallel_for(0, g.dims[k0], [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<double> acc(static_cast<std::size_t>(per_index));
+      for (std::int64_t i = lo; i < hi; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        const std::int64_t base = i * xs[k0];
+        for (std::int64_t o = 0; o < outer; ++o) {
+          const std::int64_t start = (o * g.dims[k0] + i) * inner;
+          walk_gradients(c, which, also, start, start + inner, accumulate(acc.data(), base));
+        }
+        write(acc.data(), base, per_index);
+      }
+    });
+    return;
+  }
+
+  // Fixed parts of dst, each summed into its own partials, added part by part.
+  std::int64_t parts = std::clamp<std::int64_t>(g.elements / kBlock, 1, 16);
+  parts = std::max<std::int64_t>(1, std::min(parts, kPartialBudget / count));
+  std::vector<double> partial(static_cast<std::size_t>(parts * count), 0.0);
+  const std::int64_t span = (g.elements + parts - 1) / parts;
+  parallel_for(0, parts, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t part = lo; part < hi; ++part) {
+      const std::int64_t start = part * span;
+      const std::int64_t end = std::min(g.elements, start + span);
+      walk_gradients(c, which, also, start, end, accumulate(partial.data() + part * count, 0));
+    }
+  });
+  for (std::int64_t part = 1; part < parts; ++part) {
+    for (std::int64_t i = 0; i < count; ++i)
+      partial[static_cast<std::size_t>(i)] += partial[static_cast<std::size_t>(part * count + i)];
+  }
+  write(partial.data(), 0, count);
+}
+
+void backward(const EltwiseProblem& p, const EltwiseArgs& args) {
+  const EltwiseGeometry g = dnn::eltwise_geometry(p);
+  const BackwardContext c{p, args, g, p.op == EltwiseOp::mul || p.op == EltwiseOp::div};
+  // One pass over dy where an input has dst's shape (equal shapes, a bias, a residual).
+  if (g.a_full()) {
+    backward_input(c, 1, 0);
+  } else if (g.b_full()) {
+    backward_input(c, 0, 1);
+  } else {
+    backward_input(c, 0, -1);
+    backward_input(c, 1, -1);
+  }
+}
+
+class CpuEltwise final : public dnn::EltwiseSolver {
+ public:
+  std::string_view name() const override { return "cpu.eltwise.direct"; }
+
+  dnn::Applicability check(const EltwiseProblem&, const runtime::Device& device) const override {
+    if (!device.is_cpu()) return dnn::Applicability::no("runs on cpu only, not " + device.name());
+    return dnn::Applicability::yes();
+  }
+
+  void run(runtime::Stream& stream, const EltwiseProblem& problem, const EltwiseArgs& args) const override {
+    stream.launch(name(), [&] {
+      stream.host_task([problem, args] {
+        if (problem.direction == dnn::EltwiseDirection::forward) {
+          forward(problem, args);
+        } else {
+          backward(problem, args);
+        }
+      });
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::EltwiseSolver> make_eltwise_direct() { return std::make_unique<CpuEltwise>(); }
+
+}  // namespace galley::backends::cpu
