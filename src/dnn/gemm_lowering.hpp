@@ -93,6 +93,21 @@ inline GemmCall lower_gemm(const GemmProblem& p) {
   return c;
 }
 
+/// The pointer of `role` among a call's arguments (nullptr for a role a GEMM does not have).
+inline const void* gemm_pointer(const GemmArgs& a, ArgId role) {
+  switch (role) {
+    case ArgId::src: return a.a;
+    case ArgId::wei: return a.b;
+    case ArgId::bias: return a.bias;
+    case ArgId::dst: return a.c;
+    case ArgId::diff_dst: return a.dc;
+    case ArgId::diff_src: return a.da;
+    case ArgId::diff_wei: return a.db;
+    case ArgId::diff_bias: return a.dbias;
+    default: return nullptr;
+  }
+}
+
 /// The bias gradient of a backward_weights problem with bias: dbias[j] = sum over the rows of
 /// every batch of dC, i.e. column sums of a (batch * m) x n matrix.
 inline bool has_bias_reduction(const GemmProblem& p) {

@@ -55,9 +55,9 @@ const bool registered = register_command([](CLI::App& root) {
   CLI::App* cmd = bench_group(root).add_subcommand(
       "gemm", "Batched GEMM / linear: C = alpha op(A) op(B) + beta C + bias, forward and backward");
   add_op_bench_flags(cmd, args->common, /*with_layout=*/false, /*with_direction=*/false);
-  cmd->add_option("-m,--a_h", args->m, "rows of op(A) and C (default 256)")->check(integer_in(1));
-  cmd->add_option("-n,--b_w", args->n, "columns of op(B) and C (default 256)")->check(integer_in(1));
-  cmd->add_option("-k,--a_w", args->k, "columns of op(A), rows of op(B) (default 256)")->check(integer_in(1));
+  cmd->add_option("-m", args->m, "rows of op(A) and C (default 256)")->check(integer_in(1));
+  cmd->add_option("-n", args->n, "columns of op(B) and C (default 256)")->check(integer_in(1));
+  cmd->add_option("-k", args->k, "columns of op(A), rows of op(B) (default 256)")->check(integer_in(1));
   cmd->add_option("-u,--transA", args->trans_a, "1: A is stored k x m (default 0)")->check(integer_in(0, 1));
   cmd->add_option("-v,--transB", args->trans_b, "1: B is stored n x k, as nn.Linear's weight (default 0)")
       ->check(integer_in(0, 1));
@@ -68,7 +68,7 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-A,--alpha", args->alpha, "scale of the product (default 1)")->check(number_in(-1e30, false, 1e30));
   cmd->add_option("-B,--beta", args->beta, "scale of the old C, forward only (default 0)")
       ->check(number_in(-1e30, false, 1e30));
-  cmd->add_option("-F,--forw", args->direction,
+  cmd->add_option("-F", args->direction,
                   "1 forward (default), 2 backward data, 4 backward weights (and bias), sums of them, 0 all three")
       ->check(integer_in(0, 7));
   cmd->callback([args, cmd] { set_exit_code(run(*args, *cmd)); });

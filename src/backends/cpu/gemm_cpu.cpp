@@ -74,18 +74,6 @@ std::int64_t elements_of(const GemmProblem& p, ArgId role) {
   return 0;
 }
 
-const void* pointer_of(const GemmArgs& a, ArgId role) {
-  switch (role) {
-    case ArgId::src: return a.a;
-    case ArgId::wei: return a.b;
-    case ArgId::dst: return a.c;
-    case ArgId::diff_dst: return a.dc;
-    case ArgId::diff_src: return a.da;
-    case ArgId::diff_wei: return a.db;
-    default: return nullptr;
-  }
-}
-
 // Column sums of a rows x cols matrix into `out` (f32), in double, split over column blocks.
 void column_sums(const float* src, std::int64_t rows, std::int64_t cols, float* out) {
   constexpr std::int64_t kCols = 64;
@@ -153,9 +141,9 @@ class CpuGemm final : public dnn::GemmSolver {
   void compute(const GemmProblem& p, const GemmArgs& args) const {
     if (kernel_ == Kernel::openblas) openblas_setup();
     const GemmCall c = dnn::lower_gemm(p);
-    const void* x = pointer_of(args, c.x_role);
-    const void* y = pointer_of(args, c.y_role);
-    void* out = const_cast<void*>(pointer_of(args, c.out_role));
+    const void* x = dnn::gemm_pointer(args, c.x_role);
+    const void* y = dnn::gemm_pointer(args, c.y_role);
+    void* out = const_cast<void*>(dnn::gemm_pointer(args, c.out_role));
     const std::int64_t out_elems = elements_of(p, c.out_role);
     if (p.dtype == DType::f32) {
       product(c, static_cast<const float*>(x), static_cast<const float*>(y), static_cast<float*>(out),
