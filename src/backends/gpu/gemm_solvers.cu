@@ -80,6 +80,9 @@ void enqueue(runtime::Stream& stream, const std::string& name, const GemmProblem
 class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
  public:
   explicit TcSolver(std::string backend) : backend_(std::move(backend)) {}
+  // The config-less forms (list order, a named solver) run the first candidate.
+  using dnn::TunableSolver<GemmProblem, GemmTile>::run;
+  using dnn::TunableSolver<GemmProblem, GemmTile>::workspace_bytes;
   std::string_view name() const override { return "gpu.gemm.tc"; }
 
   Applicability check(const GemmProblem& p, const runtime::Device& device) const override {
@@ -110,7 +113,13 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
   void run(runtime::Stream& stream, const GemmProblem& p, const GemmArgs& a, const GemmTile& tile) const override {
     enqueue(stream, std::string(name()), p, a,
             [&](const GemmCall& c, const void* x, const void* y, void* out, const void* bias, void* s) {
-              launch_gemm_tc(c, p.dtype, tile, x, y, out, bias, s);
+              // 16-byte copies need 16-byte aligned operands; a caller's view at an odd offset
+              // (Tensor::wrap) takes the SIMT kernel, which reads elements.
+              if (((reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(y)) & 15) != 0) {
+                launch_gemm_simt(c, p.dtype, x, y, out, bias, s);
+              } else {
+                launch_gemm_tc(c, p.dtype, tile, x, y, out, bias, s);
+              }
             });
   }
 

@@ -40,9 +40,6 @@ constexpr GemmTile kTiles[] = {
     {64, 64, 32, 32, 4},
 };
 
-constexpr int kBk = 32;   // k per slice
-constexpr int kPad = 8;   // elements of padding per shared-memory row (16 bytes)
-
 }  // namespace
 
 const GemmTile* gemm_tc_tiles(std::size_t* count) {
@@ -76,6 +73,9 @@ std::string gemm_tc_unfit(const dnn::GemmCall& c, DType dtype) {
 bool gemm_tc_available() { return true; }
 
 namespace {
+
+constexpr int kBk = 32;  // k per slice
+constexpr int kPad = 8;  // elements of padding per shared-memory row (16 bytes)
 
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
 #ifndef GALLEY_MMA_UNAVAILABLE
