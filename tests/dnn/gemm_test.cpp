@@ -75,6 +75,18 @@ TEST(GemmProblem, KeyRoundTrips) {
   EXPECT_EQ(zero.hash(), problem(2, 2, 2).hash());
 }
 
+TEST(GemmProblem, BenchCommandNamesEveryField) {
+  GemmProblem p = problem(9, 7, 5, true, false, 3, true, false, true, DType::bf16);
+  p.alpha = -0.5;
+  p.beta = 1e-05;
+  EXPECT_EQ(p.bench_command(cpu(), "cpu.gemm.avx512"),
+            "galley bench gemm -m 9 -n 7 -k 5 --transA 1 --transB 0 --batch_count 3 --shared_a --bias --alpha -0.5 "
+            "--beta 1e-05 -F 1 --dtype bf16 --device cpu --solver cpu.gemm.avx512");
+  p.direction = GemmDirection::backward_weights;
+  p.beta = 0;
+  EXPECT_NE(p.bench_command(cpu(), "").find(" -F 4 "), std::string::npos);
+}
+
 TEST(GemmProblem, MalformedKeysAreNamed) {
   for (const char* key : {"gemm-F-f32-nn-b1-m2-n2-k2-sa0-sb0-bias0-alpha1", "conv-F-f32-nn-b1-m2-n2-k2-sa0-sb0-bias0-alpha1-beta0",
                           "gemm-X-f32-nn-b1-m2-n2-k2-sa0-sb0-bias0-alpha1-beta0",
