@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "dnn/op_verify.hpp"
+#include "dnn/ref_gemm.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/dnn/gemm.hpp"
 #include "galley/dnn/gemm_solver.hpp"
 #include "gpu_test_util.hpp"
 
@@ -33,24 +36,30 @@ GemmProblem make(const Case& c, int transposes, bool bias, DType dtype, GemmDire
   return p;
 }
 
-// Runs `solver` with every inner choice it lists (its default when none) against the reference.
-int verify_every_choice(const runtime::Device& device, const GemmProblem& p, const SolverBase& solver) {
+// Runs every solver that accepts `p` with every inner choice it lists (its default when none)
+// against the reference, computed once; returns how many solvers ran.
+int verify_all(const runtime::Device& device, const GemmProblem& p, const std::vector<const SolverBase*>& solvers) {
   const ProblemRef ref = ProblemRef::of(p);
-  if (!solver.check_any(ref, device)) return 0;
-  std::vector<std::string> configs = solver.configs_any(ref, device);
-  if (configs.empty()) configs.push_back("");
-  runtime::Stream stream(device);
   const std::uint64_t seed = default_op_seed(ref);
-  const auto want = reference_op_outputs(ref, seed);
-  for (const std::string& text : configs) {
-    const auto config = solver.parse_config_any(ref, device, text);
-    EXPECT_TRUE(config.has_value()) << solver.name() << " rejects its own config '" << text << "'";
-    if (!config) continue;
-    OpTensors tensors = make_op_tensors(stream, ref, seed);
-    const OpVerification v = verify_op(stream, ref, Choice{&solver, *config}, tensors, want, p.tolerance());
-    EXPECT_TRUE(v.passed) << solver.name() << " [" << text << "] " << p.key() << ": " << v.summary;
+  std::vector<std::vector<std::byte>> want;
+  runtime::Stream stream(device);
+  int ran = 0;
+  for (const SolverBase* solver : solvers) {
+    if (!solver->check_any(ref, device)) continue;
+    if (want.empty()) want = reference_op_outputs(ref, seed);
+    std::vector<std::string> configs = solver->configs_any(ref, device);
+    if (configs.empty()) configs.push_back("");
+    for (const std::string& text : configs) {
+      const auto config = solver->parse_config_any(ref, device, text);
+      EXPECT_TRUE(config.has_value()) << solver->name() << " rejects its own config '" << text << "'";
+      if (!config) continue;
+      OpTensors tensors = make_op_tensors(stream, ref, seed);
+      const OpVerification v = verify_op(stream, ref, Choice{solver, *config}, tensors, want, p.tolerance());
+      EXPECT_TRUE(v.passed) << solver->name() << " [" << text << "] " << p.key() << ": " << v.summary;
+    }
+    ++ran;
   }
-  return 1;
+  return ran;
 }
 
 class GpuGemm : public ::testing::TestWithParam<std::string> {
@@ -75,7 +84,7 @@ TEST_P(GpuGemm, OddShapesEveryTransposeDirectionAndDtype) {
       for (int t = 0; t < 4; ++t)
         for (const GemmDirection dir :
              {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
-          for (const SolverBase* s : solvers_) ran += verify_every_choice(*device_, make(c, t, (t + c.m) % 2 == 0, dt, dir), *s);
+          ran += verify_all(*device_, make(c, t, (t + c.m) % 2 == 0, dt, dir), solvers_);
   EXPECT_GT(ran, 0);
 }
 
@@ -89,7 +98,7 @@ TEST_P(GpuGemm, AlignedShapesWithRaggedTilesTakeTheTensorCores) {
       for (int t = 0; t < 4; ++t)
         for (const GemmDirection dir :
              {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
-          for (const SolverBase* s : solvers_) ran += verify_every_choice(*device_, make(c, t, true, dt, dir), *s);
+          ran += verify_all(*device_, make(c, t, true, dt, dir), solvers_);
   EXPECT_GT(ran, 0);
   if (GetParam() == "cuda") {
     const SolverBase* tc = find_solver("cuda", OpKind::gemm, "gpu.gemm.tc");
@@ -106,8 +115,7 @@ TEST_P(GpuGemm, LargeLinearLayerAndItsGradients) {
   for (const DType dt : {DType::bf16, DType::f32})
     for (const GemmDirection dir :
          {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
-      for (const SolverBase* s : solvers_)
-        ran += verify_every_choice(*device_, make({300, 768, 1024, 4, false, true}, 2, true, dt, dir), *s);
+      ran += verify_all(*device_, make({300, 768, 1024, 4, false, true}, 2, true, dt, dir), solvers_);
   EXPECT_GT(ran, 0);
 }
 
@@ -124,6 +132,39 @@ TEST_P(GpuGemm, RefusalsCarryAReason) {
     EXPECT_FALSE(a.ok) << "A stored k x 17 cannot be read in 16-byte chunks";
     EXPECT_NE(a.reason.find("multiple of 8"), std::string::npos) << a.reason;
   }
+}
+
+TEST_P(GpuGemm, TensorEntryPointsIncludingAMisalignedView) {
+  // An f16 operand viewed 2 bytes into its buffer cannot be read in 16-byte copies: the
+  // tensor-core solver must still give the right answer (it takes its element-wise kernel).
+  GemmProblem p = make({64, 48, 40, 1, false, false}, 2, true, DType::f16, GemmDirection::forward);
+  p.alpha = 1, p.beta = 0;
+  runtime::Stream stream(*device_);
+  const auto ha = random_tensor(p.dtype, p.a_desc().elements(), 11);
+  const auto hb = random_tensor(p.dtype, p.b_desc().elements(), 12);
+  const auto hbias = random_tensor(p.dtype, p.n, 13);
+  std::vector<std::byte> want(p.c_desc().bytes());
+  GemmArgs args;
+  args.a = ha.data(), args.b = hb.data(), args.bias = hbias.data(), args.c = want.data();
+  reference_gemm(p, args);
+  Tensor b = Tensor::empty(stream, p.b_desc()), bias = Tensor::empty(stream, p.bias_desc());
+  b.copy_from_host(stream, hb.data(), hb.size());
+  bias.copy_from_host(stream, hbias.data(), hbias.size());
+  Tensor storage = Tensor::empty(stream, TensorDesc::contiguous(p.dtype, {p.a_desc().elements() + 8}));
+  for (const std::size_t offset : {std::size_t{0}, std::size_t{2}}) {
+    Tensor a = Tensor::wrap(*device_, p.a_desc(), static_cast<std::byte*>(storage.data()) + offset,
+                            storage.storage_bytes() - offset);
+    a.copy_from_host(stream, ha.data(), ha.size());
+    Tensor c = Tensor::empty(stream, p.c_desc());
+    for (const SolverBase* s : solvers_) {
+      if (!s->check_any(ProblemRef::of(p), *device_)) continue;
+      gemm(stream, p, a, b, c, &bias, static_cast<const GemmSolver*>(s));
+      const std::vector<std::uint16_t> got = c.to_host<std::uint16_t>(stream);
+      const Comparison cmp = compare_outputs(p.dtype, got.data(), want.data(), p.c_desc().elements(), p.tolerance());
+      EXPECT_TRUE(cmp.passed) << s->name() << " offset " << offset << ": " << cmp.summary;
+    }
+  }
+  stream.synchronize();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuGemm, ::testing::Values("cuda", "hip"),
