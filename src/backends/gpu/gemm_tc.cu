@@ -191,22 +191,23 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 
     const T* xs = smem + (t % STAGES) * Shape::stage_elems;
     const T* ys = xs + Shape::x_elems;
-#pragma unroll
-    for (int kk = 0; kk < kBk; kk += 16) {
-      unsigned a[MT][4];
+    // Fragments of one k16 step into set `buf`: two sets, so the second step's ldmatrix is issued
+    // before the first step's mma (volatile asm keeps program order; this order lets them overlap).
+    unsigned a[2][MT][4];
+    unsigned bf[2][NT][2];
+    const auto fragments = [&](int buf, int kk) {
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         const int mr = wm0 + i * 16;
         if constexpr (!TX) {
           // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
           const T* ptr = xs + (mr + lr + (lq & 1) * 8) * Shape::x_pitch + kk + (lq >> 1) * 8;
-          mma::ldmatrix_x4(a[i], mma::smem_addr(ptr));
+          mma::ldmatrix_x4(a[buf][i], mma::smem_addr(ptr));
         } else {
           const T* ptr = xs + (kk + lr + (lq >> 1) * 8) * Shape::x_pitch + mr + (lq & 1) * 8;
-          ldmatrix_x4_trans(a[i], mma::smem_addr(ptr));
+          ldmatrix_x4_trans(a[buf][i], mma::smem_addr(ptr));
         }
       }
-      unsigned bf[NT][2];
 #pragma unroll
       for (int j = 0; j < NT; j += 2) {
         const int nc = wn0 + j * 8;
@@ -219,12 +220,17 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
           const T* ptr = ys + (kk + lr + (lq & 1) * 8) * Shape::y_pitch + nc + (lq >> 1) * 8;
           ldmatrix_x4_trans(r, mma::smem_addr(ptr));
         }
-        bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+        bf[buf][j][0] = r[0], bf[buf][j][1] = r[1], bf[buf][j + 1][0] = r[2], bf[buf][j + 1][1] = r[3];
       }
+    };
+    fragments(0, 0);
+#pragma unroll
+    for (int step = 0; step < kBk / 16; ++step) {
+      if (step + 1 < kBk / 16) fragments((step + 1) & 1, (step + 1) * 16);
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mma::mma_16816<T>(acc[i][j], a[i], bf[j][0], bf[j][1]);
+        for (int j = 0; j < NT; ++j) mma::mma_16816<T>(acc[i][j], a[step & 1][i], bf[step & 1][j][0], bf[step & 1][j][1]);
     }
   }
   mma::cp_async_wait<0>();
