@@ -1,0 +1,58 @@
+// Host-side launchers of the single-source GEMM kernels (gemm_tc.cu, gemm_simt.cu), in plain C++
+// types so the solver glue and the cuBLAS solver call them without vendor headers. Each enqueues on
+// `stream` (a native cudaStream_t / hipStream_t) and throws Error(backend_error) when a launch fails.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dnn/gemm_lowering.hpp"
+#include "galley/core/dtype.hpp"
+
+namespace galley::backends::gpu {
+
+/// One tile shape of the tensor-core kernel: a bm x bn block tile over k slices of 32, warps of
+/// wm x wn, `stages` shared-memory buffers (2 = double buffering).
+struct GemmTile {
+  int bm = 128, bn = 128, wm = 64, wn = 32, stages = 3;
+  /// "128x128-w64x32-s3"
+  std::string to_string() const;
+  static std::optional<GemmTile> parse(std::string_view text);
+  int threads() const { return (bm / wm) * (bn / wn) * 32; }
+  friend bool operator==(const GemmTile&, const GemmTile&) = default;
+};
+
+/// The tile shapes the kernel is built for, the general default first.
+const GemmTile* gemm_tc_tiles(std::size_t* count);
+
+/// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).
+bool gemm_tc_available();
+/// Why `call` cannot take the tensor-core path, empty when it can: f16/bf16 only, each operand's
+/// contiguous extent and row pitch a multiple of 8 elements, grid limits.
+std::string gemm_tc_unfit(const dnn::GemmCall& call, DType dtype);
+/// out = alpha op(X) op(Y) + beta out + bias on tensor cores, f32 accumulation; pointers 16-byte
+/// aligned.
+void launch_gemm_tc(const dnn::GemmCall& call, DType dtype, const GemmTile& tile, const void* x, const void* y,
+                    void* out, const void* bias, void* stream);
+
+/// Why `call` cannot take the SIMT kernel (grid limits only), empty when it can.
+std::string gemm_simt_unfit(const dnn::GemmCall& call);
+/// The same product with f32 FMA (no TF32) on any shape, alignment and dtype.
+void launch_gemm_simt(const dnn::GemmCall& call, DType dtype, const void* x, const void* y, void* out,
+                      const void* bias, void* stream);
+
+/// Workspace column_sums() needs for a rows x cols matrix.
+std::size_t column_sums_workspace(std::int64_t rows, std::int64_t cols);
+/// dst[j] = sum over rows of src[i][j] (src rows x cols row-major, dst of cols), f32 sums.
+void launch_column_sums(DType dtype, const void* src, std::int64_t rows, std::int64_t cols, void* dst,
+                        void* workspace, void* stream);
+/// dst = src converted from f32 to `dtype`, count elements.
+void launch_from_f32(DType dtype, const float* src, void* dst, std::int64_t count, void* stream);
+/// out[b][i][j] += bias[j] over `rows` rows of `cols` (pitch `ld`), in out's dtype.
+void launch_add_bias(DType dtype, void* out, const void* bias, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                     void* stream);
+
+}  // namespace galley::backends::gpu
