@@ -1,0 +1,89 @@
+// Device helpers of the normalisation kernels: Welford (count, mean, M2) states merged with Chan's
+// formula, which stay exact for a constant input and lose nothing to a large mean, and fixed-order
+// shared-memory tree reductions (no warp shuffles: the warp is 32 lanes on NVIDIA and 64 on AMD,
+// and a fixed tree gives the same bits on every run).
+#pragma once
+
+#include "conv_device.cuh"
+
+namespace galley::backends::gpu {
+
+constexpr int kNormThreads = 256;
+
+template <typename Real>
+struct Welford {
+  Real n = 0, mean = 0, m2 = 0;
+
+  __device__ __forceinline__ void add(Real v) {
+    n += 1;
+    const Real d = v - mean;
+    mean += d / n;
+    m2 += d * (v - mean);
+  }
+  __device__ __forceinline__ void merge(const Welford& o) {
+    if (o.n == 0) return;
+    if (n == 0) {
+      *this = o;
+      return;
+    }
+    const Real total = n + o.n;
+    const Real d = o.mean - mean;
+    const Real wo = o.n / total;
+    mean += d * wo;
+    m2 += o.m2 + d * d * n * wo;
+    n = total;
+  }
+};
+
+/// Adds 8 values as one Chan merge: their own two-pass mean and M2, then one division.
+__device__ __forceinline__ void welford_add8(Welford<float>& w, const float (&v)[8]) {
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) s += v[j];
+  Welford<float> b;
+  b.n = 8;
+  b.mean = s * 0.125f;
+  float q = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float d = v[j] - b.mean;
+    q += d * d;
+  }
+  b.m2 = q;
+  w.merge(b);
+}
+
+/// Merges the kNormThreads values of `shared` (indexed by threadIdx.x, already written) in a
+/// fixed tree; thread 0 gets the total in shared[0]. Every thread of the block must call it.
+template <class T>
+__device__ __forceinline__ void tree_merge(T* shared) {
+  __syncthreads();
+  for (int stride = kNormThreads / 2; stride > 0; stride /= 2) {
+    if (int(threadIdx.x) < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+}
+
+/// Two sums merged together (the backward's sum dy and sum dy * xhat).
+template <typename Real>
+struct Sum2 {
+  Real a = 0, b = 0;
+  __device__ __forceinline__ void merge(const Sum2& o) {
+    a += o.a;
+    b += o.b;
+  }
+};
+
+__device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+__device__ __forceinline__ std::int64_t grid_stride_start() {
+  return std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t grid_stride_step() { return std::int64_t(gridDim.x) * blockDim.x; }
+
+inline unsigned grid_for(std::int64_t work, int threads) {
+  const std::int64_t blocks = (work + threads - 1) / threads;
+  return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, 65535LL * 32)));
+}
+
+}  // namespace galley::backends::gpu
