@@ -76,10 +76,12 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
       const double invstd = 1.0 / std::sqrt(var + p.epsilon);
       static_cast<float*>(a.saved_mean)[row] = static_cast<float>(mean);
       static_cast<float*>(a.saved_invstd)[row] = static_cast<float>(invstd);
-      const float m = static_cast<float>(mean), r = static_cast<float>(invstd);
+      // The mean as f32 plus what rounding it lost: (v - m) is exact for v near m, and the low
+      // part keeps y as exact as with the mean in double.
+      const float m = static_cast<float>(mean), m_lo = static_cast<float>(mean - m), r = static_cast<float>(invstd);
       as_floats(p.dtype, a.x, first, len, bx.data(), [&](const float* v, std::int64_t n, std::int64_t off) {
         float* o = p.dtype == DType::f32 ? static_cast<float*>(a.y) + first + off : by.data();
-        for (std::int64_t i = 0; i < n; ++i) o[i] = (v[i] - m) * r * scale[off + i] + shift[off + i];
+        for (std::int64_t i = 0; i < n; ++i) o[i] = ((v[i] - m) - m_lo) * r * scale[off + i] + shift[off + i];
         if (p.dtype != DType::f32) {
           convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.y, first + off)), static_cast<std::size_t>(n));
         }

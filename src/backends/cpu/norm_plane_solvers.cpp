@@ -52,7 +52,7 @@ void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vecto
 void normalise(const PlaneShape& s, const StatMap& m, const NormArgs& a, const std::vector<double>& mean,
                const std::vector<double>& invstd) {
   const auto planes = static_cast<std::size_t>(s.n * s.c);
-  std::vector<float> mul(planes), add(planes);
+  std::vector<float> mul(planes), center(planes), center_lo(planes), add(planes);
   const auto* scale = static_cast<const float*>(a.scale);
   const auto* shift = static_cast<const float*>(a.shift);
   for (std::int64_t i = 0; i < s.n; ++i) {
@@ -60,10 +60,13 @@ void normalise(const PlaneShape& s, const StatMap& m, const NormArgs& a, const s
       const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
       const double k = invstd[st] * scale[ch];
       mul[static_cast<std::size_t>(i * s.c + ch)] = static_cast<float>(k);
-      add[static_cast<std::size_t>(i * s.c + ch)] = static_cast<float>(shift[ch] - mean[st] * k);
+      const float hi = static_cast<float>(mean[st]);
+      center[static_cast<std::size_t>(i * s.c + ch)] = hi;
+      center_lo[static_cast<std::size_t>(i * s.c + ch)] = static_cast<float>(mean[st] - hi);
+      add[static_cast<std::size_t>(i * s.c + ch)] = shift[ch];
     }
   }
-  norm::plane_map(s, a.x, nullptr, mul.data(), nullptr, add.data(), a.y);
+  norm::plane_map(s, a.x, nullptr, mul.data(), nullptr, center.data(), center_lo.data(), add.data(), a.y);
 }
 
 /// Batch statistics, saved_mean/saved_invstd, y; returns the biased variance for the running update.
@@ -112,7 +115,7 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
     static_cast<float*>(a.dscale)[ch] = static_cast<float>(dscale[static_cast<std::size_t>(ch)]);
     static_cast<float*>(a.dshift)[ch] = static_cast<float>(dshift[static_cast<std::size_t>(ch)]);
   }
-  std::vector<float> ka(planes), kb(planes), kc(planes);
+  std::vector<float> ka(planes), kb(planes), km(planes), kc(planes);
   for (std::int64_t i = 0; i < s.n; ++i) {
     for (std::int64_t ch = 0; ch < s.c; ++ch) {
       const auto p = static_cast<std::size_t>(i * s.c + ch);
@@ -121,10 +124,11 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
       const double b = -r * r * sum_gx[static_cast<std::size_t>(st)] / m.count;
       ka[p] = static_cast<float>(r * scale[ch]);
       kb[p] = static_cast<float>(b);
-      kc[p] = static_cast<float>(-r * sum_g[static_cast<std::size_t>(st)] / m.count - b * mu);
+      km[p] = static_cast<float>(mu);
+      kc[p] = static_cast<float>(-r * sum_g[static_cast<std::size_t>(st)] / m.count);
     }
   }
-  norm::plane_map(s, a.dy, a.x, ka.data(), kb.data(), kc.data(), a.dx);
+  norm::plane_map(s, a.dy, a.x, ka.data(), kb.data(), km.data(), nullptr, kc.data(), a.dx);
 }
 
 std::string common_no(DType dtype, const runtime::Device& device) {

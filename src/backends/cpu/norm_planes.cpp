@@ -173,8 +173,8 @@ void plane_reduce(const PlaneShape& shape, PlaneSum what, const void* x, const v
   }
 }
 
-void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a, const float* b, const float* c0,
-               void* out) {
+void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a, const float* b,
+               const float* center, const float* center_lo, const float* c0, void* out) {
   // Rows of one plane (nchw: a plane's pixels) or of one pixel (nhwc: its channels).
   const std::int64_t rows = s.nhwc ? s.n * s.hw : s.n * s.c;
   const std::int64_t len = s.nhwc ? s.c : s.hw;
@@ -195,21 +195,28 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
         }
         float* o = s.dtype == DType::f32 ? static_cast<float*>(out) + first + off : bo.data();
         if (!s.nhwc) {
-          const float ka = a[row], kb = b != nullptr ? b[row] : 0.f, kc = c0[row];
+          const float ka = a[row], kb = b != nullptr ? b[row] : 0.f, km = center[row], kc = c0[row];
+          const float kl = center_lo != nullptr ? center_lo[row] : 0.f;
           if (vv != nullptr) {
-            for (std::int64_t i = 0; i < n; ++i) o[i] = ka * uv[i] + kb * vv[i] + kc;
+            for (std::int64_t i = 0; i < n; ++i) o[i] = ka * uv[i] + kb * (vv[i] - km) + kc;
           } else {
-            for (std::int64_t i = 0; i < n; ++i) o[i] = ka * uv[i] + kc;
+            for (std::int64_t i = 0; i < n; ++i) o[i] = ka * ((uv[i] - km) - kl) + kc;
           }
         } else {
           const std::int64_t base = (row / s.hw) * s.c + off;
           const float* ka = a + base;
+          const float* km = center + base;
           const float* kc = c0 + base;
           if (vv != nullptr) {
             const float* kb = b + base;
-            for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * uv[i] + kb[i] * vv[i] + kc[i];
+            for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * uv[i] + kb[i] * (vv[i] - km[i]) + kc[i];
           } else {
-            for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * uv[i] + kc[i];
+            if (center_lo != nullptr) {
+              const float* kl = center_lo + base;
+              for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * ((uv[i] - km[i]) - kl[i]) + kc[i];
+            } else {
+              for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * (uv[i] - km[i]) + kc[i];
+            }
           }
         }
         if (s.dtype != DType::f32) {

@@ -28,9 +28,11 @@ enum class PlaneSum {
 void plane_reduce(const PlaneShape& shape, PlaneSum what, const void* x, const void* dy, const double* center,
                   double* out0, double* out1);
 
-/// out = a[p] * u + b[p] * v + c0[p] elementwise, in f32, rounded once to the shape's dtype; v (and
-/// then b) may be null. out may alias u or v. Parallel over the cpu pool.
-void plane_map(const PlaneShape& shape, const void* u, const void* v, const float* a, const float* b, const float* c0,
-               void* out);
+/// out = a[p] * ((u - center[p]) - center_lo[p]) + c0[p], or with v: a[p] * u + b[p] * (v - center[p])
+/// + c0[p], elementwise in f32 and rounded once to the shape's dtype. Subtracting the centre first
+/// keeps a large mean from cancelling against the offset, and center_lo (may be null) carries what
+/// a mean computed in double loses when rounded to f32. out may alias u or v. Parallel over the cpu pool.
+void plane_map(const PlaneShape& shape, const void* u, const void* v, const float* a, const float* b,
+               const float* center, const float* center_lo, const float* c0, void* out);
 
 }  // namespace galley::backends::cpu::norm

@@ -2,9 +2,9 @@
 // planes of hw pixels. Training forward: (1) blocks reduce ranges of a plane's pixels to Welford
 // partials, (2) one block per statistic merges its partials in a fixed order and writes
 // saved_mean/saved_invstd (and batch norm's running statistics), (3) one thread per plane turns
-// them into y = a*x + b coefficients, (4) one vectorised pass writes y. Inference runs (3) and (4)
+// them into y = a*(x - m) + c coefficients, (4) one vectorised pass writes y. Inference runs (3) and (4)
 // only. Backward: partial sums of dy and dy*(x - mean), one block per channel (dscale, dshift) and
-// per statistic (the sums dx needs), coefficients of dx = a*dy + b*x + c, one pass. Two reads of x
+// per statistic (the sums dx needs), coefficients of dx = a*dy + b*(x - m) + c, one pass. Two reads of x
 // and one write for training, as the minimum without keeping x on chip; no atomics, so the bits are
 // the same on every run.
 #include "norm_device.cuh"
@@ -224,25 +224,27 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
 
 // ---- (3) per-plane coefficients ------------------------------------------------------------------
 
-/// Forward: y = ka*x + kc. With `running_var` given (inference) the statistic of channel c is the
+/// Forward: y = ka*(x - km) + kc (the centre first, so a large mean does not cancel). With `running_var` given (inference) the statistic of channel c is the
 /// running one, else saved_mean/saved_invstd.
 __global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean, const float* __restrict__ invstd,
                              const float* __restrict__ running_var, float epsilon, const float* __restrict__ scale,
-                             const float* __restrict__ shift, float* __restrict__ ka, float* __restrict__ kc) {
+                             const float* __restrict__ shift, float* __restrict__ ka, float* __restrict__ km,
+                             float* __restrict__ kc) {
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
     const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
     const float r = running_var != nullptr ? 1.0f / sqrtf(running_var[ch] + epsilon) : invstd[st];
     const float k = r * scale[ch];
     ka[p] = k;
-    kc[p] = shift[ch] - mean[st] * k;
+    km[p] = mean[st];
+    kc[p] = shift[ch];
   }
 }
 
-/// Backward: dx = ka*dy + kb*x + kc, i.e. r*(scale*dy - sum_g/M - xhat*sum_gxhat/M).
+/// Backward: dx = ka*dy + kb*(x - km) + kc, i.e. r*(scale*dy - sum_g/M - xhat*sum_gxhat/M).
 __global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_mean,
                               const float* __restrict__ saved_invstd, const float* __restrict__ scale,
                               const float* __restrict__ stat_sums, float* __restrict__ ka, float* __restrict__ kb,
-                              float* __restrict__ kc) {
+                              float* __restrict__ km, float* __restrict__ kc) {
   const double m = double(g.count());
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
     const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
@@ -250,33 +252,34 @@ __global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_m
     const double b = -r * r * stat_sums[2 * st + 1] / m;
     ka[p] = float(r * scale[ch]);
     kb[p] = float(b);
-    kc[p] = float(-r * stat_sums[2 * st] / m - b * mu);
+    km[p] = float(mu);
+    kc[p] = float(-r * stat_sums[2 * st] / m);
   }
 }
 
 // ---- (4) the elementwise pass ---------------------------------------------------------------------
 
-/// out = ka[p]*u + kb[p]*v + kc[p] (v, kb unused when !kTwo), kVec elements per step.
+/// out = ka[p]*(u - km[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements a step.
 template <typename T, int kVec, bool kNhwc, bool kTwo>
 __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* __restrict__ v,
-                            const float* __restrict__ ka, const float* __restrict__ kb, const float* __restrict__ kc,
-                            T* __restrict__ out) {
+                            const float* __restrict__ ka, const float* __restrict__ kb, const float* __restrict__ km,
+                            const float* __restrict__ kc, T* __restrict__ out) {
   const std::int64_t vectors = g.planes() * g.hw / kVec;
   for (std::int64_t i = grid_stride_start(); i < vectors; i += grid_stride_step()) {
     const std::int64_t e = i * kVec;
-    float a[kVec], b[kVec], c[kVec], uu[kVec], vv[kVec];
+    float a[kVec], b[kVec], m[kVec], c[kVec], uu[kVec], vv[kVec];
     if constexpr (kNhwc) {
       const std::int64_t ch = e % g.c, p0 = (e / (g.hw * g.c)) * g.c + ch;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        a[j] = ka[p0 + j], c[j] = kc[p0 + j];
+        a[j] = ka[p0 + j], m[j] = km[p0 + j], c[j] = kc[p0 + j];
         b[j] = kTwo ? kb[p0 + j] : 0.f;
       }
     } else {
       const std::int64_t p = e / g.hw;
-      const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pc = kc[p];
+      const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pc = kc[p];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) a[j] = pa, b[j] = pb, c[j] = pc;
+      for (int j = 0; j < kVec; ++j) a[j] = pa, b[j] = pb, m[j] = pm, c[j] = pc;
     }
     if constexpr (kVec == 8) {
       load8(u + e, uu);
@@ -287,7 +290,9 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
     }
     float o[kVec];
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) o[j] = kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j], c[j])) : fmaf(a[j], uu[j], c[j]);
+    for (int j = 0; j < kVec; ++j) {
+      o[j] = kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j])) : fmaf(a[j], uu[j] - m[j], c[j]);
+    }
     if constexpr (kVec == 8) {
       store8(out + e, o);
     } else {
@@ -313,6 +318,7 @@ struct Workspace {
   float* stat_sums;
   float* ka;
   float* kb;
+  float* km;
   float* kc;
 };
 
@@ -326,6 +332,8 @@ Workspace carve(const PlaneGeometry& g, void* base) {
   w.ka = f;
   f += g.planes();
   w.kb = f;
+  f += g.planes();
+  w.km = f;
   f += g.planes();
   w.kc = f;
   return w;
@@ -360,10 +368,10 @@ void launch_apply(const PlaneGeometry& g, const T* u, const T* v, const Workspac
   const unsigned grid = grid_for(vectors, kNormThreads);
   if (vec) {
     auto kernel = g.nhwc ? plane_apply<T, 8, true, kTwo> : plane_apply<T, 8, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.kc, out);
+    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kc, out);
   } else {
     auto kernel = g.nhwc ? plane_apply<T, 1, true, kTwo> : plane_apply<T, 1, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.kc, out);
+    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kc, out);
   }
 }
 
@@ -392,7 +400,7 @@ const char* plane_geometry_limit(const PlaneGeometry& g) {
 }
 
 std::size_t plane_workspace_bytes(const PlaneGeometry& g) {
-  return std::size_t(g.splits * g.planes() * 3 + 2 * g.stats() + 3 * g.planes()) * sizeof(float);
+  return std::size_t(g.splits * g.planes() * 3 + 2 * g.stats() + 4 * g.planes()) * sizeof(float);
 }
 
 void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, bool update_running,
@@ -411,7 +419,7 @@ void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& 
         update_running ? static_cast<float*>(a.running_var) : nullptr, float(momentum));
     coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
         g, saved_mean, saved_invstd, nullptr, 0.f, static_cast<const float*>(a.scale),
-        static_cast<const float*>(a.shift), w.ka, w.kc);
+        static_cast<const float*>(a.shift), w.ka, w.km, w.kc);
     launch_apply<T, false>(g, x, nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
@@ -425,7 +433,7 @@ void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs&
     using T = std::remove_pointer_t<decltype(tag)>;
     coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
         g, static_cast<const float*>(a.running_mean), nullptr, static_cast<const float*>(a.running_var),
-        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), w.ka, w.kc);
+        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), w.ka, w.km, w.kc);
     launch_apply<T, false>(g, static_cast<const T*>(a.x), nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
@@ -445,7 +453,7 @@ void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void*
     grad_finalize<<<unsigned(g.c + g.stats()), kNormThreads, 0, s>>>(
         g, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift), w.stat_sums);
     coef_backward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(g, saved_mean, saved_invstd, scale,
-                                                                              w.stat_sums, w.ka, w.kb, w.kc);
+                                                                              w.stat_sums, w.ka, w.kb, w.km, w.kc);
     launch_apply<T, true>(g, dy, x, w, static_cast<T*>(a.dx), s);
   });
   check_launch(what);
