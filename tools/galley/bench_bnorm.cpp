@@ -17,7 +17,7 @@ namespace {
 struct BnormBenchArgs {
   OpBenchFlags flags;
   std::int64_t n = 16, c = 64, h = 28, w = 28;
-  int mode = 1;
+  int mode = 1;  // MIOpenDriver: 0 per activation, 1 spatial
   int forw = 1;
   int back = 0;
   double epsilon = 1e-5;
@@ -25,6 +25,10 @@ struct BnormBenchArgs {
 };
 
 int run_bench_bnorm(const BnormBenchArgs& args, const CLI::App& cmd) {
+  if (args.mode != 1) {
+    throw Error(Status::unsupported, "-m " + std::to_string(args.mode) +
+                                         ": per-activation batch norm is not supported; -m 1 (spatial) is");
+  }
   if (args.forw == 0 && args.back == 0) {
     throw Error(Status::invalid_argument, "-F 0 -b 0 runs nothing: give -F 1 (training), -F 2 (inference) or -b 1");
   }
@@ -63,7 +67,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-c,--in_channels", args->c, "channels (default 64)")->check(integer_in(1));
   cmd->add_option("-H,--in_h", args->h, "height (default 28)")->check(integer_in(1));
   cmd->add_option("-W,--in_w", args->w, "width (default 28)")->check(integer_in(1));
-  cmd->add_option("-m,--mode", args->mode, "1: spatial (statistics per channel), the only mode")->check(integer_in(1, 1));
+  cmd->add_option("-m,--mode", args->mode, "1: spatial (statistics per channel, default); 0 (per activation) is not supported")
+      ->check(integer_in(0, 1));
   cmd->add_option("-F,--forw", args->forw, "forward: 0 none, 1 training (default), 2 inference")->check(integer_in(0, 2));
   cmd->add_option("-b,--back", args->back, "1: also the backward (training) problem")->check(integer_in(0, 1));
   cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")->check(number_in(0, true));
