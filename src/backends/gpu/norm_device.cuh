@@ -12,7 +12,9 @@ constexpr int kNormThreads = 256;
 
 template <typename Real>
 struct Welford {
-  Real n = 0, mean = 0, m2 = 0;
+  // No member initialisers: __shared__ arrays of these must be trivially constructible (hipcc
+  // refuses otherwise); declare them with {} for zeros.
+  Real n, mean, m2;
 
   __device__ __forceinline__ void add(Real v) {
     n += 1;
@@ -40,7 +42,7 @@ __device__ __forceinline__ void welford_add8(Welford<float>& w, const float (&v)
   float s = 0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) s += v[j];
-  Welford<float> b;
+  Welford<float> b{};
   b.n = 8;
   b.mean = s * 0.125f;
   float q = 0;
@@ -67,7 +69,7 @@ __device__ __forceinline__ void tree_merge(T* shared) {
 /// Two sums merged together (the backward's sum dy and sum dy * xhat).
 template <typename Real>
 struct Sum2 {
-  Real a = 0, b = 0;
+  Real a, b;  // trivially constructible, as Welford
   __device__ __forceinline__ void merge(const Sum2& o) {
     a += o.a;
     b += o.b;

@@ -52,7 +52,7 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
   const std::int64_t p = blockIdx.x, s = blockIdx.y;
   const std::int64_t begin = s * g.split_len, end = min64(g.hw, begin + g.split_len);
   const T* xp = x + p * g.hw;
-  State st;
+  State st{};
   float center = 0;
   if constexpr (kBackward) center = saved_mean[stat_of(g, p / g.c, p % g.c)];
   for (std::int64_t i = begin + std::int64_t(threadIdx.x) * kVec; i < end; i += std::int64_t(kNormThreads) * kVec) {
@@ -105,7 +105,7 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
   const std::int64_t c0 = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
   const bool active = c0 < g.c;
   const std::int64_t begin = s * g.split_len, end = min64(g.hw, begin + g.split_len);
-  State st[kVec];
+  State st[kVec]{};
   float center[kVec];
 #pragma unroll
   for (int j = 0; j < kVec; ++j) center[j] = kBackward && active ? saved_mean[stat_of(g, image, c0 + j)] : 0.f;
@@ -164,11 +164,11 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
   __shared__ Welford<double> shared[kNormThreads];
   const std::int64_t stat = blockIdx.x;
   const std::int64_t items = planes_per_stat(g) * g.splits;
-  Welford<double> w;
+  Welford<double> w{};
   for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
     const std::int64_t plane = plane_of_stat(g, stat, i / g.splits), s = i % g.splits;
     const float* in = partial + (s * g.planes() + plane) * 3;
-    Welford<double> o;
+    Welford<double> o{};
     o.n = in[0], o.mean = in[1], o.m2 = in[2];
     w.merge(o);
   }
@@ -195,7 +195,7 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
   const bool channel_block = blockIdx.x < g.c;
   const std::int64_t id = channel_block ? std::int64_t(blockIdx.x) : std::int64_t(blockIdx.x) - g.c;
   const std::int64_t items = (channel_block ? g.n : planes_per_stat(g)) * g.splits;
-  Sum2<double> acc;
+  Sum2<double> acc{};
   for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
     const std::int64_t s = i % g.splits;
     const std::int64_t plane = channel_block ? (i / g.splits) * g.c + id : plane_of_stat(g, id, i / g.splits);

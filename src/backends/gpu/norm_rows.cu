@@ -17,7 +17,7 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
   __shared__ Welford<float> shared[kNormThreads];
   const std::int64_t row = blockIdx.x;
   const T* xr = x + row * g.len;
-  Welford<float> w;
+  Welford<float> w{};
   for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
     if constexpr (kVec == 8) {
       float v[8];
@@ -58,7 +58,7 @@ __global__ void row_backward_dx(RowGeometry g, const T* __restrict__ x, const T*
   const T* xr = x + row * g.len;
   const T* dyr = dy + row * g.len;
   const float mean = saved_mean[row], r = saved_invstd[row];
-  Sum2<float> acc;
+  Sum2<float> acc{};
   for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
     float v[kVec], d[kVec];
     if constexpr (kVec == 8) {
