@@ -101,17 +101,29 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
     for (std::int64_t row = lo; row < hi; ++row) {
       const std::int64_t first = row * len;
       const float m = mean[row], r = invstd[row];
-      double sg = 0, sgx = 0;
+      // Four independent lanes per sum: one chain of dependent double adds would bound the loop.
+      double sg4[4] = {}, sgx4[4] = {};
       for (std::int64_t off = 0; off < len; off += kBlock) {
         const std::int64_t n = std::min(kBlock, len - off);
         const float* x = floats_of(p.dtype, a.x, first + off, n, bx.data());
         const float* dy = floats_of(p.dtype, a.dy, first + off, n, bdy.data());
-        for (std::int64_t i = 0; i < n; ++i) {
-          const double g = static_cast<double>(dy[i]) * scale[off + i];
-          sg += g;
-          sgx += g * ((x[i] - m) * r);
+        const float* sc = scale + off;
+        std::int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+          for (int j = 0; j < 4; ++j) {
+            const float g = dy[i + j] * sc[i + j];
+            sg4[j] += g;
+            sgx4[j] += static_cast<double>(g * ((x[i + j] - m) * r));
+          }
+        }
+        for (; i < n; ++i) {
+          const float g = dy[i] * sc[i];
+          sg4[0] += g;
+          sgx4[0] += static_cast<double>(g * ((x[i] - m) * r));
         }
       }
+      const double sg = (sg4[0] + sg4[1]) + (sg4[2] + sg4[3]);
+      const double sgx = (sgx4[0] + sgx4[1]) + (sgx4[2] + sgx4[3]);
       const float kg = static_cast<float>(sg / static_cast<double>(len));
       const float kx = static_cast<float>(sgx / static_cast<double>(len));
       for (std::int64_t off = 0; off < len; off += kBlock) {

@@ -53,8 +53,9 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
   const std::int64_t begin = s * g.split_len, end = min64(g.hw, begin + g.split_len);
   const T* xp = x + p * g.hw;
   State st{};
-  float center = 0;
-  if constexpr (kBackward) center = saved_mean[stat_of(g, p / g.c, p % g.c)];
+  // Backward: dy * (x - mean). Forward: Welford over x - center, the plane's first value, so the
+  // running means stay small and keep every bit a mean of 1e4 would round away in f32.
+  const float center = kBackward ? saved_mean[stat_of(g, p / g.c, p % g.c)] : ldg_f32(xp);
   for (std::int64_t i = begin + std::int64_t(threadIdx.x) * kVec; i < end; i += std::int64_t(kNormThreads) * kVec) {
     if constexpr (kVec == 8) {
       float v[8];
@@ -68,6 +69,8 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
           st.b += d[j] * (v[j] - center);
         }
       } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] -= center;
         welford_add8(st, v);
       }
     } else {
@@ -77,7 +80,7 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
         st.a += d;
         st.b += d * (v - center);
       } else {
-        st.add(v);
+        st.add(v - center);
       }
     }
   }
@@ -85,11 +88,11 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
   tree_merge(shared);
   if (threadIdx.x == 0) {
     const State& t = shared[0];
-    float* out = partial + (s * g.planes() + p) * (kBackward ? 2 : 3);
+    float* out = partial + (s * g.planes() + p) * (kBackward ? 2 : 4);
     if constexpr (kBackward) {
       out[0] = t.a, out[1] = t.b;
     } else {
-      out[0] = t.n, out[1] = t.mean, out[2] = t.m2;
+      out[0] = t.n, out[1] = center, out[2] = t.mean, out[3] = t.m2;
     }
   }
 }
@@ -108,7 +111,10 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
   State st[kVec]{};
   float center[kVec];
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) center[j] = kBackward && active ? saved_mean[stat_of(g, image, c0 + j)] : 0.f;
+  for (int j = 0; j < kVec; ++j) {
+    // As in nchw: the mean (backward) or the image's first pixel (forward, the Welford shift).
+    center[j] = !active ? 0.f : kBackward ? saved_mean[stat_of(g, image, c0 + j)] : ldg_f32(x + image * g.hw * g.c + c0 + j);
+  }
   if (active) {
     for (std::int64_t pix = begin + threadIdx.y; pix < end; pix += blockDim.y) {
       const std::int64_t off = (image * g.hw + pix) * g.c + c0;
@@ -126,7 +132,7 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
           st[j].a += d[j];
           st[j].b += d[j] * (v[j] - center[j]);
         } else {
-          st[j].add(v[j]);
+          st[j].add(v[j] - center[j]);
         }
       }
     }
@@ -143,11 +149,11 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
     }
     if (threadIdx.y == 0 && active) {
       const State& t = shared[threadIdx.x];
-      float* out = partial + (s * g.planes() + image * g.c + c0 + j) * (kBackward ? 2 : 3);
+      float* out = partial + (s * g.planes() + image * g.c + c0 + j) * (kBackward ? 2 : 4);
       if constexpr (kBackward) {
         out[0] = t.a, out[1] = t.b;
       } else {
-        out[0] = t.n, out[1] = t.mean, out[2] = t.m2;
+        out[0] = t.n, out[1] = center[j], out[2] = t.mean, out[3] = t.m2;
       }
     }
     __syncthreads();
@@ -156,20 +162,21 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
 
 // ---- (2) per statistic / per channel ------------------------------------------------------------
 
-/// One block per statistic: merges its planes' partials in double, writes saved_mean/saved_invstd
-/// and, with running statistics given, updates them.
+/// One block per statistic: merges its planes' partials in double, writes saved_mean/saved_invstd,
+/// the mean's f32 rounding error into mean_lo, and, with running statistics given, updates them.
 __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial, float epsilon,
                               float* __restrict__ saved_mean, float* __restrict__ saved_invstd,
-                              float* __restrict__ running_mean, float* __restrict__ running_var, float momentum) {
+                              float* __restrict__ running_mean, float* __restrict__ running_var, float momentum,
+                              float* __restrict__ mean_lo) {
   __shared__ Welford<double> shared[kNormThreads];
   const std::int64_t stat = blockIdx.x;
   const std::int64_t items = planes_per_stat(g) * g.splits;
   Welford<double> w{};
   for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
     const std::int64_t plane = plane_of_stat(g, stat, i / g.splits), s = i % g.splits;
-    const float* in = partial + (s * g.planes() + plane) * 3;
+    const float* in = partial + (s * g.planes() + plane) * 4;
     Welford<double> o{};
-    o.n = in[0], o.mean = in[1], o.m2 = in[2];
+    o.n = in[0], o.mean = double(in[1]) + double(in[2]), o.m2 = in[3];
     w.merge(o);
   }
   shared[threadIdx.x] = w;
@@ -178,6 +185,7 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
   const Welford<double>& t = shared[0];
   const double var = t.n > 0 ? t.m2 / t.n : 0.0;
   saved_mean[stat] = float(t.mean);
+  mean_lo[stat] = float(t.mean - double(float(t.mean)));
   saved_invstd[stat] = float(1.0 / sqrt(var + double(epsilon)));
   if (running_mean != nullptr) {
     const double unbiased = t.n > 1 ? var * t.n / (t.n - 1) : var;
@@ -224,11 +232,13 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
 
 // ---- (3) per-plane coefficients ------------------------------------------------------------------
 
-/// Forward: y = ka*(x - km) + kc (the centre first, so a large mean does not cancel). With `running_var` given (inference) the statistic of channel c is the
+/// Forward: y = ka*((x - km) - kl) + kc: the centre first, so a large mean does not cancel, and kl
+/// the mean's f32 rounding error (mean_lo, null for inference's running mean). With `running_var` given (inference) the statistic of channel c is the
 /// running one, else saved_mean/saved_invstd.
 __global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean, const float* __restrict__ invstd,
                              const float* __restrict__ running_var, float epsilon, const float* __restrict__ scale,
-                             const float* __restrict__ shift, float* __restrict__ ka, float* __restrict__ km,
+                             const float* __restrict__ shift, const float* __restrict__ mean_lo,
+                             float* __restrict__ ka, float* __restrict__ km, float* __restrict__ kl,
                              float* __restrict__ kc) {
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
     const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
@@ -236,6 +246,7 @@ __global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean, co
     const float k = r * scale[ch];
     ka[p] = k;
     km[p] = mean[st];
+    kl[p] = mean_lo != nullptr ? mean_lo[st] : 0.f;
     kc[p] = shift[ch];
   }
 }
@@ -259,27 +270,28 @@ __global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_m
 
 // ---- (4) the elementwise pass ---------------------------------------------------------------------
 
-/// out = ka[p]*(u - km[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements a step.
+/// out = ka[p]*((u - km[p]) - kl[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements a step.
 template <typename T, int kVec, bool kNhwc, bool kTwo>
 __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* __restrict__ v,
                             const float* __restrict__ ka, const float* __restrict__ kb, const float* __restrict__ km,
-                            const float* __restrict__ kc, T* __restrict__ out) {
+                            const float* __restrict__ kl, const float* __restrict__ kc, T* __restrict__ out) {
   const std::int64_t vectors = g.planes() * g.hw / kVec;
   for (std::int64_t i = grid_stride_start(); i < vectors; i += grid_stride_step()) {
     const std::int64_t e = i * kVec;
-    float a[kVec], b[kVec], m[kVec], c[kVec], uu[kVec], vv[kVec];
+    float a[kVec], b[kVec], m[kVec], l[kVec], c[kVec], uu[kVec], vv[kVec];
     if constexpr (kNhwc) {
       const std::int64_t ch = e % g.c, p0 = (e / (g.hw * g.c)) * g.c + ch;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         a[j] = ka[p0 + j], m[j] = km[p0 + j], c[j] = kc[p0 + j];
+        l[j] = kTwo ? 0.f : kl[p0 + j];
         b[j] = kTwo ? kb[p0 + j] : 0.f;
       }
     } else {
       const std::int64_t p = e / g.hw;
-      const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pc = kc[p];
+      const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pl = kTwo ? 0.f : kl[p], pc = kc[p];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) a[j] = pa, b[j] = pb, m[j] = pm, c[j] = pc;
+      for (int j = 0; j < kVec; ++j) a[j] = pa, b[j] = pb, m[j] = pm, l[j] = pl, c[j] = pc;
     }
     if constexpr (kVec == 8) {
       load8(u + e, uu);
@@ -291,7 +303,7 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
     float o[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      o[j] = kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j])) : fmaf(a[j], uu[j] - m[j], c[j]);
+      o[j] = kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j])) : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
     }
     if constexpr (kVec == 8) {
       store8(out + e, o);
@@ -319,6 +331,7 @@ struct Workspace {
   float* ka;
   float* kb;
   float* km;
+  float* kl;
   float* kc;
 };
 
@@ -326,7 +339,7 @@ Workspace carve(const PlaneGeometry& g, void* base) {
   auto* f = static_cast<float*>(base);
   Workspace w{};
   w.partial = f;
-  f += g.splits * g.planes() * 3;
+  f += g.splits * g.planes() * 4;
   w.stat_sums = f;
   f += 2 * g.stats();
   w.ka = f;
@@ -334,6 +347,8 @@ Workspace carve(const PlaneGeometry& g, void* base) {
   w.kb = f;
   f += g.planes();
   w.km = f;
+  f += g.planes();
+  w.kl = f;
   f += g.planes();
   w.kc = f;
   return w;
@@ -368,10 +383,10 @@ void launch_apply(const PlaneGeometry& g, const T* u, const T* v, const Workspac
   const unsigned grid = grid_for(vectors, kNormThreads);
   if (vec) {
     auto kernel = g.nhwc ? plane_apply<T, 8, true, kTwo> : plane_apply<T, 8, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kc, out);
+    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kl, w.kc, out);
   } else {
     auto kernel = g.nhwc ? plane_apply<T, 1, true, kTwo> : plane_apply<T, 1, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kc, out);
+    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kl, w.kc, out);
   }
 }
 
@@ -400,7 +415,7 @@ const char* plane_geometry_limit(const PlaneGeometry& g) {
 }
 
 std::size_t plane_workspace_bytes(const PlaneGeometry& g) {
-  return std::size_t(g.splits * g.planes() * 3 + 2 * g.stats() + 4 * g.planes()) * sizeof(float);
+  return std::size_t(g.splits * g.planes() * 4 + 2 * g.stats() + 5 * g.planes()) * sizeof(float);
 }
 
 void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, bool update_running,
@@ -416,10 +431,10 @@ void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& 
     stat_finalize<<<unsigned(g.stats()), kNormThreads, 0, s>>>(
         g, w.partial, float(epsilon), saved_mean, saved_invstd,
         update_running ? static_cast<float*>(a.running_mean) : nullptr,
-        update_running ? static_cast<float*>(a.running_var) : nullptr, float(momentum));
+        update_running ? static_cast<float*>(a.running_var) : nullptr, float(momentum), w.stat_sums);
     coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
         g, saved_mean, saved_invstd, nullptr, 0.f, static_cast<const float*>(a.scale),
-        static_cast<const float*>(a.shift), w.ka, w.km, w.kc);
+        static_cast<const float*>(a.shift), w.stat_sums, w.ka, w.km, w.kl, w.kc);
     launch_apply<T, false>(g, x, nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
@@ -433,7 +448,8 @@ void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs&
     using T = std::remove_pointer_t<decltype(tag)>;
     coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
         g, static_cast<const float*>(a.running_mean), nullptr, static_cast<const float*>(a.running_var),
-        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), w.ka, w.km, w.kc);
+        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), nullptr, w.ka, w.km,
+        w.kl, w.kc);
     launch_apply<T, false>(g, static_cast<const T*>(a.x), nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);

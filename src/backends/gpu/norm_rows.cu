@@ -17,14 +17,19 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
   __shared__ Welford<float> shared[kNormThreads];
   const std::int64_t row = blockIdx.x;
   const T* xr = x + row * g.len;
+  // Welford over x - center (the row's first value): small running means keep the bits a mean of
+  // 1e4 would round away in f32; y is then ((x - center) - shifted mean) * invstd.
+  const float center = ldg_f32(xr);
   Welford<float> w{};
   for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
     if constexpr (kVec == 8) {
       float v[8];
       load8(xr + i, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] -= center;
       welford_add8(w, v);
     } else {
-      w.add(ldg_f32(xr + i));
+      w.add(ldg_f32(xr + i) - center);
     }
   }
   shared[threadIdx.x] = w;
@@ -32,7 +37,7 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
   const float mean = shared[0].mean;
   const float invstd = 1.0f / sqrtf(shared[0].m2 / float(g.len) + epsilon);
   if (threadIdx.x == 0) {
-    saved_mean[row] = mean;
+    saved_mean[row] = center + mean;
     saved_invstd[row] = invstd;
   }
   T* yr = y + row * g.len;
@@ -41,10 +46,10 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
       float v[8], o[8];
       load8(xr + i, v);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] = fmaf((v[j] - mean) * invstd, scale[i + j], shift[i + j]);
+      for (int j = 0; j < 8; ++j) o[j] = fmaf(((v[j] - center) - mean) * invstd, scale[i + j], shift[i + j]);
       store8(yr + i, o);
     } else {
-      yr[i] = from_f32<T>(fmaf((ldg_f32(xr + i) - mean) * invstd, scale[i], shift[i]));
+      yr[i] = from_f32<T>(fmaf(((ldg_f32(xr + i) - center) - mean) * invstd, scale[i], shift[i]));
     }
   }
 }
