@@ -38,8 +38,14 @@ TEST(NormCli, EveryModeAndDirectionVerifiesInJson) {
     for (const auto& p : j["problems"]) {
       ASSERT_FALSE(p["results"].empty()) << p.dump();
       EXPECT_EQ(p["results"][0]["verified"], true) << p.dump();
-      // The repro line is a command this CLI accepts.
-      EXPECT_EQ(p["command"].get<std::string>().rfind("galley bench ", 0), 0u);
+      // The repro line (what GALLEY_LOG_CMD prints) runs the same problem again.
+      const std::string command = p["command"].get<std::string>();
+      ASSERT_EQ(command.rfind("galley bench ", 0), 0u) << command;
+      const auto again = galley::testing::run_command(GALLEY_TEST_BIN_DIR "/galley" + command.substr(6) +
+                                                      " -V 1 -i 1 --json 2>&1");
+      ASSERT_EQ(again.exit_code, 0) << command << "\n" << again.output;
+      const auto j2 = nlohmann::json::parse(again.output.substr(again.output.find('{')));
+      EXPECT_EQ(j2["problems"][0]["key"], p["key"]) << command;
     }
   }
 }
