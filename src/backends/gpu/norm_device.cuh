@@ -22,6 +22,14 @@ struct Welford {
     mean += d / n;
     m2 += d * (v - mean);
   }
+  /// add() for a state whose count is known to be `count - 1` before, with `inverse` = 1/count:
+  /// states advancing in step (the channels of one pixel) share one division.
+  __device__ __forceinline__ void add_counted(Real v, Real count, Real inverse) {
+    n = count;
+    const Real d = v - mean;
+    mean += d * inverse;
+    m2 += d * (v - mean);
+  }
   __device__ __forceinline__ void merge(const Welford& o) {
     if (o.n == 0) return;
     if (n == 0) {

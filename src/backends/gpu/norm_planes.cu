@@ -44,19 +44,24 @@ struct Partial<true> {
   using State = Sum2<float>;
 };
 
+/// NCHW: `group` consecutive threads (a power of two up to kNormThreads) reduce one plane's range,
+/// so small planes (7x7) share a block instead of idling most of it.
 template <typename T, int kVec, bool kBackward>
-__global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, const T* __restrict__ dy,
+__global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restrict__ x, const T* __restrict__ dy,
                                    const float* __restrict__ saved_mean, float* __restrict__ partial) {
   using State = typename Partial<kBackward>::State;
   __shared__ State shared[kNormThreads];
-  const std::int64_t p = blockIdx.x, s = blockIdx.y;
-  const std::int64_t begin = s * g.split_len, end = min64(g.hw, begin + g.split_len);
-  const T* xp = x + p * g.hw;
+  const int lane = int(threadIdx.x) % group;
+  const std::int64_t p = std::int64_t(blockIdx.x) * (kNormThreads / group) + int(threadIdx.x) / group;
+  const std::int64_t s = blockIdx.y;
+  const bool active = p < g.planes();
+  const std::int64_t begin = s * g.split_len, end = active ? min64(g.hw, begin + g.split_len) : begin;
+  const T* xp = x + (active ? p : 0) * g.hw;
   State st{};
   // Backward: dy * (x - mean). Forward: Welford over x - center, the plane's first value, so the
   // running means stay small and keep every bit a mean of 1e4 would round away in f32.
-  const float center = kBackward ? saved_mean[stat_of(g, p / g.c, p % g.c)] : ldg_f32(xp);
-  for (std::int64_t i = begin + std::int64_t(threadIdx.x) * kVec; i < end; i += std::int64_t(kNormThreads) * kVec) {
+  const float center = !active ? 0.f : kBackward ? saved_mean[stat_of(g, p / g.c, p % g.c)] : ldg_f32(xp);
+  for (std::int64_t i = begin + std::int64_t(lane) * kVec; i < end; i += std::int64_t(group) * kVec) {
     if constexpr (kVec == 8) {
       float v[8];
       load8(xp + i, v);
@@ -85,9 +90,13 @@ __global__ void plane_partial_nchw(PlaneGeometry g, const T* __restrict__ x, con
     }
   }
   shared[threadIdx.x] = st;
-  tree_merge(shared);
-  if (threadIdx.x == 0) {
-    const State& t = shared[0];
+  __syncthreads();
+  for (int stride = group / 2; stride > 0; stride /= 2) {
+    if (lane < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  if (lane == 0 && active) {
+    const State& t = shared[threadIdx.x];
     float* out = partial + (s * g.planes() + p) * (kBackward ? 2 : 4);
     if constexpr (kBackward) {
       out[0] = t.a, out[1] = t.b;
@@ -116,8 +125,11 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
     center[j] = !active ? 0.f : kBackward ? saved_mean[stat_of(g, image, c0 + j)] : ldg_f32(x + image * g.hw * g.c + c0 + j);
   }
   if (active) {
+    float count = 0;
     for (std::int64_t pix = begin + threadIdx.y; pix < end; pix += blockDim.y) {
       const std::int64_t off = (image * g.hw + pix) * g.c + c0;
+      count += 1;
+      const float inverse = 1.0f / count;
       float v[kVec], d[kVec];
       if constexpr (kVec == 8) {
         load8(x + off, v);
@@ -132,7 +144,7 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
           st[j].a += d[j];
           st[j].b += d[j] * (v[j] - center[j]);
         } else {
-          st[j].add(v[j] - center[j]);
+          st[j].add_counted(v[j] - center[j], count, inverse);
         }
       }
     }
@@ -367,11 +379,16 @@ void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float
       plane_partial_nhwc<T, 1, kBackward><<<grid, block, 0, s>>>(g, x, dy, saved_mean, partial);
     }
   } else {
-    const dim3 grid(unsigned(g.planes()), unsigned(g.splits));
+    // Threads per plane: enough for one pass over a range, 32 to kNormThreads.
+    const std::int64_t steps = (g.split_len + (vectorised(g) ? 7 : 0)) / (vectorised(g) ? 8 : 1);
+    int group = 32;
+    while (group < kNormThreads && group < steps) group *= 2;
+    const std::int64_t per_block = kNormThreads / group;
+    const dim3 grid(unsigned((g.planes() + per_block - 1) / per_block), unsigned(g.splits));
     if (vectorised(g)) {
-      plane_partial_nchw<T, 8, kBackward><<<grid, kNormThreads, 0, s>>>(g, x, dy, saved_mean, partial);
+      plane_partial_nchw<T, 8, kBackward><<<grid, kNormThreads, 0, s>>>(g, group, x, dy, saved_mean, partial);
     } else {
-      plane_partial_nchw<T, 1, kBackward><<<grid, kNormThreads, 0, s>>>(g, x, dy, saved_mean, partial);
+      plane_partial_nchw<T, 1, kBackward><<<grid, kNormThreads, 0, s>>>(g, group, x, dy, saved_mean, partial);
     }
   }
 }
