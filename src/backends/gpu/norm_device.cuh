@@ -74,6 +74,28 @@ __device__ __forceinline__ void tree_merge(T* shared) {
   }
 }
 
+/// Merges the values of `shared` (indexed by threadIdx.x, already written) within each group of
+/// `group` consecutive threads (a power of two dividing kNormThreads) in a fixed tree and returns
+/// the group's total to every thread of the group. Every thread of the block must call it.
+template <class T>
+__device__ __forceinline__ T group_merge(T* shared, int group) {
+  __syncthreads();
+  const int lane = int(threadIdx.x) % group;
+  for (int stride = group / 2; stride > 0; stride /= 2) {
+    if (lane < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  return shared[threadIdx.x - lane];
+}
+
+/// Threads per row or plane for `steps` loads: a power of two from 32 to kNormThreads, so short
+/// rows share a block instead of idling most of it.
+inline int threads_for(std::int64_t steps) {
+  int group = 32;
+  while (group < kNormThreads && group < steps) group *= 2;
+  return group;
+}
+
 /// Two sums merged together (the backward's sum dy and sum dy * xhat).
 template <typename Real>
 struct Sum2 {

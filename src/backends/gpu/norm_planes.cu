@@ -90,13 +90,8 @@ __global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restri
     }
   }
   shared[threadIdx.x] = st;
-  __syncthreads();
-  for (int stride = group / 2; stride > 0; stride /= 2) {
-    if (lane < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
-    __syncthreads();
-  }
+  const State t = group_merge(shared, group);
   if (lane == 0 && active) {
-    const State& t = shared[threadIdx.x];
     float* out = partial + (s * g.planes() + p) * (kBackward ? 2 : 4);
     if constexpr (kBackward) {
       out[0] = t.a, out[1] = t.b;
@@ -380,9 +375,7 @@ void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float
     }
   } else {
     // Threads per plane: enough for one pass over a range, 32 to kNormThreads.
-    const std::int64_t steps = (g.split_len + (vectorised(g) ? 7 : 0)) / (vectorised(g) ? 8 : 1);
-    int group = 32;
-    while (group < kNormThreads && group < steps) group *= 2;
+    const int group = threads_for((g.split_len + (vectorised(g) ? 7 : 0)) / (vectorised(g) ? 8 : 1));
     const std::int64_t per_block = kNormThreads / group;
     const dim3 grid(unsigned((g.planes() + per_block - 1) / per_block), unsigned(g.splits));
     if (vectorised(g)) {

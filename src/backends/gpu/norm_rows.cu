@@ -1,5 +1,6 @@
-// Layer norm kernels (gpu.lnorm.rows): one block per row. Forward: a Welford pass over the row,
-// then y from the row again (an L1/L2 hit for rows of typical size). Backward: a block per row for
+// Layer norm kernels (gpu.lnorm.rows): a group of threads per row (32 to 256, so short rows share a
+// block). Forward: a Welford pass over the row, then y from the row again (an L1/L2 hit for rows of
+// typical size). Backward: a group per row for
 // dx (the row's sums of g = dy*scale and g*xhat, then dx), and the column sums dscale/dshift as
 // partials over ranges of rows merged in a fixed order (no atomics).
 #include "norm_device.cuh"
@@ -11,17 +12,20 @@ namespace {
 constexpr std::int64_t kTargetBlocks = 1024;
 
 template <typename T, int kVec>
-__global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float* __restrict__ scale,
+__global__ void row_forward(RowGeometry g, int group, const T* __restrict__ x, const float* __restrict__ scale,
                             const float* __restrict__ shift, T* __restrict__ y, float* __restrict__ saved_mean,
                             float* __restrict__ saved_invstd, float epsilon) {
   __shared__ Welford<float> shared[kNormThreads];
-  const std::int64_t row = blockIdx.x;
-  const T* xr = x + row * g.len;
+  const int lane = int(threadIdx.x) % group;
+  const std::int64_t row = std::int64_t(blockIdx.x) * (kNormThreads / group) + int(threadIdx.x) / group;
+  const bool active = row < g.rows;
+  const std::int64_t len = active ? g.len : 0;
+  const T* xr = x + (active ? row : 0) * g.len;
   // Welford over x - center (the row's first value): small running means keep the bits a mean of
   // 1e4 would round away in f32; y is then ((x - center) - shifted mean) * invstd.
   const float center = ldg_f32(xr);
   Welford<float> w{};
-  for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
+  for (std::int64_t i = std::int64_t(lane) * kVec; i < len; i += std::int64_t(group) * kVec) {
     if constexpr (kVec == 8) {
       float v[8];
       load8(xr + i, v);
@@ -33,15 +37,16 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
     }
   }
   shared[threadIdx.x] = w;
-  tree_merge(shared);
-  const float mean = shared[0].mean;
-  const float invstd = 1.0f / sqrtf(shared[0].m2 / float(g.len) + epsilon);
-  if (threadIdx.x == 0) {
+  const Welford<float> t = group_merge(shared, group);
+  if (!active) return;
+  const float mean = t.mean;
+  const float invstd = 1.0f / sqrtf(t.m2 / float(g.len) + epsilon);
+  if (lane == 0) {
     saved_mean[row] = center + mean;
     saved_invstd[row] = invstd;
   }
   T* yr = y + row * g.len;
-  for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
+  for (std::int64_t i = std::int64_t(lane) * kVec; i < g.len; i += std::int64_t(group) * kVec) {
     if constexpr (kVec == 8) {
       float v[8], o[8];
       load8(xr + i, v);
@@ -55,16 +60,19 @@ __global__ void row_forward(RowGeometry g, const T* __restrict__ x, const float*
 }
 
 template <typename T, int kVec>
-__global__ void row_backward_dx(RowGeometry g, const T* __restrict__ x, const T* __restrict__ dy,
+__global__ void row_backward_dx(RowGeometry g, int group, const T* __restrict__ x, const T* __restrict__ dy,
                                 const float* __restrict__ scale, const float* __restrict__ saved_mean,
                                 const float* __restrict__ saved_invstd, T* __restrict__ dx) {
   __shared__ Sum2<float> shared[kNormThreads];
-  const std::int64_t row = blockIdx.x;
-  const T* xr = x + row * g.len;
-  const T* dyr = dy + row * g.len;
-  const float mean = saved_mean[row], r = saved_invstd[row];
+  const int lane = int(threadIdx.x) % group;
+  const std::int64_t row = std::int64_t(blockIdx.x) * (kNormThreads / group) + int(threadIdx.x) / group;
+  const bool active = row < g.rows;
+  const std::int64_t len = active ? g.len : 0, at = active ? row : 0;
+  const T* xr = x + at * g.len;
+  const T* dyr = dy + at * g.len;
+  const float mean = saved_mean[at], r = saved_invstd[at];
   Sum2<float> acc{};
-  for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
+  for (std::int64_t i = std::int64_t(lane) * kVec; i < len; i += std::int64_t(group) * kVec) {
     float v[kVec], d[kVec];
     if constexpr (kVec == 8) {
       load8(xr + i, v);
@@ -81,10 +89,11 @@ __global__ void row_backward_dx(RowGeometry g, const T* __restrict__ x, const T*
     }
   }
   shared[threadIdx.x] = acc;
-  tree_merge(shared);
-  const float mg = shared[0].a / float(g.len), mgx = shared[0].b / float(g.len);
+  const Sum2<float> total = group_merge(shared, group);
+  if (!active) return;
+  const float mg = total.a / float(g.len), mgx = total.b / float(g.len);
   T* dxr = dx + row * g.len;
-  for (std::int64_t i = std::int64_t(threadIdx.x) * kVec; i < g.len; i += std::int64_t(kNormThreads) * kVec) {
+  for (std::int64_t i = std::int64_t(lane) * kVec; i < g.len; i += std::int64_t(group) * kVec) {
     float v[kVec], d[kVec], o[kVec];
     if constexpr (kVec == 8) {
       load8(xr + i, v);
@@ -137,6 +146,12 @@ __global__ void column_finalize(RowGeometry g, const float* __restrict__ partial
 
 std::int64_t rows_per_split(const RowGeometry& g) { return (g.rows + g.col_splits - 1) / g.col_splits; }
 
+int row_threads(const RowGeometry& g) { return threads_for(g.len % 8 == 0 ? g.len / 8 : g.len); }
+unsigned row_blocks(const RowGeometry& g, int group) {
+  const std::int64_t per_block = kNormThreads / group;
+  return unsigned((g.rows + per_block - 1) / per_block);
+}
+
 }  // namespace
 
 RowGeometry row_geometry(std::int64_t rows, std::int64_t len, DType dtype) {
@@ -162,8 +177,9 @@ void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double eps
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     auto kernel = g.len % 8 == 0 ? row_forward<T, 8> : row_forward<T, 1>;
-    kernel<<<unsigned(g.rows), kNormThreads, 0, s>>>(
-        g, static_cast<const T*>(a.x), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift),
+    const int group = row_threads(g);
+    kernel<<<row_blocks(g, group), kNormThreads, 0, s>>>(
+        g, group, static_cast<const T*>(a.x), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift),
         static_cast<T*>(a.y), static_cast<float*>(a.saved_mean), static_cast<float*>(a.saved_invstd), float(epsilon));
   });
   check_launch(what);
@@ -179,7 +195,8 @@ void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* str
     const auto* x = static_cast<const T*>(a.x);
     const auto* dy = static_cast<const T*>(a.dy);
     auto kernel = g.len % 8 == 0 ? row_backward_dx<T, 8> : row_backward_dx<T, 1>;
-    kernel<<<unsigned(g.rows), kNormThreads, 0, s>>>(g, x, dy, static_cast<const float*>(a.scale), mean, invstd,
+    const int group = row_threads(g);
+    kernel<<<row_blocks(g, group), kNormThreads, 0, s>>>(g, group, x, dy, static_cast<const float*>(a.scale), mean, invstd,
                                                       static_cast<T*>(a.dx));
     const dim3 grid(unsigned((g.len + kNormThreads - 1) / kNormThreads), unsigned(g.col_splits));
     column_partial<T><<<grid, kNormThreads, 0, s>>>(g, rows_per_split(g), x, dy, mean, invstd, partial);
