@@ -24,7 +24,8 @@ void BatchNormProblem::validate() const {
     std::int64_t value;
   } sizes[] = {{"n (batch, -n)", n}, {"c (channels, -c)", c}, {"h (height, -H)", h}, {"w (width, -W)", w}};
   for (const auto& s : sizes) {
-    if (s.value < 1) bad(std::string("bnorm problem: ") + s.name + " = " + std::to_string(s.value) + " must be positive");
+    if (s.value < 1)
+      bad(std::string("bnorm problem: ") + s.name + " = " + std::to_string(s.value) + " must be positive");
   }
   norm::check_dtype_epsilon("bnorm problem", dtype, epsilon);
   if (!std::isfinite(momentum) || momentum < 0 || momentum > 1) {
@@ -36,8 +37,8 @@ void BatchNormProblem::validate() const {
   const std::int64_t all[] = {n, c, h, w};
   norm::checked_product("bnorm problem: element count (n*c*h*w)", all, 4, size_of(dtype));
   if (mode == BatchNormMode::training && n * h * w < 2) {
-    bad("bnorm problem: training needs more than one value per channel (n*h*w = " + std::to_string(n * h * w) +
-        "): the running variance is unbiased");
+    bad("bnorm problem: training needs more than one value per channel (n*h*w = " +
+        std::to_string(n * h * w) + "): the running variance is unbiased");
   }
 }
 
@@ -76,7 +77,8 @@ std::vector<TensorArg> BatchNormProblem::tensors() const {
 
 double BatchNormProblem::flops() const {
   const double per = direction == NormDirection::backward ? 11 : mode == BatchNormMode::inference ? 2 : 8;
-  return per * static_cast<double>(n) * static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w);
+  return per * static_cast<double>(n) * static_cast<double>(c) * static_cast<double>(h) *
+         static_cast<double>(w);
 }
 
 double BatchNormProblem::min_bytes() const { return norm::tensor_bytes(tensors()); }
@@ -89,8 +91,8 @@ double BatchNormProblem::tolerance() const {
 std::string BatchNormProblem::key() const {
   return std::string("bnorm-") + norm::direction_letter(direction) + "-" +
          (mode == BatchNormMode::training ? "train" : "infer") + "-" + galley::to_string(dtype) + "-" +
-         to_string(layout) + "-n" + std::to_string(n) + "-c" + std::to_string(c) + "-h" + std::to_string(h) + "-w" +
-         std::to_string(w) + "-e" + norm::format_real(epsilon) + "-m" + norm::format_real(momentum);
+         to_string(layout) + "-n" + std::to_string(n) + "-c" + std::to_string(c) + "-h" + std::to_string(h) +
+         "-w" + std::to_string(w) + "-e" + norm::format_real(epsilon) + "-m" + norm::format_real(momentum);
 }
 
 BatchNormProblem BatchNormProblem::parse_key(std::string_view key) {
@@ -123,14 +125,17 @@ BatchNormProblem BatchNormProblem::parse_key(std::string_view key) {
   } ints[] = {{'n', &p.n}, {'c', &p.c}, {'h', &p.h}, {'w', &p.w}};
   for (std::size_t i = 0; i < 4; ++i) {
     const std::string_view part = parts[5 + i];
-    if (part.empty() || part.front() != ints[i].letter || !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
+    if (part.empty() || part.front() != ints[i].letter ||
+        !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
       fail("field " + quoted_input(part) + " is not '" + ints[i].letter + "<integer>'");
     }
   }
-  if (parts[9].empty() || parts[9].front() != 'e' || !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
+  if (parts[9].empty() || parts[9].front() != 'e' ||
+      !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
     fail("field " + quoted_input(parts[9]) + " is not 'e<epsilon>' in fixed notation");
   }
-  if (parts[10].empty() || parts[10].front() != 'm' || !norm::parse_real_canonical(parts[10].substr(1), p.momentum)) {
+  if (parts[10].empty() || parts[10].front() != 'm' ||
+      !norm::parse_real_canonical(parts[10].substr(1), p.momentum)) {
     fail("field " + quoted_input(parts[10]) + " is not 'm<momentum>' in fixed notation");
   }
   p.validate();
@@ -141,10 +146,12 @@ std::string BatchNormProblem::bench_command(const runtime::Device& device, std::
   const bool backward = direction == NormDirection::backward;
   std::string line = "galley bench bnorm -n " + std::to_string(n) + " -c " + std::to_string(c) + " -H " +
                      std::to_string(h) + " -W " + std::to_string(w) + " -m 1 -F " +
-                     (backward ? "0" : mode == BatchNormMode::training ? "1" : "2") + " -b " +
-                     (backward ? "1" : "0") + " --epsilon " + norm::format_real(epsilon) + " --momentum " +
-                     norm::format_real(momentum) + " --dtype " + galley::to_string(dtype) + " --layout " +
-                     to_string(layout) + " --device " + device.name();
+                     (backward                          ? "0"
+                      : mode == BatchNormMode::training ? "1"
+                                                        : "2") +
+                     " -b " + (backward ? "1" : "0") + " --epsilon " + norm::format_real(epsilon) +
+                     " --momentum " + norm::format_real(momentum) + " --dtype " + galley::to_string(dtype) +
+                     " --layout " + to_string(layout) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }

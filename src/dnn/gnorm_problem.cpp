@@ -23,11 +23,12 @@ void GroupNormProblem::validate() const {
                {"w (width, -W)", w},
                {"groups (-g)", groups}};
   for (const auto& s : sizes) {
-    if (s.value < 1) bad(std::string("gnorm problem: ") + s.name + " = " + std::to_string(s.value) + " must be positive");
+    if (s.value < 1)
+      bad(std::string("gnorm problem: ") + s.name + " = " + std::to_string(s.value) + " must be positive");
   }
   if (c % groups != 0) {
-    bad("gnorm problem: groups (-g) = " + std::to_string(groups) + " does not divide c (channels) = " +
-        std::to_string(c));
+    bad("gnorm problem: groups (-g) = " + std::to_string(groups) +
+        " does not divide c (channels) = " + std::to_string(c));
   }
   norm::check_dtype_epsilon("gnorm problem", dtype, epsilon);
   const std::int64_t all[] = {n, c, h, w};
@@ -50,17 +51,14 @@ std::vector<TensorArg> GroupNormProblem::tensors() const {
             {ArgId::diff_scale, chan, true, "dscale (gamma gradient)"},
             {ArgId::diff_shift, chan, true, "dshift (beta gradient)"}};
   }
-  return {{ArgId::src, data, false, "x (input)"},
-          {ArgId::scale, chan, false, "scale (gamma)"},
-          {ArgId::shift, chan, false, "shift (beta)"},
-          {ArgId::dst, data, true, "y (output)"},
-          {ArgId::saved_mean, stat, true, "saved_mean"},
-          {ArgId::saved_invstd, stat, true, "saved_invstd"}};
+  return {{ArgId::src, data, false, "x (input)"},        {ArgId::scale, chan, false, "scale (gamma)"},
+          {ArgId::shift, chan, false, "shift (beta)"},   {ArgId::dst, data, true, "y (output)"},
+          {ArgId::saved_mean, stat, true, "saved_mean"}, {ArgId::saved_invstd, stat, true, "saved_invstd"}};
 }
 
 double GroupNormProblem::flops() const {
-  return (direction == NormDirection::backward ? 11.0 : 8.0) * static_cast<double>(n) * static_cast<double>(c) *
-         static_cast<double>(h) * static_cast<double>(w);
+  return (direction == NormDirection::backward ? 11.0 : 8.0) * static_cast<double>(n) *
+         static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w);
 }
 
 double GroupNormProblem::min_bytes() const { return norm::tensor_bytes(tensors()); }
@@ -69,8 +67,8 @@ double GroupNormProblem::tolerance() const { return norm::norm_tolerance(dtype, 
 
 std::string GroupNormProblem::key() const {
   return std::string("gnorm-") + norm::direction_letter(direction) + "-" + galley::to_string(dtype) + "-" +
-         to_string(layout) + "-n" + std::to_string(n) + "-c" + std::to_string(c) + "-h" + std::to_string(h) + "-w" +
-         std::to_string(w) + "-g" + std::to_string(groups) + "-e" + norm::format_real(epsilon);
+         to_string(layout) + "-n" + std::to_string(n) + "-c" + std::to_string(c) + "-h" + std::to_string(h) +
+         "-w" + std::to_string(w) + "-g" + std::to_string(groups) + "-e" + norm::format_real(epsilon);
 }
 
 GroupNormProblem GroupNormProblem::parse_key(std::string_view key) {
@@ -96,11 +94,13 @@ GroupNormProblem GroupNormProblem::parse_key(std::string_view key) {
   } ints[] = {{'n', &p.n}, {'c', &p.c}, {'h', &p.h}, {'w', &p.w}, {'g', &p.groups}};
   for (std::size_t i = 0; i < 5; ++i) {
     const std::string_view part = parts[4 + i];
-    if (part.empty() || part.front() != ints[i].letter || !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
+    if (part.empty() || part.front() != ints[i].letter ||
+        !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
       fail("field " + quoted_input(part) + " is not '" + ints[i].letter + "<integer>'");
     }
   }
-  if (parts[9].empty() || parts[9].front() != 'e' || !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
+  if (parts[9].empty() || parts[9].front() != 'e' ||
+      !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
     fail("field " + quoted_input(parts[9]) + " is not 'e<epsilon>' in fixed notation");
   }
   p.validate();
@@ -109,8 +109,8 @@ GroupNormProblem GroupNormProblem::parse_key(std::string_view key) {
 
 std::string GroupNormProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   std::string line = "galley bench gnorm -n " + std::to_string(n) + " -c " + std::to_string(c) + " -H " +
-                     std::to_string(h) + " -W " + std::to_string(w) + " -g " + std::to_string(groups) + " -F " +
-                     (direction == NormDirection::backward ? "2" : "1") + " --epsilon " +
+                     std::to_string(h) + " -W " + std::to_string(w) + " -g " + std::to_string(groups) +
+                     " -F " + (direction == NormDirection::backward ? "2" : "1") + " --epsilon " +
                      norm::format_real(epsilon) + " --dtype " + galley::to_string(dtype) + " --layout " +
                      to_string(layout) + " --device " + device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
@@ -120,8 +120,8 @@ std::string GroupNormProblem::bench_command(const runtime::Device& device, std::
 std::size_t GroupNormProblem::hash() const noexcept {
   std::uint64_t hv = 0;
   const auto mix = [&](std::uint64_t v) { hv ^= v + 0x9e3779b97f4a7c15ull + (hv << 6) + (hv >> 2); };
-  for (std::int64_t v : {n, c, h, w, groups, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(layout),
-                         static_cast<std::int64_t>(direction)}) {
+  for (std::int64_t v : {n, c, h, w, groups, static_cast<std::int64_t>(dtype),
+                         static_cast<std::int64_t>(layout), static_cast<std::int64_t>(direction)}) {
     mix(static_cast<std::uint64_t>(v));
   }
   mix(std::hash<double>{}(epsilon));

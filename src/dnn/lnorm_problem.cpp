@@ -26,7 +26,8 @@ std::string dims_text(const Dims& dims, int first, int last) {
 
 }  // namespace
 
-LayerNormProblem LayerNormProblem::of(std::initializer_list<std::int64_t> shape, int normalized_dims, DType dtype) {
+LayerNormProblem LayerNormProblem::of(std::initializer_list<std::int64_t> shape, int normalized_dims,
+                                      DType dtype) {
   LayerNormProblem p;
   if (shape.size() < 1 || shape.size() > static_cast<std::size_t>(kMaxRank)) {
     bad("lnorm problem: rank " + std::to_string(shape.size()) + " is outside 1.." + std::to_string(kMaxRank));
@@ -57,7 +58,8 @@ void LayerNormProblem::validate() const {
   }
   for (int i = 0; i < kMaxRank; ++i) {
     const std::int64_t d = dims[static_cast<std::size_t>(i)];
-    if (i < rank && d < 1) bad("lnorm problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
+    if (i < rank && d < 1)
+      bad("lnorm problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
     if (i >= rank && d != 1) {
       bad("lnorm problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " past rank " +
           std::to_string(rank) + " must be 1");
@@ -94,12 +96,9 @@ std::vector<TensorArg> LayerNormProblem::tensors() const {
             {ArgId::diff_scale, affine, true, "dscale (gamma gradient)"},
             {ArgId::diff_shift, affine, true, "dshift (beta gradient)"}};
   }
-  return {{ArgId::src, data, false, "x (input)"},
-          {ArgId::scale, affine, false, "scale (gamma)"},
-          {ArgId::shift, affine, false, "shift (beta)"},
-          {ArgId::dst, data, true, "y (output)"},
-          {ArgId::saved_mean, stat, true, "saved_mean"},
-          {ArgId::saved_invstd, stat, true, "saved_invstd"}};
+  return {{ArgId::src, data, false, "x (input)"},        {ArgId::scale, affine, false, "scale (gamma)"},
+          {ArgId::shift, affine, false, "shift (beta)"}, {ArgId::dst, data, true, "y (output)"},
+          {ArgId::saved_mean, stat, true, "saved_mean"}, {ArgId::saved_invstd, stat, true, "saved_invstd"}};
 }
 
 double LayerNormProblem::flops() const {
@@ -118,7 +117,8 @@ std::string LayerNormProblem::key() const {
 
 LayerNormProblem LayerNormProblem::parse_key(std::string_view key) {
   const auto fail = [&](const std::string& why) {
-    bad("malformed lnorm key " + quoted_input(key) + ": " + why + " (expected e.g. lnorm-F-f32-d8x197x768-a2-e0.00001)");
+    bad("malformed lnorm key " + quoted_input(key) + ": " + why +
+        " (expected e.g. lnorm-F-f32-d8x197x768-a2-e0.00001)");
   };
   const auto parts = norm::split(key, '-');
   if (parts.size() != 6) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 6");
@@ -130,12 +130,15 @@ LayerNormProblem LayerNormProblem::parse_key(std::string_view key) {
   } catch (const Error& e) {
     fail(e.what());
   }
-  if (parts[3].empty() || parts[3].front() != 'd') fail("field " + quoted_input(parts[3]) + " is not 'd<dims>'");
+  if (parts[3].empty() || parts[3].front() != 'd')
+    fail("field " + quoted_input(parts[3]) + " is not 'd<dims>'");
   const auto dims = norm::split(parts[3].substr(1), 'x');
-  if (dims.size() > static_cast<std::size_t>(kMaxRank)) fail("more than " + std::to_string(kMaxRank) + " dims");
+  if (dims.size() > static_cast<std::size_t>(kMaxRank))
+    fail("more than " + std::to_string(kMaxRank) + " dims");
   p.rank = static_cast<int>(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (!norm::parse_int_canonical(dims[i], p.dims[i])) fail("dim " + quoted_input(dims[i]) + " is not an integer");
+    if (!norm::parse_int_canonical(dims[i], p.dims[i]))
+      fail("dim " + quoted_input(dims[i]) + " is not an integer");
   }
   std::int64_t axis = 0;
   if (parts[4].empty() || parts[4].front() != 'a' || !norm::parse_int_canonical(parts[4].substr(1), axis) ||
@@ -143,7 +146,8 @@ LayerNormProblem LayerNormProblem::parse_key(std::string_view key) {
     fail("field " + quoted_input(parts[4]) + " is not 'a<axis>'");
   }
   p.axis = static_cast<int>(axis);
-  if (parts[5].empty() || parts[5].front() != 'e' || !norm::parse_real_canonical(parts[5].substr(1), p.epsilon)) {
+  if (parts[5].empty() || parts[5].front() != 'e' ||
+      !norm::parse_real_canonical(parts[5].substr(1), p.epsilon)) {
     fail("field " + quoted_input(parts[5]) + " is not 'e<epsilon>' in fixed notation");
   }
   p.validate();
@@ -151,9 +155,10 @@ LayerNormProblem LayerNormProblem::parse_key(std::string_view key) {
 }
 
 std::string LayerNormProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
-  std::string line = "galley bench lnorm -X " + dims_text(dims, 0, rank) + " -o " + std::to_string(axis) + " -F " +
-                     (direction == NormDirection::backward ? "2" : "1") + " --epsilon " +
-                     norm::format_real(epsilon) + " --dtype " + galley::to_string(dtype) + " --device " + device.name();
+  std::string line = "galley bench lnorm -X " + dims_text(dims, 0, rank) + " -o " + std::to_string(axis) +
+                     " -F " + (direction == NormDirection::backward ? "2" : "1") + " --epsilon " +
+                     norm::format_real(epsilon) + " --dtype " + galley::to_string(dtype) + " --device " +
+                     device.name();
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }

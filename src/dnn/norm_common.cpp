@@ -45,7 +45,8 @@ std::string format_real(double value) {
 bool parse_real_canonical(std::string_view text, double& out) {
   if (text.empty() || text.size() > 400) return false;
   double value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
+  const auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
   if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value)) return false;
   if (format_real(value) != text) return false;
   out = value;
@@ -89,7 +90,8 @@ void check_dtype_epsilon(const char* what, DType dtype, double epsilon) {
   }
 }
 
-std::int64_t checked_product(const char* what, const std::int64_t* values, int count, std::size_t element_bytes) {
+std::int64_t checked_product(const char* what, const std::int64_t* values, int count,
+                             std::size_t element_bytes) {
   std::int64_t product = 1;
   for (int i = 0; i < count; ++i) {
     if (__builtin_mul_overflow(product, values[i], &product)) bad(std::string(what) + " overflows 64 bits");

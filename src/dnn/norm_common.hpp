@@ -34,7 +34,8 @@ NormDirection parse_direction_letter(std::string_view text, const std::string& c
 /// `what` = "bnorm problem" etc.: dtype f32/f16/bf16, epsilon finite and > 0.
 void check_dtype_epsilon(const char* what, DType dtype, double epsilon);
 /// The product of `count` values, or bad() naming `what` when it (or its bytes) overflows.
-std::int64_t checked_product(const char* what, const std::int64_t* values, int count, std::size_t element_bytes);
+std::int64_t checked_product(const char* what, const std::int64_t* values, int count,
+                             std::size_t element_bytes);
 
 /// Every tensor of `tensors` once, and the outputs a call also reads twice.
 double tensor_bytes(const std::vector<TensorArg>& tensors);

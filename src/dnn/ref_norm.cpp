@@ -19,7 +19,8 @@ struct Geometry {
 };
 
 template <class Map>
-void batch_statistics(const Geometry& g, Map map, const double* x, std::vector<double>& mean, std::vector<double>& var) {
+void batch_statistics(const Geometry& g, Map map, const double* x, std::vector<double>& mean,
+                      std::vector<double>& var) {
   mean.assign(static_cast<std::size_t>(g.stats), 0.0);
   var.assign(static_cast<std::size_t>(g.stats), 0.0);
   for (std::int64_t e = 0; e < g.total; ++e) mean[static_cast<std::size_t>(map(e).first)] += x[e];
@@ -38,13 +39,15 @@ void apply(const Geometry& g, Map map, const NormDoubleArgs& a, const std::vecto
            const std::vector<double>& invstd) {
   for (std::int64_t e = 0; e < g.total; ++e) {
     const auto [s, f] = map(e);
-    a.y[e] = (a.x[e] - mean[static_cast<std::size_t>(s)]) * invstd[static_cast<std::size_t>(s)] * a.scale[f] + a.shift[f];
+    a.y[e] = (a.x[e] - mean[static_cast<std::size_t>(s)]) * invstd[static_cast<std::size_t>(s)] * a.scale[f] +
+             a.shift[f];
   }
 }
 
 /// Batch statistics, saved_mean/saved_invstd written, then y.
 template <class Map>
-void forward_batch(const Geometry& g, Map map, const NormDoubleArgs& a, double epsilon, std::vector<double>* var_out) {
+void forward_batch(const Geometry& g, Map map, const NormDoubleArgs& a, double epsilon,
+                   std::vector<double>* var_out) {
   std::vector<double> mean, var;
   batch_statistics(g, map, a.x, mean, var);
   std::vector<double> invstd(var.size());
@@ -109,19 +112,19 @@ void narrow(DType dtype, const std::vector<double>& values, void* out) {
 template <class P, class Core>
 void through_double(const P& p, const NormArgs& a, Core core) {
   std::vector<double> host[12];
-  const void* in[12] = {a.x, a.scale, a.shift, a.y, a.running_mean, a.running_var, a.saved_mean, a.saved_invstd,
-                        a.dy, a.dx, a.dscale, a.dshift};
-  const ArgId ids[12] = {ArgId::src, ArgId::scale, ArgId::shift, ArgId::dst, ArgId::mean, ArgId::variance,
-                         ArgId::saved_mean, ArgId::saved_invstd, ArgId::diff_dst, ArgId::diff_src,
-                         ArgId::diff_scale, ArgId::diff_shift};
+  const void* in[12] = {a.x,          a.scale,        a.shift, a.y,  a.running_mean, a.running_var,
+                        a.saved_mean, a.saved_invstd, a.dy,    a.dx, a.dscale,       a.dshift};
+  const ArgId ids[12] = {ArgId::src,      ArgId::scale,    ArgId::shift,      ArgId::dst,
+                         ArgId::mean,     ArgId::variance, ArgId::saved_mean, ArgId::saved_invstd,
+                         ArgId::diff_dst, ArgId::diff_src, ArgId::diff_scale, ArgId::diff_shift};
   bool used[12] = {};
   DType dtypes[12] = {};
   for (const TensorArg& t : p.tensors()) {
     for (int i = 0; i < 12; ++i) {
       if (ids[i] != t.id) continue;
       if (in[i] == nullptr) {
-        throw Error(Status::invalid_argument, std::string(to_string(P::kKind)) + " reference: " +
-                                                  std::string(t.name) + " is null");
+        throw Error(Status::invalid_argument,
+                    std::string(to_string(P::kKind)) + " reference: " + std::string(t.name) + " is null");
       }
       used[i] = true;
       dtypes[i] = t.desc.dtype;
@@ -130,7 +133,8 @@ void through_double(const P& p, const NormArgs& a, Core core) {
     }
   }
   const auto ptr = [&](int i) { return used[i] ? host[i].data() : nullptr; };
-  NormDoubleArgs d{ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), ptr(5), ptr(6), ptr(7), ptr(8), ptr(9), ptr(10), ptr(11)};
+  NormDoubleArgs d{ptr(0), ptr(1), ptr(2), ptr(3), ptr(4),  ptr(5),
+                   ptr(6), ptr(7), ptr(8), ptr(9), ptr(10), ptr(11)};
   core(d);
   for (const TensorArg& t : p.tensors()) {
     if (!t.output) continue;
@@ -175,7 +179,8 @@ void reference_norm_double(const BatchNormProblem& p, const NormDoubleArgs& a) {
   }
   if (p.mode == BatchNormMode::inference) {
     std::vector<double> mean(a.running_mean, a.running_mean + c), invstd(static_cast<std::size_t>(c));
-    for (std::int64_t i = 0; i < c; ++i) invstd[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(a.running_var[i] + p.epsilon);
+    for (std::int64_t i = 0; i < c; ++i)
+      invstd[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(a.running_var[i] + p.epsilon);
     apply(g, map, a, mean, invstd);
     return;
   }
@@ -193,7 +198,12 @@ void reference_norm_double(const LayerNormProblem& p, const NormDoubleArgs& a) {
   p.validate();
   const std::int64_t inner = p.inner(), outer = p.outer();
   const Geometry g{outer * inner, outer, inner, inner};
-  run_norm(g, [=](std::int64_t e) { return std::pair{e / inner, e % inner}; }, p.direction, a, p.epsilon);
+  run_norm(
+      g,
+      [=](std::int64_t e) {
+        return std::pair{e / inner, e % inner};
+      },
+      p.direction, a, p.epsilon);
 }
 
 void reference_norm_double(const GroupNormProblem& p, const NormDoubleArgs& a) {

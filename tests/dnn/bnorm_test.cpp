@@ -22,10 +22,10 @@ const runtime::Device& cpu() {
   return d;
 }
 
-BatchNormProblem problem(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType dtype, Layout layout,
-                         BatchNormMode mode, NormDirection direction) {
-  BatchNormProblem p{.n = n, .c = c, .h = h, .w = w, .dtype = dtype, .layout = layout, .mode = mode,
-                     .direction = direction};
+BatchNormProblem problem(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType dtype,
+                         Layout layout, BatchNormMode mode, NormDirection direction) {
+  BatchNormProblem p{
+      .n = n, .c = c, .h = h, .w = w, .dtype = dtype, .layout = layout, .mode = mode, .direction = direction};
   return p;
 }
 
@@ -79,19 +79,76 @@ TEST(BnormProblem, ParseKeyRefusesOtherSpellings) {
 
 TEST(BnormProblem, ValidationNamesTheField) {
   BatchNormProblem p{.n = 2, .c = 3, .h = 4, .w = 5};
-  expect_invalid([&] { BatchNormProblem q = p; q.n = 0; q.validate(); }, {"n (batch", "0"});
-  expect_invalid([&] { BatchNormProblem q = p; q.c = -3; q.validate(); }, {"c (channels", "-3"});
-  expect_invalid([&] { BatchNormProblem q = p; q.epsilon = 0; q.validate(); }, {"epsilon"});
-  expect_invalid([&] { BatchNormProblem q = p; q.epsilon = -1e-5; q.validate(); }, {"epsilon"});
-  expect_invalid([&] { BatchNormProblem q = p; q.epsilon = std::nan(""); q.validate(); }, {"epsilon"});
-  expect_invalid([&] { BatchNormProblem q = p; q.momentum = 1.5; q.validate(); }, {"momentum", "[0, 1]"});
-  expect_invalid([&] { BatchNormProblem q = p; q.dtype = DType::i32; q.validate(); }, {"dtype i32"});
-  expect_invalid([&] { BatchNormProblem q = p; q.mode = BatchNormMode::inference; q.direction = NormDirection::backward; q.validate(); },
-                 {"backward needs mode training"});
-  expect_invalid([&] { BatchNormProblem q{.n = 1, .c = 8, .h = 1, .w = 1}; q.validate(); },
-                 {"more than one value per channel"});
-  expect_invalid([&] { BatchNormProblem q = p; q.n = q.c = q.h = q.w = std::int64_t(1) << 20; q.validate(); },
-                 {"overflows"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.n = 0;
+        q.validate();
+      },
+      {"n (batch", "0"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.c = -3;
+        q.validate();
+      },
+      {"c (channels", "-3"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.epsilon = 0;
+        q.validate();
+      },
+      {"epsilon"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.epsilon = -1e-5;
+        q.validate();
+      },
+      {"epsilon"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.epsilon = std::nan("");
+        q.validate();
+      },
+      {"epsilon"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.momentum = 1.5;
+        q.validate();
+      },
+      {"momentum", "[0, 1]"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.dtype = DType::i32;
+        q.validate();
+      },
+      {"dtype i32"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.mode = BatchNormMode::inference;
+        q.direction = NormDirection::backward;
+        q.validate();
+      },
+      {"backward needs mode training"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q{.n = 1, .c = 8, .h = 1, .w = 1};
+        q.validate();
+      },
+      {"more than one value per channel"});
+  expect_invalid(
+      [&] {
+        BatchNormProblem q = p;
+        q.n = q.c = q.h = q.w = std::int64_t(1) << 20;
+        q.validate();
+      },
+      {"overflows"});
   // Inference with a single value per channel is fine (no batch statistics).
   BatchNormProblem single{.n = 1, .c = 8, .h = 1, .w = 1, .mode = BatchNormMode::inference};
   EXPECT_NO_THROW(single.validate());
@@ -138,12 +195,14 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
     const auto fs = norm_test::uniform(c, 0.5, 1.5, 3), fb = norm_test::uniform(c, -1, 1, 4);
     x.assign(fx.begin(), fx.end()), w.assign(fw.begin(), fw.end());
     scale.assign(fs.begin(), fs.end()), shift.assign(fb.begin(), fb.end());
-    const auto loss = [&](const std::vector<double>& xv, const std::vector<double>& sv, const std::vector<double>& bv,
-                          std::vector<double>* mean, std::vector<double>* invstd) {
+    const auto loss = [&](const std::vector<double>& xv, const std::vector<double>& sv,
+                          const std::vector<double>& bv, std::vector<double>* mean,
+                          std::vector<double>* invstd) {
       std::vector<double> y(total), rm(c, 0.0), rv(c, 1.0), sm(c), si(c);
       NormDoubleArgs a;
       a.x = xv.data(), a.scale = sv.data(), a.shift = bv.data(), a.y = y.data();
-      a.running_mean = rm.data(), a.running_var = rv.data(), a.saved_mean = sm.data(), a.saved_invstd = si.data();
+      a.running_mean = rm.data(), a.running_var = rv.data(), a.saved_mean = sm.data(),
+      a.saved_invstd = si.data();
       reference_norm_double(fwd, a);
       if (mean != nullptr) *mean = sm, *invstd = si;
       double l = 0;
@@ -154,7 +213,8 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
     loss(x, scale, shift, &mean, &invstd);
     std::vector<double> dx(total), dscale(c), dshift(c);
     NormDoubleArgs b;
-    b.dy = w.data(), b.x = x.data(), b.scale = scale.data(), b.saved_mean = mean.data(), b.saved_invstd = invstd.data();
+    b.dy = w.data(), b.x = x.data(), b.scale = scale.data(), b.saved_mean = mean.data(),
+    b.saved_invstd = invstd.data();
     b.dx = dx.data(), b.dscale = dscale.data(), b.dshift = dshift.data();
     reference_norm_double(bwd, b);
     const double h = 1e-5;
@@ -208,7 +268,8 @@ TEST(BnormCpuSolvers, ConstantChannelGivesNoNan) {
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-        const BatchNormProblem p = problem(2, 3, 5, 7, dt, l, BatchNormMode::training, NormDirection::forward);
+        const BatchNormProblem p =
+            problem(2, 3, 5, 7, dt, l, BatchNormMode::training, NormDirection::forward);
         const std::vector<float> x(210, 3.0f);
         auto out = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, x}});
         SCOPED_TRACE(std::string(s->name()) + " " + p.key());
@@ -225,9 +286,11 @@ TEST(BnormCpuSolvers, ConstantChannelGivesNoNan) {
         }
         BatchNormProblem b = p;
         b.direction = NormDirection::backward;
-        auto back = norm_test::run_solver(cpu(), ProblemRef::of(b), *s,
-                                          {{ArgId::src, x}, {ArgId::saved_mean, {3.f, 3.f, 3.f}},
-                                           {ArgId::saved_invstd, std::vector<float>(3, float(1 / std::sqrt(1e-5)))}});
+        auto back =
+            norm_test::run_solver(cpu(), ProblemRef::of(b), *s,
+                                  {{ArgId::src, x},
+                                   {ArgId::saved_mean, {3.f, 3.f, 3.f}},
+                                   {ArgId::saved_invstd, std::vector<float>(3, float(1 / std::sqrt(1e-5)))}});
         EXPECT_TRUE(norm_test::all_finite(back[ArgId::diff_src]));
         EXPECT_TRUE(norm_test::all_finite(back[ArgId::diff_scale]));
       }
@@ -243,7 +306,8 @@ TEST(BnormCpuSolvers, LargeMeanStaysAccurate) {
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     if (s->is_reference()) continue;
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
-      const BatchNormProblem p = problem(4, 5, 16, 16, DType::f32, l, BatchNormMode::training, NormDirection::forward);
+      const BatchNormProblem p =
+          problem(4, 5, 16, 16, DType::f32, l, BatchNormMode::training, NormDirection::forward);
       std::vector<float> x = norm_test::uniform(5120, -0.5f, 0.5f, 7);
       for (float& v : x) v += 1e4f;
       const auto got = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, x}});
@@ -255,7 +319,8 @@ TEST(BnormCpuSolvers, LargeMeanStaysAccurate) {
       EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5);
       EXPECT_LT(norm_test::rel_err(got.at(ArgId::variance), want.at(ArgId::variance)), 1e-5);
       // The noise is uniform in [-0.5, 0.5): variance about 1/12.
-      EXPECT_NEAR(1 / (double(want.at(ArgId::saved_invstd)[0]) * want.at(ArgId::saved_invstd)[0]), 1.0 / 12, 0.02);
+      EXPECT_NEAR(1 / (double(want.at(ArgId::saved_invstd)[0]) * want.at(ArgId::saved_invstd)[0]), 1.0 / 12,
+                  0.02);
     }
   }
 }
@@ -309,7 +374,8 @@ TEST(BnormEntryPoints, MismatchedTensorIsNamed) {
   Tensor rm = Tensor::empty(stream, p.channel_desc()), rv = Tensor::empty(stream, p.channel_desc());
   Tensor sm = Tensor::empty(stream, p.channel_desc()), si = Tensor::empty(stream, p.channel_desc());
   expect_invalid([&] { batch_norm_training(stream, p, x, wrong, chan, rm, rv, y, sm, si); }, {"scale"});
-  expect_invalid([&] { batch_norm_training(stream, p, x, chan, chan, rm, rv, y, sm, wrong); }, {"saved_invstd"});
+  expect_invalid([&] { batch_norm_training(stream, p, x, chan, chan, rm, rv, y, sm, wrong); },
+                 {"saved_invstd"});
   Tensor half = Tensor::empty(stream, TensorDesc::packed(DType::f16, Layout::nchw, 2, 3, 4, 5));
   expect_invalid([&] { batch_norm_inference(stream, p, half, chan, chan, rm, rv, y); }, {"x (input)"});
   BatchNormProblem bad = p;

@@ -25,7 +25,8 @@ TEST(GnormProblem, KeyRoundTrips) {
   for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (Layout l : {Layout::nchw, Layout::nhwc}) {
-        GroupNormProblem p{.n = 3, .c = 24, .h = 31, .w = 29, .groups = 6, .dtype = dt, .layout = l, .direction = d};
+        GroupNormProblem p{
+            .n = 3, .c = 24, .h = 31, .w = 29, .groups = 6, .dtype = dt, .layout = l, .direction = d};
         p.epsilon = 0.001;
         EXPECT_EQ(GroupNormProblem::parse_key(p.key()), p) << p.key();
         EXPECT_EQ(parse_problem_key(p.key()).ref().key(), p.key());
@@ -34,19 +35,50 @@ TEST(GnormProblem, KeyRoundTrips) {
   }
   EXPECT_EQ((GroupNormProblem{.n = 8, .c = 64, .h = 28, .w = 28, .groups = 32}.key()),
             "gnorm-F-f32-nchw-n8-c64-h28-w28-g32-e0.00001");
-  for (const char* key : {"gnorm-F-f32-nchw-n8-c64-h28-w28-g32", "gnorm-F-f32-nchw-n8-c64-h28-w28-g30-e0.00001",
-                          "gnorm-F-f32-nchw-n8-c64-h28-w28-x32-e0.00001", "gnorm-F-f32-nchw-n8-c64-h28-w28-g32-e-1"}) {
+  for (const char* key :
+       {"gnorm-F-f32-nchw-n8-c64-h28-w28-g32", "gnorm-F-f32-nchw-n8-c64-h28-w28-g30-e0.00001",
+        "gnorm-F-f32-nchw-n8-c64-h28-w28-x32-e0.00001", "gnorm-F-f32-nchw-n8-c64-h28-w28-g32-e-1"}) {
     expect_invalid([&] { GroupNormProblem::parse_key(key); }, {"gnorm"});
   }
 }
 
 TEST(GnormProblem, ValidationNamesTheField) {
   const GroupNormProblem p{.n = 2, .c = 6, .h = 4, .w = 5, .groups = 3};
-  expect_invalid([&] { GroupNormProblem q = p; q.groups = 4; q.validate(); }, {"groups (-g) = 4", "does not divide c", "6"});
-  expect_invalid([&] { GroupNormProblem q = p; q.groups = 0; q.validate(); }, {"groups"});
-  expect_invalid([&] { GroupNormProblem q = p; q.w = 0; q.validate(); }, {"w (width"});
-  expect_invalid([&] { GroupNormProblem q = p; q.epsilon = -1; q.validate(); }, {"epsilon"});
-  expect_invalid([&] { GroupNormProblem q = p; q.dtype = DType::i32; q.validate(); }, {"dtype i32"});
+  expect_invalid(
+      [&] {
+        GroupNormProblem q = p;
+        q.groups = 4;
+        q.validate();
+      },
+      {"groups (-g) = 4", "does not divide c", "6"});
+  expect_invalid(
+      [&] {
+        GroupNormProblem q = p;
+        q.groups = 0;
+        q.validate();
+      },
+      {"groups"});
+  expect_invalid(
+      [&] {
+        GroupNormProblem q = p;
+        q.w = 0;
+        q.validate();
+      },
+      {"w (width"});
+  expect_invalid(
+      [&] {
+        GroupNormProblem q = p;
+        q.epsilon = -1;
+        q.validate();
+      },
+      {"epsilon"});
+  expect_invalid(
+      [&] {
+        GroupNormProblem q = p;
+        q.dtype = DType::i32;
+        q.validate();
+      },
+      {"dtype i32"});
   EXPECT_EQ(p.stat_desc().elements(), 6);
   EXPECT_EQ(p.group_size(), 40);
 }
@@ -86,8 +118,14 @@ TEST(GnormCpuSolvers, EveryShapeDtypeLayoutMatchesTheReference) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
         for (Layout l : {Layout::nchw, Layout::nhwc}) {
           for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
-            const GroupNormProblem p{.n = sh[0], .c = sh[1], .h = sh[2], .w = sh[3], .groups = sh[4], .dtype = dt,
-                                     .layout = l, .direction = d};
+            const GroupNormProblem p{.n = sh[0],
+                                     .c = sh[1],
+                                     .h = sh[2],
+                                     .w = sh[3],
+                                     .groups = sh[4],
+                                     .dtype = dt,
+                                     .layout = l,
+                                     .direction = d};
             norm_test::expect_matches_reference(cpu(), ProblemRef::of(p), *s);
             ++checked;
           }
@@ -106,7 +144,8 @@ TEST(GnormCpuSolvers, ConstantGroupsAndLargeMeans) {
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       const GroupNormProblem p{.n = 2, .c = 8, .h = 6, .w = 5, .groups = 4, .layout = l};
       SCOPED_TRACE(std::string(s->name()) + " " + p.key());
-      const auto flat = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(480, 2.5f)}});
+      const auto flat =
+          norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(480, 2.5f)}});
       EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
       for (std::size_t e = 0; e < 480; ++e) {
         const std::size_t ch = l == Layout::nchw ? (e / 30) % 8 : e % 8;

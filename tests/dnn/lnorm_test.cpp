@@ -43,23 +43,65 @@ TEST(LnormProblem, KeyRoundTrips) {
 }
 
 TEST(LnormProblem, ParseKeyRefusesOtherSpellings) {
-  for (const char* key : {"lnorm-F-f32-d8x197x768-a2", "lnorm-F-f32-d8x197x768-a3-e0.00001",
-                          "lnorm-F-f32-d8x0x768-a2-e0.00001", "lnorm-F-f32-d8x197x768-a-1-e0.00001",
-                          "lnorm-F-f32-d1x2x3x4x5x6x7-a2-e0.00001", "lnorm-F-f32-d8x197x768-a2-e1e-05",
-                          "lnorm-F-f64-d8x197x768-a2-e0.00001"}) {
+  for (const char* key :
+       {"lnorm-F-f32-d8x197x768-a2", "lnorm-F-f32-d8x197x768-a3-e0.00001", "lnorm-F-f32-d8x0x768-a2-e0.00001",
+        "lnorm-F-f32-d8x197x768-a-1-e0.00001", "lnorm-F-f32-d1x2x3x4x5x6x7-a2-e0.00001",
+        "lnorm-F-f32-d8x197x768-a2-e1e-05", "lnorm-F-f64-d8x197x768-a2-e0.00001"}) {
     expect_invalid([&] { LayerNormProblem::parse_key(key); }, {"lnorm"});
   }
 }
 
 TEST(LnormProblem, ValidationNamesTheField) {
   const LayerNormProblem p = LayerNormProblem::of({4, 6}, 1);
-  expect_invalid([&] { LayerNormProblem q = p; q.axis = 2; q.validate(); }, {"axis", "2"});
-  expect_invalid([&] { LayerNormProblem q = p; q.axis = -1; q.validate(); }, {"axis"});
-  expect_invalid([&] { LayerNormProblem q = p; q.dims[1] = 0; q.validate(); }, {"dims[1]"});
-  expect_invalid([&] { LayerNormProblem q = p; q.rank = 7; q.validate(); }, {"rank"});
-  expect_invalid([&] { LayerNormProblem q = p; q.dims[3] = 2; q.validate(); }, {"dims[3]", "past rank"});
-  expect_invalid([&] { LayerNormProblem q = p; q.epsilon = 0; q.validate(); }, {"epsilon"});
-  expect_invalid([&] { LayerNormProblem q = p; q.dtype = DType::i8; q.validate(); }, {"dtype i8"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.axis = 2;
+        q.validate();
+      },
+      {"axis", "2"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.axis = -1;
+        q.validate();
+      },
+      {"axis"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.dims[1] = 0;
+        q.validate();
+      },
+      {"dims[1]"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.rank = 7;
+        q.validate();
+      },
+      {"rank"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.dims[3] = 2;
+        q.validate();
+      },
+      {"dims[3]", "past rank"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.epsilon = 0;
+        q.validate();
+      },
+      {"epsilon"});
+  expect_invalid(
+      [&] {
+        LayerNormProblem q = p;
+        q.dtype = DType::i8;
+        q.validate();
+      },
+      {"dtype i8"});
   expect_invalid([&] { LayerNormProblem::of({1, 2, 3, 4, 5, 6, 7}, 1); }, {"rank"});
 }
 
@@ -117,7 +159,8 @@ TEST(LnormCpuSolvers, ConstantRowsAndLargeMeans) {
   ASSERT_NE(ref, nullptr);
   for (const LayerNormSolver* s : solvers_for<LayerNormProblem>("cpu")) {
     const LayerNormProblem p = LayerNormProblem::of({6, 100}, 1);
-    const auto flat = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(600, -7.f)}});
+    const auto flat =
+        norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(600, -7.f)}});
     SCOPED_TRACE(s->name());
     EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
     for (std::size_t e = 0; e < 600; ++e) EXPECT_EQ(flat.at(ArgId::dst)[e], flat.at(ArgId::shift)[e % 100]);

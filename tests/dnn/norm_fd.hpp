@@ -29,7 +29,8 @@ void expect_backward_matches_central_differences(const P& forward) {
     std::vector<double> y(total), rm(affine, 0.0), rv(affine, 1.0), sm(stats), si(stats);
     NormDoubleArgs a;
     a.x = x.data(), a.scale = scale.data(), a.shift = shift.data(), a.y = y.data();
-    a.running_mean = rm.data(), a.running_var = rv.data(), a.saved_mean = sm.data(), a.saved_invstd = si.data();
+    a.running_mean = rm.data(), a.running_var = rv.data(), a.saved_mean = sm.data(),
+    a.saved_invstd = si.data();
     reference_norm_double(forward, a);
     if (mean != nullptr) *mean = sm, *invstd = si;
     double l = 0;
@@ -40,7 +41,8 @@ void expect_backward_matches_central_differences(const P& forward) {
   loss(&mean, &invstd);
   std::vector<double> dx(total), dscale(affine), dshift(affine);
   NormDoubleArgs b;
-  b.dy = w.data(), b.x = x.data(), b.scale = scale.data(), b.saved_mean = mean.data(), b.saved_invstd = invstd.data();
+  b.dy = w.data(), b.x = x.data(), b.scale = scale.data(), b.saved_mean = mean.data(),
+  b.saved_invstd = invstd.data();
   b.dx = dx.data(), b.dscale = dscale.data(), b.dshift = dshift.data();
   reference_norm_double(backward, b);
   const double h = 1e-5;

@@ -88,7 +88,8 @@ inline std::vector<float> uniform(std::size_t n, float lo, float hi, std::uint64
 }
 
 /// Runs check_against_reference and fails with the problem key and the summary.
-inline void expect_matches_reference(const runtime::Device& device, ProblemRef problem, const SolverBase& solver) {
+inline void expect_matches_reference(const runtime::Device& device, ProblemRef problem,
+                                     const SolverBase& solver) {
   SCOPED_TRACE(std::string(solver.name()) + " " + problem.key());
   const Applicability ok = solver.check_any(problem, device);
   ASSERT_TRUE(ok) << ok.reason;

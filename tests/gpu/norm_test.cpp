@@ -42,8 +42,8 @@ int check_all(const runtime::Device& device, const std::vector<P>& problems) {
 }
 
 TEST_P(GpuNorm, BatchNormMatchesTheReference) {
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 2}, {2, 16, 8, 8}, {1, 2, 64, 64},
-                                    {2, 64, 32, 32}};
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},  {3, 23, 1, 2},
+                                    {2, 16, 8, 8},  {1, 2, 64, 64}, {2, 64, 32, 32}};
   std::vector<BatchNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -78,15 +78,21 @@ TEST_P(GpuNorm, LayerNormMatchesTheReference) {
 }
 
 TEST_P(GpuNorm, GroupNormMatchesTheReference) {
-  const std::int64_t shapes[][5] = {{1, 3, 31, 29, 3}, {2, 17, 5, 7, 1}, {3, 24, 3, 3, 8}, {2, 32, 16, 16, 8},
-                                    {1, 64, 48, 48, 32}};
+  const std::int64_t shapes[][5] = {
+      {1, 3, 31, 29, 3}, {2, 17, 5, 7, 1}, {3, 24, 3, 3, 8}, {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}};
   std::vector<GroupNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (Layout l : {Layout::nchw, Layout::nhwc}) {
         for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
-          problems.push_back(GroupNormProblem{.n = sh[0], .c = sh[1], .h = sh[2], .w = sh[3], .groups = sh[4],
-                                              .dtype = dt, .layout = l, .direction = d});
+          problems.push_back(GroupNormProblem{.n = sh[0],
+                                              .c = sh[1],
+                                              .h = sh[2],
+                                              .w = sh[3],
+                                              .groups = sh[4],
+                                              .dtype = dt,
+                                              .layout = l,
+                                              .direction = d});
         }
       }
     }
@@ -102,7 +108,8 @@ TEST_P(GpuNorm, ConstantChannelsLargeMeansAndRepeatableBits) {
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       const BatchNormProblem p{.n = 4, .c = 16, .h = 16, .w = 16, .layout = l};
       SCOPED_TRACE(std::string(s->name()) + " " + p.key());
-      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(16384, 3.f)}});
+      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                              {{ArgId::src, std::vector<float>(16384, 3.f)}});
       EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
       EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::saved_invstd)));
       EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::variance)));
@@ -113,7 +120,8 @@ TEST_P(GpuNorm, ConstantChannelsLargeMeansAndRepeatableBits) {
       // The own kernels shift the statistics by a sample and compensate the mean's f32 rounding, so
       // y is as exact as f32 allows; a vendor's f32 running means may cost y about 1e-2 here.
       const bool own = std::string_view(s->name()).starts_with("gpu.");
-      EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)), own ? 1e-5 : 1e-3);
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)),
+                own ? 1e-5 : 1e-3);
       EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), own ? 1e-5 : 5e-2);
       const auto again = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
       EXPECT_EQ(again.at(ArgId::dst), got.at(ArgId::dst));
@@ -124,23 +132,28 @@ TEST_P(GpuNorm, ConstantChannelsLargeMeansAndRepeatableBits) {
   for (float& v : big) v += 1e4f;
   for (const LayerNormSolver* s : solvers_for<LayerNormProblem>(device_.backend())) {
     const LayerNormProblem p = LayerNormProblem::of({8, 1000}, 1);
-    const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(8000, -2.f)}});
+    const auto flat =
+        norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(8000, -2.f)}});
     EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst))) << s->name();
     const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, big}});
-    const auto want = norm_test::run_solver(cpu, ProblemRef::of(p),
-                                            *find_solver_for<LayerNormProblem>("cpu", kRefLnormName), {{ArgId::src, big}});
+    const auto want =
+        norm_test::run_solver(cpu, ProblemRef::of(p),
+                              *find_solver_for<LayerNormProblem>("cpu", kRefLnormName), {{ArgId::src, big}});
     EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5) << s->name();
   }
   for (const GroupNormSolver* s : solvers_for<GroupNormProblem>(device_.backend())) {
     for (Layout l : {Layout::nchw, Layout::nhwc}) {
       const GroupNormProblem p{.n = 2, .c = 16, .h = 8, .w = 8, .groups = 4, .layout = l};
-      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(2048, 5.f)}});
+      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                              {{ArgId::src, std::vector<float>(2048, 5.f)}});
       EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst))) << s->name();
       const std::vector<float> x(big.begin(), big.begin() + 2048);
       const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
-      const auto want = norm_test::run_solver(cpu, ProblemRef::of(p),
-                                              *find_solver_for<GroupNormProblem>("cpu", kRefGnormName), {{ArgId::src, x}});
-      EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5) << s->name() << " " << p.key();
+      const auto want =
+          norm_test::run_solver(cpu, ProblemRef::of(p),
+                                *find_solver_for<GroupNormProblem>("cpu", kRefGnormName), {{ArgId::src, x}});
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5)
+          << s->name() << " " << p.key();
     }
   }
 }

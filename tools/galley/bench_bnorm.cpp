@@ -30,7 +30,8 @@ int run_bench_bnorm(const BnormBenchArgs& args, const CLI::App& cmd) {
                                          ": per-activation batch norm is not supported; -m 1 (spatial) is");
   }
   if (args.forw == 0 && args.back == 0) {
-    throw Error(Status::invalid_argument, "-F 0 -b 0 runs nothing: give -F 1 (training), -F 2 (inference) or -b 1");
+    throw Error(Status::invalid_argument,
+                "-F 0 -b 0 runs nothing: give -F 1 (training), -F 2 (inference) or -b 1");
   }
   dnn::BatchNormProblem base{.n = args.n, .c = args.c, .h = args.h, .w = args.w};
   if (!args.flags.dtype.empty()) base.dtype = parse_dtype(args.flags.dtype);
@@ -67,11 +68,15 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-c,--in_channels", args->c, "channels (default 64)")->check(integer_in(1));
   cmd->add_option("-H,--in_h", args->h, "height (default 28)")->check(integer_in(1));
   cmd->add_option("-W,--in_w", args->w, "width (default 28)")->check(integer_in(1));
-  cmd->add_option("-m,--mode", args->mode, "1: spatial (statistics per channel, default); 0 (per activation) is not supported")
+  cmd->add_option("-m,--mode", args->mode,
+                  "1: spatial (statistics per channel, default); 0 (per activation) is not supported")
       ->check(integer_in(0, 1));
-  cmd->add_option("-F,--forw", args->forw, "forward: 0 none, 1 training (default), 2 inference")->check(integer_in(0, 2));
-  cmd->add_option("-b,--back", args->back, "1: also the backward (training) problem")->check(integer_in(0, 1));
-  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")->check(number_in(0, true));
+  cmd->add_option("-F,--forw", args->forw, "forward: 0 none, 1 training (default), 2 inference")
+      ->check(integer_in(0, 2));
+  cmd->add_option("-b,--back", args->back, "1: also the backward (training) problem")
+      ->check(integer_in(0, 1));
+  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")
+      ->check(number_in(0, true));
   cmd->add_option("--momentum", args->momentum, "running-average factor of training, in [0, 1] (default 0.1)")
       ->check(number_in(0, false, 1));
   add_op_bench_flags(cmd, args->flags, true, false);

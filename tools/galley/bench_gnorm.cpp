@@ -43,7 +43,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-H,--in_h", args->h, "height (default 28)")->check(integer_in(1));
   cmd->add_option("-W,--in_w", args->w, "width (default 28)")->check(integer_in(1));
   cmd->add_option("-g,--num_groups", args->groups, "groups, dividing c (default 32)")->check(integer_in(1));
-  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")->check(number_in(0, true));
+  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")
+      ->check(number_in(0, true));
   add_op_bench_flags(cmd, args->flags, true, true);
   cmd->callback([args, cmd] { set_exit_code(run_bench_gnorm(*args, *cmd)); });
 });

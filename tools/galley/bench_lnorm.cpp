@@ -28,12 +28,14 @@ dnn::LayerNormProblem shape_of(const std::string& text) {
   std::size_t start = 0;
   while (true) {
     const std::size_t end = text.find('x', start);
-    const std::string_view part = std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string_view part =
+        std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (p.rank == dnn::kMaxRank) {
-      throw Error(Status::invalid_argument, "-X " + quoted_input(text) + " has more than " +
-                                                std::to_string(dnn::kMaxRank) + " dims");
+      throw Error(Status::invalid_argument,
+                  "-X " + quoted_input(text) + " has more than " + std::to_string(dnn::kMaxRank) + " dims");
     }
-    p.dims[static_cast<std::size_t>(p.rank++)] = parse_integer("-X", part, 1, std::numeric_limits<std::int64_t>::max());
+    p.dims[static_cast<std::size_t>(p.rank++)] =
+        parse_integer("-X", part, 1, std::numeric_limits<std::int64_t>::max());
     if (end == std::string::npos) break;
     start = end + 1;
   }
@@ -65,7 +67,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-o,--normalized_dim", args->axis,
                   "first normalised dim: the statistics run over dims o.. (default: the last dim)")
       ->check(integer_in(0, dnn::kMaxRank - 1));
-  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")->check(number_in(0, true));
+  cmd->add_option("-e,--epsilon", args->epsilon, "added to the variance (default 0.00001)")
+      ->check(number_in(0, true));
   add_op_bench_flags(cmd, args->flags, false, true);
   cmd->callback([args, cmd] { set_exit_code(run_bench_lnorm(*args, *cmd)); });
 });

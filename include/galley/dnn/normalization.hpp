@@ -27,42 +27,53 @@ using GroupNormSolver = Solver<GroupNormProblem>;
 // each prints the `galley bench` line that reproduces it. Each returns the solver that ran.
 
 /// y = (x - running_mean) / sqrt(running_var + epsilon) * scale + shift (PyTorch's eval mode).
-const BatchNormSolver& batch_norm_inference(runtime::Stream& stream, const BatchNormProblem& problem, const Tensor& x,
-                                            const Tensor& scale, const Tensor& shift, const Tensor& running_mean,
-                                            const Tensor& running_var, Tensor& y,
-                                            const BatchNormSolver* solver = nullptr, CallReport* report = nullptr);
+const BatchNormSolver& batch_norm_inference(runtime::Stream& stream, const BatchNormProblem& problem,
+                                            const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                            const Tensor& running_mean, const Tensor& running_var, Tensor& y,
+                                            const BatchNormSolver* solver = nullptr,
+                                            CallReport* report = nullptr);
 
 /// y normalised with the batch's statistics; writes saved_mean and saved_invstd for backward and
 /// updates running_mean and running_var in place with problem.momentum (unbiased variance).
-const BatchNormSolver& batch_norm_training(runtime::Stream& stream, const BatchNormProblem& problem, const Tensor& x,
-                                           const Tensor& scale, const Tensor& shift, Tensor& running_mean,
-                                           Tensor& running_var, Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
-                                           const BatchNormSolver* solver = nullptr, CallReport* report = nullptr);
+const BatchNormSolver& batch_norm_training(runtime::Stream& stream, const BatchNormProblem& problem,
+                                           const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                           Tensor& running_mean, Tensor& running_var, Tensor& y,
+                                           Tensor& saved_mean, Tensor& saved_invstd,
+                                           const BatchNormSolver* solver = nullptr,
+                                           CallReport* report = nullptr);
 
 /// dx, dscale, dshift of training batch norm from dy and what batch_norm_training saved.
-const BatchNormSolver& batch_norm_backward(runtime::Stream& stream, const BatchNormProblem& problem, const Tensor& dy,
-                                           const Tensor& x, const Tensor& scale, const Tensor& saved_mean,
-                                           const Tensor& saved_invstd, Tensor& dx, Tensor& dscale, Tensor& dshift,
-                                           const BatchNormSolver* solver = nullptr, CallReport* report = nullptr);
+const BatchNormSolver& batch_norm_backward(runtime::Stream& stream, const BatchNormProblem& problem,
+                                           const Tensor& dy, const Tensor& x, const Tensor& scale,
+                                           const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                                           Tensor& dscale, Tensor& dshift,
+                                           const BatchNormSolver* solver = nullptr,
+                                           CallReport* report = nullptr);
 
 /// Layer norm over the trailing dims from problem.axis; writes y, saved_mean and saved_invstd.
-const LayerNormSolver& layer_norm_forward(runtime::Stream& stream, const LayerNormProblem& problem, const Tensor& x,
-                                          const Tensor& scale, const Tensor& shift, Tensor& y, Tensor& saved_mean,
-                                          Tensor& saved_invstd, const LayerNormSolver* solver = nullptr,
+const LayerNormSolver& layer_norm_forward(runtime::Stream& stream, const LayerNormProblem& problem,
+                                          const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                          Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
+                                          const LayerNormSolver* solver = nullptr,
                                           CallReport* report = nullptr);
-const LayerNormSolver& layer_norm_backward(runtime::Stream& stream, const LayerNormProblem& problem, const Tensor& dy,
-                                           const Tensor& x, const Tensor& scale, const Tensor& saved_mean,
-                                           const Tensor& saved_invstd, Tensor& dx, Tensor& dscale, Tensor& dshift,
-                                           const LayerNormSolver* solver = nullptr, CallReport* report = nullptr);
+const LayerNormSolver& layer_norm_backward(runtime::Stream& stream, const LayerNormProblem& problem,
+                                           const Tensor& dy, const Tensor& x, const Tensor& scale,
+                                           const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                                           Tensor& dscale, Tensor& dshift,
+                                           const LayerNormSolver* solver = nullptr,
+                                           CallReport* report = nullptr);
 
 /// Group norm; writes y, saved_mean and saved_invstd (n x groups).
-const GroupNormSolver& group_norm_forward(runtime::Stream& stream, const GroupNormProblem& problem, const Tensor& x,
-                                          const Tensor& scale, const Tensor& shift, Tensor& y, Tensor& saved_mean,
-                                          Tensor& saved_invstd, const GroupNormSolver* solver = nullptr,
+const GroupNormSolver& group_norm_forward(runtime::Stream& stream, const GroupNormProblem& problem,
+                                          const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                          Tensor& y, Tensor& saved_mean, Tensor& saved_invstd,
+                                          const GroupNormSolver* solver = nullptr,
                                           CallReport* report = nullptr);
-const GroupNormSolver& group_norm_backward(runtime::Stream& stream, const GroupNormProblem& problem, const Tensor& dy,
-                                           const Tensor& x, const Tensor& scale, const Tensor& saved_mean,
-                                           const Tensor& saved_invstd, Tensor& dx, Tensor& dscale, Tensor& dshift,
-                                           const GroupNormSolver* solver = nullptr, CallReport* report = nullptr);
+const GroupNormSolver& group_norm_backward(runtime::Stream& stream, const GroupNormProblem& problem,
+                                           const Tensor& dy, const Tensor& x, const Tensor& scale,
+                                           const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                                           Tensor& dscale, Tensor& dshift,
+                                           const GroupNormSolver* solver = nullptr,
+                                           CallReport* report = nullptr);
 
 }  // namespace galley::dnn

@@ -1,4 +1,5 @@
-// The cpu backend's batch norm list: the plane solver (every mode, both layouts), the reference last. The order lives here alone.
+// The cpu backend's batch norm list: the plane solver (every mode, both layouts), the reference last. The
+// order lives here alone.
 #include "backends/cpu/norm_solvers.hpp"
 #include "dnn/ref_norm.hpp"
 

@@ -27,7 +27,8 @@ const char* at(DType dtype, const void* base, std::int64_t element) {
 
 /// Calls fn(values, count, offset) over [first, first + count) as floats, kBlock at a time.
 template <class Fn>
-void as_floats(DType dtype, const void* base, std::int64_t first, std::int64_t count, float* buffer, Fn&& fn) {
+void as_floats(DType dtype, const void* base, std::int64_t first, std::int64_t count, float* buffer,
+               Fn&& fn) {
   for (std::int64_t done = 0; done < count; done += kBlock) {
     const std::int64_t len = std::min(kBlock, count - done);
     if (dtype == DType::f32) {
@@ -78,12 +79,14 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
       static_cast<float*>(a.saved_invstd)[row] = static_cast<float>(invstd);
       // The mean as f32 plus what rounding it lost: (v - m) is exact for v near m, and the low
       // part keeps y as exact as with the mean in double.
-      const float m = static_cast<float>(mean), m_lo = static_cast<float>(mean - m), r = static_cast<float>(invstd);
+      const float m = static_cast<float>(mean), m_lo = static_cast<float>(mean - m),
+                  r = static_cast<float>(invstd);
       as_floats(p.dtype, a.x, first, len, bx.data(), [&](const float* v, std::int64_t n, std::int64_t off) {
         float* o = p.dtype == DType::f32 ? static_cast<float*>(a.y) + first + off : by.data();
         for (std::int64_t i = 0; i < n; ++i) o[i] = ((v[i] - m) - m_lo) * r * scale[off + i] + shift[off + i];
         if (p.dtype != DType::f32) {
-          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.y, first + off)), static_cast<std::size_t>(n));
+          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.y, first + off)),
+                           static_cast<std::size_t>(n));
         }
       });
     }
@@ -133,7 +136,8 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
         float* o = p.dtype == DType::f32 ? static_cast<float*>(a.dx) + first + off : bo.data();
         for (std::int64_t i = 0; i < n; ++i) o[i] = r * (dy[i] * scale[off + i] - kg - (x[i] - m) * r * kx);
         if (p.dtype != DType::f32) {
-          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.dx, first + off)), static_cast<std::size_t>(n));
+          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.dx, first + off)),
+                           static_cast<std::size_t>(n));
         }
       }
     }

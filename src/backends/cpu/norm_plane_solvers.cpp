@@ -31,20 +31,24 @@ struct StatMap {
 };
 
 /// Batch statistics: mean and biased variance per statistic.
-void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vector<double>& mean, std::vector<double>& var) {
+void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vector<double>& mean,
+                std::vector<double>& var) {
   const auto planes = static_cast<std::size_t>(s.n * s.c);
   std::vector<double> sums(planes), center(planes);
   mean.assign(static_cast<std::size_t>(m.stats), 0.0);
   var.assign(mean.size(), 0.0);
   norm::plane_reduce(s, PlaneSum::sum, x, nullptr, nullptr, sums.data(), nullptr);
   for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch) mean[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      mean[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
   for (double& v : mean) v /= m.count;
   for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch) center[static_cast<std::size_t>(i * s.c + ch)] = mean[static_cast<std::size_t>(m.of(i, ch, s.c))];
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      center[static_cast<std::size_t>(i * s.c + ch)] = mean[static_cast<std::size_t>(m.of(i, ch, s.c))];
   norm::plane_reduce(s, PlaneSum::centered_squares, x, nullptr, center.data(), sums.data(), nullptr);
   for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch) var[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      var[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
   for (double& v : var) v /= m.count;
 }
 
@@ -70,7 +74,8 @@ void normalise(const PlaneShape& s, const StatMap& m, const NormArgs& a, const s
 }
 
 /// Batch statistics, saved_mean/saved_invstd, y; returns the biased variance for the running update.
-std::vector<double> forward_training(const PlaneShape& s, const StatMap& m, const NormArgs& a, double epsilon) {
+std::vector<double> forward_training(const PlaneShape& s, const StatMap& m, const NormArgs& a,
+                                     double epsilon) {
   std::vector<double> mean, var;
   statistics(s, m, a.x, mean, var);
   std::vector<double> invstd(var.size());
@@ -94,7 +99,8 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
   const auto* saved_invstd = static_cast<const float*>(a.saved_invstd);
   std::vector<double> center(planes), sum_dy(planes), sum_dyx(planes);
   for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch) center[static_cast<std::size_t>(i * s.c + ch)] = saved_mean[m.of(i, ch, s.c)];
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      center[static_cast<std::size_t>(i * s.c + ch)] = saved_mean[m.of(i, ch, s.c)];
   norm::plane_reduce(s, PlaneSum::gradient, a.x, a.dy, center.data(), sum_dy.data(), sum_dyx.data());
 
   // Per statistic: sum of g and of g * xhat; per channel: dscale, dshift.
@@ -165,7 +171,8 @@ class BnormPlanes final : public dnn::BatchNormSolver {
       const auto* rm = static_cast<const float*>(a.running_mean);
       const auto* rv = static_cast<const float*>(a.running_var);
       std::vector<double> mean(rm, rm + p.c), invstd(static_cast<std::size_t>(p.c));
-      for (std::int64_t ch = 0; ch < p.c; ++ch) invstd[static_cast<std::size_t>(ch)] = 1.0 / std::sqrt(double(rv[ch]) + p.epsilon);
+      for (std::int64_t ch = 0; ch < p.c; ++ch)
+        invstd[static_cast<std::size_t>(ch)] = 1.0 / std::sqrt(double(rv[ch]) + p.epsilon);
       normalise(s, m, a, mean, invstd);
       return;
     }

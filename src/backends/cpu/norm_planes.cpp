@@ -20,7 +20,8 @@ const char* at(DType dtype, const void* base, std::int64_t element) {
 
 /// Calls fn(values, count, offset) over [first, first + count) of `base` as floats, kBlock at a time.
 template <class Fn>
-void as_floats(DType dtype, const void* base, std::int64_t first, std::int64_t count, float* buffer, Fn&& fn) {
+void as_floats(DType dtype, const void* base, std::int64_t first, std::int64_t count, float* buffer,
+               Fn&& fn) {
   for (std::int64_t done = 0; done < count; done += kBlock) {
     const std::int64_t len = std::min(kBlock, count - done);
     if (dtype == DType::f32) {
@@ -59,43 +60,46 @@ double centered_squares_of(const float* v, std::int64_t n, double center) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const void* dy, const double* center,
-                       double* out0, double* out1) {
+void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
+                       const double* center, double* out0, double* out1) {
   parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
     std::vector<float> bx(kBlock), bdy(kBlock);
     for (std::int64_t p = lo; p < hi; ++p) {
       const std::int64_t first = p * s.hw;
       double a = 0, b = 0;
       if (what == PlaneSum::sum) {
-        as_floats(s.dtype, x, first, s.hw, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) { a += sum_of(v, n); });
-      } else if (what == PlaneSum::centered_squares) {
         as_floats(s.dtype, x, first, s.hw, bx.data(),
-                  [&](const float* v, std::int64_t n, std::int64_t) { a += centered_squares_of(v, n, center[p]); });
+                  [&](const float* v, std::int64_t n, std::int64_t) { a += sum_of(v, n); });
+      } else if (what == PlaneSum::centered_squares) {
+        as_floats(s.dtype, x, first, s.hw, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) {
+          a += centered_squares_of(v, n, center[p]);
+        });
       } else {
         const double m = center[p];
-        as_floats(s.dtype, dy, first, s.hw, bdy.data(), [&](const float* g, std::int64_t n, std::int64_t off) {
-          std::vector<float>& xs = bx;
-          const float* xv = xs.data();
-          if (s.dtype == DType::f32) {
-            xv = static_cast<const float*>(x) + first + off;
-          } else {
-            convert_to_f32(s.dtype, at(s.dtype, x, first + off), xs.data(), static_cast<std::size_t>(n));
-          }
-          double la[4] = {}, lb[4] = {};
-          std::int64_t i = 0;
-          for (; i + 4 <= n; i += 4) {
-            for (int j = 0; j < 4; ++j) {
-              la[j] += g[i + j];
-              lb[j] += static_cast<double>(g[i + j]) * (xv[i + j] - m);
-            }
-          }
-          for (; i < n; ++i) {
-            la[0] += g[i];
-            lb[0] += static_cast<double>(g[i]) * (xv[i] - m);
-          }
-          a += (la[0] + la[1]) + (la[2] + la[3]);
-          b += (lb[0] + lb[1]) + (lb[2] + lb[3]);
-        });
+        as_floats(
+            s.dtype, dy, first, s.hw, bdy.data(), [&](const float* g, std::int64_t n, std::int64_t off) {
+              std::vector<float>& xs = bx;
+              const float* xv = xs.data();
+              if (s.dtype == DType::f32) {
+                xv = static_cast<const float*>(x) + first + off;
+              } else {
+                convert_to_f32(s.dtype, at(s.dtype, x, first + off), xs.data(), static_cast<std::size_t>(n));
+              }
+              double la[4] = {}, lb[4] = {};
+              std::int64_t i = 0;
+              for (; i + 4 <= n; i += 4) {
+                for (int j = 0; j < 4; ++j) {
+                  la[j] += g[i + j];
+                  lb[j] += static_cast<double>(g[i + j]) * (xv[i + j] - m);
+                }
+              }
+              for (; i < n; ++i) {
+                la[0] += g[i];
+                lb[0] += static_cast<double>(g[i]) * (xv[i] - m);
+              }
+              a += (la[0] + la[1]) + (la[2] + la[3]);
+              b += (lb[0] + lb[1]) + (lb[2] + lb[3]);
+            });
       }
       out0[p] = a;
       if (out1 != nullptr) out1[p] = b;
@@ -103,8 +107,8 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
   });
 }
 
-void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const void* dy, const double* center,
-                       double* out0, double* out1) {
+void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
+                       const double* center, double* out0, double* out1) {
   const std::int64_t chunks = std::clamp<std::int64_t>((kChunksPerBatch + s.n - 1) / s.n, 1, s.hw);
   const std::int64_t per_chunk = (s.hw + chunks - 1) / chunks;
   const bool two = what == PlaneSum::gradient;
@@ -132,18 +136,20 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
             }
           });
         } else {
-          as_floats(s.dtype, dy, first, s.c, bdy.data(), [&](const float* g, std::int64_t n, std::int64_t off) {
-            const float* xv = bx.data();
-            if (s.dtype == DType::f32) {
-              xv = static_cast<const float*>(x) + first + off;
-            } else {
-              convert_to_f32(s.dtype, at(s.dtype, x, first + off), bx.data(), static_cast<std::size_t>(n));
-            }
-            for (std::int64_t i = 0; i < n; ++i) {
-              acc0[off + i] += g[i];
-              acc1[off + i] += static_cast<double>(g[i]) * (xv[i] - ctr[off + i]);
-            }
-          });
+          as_floats(s.dtype, dy, first, s.c, bdy.data(),
+                    [&](const float* g, std::int64_t n, std::int64_t off) {
+                      const float* xv = bx.data();
+                      if (s.dtype == DType::f32) {
+                        xv = static_cast<const float*>(x) + first + off;
+                      } else {
+                        convert_to_f32(s.dtype, at(s.dtype, x, first + off), bx.data(),
+                                       static_cast<std::size_t>(n));
+                      }
+                      for (std::int64_t i = 0; i < n; ++i) {
+                        acc0[off + i] += g[i];
+                        acc1[off + i] += static_cast<double>(g[i]) * (xv[i] - ctr[off + i]);
+                      }
+                    });
         }
       }
     }
@@ -152,7 +158,8 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
     for (std::int64_t ch = 0; ch < s.c; ++ch) {
       double a = 0, b = 0;
       for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-        const double* acc = partial.data() + static_cast<std::size_t>(image * chunks + chunk) * plane_count * (two ? 2 : 1);
+        const double* acc =
+            partial.data() + static_cast<std::size_t>(image * chunks + chunk) * plane_count * (two ? 2 : 1);
         a += acc[ch];
         if (two) b += acc[plane_count + static_cast<std::size_t>(ch)];
       }

@@ -37,8 +37,9 @@ struct Descriptors {
     const cudnnDataType_t type = p.dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     const cudnnTensorFormat_t format = p.layout == dnn::Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     check_status(cudnnSetTensor4dDescriptor(data, format, type, int(p.n), int(p.c), int(p.h), int(p.w)),
-          "cudnnSetTensor4dDescriptor");
-    check_status(cudnnDeriveBNTensorDescriptor(channel, data, CUDNN_BATCHNORM_SPATIAL), "cudnnDeriveBNTensorDescriptor");
+                 "cudnnSetTensor4dDescriptor");
+    check_status(cudnnDeriveBNTensorDescriptor(channel, data, CUDNN_BATCHNORM_SPATIAL),
+                 "cudnnDeriveBNTensorDescriptor");
   }
   ~Descriptors() {
     if (data) cudnnDestroyTensorDescriptor(data);
@@ -59,7 +60,8 @@ class CudnnBnorm final : public dnn::BatchNormSolver {
     if (p.dtype != DType::f32 && p.dtype != DType::f16) {
       return Applicability::no(std::string("dtype ") + to_string(p.dtype) + " (needs f32 or f16)");
     }
-    if (p.n * p.c * p.h * p.w > INT_MAX) return Applicability::no("more than 2^31 - 1 elements (cuDNN's int sizes)");
+    if (p.n * p.c * p.h * p.w > INT_MAX)
+      return Applicability::no("more than 2^31 - 1 elements (cuDNN's int sizes)");
     if (p.epsilon < CUDNN_BN_MIN_EPSILON) return Applicability::no("epsilon below CUDNN_BN_MIN_EPSILON");
     return Applicability::yes();
   }
@@ -70,24 +72,26 @@ class CudnnBnorm final : public dnn::BatchNormSolver {
       DeviceGuard guard(stream.device().index());
       const Descriptors d(p);
       std::lock_guard lock(h.mutex);
-      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
+      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()),
+                   "cudnnSetStream");
       const float one = 1.f, zero = 0.f;
       if (p.direction == dnn::NormDirection::backward) {
-        check_status(cudnnBatchNormalizationBackward(h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, d.data, a.x,
-                                              d.data, a.dy, d.data, a.dx, d.channel, a.scale, a.dscale, a.dshift,
-                                              p.epsilon, a.saved_mean, a.saved_invstd),
-              "cudnnBatchNormalizationBackward");
+        check_status(
+            cudnnBatchNormalizationBackward(h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
+                                            d.data, a.x, d.data, a.dy, d.data, a.dx, d.channel, a.scale,
+                                            a.dscale, a.dshift, p.epsilon, a.saved_mean, a.saved_invstd),
+            "cudnnBatchNormalizationBackward");
       } else if (p.mode == dnn::BatchNormMode::inference) {
-        check_status(cudnnBatchNormalizationForwardInference(h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.data, a.x,
-                                                      d.data, a.y, d.channel, a.scale, a.shift, a.running_mean,
-                                                      a.running_var, p.epsilon),
-              "cudnnBatchNormalizationForwardInference");
+        check_status(cudnnBatchNormalizationForwardInference(
+                         h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.data, a.x, d.data, a.y, d.channel,
+                         a.scale, a.shift, a.running_mean, a.running_var, p.epsilon),
+                     "cudnnBatchNormalizationForwardInference");
       } else {
-        check_status(cudnnBatchNormalizationForwardTraining(h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.data, a.x,
-                                                     d.data, a.y, d.channel, a.scale, a.shift, p.momentum,
-                                                     a.running_mean, a.running_var, p.epsilon, a.saved_mean,
-                                                     a.saved_invstd),
-              "cudnnBatchNormalizationForwardTraining");
+        check_status(
+            cudnnBatchNormalizationForwardTraining(
+                h.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.data, a.x, d.data, a.y, d.channel, a.scale,
+                a.shift, p.momentum, a.running_mean, a.running_var, p.epsilon, a.saved_mean, a.saved_invstd),
+            "cudnnBatchNormalizationForwardTraining");
       }
     });
   }

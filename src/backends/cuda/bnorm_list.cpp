@@ -1,4 +1,5 @@
-// The cuda backend's bnorm list: cuDNN first (the vendor baseline until measured), then the single-source kernel.
+// The cuda backend's bnorm list: cuDNN first (the vendor baseline until measured), then the single-source
+// kernel.
 #include "backends/cuda/vendor_norm_solvers.hpp"
 #include "backends/gpu/norm_solvers.hpp"
 #include "backends/gpu/op_lists.hpp"

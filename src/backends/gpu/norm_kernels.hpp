@@ -44,11 +44,11 @@ std::size_t plane_workspace_bytes(const PlaneGeometry& g);
 
 /// Training forward (batch or group norm): statistics, saved_mean/saved_invstd, y; with
 /// `update_running` (batch norm) the running statistics with `momentum`.
-void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, bool update_running,
-                                   double momentum, void* stream, const char* what);
+void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon,
+                                   bool update_running, double momentum, void* stream, const char* what);
 /// Batch norm inference: y from the running statistics (one pass over x).
-void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
-                                    const char* what);
+void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon,
+                                    void* stream, const char* what);
 /// Backward: dx, dscale, dshift from dy, x, scale and the saved statistics.
 void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void* stream, const char* what);
 
@@ -61,7 +61,8 @@ struct RowGeometry {
 RowGeometry row_geometry(std::int64_t rows, std::int64_t len, DType dtype);
 const char* row_geometry_limit(const RowGeometry& g);
 std::size_t row_workspace_bytes(const RowGeometry& g, bool backward);
-void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream, const char* what);
+void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
+                        const char* what);
 void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* stream, const char* what);
 
 }  // namespace galley::backends::gpu

@@ -16,12 +16,14 @@ namespace {
 // Plane sums in one block aim at this many blocks over the whole problem.
 constexpr std::int64_t kTargetBlocks = 1024;
 
-__device__ __forceinline__ std::int64_t stat_of(const PlaneGeometry& g, std::int64_t image, std::int64_t channel) {
+__device__ __forceinline__ std::int64_t stat_of(const PlaneGeometry& g, std::int64_t image,
+                                                std::int64_t channel) {
   return g.groups == 0 ? channel : image * g.groups + channel / (g.c / g.groups);
 }
 
 /// The i-th of the planes a statistic gathers.
-__device__ __forceinline__ std::int64_t plane_of_stat(const PlaneGeometry& g, std::int64_t stat, std::int64_t i) {
+__device__ __forceinline__ std::int64_t plane_of_stat(const PlaneGeometry& g, std::int64_t stat,
+                                                      std::int64_t i) {
   if (g.groups == 0) return i * g.c + stat;
   const std::int64_t cpg = g.c / g.groups;
   return (stat / g.groups) * g.c + (stat % g.groups) * cpg + i;
@@ -47,8 +49,9 @@ struct Partial<true> {
 /// NCHW: `group` consecutive threads (a power of two up to kNormThreads) reduce one plane's range,
 /// so small planes (7x7) share a block instead of idling most of it.
 template <typename T, int kVec, bool kBackward>
-__global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restrict__ x, const T* __restrict__ dy,
-                                   const float* __restrict__ saved_mean, float* __restrict__ partial) {
+__global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restrict__ x,
+                                   const T* __restrict__ dy, const float* __restrict__ saved_mean,
+                                   float* __restrict__ partial) {
   using State = typename Partial<kBackward>::State;
   __shared__ State shared[kNormThreads];
   const int lane = int(threadIdx.x) % group;
@@ -117,7 +120,9 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
     // As in nchw: the mean (backward) or the image's first pixel (forward, the Welford shift).
-    center[j] = !active ? 0.f : kBackward ? saved_mean[stat_of(g, image, c0 + j)] : ldg_f32(x + image * g.hw * g.c + c0 + j);
+    center[j] = !active     ? 0.f
+                : kBackward ? saved_mean[stat_of(g, image, c0 + j)]
+                            : ldg_f32(x + image * g.hw * g.c + c0 + j);
   }
   if (active) {
     float count = 0;
@@ -173,8 +178,8 @@ __global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, con
 /// the mean's f32 rounding error into mean_lo, and, with running statistics given, updates them.
 __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial, float epsilon,
                               float* __restrict__ saved_mean, float* __restrict__ saved_invstd,
-                              float* __restrict__ running_mean, float* __restrict__ running_var, float momentum,
-                              float* __restrict__ mean_lo) {
+                              float* __restrict__ running_mean, float* __restrict__ running_var,
+                              float momentum, float* __restrict__ mean_lo) {
   __shared__ Welford<double> shared[kNormThreads];
   const std::int64_t stat = blockIdx.x;
   const std::int64_t items = planes_per_stat(g) * g.splits;
@@ -203,9 +208,10 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
 
 /// Blocks [0, c): channel c's dscale = sum r * sum(dy*(x-mean)) and dshift = sum dy over images;
 /// blocks [c, c + stats): a statistic's sum of g = dy*scale and of g*xhat, into `stat_sums`.
-__global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial, const float* __restrict__ scale,
-                              const float* __restrict__ saved_invstd, float* __restrict__ dscale,
-                              float* __restrict__ dshift, float* __restrict__ stat_sums) {
+__global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial,
+                              const float* __restrict__ scale, const float* __restrict__ saved_invstd,
+                              float* __restrict__ dscale, float* __restrict__ dshift,
+                              float* __restrict__ stat_sums) {
   __shared__ Sum2<double> shared[kNormThreads];
   const bool channel_block = blockIdx.x < g.c;
   const std::int64_t id = channel_block ? std::int64_t(blockIdx.x) : std::int64_t(blockIdx.x) - g.c;
@@ -240,13 +246,13 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
 // ---- (3) per-plane coefficients ------------------------------------------------------------------
 
 /// Forward: y = ka*((x - km) - kl) + kc: the centre first, so a large mean does not cancel, and kl
-/// the mean's f32 rounding error (mean_lo, null for inference's running mean). With `running_var` given (inference) the statistic of channel c is the
-/// running one, else saved_mean/saved_invstd.
-__global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean, const float* __restrict__ invstd,
-                             const float* __restrict__ running_var, float epsilon, const float* __restrict__ scale,
-                             const float* __restrict__ shift, const float* __restrict__ mean_lo,
-                             float* __restrict__ ka, float* __restrict__ km, float* __restrict__ kl,
-                             float* __restrict__ kc) {
+/// the mean's f32 rounding error (mean_lo, null for inference's running mean). With `running_var` given
+/// (inference) the statistic of channel c is the running one, else saved_mean/saved_invstd.
+__global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean,
+                             const float* __restrict__ invstd, const float* __restrict__ running_var,
+                             float epsilon, const float* __restrict__ scale, const float* __restrict__ shift,
+                             const float* __restrict__ mean_lo, float* __restrict__ ka,
+                             float* __restrict__ km, float* __restrict__ kl, float* __restrict__ kc) {
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
     const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
     const float r = running_var != nullptr ? 1.0f / sqrtf(running_var[ch] + epsilon) : invstd[st];
@@ -261,8 +267,8 @@ __global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean, co
 /// Backward: dx = ka*dy + kb*(x - km) + kc, i.e. r*(scale*dy - sum_g/M - xhat*sum_gxhat/M).
 __global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_mean,
                               const float* __restrict__ saved_invstd, const float* __restrict__ scale,
-                              const float* __restrict__ stat_sums, float* __restrict__ ka, float* __restrict__ kb,
-                              float* __restrict__ km, float* __restrict__ kc) {
+                              const float* __restrict__ stat_sums, float* __restrict__ ka,
+                              float* __restrict__ kb, float* __restrict__ km, float* __restrict__ kc) {
   const double m = double(g.count());
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
     const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
@@ -277,11 +283,13 @@ __global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_m
 
 // ---- (4) the elementwise pass ---------------------------------------------------------------------
 
-/// out = ka[p]*((u - km[p]) - kl[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements a step.
+/// out = ka[p]*((u - km[p]) - kl[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements
+/// a step.
 template <typename T, int kVec, bool kNhwc, bool kTwo>
 __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* __restrict__ v,
-                            const float* __restrict__ ka, const float* __restrict__ kb, const float* __restrict__ km,
-                            const float* __restrict__ kl, const float* __restrict__ kc, T* __restrict__ out) {
+                            const float* __restrict__ ka, const float* __restrict__ kb,
+                            const float* __restrict__ km, const float* __restrict__ kl,
+                            const float* __restrict__ kc, T* __restrict__ out) {
   const std::int64_t vectors = g.planes() * g.hw / kVec;
   for (std::int64_t i = grid_stride_start(); i < vectors; i += grid_stride_step()) {
     const std::int64_t e = i * kVec;
@@ -310,7 +318,8 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
     float o[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      o[j] = kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j])) : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
+      o[j] =
+          kTwo ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j])) : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
     }
     if constexpr (kVec == 8) {
       store8(out + e, o);
@@ -418,7 +427,8 @@ PlaneGeometry plane_geometry(std::int64_t n, std::int64_t c, std::int64_t hw, st
 
 const char* plane_geometry_limit(const PlaneGeometry& g) {
   if (g.splits > 65535) return "too many pixels per plane for the grid (more than 65535 ranges)";
-  if (g.split_len > (std::int64_t(1) << 24)) return "a pixel range is longer than 2^24 (f32 counts stop being exact)";
+  if (g.split_len > (std::int64_t(1) << 24))
+    return "a pixel range is longer than 2^24 (f32 counts stop being exact)";
   if (g.nhwc && g.n > 65535) return "batch n > 65535 (the grid's y dimension) in nhwc";
   if (g.planes() > 0x7fffffffLL || g.c + g.stats() > 0x7fffffffLL) return "more than 2^31 - 1 planes";
   return nullptr;
@@ -428,8 +438,8 @@ std::size_t plane_workspace_bytes(const PlaneGeometry& g) {
   return std::size_t(g.splits * g.planes() * 4 + 2 * g.stats() + 5 * g.planes()) * sizeof(float);
 }
 
-void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, bool update_running,
-                                   double momentum, void* stream, const char* what) {
+void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon,
+                                   bool update_running, double momentum, void* stream, const char* what) {
   const GpuStream s = as_stream(stream);
   const Workspace w = carve(g, a.workspace);
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
@@ -450,16 +460,16 @@ void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& 
   check_launch(what);
 }
 
-void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
-                                    const char* what) {
+void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon,
+                                    void* stream, const char* what) {
   const GpuStream s = as_stream(stream);
   const Workspace w = carve(g, a.workspace);
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
         g, static_cast<const float*>(a.running_mean), nullptr, static_cast<const float*>(a.running_var),
-        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), nullptr, w.ka, w.km,
-        w.kl, w.kc);
+        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), nullptr, w.ka,
+        w.km, w.kl, w.kc);
     launch_apply<T, false>(g, static_cast<const T*>(a.x), nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
@@ -477,9 +487,10 @@ void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void*
     const auto* dy = static_cast<const T*>(a.dy);
     launch_partial<T, true>(g, x, dy, saved_mean, w.partial, s);
     grad_finalize<<<unsigned(g.c + g.stats()), kNormThreads, 0, s>>>(
-        g, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift), w.stat_sums);
-    coef_backward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(g, saved_mean, saved_invstd, scale,
-                                                                              w.stat_sums, w.ka, w.kb, w.km, w.kc);
+        g, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift),
+        w.stat_sums);
+    coef_backward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
+        g, saved_mean, saved_invstd, scale, w.stat_sums, w.ka, w.kb, w.km, w.kc);
     launch_apply<T, true>(g, dy, x, w, static_cast<T*>(a.dx), s);
   });
   check_launch(what);

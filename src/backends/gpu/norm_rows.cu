@@ -12,8 +12,9 @@ namespace {
 constexpr std::int64_t kTargetBlocks = 1024;
 
 template <typename T, int kVec>
-__global__ void row_forward(RowGeometry g, int group, const T* __restrict__ x, const float* __restrict__ scale,
-                            const float* __restrict__ shift, T* __restrict__ y, float* __restrict__ saved_mean,
+__global__ void row_forward(RowGeometry g, int group, const T* __restrict__ x,
+                            const float* __restrict__ scale, const float* __restrict__ shift,
+                            T* __restrict__ y, float* __restrict__ saved_mean,
                             float* __restrict__ saved_invstd, float epsilon) {
   __shared__ Welford<float> shared[kNormThreads];
   const int lane = int(threadIdx.x) % group;
@@ -157,7 +158,8 @@ unsigned row_blocks(const RowGeometry& g, int group) {
 RowGeometry row_geometry(std::int64_t rows, std::int64_t len, DType dtype) {
   RowGeometry g{rows, len, dtype, 1};
   const std::int64_t base = (len + kNormThreads - 1) / kNormThreads;
-  g.col_splits = std::clamp<std::int64_t>((kTargetBlocks + base - 1) / base, 1, std::min<std::int64_t>(rows, 65535));
+  g.col_splits =
+      std::clamp<std::int64_t>((kTargetBlocks + base - 1) / base, 1, std::min<std::int64_t>(rows, 65535));
   g.col_splits = (rows + rows_per_split(g) - 1) / rows_per_split(g);
   return g;
 }
@@ -172,15 +174,17 @@ std::size_t row_workspace_bytes(const RowGeometry& g, bool backward) {
   return backward ? std::size_t(g.col_splits * g.len * 2) * sizeof(float) : 0;
 }
 
-void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream, const char* what) {
+void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
+                        const char* what) {
   const GpuStream s = as_stream(stream);
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     auto kernel = g.len % 8 == 0 ? row_forward<T, 8> : row_forward<T, 1>;
     const int group = row_threads(g);
     kernel<<<row_blocks(g, group), kNormThreads, 0, s>>>(
-        g, group, static_cast<const T*>(a.x), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift),
-        static_cast<T*>(a.y), static_cast<float*>(a.saved_mean), static_cast<float*>(a.saved_invstd), float(epsilon));
+        g, group, static_cast<const T*>(a.x), static_cast<const float*>(a.scale),
+        static_cast<const float*>(a.shift), static_cast<T*>(a.y), static_cast<float*>(a.saved_mean),
+        static_cast<float*>(a.saved_invstd), float(epsilon));
   });
   check_launch(what);
 }
@@ -196,12 +200,12 @@ void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* str
     const auto* dy = static_cast<const T*>(a.dy);
     auto kernel = g.len % 8 == 0 ? row_backward_dx<T, 8> : row_backward_dx<T, 1>;
     const int group = row_threads(g);
-    kernel<<<row_blocks(g, group), kNormThreads, 0, s>>>(g, group, x, dy, static_cast<const float*>(a.scale), mean, invstd,
-                                                      static_cast<T*>(a.dx));
+    kernel<<<row_blocks(g, group), kNormThreads, 0, s>>>(g, group, x, dy, static_cast<const float*>(a.scale),
+                                                         mean, invstd, static_cast<T*>(a.dx));
     const dim3 grid(unsigned((g.len + kNormThreads - 1) / kNormThreads), unsigned(g.col_splits));
     column_partial<T><<<grid, kNormThreads, 0, s>>>(g, rows_per_split(g), x, dy, mean, invstd, partial);
-    column_finalize<<<grid_for(g.len, kNormThreads), kNormThreads, 0, s>>>(g, partial, static_cast<float*>(a.dscale),
-                                                                          static_cast<float*>(a.dshift));
+    column_finalize<<<grid_for(g.len, kNormThreads), kNormThreads, 0, s>>>(
+        g, partial, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift));
   });
   check_launch(what);
 }

@@ -19,7 +19,8 @@ using dnn::NormDirection;
 template <class P>
 class GpuNormSolver : public dnn::Solver<P> {
  public:
-  GpuNormSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  GpuNormSolver(std::string name, std::string backend)
+      : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
 
  protected:
@@ -52,7 +53,9 @@ PlaneGeometry geometry_of(const dnn::BatchNormProblem& p) {
 PlaneGeometry geometry_of(const dnn::GroupNormProblem& p) {
   return plane_geometry(p.n, p.c, p.h * p.w, p.groups, p.layout == dnn::Layout::nhwc, p.dtype);
 }
-RowGeometry geometry_of(const dnn::LayerNormProblem& p) { return row_geometry(p.outer(), p.inner(), p.dtype); }
+RowGeometry geometry_of(const dnn::LayerNormProblem& p) {
+  return row_geometry(p.outer(), p.inner(), p.dtype);
+}
 
 class BnormPlanes final : public GpuNormSolver<dnn::BatchNormProblem> {
  public:
