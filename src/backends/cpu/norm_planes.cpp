@@ -207,10 +207,10 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
           const float ka = a[row], kb = b != nullptr ? b[row] : 0.f, km = center[row], kc = c0[row];
           const float kl = center_lo != nullptr ? center_lo[row] : 0.f;
           if (vv != nullptr) {
-            #pragma GCC ivdep
+#pragma GCC ivdep
             for (std::int64_t i = 0; i < n; ++i) o[i] = ka * uv[i] + kb * (vv[i] - km) + kc;
           } else {
-            #pragma GCC ivdep
+#pragma GCC ivdep
             for (std::int64_t i = 0; i < n; ++i) o[i] = ka * ((uv[i] - km) - kl) + kc;
           }
         } else {
@@ -220,15 +220,15 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
           const float* kc = c0 + base;
           if (vv != nullptr) {
             const float* kb = b + base;
-            #pragma GCC ivdep
+#pragma GCC ivdep
             for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * uv[i] + kb[i] * (vv[i] - km[i]) + kc[i];
           } else {
             if (center_lo != nullptr) {
               const float* kl = center_lo + base;
-              #pragma GCC ivdep
+#pragma GCC ivdep
               for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * ((uv[i] - km[i]) - kl[i]) + kc[i];
             } else {
-              #pragma GCC ivdep
+#pragma GCC ivdep
               for (std::int64_t i = 0; i < n; ++i) o[i] = ka[i] * (uv[i] - km[i]) + kc[i];
             }
           }
