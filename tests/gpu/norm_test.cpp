@@ -42,8 +42,9 @@ int check_all(const runtime::Device& device, const std::vector<P>& problems) {
 }
 
 TEST_P(GpuNorm, BatchNormMatchesTheReference) {
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},  {3, 23, 1, 2},
-                                    {2, 16, 8, 8},  {1, 2, 64, 64}, {2, 64, 32, 32}};
+  // 2x4x7x7 and 4x6x14x14: 8-wide elementwise vectors straddle planes (hw not a multiple of 8).
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},   {3, 23, 1, 2}, {2, 16, 8, 8},
+                                    {1, 2, 64, 64}, {2, 64, 32, 32}, {2, 4, 7, 7},  {4, 6, 14, 14}};
   std::vector<BatchNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -78,8 +79,8 @@ TEST_P(GpuNorm, LayerNormMatchesTheReference) {
 }
 
 TEST_P(GpuNorm, GroupNormMatchesTheReference) {
-  const std::int64_t shapes[][5] = {
-      {1, 3, 31, 29, 3}, {2, 17, 5, 7, 1}, {3, 24, 3, 3, 8}, {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}};
+  const std::int64_t shapes[][5] = {{1, 3, 31, 29, 3},  {2, 17, 5, 7, 1},    {3, 24, 3, 3, 8},
+                                    {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}, {2, 8, 7, 7, 4}};
   std::vector<GroupNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

@@ -303,10 +303,18 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
         b[j] = kTwo ? kb[p0 + j] : 0.f;
       }
     } else {
-      const std::int64_t p = e / g.hw;
+      // A vector may straddle two planes (hw not a multiple of 8, but at least 8): the elements
+      // past the plane's end take the next plane's coefficients.
+      const std::int64_t p = e / g.hw, first_of_next = (p + 1) * g.hw - e;
+      const std::int64_t q = first_of_next < kVec ? p + 1 : p;
       const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pl = kTwo ? 0.f : kl[p], pc = kc[p];
+      const float qa = ka[q], qb = kTwo ? kb[q] : 0.f, qm = km[q], ql = kTwo ? 0.f : kl[q], qc = kc[q];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) a[j] = pa, b[j] = pb, m[j] = pm, l[j] = pl, c[j] = pc;
+      for (int j = 0; j < kVec; ++j) {
+        const bool next = j >= first_of_next;
+        a[j] = next ? qa : pa, b[j] = next ? qb : pb, m[j] = next ? qm : pm, l[j] = next ? ql : pl;
+        c[j] = next ? qc : pc;
+      }
     }
     if constexpr (kVec == 8) {
       load8(u + e, uu);
@@ -332,6 +340,11 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
 // ---- host side ----------------------------------------------------------------------------------
 
 bool vectorised(const PlaneGeometry& g) { return g.nhwc ? g.c % 8 == 0 : g.hw % 8 == 0; }
+/// The elementwise pass reads 8-vectors of the flat tensor: in nchw they may cross one plane
+/// boundary (hw >= 8), so only the total must be a multiple of 8.
+bool apply_vectorised(const PlaneGeometry& g) {
+  return g.nhwc ? g.c % 8 == 0 : g.hw % 8 == 0 || (g.hw >= 8 && (g.planes() * g.hw) % 8 == 0);
+}
 
 /// NHWC block shape: threadIdx.x over channel vectors (a power of two up to 32), the rest pixels.
 dim3 nhwc_block(const PlaneGeometry& g) {
@@ -397,7 +410,7 @@ void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float
 
 template <typename T, bool kTwo>
 void launch_apply(const PlaneGeometry& g, const T* u, const T* v, const Workspace& w, T* out, GpuStream s) {
-  const bool vec = vectorised(g);
+  const bool vec = apply_vectorised(g);
   const std::int64_t vectors = g.planes() * g.hw / (vec ? 8 : 1);
   const unsigned grid = grid_for(vectors, kNormThreads);
   if (vec) {
