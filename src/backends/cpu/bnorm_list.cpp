@@ -1,0 +1,18 @@
+// The cpu backend's batch norm list: the plane solver (every mode, both layouts), the reference last. The
+// order lives here alone.
+#include "backends/cpu/norm_solvers.hpp"
+#include "dnn/ref_norm.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+const bool kRegistered = [] {
+  std::vector<std::unique_ptr<dnn::SolverBase>> list;
+  list.push_back(make_bnorm_planes());
+  list.push_back(dnn::make_ref_bnorm());
+  dnn::register_solvers("cpu", dnn::OpKind::bnorm, std::move(list));
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::backends::cpu

@@ -1,0 +1,223 @@
+// cpu.bnorm.planes and cpu.gnorm.planes: batch and group norm from the same two plane loops
+// (norm_planes.hpp). Statistics are two-pass (plane sums, then sums of squares about the mean), in
+// double, so a constant channel has variance exactly 0 and a mean of 1e4 costs no precision; the
+// elementwise passes run in f32. A statistic gathers planes: batch norm's channel c those of every
+// image, group norm's (image, group) those of the group's channels.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/norm_planes.hpp"
+#include "backends/cpu/norm_solvers.hpp"
+#include "galley/core/error.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+using dnn::Applicability;
+using dnn::NormArgs;
+using dnn::NormDirection;
+using norm::PlaneShape;
+using norm::PlaneSum;
+
+/// Which statistic plane (image, channel) belongs to, and how many values each statistic has.
+struct StatMap {
+  std::int64_t stats = 0;
+  std::int64_t groups = 0;  ///< 0: batch norm (statistic = channel); else group norm's groups
+  double count = 0;
+  std::int64_t of(std::int64_t image, std::int64_t channel, std::int64_t c) const {
+    return groups == 0 ? channel : image * groups + channel / (c / groups);
+  }
+};
+
+/// Batch statistics: mean and biased variance per statistic.
+void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vector<double>& mean,
+                std::vector<double>& var) {
+  const auto planes = static_cast<std::size_t>(s.n * s.c);
+  std::vector<double> sums(planes), center(planes);
+  mean.assign(static_cast<std::size_t>(m.stats), 0.0);
+  var.assign(mean.size(), 0.0);
+  norm::plane_reduce(s, PlaneSum::sum, x, nullptr, nullptr, sums.data(), nullptr);
+  for (std::int64_t i = 0; i < s.n; ++i)
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      mean[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
+  for (double& v : mean) v /= m.count;
+  for (std::int64_t i = 0; i < s.n; ++i)
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      center[static_cast<std::size_t>(i * s.c + ch)] = mean[static_cast<std::size_t>(m.of(i, ch, s.c))];
+  norm::plane_reduce(s, PlaneSum::centered_squares, x, nullptr, center.data(), sums.data(), nullptr);
+  for (std::int64_t i = 0; i < s.n; ++i)
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      var[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
+  for (double& v : var) v /= m.count;
+}
+
+/// y = (x - mean) * invstd * scale + shift, per plane.
+void normalise(const PlaneShape& s, const StatMap& m, const NormArgs& a, const std::vector<double>& mean,
+               const std::vector<double>& invstd) {
+  const auto planes = static_cast<std::size_t>(s.n * s.c);
+  std::vector<float> mul(planes), center(planes), center_lo(planes), add(planes);
+  const auto* scale = static_cast<const float*>(a.scale);
+  const auto* shift = static_cast<const float*>(a.shift);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
+      const double k = invstd[st] * scale[ch];
+      mul[static_cast<std::size_t>(i * s.c + ch)] = static_cast<float>(k);
+      const float hi = static_cast<float>(mean[st]);
+      center[static_cast<std::size_t>(i * s.c + ch)] = hi;
+      center_lo[static_cast<std::size_t>(i * s.c + ch)] = static_cast<float>(mean[st] - hi);
+      add[static_cast<std::size_t>(i * s.c + ch)] = shift[ch];
+    }
+  }
+  norm::plane_map(s, a.x, nullptr, mul.data(), nullptr, center.data(), center_lo.data(), add.data(), a.y);
+}
+
+/// Batch statistics, saved_mean/saved_invstd, y; returns the biased variance for the running update.
+std::vector<double> forward_training(const PlaneShape& s, const StatMap& m, const NormArgs& a,
+                                     double epsilon) {
+  std::vector<double> mean, var;
+  statistics(s, m, a.x, mean, var);
+  std::vector<double> invstd(var.size());
+  auto* saved_mean = static_cast<float*>(a.saved_mean);
+  auto* saved_invstd = static_cast<float*>(a.saved_invstd);
+  for (std::size_t i = 0; i < var.size(); ++i) {
+    invstd[i] = 1.0 / std::sqrt(var[i] + epsilon);
+    saved_mean[i] = static_cast<float>(mean[i]);
+    saved_invstd[i] = static_cast<float>(invstd[i]);
+  }
+  normalise(s, m, a, mean, invstd);
+  return var;
+}
+
+/// dx = A dy + B (x - mean) + C per plane, dscale and dshift; see the derivation in the comment of
+/// BatchNormProblem (g = dy * scale within a statistic).
+void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
+  const auto planes = static_cast<std::size_t>(s.n * s.c);
+  const auto* scale = static_cast<const float*>(a.scale);
+  const auto* saved_mean = static_cast<const float*>(a.saved_mean);
+  const auto* saved_invstd = static_cast<const float*>(a.saved_invstd);
+  std::vector<double> center(planes), sum_dy(planes), sum_dyx(planes);
+  for (std::int64_t i = 0; i < s.n; ++i)
+    for (std::int64_t ch = 0; ch < s.c; ++ch)
+      center[static_cast<std::size_t>(i * s.c + ch)] = saved_mean[m.of(i, ch, s.c)];
+  norm::plane_reduce(s, PlaneSum::gradient, a.x, a.dy, center.data(), sum_dy.data(), sum_dyx.data());
+
+  // Per statistic: sum of g and of g * xhat; per channel: dscale, dshift.
+  std::vector<double> sum_g(static_cast<std::size_t>(m.stats), 0.0), sum_gx(sum_g.size(), 0.0);
+  std::vector<double> dscale(static_cast<std::size_t>(s.c), 0.0), dshift(dscale.size(), 0.0);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto p = static_cast<std::size_t>(i * s.c + ch);
+      const auto st = m.of(i, ch, s.c);
+      const double r = saved_invstd[st];
+      sum_g[static_cast<std::size_t>(st)] += scale[ch] * sum_dy[p];
+      sum_gx[static_cast<std::size_t>(st)] += scale[ch] * sum_dyx[p] * r;
+      dscale[static_cast<std::size_t>(ch)] += sum_dyx[p] * r;
+      dshift[static_cast<std::size_t>(ch)] += sum_dy[p];
+    }
+  }
+  for (std::int64_t ch = 0; ch < s.c; ++ch) {
+    static_cast<float*>(a.dscale)[ch] = static_cast<float>(dscale[static_cast<std::size_t>(ch)]);
+    static_cast<float*>(a.dshift)[ch] = static_cast<float>(dshift[static_cast<std::size_t>(ch)]);
+  }
+  std::vector<float> ka(planes), kb(planes), km(planes), kc(planes);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto p = static_cast<std::size_t>(i * s.c + ch);
+      const auto st = m.of(i, ch, s.c);
+      const double r = saved_invstd[st], mu = saved_mean[st];
+      const double b = -r * r * sum_gx[static_cast<std::size_t>(st)] / m.count;
+      ka[p] = static_cast<float>(r * scale[ch]);
+      kb[p] = static_cast<float>(b);
+      km[p] = static_cast<float>(mu);
+      kc[p] = static_cast<float>(-r * sum_g[static_cast<std::size_t>(st)] / m.count);
+    }
+  }
+  norm::plane_map(s, a.dy, a.x, ka.data(), kb.data(), km.data(), nullptr, kc.data(), a.dx);
+}
+
+std::string common_no(DType dtype, const runtime::Device& device) {
+  if (!device.is_cpu()) return "runs on the cpu backend only, not " + device.name();
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    return std::string("dtype ") + to_string(dtype) + " is not f32, f16 or bf16";
+  }
+  return {};
+}
+
+class BnormPlanes final : public dnn::BatchNormSolver {
+ public:
+  std::string_view name() const override { return "cpu.bnorm.planes"; }
+  Applicability check(const dnn::BatchNormProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p.dtype, device); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const dnn::BatchNormProblem& p, const NormArgs& a) const override {
+    stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
+  }
+  std::string detail(const dnn::BatchNormProblem&, const runtime::Device&) const override {
+    return "two-pass statistics in double, f32 elementwise";
+  }
+
+ private:
+  static void compute(const dnn::BatchNormProblem& p, const NormArgs& a) {
+    const PlaneShape s{p.n, p.c, p.h * p.w, p.layout == dnn::Layout::nhwc, p.dtype};
+    const StatMap m{p.c, 0, static_cast<double>(p.reduce_size())};
+    if (p.direction == NormDirection::backward) {
+      backward(s, m, a);
+      return;
+    }
+    if (p.mode == dnn::BatchNormMode::inference) {
+      const auto* rm = static_cast<const float*>(a.running_mean);
+      const auto* rv = static_cast<const float*>(a.running_var);
+      std::vector<double> mean(rm, rm + p.c), invstd(static_cast<std::size_t>(p.c));
+      for (std::int64_t ch = 0; ch < p.c; ++ch)
+        invstd[static_cast<std::size_t>(ch)] = 1.0 / std::sqrt(double(rv[ch]) + p.epsilon);
+      normalise(s, m, a, mean, invstd);
+      return;
+    }
+    const std::vector<double> var = forward_training(s, m, a, p.epsilon);
+    auto* rm = static_cast<float*>(a.running_mean);
+    auto* rv = static_cast<float*>(a.running_var);
+    const auto* saved_mean = static_cast<const float*>(a.saved_mean);
+    const double count = m.count;
+    for (std::int64_t ch = 0; ch < p.c; ++ch) {
+      const double unbiased = var[static_cast<std::size_t>(ch)] * count / (count - 1);
+      rm[ch] = static_cast<float>((1 - p.momentum) * rm[ch] + p.momentum * saved_mean[ch]);
+      rv[ch] = static_cast<float>((1 - p.momentum) * rv[ch] + p.momentum * unbiased);
+    }
+  }
+};
+
+class GnormPlanes final : public dnn::GroupNormSolver {
+ public:
+  std::string_view name() const override { return "cpu.gnorm.planes"; }
+  Applicability check(const dnn::GroupNormProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p.dtype, device); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const dnn::GroupNormProblem& p, const NormArgs& a) const override {
+    stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
+  }
+  std::string detail(const dnn::GroupNormProblem&, const runtime::Device&) const override {
+    return "two-pass statistics in double, f32 elementwise";
+  }
+
+ private:
+  static void compute(const dnn::GroupNormProblem& p, const NormArgs& a) {
+    const PlaneShape s{p.n, p.c, p.h * p.w, p.layout == dnn::Layout::nhwc, p.dtype};
+    const StatMap m{p.n * p.groups, p.groups, static_cast<double>(p.group_size())};
+    if (p.direction == NormDirection::backward) {
+      backward(s, m, a);
+    } else {
+      forward_training(s, m, a, p.epsilon);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<dnn::BatchNormSolver> make_bnorm_planes() { return std::make_unique<BnormPlanes>(); }
+std::unique_ptr<dnn::GroupNormSolver> make_gnorm_planes() { return std::make_unique<GnormPlanes>(); }
+
+}  // namespace galley::backends::cpu

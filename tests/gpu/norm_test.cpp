@@ -1,0 +1,165 @@
+// Every GPU normalisation solver (cuda and hip lists: the single-source kernels and cuDNN) against
+// the cpu reference: odd and vector-width shapes, shapes whose planes are split over several
+// blocks, every dtype, both layouts, every mode; constant channels give no NaN, large means keep
+// their variance, and two runs give the same bits. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dnn/norm_test_util.hpp"
+#include "dnn/ref_norm.hpp"
+#include "galley/dnn/normalization.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace galley::dnn {
+namespace {
+
+class GpuNorm : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto d = testing::first_device(GetParam(), why);
+    if (!d) GTEST_SKIP() << why;
+    device_ = *d;
+  }
+  runtime::Device device_;
+};
+
+template <class P>
+int check_all(const runtime::Device& device, const std::vector<P>& problems) {
+  int checked = 0;
+  for (const Solver<P>* s : solvers_for<P>(device.backend())) {
+    for (const P& p : problems) {
+      if (!s->check(p, device)) continue;  // e.g. cuDNN's legacy batch norm refuses bf16
+      norm_test::expect_matches_reference(device, ProblemRef::of(p), *s);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+TEST_P(GpuNorm, BatchNormMatchesTheReference) {
+  // 2x4x7x7 and 4x6x14x14: 8-wide elementwise vectors straddle planes (hw not a multiple of 8).
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},   {3, 23, 1, 2}, {2, 16, 8, 8},
+                                    {1, 2, 64, 64}, {2, 64, 32, 32}, {2, 4, 7, 7},  {4, 6, 14, 14}};
+  std::vector<BatchNormProblem> problems;
+  for (const auto& sh : shapes) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        for (int form = 0; form < 3; ++form) {
+          BatchNormProblem p{.n = sh[0], .c = sh[1], .h = sh[2], .w = sh[3], .dtype = dt, .layout = l};
+          p.mode = form == 0 ? BatchNormMode::inference : BatchNormMode::training;
+          p.direction = form == 2 ? NormDirection::backward : NormDirection::forward;
+          problems.push_back(p);
+        }
+      }
+    }
+  }
+  EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, LayerNormMatchesTheReference) {
+  std::vector<LayerNormProblem> problems;
+  for (auto shape : {LayerNormProblem::of({1, 17}, 1), LayerNormProblem::of({3, 5, 31, 29}, 2),
+                     LayerNormProblem::of({23, 4100}, 1), LayerNormProblem::of({2, 3, 9}, 3),
+                     LayerNormProblem::of({64, 768}, 1), LayerNormProblem::of({5000, 8}, 1)}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+        LayerNormProblem p = shape;
+        p.dtype = dt;
+        p.direction = d;
+        problems.push_back(p);
+      }
+    }
+  }
+  EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, GroupNormMatchesTheReference) {
+  const std::int64_t shapes[][5] = {{1, 3, 31, 29, 3},  {2, 17, 5, 7, 1},    {3, 24, 3, 3, 8},
+                                    {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}, {2, 8, 7, 7, 4}};
+  std::vector<GroupNormProblem> problems;
+  for (const auto& sh : shapes) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+          problems.push_back(GroupNormProblem{.n = sh[0],
+                                              .c = sh[1],
+                                              .h = sh[2],
+                                              .w = sh[3],
+                                              .groups = sh[4],
+                                              .dtype = dt,
+                                              .layout = l,
+                                              .direction = d});
+        }
+      }
+    }
+  }
+  EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, ConstantChannelsLargeMeansAndRepeatableBits) {
+  const runtime::Device cpu = runtime::device("cpu");
+  const BatchNormSolver* ref = find_solver_for<BatchNormProblem>("cpu", kRefBnormName);
+  ASSERT_NE(ref, nullptr);
+  for (const BatchNormSolver* s : solvers_for<BatchNormProblem>(device_.backend())) {
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      const BatchNormProblem p{.n = 4, .c = 16, .h = 16, .w = 16, .layout = l};
+      SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                              {{ArgId::src, std::vector<float>(16384, 3.f)}});
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::saved_invstd)));
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::variance)));
+      std::vector<float> x = norm_test::uniform(16384, -0.5f, 0.5f, 9);
+      for (float& v : x) v += 1e4f;
+      const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+      const auto want = norm_test::run_solver(cpu, ProblemRef::of(p), *ref, {{ArgId::src, x}});
+      // The own kernels shift the statistics by a sample and compensate the mean's f32 rounding, so
+      // y is as exact as f32 allows; a vendor's f32 running means may cost y about 1e-2 here.
+      const bool own = std::string_view(s->name()).starts_with("gpu.");
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)),
+                own ? 1e-5 : 1e-3);
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), own ? 1e-5 : 5e-2);
+      const auto again = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+      EXPECT_EQ(again.at(ArgId::dst), got.at(ArgId::dst));
+      EXPECT_EQ(again.at(ArgId::saved_mean), got.at(ArgId::saved_mean));
+    }
+  }
+  std::vector<float> big = norm_test::uniform(8000, -0.5f, 0.5f, 10);
+  for (float& v : big) v += 1e4f;
+  for (const LayerNormSolver* s : solvers_for<LayerNormProblem>(device_.backend())) {
+    const LayerNormProblem p = LayerNormProblem::of({8, 1000}, 1);
+    const auto flat =
+        norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, std::vector<float>(8000, -2.f)}});
+    EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst))) << s->name();
+    const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, big}});
+    const auto want =
+        norm_test::run_solver(cpu, ProblemRef::of(p),
+                              *find_solver_for<LayerNormProblem>("cpu", kRefLnormName), {{ArgId::src, big}});
+    EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5) << s->name();
+  }
+  for (const GroupNormSolver* s : solvers_for<GroupNormProblem>(device_.backend())) {
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      const GroupNormProblem p{.n = 2, .c = 16, .h = 8, .w = 8, .groups = 4, .layout = l};
+      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                              {{ArgId::src, std::vector<float>(2048, 5.f)}});
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst))) << s->name();
+      const std::vector<float> x(big.begin(), big.begin() + 2048);
+      const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+      const auto want =
+          norm_test::run_solver(cpu, ProblemRef::of(p),
+                                *find_solver_for<GroupNormProblem>("cpu", kRefGnormName), {{ArgId::src, x}});
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5)
+          << s->name() << " " << p.key();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuNorm, ::testing::Values("cuda", "hip"));
+
+}  // namespace
+}  // namespace galley::dnn
