@@ -1,6 +1,9 @@
 // `galley demo [--device D]`: the main job on the default device. It shows what the device is,
-// proves a round trip of data through it, measures transfers, and shows the caching allocator
-// at work. Each check prints ok or FAIL; any FAIL makes the exit code non-zero.
+// proves a round trip of data through it, measures transfers, shows the caching allocator at
+// work, and runs a network (tuned once, remembered in the find-db, checked against the reference). Each check prints ok or FAIL; any FAIL makes the exit code non-zero.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,8 +16,9 @@
 #include "galley/core/units.hpp"
 #include "galley/memory/buffer.hpp"
 #include "memory/caching_allocator.hpp"
-#include "galley/dnn/convolution.hpp"
-#include "dnn/ref_conv_direct.hpp"
+#include "galley/model/builder.hpp"
+#include "galley/model/executor.hpp"
+#include "galley/tensor.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -121,46 +125,70 @@ void allocator_at_work(runtime::Stream& stream, Checklist& checks) {
   allocator.empty_cache();
 }
 
-// A ResNet-50 bottleneck (layer 1, batch 1) through the public entry point: whatever solver the
-// library picks for this device must agree with the reference.
-void resnet_bottleneck(runtime::Stream& stream, Checklist& checks) {
-  const dnn::ConvProblem layers[] = {
-      {.n = 1, .c = 256, .h = 56, .w = 56, .k = 64, .y = 1, .x = 1},
-      {.n = 1, .c = 64, .h = 56, .w = 56, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
-      {.n = 1, .c = 64, .h = 56, .w = 56, .k = 256, .y = 1, .x = 1},
+// A whole network through the model layer: ResNet-18 on a GPU, a small CNN on the CPU (which the
+// reference path checks in seconds). Its first run tunes each layer's problem (or finds it in the
+// find-db, as a second `galley demo` does); then it is timed, and its output compared with the same
+// graph run by the reference solvers on the CPU.
+void network(runtime::Stream& stream, Checklist& checks) {
+  const runtime::Device& device = stream.device();
+  const bool gpu = !device.is_cpu();
+  const std::string name = gpu ? "resnet18" : "tiny_cnn";
+  const std::int64_t batch = gpu ? 8 : 2, size = gpu ? 224 : 64;
+  model::Executor exec(model::build_model(name, batch, size), device);
+  const model::Graph& g = exec.graph();
+  const model::ValueInfo& in = g.value(g.inputs[0]);
+  const auto elements = model::element_count(in.shape);
+  const auto host_input = dnn::random_tensor(DType::f32, elements, 11);
+  Tensor x = Tensor::empty(stream, dnn::TensorDesc::contiguous(DType::f32, in.shape.data(), static_cast<int>(in.shape.size())));
+  x.copy_from_host(stream, host_input.data(), host_input.size());
+
+  const bool tty = ::isatty(STDOUT_FILENO);
+  model::RunOptions first;
+  first.on_node = [&](std::size_t done, std::size_t total, const model::Node& node) {
+    if (tty) std::printf("\r  tuning %s [%zu/%zu] %-40s", name.c_str(), done, total, node.name.substr(0, 40).c_str());
+    if (tty && done == total) std::printf("\r%100s\r", "");
+    std::fflush(stdout);
   };
-  std::uint64_t seed = 7;
-  for (const auto& problem : layers) {
-    const auto x_count = problem.x_desc().elements();
-    const auto w_count = problem.w_desc().elements();
-    const auto y_count = problem.y_desc().elements();
-    const auto host_x = dnn::random_tensor(problem.dtype, x_count, seed++);
-    const auto host_w = dnn::random_tensor(problem.dtype, w_count, seed++);
-    auto x = memory::allocate(stream, problem.x_desc().bytes());
-    auto w = memory::allocate(stream, problem.w_desc().bytes());
-    auto y = memory::allocate(stream, problem.y_desc().bytes());
-    std::vector<std::byte> got(problem.y_desc().bytes()), want(problem.y_desc().bytes());
-    runtime::SynchronizeOnExit stream_done(stream);  // before the host vectors above are freed
-    memory::copy_from_host(stream, x, host_x.data(), host_x.size());
-    memory::copy_from_host(stream, w, host_w.data(), host_w.size());
-    const auto& solver = dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data());  // warm-up
-    runtime::Event start(stream.device()), stop(stream.device());
-    constexpr int kRepeats = 5;
-    start.record(stream);
-    for (int i = 0; i < kRepeats; ++i) dnn::convolution_forward(stream, problem, x.data(), w.data(), y.data());
-    stop.record(stream);
-    stop.synchronize();
-    const double ms = stop.elapsed_ms_since(start) / kRepeats;
-    memory::copy_to_host(stream, got.data(), y, got.size());
-    stream.synchronize();
-    dnn::reference_conv_forward(problem, host_x.data(), host_w.data(), want.data());
-    const auto cmp = dnn::compare_outputs(problem.dtype, got.data(), want.data(), y_count,
-                                          dnn::conv_tolerance(problem.dtype));
-    char detail[200];
-    std::snprintf(detail, sizeof detail, "%s, %.3f ms, %.1f GFLOP/s, max rel err %.1e", std::string(solver.name()).c_str(),
-                  ms, problem.flops() / ms / 1e6, cmp.max_rel_err);
-    checks.report("conv " + problem.driver_flags().substr(0, 40) + "... matches the reference", cmp.passed, detail);
+  model::RunReport report;
+  auto start = std::chrono::steady_clock::now();
+  auto outputs = exec.run(stream, {{g.inputs[0], x}}, first, &report);
+  const double first_s = seconds_since(start);
+  char detail[256];
+  std::snprintf(detail, sizeof detail, "%zu layers: %d tuned now, %d from the find-db or this process's cache, first run %.2f s",
+                report.layers.size(), report.tuned, report.hits, first_s);
+  checks.report("built " + name + " (batch " + std::to_string(batch) + ", " + std::to_string(size) + "x" + std::to_string(size) +
+                    ") and ran it once",
+                true, detail);
+
+  auto& allocator = memory::allocator_for(device);
+  const auto before = allocator.stats();
+  constexpr int kRuns = 5;
+  std::vector<double> ms;
+  model::RunReport steady;
+  for (int i = 0; i < kRuns; ++i) {
+    start = std::chrono::steady_clock::now();
+    outputs = exec.run(stream, {{g.inputs[0], x}}, {}, i == 0 ? &steady : nullptr);
+    ms.push_back(seconds_since(start) * 1e3);
   }
+  std::sort(ms.begin(), ms.end());
+  const auto after = allocator.stats();
+  const auto hits = after.cache_hits - before.cache_hits, misses = after.cache_misses - before.cache_misses;
+  std::snprintf(detail, sizeof detail, "median %.2f ms per batch, %.1f images/s, peak memory %s, allocator hit rate %.1f%%",
+                ms[kRuns / 2], static_cast<double>(batch) * 1e3 / ms[kRuns / 2], format_bytes(steady.peak_bytes).c_str(),
+                hits + misses == 0 ? 100.0 : 100.0 * static_cast<double>(hits) / static_cast<double>(hits + misses));
+  checks.report("later runs reuse every tuned choice (no tuning)", steady.tuned == 0, detail);
+
+  // The same graph and input through the reference solvers on the CPU.
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream cpu_stream(cpu);
+  model::Executor reference(model::build_model(name, batch, size), cpu, {.reference = true});
+  Tensor cx = Tensor::empty(cpu_stream, x.desc());
+  cx.copy_from_host(cpu_stream, host_input.data(), host_input.size());
+  const auto want_t = reference.run(cpu_stream, {{g.inputs[0], cx}});
+  const auto got = outputs.at(g.outputs[0]).to_host<float>(stream);
+  const auto want = want_t.at(g.outputs[0]).to_host<float>(cpu_stream);
+  const auto cmp = dnn::compare_outputs(DType::f32, got.data(), want.data(), static_cast<std::int64_t>(got.size()), 1e-3);
+  checks.report("its output matches the reference path", cmp.passed, cmp.summary);
 }
 
 void bad_input_is_an_error(runtime::Stream& stream, Checklist& checks) {
@@ -188,7 +216,7 @@ int run_demo(const DemoOptions& options) {
   runtime::Stream stream(device);
   round_trip(stream, checks);
   allocator_at_work(stream, checks);
-  resnet_bottleneck(stream, checks);
+  network(stream, checks);
   bad_input_is_an_error(stream, checks);
   std::printf("%s\n", checks.failures() == 0 ? "demo: all checks passed" : "demo: some checks FAILED");
   return checks.failures() == 0 ? 0 : 1;
