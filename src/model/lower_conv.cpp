@@ -1,5 +1,7 @@
-// Conv nodes as convolution_forward calls (NCHW, the layout ONNX gives).
+// Conv nodes as convolution_forward calls (NCHW, the layout ONNX gives); a bias is added in place
+// by the elementwise op, broadcast over [1, K, 1, 1].
 #include "galley/dnn/convolution.hpp"
+#include "galley/dnn/eltwise.hpp"
 #include "model/lowering.hpp"
 
 namespace galley::model::detail {
@@ -10,7 +12,6 @@ LoweredNode conv(const LoweringContext& ctx) {
   const Shape& w = ctx.input(1).shape;
   const Shape& y = ctx.output(0).shape;
   if (x.size() != 4 || w.size() != 4) ctx.fail("only 2-D convolution runs");
-  if (ctx.has_input(2)) ctx.fail("a bias input needs the elementwise op (not in this build)");
   const auto pads = ctx.node.ints_attr("pads", {0, 0, 0, 0});
   const auto strides = ctx.node.ints_attr("strides", {1, 1});
   const auto dilations = ctx.node.ints_attr("dilations", {1, 1});
@@ -23,10 +24,21 @@ LoweredNode conv(const LoweringContext& ctx) {
                      .groups = ctx.node.int_attr("group", 1), .dtype = dtype.value_or(DType::f32)};
   p.validate();
   if (p.out_h() != y[2] || p.out_w() != y[3]) ctx.fail("output size disagrees with shape inference");
+  const bool bias = ctx.has_input(2);
+  if (bias && ctx.input(2).shape != Shape{p.k}) ctx.fail("bias of shape " + to_string(ctx.input(2).shape) + " is not [" + std::to_string(p.k) + "]");
+  const dnn::EltwiseProblem add{.op = dnn::EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()}, .b = {1, p.k, 1, 1}, .dtype = p.dtype};
   LoweredNode out;
   out.output_descs.push_back(p.y_desc());
-  out.run = [p](RunContext& rc) {
-    dnn::convolution_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], *rc.outputs[0], nullptr, &rc.report);
+  out.run = [p, bias, add](RunContext& rc) {
+    Tensor& y = *rc.outputs[0];
+    dnn::convolution_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], y, nullptr, &rc.report);
+    if (bias) {
+      const Tensor& b = *rc.inputs[2];
+      const Tensor b4 = Tensor::wrap(b.device(), add.b_desc(), b.data(), b.storage_bytes());
+      dnn::CallReport add_report;
+      dnn::eltwise_forward(rc.stream, add, y, b4, y, nullptr, &add_report);
+      rc.report.solver += " + " + add_report.solver;
+    }
   };
   return out;
 }

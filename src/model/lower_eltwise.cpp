@@ -1,0 +1,33 @@
+// Add, Sub, Mul and Div nodes as eltwise_forward calls with NumPy broadcasting.
+#include "galley/dnn/eltwise.hpp"
+#include "model/lowering.hpp"
+
+namespace galley::model::detail {
+namespace {
+
+LoweredNode binary(const LoweringContext& ctx, dnn::EltwiseOp op) {
+  const dnn::TensorDesc a = ctx.input_desc(0), b = ctx.input_desc(1);
+  if (a.dtype != b.dtype) ctx.fail("inputs of different element types");
+  dnn::EltwiseProblem p{.op = op,
+                        .a = std::vector<std::int64_t>(a.dims.begin(), a.dims.begin() + a.rank),
+                        .b = std::vector<std::int64_t>(b.dims.begin(), b.dims.begin() + b.rank),
+                        .dtype = a.dtype};
+  p.validate();
+  LoweredNode out;
+  out.output_descs.push_back(p.dst_desc());
+  out.run = [p](RunContext& rc) {
+    dnn::eltwise_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], *rc.outputs[0], nullptr, &rc.report);
+  };
+  return out;
+}
+
+const bool kRegistered = [] {
+  register_lowering("Add", [](const LoweringContext& c) { return binary(c, dnn::EltwiseOp::add); });
+  register_lowering("Sub", [](const LoweringContext& c) { return binary(c, dnn::EltwiseOp::sub); });
+  register_lowering("Mul", [](const LoweringContext& c) { return binary(c, dnn::EltwiseOp::mul); });
+  register_lowering("Div", [](const LoweringContext& c) { return binary(c, dnn::EltwiseOp::div); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace galley::model::detail
