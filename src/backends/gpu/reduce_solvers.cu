@@ -217,8 +217,8 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
   Applicability check(const ReduceProblem& p, const runtime::Device& device) const override {
     if (device.backend() != backend_) return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
     const ReduceParams m = params_of(p);
-    if (m.inner_reduced && m.out_rows > 65535LL * 65535 && m.chunks > 1) return Applicability::no("too many outputs");
-    if ((m.outputs() + kThreads - 1) / kThreads > 0x7fffffffLL) return Applicability::no("too many outputs");
+    if (m.inner_reduced && m.out_rows > 0x7fffffffLL) return Applicability::no("more than 2^31 - 1 outputs (one block each)");
+    if ((m.outputs() + kThreads - 1) / kThreads > 0x7fffffffLL) return Applicability::no("more than 2^39 outputs");
     return Applicability::yes();
   }
 
