@@ -49,7 +49,8 @@ unsigned ReduceProblem::axis_mask(const std::vector<int>& axes, int rank) {
   return mask;
 }
 
-ReduceProblem ReduceProblem::over(const TensorDesc& desc, const std::vector<int>& axes, ReduceOp op, bool backward) {
+ReduceProblem ReduceProblem::over(const TensorDesc& desc, const std::vector<int>& axes, ReduceOp op,
+                                  bool backward) {
   desc.validate("reduce tensor");
   if (!desc.is_contiguous()) bad("reduce: tensor " + desc.to_string() + " is not contiguous (row-major)");
   ReduceProblem p;
@@ -110,7 +111,8 @@ void ReduceProblem::validate() const {
   }
   for (int i = 0; i < kMaxRank; ++i) {
     const std::int64_t d = dims[static_cast<std::size_t>(i)];
-    if (i < rank && d < 1) bad("reduce problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
+    if (i < rank && d < 1)
+      bad("reduce problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
     if (i >= rank && d != 1) {
       bad("reduce problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " lies past rank " +
           std::to_string(rank) + " and must be 1");
@@ -119,12 +121,13 @@ void ReduceProblem::validate() const {
   if (axes == 0) bad("reduce problem: axes is empty (name at least one axis to reduce)");
   for (int i = rank; i < 32; ++i) {
     if ((axes >> i) & 1u) {
-      bad("reduce problem: axis " + std::to_string(i) + " in axes is out of range for rank " + std::to_string(rank) +
-          " (valid: 0 to " + std::to_string(rank - 1) + ")");
+      bad("reduce problem: axis " + std::to_string(i) + " in axes is out of range for rank " +
+          std::to_string(rank) + " (valid: 0 to " + std::to_string(rank - 1) + ")");
     }
   }
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("reduce problem: dtype ") + galley::to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+    bad(std::string("reduce problem: dtype ") + galley::to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
   }
   std::int64_t total = static_cast<std::int64_t>(size_of(dtype));
   for (int i = 0; i < rank; ++i) {
@@ -135,7 +138,8 @@ void ReduceProblem::validate() const {
 }
 
 std::vector<TensorArg> ReduceProblem::tensors() const {
-  if (!backward) return {{ArgId::src, src_desc(), false, "src (input)"}, {ArgId::dst, dst_desc(), true, "dst (output)"}};
+  if (!backward)
+    return {{ArgId::src, src_desc(), false, "src (input)"}, {ArgId::dst, dst_desc(), true, "dst (output)"}};
   return {{ArgId::diff_dst, dst_desc(), false, "diff_dst (output gradient)"},
           {ArgId::diff_src, src_desc(), true, "diff_src (input gradient)"}};
 }
@@ -163,13 +167,14 @@ std::string axes_text(const ReduceProblem& p, char sep) {
 }  // namespace
 
 std::string ReduceProblem::key() const {
-  return std::string("reduce-") + (backward ? "B" : "F") + "-" + galley::to_string(dtype) + "-" + to_string(op) +
-         "-a" + axes_text(*this, '.') + "-s" + detail::dims_text(dims, rank);
+  return std::string("reduce-") + (backward ? "B" : "F") + "-" + galley::to_string(dtype) + "-" +
+         to_string(op) + "-a" + axes_text(*this, '.') + "-s" + detail::dims_text(dims, rank);
 }
 
 ReduceProblem ReduceProblem::parse_key(std::string_view key) {
   const auto fail = [&](const std::string& why) {
-    bad("malformed reduce key " + quoted_input(key) + ": " + why + " (expected e.g. reduce-F-f32-sum-a1.2-s2x3x4x5)");
+    bad("malformed reduce key " + quoted_input(key) + ": " + why +
+        " (expected e.g. reduce-F-f32-sum-a1.2-s2x3x4x5)");
   };
   const auto parts = detail::split_text(key, '-');
   if (parts.size() != 6) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 6");
@@ -228,11 +233,13 @@ std::string ReduceProblem::bench_command(const runtime::Device& device, std::str
 
 std::size_t ReduceProblem::hash() const noexcept {
   std::uint64_t h = 0;
-  const auto mix = [&h](std::int64_t v) { h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  const auto mix = [&h](std::int64_t v) {
+    h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
   for (std::int64_t d : dims) mix(d);
-  for (std::int64_t v : {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(axes),
-                         static_cast<std::int64_t>(op), static_cast<std::int64_t>(dtype),
-                         static_cast<std::int64_t>(backward)}) {
+  for (std::int64_t v :
+       {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(axes), static_cast<std::int64_t>(op),
+        static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(backward)}) {
     mix(v);
   }
   return static_cast<std::size_t>(h);

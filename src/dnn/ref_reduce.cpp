@@ -83,7 +83,8 @@ void reference_reduce_backward(const ReduceProblem& p, const void* diff_dst, voi
   const std::vector<std::int64_t> from = dst_index_of_src(p);
   const double scale = scale_of(p);
   std::vector<float> dx(from.size());
-  for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = static_cast<float>(dy[static_cast<std::size_t>(from[i])] * scale);
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    dx[i] = static_cast<float>(dy[static_cast<std::size_t>(from[i])] * scale);
   from_float(p.dtype, dx.data(), diff_src, p.src_elements());
 }
 

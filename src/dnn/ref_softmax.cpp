@@ -71,7 +71,8 @@ void reference_softmax_forward(const SoftmaxProblem& p, const void* src, void* d
   from_float(p.dtype, y.data(), dst, p.elements());
 }
 
-void reference_softmax_backward(const SoftmaxProblem& p, const void* diff_dst, const void* dst, void* diff_src) {
+void reference_softmax_backward(const SoftmaxProblem& p, const void* diff_dst, const void* dst,
+                                void* diff_src) {
   p.validate();
   const std::int64_t outer = p.outer(), len = p.axis_size(), inner = p.inner();
   const std::vector<float> dy = staged(p, diff_dst);

@@ -31,7 +31,8 @@ SoftmaxArgs SoftmaxArgs::from(const OpArgs& args) {
   return out;
 }
 
-SoftmaxProblem SoftmaxProblem::over(const TensorDesc& desc, int axis, SoftmaxAlgorithm algorithm, bool backward) {
+SoftmaxProblem SoftmaxProblem::over(const TensorDesc& desc, int axis, SoftmaxAlgorithm algorithm,
+                                    bool backward) {
   desc.validate("softmax tensor");
   SoftmaxProblem p;
   p.rank = desc.rank;
@@ -105,22 +106,24 @@ void SoftmaxProblem::validate() const {
   }
   for (int i = 0; i < kMaxRank; ++i) {
     const std::int64_t d = dims[static_cast<std::size_t>(i)];
-    if (i < rank && d < 1) bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
+    if (i < rank && d < 1)
+      bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
     if (i >= rank && d != 1) {
       bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " lies past rank " +
           std::to_string(rank) + " and must be 1");
     }
   }
   if (axis < 0 || axis >= rank) {
-    bad("softmax problem: axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank) +
-        " (valid: 0 to " + std::to_string(rank - 1) + ")");
+    bad("softmax problem: axis " + std::to_string(axis) + " is out of range for rank " +
+        std::to_string(rank) + " (valid: 0 to " + std::to_string(rank - 1) + ")");
   }
   if (layout == Layout::nhwc && rank != 4) {
     bad("softmax problem: layout nhwc needs rank 4 (N, C, H, W), not rank " + std::to_string(rank) +
         "; other ranks are row-major (layout nchw)");
   }
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("softmax problem: dtype ") + galley::to_string(dtype) + " is not supported (valid: f32, f16, bf16)");
+    bad(std::string("softmax problem: dtype ") + galley::to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
   }
   std::int64_t total = static_cast<std::int64_t>(size_of(dtype));
   for (int i = 0; i < rank; ++i) {
@@ -213,7 +216,9 @@ std::string SoftmaxProblem::bench_command(const runtime::Device& device, std::st
 
 std::size_t SoftmaxProblem::hash() const noexcept {
   std::uint64_t h = 0;
-  const auto mix = [&h](std::int64_t v) { h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  const auto mix = [&h](std::int64_t v) {
+    h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
   for (std::int64_t d : dims) mix(d);
   for (std::int64_t v : {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(axis),
                          static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(dtype),

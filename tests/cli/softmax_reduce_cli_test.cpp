@@ -13,10 +13,11 @@ galley::testing::CommandResult galley_bench(const std::string& args) {
 }
 
 TEST(CliSoftmaxReduce, DefaultProblemsRunAndVerify) {
-  for (const char* args : {"softmax -V 1 -F 0 --device cpu", "softmax -V 1 --layout nhwc --dtype f16 --device cpu",
-                           "softmax --shape 8x1000 --axis -1 --log -V 1 -F 0 --device cpu --all-solvers",
-                           "softmax -m 0 -a 2 -n 4 -V 1 --device cpu", "reduce -V 1 -F 0 --device cpu",
-                           "reduce --shape 2x3x4x5 --axes 0,2 --op sum --dtype bf16 -V 1 -F 0 --device cpu"}) {
+  for (const char* args :
+       {"softmax -V 1 -F 0 --device cpu", "softmax -V 1 --layout nhwc --dtype f16 --device cpu",
+        "softmax --shape 8x1000 --axis -1 --log -V 1 -F 0 --device cpu --all-solvers",
+        "softmax -m 0 -a 2 -n 4 -V 1 --device cpu", "reduce -V 1 -F 0 --device cpu",
+        "reduce --shape 2x3x4x5 --axes 0,2 --op sum --dtype bf16 -V 1 -F 0 --device cpu"}) {
     const auto r = galley_bench(args);
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("ok"), std::string::npos) << args << "\n" << r.output;

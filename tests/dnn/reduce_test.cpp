@@ -22,8 +22,8 @@ const runtime::Device& cpu() {
   return d;
 }
 
-ReduceProblem make(std::vector<std::int64_t> dims, unsigned axes, ReduceOp op = ReduceOp::sum, DType dtype = DType::f32,
-                   bool backward = false) {
+ReduceProblem make(std::vector<std::int64_t> dims, unsigned axes, ReduceOp op = ReduceOp::sum,
+                   DType dtype = DType::f32, bool backward = false) {
   ReduceProblem p;
   p.rank = static_cast<int>(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) p.dims[i] = dims[i];
@@ -39,7 +39,8 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
     f();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what() << " lacks " << w;
+    for (const auto& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what() << " lacks " << w;
   }
 }
 
@@ -54,8 +55,8 @@ TEST(ReduceProblem, KeysRoundTrip) {
   EXPECT_EQ(problems[0].key(), "reduce-F-f32-sum-a1.2-s2x3x4x5");
   EXPECT_NE(problems[0].hash(), problems[1].hash());
   for (const char* bad : {"reduce-F-f32-sum-a1.2", "reduce-F-f32-max-a1-s2x3", "reduce-F-f32-sum-a2.1-s2x3x4",
-                          "reduce-F-f32-sum-a1.1-s2x3x4", "reduce-F-f32-sum-a3-s2x3", "reduce-F-f32-sum-a-s2x3",
-                          "reduce-B-f32-sum-a0-s0x3"}) {
+                          "reduce-F-f32-sum-a1.1-s2x3x4", "reduce-F-f32-sum-a3-s2x3",
+                          "reduce-F-f32-sum-a-s2x3", "reduce-B-f32-sum-a0-s0x3"}) {
     EXPECT_THROW(ReduceProblem::parse_key(bad), Error) << bad;
   }
 }
@@ -80,7 +81,8 @@ TEST(ReduceProblem, ValidationNamesTheField) {
 
 TEST(ReduceProblem, GroupsCoalesce) {
   const ReduceGroups g = ReduceGroups::of(make({2, 3, 1, 4, 5, 6}, 0b011010));
-  // axes 1 and 3 reduced (size-1 axis 2 between them dropped), 4 reduced, 5 kept: [2 kept][3*4*5 reduced][6 kept]
+  // axes 1 and 3 reduced (size-1 axis 2 between them dropped), 4 reduced, 5 kept: [2 kept][3*4*5 reduced][6
+  // kept]
   ASSERT_EQ(g.count, 3);
   EXPECT_EQ(g.size[0], 2);
   EXPECT_FALSE(g.reduced[0]);
@@ -148,18 +150,26 @@ TEST(ReduceSolvers, CpuMatchesReferenceOverEveryAxisCombination) {
   const SolverBase* s = find_solver("cpu", OpKind::reduce, "cpu.reduce.direct");
   ASSERT_NE(s, nullptr);
   std::vector<ReduceProblem> problems;
-  for (const auto& dims : std::vector<std::vector<std::int64_t>>{{3, 5, 7, 2}, {1, 17, 31, 29}, {2, 1, 3, 23}}) {
+  for (const auto& dims :
+       std::vector<std::vector<std::int64_t>>{{3, 5, 7, 2}, {1, 17, 31, 29}, {2, 1, 3, 23}}) {
     for (unsigned axes = 1; axes < 16; ++axes)
       for (DType dtype : {DType::f32, DType::f16, DType::bf16})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean})
           for (bool backward : {false, true}) problems.push_back(make(dims, axes, op, dtype, backward));
   }
   // Long reductions (split work), long kept rows, ranks 1, 5 and 6.
-  for (const auto& [dims, axes] : std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{
-           {{300001}, 1}, {{3, 70001}, 1}, {{3, 70001}, 2}, {{20000, 17}, 1}, {{2, 3, 4, 5, 6}, 0b10101},
-           {{2, 3, 2, 3, 2, 3}, 0b110011}, {{1, 1, 1}, 0b010}, {{5, 1, 7}, 0b010}}) {
+  for (const auto& [dims, axes] :
+       std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{{{300001}, 1},
+                                                                   {{3, 70001}, 1},
+                                                                   {{3, 70001}, 2},
+                                                                   {{20000, 17}, 1},
+                                                                   {{2, 3, 4, 5, 6}, 0b10101},
+                                                                   {{2, 3, 2, 3, 2, 3}, 0b110011},
+                                                                   {{1, 1, 1}, 0b010},
+                                                                   {{5, 1, 7}, 0b010}}) {
     for (DType dtype : {DType::f32, DType::bf16})
-      for (bool backward : {false, true}) problems.push_back(make(dims, axes, ReduceOp::mean, dtype, backward));
+      for (bool backward : {false, true})
+        problems.push_back(make(dims, axes, ReduceOp::mean, dtype, backward));
   }
   for (const ReduceProblem& p : problems) {
     const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
@@ -169,7 +179,8 @@ TEST(ReduceSolvers, CpuMatchesReferenceOverEveryAxisCombination) {
 
 TEST(ReduceEntryPoints, RunAndNameMismatchedTensors) {
   runtime::Stream stream(cpu());
-  const ReduceProblem p = ReduceProblem::over(TensorDesc::contiguous(DType::f32, {2, 3}), {1}, ReduceOp::mean);
+  const ReduceProblem p =
+      ReduceProblem::over(TensorDesc::contiguous(DType::f32, {2, 3}), {1}, ReduceOp::mean);
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b(2), c(6);
   const Tensor src = Tensor::wrap(cpu(), p.src_desc(), a.data(), 24);
   Tensor dst = Tensor::wrap(cpu(), p.dst_desc(), b.data(), 8);

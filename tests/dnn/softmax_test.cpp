@@ -23,8 +23,9 @@ const runtime::Device& cpu() {
   return d;
 }
 
-SoftmaxProblem make(std::vector<std::int64_t> dims, int axis, SoftmaxAlgorithm algo = SoftmaxAlgorithm::softmax,
-                    DType dtype = DType::f32, Layout layout = Layout::nchw, bool backward = false) {
+SoftmaxProblem make(std::vector<std::int64_t> dims, int axis,
+                    SoftmaxAlgorithm algo = SoftmaxAlgorithm::softmax, DType dtype = DType::f32,
+                    Layout layout = Layout::nchw, bool backward = false) {
   SoftmaxProblem p;
   p.rank = static_cast<int>(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) p.dims[i] = dims[i];
@@ -41,7 +42,8 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
     f();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    for (const auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what() << " lacks " << w;
+    for (const auto& w : words)
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what() << " lacks " << w;
   }
 }
 
@@ -68,10 +70,11 @@ TEST(SoftmaxProblem, KeysRoundTrip) {
   }
   EXPECT_EQ(problems[1].key(), "softmax-B-f16-nhwc-logsoftmax-a3-s2x3x4x5");
   EXPECT_NE(problems[0].hash(), problems[1].hash());
-  for (const char* bad : {"softmax-F-f32-nchw-softmax-a1", "softmax-X-f32-nchw-softmax-a1-s2x3",
-                          "softmax-F-f32-nchw-softmax-a2-s2x3", "softmax-F-f32-nchw-softmax-a01-s2x3",
-                          "softmax-F-f32-nhwc-softmax-a1-s2x3", "softmax-F-f32-nchw-soft-a1-s2x3",
-                          "softmax-F-f32-nchw-softmax-a1-s2x0", "softmax-F-f32-nchw-softmax-a1-s1x1x1x1x1x1x1"}) {
+  for (const char* bad :
+       {"softmax-F-f32-nchw-softmax-a1", "softmax-X-f32-nchw-softmax-a1-s2x3",
+        "softmax-F-f32-nchw-softmax-a2-s2x3", "softmax-F-f32-nchw-softmax-a01-s2x3",
+        "softmax-F-f32-nhwc-softmax-a1-s2x3", "softmax-F-f32-nchw-soft-a1-s2x3",
+        "softmax-F-f32-nchw-softmax-a1-s2x0", "softmax-F-f32-nchw-softmax-a1-s1x1x1x1x1x1x1"}) {
     EXPECT_THROW(SoftmaxProblem::parse_key(bad), Error) << bad;
   }
 }
@@ -80,15 +83,19 @@ TEST(SoftmaxProblem, ValidationNamesTheField) {
   expect_error([] { make({2, 3}, 2).validate(); }, {"axis 2", "out of range"});
   expect_error([] { make({2, 3}, -1).validate(); }, {"axis -1"});
   expect_error([] { make({2, 0, 3}, 0).validate(); }, {"dims[1]"});
-  expect_error([] { make({2, 3, 4}, 1, SoftmaxAlgorithm::softmax, DType::f32, Layout::nhwc).validate(); },
-               {"nhwc", "rank 3"});
+  expect_error(
+      [] {
+        make({2, 3, 4}, 1, SoftmaxAlgorithm::softmax, DType::f32, Layout::nhwc).validate();
+      },
+      {"nhwc", "rank 3"});
   expect_error([] { make({2, 3}, 1, SoftmaxAlgorithm::softmax, DType::i32).validate(); }, {"dtype"});
   SoftmaxProblem p = make({2, 3}, 1);
   p.rank = 7;
   expect_error([&] { p.validate(); }, {"rank 7"});
   expect_error([] { SoftmaxProblem::over(TensorDesc::contiguous(DType::f32, {2, 3}), 2); }, {"axis 2"});
   EXPECT_EQ(SoftmaxProblem::over(TensorDesc::contiguous(DType::f32, {2, 3}), -1).axis, 1);
-  EXPECT_EQ(SoftmaxProblem::over(TensorDesc::packed(DType::f32, Layout::nhwc, 2, 3, 4, 5), 1).layout, Layout::nhwc);
+  EXPECT_EQ(SoftmaxProblem::over(TensorDesc::packed(DType::f32, Layout::nhwc, 2, 3, 4, 5), 1).layout,
+            Layout::nhwc);
 }
 
 TEST(SoftmaxProblem, MemoryViewFollowsTheLayout) {
@@ -102,7 +109,8 @@ TEST(SoftmaxProblem, MemoryViewFollowsTheLayout) {
   EXPECT_EQ(nhwc_h.outer(), 2);
   EXPECT_EQ(nhwc_h.inner(), 15);
   EXPECT_EQ(nchw.min_bytes(), 2.0 * 120 * 4);
-  EXPECT_EQ(make({2, 3, 4, 5}, 1, SoftmaxAlgorithm::softmax, DType::f16, Layout::nchw, true).min_bytes(), 3.0 * 120 * 2);
+  EXPECT_EQ(make({2, 3, 4, 5}, 1, SoftmaxAlgorithm::softmax, DType::f16, Layout::nchw, true).min_bytes(),
+            3.0 * 120 * 2);
 }
 
 TEST(SoftmaxReference, HandComputed) {
@@ -136,7 +144,8 @@ std::vector<double> softmax_double(const SoftmaxProblem& p, const std::vector<do
       for (std::int64_t k = 0; k < len; ++k) s += std::exp(x[(o * len + k) * inner + i] - m);
       for (std::int64_t k = 0; k < len; ++k) {
         const double v = x[(o * len + k) * inner + i] - m;
-        y[(o * len + k) * inner + i] = p.algorithm == SoftmaxAlgorithm::log_softmax ? v - std::log(s) : std::exp(v) / s;
+        y[(o * len + k) * inner + i] =
+            p.algorithm == SoftmaxAlgorithm::log_softmax ? v - std::log(s) : std::exp(v) / s;
       }
     }
   return y;
@@ -144,9 +153,11 @@ std::vector<double> softmax_double(const SoftmaxProblem& p, const std::vector<do
 
 TEST(SoftmaxReference, BackwardMatchesCentralDifferences) {
   for (const SoftmaxAlgorithm algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
-    for (const auto& [dims, axis, layout] : std::vector<std::tuple<std::vector<std::int64_t>, int, Layout>>{
-             {{2, 3, 2, 2}, 1, Layout::nchw}, {{2, 3, 2, 2}, 1, Layout::nhwc}, {{3, 5}, 1, Layout::nchw},
-             {{4, 2, 3}, 0, Layout::nchw}}) {
+    for (const auto& [dims, axis, layout] :
+         std::vector<std::tuple<std::vector<std::int64_t>, int, Layout>>{{{2, 3, 2, 2}, 1, Layout::nchw},
+                                                                         {{2, 3, 2, 2}, 1, Layout::nhwc},
+                                                                         {{3, 5}, 1, Layout::nchw},
+                                                                         {{4, 2, 3}, 0, Layout::nchw}}) {
       const SoftmaxProblem p = make(dims, axis, algo, DType::f32, layout);
       const std::int64_t n = p.elements();
       std::vector<double> x(static_cast<std::size_t>(n)), w(x.size());
@@ -182,19 +193,29 @@ TEST(SoftmaxSolvers, CpuMatchReferenceOnEveryAxisLayoutAndDtype) {
   const auto names = cpu_solvers();
   ASSERT_EQ(names.size(), 2u);
   std::vector<SoftmaxProblem> problems;
-  for (const auto& dims : std::vector<std::vector<std::int64_t>>{{1, 17, 31, 29}, {2, 3, 5, 7}, {3, 23, 1, 1}}) {
+  for (const auto& dims :
+       std::vector<std::vector<std::int64_t>>{{1, 17, 31, 29}, {2, 3, 5, 7}, {3, 23, 1, 1}}) {
     for (int axis = 0; axis < 4; ++axis)
       for (Layout layout : {Layout::nchw, Layout::nhwc})
         for (DType dtype : {DType::f32, DType::f16, DType::bf16})
           for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
-            for (bool backward : {false, true}) problems.push_back(make(dims, axis, algo, dtype, layout, backward));
+            for (bool backward : {false, true})
+              problems.push_back(make(dims, axis, algo, dtype, layout, backward));
   }
-  for (const auto& [dims, axis] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
-           {{1}, 0}, {{1000}, 0}, {{7, 1001}, 1}, {{3, 2051}, 1}, {{5, 3, 7}, 1}, {{2, 3, 2, 3, 5}, 3},
-           {{2, 1, 3, 2, 2, 3}, 5}, {{2, 1, 3, 2, 2, 3}, 0}, {{4, 20000}, 1}}) {
+  for (const auto& [dims, axis] :
+       std::vector<std::pair<std::vector<std::int64_t>, int>>{{{1}, 0},
+                                                              {{1000}, 0},
+                                                              {{7, 1001}, 1},
+                                                              {{3, 2051}, 1},
+                                                              {{5, 3, 7}, 1},
+                                                              {{2, 3, 2, 3, 5}, 3},
+                                                              {{2, 1, 3, 2, 2, 3}, 5},
+                                                              {{2, 1, 3, 2, 2, 3}, 0},
+                                                              {{4, 20000}, 1}}) {
     for (DType dtype : {DType::f32, DType::bf16})
       for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
-        for (bool backward : {false, true}) problems.push_back(make(dims, axis, algo, dtype, Layout::nchw, backward));
+        for (bool backward : {false, true})
+          problems.push_back(make(dims, axis, algo, dtype, Layout::nchw, backward));
   }
   for (const SoftmaxProblem& p : problems) {
     for (const auto& name : names) {
@@ -220,10 +241,12 @@ std::vector<float> forward_on_cpu(const SoftmaxProblem& p, std::vector<float> x,
 
 TEST(SoftmaxSolvers, LargeLogitsStayFinite) {
   for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
-    for (const auto& [dims, axis] : std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 37}, 1}, {{3, 37}, 0}}) {
+    for (const auto& [dims, axis] :
+         std::vector<std::pair<std::vector<std::int64_t>, int>>{{{3, 37}, 1}, {{3, 37}, 0}}) {
       const SoftmaxProblem p = make(dims, axis, algo);
       std::vector<float> x(static_cast<std::size_t>(p.elements()));
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1e4f + static_cast<float>(i % 7) - (i % 2 ? 2e4f : 0.0f);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = 1e4f + static_cast<float>(i % 7) - (i % 2 ? 2e4f : 0.0f);
       std::vector<float> ref(x.size());
       reference_softmax_forward(p, x.data(), ref.data());
       for (const auto& name : cpu_solvers()) {
@@ -232,7 +255,8 @@ TEST(SoftmaxSolvers, LargeLogitsStayFinite) {
         const auto y = forward_on_cpu(p, x, s);
         for (std::size_t i = 0; i < y.size(); ++i) {
           ASSERT_TRUE(std::isfinite(y[i])) << name << " " << p.key() << " element " << i;
-          EXPECT_NEAR(y[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i]))) << name << " " << p.key() << " element " << i;
+          EXPECT_NEAR(y[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i])))
+              << name << " " << p.key() << " element " << i;
         }
       }
     }
@@ -253,8 +277,10 @@ TEST(SoftmaxSolvers, InfinitiesAsPyTorch) {
       const auto y = forward_on_cpu(p, x, find_solver("cpu", OpKind::softmax, name));
       for (const auto& got : {ref, y}) {
         EXPECT_EQ(got[0], log ? -inf : 0.0f) << name;
-        EXPECT_NEAR(got[2], log ? 1 - std::log(1 + std::exp(1.0)) : std::exp(1.0) / (1 + std::exp(1.0)), 1e-6) << name;
-        for (int i = 3; i < 12; ++i) EXPECT_TRUE(std::isnan(got[i])) << name << " element " << i << " = " << got[i];
+        EXPECT_NEAR(got[2], log ? 1 - std::log(1 + std::exp(1.0)) : std::exp(1.0) / (1 + std::exp(1.0)), 1e-6)
+            << name;
+        for (int i = 3; i < 12; ++i)
+          EXPECT_TRUE(std::isnan(got[i])) << name << " element " << i << " = " << got[i];
       }
     }
   }

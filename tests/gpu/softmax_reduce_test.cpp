@@ -48,16 +48,23 @@ class GpuSoftmaxReduce : public ::testing::TestWithParam<std::string> {
 
 TEST_P(GpuSoftmaxReduce, SoftmaxSolversMatchReference) {
   std::vector<SoftmaxProblem> problems;
-  for (const auto& dims : std::vector<std::vector<std::int64_t>>{{1, 17, 31, 29}, {2, 3, 5, 7}, {3, 23, 1, 1}}) {
+  for (const auto& dims :
+       std::vector<std::vector<std::int64_t>>{{1, 17, 31, 29}, {2, 3, 5, 7}, {3, 23, 1, 1}}) {
     for (int axis = 0; axis < 4; ++axis)
       for (dnn::Layout layout : {dnn::Layout::nchw, dnn::Layout::nhwc})
         for (DType dtype : {DType::f32, DType::f16, DType::bf16})
           for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
-            for (bool backward : {false, true}) problems.push_back(softmax(dims, axis, algo, dtype, layout, backward));
+            for (bool backward : {false, true})
+              problems.push_back(softmax(dims, axis, algo, dtype, layout, backward));
   }
-  for (const auto& [dims, axis] : std::vector<std::pair<std::vector<std::int64_t>, int>>{
-           {{1}, 0}, {{33}, 0}, {{7, 1000}, 1}, {{3, 1025}, 1}, {{5, 20011}, 1}, {{2, 3, 2, 3, 5}, 3},
-           {{3, 70000, 2}, 1}, {{70000, 3}, 0}}) {
+  for (const auto& [dims, axis] : std::vector<std::pair<std::vector<std::int64_t>, int>>{{{1}, 0},
+                                                                                         {{33}, 0},
+                                                                                         {{7, 1000}, 1},
+                                                                                         {{3, 1025}, 1},
+                                                                                         {{5, 20011}, 1},
+                                                                                         {{2, 3, 2, 3, 5}, 3},
+                                                                                         {{3, 70000, 2}, 1},
+                                                                                         {{70000, 3}, 0}}) {
     for (DType dtype : {DType::f32, DType::bf16})
       for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
         for (bool backward : {false, true})
@@ -83,7 +90,8 @@ TEST_P(GpuSoftmaxReduce, SoftmaxLargeAndInfiniteLogits) {
       const SoftmaxProblem p = softmax({4, 3}, axis, algo, DType::f32, dnn::Layout::nchw, false);
       std::vector<float> x = {-inf, 0, 1, -inf, -inf, -inf, inf, 0, 1, nan, 0, 1};
       std::vector<float> big(x.size());
-      for (std::size_t i = 0; i < big.size(); ++i) big[i] = 1e4f + static_cast<float>(i % 5) - (i % 2 ? 2e4f : 0.0f);
+      for (std::size_t i = 0; i < big.size(); ++i)
+        big[i] = 1e4f + static_cast<float>(i % 5) - (i % 2 ? 2e4f : 0.0f);
       for (const auto& input : {x, big}) {
         std::vector<float> want(input.size());
         dnn::reference_softmax_forward(p, input.data(), want.data());
@@ -97,7 +105,8 @@ TEST_P(GpuSoftmaxReduce, SoftmaxLargeAndInfiniteLogits) {
           const auto got = ty.to_host<float>(stream);
           for (std::size_t i = 0; i < got.size(); ++i) {
             if (std::isnan(want[i])) {
-              EXPECT_TRUE(std::isnan(got[i])) << s->name() << " " << p.key() << " element " << i << " = " << got[i];
+              EXPECT_TRUE(std::isnan(got[i]))
+                  << s->name() << " " << p.key() << " element " << i << " = " << got[i];
             } else if (std::isinf(want[i])) {
               EXPECT_EQ(got[i], want[i]) << s->name() << " " << p.key() << " element " << i;
             } else {
@@ -113,7 +122,8 @@ TEST_P(GpuSoftmaxReduce, SoftmaxLargeAndInfiniteLogits) {
 
 TEST_P(GpuSoftmaxReduce, ReduceSolversMatchReference) {
   std::vector<ReduceProblem> problems;
-  const auto make = [](std::vector<std::int64_t> dims, unsigned axes, ReduceOp op, DType dtype, bool backward) {
+  const auto make = [](std::vector<std::int64_t> dims, unsigned axes, ReduceOp op, DType dtype,
+                       bool backward) {
     ReduceProblem p;
     p.rank = static_cast<int>(dims.size());
     for (std::size_t i = 0; i < dims.size(); ++i) p.dims[i] = dims[i];
@@ -123,17 +133,25 @@ TEST_P(GpuSoftmaxReduce, ReduceSolversMatchReference) {
     p.backward = backward;
     return p;
   };
-  for (const auto& dims : std::vector<std::vector<std::int64_t>>{{3, 5, 7, 2}, {1, 17, 31, 29}, {2, 1, 3, 23}}) {
+  for (const auto& dims :
+       std::vector<std::vector<std::int64_t>>{{3, 5, 7, 2}, {1, 17, 31, 29}, {2, 1, 3, 23}}) {
     for (unsigned axes = 1; axes < 16; ++axes)
       for (DType dtype : {DType::f32, DType::f16, DType::bf16})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean})
           for (bool backward : {false, true}) problems.push_back(make(dims, axes, op, dtype, backward));
   }
-  for (const auto& [dims, axes] : std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{
-           {{3000001}, 1}, {{3, 700001}, 2}, {{3, 70001}, 1}, {{200000, 17}, 1}, {{64, 3000}, 2},
-           {{2, 3, 4, 5, 6}, 0b10101}, {{2, 3, 2, 3, 2, 3}, 0b110011}, {{1, 1, 1}, 0b010}}) {
+  for (const auto& [dims, axes] :
+       std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{{{3000001}, 1},
+                                                                   {{3, 700001}, 2},
+                                                                   {{3, 70001}, 1},
+                                                                   {{200000, 17}, 1},
+                                                                   {{64, 3000}, 2},
+                                                                   {{2, 3, 4, 5, 6}, 0b10101},
+                                                                   {{2, 3, 2, 3, 2, 3}, 0b110011},
+                                                                   {{1, 1, 1}, 0b010}}) {
     for (DType dtype : {DType::f32, DType::bf16})
-      for (bool backward : {false, true}) problems.push_back(make(dims, axes, ReduceOp::mean, dtype, backward));
+      for (bool backward : {false, true})
+        problems.push_back(make(dims, axes, ReduceOp::mean, dtype, backward));
   }
   const auto solvers = dnn::solvers_of(GetParam(), dnn::OpKind::reduce);
   ASSERT_GE(solvers.size(), 1u);

@@ -27,8 +27,8 @@ std::vector<std::int64_t> split_integers(const std::string& option, const std::s
   std::size_t start = 0;
   while (true) {
     const std::size_t end = text.find(sep, start);
-    out.push_back(parse_integer(option, text.substr(start, end == std::string::npos ? std::string::npos : end - start),
-                                min, max));
+    out.push_back(parse_integer(
+        option, text.substr(start, end == std::string::npos ? std::string::npos : end - start), min, max));
     if (end == std::string::npos) break;
     start = end + 1;
   }

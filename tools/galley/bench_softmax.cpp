@@ -54,7 +54,8 @@ int run(const SoftmaxBenchArgs& a, const CLI::App& cmd) {
       desc = dnn::TensorDesc::packed(dtype, layout, dims[0], dims[1], dims[2], dims[3]);
     } else {
       if (layout != dnn::Layout::nchw) {
-        throw Error(Status::invalid_argument, "--layout " + a.common.layout + " needs a 4-dim --shape (N, C, H, W)");
+        throw Error(Status::invalid_argument,
+                    "--layout " + a.common.layout + " needs a 4-dim --shape (N, C, H, W)");
       }
       desc = dnn::TensorDesc::contiguous(dtype, dims.data(), static_cast<int>(dims.size()));
     }
@@ -83,11 +84,14 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("-c", args->c, "channels (default 3)")->check(integer_in(1));
   cmd->add_option("-H", args->h, "height (default 32)")->check(integer_in(1));
   cmd->add_option("-W", args->w, "width (default 32)")->check(integer_in(1));
-  cmd->add_option("-a", args->algorithm, "MIOpen algorithm: 0 fast, 1 accurate (both max-subtracted here), 2 log")
+  cmd->add_option("-a", args->algorithm,
+                  "MIOpen algorithm: 0 fast, 1 accurate (both max-subtracted here), 2 log")
       ->check(integer_in(0, 2));
-  cmd->add_option("-m", args->mode, "MIOpen mode: 0 instance (over C*H*W), 1 channel (default)")->check(integer_in(0, 1));
+  cmd->add_option("-m", args->mode, "MIOpen mode: 0 instance (over C*H*W), 1 channel (default)")
+      ->check(integer_in(0, 1));
   cmd->add_option("--shape", args->shape, "any shape instead of -n -c -H -W, e.g. 64x1000 or 2x3x4x5x6");
-  cmd->add_option("--axis", args->axis, "the softmax axis (default 1, the channels); negative counts from the end")
+  cmd->add_option("--axis", args->axis,
+                  "the softmax axis (default 1, the channels); negative counts from the end")
       ->check(integer_in(-dnn::kMaxRank, dnn::kMaxRank - 1));
   cmd->add_flag("--log", args->log, "log-softmax (as -a 2)");
   add_op_bench_flags(cmd, args->common, true, true);

@@ -113,9 +113,11 @@ struct ReduceGroups {
 
 /// dst = sum (or mean) of src over problem.axes; dst has src's dims with 1 on the reduced axes.
 const SolverBase& reduce_forward(runtime::Stream& stream, const ReduceProblem& problem, const Tensor& src,
-                                 Tensor& dst, const SolverBase* solver = nullptr, CallReport* report = nullptr);
+                                 Tensor& dst, const SolverBase* solver = nullptr,
+                                 CallReport* report = nullptr);
 /// diff_src = diff_dst broadcast over the reduced axes (times 1 / reduced_count() for mean).
-const SolverBase& reduce_backward(runtime::Stream& stream, const ReduceProblem& problem, const Tensor& diff_dst,
-                                  Tensor& diff_src, const SolverBase* solver = nullptr, CallReport* report = nullptr);
+const SolverBase& reduce_backward(runtime::Stream& stream, const ReduceProblem& problem,
+                                  const Tensor& diff_dst, Tensor& diff_src,
+                                  const SolverBase* solver = nullptr, CallReport* report = nullptr);
 
 }  // namespace galley::dnn

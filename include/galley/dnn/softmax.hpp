@@ -103,11 +103,12 @@ struct SoftmaxProblem {
 
 /// dst = softmax(src) (or log-softmax) along problem.axis.
 const SolverBase& softmax_forward(runtime::Stream& stream, const SoftmaxProblem& problem, const Tensor& src,
-                                  Tensor& dst, const SolverBase* solver = nullptr, CallReport* report = nullptr);
+                                  Tensor& dst, const SolverBase* solver = nullptr,
+                                  CallReport* report = nullptr);
 /// diff_src from diff_dst and the forward's output dst: dst * (diff_dst - sum(diff_dst * dst)) for
 /// softmax, diff_dst - exp(dst) * sum(diff_dst) for log-softmax, the sums along the axis.
-const SolverBase& softmax_backward(runtime::Stream& stream, const SoftmaxProblem& problem, const Tensor& diff_dst,
-                                   const Tensor& dst, Tensor& diff_src, const SolverBase* solver = nullptr,
-                                   CallReport* report = nullptr);
+const SolverBase& softmax_backward(runtime::Stream& stream, const SoftmaxProblem& problem,
+                                   const Tensor& diff_dst, const Tensor& dst, Tensor& diff_src,
+                                   const SolverBase* solver = nullptr, CallReport* report = nullptr);
 
 }  // namespace galley::dnn

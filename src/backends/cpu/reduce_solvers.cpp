@@ -23,10 +23,10 @@ constexpr std::int64_t kSegment = 16384;  // floats of a row one work item handl
 
 // Source rows of the innermost group's length, addressed by (output row, reduced index).
 struct RowMap {
-  std::int64_t row = 1;          // length of the innermost group
-  bool inner_reduced = true;     // the innermost group is reduced (each output a scalar)
-  std::int64_t out_rows = 1;     // product of the other kept groups
-  std::int64_t reduced = 1;      // product of the other reduced groups
+  std::int64_t row = 1;       // length of the innermost group
+  bool inner_reduced = true;  // the innermost group is reduced (each output a scalar)
+  std::int64_t out_rows = 1;  // product of the other kept groups
+  std::int64_t reduced = 1;   // product of the other reduced groups
   int kept_n = 0, red_n = 0;
   std::int64_t kept_size[dnn::kMaxRank] = {}, kept_stride[dnn::kMaxRank] = {};
   std::int64_t red_size[dnn::kMaxRank] = {}, red_stride[dnn::kMaxRank] = {};
@@ -70,12 +70,14 @@ struct RowMap {
 const float* load(DType dtype, const void* base, std::int64_t off, std::int64_t n, std::vector<float>& buf) {
   if (dtype == DType::f32) return static_cast<const float*>(base) + off;
   if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
-  dnn::to_float(dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype), buf.data(), n);
+  dnn::to_float(dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
+                buf.data(), n);
   return buf.data();
 }
 
 void store(DType dtype, const float* v, void* base, std::int64_t off, std::int64_t n) {
-  dnn::from_float(dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype), n);
+  dnn::from_float(dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
+                  n);
 }
 
 class ReduceDirect final : public dnn::Solver<ReduceProblem> {
@@ -111,7 +113,8 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
   // the pool busy; a function of the problem, not of the thread count.
   static std::int64_t split_of(const RowMap& m, std::int64_t tasks) {
     if (tasks >= 64) return 1;
-    return std::clamp<std::int64_t>(m.reduced * m.row / (4 * kSegment), 1, std::min<std::int64_t>(m.reduced, 64));
+    return std::clamp<std::int64_t>(m.reduced * m.row / (4 * kSegment), 1,
+                                    std::min<std::int64_t>(m.reduced, 64));
   }
 
   static void forward(const ReduceProblem& p, const ReduceArgs& a) {

@@ -122,24 +122,28 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
         const std::int64_t base = o * len * inner + i0;
         // f16/bf16: the block's columns gathered into a dense [len][w] f32 slab, computed in place.
         const auto gather = [&](const void* src, float* out) {
-          for (std::int64_t r = 0; r < len; ++r) dnn::to_float(p.dtype, at(src, base + r * inner, elem), out + r * w, w);
+          for (std::int64_t r = 0; r < len; ++r)
+            dnn::to_float(p.dtype, at(src, base + r * inner, elem), out + r * w, w);
         };
         const auto scatter = [&](const float* in, void* dst) {
-          for (std::int64_t r = 0; r < len; ++r) dnn::from_float(p.dtype, in + r * w, at(dst, base + r * inner, elem), w);
+          for (std::int64_t r = 0; r < len; ++r)
+            dnn::from_float(p.dtype, in + r * w, at(dst, base + r * inner, elem), w);
         };
         if (!p.backward) {
           if (f32) {
-            k.cols_forward(static_cast<const float*>(a.src) + base, inner, static_cast<float*>(a.dst) + base, inner,
-                           len, w, log, scratch.data(), scratch.data() + width);
+            k.cols_forward(static_cast<const float*>(a.src) + base, inner, static_cast<float*>(a.dst) + base,
+                           inner, len, w, log, scratch.data(), scratch.data() + width);
           } else {
             gather(a.src, slab.data());
-            k.cols_forward(slab.data(), w, slab.data(), w, len, w, log, scratch.data(), scratch.data() + width);
+            k.cols_forward(slab.data(), w, slab.data(), w, len, w, log, scratch.data(),
+                           scratch.data() + width);
             scatter(slab.data(), a.dst);
           }
         } else if (f32) {
           // The backward loops take one leading dimension for all three tensors: inner.
-          k.cols_backward(static_cast<const float*>(a.diff_dst) + base, static_cast<const float*>(a.dst) + base,
-                          static_cast<float*>(a.diff_src) + base, inner, len, w, log, scratch.data());
+          k.cols_backward(static_cast<const float*>(a.diff_dst) + base,
+                          static_cast<const float*>(a.dst) + base, static_cast<float*>(a.diff_src) + base,
+                          inner, len, w, log, scratch.data());
         } else {
           float* dy = slab.data();
           float* y = slab.data() + len * w;
@@ -156,6 +160,8 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
 }  // namespace
 
 std::unique_ptr<dnn::Solver<SoftmaxProblem>> make_softmax_rows() { return std::make_unique<SoftmaxRows>(); }
-std::unique_ptr<dnn::Solver<SoftmaxProblem>> make_softmax_strided() { return std::make_unique<SoftmaxStrided>(); }
+std::unique_ptr<dnn::Solver<SoftmaxProblem>> make_softmax_strided() {
+  return std::make_unique<SoftmaxStrided>();
+}
 
 }  // namespace galley::backends::cpu

@@ -32,8 +32,8 @@ class TensorDescriptor {
     const cudnnDataType_t dt = p.dtype == DType::f32   ? CUDNN_DATA_FLOAT
                                : p.dtype == DType::f16 ? CUDNN_DATA_HALF
                                                        : CUDNN_DATA_BFLOAT16;
-    const cudnnStatus_t st = cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, dt, int(p.outer()), int(p.axis_size()),
-                                                        int(p.inner()), 1);
+    const cudnnStatus_t st = cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, dt, int(p.outer()),
+                                                        int(p.axis_size()), int(p.inner()), 1);
     if (st != CUDNN_STATUS_SUCCESS) {
       cudnnDestroyTensorDescriptor(desc_);
       check_status(st, "cudnnSetTensor4dDescriptor");
@@ -57,7 +57,8 @@ class CudnnSoftmax final : public dnn::Solver<SoftmaxProblem> {
     if (p.outer() > INT_MAX || p.axis_size() > INT_MAX || p.inner() > INT_MAX) {
       return Applicability::no("a dim of the [outer, axis, inner] view exceeds 2^31 - 1");
     }
-    if (p.elements() > INT_MAX) return Applicability::no("more than 2^31 - 1 elements (cuDNN's 32-bit indexing)");
+    if (p.elements() > INT_MAX)
+      return Applicability::no("more than 2^31 - 1 elements (cuDNN's 32-bit indexing)");
     return Applicability::yes();
   }
 
@@ -67,18 +68,19 @@ class CudnnSoftmax final : public dnn::Solver<SoftmaxProblem> {
       DeviceGuard guard(stream.device().index());
       const TensorDescriptor d(p);
       std::lock_guard lock(h.mutex);
-      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
+      check_status(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()),
+                   "cudnnSetStream");
       const cudnnSoftmaxAlgorithm_t algo =
           p.algorithm == dnn::SoftmaxAlgorithm::log_softmax ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
       const float alpha = 1.f, beta = 0.f;
       if (p.backward) {
-        check_status(cudnnSoftmaxBackward(h.handle, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha, d.get(), a.dst, d.get(),
-                                   a.diff_dst, &beta, d.get(), a.diff_src),
-              "cudnnSoftmaxBackward");
+        check_status(cudnnSoftmaxBackward(h.handle, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha, d.get(), a.dst,
+                                          d.get(), a.diff_dst, &beta, d.get(), a.diff_src),
+                     "cudnnSoftmaxBackward");
       } else {
-        check_status(cudnnSoftmaxForward(h.handle, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha, d.get(), a.src, &beta, d.get(),
-                                  a.dst),
-              "cudnnSoftmaxForward");
+        check_status(cudnnSoftmaxForward(h.handle, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha, d.get(), a.src,
+                                         &beta, d.get(), a.dst),
+                     "cudnnSoftmaxForward");
       }
     });
   }
@@ -91,6 +93,8 @@ class CudnnSoftmax final : public dnn::Solver<SoftmaxProblem> {
 
 }  // namespace
 
-std::unique_ptr<dnn::Solver<SoftmaxProblem>> make_cudnn_softmax_solver() { return std::make_unique<CudnnSoftmax>(); }
+std::unique_ptr<dnn::Solver<SoftmaxProblem>> make_cudnn_softmax_solver() {
+  return std::make_unique<CudnnSoftmax>();
+}
 
 }  // namespace galley::backends::cuda

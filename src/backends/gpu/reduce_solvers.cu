@@ -25,7 +25,7 @@ constexpr int kThreads = 256;
 constexpr long long kGroupWorkMax = 4096;  // per-output elements a 32-lane group takes alone
 
 struct ReduceParams {
-  long long row = 1;       // innermost group's length
+  long long row = 1;  // innermost group's length
   bool inner_reduced = true;
   long long out_rows = 1;  // product of the other kept groups
   long long reduced = 1;   // product of the other reduced groups
@@ -69,7 +69,8 @@ ReduceParams params_of(const ReduceProblem& p) {
   if (m.inner_reduced) {
     const long long per_output = m.reduced * m.row;
     if (per_output > kGroupWorkMax && m.out_rows < 1024) {
-      m.chunks = int(std::clamp<long long>(std::min<long long>(2048 / m.out_rows, per_output / 8192), 1, 256));
+      m.chunks =
+          int(std::clamp<long long>(std::min<long long>(2048 / m.out_rows, per_output / 8192), 1, 256));
     }
   } else if (m.outputs() < 262144) {
     m.chunks = int(std::clamp<long long>(std::min<long long>(262144 / m.outputs(), m.reduced / 16), 1, 1024));
@@ -169,7 +170,8 @@ __global__ void reduce_rows_block(ReduceParams p, const T* __restrict__ x, T* __
 
 // Innermost kept: a thread per output element, adding one row element per reduced index.
 template <typename T>
-__global__ void reduce_cols(ReduceParams p, const T* __restrict__ x, T* __restrict__ out, float* __restrict__ partial) {
+__global__ void reduce_cols(ReduceParams p, const T* __restrict__ x, T* __restrict__ out,
+                            float* __restrict__ partial) {
   const long long m = (long long)blockIdx.x * kThreads + threadIdx.x;
   if (m >= p.outputs()) return;
   const int c = blockIdx.y;
@@ -185,7 +187,8 @@ __global__ void reduce_cols(ReduceParams p, const T* __restrict__ x, T* __restri
 template <typename T>
 __global__ void reduce_finish(ReduceParams p, const float* __restrict__ partial, T* __restrict__ out) {
   const long long n = p.outputs();
-  for (long long m = (long long)blockIdx.x * kThreads + threadIdx.x; m < n; m += (long long)gridDim.x * kThreads) {
+  for (long long m = (long long)blockIdx.x * kThreads + threadIdx.x; m < n;
+       m += (long long)gridDim.x * kThreads) {
     float sum = 0.0f;
     for (int c = 0; c < p.chunks; ++c) sum += partial[(long long)c * n + m];
     out[m] = from_f32<T>(sum * p.scale);
@@ -194,8 +197,10 @@ __global__ void reduce_finish(ReduceParams p, const float* __restrict__ partial,
 
 // Backward: diff_src[q] = diff_dst[the output q was summed into] * scale.
 template <typename T>
-__global__ void reduce_broadcast(ReduceParams p, const T* __restrict__ dy, T* __restrict__ dx, long long total) {
-  for (long long q = (long long)blockIdx.x * kThreads + threadIdx.x; q < total; q += (long long)gridDim.x * kThreads) {
+__global__ void reduce_broadcast(ReduceParams p, const T* __restrict__ dy, T* __restrict__ dx,
+                                 long long total) {
+  for (long long q = (long long)blockIdx.x * kThreads + threadIdx.x; q < total;
+       q += (long long)gridDim.x * kThreads) {
     const long long l = q % p.row;
     long long rest = q / p.row;
     long long d = p.inner_reduced ? 0 : l;
@@ -207,7 +212,9 @@ __global__ void reduce_broadcast(ReduceParams p, const T* __restrict__ dy, T* __
   }
 }
 
-unsigned grid_for(long long items) { return unsigned(std::clamp<long long>((items + kThreads - 1) / kThreads, 1, 65535LL * 32)); }
+unsigned grid_for(long long items) {
+  return unsigned(std::clamp<long long>((items + kThreads - 1) / kThreads, 1, 65535LL * 32));
+}
 
 class ReduceDirect final : public dnn::Solver<ReduceProblem> {
  public:
@@ -215,10 +222,13 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
   std::string_view name() const override { return "gpu.reduce.direct"; }
 
   Applicability check(const ReduceProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != backend_) return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
+    if (device.backend() != backend_)
+      return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
     const ReduceParams m = params_of(p);
-    if (m.inner_reduced && m.out_rows > 0x7fffffffLL) return Applicability::no("more than 2^31 - 1 outputs (one block each)");
-    if ((m.outputs() + kThreads - 1) / kThreads > 0x7fffffffLL) return Applicability::no("more than 2^39 outputs");
+    if (m.inner_reduced && m.out_rows > 0x7fffffffLL)
+      return Applicability::no("more than 2^31 - 1 outputs (one block each)");
+    if ((m.outputs() + kThreads - 1) / kThreads > 0x7fffffffLL)
+      return Applicability::no("more than 2^39 outputs");
     return Applicability::yes();
   }
 
@@ -231,9 +241,10 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
   std::string detail(const ReduceProblem& p, const runtime::Device&) const override {
     const ReduceParams m = params_of(p);
     if (p.backward) return "broadcast, a thread per element";
-    std::string out = m.inner_reduced ? (m.reduced * m.row <= kGroupWorkMax && m.out_rows >= 1024 ? "32 lanes per output"
-                                                                                                : "a block per output")
-                                      : "a thread per output";
+    std::string out = m.inner_reduced
+                          ? (m.reduced * m.row <= kGroupWorkMax && m.out_rows >= 1024 ? "32 lanes per output"
+                                                                                      : "a block per output")
+                          : "a thread per output";
     if (m.chunks > 1) out += ", " + std::to_string(m.chunks) + " chunks added in a second pass";
     return out;
   }
@@ -242,8 +253,9 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
     const ReduceParams m = params_of(p);
     const std::size_t need = workspace_bytes(p, stream.device());
     if (a.workspace_bytes < need) {
-      throw Error(Status::invalid_argument, "gpu.reduce.direct: workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(need));
+      throw Error(Status::invalid_argument, "gpu.reduce.direct: workspace of " +
+                                                std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                                std::to_string(need));
     }
     stream.launch(name(), [&] {
       ScopedDevice device(stream.device().index());
@@ -253,7 +265,7 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
         if (p.backward) {
           const long long total = p.src_elements();
           reduce_broadcast<T><<<grid_for(total), kThreads, 0, s>>>(m, static_cast<const T*>(a.diff_dst),
-                                                                  static_cast<T*>(a.diff_src), total);
+                                                                   static_cast<T*>(a.diff_src), total);
           return;
         }
         const T* x = static_cast<const T*>(a.src);
@@ -264,7 +276,8 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
             const long long blocks = (m.out_rows + kThreads / 32 - 1) / (kThreads / 32);
             reduce_rows_group<T><<<unsigned(blocks), kThreads, 0, s>>>(m, x, y);
           } else {
-            reduce_rows_block<T><<<dim3(unsigned(m.out_rows), unsigned(m.chunks)), kThreads, 0, s>>>(m, x, y, partial);
+            reduce_rows_block<T>
+                <<<dim3(unsigned(m.out_rows), unsigned(m.chunks)), kThreads, 0, s>>>(m, x, y, partial);
           }
         } else {
           const long long blocks = (m.outputs() + kThreads - 1) / kThreads;

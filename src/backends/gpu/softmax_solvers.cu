@@ -211,8 +211,9 @@ template <typename T, bool kBackward, int kPer>
 void group_rows(const Launch& l, GpuStream s) {
   constexpr int kThreads = 256;
   const long long blocks = (l.outer + kThreads / 32 - 1) / (kThreads / 32);
-  softmax_group_rows<T, kBackward, kPer><<<unsigned(blocks), kThreads, 0, s>>>(
-      static_cast<const T*>(l.a), static_cast<const T*>(l.b), static_cast<T*>(l.out), l.outer, int(l.len), l.log);
+  softmax_group_rows<T, kBackward, kPer>
+      <<<unsigned(blocks), kThreads, 0, s>>>(static_cast<const T*>(l.a), static_cast<const T*>(l.b),
+                                             static_cast<T*>(l.out), l.outer, int(l.len), l.log);
 }
 
 template <typename T, bool kBackward>
@@ -235,16 +236,19 @@ void launch_strided(const Launch& l, GpuStream s) {
   const dim3 block(32, kSplit);
   const dim3 grid(unsigned((l.inner + 31) / 32), unsigned(std::min<long long>(l.outer, 65535)));
   softmax_strided<T, kBackward><<<grid, block, 0, s>>>(static_cast<const T*>(l.a), static_cast<const T*>(l.b),
-                                                      static_cast<T*>(l.out), l.outer, l.len, l.inner, l.log);
+                                                       static_cast<T*>(l.out), l.outer, l.len, l.inner,
+                                                       l.log);
 }
 
 class GpuSoftmaxSolver : public dnn::Solver<SoftmaxProblem> {
  public:
-  GpuSoftmaxSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  GpuSoftmaxSolver(std::string name, std::string backend)
+      : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
 
   Applicability check(const SoftmaxProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != backend_) return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
+    if (device.backend() != backend_)
+      return Applicability::no("runs on " + backend_ + " devices, not " + device.name());
     if ((p.inner() + 31) / 32 > INT_MAX) return Applicability::no("more than 2^36 columns after the axis");
     return check_shape(p);
   }
@@ -285,12 +289,14 @@ class RowsSolver final : public GpuSoftmaxSolver {
  public:
   explicit RowsSolver(std::string backend) : GpuSoftmaxSolver("gpu.softmax.rows", std::move(backend)) {}
   std::string detail(const SoftmaxProblem& p, const runtime::Device&) const override {
-    return p.axis_size() <= kWarpRowsMax ? "32 lanes per row, row in registers" : "a block per row, two passes";
+    return p.axis_size() <= kWarpRowsMax ? "32 lanes per row, row in registers"
+                                         : "a block per row, two passes";
   }
 
  protected:
   Applicability check_shape(const SoftmaxProblem& p) const override {
-    if (p.inner() != 1) return Applicability::no("the axis has stride " + std::to_string(p.inner()) + ", not 1");
+    if (p.inner() != 1)
+      return Applicability::no("the axis has stride " + std::to_string(p.inner()) + ", not 1");
     if (p.axis_size() <= kWarpRowsMax && p.outer() > (long long)UINT_MAX / 8 * 8) {
       return Applicability::no("more than 2^35 rows");
     }
