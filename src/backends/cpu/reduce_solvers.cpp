@@ -70,13 +70,13 @@ struct RowMap {
 const float* load(DType dtype, const void* base, std::int64_t off, std::int64_t n, std::vector<float>& buf) {
   if (dtype == DType::f32) return static_cast<const float*>(base) + off;
   if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
-  dnn::to_float(dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
+  softmax_kernels::best().load(dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
                 buf.data(), n);
   return buf.data();
 }
 
 void store(DType dtype, const float* v, void* base, std::int64_t off, std::int64_t n) {
-  dnn::from_float(dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
+  softmax_kernels::best().store(dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
                   n);
 }
 
@@ -191,7 +191,7 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
     const RowMap m = RowMap::of(p);
     const float scale = static_cast<float>(scale_of(p));
     std::vector<float> dy(static_cast<std::size_t>(p.dst_elements()));
-    dnn::to_float(p.dtype, a.diff_dst, dy.data(), p.dst_elements());
+    softmax_kernels::best().load(p.dtype, a.diff_dst, dy.data(), p.dst_elements());
     for (float& v : dy) v *= scale;
     const std::int64_t segs = (m.row + kSegment - 1) / kSegment;
     parallel_for(0, m.out_rows * m.reduced * segs, [&](std::int64_t t0, std::int64_t t1) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "galley/core/dtype.hpp"
+
 namespace galley::backends::cpu::softmax_kernels {
 
 /// One ISA's set of loops.
@@ -25,6 +27,10 @@ struct Kernels {
   double (*row_sum)(const float* x, std::int64_t n);
   /// acc[i] += x[i] for i < n.
   void (*row_add)(float* acc, const float* x, std::int64_t n);
+  /// n elements of f32/f16/bf16 storage to float, and back rounded to nearest even: the same bits
+  /// as dnn::to_float / from_float, vectorised (F16C in the AVX2 build).
+  void (*load)(DType dtype, const void* src, float* dst, std::int64_t n);
+  void (*store)(DType dtype, const float* src, void* dst, std::int64_t n);
 };
 
 namespace scalar {

@@ -68,9 +68,9 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
           if (f32) {
             k.row_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len, log);
           } else {
-            dnn::to_float(p.dtype, at(a.src, off, elem), buf.data(), len);
+            k.load(p.dtype, at(a.src, off, elem), buf.data(), len);
             k.row_forward(buf.data(), buf.data(), len, log);
-            dnn::from_float(p.dtype, buf.data(), at(a.dst, off, elem), len);
+            k.store(p.dtype, buf.data(), at(a.dst, off, elem), len);
           }
         } else if (f32) {
           k.row_backward(static_cast<const float*>(a.diff_dst) + off, static_cast<const float*>(a.dst) + off,
@@ -78,10 +78,10 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
         } else {
           float* dy = buf.data();
           float* y = buf.data() + len;
-          dnn::to_float(p.dtype, at(a.diff_dst, off, elem), dy, len);
-          dnn::to_float(p.dtype, at(a.dst, off, elem), y, len);
+          k.load(p.dtype, at(a.diff_dst, off, elem), dy, len);
+          k.load(p.dtype, at(a.dst, off, elem), y, len);
           k.row_backward(dy, y, dy, len, log);
-          dnn::from_float(p.dtype, dy, at(a.diff_src, off, elem), len);
+          k.store(p.dtype, dy, at(a.diff_src, off, elem), len);
         }
       }
     });
@@ -123,11 +123,11 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
         // f16/bf16: the block's columns gathered into a dense [len][w] f32 slab, computed in place.
         const auto gather = [&](const void* src, float* out) {
           for (std::int64_t r = 0; r < len; ++r)
-            dnn::to_float(p.dtype, at(src, base + r * inner, elem), out + r * w, w);
+            k.load(p.dtype, at(src, base + r * inner, elem), out + r * w, w);
         };
         const auto scatter = [&](const float* in, void* dst) {
           for (std::int64_t r = 0; r < len; ++r)
-            dnn::from_float(p.dtype, in + r * w, at(dst, base + r * inner, elem), w);
+            k.store(p.dtype, in + r * w, at(dst, base + r * inner, elem), w);
         };
         if (!p.backward) {
           if (f32) {
