@@ -70,14 +70,15 @@ struct RowMap {
 const float* load(DType dtype, const void* base, std::int64_t off, std::int64_t n, std::vector<float>& buf) {
   if (dtype == DType::f32) return static_cast<const float*>(base) + off;
   if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
-  softmax_kernels::best().load(dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
-                buf.data(), n);
+  softmax_kernels::best().load(
+      dtype, static_cast<const std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype), buf.data(),
+      n);
   return buf.data();
 }
 
 void store(DType dtype, const float* v, void* base, std::int64_t off, std::int64_t n) {
-  softmax_kernels::best().store(dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype),
-                  n);
+  softmax_kernels::best().store(
+      dtype, v, static_cast<std::byte*>(base) + static_cast<std::size_t>(off) * size_of(dtype), n);
 }
 
 class ReduceDirect final : public dnn::Solver<ReduceProblem> {

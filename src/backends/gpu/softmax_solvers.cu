@@ -132,7 +132,8 @@ __global__ void softmax_group_rows_vec8(const T* __restrict__ a, const T* __rest
       if (i < len) {
         float o[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] = log ? va[j][e] - __expf(vb[j][e]) * sum : vb[j][e] * (va[j][e] - sum);
+        for (int e = 0; e < 8; ++e)
+          o[e] = log ? va[j][e] - __expf(vb[j][e]) * sum : vb[j][e] * (va[j][e] - sum);
         store8(orow + i, o);
       }
     }
@@ -288,8 +289,9 @@ template <typename T, bool kBackward, int kChunks>
 void group_rows_vec8(const Launch& l, GpuStream s) {
   constexpr int kThreads = 256;
   const long long blocks = (l.outer + kThreads / 32 - 1) / (kThreads / 32);
-  softmax_group_rows_vec8<T, kBackward, kChunks><<<unsigned(blocks), kThreads, 0, s>>>(
-      static_cast<const T*>(l.a), static_cast<const T*>(l.b), static_cast<T*>(l.out), l.outer, int(l.len), l.log);
+  softmax_group_rows_vec8<T, kBackward, kChunks>
+      <<<unsigned(blocks), kThreads, 0, s>>>(static_cast<const T*>(l.a), static_cast<const T*>(l.b),
+                                             static_cast<T*>(l.out), l.outer, int(l.len), l.log);
 }
 
 // Rows of a multiple of 8 elements on 16-byte aligned tensors start 16-byte aligned.
