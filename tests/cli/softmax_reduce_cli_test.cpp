@@ -28,6 +28,24 @@ TEST(CliSoftmaxReduce, DefaultProblemsRunAndVerify) {
   EXPECT_NE(json.output.find("reduce-F-f32-mean-a2.3-s32x64x14x14"), std::string::npos) << json.output;
 }
 
+// The repro lines the problems print (their bench_command, checked in tests/dnn) run the same problem.
+TEST(CliSoftmaxReduce, ReproLinesRunTheirProblem) {
+  const struct {
+    const char* args;
+    const char* key;
+  } cases[] = {
+      {"softmax --shape 2x3x4x5 --axis 2 --log -F 2 --dtype bf16 --layout nhwc --device cpu",
+       "softmax-B-bf16-nhwc-logsoftmax-a2-s2x3x4x5"},
+      {"reduce --shape 2x3x4x5 --axes 0,1,2,3 --op mean -F 2 --dtype f16 --device cpu --solver cpu.reduce.direct",
+       "reduce-B-f16-mean-a0.1.2.3-s2x3x4x5"},
+  };
+  for (const auto& c : cases) {
+    const auto r = galley_bench(std::string(c.args) + " -V 1 --json");
+    EXPECT_EQ(r.exit_code, 0) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.key), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
 TEST(CliSoftmaxReduce, BadAttributesAreNamed) {
   const struct {
     const char* args;

@@ -53,6 +53,10 @@ TEST(ReduceProblem, KeysRoundTrip) {
     EXPECT_EQ(parse_problem_key(p.key()).ref().key(), p.key());
   }
   EXPECT_EQ(problems[0].key(), "reduce-F-f32-sum-a1.2-s2x3x4x5");
+  // The repro line; tests/cli/softmax_reduce_cli_test.cpp runs it and finds this key.
+  EXPECT_EQ(problems[1].bench_command(cpu(), "cpu.reduce.direct"),
+            "galley bench reduce --shape 2x3x4x5 --axes 0,1,2,3 --op mean -F 2 --dtype f16 --device cpu --solver "
+            "cpu.reduce.direct");
   EXPECT_NE(problems[0].hash(), problems[1].hash());
   for (const char* bad : {"reduce-F-f32-sum-a1.2", "reduce-F-f32-max-a1-s2x3", "reduce-F-f32-sum-a2.1-s2x3x4",
                           "reduce-F-f32-sum-a1.1-s2x3x4", "reduce-F-f32-sum-a3-s2x3",

@@ -69,6 +69,9 @@ TEST(SoftmaxProblem, KeysRoundTrip) {
     EXPECT_EQ(p.key().rfind("softmax-", 0), 0u);
   }
   EXPECT_EQ(problems[1].key(), "softmax-B-f16-nhwc-logsoftmax-a3-s2x3x4x5");
+  // The repro line; tests/cli/softmax_reduce_cli_test.cpp runs it and finds this key.
+  EXPECT_EQ(make({2, 3, 4, 5}, 2, SoftmaxAlgorithm::log_softmax, DType::bf16, Layout::nhwc, true).bench_command(cpu()),
+            "galley bench softmax --shape 2x3x4x5 --axis 2 --log -F 2 --dtype bf16 --layout nhwc --device cpu");
   EXPECT_NE(problems[0].hash(), problems[1].hash());
   for (const char* bad :
        {"softmax-F-f32-nchw-softmax-a1", "softmax-X-f32-nchw-softmax-a1-s2x3",
