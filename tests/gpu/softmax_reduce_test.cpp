@@ -64,7 +64,10 @@ TEST_P(GpuSoftmaxReduce, SoftmaxSolversMatchReference) {
                                                                                          {{5, 20011}, 1},
                                                                                          {{2, 3, 2, 3, 5}, 3},
                                                                                          {{3, 70000, 2}, 1},
-                                                                                         {{70000, 3}, 0}}) {
+                                                                                         {{70000, 3}, 0},
+                                                                                         {{2, 200, 9}, 1},
+                                                                                         {{3, 64, 33}, 1},
+                                                                                         {{2, 65, 31}, 1}}) {
     for (DType dtype : {DType::f32, DType::bf16})
       for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
         for (bool backward : {false, true})
@@ -143,6 +146,8 @@ TEST_P(GpuSoftmaxReduce, ReduceSolversMatchReference) {
   for (const auto& [dims, axes] :
        std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{{{3000001}, 1},
                                                                    {{3, 700001}, 2},
+                                                                   {{8, 3136, 64}, 2},
+                                                                   {{8, 64, 3136}, 4},
                                                                    {{3, 70001}, 1},
                                                                    {{200000, 17}, 1},
                                                                    {{64, 3000}, 2},

@@ -156,6 +156,7 @@ __global__ void reduce_rows_block(ReduceParams p, const T* __restrict__ x, T* __
   float sum = 0.0f;
   for (long long j = j0; j < j1; ++j, walk.next(p)) {
     const T* row = x + base + walk.off;
+#pragma unroll 4
     for (long long l = l0 + threadIdx.x; l < l1; l += kThreads) sum += to_f32(row[l]);
   }
   sum = group_sum(sum);
@@ -178,9 +179,24 @@ __global__ void reduce_cols(ReduceParams p, const T* __restrict__ x, T* __restri
   const long long r = m / p.row, l = m % p.row;
   const long long j0 = p.reduced * c / p.chunks, j1 = p.reduced * (c + 1) / p.chunks;
   const T* base = x + kept_offset(p, r) + l;
-  ReducedWalk walk(p, j0);
   float sum = 0.0f;
-  for (long long j = j0; j < j1; ++j, walk.next(p)) sum += to_f32(base[walk.off]);
+  if (p.red_n == 1) {
+    // One reduced group (global pooling, a bias gradient): a fixed stride, unrolled so several
+    // loads are in flight per thread.
+    const long long stride = p.red_stride[0];
+    const T* at = base + j0 * stride;
+    long long j = j0;
+    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (; j + 4 <= j1; j += 4, at += 4 * stride) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) s4[u] += to_f32(at[u * stride]);
+    }
+    for (; j < j1; ++j, at += stride) s4[0] += to_f32(*at);
+    sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+  } else {
+    ReducedWalk walk(p, j0);
+    for (long long j = j0; j < j1; ++j, walk.next(p)) sum += to_f32(base[walk.off]);
+  }
   emit(p, sum, m, c, out, partial);
 }
 

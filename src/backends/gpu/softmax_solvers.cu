@@ -202,25 +202,51 @@ __global__ void softmax_block_rows(const T* __restrict__ a, const T* __restrict_
 }
 
 // Blocks of 32 adjacent columns x kSplit thread rows that share the axis: coalesced along the
-// columns, and parallel along the axis when there are few columns.
+// columns, and parallel along the axis when there are few columns. With kCache > 0 (an axis of at
+// most kSplit * kCache) each thread keeps its values in registers between the statistics pass and
+// the write pass, so the input is read once; longer axes read it twice (the second time mostly
+// from L2).
 constexpr int kSplit = 8;
-template <typename T, bool kBackward>
+template <typename T, bool kBackward, int kCache>
 __global__ void softmax_strided(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
                                 long long outer, long long len, long long inner, bool log) {
   __shared__ float sm[kSplit][32], ss[kSplit][32];
+  constexpr int kRegs = kCache > 0 ? kCache : 1;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const long long col = (long long)blockIdx.x * 32 + tx;
   for (long long o = blockIdx.y; o < outer; o += gridDim.y) {
     const long long base = o * len * inner + col;
     MaxSum ms;
     float sum = 0.0f;
+    float va[kRegs], vb[kRegs];
     if (col < inner) {
-      for (long long k = ty; k < len; k += kSplit) {
-        const float v = to_f32(a[base + k * inner]);
-        if constexpr (kBackward) {
-          sum += log ? v : v * to_f32(b[base + k * inner]);
-        } else {
-          ms.add(v);
+      if constexpr (kCache > 0) {
+#pragma unroll
+        for (int c = 0; c < kCache; ++c) {
+          const long long k = ty + (long long)c * kSplit;
+          if (k < len) {
+            va[c] = to_f32(a[base + k * inner]);
+            if constexpr (kBackward) vb[c] = to_f32(b[base + k * inner]);
+          }
+        }
+#pragma unroll
+        for (int c = 0; c < kCache; ++c) {
+          if (ty + (long long)c * kSplit < len) {
+            if constexpr (kBackward) {
+              sum += log ? va[c] : va[c] * vb[c];
+            } else {
+              ms.add(va[c]);
+            }
+          }
+        }
+      } else {
+        for (long long k = ty; k < len; k += kSplit) {
+          const float v = to_f32(a[base + k * inner]);
+          if constexpr (kBackward) {
+            sum += log ? v : v * to_f32(b[base + k * inner]);
+          } else {
+            ms.add(v);
+          }
         }
       }
     }
@@ -240,14 +266,20 @@ __global__ void softmax_strided(const T* __restrict__ a, const T* __restrict__ b
     if (col >= inner) continue;
     const float m = all.m, s = kBackward ? total : all.s;
     const float log_sum = __logf(s), inv = 1.0f / s;
-    for (long long k = ty; k < len; k += kSplit) {
-      const long long idx = base + k * inner;
-      const float v = to_f32(a[idx]);
-      if constexpr (kBackward) {
-        const float y = to_f32(b[idx]);
-        out[idx] = from_f32<T>(log ? v - __expf(y) * s : y * (v - s));
-      } else {
-        out[idx] = from_f32<T>(log ? (v - m) - log_sum : __expf(v - m) * inv);
+    const auto result = [&](float v, float y) {
+      if constexpr (kBackward) return log ? v - __expf(y) * s : y * (v - s);
+      return log ? (v - m) - log_sum : __expf(v - m) * inv;
+    };
+    if constexpr (kCache > 0) {
+#pragma unroll
+      for (int c = 0; c < kCache; ++c) {
+        const long long k = ty + (long long)c * kSplit;
+        if (k < len) out[base + k * inner] = from_f32<T>(result(va[c], kBackward ? vb[c] : 0.0f));
+      }
+    } else {
+      for (long long k = ty; k < len; k += kSplit) {
+        const long long idx = base + k * inner;
+        out[idx] = from_f32<T>(result(to_f32(a[idx]), kBackward ? to_f32(b[idx]) : 0.0f));
       }
     }
   }
@@ -320,13 +352,20 @@ void launch_rows(const Launch& l, GpuStream s) {
       static_cast<const T*>(l.a), static_cast<const T*>(l.b), static_cast<T*>(l.out), l.outer, l.len, l.log);
 }
 
-template <typename T, bool kBackward>
-void launch_strided(const Launch& l, GpuStream s) {
+template <typename T, bool kBackward, int kCache>
+void strided(const Launch& l, GpuStream s) {
   const dim3 block(32, kSplit);
   const dim3 grid(unsigned((l.inner + 31) / 32), unsigned(std::min<long long>(l.outer, 65535)));
-  softmax_strided<T, kBackward><<<grid, block, 0, s>>>(static_cast<const T*>(l.a), static_cast<const T*>(l.b),
-                                                       static_cast<T*>(l.out), l.outer, l.len, l.inner,
-                                                       l.log);
+  softmax_strided<T, kBackward, kCache>
+      <<<grid, block, 0, s>>>(static_cast<const T*>(l.a), static_cast<const T*>(l.b), static_cast<T*>(l.out),
+                              l.outer, l.len, l.inner, l.log);
+}
+
+template <typename T, bool kBackward>
+void launch_strided(const Launch& l, GpuStream s) {
+  if (l.len <= kSplit * 8) return strided<T, kBackward, 8>(l, s);
+  if (l.len <= kSplit * 32) return strided<T, kBackward, 32>(l, s);
+  strided<T, kBackward, 0>(l, s);
 }
 
 class GpuSoftmaxSolver : public dnn::Solver<SoftmaxProblem> {
@@ -397,8 +436,9 @@ class RowsSolver final : public GpuSoftmaxSolver {
 class StridedSolver final : public GpuSoftmaxSolver {
  public:
   explicit StridedSolver(std::string backend) : GpuSoftmaxSolver("gpu.softmax.strided", std::move(backend)) {}
-  std::string detail(const SoftmaxProblem&, const runtime::Device&) const override {
-    return "32 columns x 8 axis slices per block, two passes";
+  std::string detail(const SoftmaxProblem& p, const runtime::Device&) const override {
+    return p.axis_size() <= kSplit * 32 ? "32 columns x 8 axis slices per block, axis in registers"
+                                        : "32 columns x 8 axis slices per block, two passes";
   }
 
  protected:
