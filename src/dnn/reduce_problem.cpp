@@ -51,7 +51,7 @@ unsigned ReduceProblem::axis_mask(const std::vector<int>& axes, int rank) {
 
 ReduceProblem ReduceProblem::over(const TensorDesc& desc, const std::vector<int>& axes, ReduceOp op,
                                   bool backward) {
-  desc.validate("reduce tensor");
+  desc.validate("reduce");
   if (!desc.is_contiguous()) bad("reduce: tensor " + desc.to_string() + " is not contiguous (row-major)");
   ReduceProblem p;
   p.rank = desc.rank;

@@ -33,7 +33,7 @@ SoftmaxArgs SoftmaxArgs::from(const OpArgs& args) {
 
 SoftmaxProblem SoftmaxProblem::over(const TensorDesc& desc, int axis, SoftmaxAlgorithm algorithm,
                                     bool backward) {
-  desc.validate("softmax tensor");
+  desc.validate("softmax");
   SoftmaxProblem p;
   p.rank = desc.rank;
   p.dims = desc.dims;

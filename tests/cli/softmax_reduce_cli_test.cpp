@@ -36,7 +36,8 @@ TEST(CliSoftmaxReduce, ReproLinesRunTheirProblem) {
   } cases[] = {
       {"softmax --shape 2x3x4x5 --axis 2 --log -F 2 --dtype bf16 --layout nhwc --device cpu",
        "softmax-B-bf16-nhwc-logsoftmax-a2-s2x3x4x5"},
-      {"reduce --shape 2x3x4x5 --axes 0,1,2,3 --op mean -F 2 --dtype f16 --device cpu --solver cpu.reduce.direct",
+      {"reduce --shape 2x3x4x5 --axes 0,1,2,3 --op mean -F 2 --dtype f16 --device cpu --solver "
+       "cpu.reduce.direct",
        "reduce-B-f16-mean-a0.1.2.3-s2x3x4x5"},
   };
   for (const auto& c : cases) {
@@ -57,6 +58,10 @@ TEST(CliSoftmaxReduce, BadAttributesAreNamed) {
       {"softmax --shape 2x3 -n 4 --device cpu", "--shape"},
       {"softmax -a 3 --device cpu", "-a"},
       {"softmax --shape 2x0 --device cpu", "--shape"},
+      {"softmax -m 0 -c 4294967296 -H 4294967296 --device cpu", "overflows"},
+      {"softmax -c 4294967296 -H 4294967296 -W 8 --device cpu", "-n * -c * -H * -W"},
+      {"softmax --shape 4294967296x4294967296 --device cpu", "overflows"},
+      {"reduce --shape 4294967296x4294967296 --device cpu", "overflows"},
       {"reduce --axes 1,1 --device cpu", "twice"},
       {"reduce --axes 4 --device cpu", "axis 4"},
       {"reduce --op max --device cpu", "max"},

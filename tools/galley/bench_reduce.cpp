@@ -43,6 +43,12 @@ int run(const ReduceBenchArgs& a, const CLI::App& cmd) {
     throw Error(Status::invalid_argument, "--shape " + a.shape + " has " + std::to_string(dims.size()) +
                                               " dims (valid: 1 to " + std::to_string(dnn::kMaxRank) + ")");
   }
+  std::int64_t bytes = 4;  // the widest element; contiguous strides would wrap past 2^63
+  for (std::int64_t d : dims) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      throw Error(Status::invalid_argument, "--shape " + a.shape + ": the tensor's size overflows 64 bits");
+    }
+  }
   std::vector<int> axes;
   for (std::int64_t v : split_integers("--axes", a.axes, ',', -dnn::kMaxRank, dnn::kMaxRank - 1)) {
     axes.push_back(static_cast<int>(v));

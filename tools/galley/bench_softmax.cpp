@@ -41,6 +41,17 @@ std::vector<std::int64_t> parse_shape(const std::string& text) {
   return dims;
 }
 
+// Error naming `what` when the tensor of `dims` would span more than 2^63 bytes: TensorDesc's
+// packed strides would wrap silently before any validation saw them.
+void require_bytes_fit(const std::vector<std::int64_t>& dims, const std::string& what) {
+  std::int64_t bytes = 4;  // the widest element
+  for (std::int64_t d : dims) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      throw Error(Status::invalid_argument, what + ": the tensor's size overflows 64 bits");
+    }
+  }
+}
+
 int run(const SoftmaxBenchArgs& a, const CLI::App& cmd) {
   for (const char* flag : {"-n", "-c", "-H", "-W", "-m"}) require_apart(cmd, "--shape", flag);
   require_apart(cmd, "-m", "--axis");
@@ -50,6 +61,7 @@ int run(const SoftmaxBenchArgs& a, const CLI::App& cmd) {
   int axis = a.axis;
   if (!a.shape.empty()) {
     const std::vector<std::int64_t> dims = parse_shape(a.shape);
+    require_bytes_fit(dims, "--shape " + a.shape);
     if (dims.size() == 4) {
       desc = dnn::TensorDesc::packed(dtype, layout, dims[0], dims[1], dims[2], dims[3]);
     } else {
@@ -61,9 +73,14 @@ int run(const SoftmaxBenchArgs& a, const CLI::App& cmd) {
     }
   } else if (a.mode == 0) {
     // MIOpen's instance mode: one softmax over all of C, H and W of each image.
-    desc = dnn::TensorDesc::contiguous(dtype, {a.n, a.c * a.h * a.w});
+    std::int64_t chw = 0;
+    if (__builtin_mul_overflow(a.c, a.h, &chw) || __builtin_mul_overflow(chw, a.w, &chw)) {
+      throw Error(Status::invalid_argument, "-m 0: c * H * W overflows 64 bits");
+    }
+    desc = dnn::TensorDesc::contiguous(dtype, {a.n, chw});
     axis = 1;
   } else {
+    require_bytes_fit({a.n, a.c, a.h, a.w}, "-n * -c * -H * -W");
     desc = dnn::TensorDesc::packed(dtype, layout, a.n, a.c, a.h, a.w);
   }
   const bool log = a.log || a.algorithm == 2;
