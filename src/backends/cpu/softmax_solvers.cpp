@@ -60,29 +60,39 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
     const bool log = p.algorithm == SoftmaxAlgorithm::log_softmax;
     const std::size_t elem = size_of(p.dtype);
     const bool f32 = p.dtype == DType::f32;
+    // f16/bf16 rows are converted in batches of about 4096 elements, so short rows do not pay a
+    // conversion call each.
+    const std::int64_t batch = std::max<std::int64_t>(1, 4096 / len);
     parallel_for(0, p.outer(), [&](std::int64_t r0, std::int64_t r1) {
-      std::vector<float> buf(f32 ? 0 : static_cast<std::size_t>(2 * len));
-      for (std::int64_t r = r0; r < r1; ++r) {
+      std::vector<float> buf(f32 ? 0 : static_cast<std::size_t>(2 * batch * len));
+      for (std::int64_t r = r0; r < r1;) {
         const std::int64_t off = r * len;
-        if (!p.backward) {
-          if (f32) {
+        if (f32) {
+          if (!p.backward) {
             k.row_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len, log);
           } else {
-            k.load(p.dtype, at(a.src, off, elem), buf.data(), len);
-            k.row_forward(buf.data(), buf.data(), len, log);
-            k.store(p.dtype, buf.data(), at(a.dst, off, elem), len);
+            k.row_backward(static_cast<const float*>(a.diff_dst) + off,
+                           static_cast<const float*>(a.dst) + off, static_cast<float*>(a.diff_src) + off, len,
+                           log);
           }
-        } else if (f32) {
-          k.row_backward(static_cast<const float*>(a.diff_dst) + off, static_cast<const float*>(a.dst) + off,
-                         static_cast<float*>(a.diff_src) + off, len, log);
-        } else {
-          float* dy = buf.data();
-          float* y = buf.data() + len;
-          k.load(p.dtype, at(a.diff_dst, off, elem), dy, len);
-          k.load(p.dtype, at(a.dst, off, elem), y, len);
-          k.row_backward(dy, y, dy, len, log);
-          k.store(p.dtype, dy, at(a.diff_src, off, elem), len);
+          ++r;
+          continue;
         }
+        const std::int64_t rows = std::min(batch, r1 - r), n = rows * len;
+        float* x = buf.data();
+        float* y = buf.data() + n;
+        if (!p.backward) {
+          k.load(p.dtype, at(a.src, off, elem), x, n);
+          for (std::int64_t i = 0; i < rows; ++i) k.row_forward(x + i * len, x + i * len, len, log);
+          k.store(p.dtype, x, at(a.dst, off, elem), n);
+        } else {
+          k.load(p.dtype, at(a.diff_dst, off, elem), x, n);
+          k.load(p.dtype, at(a.dst, off, elem), y, n);
+          for (std::int64_t i = 0; i < rows; ++i)
+            k.row_backward(x + i * len, y + i * len, x + i * len, len, log);
+          k.store(p.dtype, x, at(a.diff_src, off, elem), n);
+        }
+        r += rows;
       }
     });
   }
