@@ -1,0 +1,235 @@
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/quoted_input.hpp"
+#include "dnn/axis_problem_text.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/problem.hpp"
+#include "galley/dnn/softmax.hpp"
+
+namespace galley::dnn {
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw Error(Status::invalid_argument, message); }
+
+// Memory position of logical axis `a` of a rank-4 nhwc tensor (memory order N, H, W, C).
+constexpr int kNhwcPosition[4] = {0, 3, 1, 2};
+
+}  // namespace
+
+const char* to_string(SoftmaxAlgorithm algorithm) noexcept {
+  return algorithm == SoftmaxAlgorithm::softmax ? "softmax" : "logsoftmax";
+}
+
+SoftmaxArgs SoftmaxArgs::from(const OpArgs& args) {
+  SoftmaxArgs out;
+  out.src = args.get(ArgId::src);
+  out.dst = args.get(ArgId::dst);
+  out.diff_dst = args.get(ArgId::diff_dst);
+  out.diff_src = args.get(ArgId::diff_src);
+  return out;
+}
+
+SoftmaxProblem SoftmaxProblem::over(const TensorDesc& desc, int axis, SoftmaxAlgorithm algorithm,
+                                    bool backward) {
+  desc.validate("softmax");
+  SoftmaxProblem p;
+  p.rank = desc.rank;
+  p.dims = desc.dims;
+  p.dtype = desc.dtype;
+  p.algorithm = algorithm;
+  p.backward = backward;
+  if (axis < -desc.rank || axis >= desc.rank) {
+    bad("softmax: axis " + std::to_string(axis) + " is out of range for a rank-" + std::to_string(desc.rank) +
+        " tensor (valid: " + std::to_string(-desc.rank) + " to " + std::to_string(desc.rank - 1) + ")");
+  }
+  p.axis = axis < 0 ? axis + desc.rank : axis;
+  if (desc.is_contiguous()) {
+    p.layout = Layout::nchw;
+  } else if (desc.rank == 4 && desc.is_packed(Layout::nhwc)) {
+    p.layout = Layout::nhwc;
+  } else {
+    bad("softmax: tensor " + desc.to_string() + " is neither contiguous nor packed nhwc");
+  }
+  p.validate();
+  return p;
+}
+
+TensorDesc SoftmaxProblem::desc() const {
+  if (rank == 4) return TensorDesc::packed(dtype, layout, dims[0], dims[1], dims[2], dims[3]);
+  return TensorDesc::contiguous(dtype, dims.data(), rank);
+}
+
+namespace {
+// The dims in memory order and the axis's position among them.
+struct MemoryView {
+  Dims dims{1, 1, 1, 1, 1, 1};
+  int axis = 0;
+};
+MemoryView memory_view(const SoftmaxProblem& p) {
+  MemoryView v;
+  if (p.rank == 4 && p.layout == Layout::nhwc) {
+    v.dims = {p.dims[0], p.dims[2], p.dims[3], p.dims[1], 1, 1};
+    v.axis = kNhwcPosition[p.axis];
+  } else {
+    v.dims = p.dims;
+    v.axis = p.axis;
+  }
+  return v;
+}
+}  // namespace
+
+std::int64_t SoftmaxProblem::outer() const {
+  const MemoryView v = memory_view(*this);
+  std::int64_t out = 1;
+  for (int i = 0; i < v.axis; ++i) out *= v.dims[static_cast<std::size_t>(i)];
+  return out;
+}
+std::int64_t SoftmaxProblem::axis_size() const { return dims[static_cast<std::size_t>(axis)]; }
+std::int64_t SoftmaxProblem::inner() const {
+  const MemoryView v = memory_view(*this);
+  std::int64_t out = 1;
+  for (int i = v.axis + 1; i < rank; ++i) out *= v.dims[static_cast<std::size_t>(i)];
+  return out;
+}
+std::int64_t SoftmaxProblem::elements() const {
+  std::int64_t out = 1;
+  for (int i = 0; i < rank; ++i) out *= dims[static_cast<std::size_t>(i)];
+  return out;
+}
+
+void SoftmaxProblem::validate() const {
+  if (rank < 1 || rank > kMaxRank) {
+    bad("softmax problem: rank " + std::to_string(rank) + " is out of range (valid: 1 to " +
+        std::to_string(kMaxRank) + ")");
+  }
+  for (int i = 0; i < kMaxRank; ++i) {
+    const std::int64_t d = dims[static_cast<std::size_t>(i)];
+    if (i < rank && d < 1)
+      bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
+    if (i >= rank && d != 1) {
+      bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " lies past rank " +
+          std::to_string(rank) + " and must be 1");
+    }
+  }
+  if (axis < 0 || axis >= rank) {
+    bad("softmax problem: axis " + std::to_string(axis) + " is out of range for rank " +
+        std::to_string(rank) + " (valid: 0 to " + std::to_string(rank - 1) + ")");
+  }
+  if (layout == Layout::nhwc && rank != 4) {
+    bad("softmax problem: layout nhwc needs rank 4 (N, C, H, W), not rank " + std::to_string(rank) +
+        "; other ranks are row-major (layout nchw)");
+  }
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    bad(std::string("softmax problem: dtype ") + galley::to_string(dtype) +
+        " is not supported (valid: f32, f16, bf16)");
+  }
+  std::int64_t total = static_cast<std::int64_t>(size_of(dtype));
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(total, dims[static_cast<std::size_t>(i)], &total)) {
+      bad("softmax problem: byte size of the tensor " + detail::dims_text(dims, rank) + " overflows 64 bits");
+    }
+  }
+}
+
+std::vector<TensorArg> SoftmaxProblem::tensors() const {
+  const TensorDesc d = desc();
+  if (!backward) return {{ArgId::src, d, false, "src (input)"}, {ArgId::dst, d, true, "dst (output)"}};
+  return {{ArgId::diff_dst, d, false, "diff_dst (output gradient)"},
+          {ArgId::dst, d, false, "dst (forward output)"},
+          {ArgId::diff_src, d, true, "diff_src (input gradient)"}};
+}
+
+double SoftmaxProblem::flops() const { return (backward ? 4.0 : 5.0) * static_cast<double>(elements()); }
+
+double SoftmaxProblem::min_bytes() const {
+  return (backward ? 3.0 : 2.0) * static_cast<double>(elements()) * static_cast<double>(size_of(dtype));
+}
+
+double SoftmaxProblem::tolerance() const {
+  if (dtype != DType::f32) return 1e-2;
+  return 1e-5 * std::max(1.0, std::sqrt(static_cast<double>(axis_size()) / 1024.0));
+}
+
+std::string SoftmaxProblem::key() const {
+  return std::string("softmax-") + (backward ? "B" : "F") + "-" + galley::to_string(dtype) + "-" +
+         to_string(layout) + "-" + to_string(algorithm) + "-a" + std::to_string(axis) + "-s" +
+         detail::dims_text(dims, rank);
+}
+
+SoftmaxProblem SoftmaxProblem::parse_key(std::string_view key) {
+  const auto fail = [&](const std::string& why) {
+    bad("malformed softmax key " + quoted_input(key) + ": " + why +
+        " (expected e.g. softmax-F-f32-nchw-softmax-a1-s2x3x4x5)");
+  };
+  const auto parts = detail::split_text(key, '-');
+  if (parts.size() != 7) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 7");
+  if (parts[0] != "softmax") fail("does not start with 'softmax'");
+  SoftmaxProblem p;
+  if (parts[1] == "F") {
+    p.backward = false;
+  } else if (parts[1] == "B") {
+    p.backward = true;
+  } else {
+    fail("direction " + quoted_input(parts[1]) + " is not F or B");
+  }
+  try {
+    p.dtype = parse_dtype(parts[2]);
+    p.layout = parse_layout(parts[3]);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (parts[2] != galley::to_string(p.dtype)) fail("dtype " + quoted_input(parts[2]) + " is not canonical");
+  if (parts[3] != to_string(p.layout)) fail("layout " + quoted_input(parts[3]) + " must be lower case");
+  if (parts[4] == "softmax") {
+    p.algorithm = SoftmaxAlgorithm::softmax;
+  } else if (parts[4] == "logsoftmax") {
+    p.algorithm = SoftmaxAlgorithm::log_softmax;
+  } else {
+    fail("algorithm " + quoted_input(parts[4]) + " is not softmax or logsoftmax");
+  }
+  std::int64_t axis = 0;
+  if (!parts[5].starts_with("a") || !detail::parse_key_uint(parts[5].substr(1), axis) || axis >= kMaxRank) {
+    fail("field 6 " + quoted_input(parts[5]) + " is not 'a<axis>'");
+  }
+  p.axis = static_cast<int>(axis);
+  if (!parts[6].starts_with("s") || !detail::parse_dims_text(parts[6].substr(1), p.dims, p.rank)) {
+    fail("field 7 " + quoted_input(parts[6]) + " is not 's<d0>x<d1>...' of 1 to 6 dims");
+  }
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  return p;
+}
+
+std::string SoftmaxProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
+  std::string line = "galley bench softmax --shape " + detail::dims_text(dims, rank) + " --axis " +
+                     std::to_string(axis) + (algorithm == SoftmaxAlgorithm::log_softmax ? " --log" : "") +
+                     " -F " + (backward ? "2" : "1") + " --dtype " + galley::to_string(dtype) + " --layout " +
+                     to_string(layout) + " --device " + device.name();
+  if (!solver.empty()) line += " --solver " + std::string(solver);
+  return line;
+}
+
+std::size_t SoftmaxProblem::hash() const noexcept {
+  std::uint64_t h = 0;
+  const auto mix = [&h](std::int64_t v) {
+    h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  for (std::int64_t d : dims) mix(d);
+  for (std::int64_t v : {static_cast<std::int64_t>(rank), static_cast<std::int64_t>(axis),
+                         static_cast<std::int64_t>(algorithm), static_cast<std::int64_t>(dtype),
+                         static_cast<std::int64_t>(layout), static_cast<std::int64_t>(backward)}) {
+    mix(v);
+  }
+  return static_cast<std::size_t>(h);
+}
+
+namespace {
+const bool kSoftmaxProblemRegistered = register_problem_ops(problem_ops<SoftmaxProblem>());
+}  // namespace
+
+}  // namespace galley::dnn
