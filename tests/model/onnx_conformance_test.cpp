@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -19,7 +20,9 @@ namespace galley::model {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kTestData = "/usr/share/libonnx-testdata/data";
+// Debian's libonnx-testdata; ONNX_TESTDATA_DIR points elsewhere on a machine without the package
+// (the GPU machine gets a copy carried with the test pack).
+const fs::path kTestData = std::getenv("ONNX_TESTDATA_DIR") != nullptr ? std::getenv("ONNX_TESTDATA_DIR") : "/usr/share/libonnx-testdata/data";
 
 // Max |got - want| / max(1, max|want|): relative for large outputs, absolute for small ones.
 double max_error(const HostTensor& got, const HostTensor& want) {

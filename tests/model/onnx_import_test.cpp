@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,7 +18,9 @@ namespace galley::model {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kTestData = "/usr/share/libonnx-testdata/data";
+// Debian's libonnx-testdata; ONNX_TESTDATA_DIR points elsewhere on a machine without the package
+// (the GPU machine gets a copy carried with the test pack).
+const fs::path kTestData = std::getenv("ONNX_TESTDATA_DIR") != nullptr ? std::getenv("ONNX_TESTDATA_DIR") : "/usr/share/libonnx-testdata/data";
 
 struct Tally {
   int imported = 0, refused = 0, shape_checked = 0;

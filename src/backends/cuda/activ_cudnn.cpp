@@ -117,6 +117,9 @@ class CudnnActiv final : public dnn::ActivSolver {
       return Applicability::no(std::string("cuDNN's backward also reads x, which ") + dnn::to_string(p.activation) +
                                "'s backward does not keep (only y, as PyTorch)");
     }
+    if (p.direction == dnn::ActivDirection::backward && p.activation == Activation::silu) {
+      return Applicability::no("cuDNN's swish gradient is 0 for very large x where silu's is 1");
+    }
     return Applicability::yes();
   }
 

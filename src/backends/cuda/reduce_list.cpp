@@ -1,6 +1,6 @@
 // The cuda backend's reduce list, both directions: the single-source kernel (deterministic, any
-// dtype, both directions) first, cuDNN's cudnnReduceTensor (forward, f32/f16) next.
-#include "backends/cuda/vendor_softmax_reduce_solvers.hpp"
+// dtype, both directions). cuDNN's cudnnReduceTensor is deprecated in cuDNN 9 and refused some of
+// the problems this kernel runs (CUDNN_STATUS_BAD_PARAM), so it is not listed.
 #include "backends/gpu/op_lists.hpp"
 #include "backends/gpu/softmax_reduce_solvers.hpp"
 
@@ -11,7 +11,6 @@ void register_reduce_list() {
   constexpr std::string_view b = "cuda";
   std::vector<std::unique_ptr<dnn::SolverBase>> list;
   list.push_back(make_reduce_direct(b));
-  list.push_back(cuda::make_cudnn_reduce_solver());
   dnn::register_solvers(b, dnn::OpKind::reduce, std::move(list));
 }
 
