@@ -196,11 +196,8 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
   out.debug_igemm_tc_tune = value.empty() || parse_flag(name, value);
 }
 
-void parse_unimplemented(std::string_view name, const std::string& value, Config&) {
-  if (value.empty()) return;  // `NAME=` in a shell means off
-  throw Error(Status::unsupported, std::string(name) + "='" + value + "': this build does not implement " +
-                                       std::string(name) + "; unset it");
-}
+// The path is checked by the profile layer's validator (a writable file in an existing folder).
+void parse_profile(std::string_view, const std::string& value, Config& out) { out.profile = trim(value); }
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {
@@ -236,9 +233,10 @@ const std::vector<Entry>& entries() {
         "1"},
        parse_cuda_graphs},
       {{"GALLEY_PROFILE",
-        "FILE.json: write a Chrome trace of the run (not implemented yet: setting it is an error)", "(unset)",
-        false},
-       parse_unimplemented},
+        "FILE.json: trace every op, launch, copy, allocation and tuner pick and write a Chrome/Perfetto "
+        "trace there at exit (see `galley prof`)",
+        "(unset: off)"},
+       parse_profile},
       {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"},
        parse_num_threads},
       {{"GALLEY_CPU_ISA", "highest cpu kernel level: scalar|avx2|avx512 (like oneDNN's DNNL_MAX_CPU_ISA)",

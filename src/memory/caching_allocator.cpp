@@ -11,8 +11,36 @@
 #include "galley/core/log.hpp"
 #include "memory/allocator_state.hpp"
 #include "memory/cache_release.hpp"
+#include "profile/tracer.hpp"
 
 namespace galley::memory {
+namespace {
+
+// An alloc or free instant and the device's memory counter after it. Called only while tracing.
+void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::size_t bytes) noexcept {
+  try {
+    profile::Record event;
+    event.kind = kind;
+    event.start_ns = profile::now_ns();
+    event.device = state.name;
+    event.bytes = bytes;
+    profile::Record counter;
+    counter.kind = profile::Kind::memory;
+    counter.start_ns = event.start_ns;
+    counter.device = state.name;
+    {
+      std::lock_guard lock(state.mutex);
+      counter.allocated = state.stats.allocated_bytes.all.current;
+      counter.reserved = state.stats.reserved_bytes.all.current;
+    }
+    profile::record(std::move(event));
+    profile::record(std::move(counter));
+  } catch (...) {
+    // Only the device name's copy can throw; an allocation never fails for its trace.
+  }
+}
+
+}  // namespace
 
 CachingAllocator::CachingAllocator(const runtime::Device& device, AllocatorConfig config)
     : state_(std::make_unique<detail::AllocatorState>(device.impl(), device, config, device.name())) {}
@@ -25,6 +53,7 @@ CachingAllocator::~CachingAllocator() = default;
 Buffer CachingAllocator::allocate(std::size_t bytes, runtime::StreamImpl* stream) {
   if (bytes == 0) return Buffer(this, nullptr, nullptr, 0);
   detail::Block* block = state_->allocate(bytes, stream);
+  if (profile::enabled()) trace_allocator(profile::Kind::alloc, *state_, bytes);
   return Buffer(this, block, block->ptr, bytes);
 }
 
@@ -76,7 +105,11 @@ void CachingAllocator::check_invariants() const {
   state_->check_invariants_locked();
 }
 
-void CachingAllocator::free(detail::Block* block) noexcept { state_->free(block); }
+void CachingAllocator::free(detail::Block* block) noexcept {
+  const std::size_t bytes = block->requested;
+  state_->free(block);
+  if (profile::enabled()) trace_allocator(profile::Kind::free, *state_, bytes);
+}
 
 void CachingAllocator::record_stream(Buffer& buffer, runtime::StreamImpl& stream) {
   if (buffer.allocator_ != this) {

@@ -15,6 +15,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
+#include "profile/tracer.hpp"
 #include "solver_benchmark.hpp"
 
 namespace galley::tuning {
@@ -493,7 +494,10 @@ void configure_default_tuner(TunerOptions options) {
 namespace {
 
 dnn::Choice pick_with_default_tuner(ProblemRef problem, const runtime::Device& device, dnn::CallReport* report) {
+  const std::int64_t started_ns = profile::enabled() ? profile::now_ns() : 0;
   AnyPick p = default_tuner().pick(problem, device);
+  if (profile::enabled())
+    profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config, to_string(p.source), p.hit);
   if (report != nullptr) *report = dnn::CallReport{std::string(p.solver->name()), p.config, p.hit, to_string(p.source)};
   return dnn::Choice{p.solver, std::move(p.config_handle)};
 }
