@@ -322,6 +322,15 @@ const SolverBase& Tuner::list_order_choice(ProblemRef problem, const runtime::De
 }
 
 AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
+  if (!profile::enabled()) return pick_untraced(problem, device);
+  const std::int64_t started_ns = profile::now_ns();
+  AnyPick p = pick_untraced(problem, device);
+  profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config, to_string(p.source),
+                       p.hit);
+  return p;
+}
+
+AnyPick Tuner::pick_untraced(ProblemRef problem, const runtime::Device& device) {
   const CacheKeyView key(device.name(), problem);
   // The hit path: one shared-lock hash lookup and the solver's own cheap check().
   if (AnyPick hit = impl_->cached_pick(key); hit.solver != nullptr) {
@@ -494,10 +503,7 @@ void configure_default_tuner(TunerOptions options) {
 namespace {
 
 dnn::Choice pick_with_default_tuner(ProblemRef problem, const runtime::Device& device, dnn::CallReport* report) {
-  const std::int64_t started_ns = profile::enabled() ? profile::now_ns() : 0;
   AnyPick p = default_tuner().pick(problem, device);
-  if (profile::enabled())
-    profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config, to_string(p.source), p.hit);
   if (report != nullptr) *report = dnn::CallReport{std::string(p.solver->name()), p.config, p.hit, to_string(p.source)};
   return dnn::Choice{p.solver, std::move(p.config_handle)};
 }
