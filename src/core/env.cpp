@@ -197,7 +197,10 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
 }
 
 // The path is checked by the profile layer's validator (a writable file in an existing folder).
-void parse_profile(std::string_view, const std::string& value, Config& out) { out.profile = trim(value); }
+// Blanks alone mean off, as `NAME=` does; a path is taken as written.
+void parse_profile(std::string_view, const std::string& value, Config& out) {
+  out.profile = trim(value).empty() ? std::string() : value;
+}
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {

@@ -37,7 +37,9 @@ void write_session_trace() noexcept {
 }
 
 [[maybe_unused]] const bool kValidatorRegistered = env::register_validator(
-    "GALLEY_PROFILE", [](const std::string& value) { check_trace_path("GALLEY_PROFILE", value); });
+    "GALLEY_PROFILE", [](const std::string& value) {
+      if (value.find_first_not_of(" \t") != std::string::npos) check_trace_path("GALLEY_PROFILE", value);
+    });
 
 }  // namespace
 
