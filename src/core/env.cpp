@@ -225,7 +225,7 @@ const std::vector<Entry>& entries() {
        parse_cache_dir},
       {{"GALLEY_ALLOC_CONF",
         "caching allocator settings key:value,... (max_split_mb, max_non_split_rounding_mb, "
-        "roundup_power2_divisions, memory_fraction; keys listed below)",
+        "roundup_power2_divisions, memory_fraction, snapshot_on_oom; keys listed below)",
         "(unset)"},
        parse_alloc_conf},
       {{"GALLEY_NO_CACHING", "1: allocator passes straight to the backend (for memory checkers)", "0"},

@@ -11,6 +11,7 @@
 #include "galley/core/log.hpp"
 #include "memory/allocator_state.hpp"
 #include "memory/cache_release.hpp"
+#include "profile/output_file.hpp"
 #include "profile/tracer.hpp"
 
 namespace galley::memory {
@@ -40,6 +41,17 @@ void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::siz
   }
 }
 
+// GALLEY_ALLOC_CONF=snapshot_on_oom:PATH: the state that could not serve a request, written before
+// the error leaves the allocator; the error says where it went (or why it could not be written).
+Error with_oom_snapshot(const Error& oom, const std::string& snapshot_json, const std::string& path) {
+  try {
+    profile::write_file_atomically(path, snapshot_json, "the memory snapshot");
+    return Error(oom.status(), std::string(oom.what()) + "\nmemory snapshot written to " + path);
+  } catch (const Error& e) {
+    return Error(oom.status(), std::string(oom.what()) + "\n" + e.what());
+  }
+}
+
 }  // namespace
 
 CachingAllocator::CachingAllocator(const runtime::Device& device, AllocatorConfig config)
@@ -52,7 +64,13 @@ CachingAllocator::~CachingAllocator() = default;
 
 Buffer CachingAllocator::allocate(std::size_t bytes, runtime::StreamImpl* stream) {
   if (bytes == 0) return Buffer(this, nullptr, nullptr, 0);
-  detail::Block* block = state_->allocate(bytes, stream);
+  detail::Block* block = nullptr;
+  try {
+    block = state_->allocate(bytes, stream);
+  } catch (const Error& e) {
+    if (e.status() != Status::out_of_memory || state_->config.snapshot_on_oom.empty()) throw;
+    throw with_oom_snapshot(e, snapshot_json(), state_->config.snapshot_on_oom);
+  }
   if (profile::enabled()) trace_allocator(profile::Kind::alloc, *state_, bytes);
   return Buffer(this, block, block->ptr, bytes);
 }

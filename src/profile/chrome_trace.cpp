@@ -1,19 +1,14 @@
 // The Chrome trace writer.
 #include "profile/chrome_trace.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string_view>
 #include <utility>
 #include <nlohmann/json.hpp>
 
-#include "galley/core/error.hpp"
+#include "profile/output_file.hpp"
 
 namespace galley::profile {
 namespace {
@@ -185,37 +180,7 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
 }
 
 void write_chrome_trace(const std::string& path, const std::vector<Record>& records, std::uint64_t dropped) {
-  const std::string text = chrome_trace_json(records, dropped);
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) {
-    throw Error(Status::io_error, "cannot write the trace '" + path + "': " + std::strerror(errno));
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int saved_errno = errno;
-  if (std::fclose(file) != 0 || !written) {
-    std::remove(temporary.c_str());
-    throw Error(Status::io_error, "cannot write the trace '" + path + "': " + std::strerror(written ? errno : saved_errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(temporary.c_str());
-    throw Error(Status::io_error, "cannot write the trace '" + path + "': " + std::strerror(rename_errno));
-  }
-}
-
-void check_trace_path(const std::string& variable, const std::string& path) {
-  auto bad = [&](const std::string& why) {
-    throw Error(Status::invalid_argument, variable + "='" + path + "': " + why +
-                                              " (valid: a writable file path such as trace.json)");
-  };
-  if (path.empty()) bad("no file named");
-  struct stat info {};
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) bad("is a folder");
-  const auto slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) bad("folder '" + folder + "' does not exist");
-  if (::access(folder.c_str(), W_OK) != 0) bad("folder '" + folder + "' is not writable");
+  write_file_atomically(path, chrome_trace_json(records, dropped), "the trace");
 }
 
 }  // namespace galley::profile

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "profile/output_file.hpp"
 #include "profile/tracer.hpp"
 
 namespace galley::profile {
@@ -21,9 +22,5 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
 /// Writes the trace to `path` through a temporary file renamed into place, so a failed write
 /// never leaves a truncated trace. Throws Error(io_error) naming the path and the reason.
 void write_chrome_trace(const std::string& path, const std::vector<Record>& records, std::uint64_t dropped);
-
-/// Throws Error(invalid_argument) naming `variable` and `path` when a trace cannot be written
-/// there (empty, a folder, a folder that does not exist or is not writable).
-void check_trace_path(const std::string& variable, const std::string& path);
 
 }  // namespace galley::profile

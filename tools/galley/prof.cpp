@@ -1,6 +1,7 @@
 // `galley prof --out trace.json [--summary] -- <galley args>`: runs one galley command with
 // tracing on and writes its Chrome trace; `--summary` prints where the time went.
-// `galley prof --in trace.json` summarises a trace written earlier.
+// `galley prof --in trace.json` summarises a trace written earlier; `galley prof --memory
+// snapshot.json` shows a caching-allocator snapshot (GALLEY_ALLOC_CONF=snapshot_on_oom:PATH).
 //
 // The command runs as a child process of the same binary with GALLEY_PROFILE set, so it is traced
 // exactly as any program linked with Galley is (the trace is written at its exit), and its exit
@@ -22,6 +23,7 @@
 #include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 #include "profile/chrome_trace.hpp"
+#include "profile/memory_report.hpp"
 #include "profile/summary.hpp"
 
 extern char** environ;
@@ -32,6 +34,7 @@ namespace {
 struct ProfOptions {
   std::string out;
   std::string in;
+  std::string memory;
   bool summary = false;
   std::vector<std::string> command;
 };
@@ -96,6 +99,14 @@ void print_summary(const std::string& path, const char* option) {
 }
 
 void run_prof(const ProfOptions& o) {
+  if (!o.memory.empty()) {
+    if (!o.command.empty() || !o.out.empty() || !o.in.empty() || o.summary) {
+      throw Error(Status::invalid_argument, "galley prof: --memory shows a memory snapshot; it takes no other "
+                                            "option and no command");
+    }
+    std::fputs(profile::format_memory_snapshot(read_file(o.memory, "--memory")).c_str(), stdout);
+    return;
+  }
   if (!o.in.empty()) {
     if (!o.command.empty() || !o.out.empty()) {
       throw Error(Status::invalid_argument, "galley prof: --in summarises an existing trace; it takes no --out "
@@ -135,6 +146,8 @@ const bool registered = register_command([](CLI::App& root) {
                 "Print per op and solver the calls, device time, mean and share, and per stream the busy and "
                 "gap time with the largest gaps");
   cmd->add_option("--in", options->in, "Summarise this trace (written earlier) instead of running a command");
+  cmd->add_option("--memory", options->memory,
+                  "Show this caching-allocator snapshot (written by GALLEY_ALLOC_CONF=snapshot_on_oom:PATH)");
   cmd->add_option("command", options->command, "The galley command to trace, after '--'");
   cmd->callback([options] { run_prof(*options); });
 });
