@@ -113,7 +113,15 @@ Stream::~Stream() {
   if (impl_) detail::end_launch_traces(id_);
 }
 Stream::Stream(Stream&& other) noexcept = default;
-Stream& Stream::operator=(Stream&& other) noexcept = default;
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (impl_) detail::end_launch_traces(id_);  // the stream this one was is destroyed here
+    device_ = std::move(other.device_);
+    impl_ = std::move(other.impl_);
+    id_ = other.id_;
+  }
+  return *this;
+}
 
 void* Stream::native_handle() { return impl_->native_handle(); }
 
