@@ -17,7 +17,8 @@
 namespace galley::memory {
 namespace {
 
-// An alloc or free instant and the device's memory counter after it. Called only while tracing.
+// An alloc or free with the device's memory after it (the trace's memory counter). Called only
+// while tracing.
 void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::size_t bytes) noexcept {
   try {
     profile::Record event;
@@ -25,17 +26,12 @@ void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::siz
     event.start_ns = profile::now_ns();
     event.device = state.name;
     event.bytes = bytes;
-    profile::Record counter;
-    counter.kind = profile::Kind::memory;
-    counter.start_ns = event.start_ns;
-    counter.device = state.name;
     {
       std::lock_guard lock(state.mutex);
-      counter.allocated = state.stats.allocated_bytes.all.current;
-      counter.reserved = state.stats.reserved_bytes.all.current;
+      event.allocated = state.stats.allocated_bytes.all.current;
+      event.reserved = state.stats.reserved_bytes.all.current;
     }
     profile::record(std::move(event));
-    profile::record(std::move(counter));
   } catch (...) {
     // Only the device name's copy can throw; an allocation never fails for its trace.
   }

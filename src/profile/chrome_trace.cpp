@@ -172,8 +172,8 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
       case Kind::free:
         name_thread(kHostPid, r.thread);
         w.instant(r, memory_args(r));
+        w.counter(r, pid_of(r.device));
         break;
-      case Kind::memory: w.counter(r, pid_of(r.device)); break;
     }
   }
   return w.finish(dropped);

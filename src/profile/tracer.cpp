@@ -13,12 +13,28 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
+// Records per chunk of a thread's buffer: a full chunk is never moved or copied (a growing vector
+// of records would move all of them at each doubling).
+constexpr std::size_t kChunkRecords = 1024;
+
 // A thread's records. The recording thread takes `mutex` for each record; only collect() and
 // clear() contend for it.
 struct ThreadBuffer {
   std::mutex mutex;
-  std::vector<Record> records;
+  std::vector<std::unique_ptr<Record[]>> chunks;
+  std::size_t size = 0;  // records held; chunks beyond size / kChunkRecords are spare
   std::uint32_t thread = 0;
+
+  void push(Record&& r) {
+    const std::size_t chunk = size / kChunkRecords;
+    if (chunk == chunks.size()) chunks.push_back(std::make_unique<Record[]>(kChunkRecords));
+    chunks[chunk][size % kChunkRecords] = std::move(r);
+    ++size;
+  }
+  template <class Visit>
+  void for_each(Visit&& visit) const {
+    for (std::size_t i = 0; i < size; ++i) visit(chunks[i / kChunkRecords][i % kChunkRecords]);
+  }
 };
 
 struct Buffers {
@@ -66,7 +82,6 @@ const char* to_string(Kind kind) noexcept {
     case Kind::tune: return "tune";
     case Kind::alloc: return "alloc";
     case Kind::free: return "free";
-    case Kind::memory: return "memory";
   }
   return "?";
 }
@@ -83,7 +98,7 @@ void record(Record r) noexcept {
     ThreadBuffer& mine = this_thread_buffer();
     r.thread = mine.thread;
     std::lock_guard lock(mine.mutex);
-    mine.records.push_back(std::move(r));
+    mine.push(std::move(r));
   } catch (...) {
     b.held.fetch_sub(1, std::memory_order_relaxed);
     b.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -109,7 +124,7 @@ std::vector<Record> collect() {
   std::vector<Record> out;
   for (const auto& buffer : all) {
     std::lock_guard lock(buffer->mutex);
-    out.insert(out.end(), buffer->records.begin(), buffer->records.end());
+    buffer->for_each([&](const Record& r) { out.push_back(r); });
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Record& a, const Record& b) { return a.start_ns < b.start_ns; });
@@ -127,9 +142,9 @@ void clear() noexcept {
   std::lock_guard lock(b.mutex);
   for (const auto& buffer : b.all) {
     std::lock_guard buffer_lock(buffer->mutex);
-    b.held.fetch_sub(buffer->records.size(), std::memory_order_relaxed);
-    buffer->records.clear();
-    buffer->records.shrink_to_fit();
+    b.held.fetch_sub(buffer->size, std::memory_order_relaxed);
+    buffer->size = 0;
+    buffer->chunks.clear();
   }
   b.dropped.store(0, std::memory_order_relaxed);
 }

@@ -36,9 +36,8 @@ enum class Kind : std::uint8_t {
   launch,  ///< host: one Stream::launch (a solver's enqueue, a copy, a memset)
   device,  ///< device: the launched work's execution, between events recorded around it
   tune,    ///< host: the tuner's pick for one call (cache or find-db hit, or tuning)
-  alloc,   ///< host instant: a caching-allocator allocation
-  free,    ///< host instant: a caching-allocator free
-  memory,  ///< counter: the allocator's allocated and reserved bytes after an alloc or free
+  alloc,   ///< host instant: a caching-allocator allocation, with the device's bytes after it
+  free,    ///< host instant: a caching-allocator free, with the device's bytes after it
 };
 const char* to_string(Kind kind) noexcept;
 
@@ -59,8 +58,8 @@ struct Record {
   std::string key;            ///< problem key
   std::string source;         ///< tune: "cache", "user find-db", "tuned", ...
   bool hit = false;           ///< tune: a stored result was used
-  std::int64_t allocated = 0;  ///< memory counter
-  std::int64_t reserved = 0;   ///< memory counter
+  std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
+  std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
 };
 
 /// Stores `record` in the calling thread's buffer, stamping its thread index; counts a drop when

@@ -181,11 +181,12 @@ void LaunchTrace::finish() {
     auto end = take_event(*st, stream_);
     stream_.impl().record(*end);
     host.flow = profile::next_flow_id();
-    for (Pending& p : st->pending) {
-      if (p.slot != slot_) continue;
-      p.end = std::move(end);
-      p.record = host;
-      p.record.kind = profile::Kind::device;
+    // From the back: this launch is the newest pending one unless launches nest.
+    for (auto p = st->pending.rbegin(); p != st->pending.rend(); ++p) {
+      if (p->slot != slot_) continue;
+      p->end = std::move(end);
+      p->record = host;
+      p->record.kind = profile::Kind::device;
       break;
     }
     slot_ = 0;
