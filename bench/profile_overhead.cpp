@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
   int rounds = 21, calls = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--file") file = argv[i + 1];
-    else if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else if (flag == "--calls") calls = std::atoi(argv[i + 1]);
+    if (flag == "--file")
+      file = argv[i + 1];
+    else if (flag == "--rounds")
+      rounds = std::atoi(argv[i + 1]);
+    else if (flag == "--calls")
+      calls = std::atoi(argv[i + 1]);
   }
   std::ifstream in(file);
   if (!in) {
@@ -87,7 +90,8 @@ int main(int argc, char** argv) {
     const auto x = p.x_desc(), wd = p.w_desc(), y = p.y_desc();
     const auto first = p.direction == ConvDirection::backward_data ? y : x;
     const auto second = p.direction == ConvDirection::backward_weights ? y : wd;
-    const auto result = p.direction == ConvDirection::forward ? y : (p.direction == ConvDirection::backward_data ? x : wd);
+    const auto result =
+        p.direction == ConvDirection::forward ? y : (p.direction == ConvDirection::backward_data ? x : wd);
     w.a = galley::dnn::random_tensor(p.dtype, first.elements(), 1);
     w.b = galley::dnn::random_tensor(p.dtype, second.elements(), 2);
     w.out.resize(result.bytes());
@@ -117,11 +121,13 @@ int main(int argc, char** argv) {
       ratio.push_back(t[1] / t[0]);
     }
     all_ratios.push_back(median(ratio));
-    std::printf("%-66s %10.2f %10.2f %9.4f\n", w.problem.key().c_str(), median(off), median(on), median(ratio));
+    std::printf("%-66s %10.2f %10.2f %9.4f\n", w.problem.key().c_str(), median(off), median(on),
+                median(ratio));
   }
   double log_sum = 0;
   for (double r : all_ratios) log_sum += std::log(r);
-  std::printf("geomean of the per-problem median on/off ratios: %.4f\n", std::exp(log_sum / all_ratios.size()));
+  std::printf("geomean of the per-problem median on/off ratios: %.4f\n",
+              std::exp(log_sum / all_ratios.size()));
 
   // Tracing off, a hook is `if (profile::enabled())`: time a long run of them.
   constexpr long kLoads = 200'000'000;
@@ -132,8 +138,9 @@ int main(int argc, char** argv) {
     asm volatile("" ::: "memory");  // one load per iteration, as at each hook
   }
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kLoads;
-  std::printf("an off hook: %.2f ns (a conv call passes about 8: dispatch, tuner pick, alloc, free, "
-              "launch, synchronize)%s\n",
-              ns, taken ? " [tracing was on]" : "");
+  std::printf(
+      "an off hook: %.2f ns (a conv call passes about 8: dispatch, tuner pick, alloc, free, "
+      "launch, synchronize)%s\n",
+      ns, taken ? " [tracing was on]" : "");
   return 0;
 }

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
-#include <nlohmann/json.hpp>
 
 #include "profile/output_file.hpp"
 
@@ -34,8 +34,8 @@ class Writer {
 
   void metadata(const char* what, int pid, std::uint64_t tid, const std::string& name) {
     begin();
-    out_ += R"({"ph":"M","name":")" + std::string(what) + R"(","pid":)" + std::to_string(pid) +
-            R"(,"tid":)" + std::to_string(tid) + R"(,"args":{"name":)" + quoted(name) + "}}";
+    out_ += R"({"ph":"M","name":")" + std::string(what) + R"(","pid":)" + std::to_string(pid) + R"(,"tid":)" +
+            std::to_string(tid) + R"(,"args":{"name":)" + quoted(name) + "}}";
   }
 
   void span(const Record& r, int pid, std::uint64_t tid, const std::string& name, const char* cat,
@@ -97,8 +97,8 @@ std::string op_args(const Record& r) {
   std::string args = field("device", std::string_view(r.device));
   args += ',';
   args += field("stream", r.stream);
-  for (const auto& [name, text] : {std::pair{"op", &r.op}, {"solver", &r.solver}, {"config", &r.config},
-                                   {"key", &r.key}}) {
+  for (const auto& [name, text] :
+       {std::pair{"op", &r.op}, {"solver", &r.solver}, {"config", &r.config}, {"key", &r.key}}) {
     if (text->empty()) continue;
     args += ',';
     args += field(name, std::string_view(*text));
@@ -112,8 +112,11 @@ std::string op_args(const Record& r) {
 
 std::string tune_args(const Record& r) {
   std::string args;
-  for (const auto& [name, text] : {std::pair{"device", &r.device}, {"key", &r.key}, {"solver", &r.solver},
-                                   {"config", &r.config}, {"source", &r.source}}) {
+  for (const auto& [name, text] : {std::pair{"device", &r.device},
+                                   {"key", &r.key},
+                                   {"solver", &r.solver},
+                                   {"config", &r.config},
+                                   {"source", &r.source}}) {
     args += field(name, std::string_view(*text));
     args += ',';
   }

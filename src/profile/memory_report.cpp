@@ -81,18 +81,19 @@ std::string format_memory_snapshot(const std::string& json_text) {
                   segment["blocks"].size());
     bars += line;
   }
-  out += "memory snapshot of " + snapshot.value("device", std::string("?")) +
-         (snapshot.value("config", std::string()).empty() ? "" : " (" + snapshot["config"].get<std::string>() + ")") +
-         "\n";
+  out +=
+      "memory snapshot of " + snapshot.value("device", std::string("?")) +
+      (snapshot.value("config", std::string()).empty() ? ""
+                                                       : " (" + snapshot["config"].get<std::string>() + ")") +
+      "\n";
   std::snprintf(line, sizeof line,
                 "  reserved %s in %zu segments; allocated %s, cached free %s in %llu blocks; largest free "
                 "block %s\n",
-                mib(reserved).c_str(), snapshot["segments"].size(), mib(allocated).c_str(), mib(free_bytes).c_str(),
-                static_cast<unsigned long long>(blocks), mib(largest_free).c_str());
+                mib(reserved).c_str(), snapshot["segments"].size(), mib(allocated).c_str(),
+                mib(free_bytes).c_str(), static_cast<unsigned long long>(blocks), mib(largest_free).c_str());
   out += line;
   if (free_bytes > 0) {
-    std::snprintf(line, sizeof line,
-                  "  fragmentation: the largest free block is %.0f%% of the free memory\n",
+    std::snprintf(line, sizeof line, "  fragmentation: the largest free block is %.0f%% of the free memory\n",
                   100.0 * static_cast<double>(largest_free) / static_cast<double>(free_bytes));
     out += line;
   }

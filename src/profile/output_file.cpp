@@ -22,7 +22,8 @@ void check_trace_path(const std::string& setting, const std::string& path) {
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) bad("is a folder");
   const auto slash = path.rfind('/');
   const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) bad("folder '" + folder + "' does not exist");
+  if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    bad("folder '" + folder + "' does not exist");
   if (::access(folder.c_str(), W_OK) != 0) bad("folder '" + folder + "' is not writable");
 }
 

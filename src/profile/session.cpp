@@ -28,7 +28,8 @@ void write_session_trace() noexcept {
     const auto lost = dropped();
     write_chrome_trace(session_path(), records, lost);
     if (lost != 0) {
-      std::fprintf(stderr, "galley: warning: GALLEY_PROFILE: the tracer was full; %llu records dropped from '%s'\n",
+      std::fprintf(stderr,
+                   "galley: warning: GALLEY_PROFILE: the tracer was full; %llu records dropped from '%s'\n",
                    static_cast<unsigned long long>(lost), session_path().c_str());
     }
   } catch (const std::exception& e) {
@@ -36,8 +37,8 @@ void write_session_trace() noexcept {
   }
 }
 
-[[maybe_unused]] const bool kValidatorRegistered = env::register_validator(
-    "GALLEY_PROFILE", [](const std::string& value) {
+[[maybe_unused]] const bool kValidatorRegistered =
+    env::register_validator("GALLEY_PROFILE", [](const std::string& value) {
       if (value.find_first_not_of(" \t") != std::string::npos) check_trace_path("GALLEY_PROFILE", value);
     });
 

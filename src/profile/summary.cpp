@@ -35,7 +35,8 @@ std::string text_arg(const nlohmann::json& event, const char* name) {
 
 Span span_of(const nlohmann::json& event) {
   Span s;
-  if (!event.contains("ts") || !event["ts"].is_number() || !event.contains("dur") || !event["dur"].is_number())
+  if (!event.contains("ts") || !event["ts"].is_number() || !event.contains("dur") ||
+      !event["dur"].is_number())
     corrupt("an \"X\" event without numeric ts and dur: " + event.dump().substr(0, 200));
   s.ts = event["ts"].get<double>();
   s.dur = event["dur"].get<double>();
@@ -142,7 +143,8 @@ TraceSummary summarize_trace(const std::string& json_text) {
     }
     st.gap_us = std::max(0.0, st.total_us - st.kernel_us);
     st.gap_share = st.total_us > 0 ? st.gap_us / st.total_us : 0;
-    std::sort(gaps.begin(), gaps.end(), [](const GapSummary& a, const GapSummary& b) { return a.dur_us > b.dur_us; });
+    std::sort(gaps.begin(), gaps.end(),
+              [](const GapSummary& a, const GapSummary& b) { return a.dur_us > b.dur_us; });
     if (gaps.size() > kLargestGaps) gaps.resize(kLargestGaps);
     for (GapSummary& g : gaps) g.host = host_during(host, g.start_us, g.start_us + g.dur_us);
     st.largest_gaps = std::move(gaps);
@@ -178,8 +180,8 @@ std::string format_summary(const TraceSummary& summary) {
   std::string out;
   char line[512];
   auto ms = [](double us) { return us / 1000.0; };
-  std::snprintf(line, sizeof line, "%-22s %-34s %8s %12s %12s %7s %12s\n", "op", "solver", "calls", "device ms",
-                "mean us", "share", "host ms");
+  std::snprintf(line, sizeof line, "%-22s %-34s %8s %12s %12s %7s %12s\n", "op", "solver", "calls",
+                "device ms", "mean us", "share", "host ms");
   out += line;
   for (const OpSummary& r : summary.ops) {
     std::snprintf(line, sizeof line, "%-22s %-34s %8llu %12.3f %12.2f %6.1f%% %12.3f\n", r.op.c_str(),
@@ -192,8 +194,8 @@ std::string format_summary(const TraceSummary& summary) {
     std::snprintf(line, sizeof line,
                   "%s stream %llu: T_total %.3f ms = sum(T_kernel) %.3f ms + sum(T_gap) %.3f ms "
                   "(gap share %.1f%%, %llu spans)\n",
-                  s.device.c_str(), static_cast<unsigned long long>(s.stream), ms(s.total_us), ms(s.kernel_us),
-                  ms(s.gap_us), 100 * s.gap_share, static_cast<unsigned long long>(s.spans));
+                  s.device.c_str(), static_cast<unsigned long long>(s.stream), ms(s.total_us),
+                  ms(s.kernel_us), ms(s.gap_us), 100 * s.gap_share, static_cast<unsigned long long>(s.spans));
     out += line;
     for (const GapSummary& g : s.largest_gaps) {
       std::snprintf(line, sizeof line, "  gap %10.2f us at %.3f ms; host: %s\n", g.dur_us, ms(g.start_us),

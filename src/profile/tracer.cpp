@@ -76,12 +76,18 @@ thread_local std::string t_picked_config;
 
 const char* to_string(Kind kind) noexcept {
   switch (kind) {
-    case Kind::op: return "op";
-    case Kind::launch: return "launch";
-    case Kind::device: return "device";
-    case Kind::tune: return "tune";
-    case Kind::alloc: return "alloc";
-    case Kind::free: return "free";
+    case Kind::op:
+      return "op";
+    case Kind::launch:
+      return "launch";
+    case Kind::device:
+      return "device";
+    case Kind::tune:
+      return "tune";
+    case Kind::alloc:
+      return "alloc";
+    case Kind::free:
+      return "free";
   }
   return "?";
 }
@@ -105,11 +111,15 @@ void record(Record r) noexcept {
   }
 }
 
-std::uint64_t next_flow_id() noexcept { return buffers().next_flow.fetch_add(1, std::memory_order_relaxed) + 1; }
+std::uint64_t next_flow_id() noexcept {
+  return buffers().next_flow.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 void set_enabled(bool on) noexcept { detail::g_enabled.store(on, std::memory_order_relaxed); }
 
-void set_capacity(std::size_t records) noexcept { buffers().capacity.store(records, std::memory_order_relaxed); }
+void set_capacity(std::size_t records) noexcept {
+  buffers().capacity.store(records, std::memory_order_relaxed);
+}
 
 std::size_t capacity() noexcept { return buffers().capacity.load(std::memory_order_relaxed); }
 

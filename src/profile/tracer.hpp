@@ -44,20 +44,20 @@ const char* to_string(Kind kind) noexcept;
 /// One traced event. Fields a kind does not use stay empty or zero.
 struct Record {
   Kind kind = Kind::op;
-  std::int64_t start_ns = 0;  ///< steady clock (now_ns())
-  std::int64_t dur_ns = 0;    ///< 0 for instants and counters
-  std::string name;           ///< op entry point, launch name (the solver's name, "copy_h2d", ...)
-  std::string device;         ///< "cpu", "cuda:0"
-  std::uint64_t stream = 0;   ///< Stream::id(); 0: none
-  std::uint32_t thread = 0;   ///< host thread index (1 = the first thread that recorded)
-  std::uint64_t flow = 0;     ///< links a launch to its device span; 0: none
-  std::uint64_t bytes = 0;    ///< copies, memsets, allocations
-  std::string op;             ///< launches and device spans: the dispatch op active on the thread
-  std::string solver;         ///< ops, tuner picks
-  std::string config;         ///< the solver's inner choice as text; empty: none or its default
-  std::string key;            ///< problem key
-  std::string source;         ///< tune: "cache", "user find-db", "tuned", ...
-  bool hit = false;           ///< tune: a stored result was used
+  std::int64_t start_ns = 0;   ///< steady clock (now_ns())
+  std::int64_t dur_ns = 0;     ///< 0 for instants and counters
+  std::string name;            ///< op entry point, launch name (the solver's name, "copy_h2d", ...)
+  std::string device;          ///< "cpu", "cuda:0"
+  std::uint64_t stream = 0;    ///< Stream::id(); 0: none
+  std::uint32_t thread = 0;    ///< host thread index (1 = the first thread that recorded)
+  std::uint64_t flow = 0;      ///< links a launch to its device span; 0: none
+  std::uint64_t bytes = 0;     ///< copies, memsets, allocations
+  std::string op;              ///< launches and device spans: the dispatch op active on the thread
+  std::string solver;          ///< ops, tuner picks
+  std::string config;          ///< the solver's inner choice as text; empty: none or its default
+  std::string key;             ///< problem key
+  std::string source;          ///< tune: "cache", "user find-db", "tuned", ...
+  bool hit = false;            ///< tune: a stored result was used
   std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
   std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
 };

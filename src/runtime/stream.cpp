@@ -40,7 +40,8 @@ void check_range(const char* op, const char* which, const void* ptr, std::size_t
 }
 
 // A copy or memset: a launch whose trace records its bytes.
-void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes, const std::function<void()>& enqueue);
+void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes,
+                  const std::function<void()>& enqueue);
 
 }  // namespace
 
@@ -184,22 +185,24 @@ void launch_now(Stream& stream, std::string_view op, const std::function<void()>
     try {
       stream.impl().synchronize();
     } catch (const Error& e) {
-      throw Error(e.status(), "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " + stream.device().name() +
-                                  " failed: " + e.what());
+      throw Error(e.status(), "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " +
+                                  stream.device().name() + " failed: " + e.what());
     } catch (const std::exception& e) {
-      throw Error(Status::internal, "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " + stream.device().name() +
-                                        " failed: " + e.what());
+      throw Error(Status::internal, "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " +
+                                        stream.device().name() + " failed: " + e.what());
     }
   }
 }
 
-void launch_traced(Stream& stream, std::string_view op, std::size_t bytes, const std::function<void()>& enqueue) {
+void launch_traced(Stream& stream, std::string_view op, std::size_t bytes,
+                   const std::function<void()>& enqueue) {
   detail::LaunchTrace trace(stream, op, bytes);
   launch_now(stream, op, enqueue);
   trace.finish();
 }
 
-void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes, const std::function<void()>& enqueue) {
+void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes,
+                  const std::function<void()>& enqueue) {
   if (profile::enabled()) return launch_traced(stream, op, bytes, enqueue);
   launch_now(stream, op, enqueue);
 }

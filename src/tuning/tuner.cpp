@@ -325,8 +325,8 @@ AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
   if (!profile::enabled()) return pick_untraced(problem, device);
   const std::int64_t started_ns = profile::now_ns();
   AnyPick p = pick_untraced(problem, device);
-  profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config, to_string(p.source),
-                       p.hit);
+  profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config,
+                       to_string(p.source), p.hit);
   return p;
 }
 

@@ -22,7 +22,8 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 const std::string kGalley = std::string(GALLEY_TEST_BIN_DIR) + "/galley";
 
 std::filesystem::path scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("galley-memory-test-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("galley-memory-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir / name;
 }
@@ -115,7 +116,8 @@ TEST(GalleyProfMemory, RendersASnapshotFile) {
   const auto r = galley::testing::run_command(kGalley + " prof --memory " + path.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("memory snapshot of fake:0"), std::string::npos) << r.output;
-  const auto bad = galley::testing::run_command(kGalley + " prof --memory " + path.string() + " --summary 2>&1");
+  const auto bad =
+      galley::testing::run_command(kGalley + " prof --memory " + path.string() + " --summary 2>&1");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--memory shows a memory snapshot"), std::string::npos) << bad.output;
 }

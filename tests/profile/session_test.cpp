@@ -25,7 +25,8 @@ const std::string kGalley = std::string(GALLEY_TEST_BIN_DIR) + "/galley";
 const std::string kSmallConv = "bench conv -n 1 -c 8 -H 12 -W 12 -k 8 -y 3 -x 3 -p 1 -q 1 --device cpu -i 3";
 
 std::filesystem::path scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("galley-profile-test-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("galley-profile-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir / name;
 }
@@ -73,7 +74,8 @@ TEST(ProfileSession, AWritableTracePathIsAccepted) {
   EXPECT_NO_THROW(env::check());
   EXPECT_EQ(env::config().profile, path);
   const auto& table = env::variables();
-  const auto entry = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.name == "GALLEY_PROFILE"; });
+  const auto entry =
+      std::find_if(table.begin(), table.end(), [](const auto& v) { return v.name == "GALLEY_PROFILE"; });
   ASSERT_NE(entry, table.end());
   EXPECT_TRUE(entry->implemented);
 }
@@ -84,7 +86,8 @@ TEST(ProfileSession, AFailedWriteIsAnErrorAndLeavesNoFile) {
     ADD_FAILURE() << "written";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::io_error);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent-galley-folder/trace.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-galley-folder/trace.json"), std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists("/nonexistent-galley-folder"));
 }
@@ -102,7 +105,8 @@ TEST(ProfileSession, GalleyProfileWritesATraceOfABenchRunAtExit) {
   EXPECT_FALSE(test::events_where(trace, "C", "memory").empty());
   EXPECT_EQ(trace["otherData"]["dropped_records"], 0);
   for (const auto& entry : std::filesystem::directory_iterator(path.parent_path()))
-    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "temporary file left: " << entry.path();
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos)
+        << "temporary file left: " << entry.path();
 }
 
 TEST(ProfileSession, AnUnwritableTraceAtExitIsAWarningNotACrash) {
@@ -110,19 +114,22 @@ TEST(ProfileSession, AnUnwritableTraceAtExitIsAWarningNotACrash) {
   const auto folder = scratch("vanishing");
   std::filesystem::create_directories(folder);
   const auto path = folder / "trace.json";
-  const auto r = galley::testing::run_command("GALLEY_PROFILE=" + path.string() + " timeout -s KILL 120 sh -c '" +
-                                              kGalley + " bench conv -n 4 -c 32 -H 56 -W 56 -k 32 --device cpu -i 20 & sleep 0.3; rmdir " +
-                                              folder.string() + "; wait $!' 2>&1");
+  const auto r = galley::testing::run_command(
+      "GALLEY_PROFILE=" + path.string() + " timeout -s KILL 120 sh -c '" + kGalley +
+      " bench conv -n 4 -c 32 -H 56 -W 56 -k 32 --device cpu -i 20 & sleep 0.3; rmdir " + folder.string() +
+      "; wait $!' 2>&1");
   if (std::filesystem::exists(folder)) GTEST_SKIP() << "the run ended before the folder was removed";
-  if (r.output.find("does not exist") != std::string::npos) GTEST_SKIP() << "the folder was removed before the check";
+  if (r.output.find("does not exist") != std::string::npos)
+    GTEST_SKIP() << "the folder was removed before the check";
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("galley: warning: GALLEY_PROFILE: cannot write the trace"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("galley: warning: GALLEY_PROFILE: cannot write the trace"), std::string::npos)
+      << r.output;
 }
 
 TEST(GalleyProf, SummaryOfABenchRunMatchesItsTrace) {
   const auto path = scratch("prof.json");
-  const auto r = galley::testing::run_command("timeout -s KILL 120 " + kGalley + " prof --out " + path.string() +
-                                              " --summary -- " + kSmallConv + " 2>&1");
+  const auto r = galley::testing::run_command("timeout -s KILL 120 " + kGalley + " prof --out " +
+                                              path.string() + " --summary -- " + kSmallConv + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("trace written to " + path.string()), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("T_total"), std::string::npos) << r.output;

@@ -21,8 +21,8 @@ namespace {
 
 nlohmann::json span(const char* name, const char* cat, int pid, int tid, double ts, double dur,
                     nlohmann::json args) {
-  return {{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur},
-          {"args", std::move(args)}};
+  return {{"ph", "X"},  {"name", name}, {"cat", cat}, {"pid", pid},
+          {"tid", tid}, {"ts", ts},     {"dur", dur}, {"args", std::move(args)}};
 }
 
 TEST(TraceSummary, HandMadeTraceGivesExactSumsAndGaps) {
@@ -96,7 +96,8 @@ TEST(TraceSummary, SumsEqualTheTraceWithinOnePercent) {
   std::vector<char> src(1 << 20, 3), dst(1 << 20);
   for (int i = 0; i < 50; ++i) {
     a.copy_h2h(dst.data(), src.data(), src.size());
-    b.launch("test.sleep", [&] { b.host_task([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }); });
+    b.launch("test.sleep",
+             [&] { b.host_task([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }); });
   }
   a.synchronize();
   b.synchronize();
@@ -140,7 +141,8 @@ TEST(TraceSummary, SumsEqualTheTraceWithinOnePercent) {
 }
 
 TEST(TraceSummary, WhatIsNotATraceIsANamedError) {
-  for (const char* text : {"{", "[]", "{\"traceEvents\": 3}", "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1}]}"}) {
+  for (const char* text :
+       {"{", "[]", "{\"traceEvents\": 3}", "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1}]}"}) {
     try {
       summarize_trace(text);
       ADD_FAILURE() << text << " accepted";

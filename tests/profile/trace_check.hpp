@@ -35,7 +35,8 @@ inline nlohmann::json check_chrome_trace(const std::string& text) {
     if (ph != "C") EXPECT_TRUE(e.contains("tid") && e["tid"].is_number_integer()) << e.dump();
     if (ph == "X") {
       EXPECT_TRUE(e.contains("dur") && e["dur"].is_number() && e["dur"].get<double>() >= 0) << e.dump();
-      EXPECT_TRUE(e.contains("name") && e["name"].is_string() && !e["name"].get<std::string>().empty()) << e.dump();
+      EXPECT_TRUE(e.contains("name") && e["name"].is_string() && !e["name"].get<std::string>().empty())
+          << e.dump();
       tracks[{e["pid"].get<int>(), e["tid"].get<std::uint64_t>()}].push_back(
           {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
     }
@@ -53,8 +54,9 @@ inline nlohmann::json check_chrome_trace(const std::string& text) {
   }
   // One track holds spans that nest or follow each other, never ones that overlap partly.
   for (auto& [track, spans] : tracks) {
-    std::sort(spans.begin(), spans.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first || (a.first == b.first && a.second > b.second); });
+    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+      return a.first < b.first || (a.first == b.first && a.second > b.second);
+    });
     std::vector<double> open_ends;
     for (const auto& [begin, end] : spans) {
       while (!open_ends.empty() && open_ends.back() <= begin) open_ends.pop_back();

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <set>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -172,7 +172,8 @@ TEST_F(Tracer, ConcurrentStreamsOnSeveralThreadsLoseNothingAndKeepTheirTracks) {
     EXPECT_EQ(device[id], kLaunches) << "stream " << id;
   }
   // Each thread's records carry its own thread index: one stream per host thread.
-  for (const auto& [thread, streams] : streams_of_thread) EXPECT_EQ(streams.size(), 1u) << "thread " << thread;
+  for (const auto& [thread, streams] : streams_of_thread)
+    EXPECT_EQ(streams.size(), 1u) << "thread " << thread;
   test::check_chrome_trace(chrome_trace_json(records, dropped()));
 }
 

@@ -70,12 +70,15 @@ int run_traced(const std::vector<std::string>& command, const std::string& trace
   auto argv = pointers(args);
   auto envp = pointers(env);
   pid_t child = 0;
-  if (const int rc = ::posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()); rc != 0) {
-    throw Error(Status::internal, "galley prof: cannot start 'galley " + joined(command) + "': " + std::strerror(rc));
+  if (const int rc = ::posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data());
+      rc != 0) {
+    throw Error(Status::internal,
+                "galley prof: cannot start 'galley " + joined(command) + "': " + std::strerror(rc));
   }
   int status = 0;
   while (::waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(Status::internal, std::string("galley prof: waitpid: ") + std::strerror(errno));
+    if (errno != EINTR)
+      throw Error(Status::internal, std::string("galley prof: waitpid: ") + std::strerror(errno));
   }
   if (WIFSIGNALED(status)) {
     std::fprintf(stderr, "galley prof: 'galley %s' was killed by signal %d (%s); its trace was not written\n",
@@ -87,7 +90,8 @@ int run_traced(const std::vector<std::string>& command, const std::string& trace
 
 std::string read_file(const std::string& path, const char* option) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw Error(Status::not_found, std::string(option) + " " + quoted_input(path) + ": cannot be read");
+  if (!file)
+    throw Error(Status::not_found, std::string(option) + " " + quoted_input(path) + ": cannot be read");
   std::ostringstream text;
   text << file.rdbuf();
   return text.str();
@@ -101,25 +105,29 @@ void print_summary(const std::string& path, const char* option) {
 void run_prof(const ProfOptions& o) {
   if (!o.memory.empty()) {
     if (!o.command.empty() || !o.out.empty() || !o.in.empty() || o.summary) {
-      throw Error(Status::invalid_argument, "galley prof: --memory shows a memory snapshot; it takes no other "
-                                            "option and no command");
+      throw Error(Status::invalid_argument,
+                  "galley prof: --memory shows a memory snapshot; it takes no other "
+                  "option and no command");
     }
     std::fputs(profile::format_memory_snapshot(read_file(o.memory, "--memory")).c_str(), stdout);
     return;
   }
   if (!o.in.empty()) {
     if (!o.command.empty() || !o.out.empty()) {
-      throw Error(Status::invalid_argument, "galley prof: --in summarises an existing trace; it takes no --out "
-                                            "and no command");
+      throw Error(Status::invalid_argument,
+                  "galley prof: --in summarises an existing trace; it takes no --out "
+                  "and no command");
     }
     print_summary(o.in, "--in");
     return;
   }
   if (o.command.empty()) {
-    throw Error(Status::invalid_argument,
-                "galley prof needs a galley command after '--' (e.g. galley prof --out trace.json -- bench conv)");
+    throw Error(
+        Status::invalid_argument,
+        "galley prof needs a galley command after '--' (e.g. galley prof --out trace.json -- bench conv)");
   }
-  if (o.command.front() == "prof") throw Error(Status::invalid_argument, "galley prof cannot profile 'prof' itself");
+  if (o.command.front() == "prof")
+    throw Error(Status::invalid_argument, "galley prof cannot profile 'prof' itself");
   if (o.out.empty()) throw Error(Status::invalid_argument, "galley prof needs --out FILE.json for the trace");
   profile::check_trace_path("--out", o.out);
   std::remove(o.out.c_str());  // a trace left from an earlier run must not pass for this one's
@@ -127,12 +135,14 @@ void run_prof(const ProfOptions& o) {
   set_exit_code(code);
   if (::access(o.out.c_str(), R_OK) != 0) {
     if (code == 0) {
-      throw Error(Status::not_found, "galley prof: 'galley " + joined(o.command) +
-                                         "' created no stream, so there is nothing to trace and no trace was written");
+      throw Error(Status::not_found,
+                  "galley prof: 'galley " + joined(o.command) +
+                      "' created no stream, so there is nothing to trace and no trace was written");
     }
     return;  // the command failed before its first work; it said why
   }
-  std::fprintf(stderr, "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
+  std::fprintf(stderr,
+               "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
                o.out.c_str());
   if (o.summary) print_summary(o.out, "--out");
 }
@@ -141,7 +151,8 @@ const bool registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<ProfOptions>();
   CLI::App* cmd = root.add_subcommand(
       "prof", "Trace a galley command: galley prof --out trace.json [--summary] -- <galley args>");
-  cmd->add_option("--out", options->out, "Chrome trace JSON to write (loads in Perfetto and chrome://tracing)");
+  cmd->add_option("--out", options->out,
+                  "Chrome trace JSON to write (loads in Perfetto and chrome://tracing)");
   cmd->add_flag("--summary", options->summary,
                 "Print per op and solver the calls, device time, mean and share, and per stream the busy and "
                 "gap time with the largest gaps");
