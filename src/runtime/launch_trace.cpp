@@ -152,9 +152,15 @@ LaunchTrace::LaunchTrace(Stream& stream, std::string_view op, std::size_t bytes)
     : stream_(stream), op_(op), bytes_(bytes), host_start_(profile::now_ns()) {
   if (stream.impl().capturing()) return;  // captured work runs at replay; only the host span is real
   auto st = trace_of(stream);
-  std::lock_guard lock(st->mutex);
-  auto start = take_event(*st, stream);
+  std::unique_ptr<EventImpl> start;
+  {
+    std::lock_guard lock(st->mutex);
+    start = take_event(*st, stream);
+  }
+  // Recorded unlocked: a cpu stream's record waits while its queue is full, and a task of that
+  // stream may itself launch (and need the lock) before the queue drains.
   stream.impl().record(*start);
+  std::lock_guard lock(st->mutex);
   Pending p;
   p.slot = slot_ = ++st->last_slot;
   p.start = std::move(start);
@@ -175,11 +181,16 @@ void LaunchTrace::finish() {
   profile::Record host = base_record(stream_, op_, bytes_);
   host.kind = profile::Kind::launch;
   host.start_ns = host_start_;
+  auto st = slot_ != 0 ? find_trace(stream_.id()) : nullptr;
+  if (st == nullptr) slot_ = 0;
   if (slot_ != 0) {
-    auto st = find_trace(stream_.id());
+    std::unique_ptr<EventImpl> end;
+    {
+      std::lock_guard lock(st->mutex);
+      end = take_event(*st, stream_);
+    }
+    stream_.impl().record(*end);  // unlocked, as the start event
     std::lock_guard lock(st->mutex);
-    auto end = take_event(*st, stream_);
-    stream_.impl().record(*end);
     host.flow = profile::next_flow_id();
     // From the back: this launch is the newest pending one unless launches nest.
     for (auto p = st->pending.rbegin(); p != st->pending.rend(); ++p) {
