@@ -4,7 +4,12 @@
 Runs the same binary alternately without and with GALLEY_PROFILE (and, with --baseline, a build
 without the profiler's hooks, for the cost of the hooks while tracing is off), REPEATS times each,
 and prints per problem the median of the bench's per-call medians, and the geometric mean of the
-ratios. Also the median wall time of the whole command. Results go into bench/RESULTS.md by hand.
+ratios. Also the median wall time of the whole command (on: with writing the trace at exit).
+Results go into bench/RESULTS.md by hand.
+
+Each binary times the solver its own tuning picked; two builds (--baseline) may pick differently
+for a problem, which then dominates that row. bench/profile_overhead.cpp times the same calls in one
+process with tracing switched per round, the figure to trust for on versus off.
 
   python3 bench/profile_overhead.py --galley build/cpu/bin/galley --device cpu \
       --file bench/profile_overhead_problems.txt --repeats 5 [--baseline /path/to/old/galley]
@@ -48,9 +53,12 @@ def main():
     trace = os.path.join(tempfile.mkdtemp(prefix="galley-prof-overhead-"), "trace.json")
     modes = [("off", opts.galley, {}), ("on", opts.galley, {"GALLEY_PROFILE": trace})]
     if opts.baseline:
-        modes.insert(0, ("no hooks", opts.baseline, {}))
-    # One untimed run first: the find-db is filled, so no mode pays for tuning.
-    run(opts.galley, args, {})
+        # Its own find-db: another build may tune differently and would re-tune the shared one.
+        modes.insert(0, ("no hooks", opts.baseline, {"GALLEY_CACHE_DIR": tempfile.mkdtemp(prefix="galley-base-")}))
+    # One untimed run of each binary first: the find-dbs are filled, so no mode pays for tuning.
+    for _, galley, env in modes:
+        if "GALLEY_PROFILE" not in env:
+            run(galley, args, env)
     ms = {name: {} for name, _, _ in modes}
     wall = {name: [] for name, _, _ in modes}
     for rep in range(opts.repeats):
