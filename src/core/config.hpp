@@ -28,6 +28,7 @@ struct Config {
   std::string alloc_conf;              ///< GALLEY_ALLOC_CONF, validated by the memory layer
   bool no_caching = false;             ///< GALLEY_NO_CACHING
   bool cuda_graphs = true;             ///< GALLEY_CUDA_GRAPHS
+  std::string profile;                 ///< GALLEY_PROFILE trace file; empty: tracing off
   int num_threads = 0;                 ///< GALLEY_NUM_THREADS, 1..4096; 0: hardware threads
   std::string cpu_isa;                 ///< GALLEY_CPU_ISA: scalar|avx2|avx512; empty: all
   /// GALLEY_DEBUG_IGEMM_TC_PLAN "tile:splits" (the tile's upper bound is checked by the solver).

@@ -196,10 +196,10 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
   out.debug_igemm_tc_tune = value.empty() || parse_flag(name, value);
 }
 
-void parse_unimplemented(std::string_view name, const std::string& value, Config&) {
-  if (value.empty()) return;  // `NAME=` in a shell means off
-  throw Error(Status::unsupported, std::string(name) + "='" + value + "': this build does not implement " +
-                                       std::string(name) + "; unset it");
+// The path is checked by the profile layer's validator (a writable file in an existing folder).
+// Blanks alone mean off, as `NAME=` does; a path is taken as written.
+void parse_profile(std::string_view, const std::string& value, Config& out) {
+  out.profile = trim(value).empty() ? std::string() : value;
 }
 
 const std::vector<Entry>& entries() {
@@ -225,7 +225,7 @@ const std::vector<Entry>& entries() {
        parse_cache_dir},
       {{"GALLEY_ALLOC_CONF",
         "caching allocator settings key:value,... (max_split_mb, max_non_split_rounding_mb, "
-        "roundup_power2_divisions, memory_fraction; keys listed below)",
+        "roundup_power2_divisions, memory_fraction, snapshot_on_oom; keys listed below)",
         "(unset)"},
        parse_alloc_conf},
       {{"GALLEY_NO_CACHING", "1: allocator passes straight to the backend (for memory checkers)", "0"},
@@ -236,9 +236,10 @@ const std::vector<Entry>& entries() {
         "1"},
        parse_cuda_graphs},
       {{"GALLEY_PROFILE",
-        "FILE.json: write a Chrome trace of the run (not implemented yet: setting it is an error)", "(unset)",
-        false},
-       parse_unimplemented},
+        "FILE.json: trace every op, launch, copy, allocation and tuner pick and write a Chrome/Perfetto "
+        "trace there at exit (see `galley prof`)",
+        "(unset: off)"},
+       parse_profile},
       {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"},
        parse_num_threads},
       {{"GALLEY_CPU_ISA", "highest cpu kernel level: scalar|avx2|avx512 (like oneDNN's DNNL_MAX_CPU_ISA)",

@@ -8,6 +8,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
+#include "profile/tracer.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -64,6 +65,10 @@ void log_command(ProblemRef problem, const runtime::Device& device, const Solver
   }
 }
 
+profile::OpInfo op_info(const char* op, runtime::Stream& stream, ProblemRef problem) {
+  return profile::OpInfo{op, stream.device().name(), stream.id(), problem.key()};
+}
+
 void run_choice(runtime::Stream& stream, ProblemRef problem, OpArgs& args, const Choice& choice) {
   const std::size_t ws_bytes = choice.solver->workspace_bytes_any(problem, stream.device(), choice.config.get());
   // Stream-ordered: freed when this returns, reused only by work enqueued after the solver's.
@@ -78,6 +83,7 @@ void run_choice(runtime::Stream& stream, ProblemRef problem, OpArgs& args, const
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args,
                           const SolverBase* solver, CallReport* report) {
   problem.validate();
+  profile::OpScope trace([&] { return op_info(op, stream, problem); });
   for (const TensorArg& t : problem.tensors()) {
     if (args.get(t.id) == nullptr) {
       throw Error(Status::invalid_argument,
@@ -112,6 +118,7 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
     choice.solver = solver;
     if (report != nullptr) *report = CallReport{std::string(solver->name()), {}, false, "explicit"};
   }
+  trace.set_solver(choice.solver->name());
   log_command(problem, device, *choice.solver);
   run_choice(stream, problem, args, choice);
   return *choice.solver;
@@ -120,6 +127,8 @@ const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef pr
 void execute_choice(const char* op, runtime::Stream& stream, ProblemRef problem, OpArgs args, const Choice& choice) {
   // The same checks a user's call with a named solver pays, so that timing sees that host work.
   problem.validate();
+  profile::OpScope trace([&] { return op_info(op, stream, problem); });
+  trace.set_solver(choice.solver->name());
   for (const TensorArg& t : problem.tensors()) {
     if (args.get(t.id) == nullptr) {
       throw Error(Status::invalid_argument,

@@ -9,6 +9,7 @@
 
 #include "core/config.hpp"
 #include "galley/core/error.hpp"
+#include "profile/output_file.hpp"
 
 namespace galley::memory {
 namespace {
@@ -59,6 +60,8 @@ std::string alloc_conf_help() {
          "64; "
          "default 0 = off)\n"
          "  memory_fraction:F            reserve at most F of the device's memory (0 < F <= 1; default 1)\n"
+         "  snapshot_on_oom:PATH         on an out-of-memory error, write the allocator's snapshot (JSON) "
+         "there first\n"
          "  (GALLEY_NO_CACHING=1 bypasses the cache entirely)";
 }
 
@@ -91,6 +94,13 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
       config.roundup_power2_divisions = n;
     } else if (key == "memory_fraction") {
       config.memory_fraction = parse_fraction(text, key, value);
+    } else if (key == "snapshot_on_oom") {
+      try {
+        profile::check_trace_path(key, value);
+      } catch (const Error& e) {
+        fail(text, e.what());
+      }
+      config.snapshot_on_oom = value;
     } else if (key == "max_split_size_mb") {
       fail(text, "unknown key 'max_split_size_mb' (PyTorch's name; Galley's is max_split_mb)");
     } else {
@@ -128,6 +138,7 @@ std::string AllocatorConfig::to_string() const {
     std::snprintf(text, sizeof text, "%g", memory_fraction);
     items.push_back(std::string("memory_fraction:") + text);
   }
+  if (!snapshot_on_oom.empty()) items.push_back("snapshot_on_oom:" + snapshot_on_oom);
   std::string joined;
   for (const auto& item : items) joined += (joined.empty() ? "" : ",") + item;
   return joined;

@@ -11,8 +11,44 @@
 #include "galley/core/log.hpp"
 #include "memory/allocator_state.hpp"
 #include "memory/cache_release.hpp"
+#include "profile/output_file.hpp"
+#include "profile/tracer.hpp"
 
 namespace galley::memory {
+namespace {
+
+// An alloc or free with the device's memory after it (the trace's memory counter). Called only
+// while tracing.
+void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::size_t bytes) noexcept {
+  try {
+    profile::Record event;
+    event.kind = kind;
+    event.start_ns = profile::now_ns();
+    event.device = state.name;
+    event.bytes = bytes;
+    {
+      std::lock_guard lock(state.mutex);
+      event.allocated = state.stats.allocated_bytes.all.current;
+      event.reserved = state.stats.reserved_bytes.all.current;
+    }
+    profile::record(std::move(event));
+  } catch (...) {
+    // Only the device name's copy can throw; an allocation never fails for its trace.
+  }
+}
+
+// GALLEY_ALLOC_CONF=snapshot_on_oom:PATH: the state that could not serve a request, written before
+// the error leaves the allocator; the error says where it went (or why it could not be written).
+Error with_oom_snapshot(const Error& oom, const std::string& snapshot_json, const std::string& path) {
+  try {
+    profile::write_file_atomically(path, snapshot_json, "the memory snapshot");
+    return Error(oom.status(), std::string(oom.what()) + "\nmemory snapshot written to " + path);
+  } catch (const Error& e) {
+    return Error(oom.status(), std::string(oom.what()) + "\n" + e.what());
+  }
+}
+
+}  // namespace
 
 CachingAllocator::CachingAllocator(const runtime::Device& device, AllocatorConfig config)
     : state_(std::make_unique<detail::AllocatorState>(device.impl(), device, config, device.name())) {}
@@ -24,7 +60,14 @@ CachingAllocator::~CachingAllocator() = default;
 
 Buffer CachingAllocator::allocate(std::size_t bytes, runtime::StreamImpl* stream) {
   if (bytes == 0) return Buffer(this, nullptr, nullptr, 0);
-  detail::Block* block = state_->allocate(bytes, stream);
+  detail::Block* block = nullptr;
+  try {
+    block = state_->allocate(bytes, stream);
+  } catch (const Error& e) {
+    if (e.status() != Status::out_of_memory || state_->config.snapshot_on_oom.empty()) throw;
+    throw with_oom_snapshot(e, snapshot_json(), state_->config.snapshot_on_oom);
+  }
+  if (profile::enabled()) trace_allocator(profile::Kind::alloc, *state_, bytes);
   return Buffer(this, block, block->ptr, bytes);
 }
 
@@ -76,7 +119,11 @@ void CachingAllocator::check_invariants() const {
   state_->check_invariants_locked();
 }
 
-void CachingAllocator::free(detail::Block* block) noexcept { state_->free(block); }
+void CachingAllocator::free(detail::Block* block) noexcept {
+  const std::size_t bytes = block->requested;
+  state_->free(block);
+  if (profile::enabled()) trace_allocator(profile::Kind::free, *state_, bytes);
+}
 
 void CachingAllocator::record_stream(Buffer& buffer, runtime::StreamImpl& stream) {
   if (buffer.allocator_ != this) {

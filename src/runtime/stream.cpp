@@ -8,7 +8,9 @@
 #include "core/config.hpp"
 #include "galley/core/env.hpp"
 #include "galley/core/error.hpp"
+#include "profile/tracer.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/launch_trace.hpp"
 
 namespace galley::runtime {
 namespace {
@@ -36,6 +38,10 @@ void check_range(const char* op, const char* which, const void* ptr, std::size_t
                                               std::to_string(bytes) + ") overflows the address space");
   }
 }
+
+// A copy or memset: a launch whose trace records its bytes.
+void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes,
+                  const std::function<void()>& enqueue);
 
 }  // namespace
 
@@ -93,6 +99,7 @@ namespace {
 // A stream is where work starts: the configuration is validated before the first one exists.
 std::unique_ptr<StreamImpl> create_checked_stream(const Device& device) {
   env::check();
+  detail::start_tracing_once();
   auto impl = device.impl().create_stream();
   if (!impl)
     throw Error(Status::backend_error, "stream creation on " + device.name() + " returned no stream");
@@ -103,9 +110,19 @@ std::unique_ptr<StreamImpl> create_checked_stream(const Device& device) {
 Stream::Stream(const Device& device)
     : device_(device), impl_(create_checked_stream(device)), id_(next_stream_id()) {}
 
-Stream::~Stream() = default;
+Stream::~Stream() {
+  if (impl_) detail::end_launch_traces(id_);
+}
 Stream::Stream(Stream&& other) noexcept = default;
-Stream& Stream::operator=(Stream&& other) noexcept = default;
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (impl_) detail::end_launch_traces(id_);  // the stream this one was is destroyed here
+    device_ = std::move(other.device_);
+    impl_ = std::move(other.impl_);
+    id_ = other.id_;
+  }
+  return *this;
+}
 
 void* Stream::native_handle() { return impl_->native_handle(); }
 
@@ -130,49 +147,71 @@ SynchronizeOnExit::~SynchronizeOnExit() {
 void Stream::copy_h2d(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_h2d", "dst", dst, bytes);
   check_range("copy_h2d", "src", src, bytes);
-  if (bytes != 0) launch("copy_h2d", [&] { impl_->copy_h2d(dst, src, bytes); });
+  if (bytes != 0) launch_bytes(*this, "copy_h2d", bytes, [&] { impl_->copy_h2d(dst, src, bytes); });
 }
 
 void Stream::copy_d2h(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_d2h", "dst", dst, bytes);
   check_range("copy_d2h", "src", src, bytes);
-  if (bytes != 0) launch("copy_d2h", [&] { impl_->copy_d2h(dst, src, bytes); });
+  if (bytes != 0) launch_bytes(*this, "copy_d2h", bytes, [&] { impl_->copy_d2h(dst, src, bytes); });
 }
 
 void Stream::copy_d2d(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_d2d", "dst", dst, bytes);
   check_range("copy_d2d", "src", src, bytes);
-  if (bytes != 0) launch("copy_d2d", [&] { impl_->copy_d2d(dst, src, bytes); });
+  if (bytes != 0) launch_bytes(*this, "copy_d2d", bytes, [&] { impl_->copy_d2d(dst, src, bytes); });
 }
 
 void Stream::copy_h2h(void* dst, const void* src, std::size_t bytes) {
   check_range("copy_h2h", "dst", dst, bytes);
   check_range("copy_h2h", "src", src, bytes);
-  if (bytes != 0) launch("copy_h2h", [&] { impl_->copy_h2h(dst, src, bytes); });
+  if (bytes != 0) launch_bytes(*this, "copy_h2h", bytes, [&] { impl_->copy_h2h(dst, src, bytes); });
 }
 
 void Stream::memset(void* dst, int value, std::size_t bytes) {
   check_range("memset", "dst", dst, bytes);
-  if (bytes != 0) launch("memset", [&] { impl_->memset(dst, value, bytes); });
+  if (bytes != 0) launch_bytes(*this, "memset", bytes, [&] { impl_->memset(dst, value, bytes); });
 }
 
-void Stream::launch(std::string_view op, const std::function<void()>& enqueue) {
+namespace {
+
+void launch_now(Stream& stream, std::string_view op, const std::function<void()>& enqueue) {
   try {
     enqueue();
   } catch (const Error& e) {
-    throw Error(e.status(), std::string(op) + " on " + device_.name() + ": " + e.what());
+    throw Error(e.status(), std::string(op) + " on " + stream.device().name() + ": " + e.what());
   }
-  if (launch_blocking() && !impl_->capturing()) {
+  if (launch_blocking() && !stream.impl().capturing()) {
     try {
-      impl_->synchronize();
+      stream.impl().synchronize();
     } catch (const Error& e) {
-      throw Error(e.status(), "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " + device_.name() +
-                                  " failed: " + e.what());
+      throw Error(e.status(), "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " +
+                                  stream.device().name() + " failed: " + e.what());
     } catch (const std::exception& e) {
-      throw Error(Status::internal, "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " + device_.name() +
-                                        " failed: " + e.what());
+      throw Error(Status::internal, "GALLEY_LAUNCH_BLOCKING: op '" + std::string(op) + "' on " +
+                                        stream.device().name() + " failed: " + e.what());
     }
   }
+}
+
+void launch_traced(Stream& stream, std::string_view op, std::size_t bytes,
+                   const std::function<void()>& enqueue) {
+  detail::LaunchTrace trace(stream, op, bytes);
+  launch_now(stream, op, enqueue);
+  trace.finish();
+}
+
+void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes,
+                  const std::function<void()>& enqueue) {
+  if (profile::enabled()) return launch_traced(stream, op, bytes, enqueue);
+  launch_now(stream, op, enqueue);
+}
+
+}  // namespace
+
+void Stream::launch(std::string_view op, const std::function<void()>& enqueue) {
+  if (profile::enabled()) return launch_traced(*this, op, 0, enqueue);
+  launch_now(*this, op, enqueue);
 }
 
 void Stream::host_task(std::function<void()> fn) {
@@ -188,7 +227,10 @@ void Stream::wait(Event& event) {
   impl_->wait(event.impl());
 }
 
-void Stream::synchronize() { impl_->synchronize(); }
+void Stream::synchronize() {
+  impl_->synchronize();
+  if (profile::enabled()) detail::resolve_launch_traces(id_, false);
+}
 
 bool Stream::query() { return impl_->query(); }
 

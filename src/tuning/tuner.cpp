@@ -15,6 +15,7 @@
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
+#include "profile/tracer.hpp"
 #include "solver_benchmark.hpp"
 
 namespace galley::tuning {
@@ -321,6 +322,15 @@ const SolverBase& Tuner::list_order_choice(ProblemRef problem, const runtime::De
 }
 
 AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
+  if (!profile::enabled()) return pick_untraced(problem, device);
+  const std::int64_t started_ns = profile::now_ns();
+  AnyPick p = pick_untraced(problem, device);
+  profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config,
+                       to_string(p.source), p.hit);
+  return p;
+}
+
+AnyPick Tuner::pick_untraced(ProblemRef problem, const runtime::Device& device) {
   const CacheKeyView key(device.name(), problem);
   // The hit path: one shared-lock hash lookup and the solver's own cheap check().
   if (AnyPick hit = impl_->cached_pick(key); hit.solver != nullptr) {

@@ -132,20 +132,21 @@ TEST(Config, IsReadOnceUntilTheTestHookReloadsIt) {
   EXPECT_THROW(check(), Error);
 }
 
-TEST(Config, AVariableThisBuildDoesNotImplementIsAnErrorWhenSet) {
+TEST(Config, GalleyProfileIsImplementedAndABadPathIsNamed) {
   const auto& table = variables();
   const auto profile =
       std::find_if(table.begin(), table.end(), [](const Variable& v) { return v.name == "GALLEY_PROFILE"; });
   ASSERT_NE(profile, table.end());
-  ASSERT_FALSE(profile->implemented);
-  ScopedEnv env("GALLEY_PROFILE", "trace.json");
+  EXPECT_TRUE(profile->implemented);
+  ScopedEnv env("GALLEY_PROFILE", "/nonexistent-galley-folder/trace.json");
   try {
     check();
-    FAIL() << "GALLEY_PROFILE=trace.json accepted and ignored";
+    FAIL() << "GALLEY_PROFILE in a folder that does not exist accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::unsupported);
-    EXPECT_NE(std::string(e.what()).find("GALLEY_PROFILE='trace.json'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("does not implement"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("GALLEY_PROFILE='/nonexistent-galley-folder/trace.json'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -34,7 +34,8 @@ TEST(BadEnvironment, EveryCaseOfTheIssueFailsBeforeWorkWithANamedError) {
       {"GALLEY_LOG_CMD=maybe", "info", "GALLEY_LOG_CMD='maybe'"},
       {"GALLEY_LAUNCH_BLOCKING=2", "bench conv -n 8 -c 64 -H 56 -W 56 -k 64 -V 1",
        "GALLEY_LAUNCH_BLOCKING='2'"},
-      {"GALLEY_PROFILE=trace.json", "info", "GALLEY_PROFILE='trace.json'"},
+      {"GALLEY_PROFILE=/nonexistent-galley-folder/trace.json", "info",
+       "GALLEY_PROFILE='/nonexistent-galley-folder/trace.json'"},
       {"GALLEY_NUM_THREADS=lots", "info", "GALLEY_NUM_THREADS='lots'"},
   };
   for (const auto& c : cases) {

@@ -24,6 +24,9 @@ struct AllocatorConfig {
   double memory_fraction = 1.0;
   /// False with GALLEY_NO_CACHING=1: every allocation and free goes to the backend (memory checkers).
   bool caching = true;
+  /// When not empty, an out-of-memory error first writes the allocator's snapshot (segments and
+  /// blocks, as memory_snapshot_json) to this file (key snapshot_on_oom; a path without commas).
+  std::string snapshot_on_oom;
 
   /// Parses "max_split_mb:512,roundup_power2_divisions:4". Empty text gives the defaults. An unknown
   /// key, a missing ':' or a bad value throws Error(invalid_argument) naming it and listing valid keys.

@@ -166,6 +166,8 @@ class Tuner {
   FindDb& db();
 
  private:
+  /// pick() without its trace record (the profiler's tuner span wraps it).
+  AnyPick pick_untraced(dnn::ProblemRef problem, const runtime::Device& device);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,189 @@
+// The Chrome trace writer.
+#include "profile/chrome_trace.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+
+#include "profile/output_file.hpp"
+
+namespace galley::profile {
+namespace {
+
+constexpr int kHostPid = 0;
+
+std::string quoted(const std::string& text) { return nlohmann::json(text).dump(); }
+
+// Microseconds with nanosecond decimals: the format's unit without losing the clock's resolution.
+std::string micros(std::int64_t ns) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(ns / 1000),
+                static_cast<long long>(ns % 1000 < 0 ? -(ns % 1000) : ns % 1000));
+  return text;
+}
+
+class Writer {
+ public:
+  explicit Writer(const std::vector<Record>& records) {
+    origin_ = records.empty() ? 0 : records.front().start_ns;
+    for (const Record& r : records) origin_ = std::min(origin_, r.start_ns);
+  }
+
+  void metadata(const char* what, int pid, std::uint64_t tid, const std::string& name) {
+    begin();
+    out_ += R"({"ph":"M","name":")" + std::string(what) + R"(","pid":)" + std::to_string(pid) + R"(,"tid":)" +
+            std::to_string(tid) + R"(,"args":{"name":)" + quoted(name) + "}}";
+  }
+
+  void span(const Record& r, int pid, std::uint64_t tid, const std::string& name, const char* cat,
+            const std::string& args) {
+    begin();
+    out_ += R"({"ph":"X","name":)" + quoted(name) + R"(,"cat":")" + cat + R"(","ts":)" + ts(r.start_ns) +
+            R"(,"dur":)" + micros(std::max<std::int64_t>(r.dur_ns, 0)) + R"(,"pid":)" + std::to_string(pid) +
+            R"(,"tid":)" + std::to_string(tid) + R"(,"args":{)" + args + "}}";
+  }
+
+  void flow(char phase, std::uint64_t id, std::int64_t at_ns, int pid, std::uint64_t tid) {
+    begin();
+    out_ += R"({"ph":")" + std::string(1, phase) + R"(","name":"launch","cat":"flow","id":)" +
+            std::to_string(id) + R"(,"ts":)" + ts(at_ns) + R"(,"pid":)" + std::to_string(pid) + R"(,"tid":)" +
+            std::to_string(tid) + (phase == 'f' ? R"(,"bp":"e"})" : "}");
+  }
+
+  void instant(const Record& r, const std::string& args) {
+    begin();
+    out_ += R"({"ph":"i","s":"t","name":")" + std::string(to_string(r.kind)) + R"(","cat":"memory","ts":)" +
+            ts(r.start_ns) + R"(,"pid":0,"tid":)" + std::to_string(r.thread) + R"(,"args":{)" + args + "}}";
+  }
+
+  void counter(const Record& r, int pid) {
+    begin();
+    out_ += R"({"ph":"C","name":"memory","cat":"memory","ts":)" + ts(r.start_ns) + R"(,"pid":)" +
+            std::to_string(pid) + R"(,"args":{"allocated":)" + std::to_string(r.allocated) +
+            R"(,"reserved":)" + std::to_string(r.reserved) + "}}";
+  }
+
+  std::string finish(std::uint64_t dropped) {
+    out_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"steady\",\"dropped_records\":" +
+            std::to_string(dropped) + "}}\n";
+    return std::move(out_);
+  }
+
+ private:
+  std::string ts(std::int64_t ns) const { return micros(ns - origin_); }
+  void begin() { out_ += first_ ? "\n" : ",\n", first_ = false; }
+
+  std::int64_t origin_ = 0;
+  bool first_ = true;
+  std::string out_ = "{\"traceEvents\":[";
+};
+
+// `"name":value`, appended piecewise (GCC 12 misreports `"literal" + std::string&&` as -Wrestrict).
+std::string field(const char* name, const std::string& json_value) {
+  std::string out = "\"";
+  out += name;
+  out += "\":";
+  out += json_value;
+  return out;
+}
+std::string field(const char* name, std::string_view text) { return field(name, quoted(std::string(text))); }
+std::string field(const char* name, std::uint64_t value) { return field(name, std::to_string(value)); }
+
+// Arguments shared by op, launch and device spans: what ran, for which problem, where.
+std::string op_args(const Record& r) {
+  std::string args = field("device", std::string_view(r.device));
+  args += ',';
+  args += field("stream", r.stream);
+  for (const auto& [name, text] :
+       {std::pair{"op", &r.op}, {"solver", &r.solver}, {"config", &r.config}, {"key", &r.key}}) {
+    if (text->empty()) continue;
+    args += ',';
+    args += field(name, std::string_view(*text));
+  }
+  if (r.bytes != 0) {
+    args += ',';
+    args += field("bytes", r.bytes);
+  }
+  return args;
+}
+
+std::string tune_args(const Record& r) {
+  std::string args;
+  for (const auto& [name, text] : {std::pair{"device", &r.device},
+                                   {"key", &r.key},
+                                   {"solver", &r.solver},
+                                   {"config", &r.config},
+                                   {"source", &r.source}}) {
+    args += field(name, std::string_view(*text));
+    args += ',';
+  }
+  args += field("hit", std::string(r.hit ? "true" : "false"));
+  return args;
+}
+
+std::string memory_args(const Record& r) {
+  std::string args = field("device", std::string_view(r.device));
+  args += ',';
+  args += field("bytes", r.bytes);
+  return args;
+}
+
+bool is_copy(const std::string& name) { return name.starts_with("copy_") || name == "memset"; }
+
+}  // namespace
+
+std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t dropped) {
+  Writer w(records);
+  std::map<std::string, int> device_pids;  // in order of first appearance, pid 1 upwards
+  auto pid_of = [&](const std::string& device) {
+    auto [it, fresh] = device_pids.emplace(device, static_cast<int>(device_pids.size()) + 1);
+    if (fresh) w.metadata("process_name", it->second, 0, "device " + device);
+    return it->second;
+  };
+  std::map<std::pair<int, std::uint64_t>, bool> named_threads;
+  auto name_thread = [&](int pid, std::uint64_t tid) {
+    if (!named_threads.emplace(std::pair{pid, tid}, true).second) return;
+    w.metadata("thread_name", pid, tid, (pid == kHostPid ? "host thread " : "stream ") + std::to_string(tid));
+  };
+  w.metadata("process_name", kHostPid, 0, "host");
+  for (const Record& r : records) {
+    switch (r.kind) {
+      case Kind::op:
+        name_thread(kHostPid, r.thread);
+        w.span(r, kHostPid, r.thread, r.name, "op", op_args(r));
+        break;
+      case Kind::launch:
+        name_thread(kHostPid, r.thread);
+        w.span(r, kHostPid, r.thread, r.name, "launch", op_args(r));
+        if (r.flow != 0) w.flow('s', r.flow, r.start_ns + r.dur_ns / 2, kHostPid, r.thread);
+        break;
+      case Kind::device: {
+        const int pid = pid_of(r.device);
+        name_thread(pid, r.stream);
+        w.span(r, pid, r.stream, r.name, is_copy(r.name) ? "copy" : "kernel", op_args(r));
+        if (r.flow != 0) w.flow('f', r.flow, r.start_ns, pid, r.stream);
+        break;
+      }
+      case Kind::tune:
+        name_thread(kHostPid, r.thread);
+        w.span(r, kHostPid, r.thread, r.name, "tune", tune_args(r));
+        break;
+      case Kind::alloc:
+      case Kind::free:
+        name_thread(kHostPid, r.thread);
+        w.instant(r, memory_args(r));
+        w.counter(r, pid_of(r.device));
+        break;
+    }
+  }
+  return w.finish(dropped);
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<Record>& records, std::uint64_t dropped) {
+  write_file_atomically(path, chrome_trace_json(records, dropped), "the trace");
+}
+
+}  // namespace galley::profile

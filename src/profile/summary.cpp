@@ -1,0 +1,214 @@
+// Trace summary: op and solver table from the spans' args, per-stream busy time and gaps.
+#include "profile/summary.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <utility>
+
+#include "galley/core/error.hpp"
+
+namespace galley::profile {
+namespace {
+
+// A stream whose device is idle more than this share of the time is limited by the host's
+// launches (or by synchronisation), not by its kernels.
+constexpr double kLaunchBoundGapShare = 0.5;
+
+struct Span {
+  double ts = 0, dur = 0;
+  std::string name, cat, op, solver;
+};
+
+[[noreturn]] void corrupt(const std::string& what) {
+  throw Error(Status::corrupt_data, "not a Galley trace: " + what);
+}
+
+std::string text_arg(const nlohmann::json& event, const char* name) {
+  const auto args = event.find("args");
+  if (args == event.end() || !args->is_object()) return {};
+  const auto value = args->find(name);
+  return value != args->end() && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+Span span_of(const nlohmann::json& event) {
+  Span s;
+  if (!event.contains("ts") || !event["ts"].is_number() || !event.contains("dur") ||
+      !event["dur"].is_number())
+    corrupt("an \"X\" event without numeric ts and dur: " + event.dump().substr(0, 200));
+  s.ts = event["ts"].get<double>();
+  s.dur = event["dur"].get<double>();
+  s.name = event.value("name", "");
+  s.cat = event.value("cat", "");
+  s.op = text_arg(event, "op");
+  s.solver = text_arg(event, "solver");
+  return s;
+}
+
+// The spans of one track with nested ones removed (an inner span is inside its outer one).
+std::vector<Span> top_level(std::vector<Span> spans) {
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+  std::vector<Span> out;
+  double end = -1e300;
+  for (Span& s : spans) {
+    if (s.ts < end) {
+      // Nested, or overlapping through rounding: extend the outer span to keep the union exact.
+      if (s.ts + s.dur > end) {
+        out.back().dur = s.ts + s.dur - out.back().ts;
+        end = s.ts + s.dur;
+      }
+      continue;
+    }
+    end = s.ts + s.dur;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string host_during(const std::vector<Span>& host, double from, double to) {
+  const Span* best = nullptr;
+  double best_overlap = 0;
+  for (const Span& h : host) {
+    const double overlap = std::min(to, h.ts + h.dur) - std::max(from, h.ts);
+    // Prefer the innermost (shortest) span among equal overlaps: it says most about the host.
+    if (overlap > best_overlap || (best != nullptr && overlap == best_overlap && h.dur < best->dur)) {
+      best = &h;
+      best_overlap = overlap;
+    }
+  }
+  return best == nullptr ? "idle" : best->cat + ": " + best->name;
+}
+
+}  // namespace
+
+TraceSummary summarize_trace(const std::string& json_text) {
+  nlohmann::json trace;
+  try {
+    trace = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(std::string("invalid JSON: ") + e.what());
+  }
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+    corrupt("no \"traceEvents\" array");
+  TraceSummary summary;
+  if (trace.contains("otherData") && trace["otherData"].is_object())
+    summary.dropped = trace["otherData"].value("dropped_records", std::uint64_t{0});
+
+  std::map<std::pair<std::string, std::uint64_t>, std::vector<Span>> device_tracks;  // (device, stream)
+  std::vector<Span> host;
+  std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, double>> op_host;  // calls, us
+  for (const auto& event : trace["traceEvents"]) {
+    if (!event.is_object()) corrupt("an event that is not an object");
+    if (event.value("ph", "") != "X") continue;
+    const std::int64_t pid = event.value("pid", std::int64_t{-1});
+    Span s = span_of(event);
+    if (pid == 0) {
+      if (s.cat == "op") {
+        auto& row = op_host[{s.name, s.solver}];
+        row.first += 1;
+        row.second += s.dur;
+      }
+      host.push_back(std::move(s));
+    } else {
+      const auto args = event.find("args");
+      const std::uint64_t stream =
+          args != event.end() && args->is_object() ? args->value("stream", std::uint64_t{0}) : 0;
+      device_tracks[{text_arg(event, "device"), stream}].push_back(std::move(s));
+    }
+  }
+
+  std::map<std::pair<std::string, std::string>, OpSummary> ops;
+  for (auto& [track, spans] : device_tracks) {
+    const std::vector<Span> top = top_level(std::move(spans));
+    if (top.empty()) continue;
+    StreamSummary st;
+    st.device = track.first;
+    st.stream = track.second;
+    st.spans = top.size();
+    st.total_us = top.back().ts + top.back().dur - top.front().ts;
+    std::vector<GapSummary> gaps;
+    for (std::size_t i = 0; i < top.size(); ++i) {
+      const Span& s = top[i];
+      st.kernel_us += s.dur;
+      const bool in_op = !s.op.empty();
+      OpSummary& row = ops[{in_op ? s.op : "-", in_op && !s.solver.empty() ? s.solver : s.name}];
+      row.device_us += s.dur;
+      row.calls += 1;  // replaced by the op span count below where there is one
+      if (i + 1 < top.size()) {
+        const double gap = top[i + 1].ts - (s.ts + s.dur);
+        if (gap > 0) gaps.push_back({s.ts + s.dur, gap, {}});
+      }
+    }
+    st.gap_us = std::max(0.0, st.total_us - st.kernel_us);
+    st.gap_share = st.total_us > 0 ? st.gap_us / st.total_us : 0;
+    std::sort(gaps.begin(), gaps.end(),
+              [](const GapSummary& a, const GapSummary& b) { return a.dur_us > b.dur_us; });
+    if (gaps.size() > kLargestGaps) gaps.resize(kLargestGaps);
+    for (GapSummary& g : gaps) g.host = host_during(host, g.start_us, g.start_us + g.dur_us);
+    st.largest_gaps = std::move(gaps);
+    if (st.gap_share > kLaunchBoundGapShare && st.spans > 1) {
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "launch-bound: the device is idle %.0f%% of the time between its spans; fewer, larger "
+                    "launches or a captured graph would help",
+                    100 * st.gap_share);
+      st.hint = text;
+    }
+    summary.device_us += st.kernel_us;
+    summary.streams.push_back(std::move(st));
+  }
+  for (const auto& [key, calls_us] : op_host) {
+    OpSummary& row = ops[key];
+    row.calls = calls_us.first;
+    row.host_us = calls_us.second;
+  }
+  for (auto& [key, row] : ops) {
+    row.op = key.first;
+    row.solver = key.second;
+    row.mean_us = row.calls > 0 ? row.device_us / static_cast<double>(row.calls) : 0;
+    row.share = summary.device_us > 0 ? row.device_us / summary.device_us : 0;
+    summary.ops.push_back(row);
+  }
+  std::stable_sort(summary.ops.begin(), summary.ops.end(),
+                   [](const OpSummary& a, const OpSummary& b) { return a.device_us > b.device_us; });
+  return summary;
+}
+
+std::string format_summary(const TraceSummary& summary) {
+  std::string out;
+  char line[512];
+  auto ms = [](double us) { return us / 1000.0; };
+  std::snprintf(line, sizeof line, "%-22s %-34s %8s %12s %12s %7s %12s\n", "op", "solver", "calls",
+                "device ms", "mean us", "share", "host ms");
+  out += line;
+  for (const OpSummary& r : summary.ops) {
+    std::snprintf(line, sizeof line, "%-22s %-34s %8llu %12.3f %12.2f %6.1f%% %12.3f\n", r.op.c_str(),
+                  r.solver.c_str(), static_cast<unsigned long long>(r.calls), ms(r.device_us), r.mean_us,
+                  100 * r.share, ms(r.host_us));
+    out += line;
+  }
+  out += "\n";
+  for (const StreamSummary& s : summary.streams) {
+    std::snprintf(line, sizeof line,
+                  "%s stream %llu: T_total %.3f ms = sum(T_kernel) %.3f ms + sum(T_gap) %.3f ms "
+                  "(gap share %.1f%%, %llu spans)\n",
+                  s.device.c_str(), static_cast<unsigned long long>(s.stream), ms(s.total_us),
+                  ms(s.kernel_us), ms(s.gap_us), 100 * s.gap_share, static_cast<unsigned long long>(s.spans));
+    out += line;
+    for (const GapSummary& g : s.largest_gaps) {
+      std::snprintf(line, sizeof line, "  gap %10.2f us at %.3f ms; host: %s\n", g.dur_us, ms(g.start_us),
+                    g.host.c_str());
+      out += line;
+    }
+    if (!s.hint.empty()) out += "  hint: " + s.hint + "\n";
+  }
+  if (summary.dropped != 0) {
+    out += "warning: the tracer was full and dropped " + std::to_string(summary.dropped) +
+           " records; the trace and these sums are incomplete\n";
+  }
+  return out;
+}
+
+}  // namespace galley::profile

@@ -1,0 +1,61 @@
+// The summary of a Chrome trace written by this layer: where device time went per op and solver,
+// and per stream how much of the wall time the device was busy (T_total = sum(T_kernel) +
+// sum(T_gap)), with the largest gaps and what the host was doing during them.
+//
+// It reads the trace file rather than the live records, so `galley prof --summary` describes
+// exactly the trace it wrote, and a trace from another run can be summarised again. Device spans
+// nested inside another span of their stream (a copy enqueued from inside a launch) are counted
+// once, as part of the outer span, so no time is counted twice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace galley::profile {
+
+struct OpSummary {
+  std::string op;           ///< the dispatch entry point; "-" for work launched outside one (copies)
+  std::string solver;       ///< the solver, or the launch's name outside an op
+  std::uint64_t calls = 0;  ///< op spans; device spans where the work had no op span
+  double device_us = 0;     ///< total device time
+  double mean_us = 0;       ///< device_us / calls
+  double share = 0;         ///< of all device time in the trace, 0..1
+  double host_us = 0;       ///< total host API time of the op spans
+};
+
+struct GapSummary {
+  double start_us = 0;  ///< trace time
+  double dur_us = 0;
+  std::string host;  ///< the host span overlapping the gap most ("op: name", "launch: name"), or "idle"
+};
+
+struct StreamSummary {
+  std::string device;
+  std::uint64_t stream = 0;
+  std::uint64_t spans = 0;               ///< top-level device spans
+  double total_us = 0;                   ///< first start to last end
+  double kernel_us = 0;                  ///< sum of the top-level spans
+  double gap_us = 0;                     ///< total_us - kernel_us: the device idle between them
+  double gap_share = 0;                  ///< gap_us / total_us
+  std::vector<GapSummary> largest_gaps;  ///< the longest first, at most kLargestGaps
+  std::string hint;                      ///< "launch-bound: ..." when gaps dominate; empty otherwise
+};
+
+struct TraceSummary {
+  std::vector<OpSummary> ops;  ///< by device time, largest first
+  std::vector<StreamSummary> streams;
+  double device_us = 0;       ///< all top-level device spans
+  std::uint64_t dropped = 0;  ///< records the tracer dropped (the trace is incomplete when > 0)
+};
+
+inline constexpr std::size_t kLargestGaps = 5;
+
+/// Parses a trace written by write_chrome_trace. Throws Error(corrupt_data) naming what is wrong
+/// when the text is not such a trace.
+TraceSummary summarize_trace(const std::string& json_text);
+
+/// The summary as text tables for a terminal.
+std::string format_summary(const TraceSummary& summary);
+
+}  // namespace galley::profile

@@ -1,0 +1,217 @@
+// Per-thread record buffers under a process-wide bound; the op context of each thread.
+#include "profile/tracer.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+namespace galley::profile {
+
+namespace detail {
+std::atomic<bool> g_enabled{false};
+}  // namespace detail
+
+namespace {
+
+// Records per chunk of a thread's buffer: a full chunk is never moved or copied (a growing vector
+// of records would move all of them at each doubling).
+constexpr std::size_t kChunkRecords = 1024;
+
+// A thread's records. The recording thread takes `mutex` for each record; only collect() and
+// clear() contend for it.
+struct ThreadBuffer {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Record[]>> chunks;
+  std::size_t size = 0;  // records held; chunks beyond size / kChunkRecords are spare
+  std::uint32_t thread = 0;
+
+  void push(Record&& r) {
+    const std::size_t chunk = size / kChunkRecords;
+    if (chunk == chunks.size()) chunks.push_back(std::make_unique<Record[]>(kChunkRecords));
+    chunks[chunk][size % kChunkRecords] = std::move(r);
+    ++size;
+  }
+  template <class Visit>
+  void for_each(Visit&& visit) const {
+    for (std::size_t i = 0; i < size; ++i) visit(chunks[i / kChunkRecords][i % kChunkRecords]);
+  }
+};
+
+struct Buffers {
+  std::mutex mutex;  // guards `all`; taken once per thread, at its first record
+  std::vector<std::shared_ptr<ThreadBuffer>> all;
+  std::atomic<std::size_t> held{0};
+  std::atomic<std::uint64_t> dropped{0};
+  std::atomic<std::size_t> capacity{kDefaultCapacity};
+  std::atomic<std::uint64_t> next_flow{0};
+  std::atomic<FlushHook> flush_hook{nullptr};
+};
+
+Buffers& buffers() {
+  // Never destroyed: threads and atexit handlers may record or collect during static destruction.
+  static Buffers& instance = *std::make_unique<Buffers>().release();
+  return instance;
+}
+
+// The buffer outlives its thread (the registry holds it too), so a pool worker's records stay
+// collectable after the pool is gone.
+ThreadBuffer& this_thread_buffer() {
+  thread_local std::shared_ptr<ThreadBuffer> buffer = [] {
+    auto fresh = std::make_shared<ThreadBuffer>();
+    Buffers& b = buffers();
+    std::lock_guard lock(b.mutex);
+    b.all.push_back(fresh);
+    fresh->thread = static_cast<std::uint32_t>(b.all.size());
+    return fresh;
+  }();
+  return *buffer;
+}
+
+thread_local const Record* t_current_op = nullptr;
+// The tuner's last pick on this thread, for the op span that runs it.
+thread_local std::string t_picked_solver;
+thread_local std::string t_picked_config;
+
+}  // namespace
+
+const char* to_string(Kind kind) noexcept {
+  switch (kind) {
+    case Kind::op:
+      return "op";
+    case Kind::launch:
+      return "launch";
+    case Kind::device:
+      return "device";
+    case Kind::tune:
+      return "tune";
+    case Kind::alloc:
+      return "alloc";
+    case Kind::free:
+      return "free";
+  }
+  return "?";
+}
+
+void record(Record r) noexcept {
+  Buffers& b = buffers();
+  // Reserve a slot first, so concurrent recorders never hold more than the capacity together.
+  if (b.held.fetch_add(1, std::memory_order_relaxed) >= b.capacity.load(std::memory_order_relaxed)) {
+    b.held.fetch_sub(1, std::memory_order_relaxed);
+    b.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    ThreadBuffer& mine = this_thread_buffer();
+    r.thread = mine.thread;
+    std::lock_guard lock(mine.mutex);
+    mine.push(std::move(r));
+  } catch (...) {
+    b.held.fetch_sub(1, std::memory_order_relaxed);
+    b.dropped.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+std::uint64_t next_flow_id() noexcept {
+  return buffers().next_flow.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+void set_enabled(bool on) noexcept { detail::g_enabled.store(on, std::memory_order_relaxed); }
+
+void set_capacity(std::size_t records) noexcept {
+  buffers().capacity.store(records, std::memory_order_relaxed);
+}
+
+std::size_t capacity() noexcept { return buffers().capacity.load(std::memory_order_relaxed); }
+
+std::vector<Record> collect() {
+  flush();
+  Buffers& b = buffers();
+  std::vector<std::shared_ptr<ThreadBuffer>> all;
+  {
+    std::lock_guard lock(b.mutex);
+    all = b.all;
+  }
+  std::vector<Record> out;
+  for (const auto& buffer : all) {
+    std::lock_guard lock(buffer->mutex);
+    buffer->for_each([&](const Record& r) { out.push_back(r); });
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Record& a, const Record& b) { return a.start_ns < b.start_ns; });
+  return out;
+}
+
+void count_dropped(std::uint64_t records) noexcept {
+  buffers().dropped.fetch_add(records, std::memory_order_relaxed);
+}
+
+std::uint64_t dropped() noexcept { return buffers().dropped.load(std::memory_order_relaxed); }
+
+void clear() noexcept {
+  Buffers& b = buffers();
+  std::lock_guard lock(b.mutex);
+  for (const auto& buffer : b.all) {
+    std::lock_guard buffer_lock(buffer->mutex);
+    b.held.fetch_sub(buffer->size, std::memory_order_relaxed);
+    buffer->size = 0;
+    buffer->chunks.clear();
+  }
+  b.dropped.store(0, std::memory_order_relaxed);
+}
+
+void set_flush_hook(FlushHook hook) noexcept { buffers().flush_hook.store(hook, std::memory_order_release); }
+
+void flush() noexcept {
+  if (FlushHook hook = buffers().flush_hook.load(std::memory_order_acquire); hook != nullptr) hook();
+}
+
+const Record* current_op() noexcept { return t_current_op; }
+
+void OpScope::begin(OpInfo info) {
+  active_ = true;
+  record_.kind = Kind::op;
+  record_.start_ns = now_ns();
+  record_.name = std::move(info.name);
+  record_.device = std::move(info.device);
+  record_.stream = info.stream;
+  record_.key = std::move(info.key);
+  outer_ = t_current_op;
+  t_current_op = &record_;
+}
+
+void OpScope::set_solver_slow(std::string_view solver) {
+  record_.solver = std::string(solver);
+  if (t_picked_solver == solver) record_.config = t_picked_config;
+  t_picked_solver.clear();
+  t_picked_config.clear();
+}
+
+void OpScope::end() noexcept {
+  t_current_op = outer_;
+  record_.dur_ns = now_ns() - record_.start_ns;
+  record(std::move(record_));
+}
+
+void record_tune(std::int64_t started_ns, std::string device, std::string key, std::string_view solver,
+                 std::string config, std::string source, bool hit) noexcept {
+  try {
+    t_picked_solver = std::string(solver);
+    t_picked_config = config;
+    Record r;
+    r.kind = Kind::tune;
+    r.start_ns = started_ns;
+    r.dur_ns = now_ns() - started_ns;
+    r.name = "tuner.pick";
+    r.device = std::move(device);
+    r.key = std::move(key);
+    r.solver = std::string(solver);
+    r.config = std::move(config);
+    r.source = std::move(source);
+    r.hit = hit;
+    record(std::move(r));
+  } catch (...) {
+    // A trace is never worth failing the op for; the string copies are all that can throw.
+  }
+}
+
+}  // namespace galley::profile

@@ -1,0 +1,141 @@
+// The tracer: every layer's hooks record into it; `galley prof` and GALLEY_PROFILE read it out.
+//
+// Off by default. Each hook first calls enabled(), one relaxed atomic load, and does nothing else
+// while tracing is off, so a build with the hooks compiled in pays that load per op, launch, copy
+// and allocation. While on, records go to the recording thread's own buffer (its mutex is only
+// ever contended by a reader collecting), and a process-wide bound on the number of records held
+// turns a full tracer into counted drops instead of unbounded memory.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace galley::profile {
+
+namespace detail {
+extern std::atomic<bool> g_enabled;
+}  // namespace detail
+
+/// True while tracing is on. The hooks' only cost when it is off.
+inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+/// Nanoseconds on the steady clock; every record's timestamps use it.
+inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+enum class Kind : std::uint8_t {
+  op,      ///< host: one dispatch call, validation to enqueue (the host API time)
+  launch,  ///< host: one Stream::launch (a solver's enqueue, a copy, a memset)
+  device,  ///< device: the launched work's execution, between events recorded around it
+  tune,    ///< host: the tuner's pick for one call (cache or find-db hit, or tuning)
+  alloc,   ///< host instant: a caching-allocator allocation, with the device's bytes after it
+  free,    ///< host instant: a caching-allocator free, with the device's bytes after it
+};
+const char* to_string(Kind kind) noexcept;
+
+/// One traced event. Fields a kind does not use stay empty or zero.
+struct Record {
+  Kind kind = Kind::op;
+  std::int64_t start_ns = 0;   ///< steady clock (now_ns())
+  std::int64_t dur_ns = 0;     ///< 0 for instants and counters
+  std::string name;            ///< op entry point, launch name (the solver's name, "copy_h2d", ...)
+  std::string device;          ///< "cpu", "cuda:0"
+  std::uint64_t stream = 0;    ///< Stream::id(); 0: none
+  std::uint32_t thread = 0;    ///< host thread index (1 = the first thread that recorded)
+  std::uint64_t flow = 0;      ///< links a launch to its device span; 0: none
+  std::uint64_t bytes = 0;     ///< copies, memsets, allocations
+  std::string op;              ///< launches and device spans: the dispatch op active on the thread
+  std::string solver;          ///< ops, tuner picks
+  std::string config;          ///< the solver's inner choice as text; empty: none or its default
+  std::string key;             ///< problem key
+  std::string source;          ///< tune: "cache", "user find-db", "tuned", ...
+  bool hit = false;            ///< tune: a stored result was used
+  std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
+  std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
+};
+
+/// Stores `record` in the calling thread's buffer, stamping its thread index; counts a drop when
+/// the tracer holds its capacity already. Never throws (a failed allocation is a drop too).
+void record(Record record) noexcept;
+
+/// A fresh flow id (launch -> device span), unique for the process.
+std::uint64_t next_flow_id() noexcept;
+
+/// Turns tracing on or off. Records already held are kept.
+void set_enabled(bool on) noexcept;
+/// Most records held at once (all threads together); later ones are dropped and counted.
+void set_capacity(std::size_t records) noexcept;
+std::size_t capacity() noexcept;
+inline constexpr std::size_t kDefaultCapacity = std::size_t{1} << 20;
+
+/// Every record held, ordered by start time. Threads may keep recording meanwhile.
+std::vector<Record> collect();
+/// Counts `records` lost without being stored (a device span whose events never completed).
+void count_dropped(std::uint64_t records) noexcept;
+/// Records dropped because the tracer was full, since the last clear().
+std::uint64_t dropped() noexcept;
+/// Forgets every record and the drop count.
+void clear() noexcept;
+
+/// Work a lower layer cannot do itself before records are collected: the runtime resolves device
+/// spans whose events completed (it holds the events; this layer sits below it). Set once.
+using FlushHook = void (*)() noexcept;
+void set_flush_hook(FlushHook hook) noexcept;
+/// Runs the flush hook, if one is set.
+void flush() noexcept;
+
+/// What an op span describes; built only while tracing is on (see OpScope).
+struct OpInfo {
+  std::string name;
+  std::string device;
+  std::uint64_t stream = 0;
+  std::string key;
+};
+
+/// The dispatch op the calling thread is inside, or null. Launches and device spans are named
+/// after it.
+const Record* current_op() noexcept;
+
+/// Records one op span (Kind::op) around a dispatch call: from construction to destruction, with
+/// the solver set once it is chosen. `describe` (returning OpInfo) runs only while tracing is on,
+/// so the problem key is built only then.
+class OpScope {
+ public:
+  template <class Describe>
+  explicit OpScope(Describe&& describe) {
+    if (enabled()) begin(describe());
+  }
+  ~OpScope() {
+    if (active_) end();
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+  /// The solver that runs; its config is the one the tuner last picked on this thread for it.
+  void set_solver(std::string_view solver) {
+    if (active_) set_solver_slow(solver);
+  }
+
+ private:
+  void begin(OpInfo info);
+  void set_solver_slow(std::string_view solver);
+  void end() noexcept;
+
+  bool active_ = false;
+  Record record_;
+  const Record* outer_ = nullptr;
+};
+
+/// Records the tuner's pick (Kind::tune) for the op about to run on this thread; `started_ns` is
+/// now_ns() taken before picking. Also remembers the pick's config for the OpScope of that op.
+void record_tune(std::int64_t started_ns, std::string device, std::string key, std::string_view solver,
+                 std::string config, std::string source, bool hit) noexcept;
+
+}  // namespace galley::profile
