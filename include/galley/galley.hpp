@@ -1,14 +1,25 @@
 // Everything a Galley user needs, in one include: devices and streams, device memory,
-// tensors, the ops, and the tuner.
+// tensors, the ops, the tuner, and networks (graph building, ONNX import, the executor).
 #pragma once
 
 #include "galley/core/dtype.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/version.hpp"
 #include "galley/dnn/conv_problem.hpp"
+#include "galley/dnn/activation.hpp"
 #include "galley/dnn/convolution.hpp"
+#include "galley/dnn/data_movement.hpp"
+#include "galley/dnn/eltwise.hpp"
+#include "galley/dnn/gemm.hpp"
+#include "galley/dnn/normalization.hpp"
+#include "galley/dnn/pool.hpp"
+#include "galley/dnn/reduce.hpp"
+#include "galley/dnn/softmax.hpp"
 #include "galley/memory/buffer.hpp"
 #include "galley/memory/device_memory.hpp"
+#include "galley/model/builder.hpp"
+#include "galley/model/executor.hpp"
+#include "galley/model/onnx.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 #include "galley/tensor.hpp"
