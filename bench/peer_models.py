@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""PyTorch peer for `galley run --model NAME`: torchvision's network of the same name (random
+weights, inference mode), timed eagerly and replaying one CUDA graph, images/s from the median of
+timed iterations after warm-up, and the peak memory PyTorch's allocator reports.
+
+  python3 bench/peer_models.py --model resnet50 --batch 32 [--dtype f32] [--layout nchw] [--json out.json]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    parser.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    import torch
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
+    model = getattr(torchvision.models, args.model)(weights=None).eval().cuda().to(dtype).to(memory_format=fmt)
+    x = torch.randn(args.batch, 3, args.size, args.size, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = {"model": args.model, "batch": args.batch, "dtype": args.dtype, "layout": args.layout, "torch": torch.__version__}
+    with torch.inference_mode():
+        for _ in range(5):
+            model(x)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(args.iters):
+            start.record()
+            model(x)
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        out["eager_ms"] = statistics.median(times)
+        out["peak_bytes"] = torch.cuda.max_memory_allocated()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(x)
+        times = []
+        for _ in range(args.iters):
+            start.record()
+            graph.replay()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        out["graph_ms"] = statistics.median(times)
+    out["eager_images_per_s"] = args.batch * 1000 / out["eager_ms"]
+    out["graph_images_per_s"] = args.batch * 1000 / out["graph_ms"]
+    print(json.dumps(out))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
