@@ -4,7 +4,7 @@
 // the median per-call time of each mode and the median of the per-round on/off ratios; then the
 // cost of one off-hook (a relaxed load and a branch) against the calls it guards.
 //
-//   profile_overhead [--file bench/profile_overhead_problems.txt] [--rounds 21] [--calls 200]
+//   profile_overhead [--file bench/profile_overhead_problems.txt] [--device cpu|cuda:0] [--rounds 21] [--calls 200]
 //
 // The find-db is used as usual (GALLEY_CACHE_DIR): run `galley tune --file ...` first, or the first
 // call of each problem tunes it (outside the timed rounds either way).
@@ -22,6 +22,7 @@
 #include "galley/dnn/convolution.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "galley/tensor.hpp"
 #include "profile/tracer.hpp"
 
 namespace {
@@ -37,21 +38,29 @@ double median(std::vector<double> v) {
 
 struct Workload {
   ConvProblem problem;
-  std::vector<std::byte> a, b, out;
+  galley::Tensor a, b, out;  // on the device timed
 };
 
 void call(galley::runtime::Stream& stream, Workload& w) {
   switch (w.problem.direction) {
     case ConvDirection::forward:
-      galley::dnn::convolution_forward(stream, w.problem, w.a.data(), w.b.data(), w.out.data());
+      galley::dnn::convolution_forward(stream, w.problem, w.a, w.b, w.out);
       break;
     case ConvDirection::backward_data:
-      galley::dnn::convolution_backward_data(stream, w.problem, w.a.data(), w.b.data(), w.out.data());
+      galley::dnn::convolution_backward_data(stream, w.problem, w.a, w.b, w.out);
       break;
     case ConvDirection::backward_weights:
-      galley::dnn::convolution_backward_weights(stream, w.problem, w.a.data(), w.b.data(), w.out.data());
+      galley::dnn::convolution_backward_weights(stream, w.problem, w.a, w.b, w.out);
       break;
   }
+}
+
+galley::Tensor random_on_device(galley::runtime::Stream& stream, const galley::dnn::TensorDesc& desc,
+                                std::uint64_t seed) {
+  galley::Tensor t = galley::Tensor::empty(stream, desc);
+  const std::vector<std::byte> host = galley::dnn::random_tensor(desc.dtype, desc.elements(), seed);
+  t.copy_from_host(stream, host.data(), host.size());
+  return t;
 }
 
 // Microseconds per call of `calls` back-to-back calls and one synchronize.
@@ -66,6 +75,7 @@ double time_batch(galley::runtime::Stream& stream, Workload& w, int calls) {
 
 int main(int argc, char** argv) {
   std::string file = "bench/profile_overhead_problems.txt";
+  std::string device = "cpu";
   int rounds = 21, calls = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -75,31 +85,33 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[i + 1]);
     else if (flag == "--calls")
       calls = std::atoi(argv[i + 1]);
+    else if (flag == "--device")
+      device = argv[i + 1];
   }
   std::ifstream in(file);
   if (!in) {
     std::fprintf(stderr, "cannot read %s\n", file.c_str());
     return 1;
   }
-  galley::runtime::Stream stream(galley::runtime::device("cpu"));
+  galley::runtime::Stream stream(galley::runtime::device(device));
   std::vector<Workload> workloads;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line.front() == '#') continue;
-    Workload w{ConvProblem::parse_driver_line(line), {}, {}, {}};
+    Workload w{ConvProblem::parse_driver_line(line)};
     const auto& p = w.problem;
     const auto x = p.x_desc(), wd = p.w_desc(), y = p.y_desc();
     const auto first = p.direction == ConvDirection::backward_data ? y : x;
     const auto second = p.direction == ConvDirection::backward_weights ? y : wd;
     const auto result =
         p.direction == ConvDirection::forward ? y : (p.direction == ConvDirection::backward_data ? x : wd);
-    w.a = galley::dnn::random_tensor(p.dtype, first.elements(), 1);
-    w.b = galley::dnn::random_tensor(p.dtype, second.elements(), 2);
-    w.out.resize(result.bytes());
+    w.a = random_on_device(stream, first, 1);
+    w.b = random_on_device(stream, second, 2);
+    w.out = galley::Tensor::empty(stream, result);
     call(stream, w);  // tunes or loads the pick, and warms the caches
     stream.synchronize();
     workloads.push_back(std::move(w));
   }
-  std::printf("%-66s %10s %10s %9s\n", "problem (cpu)", "off us", "on us", "on/off");
+  std::printf("%-66s %10s %10s %9s\n", ("problem (" + device + ")").c_str(), "off us", "on us", "on/off");
   std::vector<double> all_ratios;
   for (Workload& w : workloads) {
     // Enough calls per batch for ~20 ms, so one batch outlasts a scheduler time slice.

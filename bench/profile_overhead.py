@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Overhead of the profiler: `galley bench conv --file LIST` with tracing off and on.
+"""Overhead of the profiler: `galley bench conv --file LIST` (or `galley run --model NAME`) with
+tracing off and on.
 
 Runs the same binary alternately without and with GALLEY_PROFILE (and, with --baseline, a build
 without the profiler's hooks, for the cost of the hooks while tracing is off), REPEATS times each,
@@ -13,6 +14,8 @@ process with tracing switched per round, the figure to trust for on versus off.
 
   python3 bench/profile_overhead.py --galley build/cpu/bin/galley --device cpu \
       --file bench/profile_overhead_problems.txt --repeats 5 [--baseline /path/to/old/galley]
+  python3 bench/profile_overhead.py --galley bin/galley --device cuda:0 --model resnet50 --batch 32
+With --model, the per-call time is the run's median milliseconds per iteration (one row).
 """
 import argparse
 import json
@@ -34,6 +37,8 @@ def run(galley, args, env_extra):
     wall = time.perf_counter() - start
     doc = json.loads(out)
     per_problem = {}
+    if "median_ms" in doc:  # galley run
+        return {f"run {doc.get('model') or 'model'} batch {doc['batch']}": doc["median_ms"]}, wall
     for p in doc["problems"]:
         best = min(r["ms"] for r in p["results"])
         per_problem[p["key"]] = best
@@ -44,12 +49,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--galley", required=True)
     ap.add_argument("--baseline", help="a galley binary built without the profiler's hooks")
-    ap.add_argument("--file", required=True)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--file", help="conv problem list for galley bench conv")
+    what.add_argument("--model", help="a network of galley run --model")
+    ap.add_argument("--batch", type=int, default=1, help="--model's batch")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
     opts = ap.parse_args()
-    args = ["bench", "conv", "--file", opts.file, "--device", opts.device, "--json", "-i", str(opts.iterations)]
+    if opts.model:
+        args = ["run", "--model", opts.model, "--batch", str(opts.batch), "--device", opts.device, "--json",
+                "--iters", str(opts.iterations)]
+    else:
+        args = ["bench", "conv", "--file", opts.file, "--device", opts.device, "--json", "-i", str(opts.iterations)]
     trace = os.path.join(tempfile.mkdtemp(prefix="galley-prof-overhead-"), "trace.json")
     modes = [("off", opts.galley, {}), ("on", opts.galley, {"GALLEY_PROFILE": trace})]
     if opts.baseline:
