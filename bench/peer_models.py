@@ -3,7 +3,10 @@
 weights, inference mode), timed eagerly and replaying one CUDA graph, images/s from the median of
 timed iterations after warm-up, and the peak memory PyTorch's allocator reports.
 
-  python3 bench/peer_models.py --model resnet50 --batch 32 [--dtype f32] [--layout nchw] [--json out.json]
+  python3 bench/peer_models.py --model resnet50 --batch 32 [--dtype f32] [--layout nchw] [--compile] [--json out.json]
+
+--compile adds torch.compile(mode="reduce-overhead") (Inductor's kernels replayed as CUDA graphs),
+timed after its compilation and warm-up, as compile_ms / compile_images_per_s.
 """
 import argparse
 import json
@@ -19,6 +22,7 @@ def main():
     parser.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
     parser.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--compile", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
@@ -64,6 +68,20 @@ def main():
             stop.synchronize()
             times.append(start.elapsed_time(stop))
         out["graph_ms"] = statistics.median(times)
+        if args.compile:
+            compiled = torch.compile(model, mode="reduce-overhead")
+            for _ in range(5):
+                compiled(x)
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(args.iters):
+                start.record()
+                compiled(x)
+                stop.record()
+                stop.synchronize()
+                times.append(start.elapsed_time(stop))
+            out["compile_ms"] = statistics.median(times)
+            out["compile_images_per_s"] = args.batch * 1000 / out["compile_ms"]
     out["eager_images_per_s"] = args.batch * 1000 / out["eager_ms"]
     out["graph_images_per_s"] = args.batch * 1000 / out["graph_ms"]
     print(json.dumps(out))
