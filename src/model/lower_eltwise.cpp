@@ -11,7 +11,8 @@ LoweredNode binary(const LoweringContext& ctx, dnn::EltwiseOp op) {
   dnn::EltwiseProblem p{.op = op,
                         .a = std::vector<std::int64_t>(a.dims.begin(), a.dims.begin() + a.rank),
                         .b = std::vector<std::int64_t>(b.dims.begin(), b.dims.begin() + b.rank),
-                        .dtype = a.dtype};
+                        .dtype = a.dtype,
+                        .layout = a.rank == 4 && b.rank == 4 ? node_layout(ctx.node) : dnn::Layout::nchw};
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.dst_desc());

@@ -65,4 +65,17 @@ const Lowering* find_lowering(const std::string& op_type);
 /// The DType of a graph element type, or nothing for types without device storage.
 std::optional<DType> device_dtype(ElemType type);
 
+/// The memory order of a node's rank-4 inputs and outputs: NHWC when the layout pass marked the
+/// node with "galley.layout" = "NHWC" (passes.hpp), else NCHW (row-major, as ONNX gives them).
+inline dnn::Layout node_layout(const Node& node) {
+  return node.string_attr("galley.layout", "NCHW") == "NHWC" ? dnn::Layout::nhwc : dnn::Layout::nchw;
+}
+
+/// A row-major descriptor as the node stores it: packed NHWC when the node runs NHWC and it has
+/// rank 4, else unchanged.
+inline dnn::TensorDesc in_node_layout(const Node& node, const dnn::TensorDesc& desc) {
+  if (node_layout(node) != dnn::Layout::nhwc || desc.rank != 4) return desc;
+  return dnn::TensorDesc::packed(desc.dtype, dnn::Layout::nhwc, desc.dims[0], desc.dims[1], desc.dims[2], desc.dims[3]);
+}
+
 }  // namespace galley::model::detail
