@@ -717,10 +717,16 @@ void infer_node(Graph& graph, const Node& node) {
   }
   if (rule.fold && all_constant) {
     if (node.outputs.size() != 1) c.fail("folding a node with " + std::to_string(node.outputs.size()) + " outputs is not supported");
-    HostTensor value = rule.fold(c);
-    graph.values[node.outputs[0]] = info(value.type, value.shape);
-    graph.constants[node.outputs[0]] = std::move(value);
-    return;
+    try {
+      HostTensor value = rule.fold(c);
+      graph.values[node.outputs[0]] = info(value.type, value.shape);
+      graph.constants[node.outputs[0]] = std::move(value);
+      return;
+    } catch (const Error& e) {
+      // An op that also runs on computed values (Add on float constants, say) stays a node: the
+      // constant-folding pass evaluates it on the cpu.
+      if (rule.fold_only || e.status() != Status::unsupported) throw;
+    }
   }
   if (rule.fold_only) c.fail("its inputs must be constants (a shape computation); only static shapes run");
   const Infos out = rule.infer(c);
