@@ -16,8 +16,15 @@ LoweredNode binary(const LoweringContext& ctx, dnn::EltwiseOp op) {
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.dst_desc());
-  out.run = [p](RunContext& rc) {
-    dnn::eltwise_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], *rc.outputs[0], nullptr, &rc.report);
+  // Under NHWC a constant operand arrives with its row-major upload descriptor (its bytes re-laid
+  // by the layout pass), and a [N,C,1,1] value with either layout's strides: seen as the problem's.
+  const dnn::TensorDesc a_desc = p.a_desc(), b_desc = p.b_desc();
+  out.run = [p, a_desc, b_desc](RunContext& rc) {
+    const Tensor& a = *rc.inputs[0];
+    const Tensor& b = *rc.inputs[1];
+    const Tensor av = Tensor::wrap(a.device(), a_desc, a.data(), a.storage_bytes());
+    const Tensor bv = Tensor::wrap(b.device(), b_desc, b.data(), b.storage_bytes());
+    dnn::eltwise_forward(rc.stream, p, av, bv, *rc.outputs[0], nullptr, &rc.report);
   };
   return out;
 }

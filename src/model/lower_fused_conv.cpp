@@ -14,13 +14,13 @@ std::optional<dnn::ActivProblem> epilogue_activation(const LoweringContext& ctx,
   using A = dnn::Activation;
   std::optional<dnn::ActivProblem> p;
   if (name.empty()) return p;
-  if (name == "Relu") p = dnn::ActivProblem::of(A::relu, y, 0, 0);
-  else if (name == "LeakyRelu") p = dnn::ActivProblem::of(A::leaky_relu, y, alpha, 0);
-  else if (name == "Elu") p = dnn::ActivProblem::of(A::elu, y, alpha, 0);
-  else if (name == "Clip") p = dnn::ActivProblem::of(A::clip, y, alpha, beta);
-  else if (name == "Sigmoid") p = dnn::ActivProblem::of(A::sigmoid, y, 0, 0);
-  else if (name == "Tanh") p = dnn::ActivProblem::of(A::tanh, y, 0, 0);
-  else if (name == "HardSwish") p = dnn::ActivProblem::of(A::hardswish, y, 0, 0);
+  if (name == "Relu") p = activation_problem(ctx.node, A::relu, y, 0, 0);
+  else if (name == "LeakyRelu") p = activation_problem(ctx.node, A::leaky_relu, y, alpha, 0);
+  else if (name == "Elu") p = activation_problem(ctx.node, A::elu, y, alpha, 0);
+  else if (name == "Clip") p = activation_problem(ctx.node, A::clip, y, alpha, beta);
+  else if (name == "Sigmoid") p = activation_problem(ctx.node, A::sigmoid, y, 0, 0);
+  else if (name == "Tanh") p = activation_problem(ctx.node, A::tanh, y, 0, 0);
+  else if (name == "HardSwish") p = activation_problem(ctx.node, A::hardswish, y, 0, 0);
   else ctx.fail("attribute 'activation' = '" + name + "' is not an epilogue activation");
   p->validate();
   return p;
@@ -41,7 +41,9 @@ LoweredNode fused_conv(const LoweringContext& ctx) {
     run_conv(rc, p, *rc.inputs[0], *rc.inputs[1], bias ? rc.inputs[2] : nullptr, y);
     if (residual) {
       dnn::CallReport r;
-      dnn::eltwise_forward(rc.stream, add, y, *rc.inputs[3], y, nullptr, &r);
+      const Tensor& res = *rc.inputs[3];
+      const Tensor rv = Tensor::wrap(res.device(), add.b_desc(), res.data(), res.storage_bytes());
+      dnn::eltwise_forward(rc.stream, add, y, rv, y, nullptr, &r);
       rc.report.solver += " + " + r.solver;
     }
     if (act) {

@@ -284,6 +284,26 @@ TEST(Passes, NhwcLayoutReordersOnlyAtTheEdges) {
   EXPECT_FALSE(run_passes(gpu_f32, {.gpu = true}).passes.back().ran);
 }
 
+TEST(Passes, NhwcSqueezeExcitationBroadcastsPerChannel) {
+  // EfficientNet's squeeze-excitation: y * sigmoid(conv(pool(y))), [N,C,H,W] times [N,C,1,1], then a
+  // per-channel constant; in NHWC the broadcast and the constant's bytes must follow the layout.
+  GraphBuilder b("se");
+  const auto x = b.input("x", {2, 8, 9, 7});
+  const auto y = b.relu(b.conv(x, 8, 3, 1, 1));
+  const auto s = b.sigmoid(b.conv(b.global_average_pool(y), 8, 1));
+  const auto c = b.constant(scalar_shape(random_tensor({8}, 31), {1, 8, 1, 1}), "c");
+  const auto plane = b.constant(random_tensor({1, 8, 9, 7}, 32), "plane");
+  const Graph before = b.finish({b.add(b.add(b.mul(y, s), c), plane)});
+  for (const ElemType dtype : {ElemType::f32, ElemType::f16}) {
+    Graph after = before;
+    run_passes(after, {.dtype = dtype, .layout = LayoutChoice::nhwc});
+    int nhwc = 0;
+    for (const Node& n : after.nodes) nhwc += n.string_attr("galley.layout", "") == "NHWC" ? 1 : 0;
+    EXPECT_GE(nhwc, 5) << to_string(dtype);
+    EXPECT_LE(max_error(run(after), run(before)), dtype == ElemType::f32 ? 1e-5 : 1e-2) << to_string(dtype);
+  }
+}
+
 TEST(Passes, DefaultPipelineOnAResidualNetwork) {
   // BN after every conv (as a training export has it), then the whole pipeline, f32 and f16 + NHWC.
   GraphBuilder b("bn_net", 3);
