@@ -335,6 +335,19 @@ TEST(Passes, DefaultPipelineOnAResidualNetwork) {
   EXPECT_LE(max_error(run(f16), run(before)), 1e-2);
 }
 
+TEST(Passes, ZooNetworksKeepTheirResults) {
+  for (const std::string name : {"resnet18", "mobilenet_v2"}) {
+    const Graph before = build_model(name, 1, 32);
+    const auto want = run(before);
+    Graph f32 = before;
+    run_passes(f32);
+    EXPECT_LE(max_error(run(f32), want), 1e-5) << name;
+    Graph f16 = before;
+    run_passes(f16, {.dtype = ElemType::f16, .gpu = true});
+    EXPECT_LE(max_error(run(f16), want), 1e-2) << name;
+  }
+}
+
 TEST(Passes, ImportedOnnxModelKeepsItsResults) {
   const std::filesystem::path dir = std::getenv("ONNX_TESTDATA_DIR") != nullptr
                                         ? std::filesystem::path(std::getenv("ONNX_TESTDATA_DIR"))
