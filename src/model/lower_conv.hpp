@@ -17,6 +17,7 @@ dnn::EltwiseProblem bias_add_problem(const dnn::ConvProblem& p);
 
 /// Runs the convolution of `p` into `y` (the weights seen in the problem's layout), then the bias
 /// add when `bias` is not null; the solvers go into `report`.
-void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
+void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias,
+              Tensor& y);
 
 }  // namespace galley::model::detail

@@ -10,18 +10,27 @@ namespace {
 // The epilogue's activation problem on Y, or nothing for "activation" = "".
 std::optional<dnn::ActivProblem> epilogue_activation(const LoweringContext& ctx, const dnn::TensorDesc& y) {
   const std::string name = ctx.node.string_attr("activation", "");
-  const double alpha = ctx.node.float_attr("activation_alpha", 0), beta = ctx.node.float_attr("activation_beta", 0);
+  const double alpha = ctx.node.float_attr("activation_alpha", 0),
+               beta = ctx.node.float_attr("activation_beta", 0);
   using A = dnn::Activation;
   std::optional<dnn::ActivProblem> p;
   if (name.empty()) return p;
-  if (name == "Relu") p = activation_problem(ctx.node, A::relu, y, 0, 0);
-  else if (name == "LeakyRelu") p = activation_problem(ctx.node, A::leaky_relu, y, alpha, 0);
-  else if (name == "Elu") p = activation_problem(ctx.node, A::elu, y, alpha, 0);
-  else if (name == "Clip") p = activation_problem(ctx.node, A::clip, y, alpha, beta);
-  else if (name == "Sigmoid") p = activation_problem(ctx.node, A::sigmoid, y, 0, 0);
-  else if (name == "Tanh") p = activation_problem(ctx.node, A::tanh, y, 0, 0);
-  else if (name == "HardSwish") p = activation_problem(ctx.node, A::hardswish, y, 0, 0);
-  else ctx.fail("attribute 'activation' = '" + name + "' is not an epilogue activation");
+  if (name == "Relu")
+    p = activation_problem(ctx.node, A::relu, y, 0, 0);
+  else if (name == "LeakyRelu")
+    p = activation_problem(ctx.node, A::leaky_relu, y, alpha, 0);
+  else if (name == "Elu")
+    p = activation_problem(ctx.node, A::elu, y, alpha, 0);
+  else if (name == "Clip")
+    p = activation_problem(ctx.node, A::clip, y, alpha, beta);
+  else if (name == "Sigmoid")
+    p = activation_problem(ctx.node, A::sigmoid, y, 0, 0);
+  else if (name == "Tanh")
+    p = activation_problem(ctx.node, A::tanh, y, 0, 0);
+  else if (name == "HardSwish")
+    p = activation_problem(ctx.node, A::hardswish, y, 0, 0);
+  else
+    ctx.fail("attribute 'activation' = '" + name + "' is not an epilogue activation");
   p->validate();
   return p;
 }
@@ -31,8 +40,11 @@ LoweredNode fused_conv(const LoweringContext& ctx) {
   const bool bias = ctx.has_input(2), residual = ctx.has_input(3);
   const dnn::TensorDesc y = p.y_desc();
   const auto act = epilogue_activation(ctx, y);
-  const dnn::EltwiseProblem add{.op = dnn::EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()},
-                                .b = {p.n, p.k, p.out_h(), p.out_w()}, .dtype = p.dtype, .layout = p.layout};
+  const dnn::EltwiseProblem add{.op = dnn::EltwiseOp::add,
+                                .a = {p.n, p.k, p.out_h(), p.out_w()},
+                                .b = {p.n, p.k, p.out_h(), p.out_w()},
+                                .dtype = p.dtype,
+                                .layout = p.layout};
   if (residual) add.validate();
   LoweredNode out;
   out.output_descs.push_back(y);

@@ -14,7 +14,8 @@ std::vector<std::int64_t> dims_of(const LoweringContext& ctx) {
 DType float_dtype(const LoweringContext& ctx, const ValueInfo& value, const std::string& name) {
   const auto dtype = device_dtype(value.type);
   if (!dtype || (*dtype != DType::f32 && *dtype != DType::f16 && *dtype != DType::bf16)) {
-    ctx.fail("value '" + name + "' is " + to_string(value.type) + "; only f32, f16 and bf16 convert on a device");
+    ctx.fail("value '" + name + "' is " + to_string(value.type) +
+             "; only f32, f16 and bf16 convert on a device");
   }
   return *dtype;
 }
@@ -23,7 +24,9 @@ LoweredNode run_reorder(const dnn::ReorderProblem& p) {
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.dst_desc());
-  out.run = [](RunContext& rc) { dnn::reorder(rc.stream, *rc.inputs[0], *rc.outputs[0], nullptr, &rc.report); };
+  out.run = [](RunContext& rc) {
+    dnn::reorder(rc.stream, *rc.inputs[0], *rc.outputs[0], nullptr, &rc.report);
+  };
   return out;
 }
 
@@ -36,9 +39,11 @@ LoweredNode cast(const LoweringContext& ctx) {
 LoweredNode reorder(const LoweringContext& ctx) {
   const DType dtype = float_dtype(ctx, ctx.input(0), ctx.node.inputs[0]);
   if (ctx.input(0).shape.size() != 4) ctx.fail("only rank-4 values change layout");
-  const dnn::Layout to = ctx.node.string_attr("layout", "NCHW") == "NHWC" ? dnn::Layout::nhwc : dnn::Layout::nchw;
+  const dnn::Layout to =
+      ctx.node.string_attr("layout", "NCHW") == "NHWC" ? dnn::Layout::nhwc : dnn::Layout::nchw;
   const dnn::Layout from = to == dnn::Layout::nhwc ? dnn::Layout::nchw : dnn::Layout::nhwc;
-  return run_reorder({.dims = dims_of(ctx), .src_dtype = dtype, .src_layout = from, .dst_dtype = dtype, .dst_layout = to});
+  return run_reorder(
+      {.dims = dims_of(ctx), .src_dtype = dtype, .src_layout = from, .dst_dtype = dtype, .dst_layout = to});
 }
 
 const bool kRegistered = [] {

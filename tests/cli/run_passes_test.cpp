@@ -27,7 +27,8 @@ TEST(CliRunPasses, UnknownPassIsAnErrorListingTheValidOnes) {
   const auto r = run_galley("run " + kConv + "model.onnx --device cpu --no-pass constant-foldin");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("unknown pass 'constant-foldin'"), std::string::npos) << r.output;
-  for (const char* name : {"constant-folding", "batch-norm-folding", "conv-fusion", "dead-node-removal", "dtype-conversion", "layout"}) {
+  for (const char* name : {"constant-folding", "batch-norm-folding", "conv-fusion", "dead-node-removal",
+                           "dtype-conversion", "layout"}) {
     EXPECT_NE(r.output.find(name), std::string::npos) << r.output;
   }
 }
@@ -44,7 +45,8 @@ TEST(CliRunPasses, BadDtypeAndLayoutAreNamed) {
 }
 
 TEST(CliRunPasses, JsonSaysWhichPassesRanAndWhatTheyChanged) {
-  const auto r = run_galley("run --model tiny_cnn --size 32 --device cpu --iters 1 --warmup 0 --json --no-pass dead-node-removal");
+  const auto r = run_galley(
+      "run --model tiny_cnn --size 32 --device cpu --iters 1 --warmup 0 --json --no-pass dead-node-removal");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["passes"].size(), 6u);
@@ -59,7 +61,8 @@ TEST(CliRunPasses, JsonSaysWhichPassesRanAndWhatTheyChanged) {
 }
 
 TEST(CliRunPasses, F16ChecksF32TestDataWithItsTolerance) {
-  const auto r = run_galley("run " + kConv + "model.onnx --inputs " + kConv + "test_data_set_0 --check --device cpu --dtype f16 --json");
+  const auto r = run_galley("run " + kConv + "model.onnx --inputs " + kConv +
+                            "test_data_set_0 --check --device cpu --dtype f16 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["dtype"], "f16");
@@ -71,7 +74,8 @@ TEST(CliRunPasses, F16ChecksF32TestDataWithItsTolerance) {
 }
 
 TEST(CliRunPasses, VerboseTableAndNhwcOnTheCpu) {
-  const auto r = run_galley("run " + kConv + "model.onnx --inputs " + kConv + "test_data_set_0 --check --device cpu --layout nhwc --verbose");
+  const auto r = run_galley("run " + kConv + "model.onnx --inputs " + kConv +
+                            "test_data_set_0 --check --device cpu --layout nhwc --verbose");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("layout"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[ ok ]"), std::string::npos) << r.output;

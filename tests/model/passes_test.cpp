@@ -1,6 +1,8 @@
 // Graph passes: each one on a small graph changes what it should and nothing else, and the passed
 // graph's outputs on the cpu (reference solvers) match the unpassed graph's within the pass's
 // tolerance; with every pass off the graph is the one the importer or builder made.
+#include "galley/model/passes.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/onnx.hpp"
-#include "galley/model/passes.hpp"
 #include "galley/runtime/device.hpp"
 
 namespace galley::model {
@@ -41,14 +42,16 @@ std::map<std::string, HostTensor> run(const Graph& graph) {
   runtime::Stream stream(cpu);
   std::map<std::string, Tensor> inputs;
   std::uint32_t seed = 7;
-  for (const std::string& name : graph.inputs) inputs[name] = to_device(stream, random_tensor(graph.value(name).shape, seed++));
+  for (const std::string& name : graph.inputs)
+    inputs[name] = to_device(stream, random_tensor(graph.value(name).shape, seed++));
   std::map<std::string, HostTensor> out;
   for (const auto& [name, t] : exec.run(stream, inputs)) out[name] = to_host(stream, t);
   return out;
 }
 
 // Max |a - b| / max(1, max|b|) over every output (they must have the same names, types, shapes).
-double max_error(const std::map<std::string, HostTensor>& got, const std::map<std::string, HostTensor>& want) {
+double max_error(const std::map<std::string, HostTensor>& got,
+                 const std::map<std::string, HostTensor>& want) {
   EXPECT_EQ(got.size(), want.size());
   double worst = 0;
   for (const auto& [name, w] : want) {
@@ -104,8 +107,8 @@ Graph conv_bn_relu(bool conv_output_also_read) {
 }
 
 TEST(Passes, NamesInPipelineOrderAndUnknownNamesListTheValidOnes) {
-  EXPECT_EQ(pass_names(), (std::vector<std::string>{"constant-folding", "batch-norm-folding", "conv-fusion", "dead-node-removal",
-                                                    "dtype-conversion", "layout"}));
+  EXPECT_EQ(pass_names(), (std::vector<std::string>{"constant-folding", "batch-norm-folding", "conv-fusion",
+                                                    "dead-node-removal", "dtype-conversion", "layout"}));
   Graph g = build_model("tiny_cnn", 1, 32);
   const std::string why = error_of([&] { run_passes(g, {.disabled = {"bn-folding"}}); });
   EXPECT_NE(why.find("unknown pass 'bn-folding'"), std::string::npos) << why;
@@ -241,8 +244,11 @@ void check_dtype(ElemType dtype, double tolerance) {
   GraphBuilder b("mixed");
   const auto x = b.input("x", {2, 5, 12, 10});
   auto y = b.conv(x, 8, 3, 1, 1);
-  const auto stat = [&](std::uint32_t seed, float lo, float hi) { return b.constant(random_tensor({8}, seed, lo, hi), "bn"); };
-  y = b.node("BatchNormalization", {y, stat(1, 0.5f, 1.5f), stat(2, -1, 1), stat(3, -1, 1), stat(4, 0.5f, 2.0f)})[0];
+  const auto stat = [&](std::uint32_t seed, float lo, float hi) {
+    return b.constant(random_tensor({8}, seed, lo, hi), "bn");
+  };
+  y = b.node("BatchNormalization",
+             {y, stat(1, 0.5f, 1.5f), stat(2, -1, 1), stat(3, -1, 1), stat(4, 0.5f, 2.0f)})[0];
   y = b.max_pool(b.relu(y), 3, 2, 1);
   const Graph before = b.finish({b.gemm(b.flatten(b.global_average_pool(y)), 4)});
   Graph after = before;
@@ -254,7 +260,8 @@ void check_dtype(ElemType dtype, double tolerance) {
   EXPECT_EQ(after.nodes.back().op_type, "Cast");
   for (const Node& n : after.nodes) {
     if (n.op_type == "Conv") EXPECT_EQ(after.value(n.inputs[1]).type, dtype);
-    if (n.op_type == "Conv" || n.op_type == "Relu" || n.op_type == "MaxPool") EXPECT_EQ(after.value(n.outputs[0]).type, dtype);
+    if (n.op_type == "Conv" || n.op_type == "Relu" || n.op_type == "MaxPool")
+      EXPECT_EQ(after.value(n.outputs[0]).type, dtype);
     if (n.op_type == "BatchNormalization") EXPECT_EQ(after.value(n.inputs[3]).type, ElemType::f32);
   }
   EXPECT_LE(max_error(run(after), run(before)), tolerance) << to_string(dtype);
@@ -352,7 +359,8 @@ TEST(Passes, ImportedOnnxModelKeepsItsResults) {
   const std::filesystem::path dir = std::getenv("ONNX_TESTDATA_DIR") != nullptr
                                         ? std::filesystem::path(std::getenv("ONNX_TESTDATA_DIR"))
                                         : std::filesystem::path("/usr/share/libonnx-testdata/data");
-  const Graph before = import_onnx((dir / "pytorch-converted" / "test_Conv2d_groups" / "model.onnx").string());
+  const Graph before =
+      import_onnx((dir / "pytorch-converted" / "test_Conv2d_groups" / "model.onnx").string());
   for (const ElemType dtype : {ElemType::f32, ElemType::f16}) {
     Graph after = before;
     run_passes(after, {.dtype = dtype, .layout = LayoutChoice::nhwc});

@@ -11,7 +11,8 @@ namespace galley::cli {
 void add_pass_flags(CLI::App& cmd, PassFlags& flags) {
   std::string names;
   for (const std::string& n : model::pass_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd.add_option("--dtype", flags.dtype, "compute in f32, f16 or bf16 (inputs and outputs stay f32; default f32)");
+  cmd.add_option("--dtype", flags.dtype,
+                 "compute in f32, f16 or bf16 (inputs and outputs stay f32; default f32)");
   cmd.add_option("--layout", flags.layout, "auto (NHWC for f16/bf16 on a GPU), nchw or nhwc (default auto)");
   cmd.add_option("--no-pass", flags.disabled, "turn a graph pass off (repeatable): " + names);
 }
@@ -54,9 +55,13 @@ double check_tolerance(const model::PassOptions& options, model::ElemType data_t
 nlohmann::json passes_json(const model::PassReport& report) {
   nlohmann::json out = nlohmann::json::array();
   for (const model::PassRecord& r : report.passes) {
-    nlohmann::json j = {{"pass", r.name}, {"ran", r.ran}, {"rewrites", r.rewrites},
-                        {"nodes_before", r.nodes_before}, {"nodes_after", r.nodes_after},
-                        {"constants_before", r.constants_before}, {"constants_after", r.constants_after}};
+    nlohmann::json j = {{"pass", r.name},
+                        {"ran", r.ran},
+                        {"rewrites", r.rewrites},
+                        {"nodes_before", r.nodes_before},
+                        {"nodes_after", r.nodes_after},
+                        {"constants_before", r.constants_before},
+                        {"constants_after", r.constants_after}};
     if (!r.note.empty()) j["note"] = r.note;
     out.push_back(j);
   }

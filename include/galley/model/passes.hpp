@@ -59,9 +59,9 @@ struct PassOptions {
 /// What one pass did.
 struct PassRecord {
   std::string name;
-  bool ran = false;          ///< false: turned off, or not applicable (see `note`)
-  std::string note;          ///< "turned off", "no --dtype", "NCHW on this device", ...
-  int rewrites = 0;          ///< nodes folded, fused, removed, converted ... by this pass
+  bool ran = false;  ///< false: turned off, or not applicable (see `note`)
+  std::string note;  ///< "turned off", "no --dtype", "NCHW on this device", ...
+  int rewrites = 0;  ///< nodes folded, fused, removed, converted ... by this pass
   std::size_t nodes_before = 0, nodes_after = 0;
   std::size_t constants_before = 0, constants_after = 0;
 };

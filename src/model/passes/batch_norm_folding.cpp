@@ -14,7 +14,8 @@ namespace {
 const HostTensor* channel_constant(const Graph& graph, const Node& bn, std::size_t i, std::int64_t k) {
   if (i >= bn.inputs.size() || bn.inputs[i].empty()) return nullptr;
   const auto it = graph.constants.find(bn.inputs[i]);
-  if (it == graph.constants.end() || !passes::is_float(it->second.type) || it->second.shape != Shape{k}) return nullptr;
+  if (it == graph.constants.end() || !passes::is_float(it->second.type) || it->second.shape != Shape{k})
+    return nullptr;
   return &it->second;
 }
 
@@ -27,9 +28,11 @@ int fold_batch_norm(Graph& graph) {
   int folded = 0;
   for (std::size_t j = 0; j < graph.nodes.size(); ++j) {
     const Node& bn = graph.nodes[j];
-    if (bn.op_type != "BatchNormalization" || bn.inputs.empty() || bn.int_attr("training_mode", 0) != 0) continue;
+    if (bn.op_type != "BatchNormalization" || bn.inputs.empty() || bn.int_attr("training_mode", 0) != 0)
+      continue;
     bool extra_outputs = false;
-    for (std::size_t o = 1; o < bn.outputs.size(); ++o) extra_outputs = extra_outputs || !bn.outputs[o].empty();
+    for (std::size_t o = 1; o < bn.outputs.size(); ++o)
+      extra_outputs = extra_outputs || !bn.outputs[o].empty();
     if (extra_outputs) continue;
     const std::string& x = bn.inputs[0];
     const auto prod = producers.find(x);
@@ -38,7 +41,9 @@ int fold_batch_norm(Graph& graph) {
     if (conv.op_type != "Conv" || conv.inputs.size() < 2 || conv.outputs.size() != 1) continue;
     if (readers.at(x).size() != 1 || passes::is_graph_output(graph, x)) continue;
     const auto w_it = graph.constants.find(conv.inputs[1]);
-    if (w_it == graph.constants.end() || !passes::is_float(w_it->second.type) || w_it->second.shape.size() != 4) continue;
+    if (w_it == graph.constants.end() || !passes::is_float(w_it->second.type) ||
+        w_it->second.shape.size() != 4)
+      continue;
     const HostTensor& w = w_it->second;
     const std::int64_t k = w.shape[0];
     const HostTensor* bias = nullptr;
@@ -49,14 +54,16 @@ int fold_batch_norm(Graph& graph) {
     }
     const HostTensor* stats[4];
     bool all = true;
-    for (std::size_t i = 0; i < 4; ++i) all = all && (stats[i] = channel_constant(graph, bn, i + 1, k)) != nullptr;
+    for (std::size_t i = 0; i < 4; ++i)
+      all = all && (stats[i] = channel_constant(graph, bn, i + 1, k)) != nullptr;
     if (!all) continue;
 
     const double eps = bn.float_attr("epsilon", 1e-5);
     const auto scale = stats[0]->as_double(), shift = stats[1]->as_double(), mean = stats[2]->as_double(),
                var = stats[3]->as_double();
     auto wv = w.as_double();
-    const std::vector<double> bv = bias ? bias->as_double() : std::vector<double>(static_cast<std::size_t>(k), 0.0);
+    const std::vector<double> bv =
+        bias ? bias->as_double() : std::vector<double>(static_cast<std::size_t>(k), 0.0);
     std::vector<double> new_bias(static_cast<std::size_t>(k));
     const std::size_t per_filter = wv.size() / static_cast<std::size_t>(k);
     for (std::size_t c = 0; c < static_cast<std::size_t>(k); ++c) {

@@ -13,10 +13,12 @@ namespace galley::model {
 namespace {
 
 // The node reading `value`, when it is the only reader and `value` is no graph output.
-std::optional<std::size_t> only_reader(const Graph& graph, const std::map<std::string, std::vector<std::size_t>>& readers,
+std::optional<std::size_t> only_reader(const Graph& graph,
+                                       const std::map<std::string, std::vector<std::size_t>>& readers,
                                        const std::string& value) {
   const auto it = readers.find(value);
-  if (it == readers.end() || it->second.size() != 1 || passes::is_graph_output(graph, value)) return std::nullopt;
+  if (it == readers.end() || it->second.size() != 1 || passes::is_graph_output(graph, value))
+    return std::nullopt;
   return it->second[0];
 }
 
@@ -29,7 +31,8 @@ std::optional<std::string> other_addend(const Node& add, const std::string& valu
 }
 
 // A constant added per output channel: shape [1,K,1,1], [K,1,1], [1] or a scalar, as K values.
-std::optional<std::vector<double>> channel_values(const Graph& graph, const std::string& name, std::int64_t k) {
+std::optional<std::vector<double>> channel_values(const Graph& graph, const std::string& name,
+                                                  std::int64_t k) {
   const auto it = graph.constants.find(name);
   if (it == graph.constants.end() || !passes::is_float(it->second.type)) return std::nullopt;
   const Shape& s = it->second.shape;
@@ -125,7 +128,8 @@ int fuse_conv_epilogues(Graph& graph) {
       const auto other = other_addend(add, current);
       if (other && !graph.is_constant(*other)) {
         const auto r = graph.values.find(*other);
-        if (r != graph.values.end() && r->second.shape_known && r->second.shape == y.shape && r->second.type == y.type) {
+        if (r != graph.values.end() && r->second.shape_known && r->second.shape == y.shape &&
+            r->second.type == y.type) {
           residual = *other;
           chain.push_back(*next);
           current = add.outputs[0];

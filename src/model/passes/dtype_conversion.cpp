@@ -33,7 +33,8 @@ Node cast(const std::string& name, const std::string& from, const std::string& t
 
 int convert_dtype(Graph& graph, ElemType dtype) {
   if (dtype != ElemType::f16 && dtype != ElemType::bf16) {
-    throw Error(Status::invalid_argument, std::string("dtype conversion to ") + to_string(dtype) + ": valid dtypes are f16 and bf16");
+    throw Error(Status::invalid_argument,
+                std::string("dtype conversion to ") + to_string(dtype) + ": valid dtypes are f16 and bf16");
   }
   const std::string suffix = std::string("/") + to_string(dtype);
   const std::int64_t onnx_type = dtype == ElemType::f16 ? kOnnxFloat16 : kOnnxBfloat16;
@@ -79,7 +80,8 @@ int convert_dtype(Graph& graph, ElemType dtype) {
     if (graph.value(input).type != ElemType::f32) continue;
     const std::string cast_value = passes::fresh_name(graph, input + suffix);
     graph.values[cast_value] = ValueInfo{dtype, graph.value(input).shape, graph.value(input).shape_known};
-    head.push_back(cast(passes::fresh_name(graph, "Cast" + suffix + "_" + input), input, cast_value, onnx_type));
+    head.push_back(
+        cast(passes::fresh_name(graph, "Cast" + suffix + "_" + input), input, cast_value, onnx_type));
     for (Node& n : graph.nodes) {
       for (std::string& in : n.inputs) {
         if (in == input) in = cast_value;

@@ -72,7 +72,8 @@ HostTensor from_doubles(const std::vector<double>& values, Shape shape, ElemType
   t.type = type;
   t.shape = std::move(shape);
   if (static_cast<std::size_t>(element_count(t.shape)) != values.size()) {
-    throw Error(Status::internal, "from_doubles: " + std::to_string(values.size()) + " values for shape " + to_string(t.shape));
+    throw Error(Status::internal,
+                "from_doubles: " + std::to_string(values.size()) + " values for shape " + to_string(t.shape));
   }
   t.data.resize(values.size() * size_of(type));
   std::byte* out = t.data.data();
@@ -83,7 +84,9 @@ HostTensor from_doubles(const std::vector<double>& values, Shape shape, ElemType
         std::memcpy(out + 4 * i, &f, 4);
         break;
       }
-      case ElemType::f64: std::memcpy(out + 8 * i, &values[i], 8); break;
+      case ElemType::f64:
+        std::memcpy(out + 8 * i, &values[i], 8);
+        break;
       case ElemType::f16: {
         const std::uint16_t h = float_to_half(static_cast<float>(values[i]));
         std::memcpy(out + 2 * i, &h, 2);
@@ -95,7 +98,8 @@ HostTensor from_doubles(const std::vector<double>& values, Shape shape, ElemType
         break;
       }
       default:
-        throw Error(Status::internal, std::string("from_doubles: ") + to_string(type) + " is not a float type");
+        throw Error(Status::internal,
+                    std::string("from_doubles: ") + to_string(type) + " is not a float type");
     }
   }
   return t;

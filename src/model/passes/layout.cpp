@@ -17,14 +17,16 @@ namespace galley::model {
 namespace {
 
 const std::set<std::string>& leading_ops() {
-  static const std::set<std::string> ops{"Conv", "galley.FusedConv", "MaxPool", "AveragePool", "GlobalAveragePool",
-                                         "GlobalMaxPool", "BatchNormalization"};
+  static const std::set<std::string> ops{
+      "Conv",          "galley.FusedConv",  "MaxPool", "AveragePool", "GlobalAveragePool",
+      "GlobalMaxPool", "BatchNormalization"};
   return ops;
 }
 
 const std::set<std::string>& following_ops() {
-  static const std::set<std::string> ops{"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid",
-                                         "Gelu", "Clip", "Add", "Sub", "Mul", "Div"};
+  static const std::set<std::string> ops{"Relu",      "LeakyRelu",   "Elu",  "Sigmoid", "Tanh",
+                                         "HardSwish", "HardSigmoid", "Gelu", "Clip",    "Add",
+                                         "Sub",       "Mul",         "Div"};
   return ops;
 }
 
@@ -92,10 +94,12 @@ int use_nhwc(Graph& graph) {
   int marked = 0;
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& node = graph.nodes[i];
-    const bool leads = leading_ops().count(node.op_type) != 0, follows = following_ops().count(node.op_type) != 0;
+    const bool leads = leading_ops().count(node.op_type) != 0,
+               follows = following_ops().count(node.op_type) != 0;
     if ((!leads && !follows) || !can_run_nhwc(graph, node)) continue;
     bool fed_nhwc = false;
-    for (const std::size_t p : laid_out_inputs(node)) fed_nhwc = fed_nhwc || (p < node.inputs.size() && nhwc_values.count(node.inputs[p]) != 0);
+    for (const std::size_t p : laid_out_inputs(node))
+      fed_nhwc = fed_nhwc || (p < node.inputs.size() && nhwc_values.count(node.inputs[p]) != 0);
     if (!leads && !fed_nhwc) continue;
     nhwc[i] = true;
     nhwc_values.insert(node.outputs[0]);

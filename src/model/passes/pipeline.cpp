@@ -30,7 +30,8 @@ const std::vector<Pass>& pipeline() {
       {"dead-node-removal", nullptr, [](Graph& g, const PassOptions&) { return remove_dead_nodes(g); }},
       {"dtype-conversion", [](const PassOptions& o) { return converts(o) ? "" : "no dtype asked (f32)"; },
        [](Graph& g, const PassOptions& o) { return convert_dtype(g, *o.dtype); }},
-      {"layout", [](const PassOptions& o) { return wants_nhwc(o) ? "" : "NCHW here (NHWC is for f16/bf16 on a GPU)"; },
+      {"layout",
+       [](const PassOptions& o) { return wants_nhwc(o) ? "" : "NCHW here (NHWC is for f16/bf16 on a GPU)"; },
        [](Graph& g, const PassOptions&) { return use_nhwc(g); }},
   };
   return passes;
@@ -59,8 +60,10 @@ void check_pass_name(const std::string& name) {
 
 PassReport run_passes(Graph& graph, const PassOptions& options) {
   for (const std::string& name : options.disabled) check_pass_name(name);
-  if (options.dtype && *options.dtype != ElemType::f32 && *options.dtype != ElemType::f16 && *options.dtype != ElemType::bf16) {
-    throw Error(Status::invalid_argument, std::string("pass dtype ") + to_string(*options.dtype) + " (valid: f32, f16, bf16)");
+  if (options.dtype && *options.dtype != ElemType::f32 && *options.dtype != ElemType::f16 &&
+      *options.dtype != ElemType::bf16) {
+    throw Error(Status::invalid_argument,
+                std::string("pass dtype ") + to_string(*options.dtype) + " (valid: f32, f16, bf16)");
   }
   PassReport report;
   for (const Pass& pass : pipeline()) {
