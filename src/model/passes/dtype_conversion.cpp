@@ -91,9 +91,10 @@ int convert_dtype(Graph& graph, ElemType dtype) {
   }
   // Graph outputs computed in the graph: written under a new name, Cast back to f32.
   const auto producers = passes::producers(graph);
+  std::set<std::string> cast_back;
   for (const std::string& output : graph.outputs) {
     const auto p = producers.find(output);
-    if (p == producers.end() || graph.value(output).type != ElemType::f32) continue;
+    if (p == producers.end() || graph.value(output).type != ElemType::f32 || !cast_back.insert(output).second) continue;
     const std::string inner = passes::fresh_name(graph, output + suffix);
     graph.values[inner] = graph.value(output);
     for (Node& n : graph.nodes) {
