@@ -10,8 +10,8 @@ namespace galley::model::detail {
 namespace {
 
 LoweredNode activation(const LoweringContext& ctx, dnn::Activation act, double alpha, double beta) {
-  const dnn::TensorDesc desc = ctx.input_desc(0);
-  const dnn::ActivProblem p = dnn::ActivProblem::of(act, desc, alpha, beta);
+  const dnn::TensorDesc desc = in_node_layout(ctx.node, ctx.input_desc(0));
+  const dnn::ActivProblem p = activation_problem(ctx.node, act, desc, alpha, beta);
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.desc());

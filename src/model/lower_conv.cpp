@@ -1,13 +1,11 @@
-// Conv nodes as convolution_forward calls (NCHW, the layout ONNX gives); a bias is added in place
-// by the elementwise op, broadcast over [1, K, 1, 1].
+// Conv nodes as convolution_forward calls (NCHW as ONNX gives it, or NHWC where the layout pass
+// chose it); a bias is added in place by the elementwise op, broadcast over [1, K, 1, 1].
 #include "galley/dnn/convolution.hpp"
-#include "galley/dnn/eltwise.hpp"
-#include "model/lowering.hpp"
+#include "model/lower_conv.hpp"
 
 namespace galley::model::detail {
-namespace {
 
-LoweredNode conv(const LoweringContext& ctx) {
+dnn::ConvProblem conv_problem(const LoweringContext& ctx) {
   const Shape& x = ctx.input(0).shape;
   const Shape& w = ctx.input(1).shape;
   const Shape& y = ctx.output(0).shape;
@@ -21,24 +19,43 @@ LoweredNode conv(const LoweringContext& ctx) {
   dnn::ConvProblem p{.n = x[0], .c = x[1], .h = x[2], .w = x[3], .k = w[0], .y = w[2], .x = w[3],
                      .pad_h = pads[0], .pad_w = pads[1], .stride_h = strides[0], .stride_w = strides[1],
                      .dilation_h = dilations[0], .dilation_w = dilations[1],
-                     .groups = ctx.node.int_attr("group", 1), .dtype = dtype.value_or(DType::f32)};
+                     .groups = ctx.node.int_attr("group", 1), .dtype = dtype.value_or(DType::f32),
+                     .layout = node_layout(ctx.node)};
   p.validate();
   if (p.out_h() != y[2] || p.out_w() != y[3]) ctx.fail("output size disagrees with shape inference");
+  if (ctx.has_input(2) && ctx.input(2).shape != Shape{p.k}) {
+    ctx.fail("bias of shape " + to_string(ctx.input(2).shape) + " is not [" + std::to_string(p.k) + "]");
+  }
+  return p;
+}
+
+dnn::EltwiseProblem bias_add_problem(const dnn::ConvProblem& p) {
+  return {.op = dnn::EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()}, .b = {1, p.k, 1, 1}, .dtype = p.dtype, .layout = p.layout};
+}
+
+void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  // Constants are uploaded row-major in their logical shape; under NHWC the layout pass stored
+  // the weights' bytes as K, Y, X, C, which the problem's descriptor reads.
+  const Tensor wv = Tensor::wrap(w.device(), p.w_desc(), w.data(), w.storage_bytes());
+  dnn::convolution_forward(rc.stream, p, x, wv, y, nullptr, &rc.report);
+  if (bias != nullptr) {
+    const dnn::EltwiseProblem add = bias_add_problem(p);
+    const Tensor b4 = Tensor::wrap(bias->device(), add.b_desc(), bias->data(), bias->storage_bytes());
+    dnn::CallReport add_report;
+    dnn::eltwise_forward(rc.stream, add, y, b4, y, nullptr, &add_report);
+    rc.report.solver += " + " + add_report.solver;
+  }
+}
+
+namespace {
+
+LoweredNode conv(const LoweringContext& ctx) {
+  const dnn::ConvProblem p = conv_problem(ctx);
   const bool bias = ctx.has_input(2);
-  if (bias && ctx.input(2).shape != Shape{p.k}) ctx.fail("bias of shape " + to_string(ctx.input(2).shape) + " is not [" + std::to_string(p.k) + "]");
-  const dnn::EltwiseProblem add{.op = dnn::EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()}, .b = {1, p.k, 1, 1}, .dtype = p.dtype};
   LoweredNode out;
   out.output_descs.push_back(p.y_desc());
-  out.run = [p, bias, add](RunContext& rc) {
-    Tensor& y = *rc.outputs[0];
-    dnn::convolution_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], y, nullptr, &rc.report);
-    if (bias) {
-      const Tensor& b = *rc.inputs[2];
-      const Tensor b4 = Tensor::wrap(b.device(), add.b_desc(), b.data(), b.storage_bytes());
-      dnn::CallReport add_report;
-      dnn::eltwise_forward(rc.stream, add, y, b4, y, nullptr, &add_report);
-      rc.report.solver += " + " + add_report.solver;
-    }
+  out.run = [p, bias](RunContext& rc) {
+    run_conv(rc, p, *rc.inputs[0], *rc.inputs[1], bias ? rc.inputs[2] : nullptr, *rc.outputs[0]);
   };
   return out;
 }

@@ -11,12 +11,20 @@ LoweredNode binary(const LoweringContext& ctx, dnn::EltwiseOp op) {
   dnn::EltwiseProblem p{.op = op,
                         .a = std::vector<std::int64_t>(a.dims.begin(), a.dims.begin() + a.rank),
                         .b = std::vector<std::int64_t>(b.dims.begin(), b.dims.begin() + b.rank),
-                        .dtype = a.dtype};
+                        .dtype = a.dtype,
+                        .layout = a.rank == 4 && b.rank == 4 ? node_layout(ctx.node) : dnn::Layout::nchw};
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.dst_desc());
-  out.run = [p](RunContext& rc) {
-    dnn::eltwise_forward(rc.stream, p, *rc.inputs[0], *rc.inputs[1], *rc.outputs[0], nullptr, &rc.report);
+  // Under NHWC a constant operand arrives with its row-major upload descriptor (its bytes re-laid
+  // by the layout pass), and a [N,C,1,1] value with either layout's strides: seen as the problem's.
+  const dnn::TensorDesc a_desc = p.a_desc(), b_desc = p.b_desc();
+  out.run = [p, a_desc, b_desc](RunContext& rc) {
+    const Tensor& a = *rc.inputs[0];
+    const Tensor& b = *rc.inputs[1];
+    const Tensor av = Tensor::wrap(a.device(), a_desc, a.data(), a.storage_bytes());
+    const Tensor bv = Tensor::wrap(b.device(), b_desc, b.data(), b.storage_bytes());
+    dnn::eltwise_forward(rc.stream, p, av, bv, *rc.outputs[0], nullptr, &rc.report);
   };
   return out;
 }

@@ -12,7 +12,7 @@ LoweredNode batch_norm(const LoweringContext& ctx) {
     if (ctx.input(i).type != ElemType::f32) ctx.fail("scale, bias, mean and var must be float32");
   }
   dnn::BatchNormProblem p{.n = x[0], .c = x[1], .h = x[2], .w = x[3],
-                          .dtype = device_dtype(ctx.input(0).type).value_or(DType::f32),
+                          .dtype = device_dtype(ctx.input(0).type).value_or(DType::f32), .layout = node_layout(ctx.node),
                           .mode = dnn::BatchNormMode::inference, .epsilon = ctx.node.float_attr("epsilon", 1e-5)};
   p.validate();
   LoweredNode out;

@@ -29,7 +29,8 @@ LoweredNode window_pool(const LoweringContext& ctx, bool max) {
                                  : (ctx.node.int_attr("count_include_pad", 0) ? dnn::PoolMode::avg_include_pad : dnn::PoolMode::avg_exclude_pad),
                      .n = x[0], .c = x[1], .h = x[2], .w = x[3], .kernel_h = k.at(0), .kernel_w = k.at(1),
                      .pad_h = pads[0], .pad_w = pads[1], .stride_h = strides[0], .stride_w = strides[1],
-                     .ceil_mode = ctx.node.int_attr("ceil_mode", 0) != 0, .dtype = dtype};
+                     .ceil_mode = ctx.node.int_attr("ceil_mode", 0) != 0, .dtype = dtype,
+                     .layout = node_layout(ctx.node)};
   return run_pool(p);
 }
 
@@ -38,7 +39,7 @@ LoweredNode global_pool(const LoweringContext& ctx, bool max) {
   if (x.size() != 4) ctx.fail("only 2-D global pooling runs");
   dnn::PoolProblem p{.mode = max ? dnn::PoolMode::max : dnn::PoolMode::avg_include_pad, .window = dnn::PoolWindow::global,
                      .n = x[0], .c = x[1], .h = x[2], .w = x[3],
-                     .dtype = device_dtype(ctx.input(0).type).value_or(DType::f32)};
+                     .dtype = device_dtype(ctx.input(0).type).value_or(DType::f32), .layout = node_layout(ctx.node)};
   return run_pool(p);
 }
 

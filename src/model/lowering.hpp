@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "galley/dnn/activation.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/dnn/tensor.hpp"
 #include "galley/model/graph.hpp"
@@ -64,5 +65,28 @@ const Lowering* find_lowering(const std::string& op_type);
 
 /// The DType of a graph element type, or nothing for types without device storage.
 std::optional<DType> device_dtype(ElemType type);
+
+/// The memory order of a node's rank-4 inputs and outputs: NHWC when the layout pass marked the
+/// node with "galley.layout" = "NHWC" (passes.hpp), else NCHW (row-major, as ONNX gives them).
+inline dnn::Layout node_layout(const Node& node) {
+  return node.string_attr("galley.layout", "NCHW") == "NHWC" ? dnn::Layout::nhwc : dnn::Layout::nchw;
+}
+
+/// ActivProblem::of(activation, desc, alpha, beta), except that a rank-4 desc of a node running
+/// NHWC gets an NHWC problem even where the two layouts coincide (H = W = 1), so the problem's
+/// descriptor is the one its NHWC producer made.
+inline dnn::ActivProblem activation_problem(const Node& node, dnn::Activation activation, const dnn::TensorDesc& desc,
+                                            double alpha, double beta) {
+  dnn::ActivProblem p = dnn::ActivProblem::of(activation, desc, alpha, beta);
+  if (node_layout(node) == dnn::Layout::nhwc && desc.rank == 4) p.layout = dnn::Layout::nhwc;
+  return p;
+}
+
+/// A row-major descriptor as the node stores it: packed NHWC when the node runs NHWC and it has
+/// rank 4, else unchanged.
+inline dnn::TensorDesc in_node_layout(const Node& node, const dnn::TensorDesc& desc) {
+  if (node_layout(node) != dnn::Layout::nhwc || desc.rank != 4) return desc;
+  return dnn::TensorDesc::packed(desc.dtype, dnn::Layout::nhwc, desc.dims[0], desc.dims[1], desc.dims[2], desc.dims[3]);
+}
 
 }  // namespace galley::model::detail

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
+#include <set>
 
+#include "galley/core/dtype.hpp"
 #include "galley/core/error.hpp"
 #include "galley/model/graph.hpp"
 #include "model/shape_inference.hpp"
@@ -521,23 +524,77 @@ HostTensor fold_concat(Context& c) {
   return t;
 }
 
+// ONNX's TensorProto data type numbers of the types a Cast may name.
+std::optional<ElemType> onnx_elem_type(std::int64_t to) {
+  switch (to) {
+    case 1: return ElemType::f32;
+    case 2: return ElemType::u8;
+    case 3: return ElemType::i8;
+    case 6: return ElemType::i32;
+    case 7: return ElemType::i64;
+    case 9: return ElemType::boolean;
+    case 10: return ElemType::f16;
+    case 11: return ElemType::f64;
+    case 16: return ElemType::bf16;
+    default: return std::nullopt;
+  }
+}
+
+// A Cast of a computed value: the executor converts between float types on the device.
+Infos cast(Context& c) {
+  const auto to = onnx_elem_type(c.node.int_attr("to", 0));
+  if (!to) c.fail("attribute 'to' = " + std::to_string(c.node.int_attr("to", 0)) + " names no supported element type");
+  return {info(*to, c.in(0).shape)};
+}
+
 HostTensor fold_cast(Context& c) {
   const HostTensor& x = *c.constant(0);
   const std::int64_t to = c.node.int_attr("to", 0);
   if (to == 7) return HostTensor::from_int64(x.as_int64(c.node.label() + " input"), x.shape);
-  if (to == 1) {
+  const auto type = onnx_elem_type(to);
+  if (type == ElemType::f32 || type == ElemType::f16 || type == ElemType::bf16 || type == ElemType::f64) {
     const auto v = x.as_double();
     HostTensor t;
-    t.type = ElemType::f32;
+    t.type = *type;
     t.shape = x.shape;
-    t.data.resize(v.size() * 4);
+    t.data.resize(v.size() * size_of(t.type));
     for (std::size_t i = 0; i < v.size(); ++i) {
       const auto f = static_cast<float>(v[i]);
-      std::memcpy(t.data.data() + 4 * i, &f, 4);
+      std::uint16_t h = 0;
+      switch (t.type) {
+        case ElemType::f32: std::memcpy(t.data.data() + 4 * i, &f, 4); break;
+        case ElemType::f64: std::memcpy(t.data.data() + 8 * i, &v[i], 8); break;
+        case ElemType::f16: h = float_to_half(f); std::memcpy(t.data.data() + 2 * i, &h, 2); break;
+        default: h = float_to_bfloat16(f); std::memcpy(t.data.data() + 2 * i, &h, 2); break;
+      }
     }
     return t;
   }
-  c.fail("folding a Cast to type " + std::to_string(to) + " is not supported (int64 and float are)");
+  c.fail("folding a Cast to type " + std::to_string(to) + " is not supported (int64 and the float types are)");
+}
+
+// galley.FusedConv (passes.hpp): Conv's rule for X, W and B, and a residual R of the output's
+// shape and type.
+Infos fused_conv(Context& c) {
+  Infos out = conv(c);
+  if (c.has_input(3)) {
+    const ValueInfo& r = c.in(3);
+    if (r.shape != out[0].shape || r.type != out[0].type) {
+      c.bad("residual " + std::string(to_string(r.type)) + " " + to_string(r.shape) + " differs from the output " +
+            to_string(out[0].type) + " " + to_string(out[0].shape));
+    }
+  }
+  const std::string act = c.node.string_attr("activation", "");
+  static const std::set<std::string> known{"", "Relu", "LeakyRelu", "Elu", "Clip", "Sigmoid", "Tanh", "HardSwish"};
+  if (known.count(act) == 0) c.bad("attribute 'activation' = '" + act + "' is not an epilogue activation");
+  return out;
+}
+
+// galley.Reorder (passes.hpp): the same logical value in another memory order.
+Infos reorder(Context& c) {
+  const std::string layout = c.node.string_attr("layout", "");
+  if (layout != "NCHW" && layout != "NHWC") c.bad("attribute 'layout' = '" + layout + "' (valid: NCHW, NHWC)");
+  return {c.in(0)};
 }
 
 HostTensor fold_slice(Context& c) {
@@ -628,7 +685,9 @@ const std::map<std::string, Rule>& rules() {
     t["Gather"] = {from_fold, fold_gather, true};
     t["Unsqueeze"] = {from_fold, fold_unsqueeze, true};
     t["Squeeze"] = {from_fold, fold_squeeze, true};
-    t["Cast"] = {from_fold, fold_cast, true};
+    t["Cast"] = {cast, fold_cast};
+    t["galley.FusedConv"] = {fused_conv, nullptr};
+    t["galley.Reorder"] = {reorder, nullptr};
     t["Slice"] = {from_fold, fold_slice, true};
     return t;
   }();
@@ -658,10 +717,16 @@ void infer_node(Graph& graph, const Node& node) {
   }
   if (rule.fold && all_constant) {
     if (node.outputs.size() != 1) c.fail("folding a node with " + std::to_string(node.outputs.size()) + " outputs is not supported");
-    HostTensor value = rule.fold(c);
-    graph.values[node.outputs[0]] = info(value.type, value.shape);
-    graph.constants[node.outputs[0]] = std::move(value);
-    return;
+    try {
+      HostTensor value = rule.fold(c);
+      graph.values[node.outputs[0]] = info(value.type, value.shape);
+      graph.constants[node.outputs[0]] = std::move(value);
+      return;
+    } catch (const Error& e) {
+      // An op that also runs on computed values (Add on float constants, say) stays a node: the
+      // constant-folding pass evaluates it on the cpu.
+      if (rule.fold_only || e.status() != Status::unsupported) throw;
+    }
   }
   if (rule.fold_only) c.fail("its inputs must be constants (a shape computation); only static shapes run");
   const Infos out = rule.infer(c);

@@ -48,7 +48,14 @@ void check_case(const fs::path& dir, Tally& tally) {
   for (std::size_t i = 0; i < g.outputs.size(); ++i) {
     const fs::path file = data / ("output_" + std::to_string(i) + ".pb");
     if (!fs::exists(file)) continue;
-    const HostTensor want = read_onnx_tensor(file.string());
+    HostTensor want;
+    try {
+      want = read_onnx_tensor(file.string());
+    } catch (const Error& e) {
+      // Test data in a type Galley does not read (bf16 written as uint16) has no shape to compare.
+      EXPECT_EQ(e.status(), Status::unsupported) << file << ": " << e.what();
+      continue;
+    }
     EXPECT_EQ(to_string(g.value(g.outputs[i]).shape), to_string(want.shape)) << dir << " output " << i;
     EXPECT_EQ(g.value(g.outputs[i]).type, want.type) << dir << " output " << i;
     ++tally.shape_checked;

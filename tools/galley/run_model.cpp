@@ -1,7 +1,8 @@
 // `galley run MODEL.onnx`: imports the model, lowers it for the device and either checks it against
 // ONNX test data (--inputs DIR --check: every output within the dtype's tolerance, exit 1 otherwise)
 // or runs it on random inputs and reports throughput (images/s, median and p90 ms per iteration,
-// peak memory); --verbose adds each layer's op, solver and time.
+// peak memory); --verbose adds each layer's op, solver and time. The graph passes (passes.hpp) run
+// before the executor is built; --no-pass NAME turns one off, --dtype f16|bf16 converts the graph.
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +23,9 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/onnx.hpp"
+#include "galley/model/passes.hpp"
 #include "galley/runtime/device.hpp"
+#include "run_passes.hpp"
 #include "strict_options.hpp"
 #include "table.hpp"
 
@@ -38,6 +41,13 @@ struct RunArgs {
   int warmup = 3;
   bool json = false;
   bool verbose = false;
+  PassFlags passes;
+};
+
+// What the graph passes were asked and did, for the check's tolerance and the reports.
+struct PassRun {
+  model::PassOptions options;
+  model::PassReport report;
 };
 
 namespace fs = std::filesystem;
@@ -73,7 +83,7 @@ std::map<std::string, Tensor> random_inputs(runtime::Stream& stream, const model
   return out;
 }
 
-int check_against(model::Executor& exec, runtime::Stream& stream, const RunArgs& args) {
+int check_against(model::Executor& exec, runtime::Stream& stream, const RunArgs& args, const PassRun& passes) {
   const fs::path dir(args.inputs);
   if (!fs::is_directory(dir)) throw Error(Status::not_found, "--inputs '" + args.inputs + "' is not a directory");
   const model::Graph& g = exec.graph();
@@ -90,7 +100,7 @@ int check_against(model::Executor& exec, runtime::Stream& stream, const RunArgs&
     const model::HostTensor want = model::read_onnx_tensor(file.string());
     const model::HostTensor got = model::to_host(stream, outputs.at(g.outputs[i]));
     const double err = max_error(got, want);
-    const double tol = want.type == model::ElemType::f32 ? 1e-4 : 1e-2;
+    const double tol = check_tolerance(passes.options, want.type);
     const bool ok = got.shape == want.shape && err <= tol;
     bad += ok ? 0 : 1;
     rows.push_back({{"output", g.outputs[i]}, {"max_error", std::isfinite(err) ? nlohmann::json(err) : nlohmann::json(nullptr)},
@@ -100,11 +110,14 @@ int check_against(model::Executor& exec, runtime::Stream& stream, const RunArgs&
                   model::to_string(got.shape).c_str(), err, tol);
     }
   }
-  if (args.json) std::printf("%s\n", nlohmann::json{{"model", args.model}, {"device", exec.device().name()}, {"outputs", rows}}.dump(2).c_str());
+  if (args.json) {
+    std::printf("%s\n", nlohmann::json{{"model", args.model}, {"device", exec.device().name()}, {"dtype", args.passes.dtype},
+                                       {"passes", passes_json(passes.report)}, {"outputs", rows}}.dump(2).c_str());
+  }
   return bad == 0 ? 0 : 1;
 }
 
-int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& args) {
+int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& args, const PassRun& passes) {
   const model::Graph& g = exec.graph();
   const auto inputs = random_inputs(stream, g);
   const std::int64_t batch = g.inputs.empty() ? 1 : std::max<std::int64_t>(1, g.value(g.inputs[0]).shape.empty() ? 1 : g.value(g.inputs[0]).shape[0]);
@@ -128,7 +141,8 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
   if (args.json) {
     nlohmann::json j = {{"model", args.model}, {"device", exec.device().name()}, {"batch", batch},
                         {"iterations", args.iterations}, {"median_ms", med}, {"p90_ms", p90},
-                        {"images_per_s", batch * 1000.0 / med}, {"peak_bytes", report.peak_bytes}};
+                        {"images_per_s", batch * 1000.0 / med}, {"peak_bytes", report.peak_bytes},
+                        {"dtype", args.passes.dtype}, {"passes", passes_json(passes.report)}};
     if (args.verbose) {
       nlohmann::json l = nlohmann::json::array();
       for (const auto& t : layers.layers) {
@@ -161,11 +175,15 @@ int run_model(const RunArgs& args, const CLI::App& cmd) {
   model::OnnxImportOptions import;
   if (cmd.count("--batch") > 0) import.batch = args.batch;
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  model::Executor exec(args.zoo.empty() ? model::import_onnx(args.model, import)
-                                        : model::build_model(args.zoo, import.batch.value_or(1), args.size),
-                       device);
+  PassRun passes;
+  passes.options = pass_options(args.passes, device);
+  model::Graph graph = args.zoo.empty() ? model::import_onnx(args.model, import)
+                                        : model::build_model(args.zoo, import.batch.value_or(1), args.size);
+  passes.report = model::run_passes(graph, passes.options);
+  if (args.verbose && !args.json) print_passes(passes.report);
+  model::Executor exec(std::move(graph), device);
   runtime::Stream stream(device);
-  return args.check ? check_against(exec, stream, args) : throughput(exec, stream, args);
+  return args.check ? check_against(exec, stream, args, passes) : throughput(exec, stream, args, passes);
 }
 
 const bool registered = register_command([](CLI::App& root) {
@@ -181,7 +199,8 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--iters", args->iterations, "timed iterations (default 20)")->check(integer_in(1, kMaxRepeats));
   cmd->add_option("--warmup", args->warmup, "untimed iterations first (default 3)")->check(integer_in(0, kMaxRepeats));
   cmd->add_flag("--json", args->json, "machine-readable output");
-  cmd->add_flag("--verbose", args->verbose, "per layer: op, solver and time");
+  cmd->add_flag("--verbose", args->verbose, "the graph passes, and per layer: op, solver and time");
+  add_pass_flags(*cmd, args->passes);
   cmd->callback([args, cmd] { set_exit_code(run_model(*args, *cmd)); });
 });
 
