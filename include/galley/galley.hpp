@@ -20,6 +20,7 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/onnx.hpp"
+#include "galley/model/passes.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
 #include "galley/tensor.hpp"
