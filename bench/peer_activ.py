@@ -13,7 +13,8 @@ bytes that must move (inputs read once, the output written once), as Galley coun
 """
 import argparse
 import json
-import statistics
+
+from peer_timing import median_ms
 
 # Issue 16's sizes at f16: 1 MB, 51 MB (its reference 32x256x56x56) and ~400 MB.
 SHAPES = [(1, 256, 32, 64), (32, 256, 56, 56), (64, 256, 112, 112)]
@@ -65,37 +66,6 @@ def ops(torch, act, alpha, beta):
     return forward, backward
 
 
-def median_ms(torch, call, warmup, repeats, cuda_graphs):
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    stop.record()
-    stop.synchronize()
-    inner = max(1, min(1000, int(1.0 / max(start.elapsed_time(stop), 1e-3))))
-    if cuda_graphs:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                call()
-        run = graph.replay
-    else:
-        def run():
-            for _ in range(inner):
-                call()
-    run()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", default="f16", choices=["f32", "f16", "bf16"])
@@ -119,7 +89,8 @@ def main():
             dy = torch.randn(*shape, device="cuda", generator=gen).to(tdtype).contiguous(memory_format=fmt)
             v = forward(x) if act in READS_DST else x
             for direction, call, tensors in (("F", lambda: forward(x), 2), ("B", lambda: backward(dy, v), 3)):
-                ms = median_ms(torch, call, args.warmup, args.repeats, args.cuda_graphs)
+                ms = median_ms(torch, call, warmup_calls=args.warmup, repeats=args.repeats,
+                               graphs=args.cuda_graphs)
                 moved = tensors * x.numel() * elem
                 print(json.dumps({"key": key(act, alpha, beta, direction, args.dtype, args.layout, shape),
                                   "peer": "torch " + torch.__version__ + (" graphs" if args.cuda_graphs else " eager"),

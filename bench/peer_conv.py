@@ -18,8 +18,9 @@ Galley's vendor solvers do once they replay a pointer set's calls as a graph.
 import argparse
 import json
 import math
-import statistics
 import sys
+
+from peer_timing import time_call
 
 CONFIGS = [("f32", "nchw"), ("f16", "nchw"), ("f16", "nhwc"), ("bf16", "nhwc")]
 FLAG_FIELDS = {"-n": "n", "-c": "c", "-H": "h", "-W": "w", "-k": "k", "-y": "y", "-x": "x", "-p": "p",
@@ -92,49 +93,13 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False,
         want_shape = tuple(x.shape) if direction == 2 else tuple(w.shape)
 
     y = call()  # cudnn.benchmark picks its algorithm here
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    # Warm-up for warmup_ms, which also sizes `inner`.
-    start.record()
-    calls = 0
-    while True:
-        call()
-        calls += 1
-        stop.record()
-        stop.synchronize()
-        elapsed = start.elapsed_time(stop)
-        if elapsed >= warmup_ms and calls >= 5:
-            break
-    per_call = elapsed / calls
-    inner = max(1, min(200, int(math.ceil(1.0 / max(per_call, 1e-4)))))
-    run_inner = lambda: [call() for _ in range(inner)]
-    if cuda_graphs:
-        # Capture on a side stream after a warm-up there, as torch.cuda.graphs asks.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                y = call()
-        graph.replay()
-        torch.cuda.synchronize()
-        run_inner = graph.replay
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run_inner()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    ms = statistics.median(times)
+    timing = time_call(torch, call, warmup_calls=5, warmup_ms=warmup_ms, repeats=repeats, graphs=cuda_graphs,
+                       max_inner=200)
+    ms, times = timing.ms, timing.samples
     flops = 2.0 * p["n"] * p["k"] * ho * wo * (p["c"] // p["g"]) * p["y"] * p["x"]
     assert tuple(y.shape) == want_shape
     return {"key": key(p, dtype, layout, direction), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
-            "spread_ms": [min(times), max(times)], "inner": inner, "cuda_graphs": cuda_graphs}
+            "spread_ms": [min(times), max(times)], "inner": timing.inner, "cuda_graphs": cuda_graphs}
 
 
 def main():

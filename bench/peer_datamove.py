@@ -10,7 +10,8 @@ Prints one JSON object per problem with the Galley key and the command that time
 """
 import argparse
 import json
-import statistics
+
+from peer_timing import median_ms
 
 DIMS = {"1MB": (32, 256, 8, 8), "51MB": (32, 256, 56, 56), "400MB": (256, 256, 56, 56)}
 
@@ -63,22 +64,6 @@ def problems(torch, dims):
     return out
 
 
-def median_ms(torch, fn, warmup, repeats, batch):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(batch):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / batch)
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1MB,51MB,400MB", help="comma list of " + ",".join(DIMS))
@@ -91,21 +76,14 @@ def main():
     for size in args.sizes.split(","):
         for key, command, nbytes, make, fn in problems(torch, DIMS[size]):
             xs = make()
-            eager = median_ms(torch, lambda: fn(xs), args.warmup, args.repeats, args.batch)
-            graph = torch.cuda.CUDAGraph()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn(xs)  # warm-up outside capture, as CUDA graphs require
-            torch.cuda.current_stream().wait_stream(stream)
-            with torch.cuda.graph(graph):
-                fn(xs)
-            replay = median_ms(torch, graph.replay, args.warmup, args.repeats, args.batch)
+            timing = dict(warmup_calls=args.warmup, repeats=args.repeats, inner=args.batch)
+            eager = median_ms(torch, lambda: fn(xs), **timing)
+            replay = median_ms(torch, lambda: fn(xs), graphs=True, **timing)
             print(json.dumps({"size": size, "key": key, "galley_command": command + " --device cuda:0",
                               "bytes": nbytes, "eager_ms": eager, "eager_GBps": nbytes / eager / 1e6,
                               "graph_ms": replay, "graph_GBps": nbytes / replay / 1e6,
                               "torch": torch.__version__}), flush=True)
-            del xs, graph
+            del xs
 
 
 if __name__ == "__main__":

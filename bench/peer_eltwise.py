@@ -14,7 +14,8 @@ calls as one captured CUDA graph instead, to take PyTorch's host path out.
 """
 import argparse
 import json
-import statistics
+
+from peer_timing import median_ms
 
 # Bias add and same-shape ops at about 1 MB, 51 MB and 400 MB of f16 input (issue 16's sizes).
 PROBLEMS = [
@@ -44,42 +45,6 @@ def numel(shape):
     for d in shape:
         n *= d
     return n
-
-
-def time_call(torch, fn, graphs, target_ms=1.0, repeats=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    stop.record()
-    stop.synchronize()
-    inner = max(1, min(1000, int(target_ms / max(start.elapsed_time(stop), 1e-3))))
-    run = None
-    if graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                fn()
-        run = graph.replay
-    else:
-        def run():
-            for _ in range(inner):
-                fn()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
 
 
 def main():
@@ -117,7 +82,7 @@ def main():
             ("F", lambda: f(a, b), numel(sa) + numel(sb) + out),
             ("B", backward, out + (numel(sa) + numel(sb) if reads else 0) + numel(sa) + numel(sb)),
         ):
-            ms = time_call(torch, fn, args.cuda_graphs)
+            ms = median_ms(torch, fn, warmup_calls=3, repeats=20, graphs=args.cuda_graphs, target_ms=1.0)
             line = {"key": key(direction, op, args.dtype, args.layout, sa, sb), "peer": "pytorch " + torch.__version__,
                     "cuda_graphs": args.cuda_graphs, "ms": ms, "gbps": moved * elem / ms / 1e6}
             print(json.dumps(line), flush=True)

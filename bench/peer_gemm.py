@@ -12,7 +12,8 @@ Prints one JSON object per problem, keyed by Galley's problem key.
 """
 import argparse
 import json
-import statistics
+
+from peer_timing import median_ms
 
 # (m, n, k, batch, trans_a, trans_b, shared_b, bias, tag)
 PROBLEMS = [
@@ -58,37 +59,6 @@ def make_call(torch, p, dtype, direction):
     return lambda: torch.matmul(a2.transpose(-1, -2), d2)
 
 
-def time_call(torch, call, cuda_graphs, repeats=20):
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    torch.cuda.synchronize()
-    inner = max(1, int(1.0 / max(start.elapsed_time(end), 1e-3)))
-    runner = lambda: [call() for _ in range(inner)]
-    if cuda_graphs:
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            runner()
-            graph.capture_begin()
-            runner()
-            graph.capture_end()
-        torch.cuda.synchronize()
-        runner = graph.replay
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        runner()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="f16", choices=["f32", "f16", "bf16"])
@@ -101,7 +71,8 @@ def main():
     rows = []
     for p in PROBLEMS:
         for direction in (1, 2, 4):
-            ms = time_call(torch, make_call(torch, p, args.dtype, direction), args.cuda_graphs)
+            ms = median_ms(torch, make_call(torch, p, args.dtype, direction), warmup_calls=3, repeats=20,
+                           graphs=args.cuda_graphs)
             flops = 2.0 * p[0] * p[1] * p[2] * p[3]
             row = {"key": key(p, args.dtype, direction), "tag": p[8], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
                    "cuda_graphs": args.cuda_graphs, "torch": torch.__version__}

@@ -10,8 +10,9 @@ timed after its compilation and warm-up, as compile_ms / compile_images_per_s.
 """
 import argparse
 import json
-import statistics
 import sys
+
+from peer_timing import median_ms
 
 
 def main():
@@ -35,52 +36,21 @@ def main():
     fmt = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
     model = getattr(torchvision.models, args.model)(weights=None).eval().cuda().to(dtype).to(memory_format=fmt)
     x = torch.randn(args.batch, 3, args.size, args.size, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = {"model": args.model, "batch": args.batch, "dtype": args.dtype, "layout": args.layout, "torch": torch.__version__}
+    # One iteration per timed sample (a network lasts milliseconds); the warm-up is done here, before the peak
+    # memory counter restarts, so cuDNN's benchmark search on the first calls is not in peak_bytes.
+    timing = dict(warmup_calls=0, repeats=args.iters, inner=1)
     with torch.inference_mode():
         for _ in range(5):
             model(x)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        times = []
-        for _ in range(args.iters):
-            start.record()
-            model(x)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        out["eager_ms"] = statistics.median(times)
+        out["eager_ms"] = median_ms(torch, lambda: model(x), **timing)
         out["peak_bytes"] = torch.cuda.max_memory_allocated()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(x)
-        times = []
-        for _ in range(args.iters):
-            start.record()
-            graph.replay()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        out["graph_ms"] = statistics.median(times)
+        out["graph_ms"] = median_ms(torch, lambda: model(x), graphs=True, **timing)
         if args.compile:
             compiled = torch.compile(model, mode="reduce-overhead")
-            for _ in range(5):
-                compiled(x)
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(args.iters):
-                start.record()
-                compiled(x)
-                stop.record()
-                stop.synchronize()
-                times.append(start.elapsed_time(stop))
-            out["compile_ms"] = statistics.median(times)
+            out["compile_ms"] = median_ms(torch, lambda: compiled(x), warmup_calls=5, repeats=args.iters, inner=1)
             out["compile_images_per_s"] = args.batch * 1000 / out["compile_ms"]
     out["eager_images_per_s"] = args.batch * 1000 / out["eager_ms"]
     out["graph_images_per_s"] = args.batch * 1000 / out["graph_ms"]

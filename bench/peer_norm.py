@@ -14,7 +14,8 @@ join `galley bench ... --json`) and GB/s of the bytes that must move (Galley's m
 """
 import argparse
 import json
-import statistics
+
+from peer_timing import median_ms
 
 EPS = "0.00001"
 MOMENTUM = "0.1"
@@ -38,46 +39,6 @@ def gnorm_key(backward, dtype, layout, s, groups):
 
 def lnorm_key(backward, dtype, dims):
     return f"lnorm-{'B' if backward else 'F'}-{dtype}-d{'x'.join(map(str, dims))}-a{len(dims) - 1}-e{EPS}"
-
-
-def time_call(torch, call, warmup_ms, repeats, graphs):
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    start.record()
-    call()
-    stop.record()
-    stop.synchronize()
-    inner = max(1, min(1000, int(1.0 / max(start.elapsed_time(stop), 1e-3))))
-    run = call
-    if graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                call()
-        run = graph.replay
-    elapsed = 0.0
-    while elapsed < warmup_ms:
-        start.record()
-        run() if graphs else [call() for _ in range(inner)]
-        stop.record()
-        stop.synchronize()
-        elapsed += start.elapsed_time(stop)
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run() if graphs else [call() for _ in range(inner)]
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
 
 
 def main():
@@ -104,7 +65,8 @@ def main():
         for graphs in (False, True):
             name = "graph" if graphs else "eager"
             try:
-                ms = time_call(torch, call, args.warmup_ms, args.repeats, graphs)
+                ms = median_ms(torch, call, warmup_calls=3, warmup_ms=args.warmup_ms, repeats=args.repeats,
+                               graphs=graphs)
                 row[name + "_ms"], row[name + "_gbps"] = ms, bytes_moved / (ms * 1e-3) / 1e9
             except RuntimeError as err:  # e.g. a backward that cannot be captured
                 row[name + "_ms"], row[name + "_error"] = None, str(err)

@@ -8,56 +8,15 @@ every output written once), the same definition as Galley's problem min_bytes().
 
 Sizes (N, C, H, W): small 1x128x64x64 (1 MB in f16), mid 32x256x56x56 (51 MB, the issue's reference
 size), large 256x256x56x56 (411 MB). Each timing is a batch of `inner` back-to-back calls lasting
-about 1 ms, divided by `inner`; the median over repeats after a warm-up, as bench/peer_conv.py.
+about 1 ms, divided by `inner`; the median over repeats after a warm-up (bench/peer_timing.py).
 """
 import argparse
 import json
-import math
-import statistics
 import sys
 
+from peer_timing import median_ms
+
 SIZES = {"small": (1, 128, 64, 64), "mid": (32, 256, 56, 56), "large": (256, 256, 56, 56)}
-
-
-def timed(torch, call, warmup_ms=20.0, repeats=15, graphs=False):
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    call()
-    torch.cuda.synchronize()
-    start.record()
-    calls = 0
-    while True:
-        call()
-        calls += 1
-        stop.record()
-        stop.synchronize()
-        elapsed = start.elapsed_time(stop)
-        if elapsed >= warmup_ms and calls >= 3:
-            break
-    per_call = elapsed / calls
-    inner = max(1, min(200, int(math.ceil(1.0 / max(per_call, 1e-4)))))
-    run = lambda: [call() for _ in range(inner)]
-    if graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                call()
-        graph.replay()
-        torch.cuda.synchronize()
-        run = graph.replay
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
 
 
 def cases(torch, shape, dtype, layout):
@@ -147,8 +106,9 @@ def main():
         shape = SIZES[size_name]
         for name, direction, call, nbytes in cases(torch, shape, dtype, args.layout):
             try:
-                eager = timed(torch, call, repeats=args.repeats)
-                graph = timed(torch, call, repeats=args.repeats, graphs=True)
+                timing = dict(warmup_calls=3, warmup_ms=20.0, repeats=args.repeats, max_inner=200)
+                eager = median_ms(torch, call, **timing)
+                graph = median_ms(torch, call, graphs=True, **timing)
             except RuntimeError as e:  # one op PyTorch refuses must not cost the others' figures
                 print(f"{size_name:6s} {name:16s} {direction} error: {e}", flush=True)
                 rows.append({"op": name, "direction": direction, "size": size_name, "error": str(e)})

@@ -14,9 +14,9 @@ back-to-back calls (>= ~1 ms) divided by `inner`; --cuda-graphs replays the call
 """
 import argparse
 import json
-import math
-import statistics
 import sys
+
+from peer_timing import time_call
 
 # (tag, n, c, h, w, mode, window, kernel, stride, pad, adaptive): 1 MB, 51 MB and 400 MB inputs in f16.
 PROBLEMS = [
@@ -50,46 +50,6 @@ def key(pr, dtype, layout, backward, keep):
     _, n, c, h, w, mode, window, k, s, p, a = pr
     return (f"pool-{'B' if backward else 'F'}-{dtype}-{layout}-{mode}-{window}-n{n}-c{c}-h{h}-w{w}-y{k}-x{k}"
             f"-p{p}-q{p}-u{s}-v{s}-ceil0-ah{a}-aw{a}-idx{1 if keep else 0}")
-
-
-def time_call(torch, call, warmup_ms, repeats, cuda_graphs):
-    call()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    calls = 0
-    while True:
-        call()
-        calls += 1
-        stop.record()
-        stop.synchronize()
-        elapsed = start.elapsed_time(stop)
-        if elapsed >= warmup_ms and calls >= 5:
-            break
-    inner = max(1, min(200, int(math.ceil(1.0 / max(elapsed / calls, 1e-4)))))
-    run_inner = lambda: [call() for _ in range(inner)]
-    if cuda_graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(inner):
-                call()
-        graph.replay()
-        torch.cuda.synchronize()
-        run_inner = graph.replay
-    times = []
-    for _ in range(repeats):
-        start.record()
-        run_inner()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times), [min(times), max(times)], inner
 
 
 def rows_for(torch, pr, dtype, layout, args):
@@ -129,9 +89,10 @@ def rows_for(torch, pr, dtype, layout, args):
             nbytes = ys * e + xs * e + (ys * 4 if keep else 0)
         else:
             nbytes = xs * e + ys * e
-        ms, spread, inner = time_call(torch, call, args.warmup_ms, args.repeats, args.cuda_graphs)
+        ms, times, inner = time_call(torch, call, warmup_calls=5, warmup_ms=args.warmup_ms, repeats=args.repeats,
+                                     graphs=args.cuda_graphs, max_inner=200)
         rows.append({"key": key(pr, dtype, layout, backward, keep), "tag": tag, "ms": ms,
-                     "gbps": nbytes / (ms * 1e-3) / 1e9, "spread_ms": spread, "inner": inner,
+                     "gbps": nbytes / (ms * 1e-3) / 1e9, "spread_ms": [min(times), max(times)], "inner": inner,
                      "cuda_graphs": args.cuda_graphs})
     return rows
 

@@ -13,9 +13,10 @@ by `inner`. One JSON object per problem and mode, carrying the Galley key so row
 """
 import argparse
 import json
-import statistics
 
 import torch
+
+from peer_timing import median_ms
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -29,42 +30,6 @@ SOFTMAX = [
 # (shape, axes): global average pool (NCHW and NHWC-as-row-major), the bias gradient of a linear.
 REDUCE = [((32, 256, 56, 56), (2, 3)), ((32, 56, 56, 256), (1, 2)), ((2, 64, 64, 64), (2, 3)),
           ((64, 512, 56, 56), (2, 3)), ((32768, 4096), (0,))]
-
-
-def median_ms(fn, repeats, graph):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    stop.record()
-    stop.synchronize()
-    inner = max(1, min(1000, int(1.0 / max(start.elapsed_time(stop), 1e-3))))
-    run = fn
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-            with torch.cuda.graph(g):
-                for _ in range(inner):
-                    fn()
-        torch.cuda.current_stream().wait_stream(s)
-        run = g.replay
-    times = []
-    for _ in range(repeats):
-        start.record()
-        if graph:
-            run()
-        else:
-            for _ in range(inner):
-                run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / inner)
-    return statistics.median(times)
 
 
 def softmax_key(dims, layout, axis, log, backward, dtype):
@@ -95,7 +60,7 @@ def main():
             bwd = torch.ops.aten._log_softmax_backward_data if log else torch.ops.aten._softmax_backward_data
             for backward, fn in ((False, lambda: f(x, axis)), (True, lambda: bwd(dy, y, axis, dt))):
                 for graph in (False, True):
-                    ms = median_ms(fn, args.repeats, graph)
+                    ms = median_ms(torch, fn, warmup_calls=3, repeats=args.repeats, graphs=graph)
                     moved = x.numel() * esize * (3 if backward else 2)
                     print(json.dumps({"key": softmax_key(dims, layout, axis, log, backward, args.dtype),
                                       "mode": "graph" if graph else "eager", "ms": ms, "gbps": moved / ms / 1e6}))
@@ -110,7 +75,7 @@ def main():
             for backward, fn in ((False, lambda: f(x, dim=axes, keepdim=True)),
                                  (True, lambda: (dy * scale).expand_as(x).contiguous())):
                 for graph in (False, True):
-                    ms = median_ms(fn, args.repeats, graph)
+                    ms = median_ms(torch, fn, warmup_calls=3, repeats=args.repeats, graphs=graph)
                     moved = (x.numel() + y.numel()) * esize
                     print(json.dumps({"key": reduce_key(dims, axes, op, backward, args.dtype),
                                       "mode": "graph" if graph else "eager", "ms": ms, "gbps": moved / ms / 1e6}))

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "dnn/norm_common.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -96,48 +96,19 @@ std::string BatchNormProblem::key() const {
 }
 
 BatchNormProblem BatchNormProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed bnorm key " + quoted_input(key) + ": " + why +
-        " (expected e.g. bnorm-F-train-f32-nchw-n32-c64-h56-w56-e0.00001-m0.1)");
-  };
-  const auto parts = norm::split(key, '-');
-  if (parts.size() != 11) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 11");
-  if (parts[0] != "bnorm") fail("does not start with 'bnorm'");
+  detail::KeyReader r("bnorm", key, "bnorm-F-train-f32-nchw-n32-c64-h56-w56-e0.00001-m0.1");
   BatchNormProblem p;
-  p.direction = norm::parse_direction_letter(parts[1], "malformed bnorm key " + quoted_input(key));
-  if (parts[2] == "train") {
-    p.mode = BatchNormMode::training;
-  } else if (parts[2] == "infer") {
-    p.mode = BatchNormMode::inference;
-  } else {
-    fail("mode " + quoted_input(parts[2]) + " is not train or infer");
-  }
-  try {
-    p.dtype = parse_dtype(parts[3]);
-    p.layout = parse_layout(parts[4]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[4] != to_string(p.layout)) fail("layout " + quoted_input(parts[4]) + " must be lower case");
-  const struct {
-    char letter;
-    std::int64_t* field;
-  } ints[] = {{'n', &p.n}, {'c', &p.c}, {'h', &p.h}, {'w', &p.w}};
-  for (std::size_t i = 0; i < 4; ++i) {
-    const std::string_view part = parts[5 + i];
-    if (part.empty() || part.front() != ints[i].letter ||
-        !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
-      fail("field " + quoted_input(part) + " is not '" + ints[i].letter + "<integer>'");
-    }
-  }
-  if (parts[9].empty() || parts[9].front() != 'e' ||
-      !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
-    fail("field " + quoted_input(parts[9]) + " is not 'e<epsilon>' in fixed notation");
-  }
-  if (parts[10].empty() || parts[10].front() != 'm' ||
-      !norm::parse_real_canonical(parts[10].substr(1), p.momentum)) {
-    fail("field " + quoted_input(parts[10]) + " is not 'm<momentum>' in fixed notation");
-  }
+  p.direction = norm::direction_of(r.direction());
+  p.mode = r.one_of("mode", {"train", "infer"}) == 0 ? BatchNormMode::training : BatchNormMode::inference;
+  p.dtype = r.dtype();
+  p.layout = r.layout();
+  p.n = r.count("n");
+  p.c = r.count("c");
+  p.h = r.count("h");
+  p.w = r.count("w");
+  p.epsilon = r.field<double>("e", "epsilon in fixed notation", norm::parse_real_canonical);
+  p.momentum = r.field<double>("m", "momentum in fixed notation", norm::parse_real_canonical);
+  r.end();
   p.validate();
   return p;
 }

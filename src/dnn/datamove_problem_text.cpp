@@ -6,34 +6,12 @@
 #include <vector>
 
 #include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/datamove_problem.hpp"
 
 namespace galley::dnn {
 namespace {
-
-[[noreturn]] void bad_key(std::string_view kind, std::string_view key, const std::string& why) {
-  throw Error(Status::invalid_argument, std::string(kind) + " key " + quoted_input(key) + ": " + why);
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
-
-// Canonical non-negative decimal: digits without leading zeros, so one problem has one key.
-bool parse_count(std::string_view text, std::int64_t& out) {
-  if (text.empty() || (text.size() > 1 && text.front() == '0')) return false;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
 
 std::string join(const std::vector<std::int64_t>& v, char sep) {
   std::string out;
@@ -47,73 +25,17 @@ std::string join(const std::vector<int>& v, char sep) {
   return join(std::vector<std::int64_t>(v.begin(), v.end()), sep);
 }
 
-// Reads the fields of a key one '-'-separated word at a time.
-class KeyReader {
- public:
-  KeyReader(std::string_view kind, std::string_view key) : kind_(kind), key_(key), words_(split(key, '-')) {
-    if (words_.empty() || words_[0] != kind) fail("does not start with '" + std::string(kind) + "-'");
-    next_ = 1;
-  }
-  [[noreturn]] void fail(const std::string& why) const { bad_key(kind_, key_, why); }
-  std::string_view word(const char* what) {
-    if (next_ >= words_.size()) fail(std::string("ends before its ") + what);
-    return words_[next_++];
-  }
-  // The text after a one-letter prefix.
-  std::string_view field(char prefix, const char* what) {
-    const std::string_view w = word(what);
-    if (w.empty() || w.front() != prefix)
-      fail(std::string("expected ") + what + " ('" + prefix + "...'), got '" + std::string(w) + "'");
-    return w.substr(1);
-  }
-  std::vector<std::int64_t> list(char prefix, char sep, const char* what) {
-    std::vector<std::int64_t> out;
-    for (std::string_view p : split(field(prefix, what), sep)) {
-      std::int64_t v = 0;
-      if (!parse_count(p, v)) fail(std::string("bad ") + what + " entry '" + std::string(p) + "'");
-      out.push_back(v);
-    }
-    return out;
-  }
-  std::int64_t number(char prefix, const char* what) {
-    const std::vector<std::int64_t> v = list(prefix, ',', what);
-    if (v.size() != 1) fail(std::string("bad ") + what);
-    return v[0];
-  }
-  DType dtype() {
-    const std::string_view w = word("dtype");
-    try {
-      return parse_dtype(w);
-    } catch (const Error&) {
-      fail("bad dtype '" + std::string(w) + "'");
-    }
-  }
-  Layout layout() {
-    const std::string_view w = word("layout");
-    if (w == "nchw") return Layout::nchw;
-    if (w == "nhwc") return Layout::nhwc;
-    fail("bad layout '" + std::string(w) + "' (nchw or nhwc)");
-  }
-  void end() const {
-    if (next_ != words_.size()) fail("has extra words after its last field");
-  }
-
- private:
-  std::string_view kind_, key_;
-  std::vector<std::string_view> words_;
-  std::size_t next_ = 0;
-};
-
 // A problem read from a key must give the same key back (and be valid), else the key was not
 // canonical; both failures are the key's fault, named as such.
 template <class P>
-P checked(std::string_view kind, std::string_view key, P p) {
+P checked(const detail::KeyReader& r, std::string_view key, P p) {
+  r.end();
   try {
     p.validate();
   } catch (const Error& e) {
-    bad_key(kind, key, e.what());
+    r.fail(e.what());
   }
-  if (p.key() != key) bad_key(kind, key, "is not canonical (expected '" + p.key() + "')");
+  if (p.key() != key) r.fail("is not canonical (expected " + quoted_input(p.key()) + ")");
   return p;
 }
 
@@ -124,18 +46,17 @@ std::string parts_key(const char* kind, const P& p) {
 }
 
 template <class P>
-P parse_parts_key(const char* kind, std::string_view key) {
-  KeyReader r(kind, key);
+P parse_parts_key(const char* kind, std::string_view key, std::string_view example) {
+  detail::KeyReader r(kind, key, example);
   P p;
   p.dtype = r.dtype();
   p.layout = r.layout();
-  const std::int64_t axis = r.number('a', "axis");
-  if (axis > kMaxRank) r.fail("axis out of range");
+  const std::int64_t axis = r.count("a");
+  if (axis > kMaxRank) r.bad_field("axis");
   p.axis = static_cast<int>(axis);
-  p.dims = r.list('d', 'x', "dims");
-  p.sizes = r.list('s', '.', "sizes");
-  r.end();
-  return checked(kind, key, std::move(p));
+  p.dims = r.counts("d", 'x', "dims");
+  p.sizes = r.counts("s", '.', "sizes");
+  return checked(r, key, std::move(p));
 }
 
 template <class P>
@@ -164,7 +85,7 @@ std::string value_text(double v) {
 
 std::string ConcatProblem::key() const { return parts_key("concat", *this); }
 ConcatProblem ConcatProblem::parse_key(std::string_view key) {
-  return parse_parts_key<ConcatProblem>("concat", key);
+  return parse_parts_key<ConcatProblem>("concat", key, "concat-f32-nchw-a1-d2x3-s1.2");
 }
 std::string ConcatProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   return parts_command("concat", *this, device, solver);
@@ -172,7 +93,7 @@ std::string ConcatProblem::bench_command(const runtime::Device& device, std::str
 
 std::string SplitProblem::key() const { return parts_key("split", *this); }
 SplitProblem SplitProblem::parse_key(std::string_view key) {
-  return parse_parts_key<SplitProblem>("split", key);
+  return parse_parts_key<SplitProblem>("split", key, "split-f32-nchw-a1-d2x3-s1.2");
 }
 std::string SplitProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   return parts_command("split", *this, device, solver);
@@ -182,16 +103,15 @@ std::string TransposeProblem::key() const {
   return std::string("transpose-") + to_string(dtype) + "-d" + join(dims, 'x') + "-p" + join(perm, '.');
 }
 TransposeProblem TransposeProblem::parse_key(std::string_view key) {
-  KeyReader r("transpose", key);
+  detail::KeyReader r("transpose", key, "transpose-f32-d2x3-p1.0");
   TransposeProblem p;
   p.dtype = r.dtype();
-  p.dims = r.list('d', 'x', "dims");
-  for (std::int64_t v : r.list('p', '.', "perm")) {
-    if (v > kMaxRank) r.fail("perm entry out of range");
+  p.dims = r.counts("d", 'x', "dims");
+  for (std::int64_t v : r.counts("p", '.', "perm")) {
+    if (v > kMaxRank) r.bad_field("perm");
     p.perm.push_back(static_cast<int>(v));
   }
-  r.end();
-  return checked("transpose", key, std::move(p));
+  return checked(r, key, std::move(p));
 }
 std::string TransposeProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   std::string line = "galley bench transpose --dims " + join(dims, ',') + " --perm " + join(perm, ',') +
@@ -206,31 +126,23 @@ std::string PadProblem::key() const {
          join(after, '.') + "-v" + value_text(value);
 }
 PadProblem PadProblem::parse_key(std::string_view key) {
-  KeyReader r("pad", key);
+  detail::KeyReader r("pad", key, "pad-F-f32-nchw-d2x3x4x5-b0.0.1.1-e0.0.1.1-v0");
   PadProblem p;
-  const std::string_view d = r.word("direction");
-  if (d == "F") {
-    p.direction = PadDirection::forward;
-  } else if (d == "B") {
-    p.direction = PadDirection::backward;
-  } else {
-    r.fail("bad direction '" + std::string(d) + "' (F or B)");
-  }
+  p.direction = r.direction() == 'F' ? PadDirection::forward : PadDirection::backward;
   p.dtype = r.dtype();
   p.layout = r.layout();
-  p.dims = r.list('d', 'x', "dims");
-  p.before = r.list('b', '.', "before");
-  p.after = r.list('e', '.', "after");
-  std::string v(r.field('v', "value"));
-  for (char& c : v) {
-    if (c == 'm') c = '-';
-  }
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
-  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) r.fail("bad value '" + v + "'");
-  p.value = value;
-  r.end();
-  return checked("pad", key, std::move(p));
+  p.dims = r.counts("d", 'x', "dims");
+  p.before = r.counts("b", '.', "before");
+  p.after = r.counts("e", '.', "after");
+  p.value = r.field<double>("v", "value", [](std::string_view text, double& value) {
+    std::string v(text);
+    for (char& c : v) {
+      if (c == 'm') c = '-';
+    }
+    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+    return !v.empty() && ec == std::errc() && ptr == v.data() + v.size();
+  });
+  return checked(r, key, std::move(p));
 }
 std::string PadProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   char value_buf[64];
@@ -249,15 +161,14 @@ std::string ReorderProblem::key() const {
          to_string(dst_dtype) + "-" + to_string(dst_layout) + "-d" + join(dims, 'x');
 }
 ReorderProblem ReorderProblem::parse_key(std::string_view key) {
-  KeyReader r("reorder", key);
+  detail::KeyReader r("reorder", key, "reorder-f32-nchw-f16-nhwc-d2x3x4x5");
   ReorderProblem p;
   p.src_dtype = r.dtype();
   p.src_layout = r.layout();
   p.dst_dtype = r.dtype();
   p.dst_layout = r.layout();
-  p.dims = r.list('d', 'x', "dims");
-  r.end();
-  return checked("reorder", key, std::move(p));
+  p.dims = r.counts("d", 'x', "dims");
+  return checked(r, key, std::move(p));
 }
 std::string ReorderProblem::bench_command(const runtime::Device& device, std::string_view solver) const {
   std::string line = "galley bench reorder --dims " + join(dims, ',') + " --dtype " + to_string(src_dtype) +

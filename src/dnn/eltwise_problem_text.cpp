@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/eltwise.hpp"
 
@@ -12,18 +13,6 @@ namespace galley::dnn {
 namespace {
 
 [[noreturn]] void bad(const std::string& message) { throw Error(Status::invalid_argument, message); }
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
 
 // Positive decimal without leading zeros, so one shape has one spelling.
 bool parse_dim(std::string_view text, std::int64_t& out) {
@@ -60,7 +49,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 std::vector<std::int64_t> parse_shape(std::string_view text, std::string_view what) {
   std::vector<std::int64_t> shape;
-  for (std::string_view part : split(text, 'x')) {
+  for (std::string_view part : detail::split_text(text, 'x')) {
     std::int64_t d = 0;
     if (!parse_dim(part, d)) {
       bad(std::string(what) + " " + quoted_input(text) +
@@ -89,45 +78,27 @@ std::string EltwiseProblem::key() const {
 }
 
 EltwiseProblem EltwiseProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed eltwise key " + quoted_input(key) + ": " + why +
-        " (expected e.g. eltwise-F-add-f32-nchw-a32x256x56x56-b1x256x1x1-al1-be1)");
-  };
-  // alpha and beta may be negative ("al-0.5"), so the last two fields are found by their prefixes.
-  const std::size_t al = key.rfind("-al");
-  const std::size_t be = key.rfind("-be");
-  if (al == std::string_view::npos || be == std::string_view::npos || be < al)
-    fail("no -al<alpha>-be<beta> at its end");
-  const auto parts = split(key.substr(0, al), '-');
-  if (parts.size() != 7)
-    fail("has " + std::to_string(parts.size()) + " '-'-separated parts before -al, want 7");
+  // alpha and beta may be negative ("al-0.5"): the reader finds them from the key's end.
+  detail::KeyReader r("eltwise", key, "eltwise-F-add-f32-nchw-a32x256x56x56-b1x256x1x1-al1-be1",
+                      {"al", "be"});
   EltwiseProblem p;
-  if (parts[0] != "eltwise") fail("does not start with 'eltwise'");
-  if (parts[1] == "F") {
-    p.direction = EltwiseDirection::forward;
-  } else if (parts[1] == "B") {
-    p.direction = EltwiseDirection::backward;
-  } else {
-    fail("direction " + quoted_input(parts[1]) + " is not F or B");
-  }
-  try {
-    p.op = parse_eltwise_op(parts[2]);
-    p.dtype = parse_dtype(parts[3]);
-    p.layout = parse_layout(parts[4]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[4] != to_string(p.layout)) fail("layout " + quoted_input(parts[4]) + " must be lower case");
-  if (parts[5].substr(0, 1) != "a" || parts[6].substr(0, 1) != "b")
-    fail("shapes must be a<dims> and b<dims>");
-  try {
-    p.a = parse_shape(parts[5].substr(1), "shape a");
-    p.b = parse_shape(parts[6].substr(1), "shape b");
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (!parse_float(key.substr(al + 3, be - al - 3), p.alpha)) fail("alpha is not a float in shortest form");
-  if (!parse_float(key.substr(be + 3), p.beta)) fail("beta is not a float in shortest form");
+  p.direction = r.direction() == 'F' ? EltwiseDirection::forward : EltwiseDirection::backward;
+  p.op = r.parsed_word("op", parse_eltwise_op);
+  p.dtype = r.dtype();
+  p.layout = r.layout();
+  const auto shape = [&](std::string_view prefix, std::string_view what) {
+    const std::string_view text = r.field(prefix, "shape");
+    try {
+      return parse_shape(text, what);
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+  };
+  p.a = shape("a", "shape a");
+  p.b = shape("b", "shape b");
+  p.alpha = r.field<float>("al", "float in shortest form", parse_float);
+  p.beta = r.field<float>("be", "float in shortest form", parse_float);
+  r.end();
   p.validate();
   return p;
 }

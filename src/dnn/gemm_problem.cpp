@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -33,24 +33,6 @@ bool parse_number_exact(std::string_view text, double& out) {
   if (text.empty()) return false;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && ptr == text.data() + text.size() && std::isfinite(out) && number_text(out) == text;
-}
-
-bool parse_int_exact(std::string_view text, std::int64_t& out) {
-  if (text.empty() || (text.size() > 1 && text.front() == '0') || text.front() == '-') return false;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return parts;
 }
 
 char direction_letter(GemmDirection d) {
@@ -185,73 +167,28 @@ std::string GemmProblem::key() const {
 }
 
 GemmProblem GemmProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed gemm key " + quoted_input(key) + ": " + why +
-        " (expected e.g. gemm-F-f16-nt-b8-m1024-n4096-k1024-sa0-sb1-bias1-alpha1-beta0)");
-  };
-  // alpha and beta are the last fields and their text may hold '-' ("-0.5", "1e-05").
-  const std::size_t beta_at = key.rfind("-beta");
-  const std::size_t alpha_at = beta_at == std::string_view::npos ? beta_at : key.rfind("-alpha", beta_at);
-  if (alpha_at == std::string_view::npos) fail("has no -alpha<number>-beta<number> ending");
-  std::vector<std::string_view> fields = split(key.substr(0, alpha_at), '-');
-  fields.push_back(key.substr(alpha_at + 1, beta_at - alpha_at - 1));
-  fields.push_back(key.substr(beta_at + 1));
+  // alpha and beta may hold '-' ("-0.5", "1e-05"): the reader finds them from the key's end.
+  detail::KeyReader r("gemm", key, "gemm-F-f16-nt-b8-m1024-n4096-k1024-sa0-sb1-bias1-alpha1-beta0",
+                      {"alpha", "beta"});
   GemmProblem p;
-  if (fields[0] != "gemm") fail("does not start with 'gemm'");
-  if (fields[1] == "F") {
-    p.direction = GemmDirection::forward;
-  } else if (fields[1] == "B") {
-    p.direction = GemmDirection::backward_data;
-  } else if (fields[1] == "W") {
-    p.direction = GemmDirection::backward_weights;
-  } else {
-    fail("direction " + quoted_input(fields[1]) + " is not F, B or W");
-  }
-  try {
-    p.dtype = parse_dtype(fields[2]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (fields[2] != galley::to_string(p.dtype)) fail("dtype " + quoted_input(fields[2]) + " must be lower case");
-  const std::string_view t = fields[3];
-  if (t.size() != 2 || (t[0] != 'n' && t[0] != 't') || (t[1] != 'n' && t[1] != 't')) {
-    fail("transposes " + quoted_input(t) + " are not two of n/t (nn, nt, tn, tt)");
-  }
-  p.trans_a = t[0] == 't';
-  p.trans_b = t[1] == 't';
-  const struct {
-    const char* prefix;
-    std::int64_t* value;
-  } ints[] = {{"b", &p.batch}, {"m", &p.m}, {"n", &p.n}, {"k", &p.k}};
-  for (std::size_t i = 0; i < std::size(ints); ++i) {
-    const std::string_view f = fields[4 + i];
-    const std::string_view prefix = ints[i].prefix;
-    if (f.substr(0, prefix.size()) != prefix || !parse_int_exact(f.substr(prefix.size()), *ints[i].value)) {
-      fail("field " + quoted_input(f) + " is not '" + std::string(prefix) + "<positive integer>'");
-    }
-  }
-  const struct {
-    const char* prefix;
-    bool* value;
-  } flags[] = {{"sa", &p.shared_a}, {"sb", &p.shared_b}, {"bias", &p.bias}};
-  for (std::size_t i = 0; i < std::size(flags); ++i) {
-    const std::string_view f = fields[8 + i];
-    const std::string_view prefix = flags[i].prefix;
-    const std::string_view v = f.substr(0, prefix.size()) == prefix ? f.substr(prefix.size()) : std::string_view("?");
-    if (v != "0" && v != "1") fail("field " + quoted_input(f) + " is not '" + std::string(prefix) + "0' or '" + std::string(prefix) + "1'");
-    *flags[i].value = v == "1";
-  }
-  const struct {
-    const char* prefix;
-    double* value;
-  } reals[] = {{"alpha", &p.alpha}, {"beta", &p.beta}};
-  for (std::size_t i = 0; i < std::size(reals); ++i) {
-    const std::string_view f = fields[11 + i];
-    const std::string_view prefix = reals[i].prefix;
-    if (f.substr(0, prefix.size()) != prefix || !parse_number_exact(f.substr(prefix.size()), *reals[i].value)) {
-      fail("field " + quoted_input(f) + " is not '" + std::string(prefix) + "<number>' in shortest form");
-    }
-  }
+  const char direction = r.direction("FBW");
+  p.direction = direction == 'F'   ? GemmDirection::forward
+                : direction == 'B' ? GemmDirection::backward_data
+                                   : GemmDirection::backward_weights;
+  p.dtype = r.dtype();
+  const std::size_t transposes = r.one_of("transposes", {"nn", "nt", "tn", "tt"});
+  p.trans_a = transposes >= 2;
+  p.trans_b = transposes % 2 == 1;
+  p.batch = r.count("b");
+  p.m = r.count("m");
+  p.n = r.count("n");
+  p.k = r.count("k");
+  p.shared_a = r.flag("sa");
+  p.shared_b = r.flag("sb");
+  p.bias = r.flag("bias");
+  p.alpha = r.field<double>("alpha", "number in shortest form", parse_number_exact);
+  p.beta = r.field<double>("beta", "number in shortest form", parse_number_exact);
+  r.end();
   p.validate();
   return p;
 }

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "dnn/norm_common.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -72,37 +72,18 @@ std::string GroupNormProblem::key() const {
 }
 
 GroupNormProblem GroupNormProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed gnorm key " + quoted_input(key) + ": " + why +
-        " (expected e.g. gnorm-F-f32-nchw-n8-c64-h28-w28-g32-e0.00001)");
-  };
-  const auto parts = norm::split(key, '-');
-  if (parts.size() != 10) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 10");
-  if (parts[0] != "gnorm") fail("does not start with 'gnorm'");
+  detail::KeyReader r("gnorm", key, "gnorm-F-f32-nchw-n8-c64-h28-w28-g32-e0.00001");
   GroupNormProblem p;
-  p.direction = norm::parse_direction_letter(parts[1], "malformed gnorm key " + quoted_input(key));
-  try {
-    p.dtype = parse_dtype(parts[2]);
-    p.layout = parse_layout(parts[3]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[3] != to_string(p.layout)) fail("layout " + quoted_input(parts[3]) + " must be lower case");
-  const struct {
-    char letter;
-    std::int64_t* field;
-  } ints[] = {{'n', &p.n}, {'c', &p.c}, {'h', &p.h}, {'w', &p.w}, {'g', &p.groups}};
-  for (std::size_t i = 0; i < 5; ++i) {
-    const std::string_view part = parts[4 + i];
-    if (part.empty() || part.front() != ints[i].letter ||
-        !norm::parse_int_canonical(part.substr(1), *ints[i].field)) {
-      fail("field " + quoted_input(part) + " is not '" + ints[i].letter + "<integer>'");
-    }
-  }
-  if (parts[9].empty() || parts[9].front() != 'e' ||
-      !norm::parse_real_canonical(parts[9].substr(1), p.epsilon)) {
-    fail("field " + quoted_input(parts[9]) + " is not 'e<epsilon>' in fixed notation");
-  }
+  p.direction = norm::direction_of(r.direction());
+  p.dtype = r.dtype();
+  p.layout = r.layout();
+  p.n = r.count("n");
+  p.c = r.count("c");
+  p.h = r.count("h");
+  p.w = r.count("w");
+  p.groups = r.count("g");
+  p.epsilon = r.field<double>("e", "epsilon in fixed notation", norm::parse_real_canonical);
+  r.end();
   p.validate();
   return p;
 }

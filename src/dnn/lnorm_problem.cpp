@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "core/quoted_input.hpp"
+#include "dnn/key_text.hpp"
 #include "dnn/norm_common.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -116,40 +116,16 @@ std::string LayerNormProblem::key() const {
 }
 
 LayerNormProblem LayerNormProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed lnorm key " + quoted_input(key) + ": " + why +
-        " (expected e.g. lnorm-F-f32-d8x197x768-a2-e0.00001)");
-  };
-  const auto parts = norm::split(key, '-');
-  if (parts.size() != 6) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 6");
-  if (parts[0] != "lnorm") fail("does not start with 'lnorm'");
+  detail::KeyReader r("lnorm", key, "lnorm-F-f32-d8x197x768-a2-e0.00001");
   LayerNormProblem p;
-  p.direction = norm::parse_direction_letter(parts[1], "malformed lnorm key " + quoted_input(key));
-  try {
-    p.dtype = parse_dtype(parts[2]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[3].empty() || parts[3].front() != 'd')
-    fail("field " + quoted_input(parts[3]) + " is not 'd<dims>'");
-  const auto dims = norm::split(parts[3].substr(1), 'x');
-  if (dims.size() > static_cast<std::size_t>(kMaxRank))
-    fail("more than " + std::to_string(kMaxRank) + " dims");
-  p.rank = static_cast<int>(dims.size());
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (!norm::parse_int_canonical(dims[i], p.dims[i]))
-      fail("dim " + quoted_input(dims[i]) + " is not an integer");
-  }
-  std::int64_t axis = 0;
-  if (parts[4].empty() || parts[4].front() != 'a' || !norm::parse_int_canonical(parts[4].substr(1), axis) ||
-      axis < 0 || axis > kMaxRank) {
-    fail("field " + quoted_input(parts[4]) + " is not 'a<axis>'");
-  }
+  p.direction = norm::direction_of(r.direction());
+  p.dtype = r.dtype();
+  r.dims("d", p.dims, p.rank);
+  const std::int64_t axis = r.count("a");
+  if (axis > kMaxRank) r.bad_field("axis");
   p.axis = static_cast<int>(axis);
-  if (parts[5].empty() || parts[5].front() != 'e' ||
-      !norm::parse_real_canonical(parts[5].substr(1), p.epsilon)) {
-    fail("field " + quoted_input(parts[5]) + " is not 'e<epsilon>' in fixed notation");
-  }
+  p.epsilon = r.field<double>("e", "epsilon in fixed notation", norm::parse_real_canonical);
+  r.end();
   p.validate();
   return p;
 }

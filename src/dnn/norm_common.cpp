@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cmath>
 
-#include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::dnn {
@@ -53,32 +52,10 @@ bool parse_real_canonical(std::string_view text, double& out) {
   return true;
 }
 
-bool parse_int_canonical(std::string_view text, std::int64_t& out) {
-  if (text.empty()) return false;
-  const std::string_view digits = text.front() == '-' ? text.substr(1) : text;
-  if (digits.empty() || (digits.size() > 1 && digits.front() == '0')) return false;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
-
 char direction_letter(NormDirection d) { return d == NormDirection::forward ? 'F' : 'B'; }
 
-NormDirection parse_direction_letter(std::string_view text, const std::string& context) {
-  if (text == "F") return NormDirection::forward;
-  if (text == "B") return NormDirection::backward;
-  bad(context + ": direction " + quoted_input(text) + " is not F or B");
+NormDirection direction_of(char letter) {
+  return letter == 'B' ? NormDirection::backward : NormDirection::forward;
 }
 
 void check_dtype_epsilon(const char* what, DType dtype, double epsilon) {

@@ -1,5 +1,5 @@
 // What the three normalisation problems share in their text forms and checks: real numbers in
-// keys (epsilon, momentum), strict integers, '-'-separated key parts, and the common validation.
+// keys (epsilon, momentum), the direction letter, and the common validation.
 // Internal to libgalley.
 #pragma once
 
@@ -21,15 +21,11 @@ namespace galley::dnn::norm {
 std::string format_real(double value);
 /// Parses what format_real writes, and only that spelling (so one problem has one key).
 bool parse_real_canonical(std::string_view text, double& out);
-/// Strict decimal integer: optional '-', digits, no leading zero.
-bool parse_int_canonical(std::string_view text, std::int64_t& out);
-
-std::vector<std::string_view> split(std::string_view text, char sep);
 
 /// 'F' or 'B'.
 char direction_letter(NormDirection d);
-/// Throws via bad() unless `text` is "F" or "B".
-NormDirection parse_direction_letter(std::string_view text, const std::string& context);
+/// The direction of the letter 'F' or 'B' (KeyReader::direction reads only those).
+NormDirection direction_of(char letter);
 
 /// `what` = "bnorm problem" etc.: dtype f32/f16/bf16, epsilon finite and > 0.
 void check_dtype_epsilon(const char* what, DType dtype, double epsilon);

@@ -1,35 +1,11 @@
 // PoolProblem as text: the canonical key (find-db rows, logs) and the `galley bench pool` line.
-#include <charconv>
 #include <string>
-#include <vector>
 
-#include "core/quoted_input.hpp"
-#include "galley/core/error.hpp"
+#include "dnn/key_text.hpp"
 #include "galley/dnn/pool.hpp"
 
 namespace galley::dnn {
 namespace {
-
-[[noreturn]] void bad(const std::string& message) { throw Error(Status::invalid_argument, message); }
-
-// Canonical decimal (no sign, no leading zero), so that two spellings never make two keys.
-bool parse_count(std::string_view text, std::int64_t& out) {
-  if (text.empty() || (text.size() > 1 && text.front() == '0') || text.front() == '-') return false;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t end = text.find(sep, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
 
 // The integer fields in key order: key prefix and member. Flags are 0/1 fields read into bools.
 struct IntField {
@@ -76,65 +52,20 @@ std::string PoolProblem::key() const {
 }
 
 PoolProblem PoolProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed pool key " + quoted_input(key) + ": " + why + " (expected e.g. " + kExample + ")");
-  };
-  const auto parts = split(key, '-');
-  constexpr std::size_t kParts = 6 + std::size(kIntFields) + 4;
-  if (parts.size() != kParts) {
-    fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want " + std::to_string(kParts));
-  }
+  detail::KeyReader r("pool", key, kExample);
   PoolProblem p;
-  if (parts[0] != "pool") fail("does not start with 'pool'");
-  if (parts[1] == "F") {
-    p.direction = PoolDirection::forward;
-  } else if (parts[1] == "B") {
-    p.direction = PoolDirection::backward;
-  } else {
-    fail("direction " + quoted_input(parts[1]) + " is not F or B");
-  }
-  try {
-    p.dtype = parse_dtype(parts[2]);
-    p.layout = parse_layout(parts[3]);
-    p.mode = parse_pool_mode(parts[4]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[3] != to_string(p.layout)) fail("layout " + quoted_input(parts[3]) + " must be lower case");
-  if (parts[5] == "kernel") {
-    p.window = PoolWindow::kernel;
-  } else if (parts[5] == "global") {
-    p.window = PoolWindow::global;
-  } else if (parts[5] == "adaptive") {
-    p.window = PoolWindow::adaptive;
-  } else {
-    fail("window " + quoted_input(parts[5]) + " is not kernel, global or adaptive");
-  }
-  std::size_t i = 6;
-  const auto number = [&](std::string_view prefix) {
-    const std::string_view part = parts[i];
-    std::int64_t value = 0;
-    if (!part.starts_with(prefix) || !parse_count(part.substr(prefix.size()), value)) {
-      fail("field " + std::to_string(i + 1) + " " + quoted_input(part) + " is not '" + std::string(prefix) +
-           "<count>'");
-    }
-    ++i;
-    return value;
-  };
-  for (const IntField& f : kIntFields) p.*f.member = number(f.prefix);
-  const auto flag = [&](std::string_view prefix) {
-    const std::string_view part = parts[i];
-    if (part != std::string(prefix) + "0" && part != std::string(prefix) + "1") {
-      fail("field " + std::to_string(i + 1) + " " + quoted_input(part) + " is not '" + std::string(prefix) +
-           "0' or '" + std::string(prefix) + "1'");
-    }
-    ++i;
-    return part.back() == '1';
-  };
-  p.ceil_mode = flag(kCeil.prefix);
-  p.adaptive_h = number("ah");
-  p.adaptive_w = number("aw");
-  p.keep_indices = flag(kIndices.prefix);
+  p.direction = r.direction() == 'F' ? PoolDirection::forward : PoolDirection::backward;
+  p.dtype = r.dtype();
+  p.layout = r.layout();
+  p.mode = r.parsed_word("mode", parse_pool_mode);
+  constexpr PoolWindow kWindows[] = {PoolWindow::kernel, PoolWindow::global, PoolWindow::adaptive};
+  p.window = kWindows[r.one_of("window", {"kernel", "global", "adaptive"})];
+  for (const IntField& f : kIntFields) p.*f.member = r.count(f.prefix);
+  p.ceil_mode = r.flag(kCeil.prefix);
+  p.adaptive_h = r.count("ah");
+  p.adaptive_w = r.count("aw");
+  p.keep_indices = r.flag(kIndices.prefix);
+  r.end();
   p.validate();
   return p;
 }

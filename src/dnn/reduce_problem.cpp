@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/quoted_input.hpp"
-#include "dnn/axis_problem_text.hpp"
+#include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
 #include "galley/dnn/reduce.hpp"
@@ -172,53 +172,24 @@ std::string ReduceProblem::key() const {
 }
 
 ReduceProblem ReduceProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed reduce key " + quoted_input(key) + ": " + why +
-        " (expected e.g. reduce-F-f32-sum-a1.2-s2x3x4x5)");
-  };
-  const auto parts = detail::split_text(key, '-');
-  if (parts.size() != 6) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 6");
-  if (parts[0] != "reduce") fail("does not start with 'reduce'");
+  detail::KeyReader r("reduce", key, "reduce-F-f32-sum-a1.2-s2x3x4x5");
   ReduceProblem p;
-  if (parts[1] == "F") {
-    p.backward = false;
-  } else if (parts[1] == "B") {
-    p.backward = true;
-  } else {
-    fail("direction " + quoted_input(parts[1]) + " is not F or B");
-  }
-  try {
-    p.dtype = parse_dtype(parts[2]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[2] != galley::to_string(p.dtype)) fail("dtype " + quoted_input(parts[2]) + " is not canonical");
-  if (parts[3] == "sum") {
-    p.op = ReduceOp::sum;
-  } else if (parts[3] == "mean") {
-    p.op = ReduceOp::mean;
-  } else {
-    fail("op " + quoted_input(parts[3]) + " is not sum or mean");
-  }
-  if (!parts[4].starts_with("a")) fail("field 5 " + quoted_input(parts[4]) + " is not 'a<axis>.<axis>...'");
+  p.backward = r.direction() == 'B';
+  p.dtype = r.dtype();
+  p.op = r.parsed_word("op", parse_reduce_op);
   int previous = -1;
-  for (std::string_view a : detail::split_text(parts[4].substr(1), '.')) {
-    std::int64_t axis = 0;
+  for (std::int64_t axis : r.counts("a", '.', "axes")) {
     // Ascending and without repeats, so each axis set has one spelling.
-    if (!detail::parse_key_uint(a, axis) || axis >= kMaxRank || axis <= previous) {
-      fail("field 5 " + quoted_input(parts[4]) + " is not ascending axes 'a<axis>.<axis>...' below " +
-           std::to_string(kMaxRank));
-    }
+    if (axis >= kMaxRank || axis <= previous) r.bad_field("ascending axes below " + std::to_string(kMaxRank));
     previous = static_cast<int>(axis);
     p.axes |= 1u << axis;
   }
-  if (!parts[5].starts_with("s") || !detail::parse_dims_text(parts[5].substr(1), p.dims, p.rank)) {
-    fail("field 6 " + quoted_input(parts[5]) + " is not 's<d0>x<d1>...' of 1 to 6 dims");
-  }
+  r.dims("s", p.dims, p.rank);
+  r.end();
   try {
     p.validate();
   } catch (const Error& e) {
-    fail(e.what());
+    r.fail(e.what());
   }
   return p;
 }

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/quoted_input.hpp"
-#include "dnn/axis_problem_text.hpp"
+#include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
 #include "galley/dnn/softmax.hpp"
@@ -159,48 +159,22 @@ std::string SoftmaxProblem::key() const {
 }
 
 SoftmaxProblem SoftmaxProblem::parse_key(std::string_view key) {
-  const auto fail = [&](const std::string& why) {
-    bad("malformed softmax key " + quoted_input(key) + ": " + why +
-        " (expected e.g. softmax-F-f32-nchw-softmax-a1-s2x3x4x5)");
-  };
-  const auto parts = detail::split_text(key, '-');
-  if (parts.size() != 7) fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want 7");
-  if (parts[0] != "softmax") fail("does not start with 'softmax'");
+  detail::KeyReader r("softmax", key, "softmax-F-f32-nchw-softmax-a1-s2x3x4x5");
   SoftmaxProblem p;
-  if (parts[1] == "F") {
-    p.backward = false;
-  } else if (parts[1] == "B") {
-    p.backward = true;
-  } else {
-    fail("direction " + quoted_input(parts[1]) + " is not F or B");
-  }
-  try {
-    p.dtype = parse_dtype(parts[2]);
-    p.layout = parse_layout(parts[3]);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  if (parts[2] != galley::to_string(p.dtype)) fail("dtype " + quoted_input(parts[2]) + " is not canonical");
-  if (parts[3] != to_string(p.layout)) fail("layout " + quoted_input(parts[3]) + " must be lower case");
-  if (parts[4] == "softmax") {
-    p.algorithm = SoftmaxAlgorithm::softmax;
-  } else if (parts[4] == "logsoftmax") {
-    p.algorithm = SoftmaxAlgorithm::log_softmax;
-  } else {
-    fail("algorithm " + quoted_input(parts[4]) + " is not softmax or logsoftmax");
-  }
-  std::int64_t axis = 0;
-  if (!parts[5].starts_with("a") || !detail::parse_key_uint(parts[5].substr(1), axis) || axis >= kMaxRank) {
-    fail("field 6 " + quoted_input(parts[5]) + " is not 'a<axis>'");
-  }
+  p.backward = r.direction() == 'B';
+  p.dtype = r.dtype();
+  p.layout = r.layout();
+  p.algorithm = r.one_of("algorithm", {"softmax", "logsoftmax"}) == 0 ? SoftmaxAlgorithm::softmax
+                                                                      : SoftmaxAlgorithm::log_softmax;
+  const std::int64_t axis = r.count("a");
+  if (axis >= kMaxRank) r.bad_field("axis below " + std::to_string(kMaxRank));
   p.axis = static_cast<int>(axis);
-  if (!parts[6].starts_with("s") || !detail::parse_dims_text(parts[6].substr(1), p.dims, p.rank)) {
-    fail("field 7 " + quoted_input(parts[6]) + " is not 's<d0>x<d1>...' of 1 to 6 dims");
-  }
+  r.dims("s", p.dims, p.rank);
+  r.end();
   try {
     p.validate();
   } catch (const Error& e) {
-    fail(e.what());
+    r.fail(e.what());
   }
   return p;
 }
