@@ -121,9 +121,8 @@ json tuner_data(const std::vector<json>& picks) {
                          {"calls", row.calls},
                          {"total_us", row.total_us}});
   }
-  return {{"picks", picks.size()},   {"hits", hits},
-          {"misses", picks.size() - hits}, {"tuning_us", tuning_us},
-          {"by_source", by_source},  {"decisions", std::move(decisions)}};
+  return {{"picks", picks.size()},  {"hits", hits},           {"misses", picks.size() - hits},
+          {"tuning_us", tuning_us}, {"by_source", by_source}, {"decisions", std::move(decisions)}};
 }
 
 json summary_data(const TraceSummary& summary) {
@@ -159,7 +158,7 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
   std::map<int, std::string> process_names;
   std::map<std::pair<int, std::uint64_t>, std::string> thread_names;
   std::map<std::pair<int, std::uint64_t>, Track> tracks;  // host (pid 0) first, then devices by pid
-  std::map<int, json> memory;                              // pid -> [[t_ns, allocated, reserved], ...]
+  std::map<int, json> memory;                             // pid -> [[t_ns, allocated, reserved], ...]
   std::vector<json> picks;
   Tables tables;
   std::int64_t end_ns = 0;
@@ -187,7 +186,8 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
       end_ns = std::max(end_ns, t);
       auto& points = memory[pid];
       if (points.is_null()) points = json::array();
-      points.push_back({t, args.value("allocated", std::int64_t{0}), args.value("reserved", std::int64_t{0})});
+      points.push_back(
+          {t, args.value("allocated", std::int64_t{0}), args.value("reserved", std::int64_t{0})});
     }
   }
 
@@ -247,10 +247,17 @@ std::string script_safe(const std::string& json_text) {
   out.reserve(json_text.size() + json_text.size() / 64);
   for (const char c : json_text) {
     switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -260,12 +267,23 @@ std::string html_escaped(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -275,14 +293,16 @@ std::string html_escaped(std::string_view text) {
 
 std::string html_report(const std::string& trace_json, const std::string& title) {
   // Invalid UTF-8 in a name is replaced rather than refused: the page must still open.
-  const std::string data = report_data(trace_json, title).dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string data =
+      report_data(trace_json, title).dump(-1, ' ', false, json::error_handler_t::replace);
   std::string page;
   page.reserve(data.size() + assets::html_report_js().size() + assets::html_report_css().size() + 2048);
   page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   // Nothing may be fetched: the page is one file, opened offline as often as not.
-  page += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
+  page +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
   page += "<title>Galley profile: " + html_escaped(title) + "</title>\n<style>\n";
   page += assets::html_report_css();
   page += "</style>\n</head>\n<body>\n";

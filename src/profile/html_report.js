@@ -312,6 +312,7 @@
       rangeLabel.textContent = formatNs(view.t0) + ' .. ' + formatNs(view.t1) + ' (' + formatNs(view.t1 - view.t0) + ')';
       status.events_drawn = drawn;
       status.names_drawn = Array.from(names).sort().slice(0, 500);
+      if (status.state !== 'loading') writeStatus();
     }
 
     let memoryMax = 1;

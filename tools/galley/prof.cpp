@@ -174,27 +174,29 @@ void run_prof(const ProfOptions& o) {
     return;  // the command failed before its first work; it said why
   }
   if (!o.out.empty()) {
-    std::fprintf(stderr,
-                 "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
-                 o.out.c_str());
+    std::fprintf(
+        stderr, "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
+        o.out.c_str());
   }
-  if (!o.html.empty()) write_report(o.html, trace, o.out.empty() ? "--html" : "--out", "galley " + joined(o.command));
+  if (!o.html.empty())
+    write_report(o.html, trace, o.out.empty() ? "--html" : "--out", "galley " + joined(o.command));
   if (o.summary) print_summary(trace, o.out.empty() ? "--html" : "--out");
 }
 
 const bool registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<ProfOptions>();
-  CLI::App* cmd = root.add_subcommand(
-      "prof",
-      "Trace a galley command: galley prof --out trace.json [--summary] [--html report.html] -- <galley args>");
+  CLI::App* cmd = root.add_subcommand("prof",
+                                      "Trace a galley command: galley prof --out trace.json [--summary] "
+                                      "[--html report.html] -- <galley args>");
   cmd->add_option("--out", options->out,
                   "Chrome trace JSON to write (loads in Perfetto and chrome://tracing)");
   cmd->add_flag("--summary", options->summary,
                 "Print per op and solver the calls, device time, mean and share, and per stream the busy and "
                 "gap time with the largest gaps");
-  cmd->add_option("--html", options->html,
-                  "Write a self-contained HTML report (timeline, op table, streams, memory, tuner); with --in, "
-                  "of that trace");
+  cmd->add_option(
+      "--html", options->html,
+      "Write a self-contained HTML report (timeline, op table, streams, memory, tuner); with --in, "
+      "of that trace");
   cmd->add_option("--in", options->in, "Summarise this trace (written earlier) instead of running a command");
   cmd->add_option("--memory", options->memory,
                   "Show this caching-allocator snapshot (written by GALLEY_ALLOC_CONF=snapshot_on_oom:PATH)");
