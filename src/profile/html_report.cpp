@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -78,6 +79,30 @@ int assign_depths(std::vector<Span>& spans) {
     open_ends.push_back(s.start + s.dur);
   }
   return depth;
+}
+
+// One end of a flow: the track it is on and its time.
+struct FlowEnd {
+  std::pair<int, std::uint64_t> track;
+  std::int64_t at = 0;
+  bool seen = false;
+};
+struct FlowEnds {
+  FlowEnd from, to;  // "s" on the launch, "f" on the device span
+};
+
+// The index of the innermost span of `spans` (sorted by start) holding time `at`: of the spans
+// holding it, the one starting last. The search back gives up after a bounded number of spans (a
+// long op with thousands of launches before `at`), leaving that flow out rather than slowing down.
+std::optional<std::size_t> innermost_at(const std::vector<Span>& spans, std::int64_t at) {
+  constexpr std::size_t kMaxScan = 256;
+  auto it = std::upper_bound(spans.begin(), spans.end(), at,
+                             [](std::int64_t t, const Span& s) { return t < s.start; });
+  for (std::size_t scanned = 0; it != spans.begin() && scanned < kMaxScan; ++scanned) {
+    --it;
+    if (it->start + it->dur >= at) return static_cast<std::size_t>(it - spans.begin());
+  }
+  return std::nullopt;
 }
 
 std::string text_of(const json& object, const char* name) {
@@ -160,6 +185,7 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
   std::map<std::pair<int, std::uint64_t>, Track> tracks;  // host (pid 0) first, then devices by pid
   std::map<int, json> memory;                             // pid -> [[t_ns, allocated, reserved], ...]
   std::vector<json> picks;
+  std::map<std::uint64_t, FlowEnds> flows;  // by flow id
   Tables tables;
   std::int64_t end_ns = 0;
   for (const json& e : trace["traceEvents"]) {
@@ -188,13 +214,34 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
       if (points.is_null()) points = json::array();
       points.push_back(
           {t, args.value("allocated", std::int64_t{0}), args.value("reserved", std::int64_t{0})});
+    } else if ((ph == "s" || ph == "f") && e.contains("id") && e["id"].is_number_unsigned() &&
+               e.contains("ts") && e["ts"].is_number()) {
+      FlowEnds& ends = flows[e["id"].get<std::uint64_t>()];
+      (ph == "s" ? ends.from : ends.to) = FlowEnd{{pid, tid}, to_ns(e["ts"].get<double>()), true};
     }
+  }
+
+  std::map<std::pair<int, std::uint64_t>, std::size_t> track_index;
+  for (auto& [where, track] : tracks) {
+    track.depth = assign_depths(track.spans);
+    track_index.emplace(where, track_index.size());
+  }
+  // Each launch and the work it ran, as [host track, span, device track, span].
+  json flow_list = json::array();
+  for (const auto& [id, ends] : flows) {
+    if (!ends.from.seen || !ends.to.seen) continue;
+    const auto from_track = tracks.find(ends.from.track);
+    const auto to_track = tracks.find(ends.to.track);
+    if (from_track == tracks.end() || to_track == tracks.end()) continue;
+    const auto from = innermost_at(from_track->second.spans, ends.from.at);
+    const auto to = innermost_at(to_track->second.spans, ends.to.at);
+    if (from && to)
+      flow_list.push_back({track_index[ends.from.track], *from, track_index[ends.to.track], *to});
   }
 
   json track_list = json::array();
   for (auto& [where, track] : tracks) {
     const auto& [pid, tid] = where;
-    track.depth = assign_depths(track.spans);
     json spans = json::array();
     for (const Span& s : track.spans) spans.push_back({s.start, s.dur, s.depth, s.name, s.cat, s.args});
     const auto process = process_names.find(pid);
@@ -224,6 +271,7 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
   data["args"] = tables.args();
   data["tracks"] = std::move(track_list);
   data["memory"] = std::move(memory_list);
+  data["flows"] = std::move(flow_list);
   data["tuner"] = tuner_data(picks);
   return data;
 }

@@ -14,6 +14,7 @@
     errors: [],
     tracks: 0,
     spans: 0,
+    flows: 0,
     events_drawn: 0,
     names_drawn: [],
     memory_points: 0,
@@ -164,7 +165,7 @@
     const end = Math.max(data.end_ns, 1);
     const full = { t0: -end * 0.01, t1: end * 1.01 };
     const view = { t0: full.t0, t1: full.t1 };
-    const canvas = el('canvas', { role: 'img', 'aria-label': 'timeline of the traced run' });
+    const canvas = el('canvas', { role: 'img', tabindex: '0', 'aria-label': 'timeline of the traced run' });
     frame.append(canvas);
     const memoryCanvas = data.memory.length > 0 ? el('canvas', { role: 'img', 'aria-label': 'device memory' }) : null;
     if (memoryCanvas) memoryFrame.append(memoryCanvas);
@@ -175,6 +176,16 @@
     const labels = []; // {y, text}
     let y = AXIS_HEIGHT;
     let process = null;
+    // Where each span is drawn, and the span at the other end of its flow (launch <-> execution).
+    const spanRow = new Map(); // span -> row
+    const partner = new Map(); // span -> span
+    for (const [fromTrack, fromSpan, toTrack, toSpan] of data.flows || []) {
+      const from = data.tracks[fromTrack] && data.tracks[fromTrack].spans[fromSpan];
+      const to = data.tracks[toTrack] && data.tracks[toTrack].spans[toSpan];
+      if (!from || !to) continue;
+      partner.set(from, to);
+      partner.set(to, from);
+    }
     for (const track of data.tracks) {
       if (track.process !== process) {
         process = track.process;
@@ -186,7 +197,9 @@
         const spans = track.spans.filter((s) => s[2] === depth);
         let maxDur = 0;
         for (const s of spans) maxDur = Math.max(maxDur, s[1]);
-        rows.push({ track, depth, y, spans, maxDur });
+        const row = { track, depth, y, spans, maxDur };
+        for (const s of spans) spanRow.set(s, row);
+        rows.push(row);
         y += ROW_HEIGHT;
       }
       y += TRACK_GAP;
@@ -308,11 +321,47 @@
       ctx.font = '12px system-ui, sans-serif';
       ctx.fillStyle = '#1d2330';
       for (const label of labels) ctx.fillText(label.text, 14, label.y + ROW_HEIGHT / 2, LABEL_WIDTH - 20);
+      drawFlow(ctx);
       drawMemory();
       rangeLabel.textContent = formatNs(view.t0) + ' .. ' + formatNs(view.t1) + ' (' + formatNs(view.t1 - view.t0) + ')';
       status.events_drawn = drawn;
       status.names_drawn = Array.from(names).sort().slice(0, 500);
       if (status.state !== 'loading') writeStatus();
+    }
+
+    // The hovered span's flow: a line from the launch (its middle, where the trace's flow starts)
+    // to the start of the work it ran.
+    let hovered = null;
+    function drawFlow(ctx) {
+      const other = hovered && partner.get(hovered);
+      if (!other) return;
+      const launch = spanRow.get(hovered).track.host ? hovered : other;
+      const work = launch === hovered ? other : hovered;
+      const a = spanRow.get(launch);
+      const b = spanRow.get(work);
+      const x0 = Math.max(xOf(launch[0] + launch[1] / 2), LABEL_WIDTH);
+      const x1 = Math.max(xOf(work[0]), LABEL_WIDTH);
+      ctx.save();
+      ctx.strokeStyle = '#1d2330';
+      ctx.fillStyle = '#1d2330';
+      ctx.lineWidth = 1.5;
+      for (const [s, row] of [
+        [launch, a],
+        [work, b],
+      ]) {
+        const left = Math.max(xOf(s[0]), LABEL_WIDTH);
+        ctx.strokeRect(left, row.y + 1, Math.max(xOf(s[0] + s[1]) - left, 1), ROW_HEIGHT - 2);
+      }
+      const y0 = a.y + ROW_HEIGHT / 2;
+      const y1 = b.y + ROW_HEIGHT / 2;
+      ctx.beginPath();
+      ctx.moveTo(x0, y0);
+      ctx.bezierCurveTo(x0, (y0 + y1) / 2, x1, (y0 + y1) / 2, x1, y1);
+      ctx.stroke();
+      ctx.beginPath();
+      ctx.arc(x1, y1, 3, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.restore();
     }
 
     let memoryMax = 1;
@@ -443,6 +492,13 @@
         ['source', args.source],
       ];
       if (args.hit !== undefined) fields.push(['find-db hit', args.hit ? 'yes' : 'no']);
+      const other = partner.get(s);
+      if (other) {
+        const otherRow = spanRow.get(other);
+        const where = otherRow.track.process + ', ' + otherRow.track.name;
+        if (spanRow.get(s).track.host) fields.push(['ran', 'on ' + where + ', ' + formatNs(other[0] - s[0]) + ' after the launch began']);
+        else fields.push(['launched', 'from ' + where + ', ' + formatNs(s[0] - other[0]) + ' before it ran']);
+      }
       return fields;
     }
 
@@ -473,6 +529,11 @@
       const p = localPoint(event, canvas);
       const row = p.x > LABEL_WIDTH ? rowAt(p.y) : null;
       const s = row ? spanAt(row, p.x) : null;
+      if (s !== hovered) {
+        const redraw = partner.has(s) || partner.has(hovered);
+        hovered = s;
+        if (redraw) draw();
+      }
       if (!s) {
         tooltip.hidden = true;
         return;
@@ -481,6 +542,10 @@
     });
     canvas.addEventListener('mouseleave', () => {
       tooltip.hidden = true;
+      if (partner.has(hovered)) {
+        hovered = null;
+        draw();
+      } else hovered = null;
     });
     canvas.addEventListener('dblclick', (event) => {
       const p = localPoint(event, canvas);
@@ -504,6 +569,17 @@
       }
     }
     canvas.addEventListener('wheel', onWheel, { passive: false });
+    // W/S zoom in and out, A/D pan, as in chrome://tracing and Perfetto.
+    canvas.addEventListener('keydown', (event) => {
+      const step = (view.t1 - view.t0) * 0.2;
+      const key = event.key.toLowerCase();
+      if (key === 'w') zoomAround((view.t0 + view.t1) / 2, 0.7);
+      else if (key === 's') zoomAround((view.t0 + view.t1) / 2, 1 / 0.7);
+      else if (key === 'a') setView(view.t0 - step, view.t1 - step);
+      else if (key === 'd') setView(view.t0 + step, view.t1 + step);
+      else return;
+      event.preventDefault();
+    });
     if (memoryCanvas) {
       memoryCanvas.addEventListener('wheel', onWheel, { passive: false });
       memoryCanvas.addEventListener('mousemove', (event) => {
@@ -542,6 +618,45 @@
     }
     const center = () => (view.t0 + view.t1) / 2;
 
+    // Drives the timeline as a person would, with synthetic events on the canvas, and says what
+    // each step did; run only when the page is opened with #selftest (the browser test does).
+    function selfTest() {
+      const result = {};
+      // The longest span with a flow (else the longest): wide enough to point at.
+      const longest = (spans) => spans.reduce((a, b) => (a === null || b[1] > a[1] ? b : a), null);
+      const all = rows.flatMap((r) => r.spans);
+      const s = longest(all.filter((x) => partner.has(x))) || longest(all);
+      if (!s) return { error: 'no span to test with' };
+      const row = spanRow.get(s);
+      const box = canvas.getBoundingClientRect();
+      const at = () => ({
+        clientX: box.left + (Math.max(xOf(s[0]), LABEL_WIDTH) + Math.min(xOf(s[0] + s[1]), width)) / 2,
+        clientY: box.top + row.y + ROW_HEIGHT / 2,
+        bubbles: true,
+      });
+      canvas.dispatchEvent(new MouseEvent('mousemove', at()));
+      result.hover = !tooltip.hidden && tooltip.textContent.includes(data.strings[s[3]]);
+      result.flow_drawn = partner.has(s) ? hovered === s : null;
+      const before = view.t1 - view.t0;
+      canvas.dispatchEvent(new WheelEvent('wheel', { ...at(), deltaY: -300, cancelable: true }));
+      result.wheel_zoom = view.t1 - view.t0 < before;
+      const t0 = view.t0;
+      canvas.dispatchEvent(new KeyboardEvent('keydown', { key: 'd', bubbles: true }));
+      result.key_pan = view.t0 !== t0 || view.t1 >= full.t1;
+      canvas.dispatchEvent(new MouseEvent('dblclick', at()));
+      result.double_click_zoom = Math.abs(view.t1 - view.t0 - Math.max(s[1] * 1.2, 50)) <= 1 || view.t1 - view.t0 >= full.t1 - full.t0;
+      canvas.dispatchEvent(new MouseEvent('mousedown', { clientX: box.left + LABEL_WIDTH + 100, clientY: box.top + row.y, bubbles: true }));
+      const dragged = view.t0;
+      window.dispatchEvent(new MouseEvent('mousemove', { clientX: box.left + LABEL_WIDTH + 50, clientY: box.top + row.y }));
+      window.dispatchEvent(new MouseEvent('mouseup', {}));
+      result.drag_pan = view.t0 !== dragged || view.t1 >= full.t1;
+      canvas.dispatchEvent(new MouseEvent('mouseleave', {}));
+      result.leave_hides_tooltip = tooltip.hidden;
+      setView(full.t0, full.t1);
+      result.fit = view.t0 === full.t0 && view.t1 === full.t1;
+      return result;
+    }
+
     resize();
     window.addEventListener('resize', () => {
       resize();
@@ -552,6 +667,7 @@
       zoomIn: () => zoomAround(center(), 0.5),
       zoomOut: () => zoomAround(center(), 2),
       fit: () => setView(full.t0, full.t1),
+      selfTest,
     };
   }
 
@@ -561,6 +677,7 @@
     main.append(section);
     const spans = data.tracks.reduce((n, t) => n + t.spans.length, 0);
     status.tracks = data.tracks.length;
+    status.flows = (data.flows || []).length;
     status.spans = spans;
     if (spans === 0) {
       section.append(el('p', { class: 'note', text: 'The trace holds no spans.' }));
@@ -580,7 +697,7 @@
         range,
         el('span', {
           class: 'note',
-          text: 'wheel: zoom, shift+wheel or drag: pan, double-click a span: zoom to it; hover for details',
+          text: 'wheel or W/S: zoom, drag, shift+wheel or A/D: pan, double-click a span: zoom to it; hover for details and the launch-to-work flow',
         }),
       ),
     );
@@ -595,6 +712,7 @@
     zoomIn.addEventListener('click', timeline.zoomIn);
     zoomOut.addEventListener('click', timeline.zoomOut);
     fit.addEventListener('click', timeline.fit);
+    return timeline;
   }
 
   function opsSection(data, main) {
@@ -778,11 +896,25 @@
         }),
       );
     }
-    timelineSection(data, main);
+    const timeline = timelineSection(data, main);
     opsSection(data, main);
     streamsSection(data, main);
     memorySection(data, main);
     tunerSection(data, main);
+    if (window.location.hash === '#selftest') status.selftest = selfTest(timeline);
+  }
+
+  function selfTest(timeline) {
+    const result = timeline ? timeline.selfTest() : {};
+    // A header click sorts its table by that column, a second click the other way.
+    const header = document.querySelector('#ops th.sortable');
+    if (header) {
+      header.click();
+      const first = header.getAttribute('aria-sort');
+      header.click();
+      result.sort = first !== null && header.getAttribute('aria-sort') !== first;
+    }
+    return result;
   }
 
   try {

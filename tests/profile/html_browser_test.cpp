@@ -77,10 +77,10 @@ struct Rendered {
   std::vector<std::string> console;  // every console message Chromium logged
 };
 
-// Opens `page` in headless Chromium, lets its script run, returns the DOM and the console; with
-// `screenshot`, also saves the window as a PNG there.
-Rendered render(const std::string& chromium, const std::filesystem::path& page,
-                const std::string& screenshot) {
+// Opens `page` (with `fragment` after its URL) in headless Chromium, lets its script run, returns
+// the DOM and the console; with `screenshot`, also saves the window as a PNG there.
+Rendered render(const std::string& chromium, const std::filesystem::path& page, const std::string& screenshot,
+                const std::string& fragment = "") {
   const auto work = std::filesystem::temp_directory_path() /
                     ("galley-browser-test-" + std::to_string(::getpid()) + "-" + page.stem().string());
   std::filesystem::create_directories(work);
@@ -93,7 +93,7 @@ Rendered render(const std::string& chromium, const std::filesystem::path& page,
                         " --window-size=1400,1300 --virtual-time-budget=5000"
                         " --enable-logging=stderr --v=0 --dump-dom";
   if (!screenshot.empty()) command += " --screenshot=" + screenshot;
-  command += " file://" + std::filesystem::absolute(page).string() + " 2>" + log.string();
+  command += " 'file://" + std::filesystem::absolute(page).string() + fragment + "' 2>" + log.string();
   Rendered out;
   const auto r = galley::testing::run_command(command);
   out.dom = r.output;
@@ -145,9 +145,16 @@ TEST(HtmlReportInBrowser, ABenchRunRendersItsTimelineAndTablesWithoutErrors) {
                                                 html.string() + " -- " + kSmallConv + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
 
-  const Rendered page = render(chromium, html, png.string());
+  // #selftest: the page also drives its timeline with synthetic mouse, wheel and key events and
+  // clicks a table header, and reports what each did.
+  const Rendered page = render(chromium, html, png.string(), "#selftest");
   expect_rendered_cleanly(page);
   const json& s = page.status;
+  ASSERT_TRUE(s.contains("selftest") && s["selftest"].is_object()) << s.dump(1);
+  for (const char* step : {"hover", "flow_drawn", "wheel_zoom", "key_pan", "double_click_zoom", "drag_pan",
+                           "leave_hides_tooltip", "fit", "sort"})
+    EXPECT_EQ(s["selftest"].value(step, false), true) << step << ": " << s.dump(1);
+  EXPECT_GT(s.value("flows", 0), 0) << s.dump(1);
   // Host and device rows; every span in view at first (the whole run), the conv solver among them.
   EXPECT_GE(s.value("tracks", 0), 2) << s.dump(1);
   EXPECT_EQ(s.value("events_drawn", 0), s.value("spans", -1)) << s.dump(1);

@@ -102,6 +102,19 @@ std::string hand_made_trace(const std::string& op, const std::string& key, bool 
   events.push_back(span("cpu.a", "kernel", 1, 7, 35, 10, where));
   events.push_back(
       span("copy_h2d", "copy", 1, 7, 50, 2.5, {{"device", "cpu"}, {"stream", 7}, {"bytes", 64}}));
+  // The first launch's flow to its kernel, and a flow whose end was lost (left out of the page).
+  events.push_back(
+      {{"ph", "s"}, {"name", "launch"}, {"cat", "flow"}, {"id", 1}, {"ts", 5.5}, {"pid", 0}, {"tid", 1}});
+  events.push_back({{"ph", "f"},
+                    {"name", "launch"},
+                    {"cat", "flow"},
+                    {"id", 1},
+                    {"ts", 5},
+                    {"pid", 1},
+                    {"tid", 7},
+                    {"bp", "e"}});
+  events.push_back(
+      {{"ph", "s"}, {"name", "launch"}, {"cat", "flow"}, {"id", 2}, {"ts", 34.5}, {"pid", 0}, {"tid", 1}});
   if (with_memory) {
     for (const auto& [ts, allocated] : {std::pair{2.0, 4096}, {20.0, 8192}, {45.0, 0}}) {
       events.push_back({{"ph", "C"},
@@ -190,6 +203,8 @@ TEST(HtmlReport, EmbeddedDataParsesBackToTheTraceAndItsSummary) {
   EXPECT_EQ(copy[1], 2500);
   EXPECT_EQ(strings.at(copy[3].get<std::size_t>()), "copy_h2d");
   EXPECT_EQ(args.at(copy[5].get<std::size_t>())["bytes"], 64);
+  // The flow: host track 0's first launch (span 2: op, pick, launch) to the stream's first kernel.
+  EXPECT_EQ(data["flows"], json::parse("[[0,2,1,0]]"));
   // Identical launches share one argument set.
   EXPECT_EQ(tracks[0]["spans"][2][5], tracks[0]["spans"][5][5]);
 
