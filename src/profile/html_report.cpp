@@ -277,12 +277,17 @@ json report_data(const json& trace, const TraceSummary& summary, const std::stri
 }
 
 json report_data(const std::string& trace_json, const std::string& title) {
-  // summarize_trace names what is wrong with a text that is not a trace, so it goes first.
-  const TraceSummary summary = summarize_trace(trace_json);
+  json trace;
   try {
-    return report_data(json::parse(trace_json), summary, title);
+    trace = json::parse(trace_json);
   } catch (const json::exception& e) {
-    // A field of the wrong type that the summary did not read (a string pid, say).
+    throw Error(Status::corrupt_data, std::string("not a Galley trace: invalid JSON: ") + e.what());
+  }
+  try {
+    // summarize_trace names what is wrong with a trace, so it goes first.
+    return report_data(trace, summarize_parsed_trace(trace), title);
+  } catch (const json::exception& e) {
+    // A field of the wrong type (a string pid, say).
     throw Error(Status::corrupt_data, std::string("not a Galley trace: ") + e.what());
   }
 }
