@@ -36,7 +36,6 @@ struct Span {
 };
 
 struct Track {
-  std::string process, name;
   std::vector<Span> spans;
   int depth = 0;  // rows the nested spans need
 };
@@ -284,7 +283,7 @@ json report_data(const std::string& trace_json, const std::string& title) {
     throw Error(Status::corrupt_data, std::string("not a Galley trace: invalid JSON: ") + e.what());
   }
   try {
-    // summarize_trace names what is wrong with a trace, so it goes first.
+    // The summary names what is wrong with a trace that is not Galley's, so it goes first.
     return report_data(trace, summarize_parsed_trace(trace), title);
   } catch (const json::exception& e) {
     // A field of the wrong type (a string pid, say).

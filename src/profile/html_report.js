@@ -427,7 +427,7 @@
       ctx.font = '600 12px system-ui, sans-serif';
       ctx.fillText('device memory', 6, 12);
       ctx.font = '11px system-ui, sans-serif';
-      ctx.fillText('peak ' + formatBytes(memoryMax), 6, 28);
+      ctx.fillText('top of the axis: ' + formatBytes(memoryMax), 6, 28);
       data.memory.forEach((series, index) => {
         ctx.fillStyle = memoryColours[index % memoryColours.length];
         ctx.fillText(series.device + ': allocated (solid),', 6, 46 + index * 30);
