@@ -913,6 +913,9 @@
       const first = header.getAttribute('aria-sort');
       header.click();
       result.sort = first !== null && header.getAttribute('aria-sort') !== first;
+      // Back to the page's first order, largest device time first, for the screenshot.
+      const deviceTotal = document.querySelectorAll('#ops th.sortable')[3];
+      if (deviceTotal) deviceTotal.click();
     }
     return result;
   }
