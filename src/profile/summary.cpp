@@ -90,6 +90,10 @@ TraceSummary summarize_trace(const std::string& json_text) {
   } catch (const nlohmann::json::exception& e) {
     corrupt(std::string("invalid JSON: ") + e.what());
   }
+  return summarize_parsed_trace(trace);
+}
+
+TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     corrupt("no \"traceEvents\" array");
   TraceSummary summary;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ inline constexpr std::size_t kLargestGaps = 5;
 /// Parses a trace written by write_chrome_trace. Throws Error(corrupt_data) naming what is wrong
 /// when the text is not such a trace.
 TraceSummary summarize_trace(const std::string& json_text);
+/// The same for a trace parsed already (the HTML report parses a large trace once).
+TraceSummary summarize_parsed_trace(const nlohmann::json& trace);
 
 /// The summary as text tables for a terminal.
 std::string format_summary(const TraceSummary& summary);

@@ -1,7 +1,9 @@
-// `galley prof --out trace.json [--summary] -- <galley args>`: runs one galley command with
-// tracing on and writes its Chrome trace; `--summary` prints where the time went.
-// `galley prof --in trace.json` summarises a trace written earlier; `galley prof --memory
-// snapshot.json` shows a caching-allocator snapshot (GALLEY_ALLOC_CONF=snapshot_on_oom:PATH).
+// `galley prof --out trace.json [--summary] [--html report.html] -- <galley args>`: runs one
+// galley command with tracing on and writes its Chrome trace; `--summary` prints where the time
+// went, `--html` writes the self-contained HTML report (with --html alone the trace is a temporary
+// file). `galley prof --in trace.json` summarises a trace written earlier (or, with --html, writes
+// its report); `galley prof --memory snapshot.json` shows a caching-allocator snapshot
+// (GALLEY_ALLOC_CONF=snapshot_on_oom:PATH).
 //
 // The command runs as a child process of the same binary with GALLEY_PROFILE set, so it is traced
 // exactly as any program linked with Galley is (the trace is written at its exit), and its exit
@@ -23,6 +25,7 @@
 #include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
 #include "profile/chrome_trace.hpp"
+#include "profile/html_report.hpp"
 #include "profile/memory_report.hpp"
 #include "profile/summary.hpp"
 
@@ -35,6 +38,7 @@ struct ProfOptions {
   std::string out;
   std::string in;
   std::string memory;
+  std::string html;
   bool summary = false;
   std::vector<std::string> command;
 };
@@ -102,9 +106,24 @@ void print_summary(const std::string& path, const char* option) {
   std::fputs(profile::format_summary(summary).c_str(), stdout);
 }
 
+void write_report(const std::string& html, const std::string& trace, const char* option,
+                  const std::string& title) {
+  profile::write_html_report(html, read_file(trace, option), title);
+  std::fprintf(stderr, "galley prof: HTML report written to %s (open it in a browser; it loads nothing)\n",
+               html.c_str());
+}
+
+// Removes the trace `galley prof --html` alone wrote for its report, however prof leaves.
+struct TemporaryFile {
+  std::string path;
+  ~TemporaryFile() {
+    if (!path.empty()) std::remove(path.c_str());
+  }
+};
+
 void run_prof(const ProfOptions& o) {
   if (!o.memory.empty()) {
-    if (!o.command.empty() || !o.out.empty() || !o.in.empty() || o.summary) {
+    if (!o.command.empty() || !o.out.empty() || !o.in.empty() || !o.html.empty() || o.summary) {
       throw Error(Status::invalid_argument,
                   "galley prof: --memory shows a memory snapshot; it takes no other "
                   "option and no command");
@@ -118,7 +137,13 @@ void run_prof(const ProfOptions& o) {
                   "galley prof: --in summarises an existing trace; it takes no --out "
                   "and no command");
     }
-    print_summary(o.in, "--in");
+    if (o.html.empty()) {
+      print_summary(o.in, "--in");
+      return;
+    }
+    profile::check_trace_path("--html", o.html);
+    write_report(o.html, o.in, "--in", "trace " + o.in);
+    if (o.summary) print_summary(o.in, "--in");
     return;
   }
   if (o.command.empty()) {
@@ -128,12 +153,19 @@ void run_prof(const ProfOptions& o) {
   }
   if (o.command.front() == "prof")
     throw Error(Status::invalid_argument, "galley prof cannot profile 'prof' itself");
-  if (o.out.empty()) throw Error(Status::invalid_argument, "galley prof needs --out FILE.json for the trace");
-  profile::check_trace_path("--out", o.out);
-  std::remove(o.out.c_str());  // a trace left from an earlier run must not pass for this one's
-  const int code = run_traced(o.command, o.out);
+  if (o.out.empty() && o.html.empty()) {
+    throw Error(Status::invalid_argument,
+                "galley prof needs --out FILE.json for the trace or --html FILE.html for the report");
+  }
+  if (!o.html.empty()) profile::check_trace_path("--html", o.html);
+  TemporaryFile temporary;
+  if (o.out.empty()) temporary.path = o.html + ".trace" + std::to_string(::getpid()) + ".json";
+  const std::string& trace = o.out.empty() ? temporary.path : o.out;
+  profile::check_trace_path(o.out.empty() ? "--html" : "--out", trace);
+  std::remove(trace.c_str());  // a trace left from an earlier run must not pass for this one's
+  const int code = run_traced(o.command, trace);
   set_exit_code(code);
-  if (::access(o.out.c_str(), R_OK) != 0) {
+  if (::access(trace.c_str(), R_OK) != 0) {
     if (code == 0) {
       throw Error(Status::not_found,
                   "galley prof: 'galley " + joined(o.command) +
@@ -141,21 +173,30 @@ void run_prof(const ProfOptions& o) {
     }
     return;  // the command failed before its first work; it said why
   }
-  std::fprintf(stderr,
-               "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
-               o.out.c_str());
-  if (o.summary) print_summary(o.out, "--out");
+  if (!o.out.empty()) {
+    std::fprintf(
+        stderr, "galley prof: trace written to %s (load it in https://ui.perfetto.dev or chrome://tracing)\n",
+        o.out.c_str());
+  }
+  if (!o.html.empty())
+    write_report(o.html, trace, o.out.empty() ? "--html" : "--out", "galley " + joined(o.command));
+  if (o.summary) print_summary(trace, o.out.empty() ? "--html" : "--out");
 }
 
 const bool registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<ProfOptions>();
-  CLI::App* cmd = root.add_subcommand(
-      "prof", "Trace a galley command: galley prof --out trace.json [--summary] -- <galley args>");
+  CLI::App* cmd = root.add_subcommand("prof",
+                                      "Trace a galley command: galley prof --out trace.json [--summary] "
+                                      "[--html report.html] -- <galley args>");
   cmd->add_option("--out", options->out,
                   "Chrome trace JSON to write (loads in Perfetto and chrome://tracing)");
   cmd->add_flag("--summary", options->summary,
                 "Print per op and solver the calls, device time, mean and share, and per stream the busy and "
                 "gap time with the largest gaps");
+  cmd->add_option(
+      "--html", options->html,
+      "Write a self-contained HTML report (timeline, op table, streams, memory, tuner); with --in, "
+      "of that trace");
   cmd->add_option("--in", options->in, "Summarise this trace (written earlier) instead of running a command");
   cmd->add_option("--memory", options->memory,
                   "Show this caching-allocator snapshot (written by GALLEY_ALLOC_CONF=snapshot_on_oom:PATH)");
