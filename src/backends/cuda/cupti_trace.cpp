@@ -384,6 +384,8 @@ class CuptiSource final : public profile::ActivitySource {
   const char* name() const noexcept override { return "CUPTI"; }
 
   std::string start() override {
+    std::lock_guard lock(lifecycle_);
+    if (exiting_) return {};
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       (void)cudaGetLastError();
@@ -426,10 +428,16 @@ class CuptiSource final : public profile::ActivitySource {
         return failure(result, "cuptiActivityEnable(CONCURRENT_KERNEL)");
       }
     }
+    // Handlers run in reverse order of registration: registered now, once CUPTI has set itself up,
+    // this one hands CUPTI's last records to the tracer before CUPTI tears down, also when
+    // GALLEY_PROFILE's handler (which writes the trace after it) was registered before CUPTI loaded.
+    static const bool kExitHandler = std::atexit(&stop_at_exit) == 0;
+    (void)kExitHandler;
     return {};
   }
 
   void flush() override {
+    std::lock_guard lock(lifecycle_);
     if (subscriber_ == nullptr) return;
     sample_clock_offset();
     // Buffers whose records all completed; one holding work still running waits for a later flush
@@ -440,6 +448,7 @@ class CuptiSource final : public profile::ActivitySource {
   }
 
   void stop() override {
+    std::lock_guard lock(lifecycle_);
     if (subscriber_ == nullptr) return;
     State& s = state();
     end_subscription();
@@ -452,7 +461,22 @@ class CuptiSource final : public profile::ActivitySource {
       throw std::runtime_error(why);
   }
 
+  // At process exit: the tracer's records get CUPTI's last activities, then CUPTI is left idle.
+  void shut_down() noexcept {
+    {
+      std::lock_guard lock(lifecycle_);
+      exiting_ = true;
+    }
+    try {
+      stop();
+    } catch (const std::exception& e) {
+      profile::add_note(std::string("CUPTI: the last activities at exit are missing: ") + e.what());
+    }
+  }
+
  private:
+  static void stop_at_exit();
+
   // Callbacks for the API calls that enqueue work only, so every other CUDA call (event queries,
   // attribute reads) runs without entering CUPTI's callback; the whole domains where CUPTI cannot
   // name its callbacks (the callback then filters by name).
@@ -482,17 +506,26 @@ class CuptiSource final : public profile::ActivitySource {
     subscriber_ = nullptr;
   }
 
+  // Start, flush and stop are serialised by the profile layer already; this also orders them with
+  // the exit handler, which runs outside it.
+  std::mutex lifecycle_;
+  bool exiting_ = false;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   std::vector<CUpti_ActivityKind> enabled_kinds_;
 };
 
+CuptiSource& source() {
+  // Never destroyed: the exit handler and the tracer's own handler use it during exit.
+  static CuptiSource& instance = *std::make_unique<CuptiSource>().release();
+  return instance;
+}
+
+void CuptiSource::stop_at_exit() { source().shut_down(); }
+
 // Registered from the plugin's entry point (which runs the list registrars once the backend is
 // registered), not from a static initialiser: when tracing is already on, registering starts
 // CUPTI, which must not happen inside the dlopen that loads the plugin.
-void register_cupti_source() {
-  static CuptiSource source;
-  profile::register_activity_source(source);
-}
+void register_cupti_source() { profile::register_activity_source(source()); }
 
 [[maybe_unused]] const bool kRegistered = gpu::add_list_registrar(&register_cupti_source);
 
