@@ -405,7 +405,7 @@ class CuptiSource final : public profile::ActivitySource {
     }
     sample_clock_offset();
     {
-      std::lock_guard lock(s.mutex);
+      std::lock_guard maps_lock(s.mutex);
       s.by_correlation.clear();
       s.galley_streams.clear();
     }
