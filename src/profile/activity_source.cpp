@@ -56,8 +56,8 @@ void stop_one(Entry& e) noexcept {
   try {
     e.source->stop();
   } catch (...) {
-    add_note(std::string(e.source->name()) + ": stopping failed, its last activities may be missing: " +
-             reason(std::current_exception()));
+    add_note(std::string(e.source->name()) +
+             ": stopping failed, its last activities may be missing: " + reason(std::current_exception()));
   }
 }
 
@@ -67,8 +67,8 @@ void flush_one(Entry& e) noexcept {
     e.source->flush();
   } catch (...) {
     // A source that cannot hand over its records is stopped: a trace without it beats a stuck one.
-    add_note(std::string(e.source->name()) + ": flushing failed, the source was stopped: " +
-             reason(std::current_exception()));
+    add_note(std::string(e.source->name()) +
+             ": flushing failed, the source was stopped: " + reason(std::current_exception()));
     stop_one(e);
   }
 }

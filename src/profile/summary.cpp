@@ -134,7 +134,8 @@ TraceSummary summarize_trace(const std::string& json_text) {
   std::vector<Span> host;
   std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, double>> op_host;  // calls, us
   // (op, solver) -> kernel name -> (calls, us); ("", "") holds kernels outside any launch.
-  std::map<std::pair<std::string, std::string>, std::map<std::string, std::pair<std::uint64_t, double>>> kernels;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::pair<std::uint64_t, double>>>
+      kernels;
   for (const auto& event : trace["traceEvents"]) {
     if (!event.is_object()) corrupt("an event that is not an object");
     if (event.value("ph", "") != "X") continue;
@@ -210,8 +211,9 @@ TraceSummary summarize_trace(const std::string& json_text) {
   auto by_name = [](const std::map<std::string, std::pair<std::uint64_t, double>>& names) {
     std::vector<KernelSummary> out;
     for (const auto& [name, calls_us] : names) out.push_back({name, calls_us.first, calls_us.second});
-    std::stable_sort(out.begin(), out.end(),
-                     [](const KernelSummary& a, const KernelSummary& b) { return a.device_us > b.device_us; });
+    std::stable_sort(out.begin(), out.end(), [](const KernelSummary& a, const KernelSummary& b) {
+      return a.device_us > b.device_us;
+    });
     return out;
   };
   for (const auto& [key, names] : kernels) {

@@ -1,11 +1,11 @@
 // Per-thread record buffers under a process-wide bound; the op context of each thread.
 #include "profile/tracer.hpp"
 
-#include "profile/activity_source.hpp"
-
 #include <algorithm>
 #include <memory>
 #include <mutex>
+
+#include "profile/activity_source.hpp"
 
 namespace galley::profile {
 
@@ -198,7 +198,9 @@ const Record* current_op() noexcept { return t_current_op; }
 
 const Record* current_launch() noexcept { return t_current_launch; }
 
-LaunchScope::LaunchScope(const Record& launch) noexcept : outer_(t_current_launch) { t_current_launch = &launch; }
+LaunchScope::LaunchScope(const Record& launch) noexcept : outer_(t_current_launch) {
+  t_current_launch = &launch;
+}
 
 LaunchScope::~LaunchScope() { t_current_launch = outer_; }
 

@@ -68,7 +68,8 @@ class CuptiTrace : public ::testing::Test {
   }
 
   // The checks every vendor op gets; `op` and `solver` name what ran.
-  void check_vendor_kernels(const std::vector<Record>& records, const std::string& op, const std::string& solver) {
+  void check_vendor_kernels(const std::vector<Record>& records, const std::string& op,
+                            const std::string& solver) {
     std::map<std::uint64_t, const Record*> spans;  // device spans by flow
     std::map<std::uint64_t, const Record*> launches;
     for (const Record& r : records) {
@@ -92,8 +93,9 @@ class CuptiTrace : public ::testing::Test {
           << k.name << " ends " << (k.start_ns + k.dur_ns - span.start_ns - span.dur_ns) / 1000.0
           << " us after its launch's span";
       // A vendor kernel: its own name, not one of Galley's launch or solver names.
-      const bool galley_name = k.name == solver || k.name.starts_with("cuda.") || k.name.starts_with("gpu.") ||
-                               k.name.starts_with("copy_") || k.name == "memset";
+      const bool galley_name = k.name == solver || k.name.starts_with("cuda.") ||
+                               k.name.starts_with("gpu.") || k.name.starts_with("copy_") ||
+                               k.name == "memset";
       if (!galley_name && !k.name.starts_with("memcpy")) ++vendor;
     }
     EXPECT_GT(vendor, 0) << "no kernel of " << solver << " under " << op;
@@ -105,7 +107,8 @@ class CuptiTrace : public ::testing::Test {
       if (m["name"] == "thread_name")
         names[{m["pid"].get<int>(), m["tid"].get<std::uint64_t>()}] = m["args"]["name"].get<std::string>();
     std::map<std::pair<int, std::uint64_t>, int> finishes;
-    for (const auto& f : test::events_where(json, "f", "")) ++finishes[{f["pid"].get<int>(), f["tid"].get<std::uint64_t>()}];
+    for (const auto& f : test::events_where(json, "f", ""))
+      ++finishes[{f["pid"].get<int>(), f["tid"].get<std::uint64_t>()}];
     int on_track = 0;
     for (const auto& e : test::events_where(json, "X", "activity")) {
       if (e["args"].value("op", "") != op) continue;
@@ -159,7 +162,8 @@ TEST_F(CuptiTrace, TracingOffAgainLeavesCuptiIdleAndOnAgainWorks) {
   };
   EXPECT_GT(kernels(first), 0);
   EXPECT_GT(kernels(second), 0) << "tracing on again starts CUPTI again";
-  EXPECT_LT(kernels(second), 2 * kernels(first)) << "the untraced warm-up run of the second trace must not appear";
+  EXPECT_LT(kernels(second), 2 * kernels(first))
+      << "the untraced warm-up run of the second trace must not appear";
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ TEST_F(ActivitySources, StartWhenTracingTurnsOnStopWhenItTurnsOffAndNeverRunWhil
   stream.launch("test.off", [&] { current_while_off = current_launch() != nullptr; });
   EXPECT_FALSE(current_while_off) << "an untraced launch has no current launch";
   flush();
-  EXPECT_EQ(source.starts + source.flushes + source.stops, 0) << "nothing of a source runs while tracing is off";
+  EXPECT_EQ(source.starts + source.flushes + source.stops, 0)
+      << "nothing of a source runs while tracing is off";
 
   set_enabled(true);
   set_enabled(true);
@@ -215,7 +216,8 @@ TEST_F(ActivitySources, KernelsSitUnderTheOpStreamAndFlowOfTheirLaunch) {
   std::map<std::pair<int, std::uint64_t>, std::string> thread_names;
   for (const auto& m : test::events_where(trace, "M", "")) {
     if (m["name"] == "thread_name")
-      thread_names[{m["pid"].get<int>(), m["tid"].get<std::uint64_t>()}] = m["args"]["name"].get<std::string>();
+      thread_names[{m["pid"].get<int>(), m["tid"].get<std::uint64_t>()}] =
+          m["args"]["name"].get<std::string>();
   }
   const auto activity = test::events_where(trace, "X", "activity");
   ASSERT_EQ(activity.size(), 5u);
@@ -224,7 +226,7 @@ TEST_F(ActivitySources, KernelsSitUnderTheOpStreamAndFlowOfTheirLaunch) {
     const std::string ph = e.value("ph", "");
     if (ph != "s" && ph != "f") continue;
     (ph == "s" ? flow_starts : flow_finishes)[e["id"].get<std::uint64_t>()] = {e["pid"].get<int>(),
-                                                                              e["tid"].get<std::uint64_t>()};
+                                                                               e["tid"].get<std::uint64_t>()};
   }
   int with_flow = 0;
   for (const auto& e : activity) {
@@ -273,7 +275,8 @@ TEST_F(ActivitySources, KernelsSitUnderTheOpStreamAndFlowOfTheirLaunch) {
     EXPECT_NEAR(k.device_us, 2.0, 1e-3);
   }
   // The nested launch runs inside the same op, so its kernel is the op's too.
-  EXPECT_EQ(op_kernels, (std::set<std::string>{"vendor_gemm_kernel", "vendor_inner_kernel", "vendor_reduce_kernel"}));
+  EXPECT_EQ(op_kernels,
+            (std::set<std::string>{"vendor_gemm_kernel", "vendor_inner_kernel", "vendor_reduce_kernel"}));
   ASSERT_EQ(plain_row->kernels.size(), 1u);
   EXPECT_EQ(plain_row->kernels[0].name, "vendor_copy_kernel");
   ASSERT_EQ(with.other_kernels.size(), 1u);
@@ -312,7 +315,8 @@ TEST_F(ActivitySources, AnUnavailableSourceIsANoteAndTracingGoesOn) {
   EXPECT_EQ(source.flushes, 0) << "a source that did not start is never flushed";
   EXPECT_EQ(source.stops, 0) << "nor stopped";
   EXPECT_TRUE(has_note("fake unavailable: libfake.so not found"));
-  EXPECT_TRUE(std::any_of(records.begin(), records.end(), [](const Record& r) { return r.kind == Kind::device; }));
+  EXPECT_TRUE(
+      std::any_of(records.begin(), records.end(), [](const Record& r) { return r.kind == Kind::device; }));
 
   const std::string json = chrome_trace_json(records, dropped(), notes());
   const auto trace = test::check_chrome_trace(json);
@@ -351,7 +355,8 @@ TEST_F(ActivitySources, ASourceThatThrowsIsANoteNotAFailure) {
   const auto records = collect();  // the flush throws inside: the source is stopped, tracing is not
   EXPECT_TRUE(enabled());
   EXPECT_EQ(source.stops, 1);
-  EXPECT_TRUE(std::any_of(records.begin(), records.end(), [](const Record& r) { return r.kind == Kind::launch; }));
+  EXPECT_TRUE(
+      std::any_of(records.begin(), records.end(), [](const Record& r) { return r.kind == Kind::launch; }));
   const auto all = fake_notes();
   ASSERT_FALSE(all.empty());
   EXPECT_TRUE(all[0].starts_with("fake: flushing failed, the source was stopped: ")) << all[0];

@@ -83,7 +83,7 @@ struct State {
   bool load_tried = false;
   std::string load_error;  // why libcupti is unusable; empty once loaded
   bool buffers_registered = false;
-  bool own_clock = false;  // CUPTI's timestamps are profile::now_ns()
+  bool own_clock = false;                     // CUPTI's timestamps are profile::now_ns()
   std::atomic<std::int64_t> clock_offset{0};  // profile::now_ns() - cuptiGetTimestamp(), without own_clock
 
   std::mutex mutex;  // guards everything below
@@ -174,8 +174,9 @@ std::string load_cupti() {
   if (const std::string why = failure(api.get_version(&version), "cuptiGetVersion"); !why.empty())
     return s.load_error = why;
   if (CUPTI_API_VERSION >= 10000 && version / 10000 != CUPTI_API_VERSION / 10000) {
-    return s.load_error = "libcupti API version " + std::to_string(version) + ", the plugin reads records of " +
-                          std::to_string(CUPTI_API_VERSION) + " (the same major version is needed)";
+    return s.load_error = "libcupti API version " + std::to_string(version) +
+                          ", the plugin reads records of " + std::to_string(CUPTI_API_VERSION) +
+                          " (the same major version is needed)";
   }
   return {};
 }
@@ -190,15 +191,17 @@ void sample_clock_offset() {
   std::uint64_t stamp = 0;
   if (s.api.timestamp(&stamp) != CUPTI_SUCCESS) return;
   const std::int64_t after = profile::now_ns();
-  s.clock_offset.store(before + (after - before) / 2 - static_cast<std::int64_t>(stamp), std::memory_order_relaxed);
+  s.clock_offset.store(before + (after - before) / 2 - static_cast<std::int64_t>(stamp),
+                       std::memory_order_relaxed);
 }
 
 // --- attribution: the API callback ------------------------------------------------------------
 
 // Whether an API call of this name enqueues device work that CUPTI reports as an activity.
 bool enqueues_work(const char* name) {
-  return name != nullptr && (std::strstr(name, "Launch") != nullptr || std::strstr(name, "Memcpy") != nullptr ||
-                             std::strstr(name, "Memset") != nullptr);
+  return name != nullptr &&
+         (std::strstr(name, "Launch") != nullptr || std::strstr(name, "Memcpy") != nullptr ||
+          std::strstr(name, "Memset") != nullptr);
 }
 
 // Per callback id: 0 not yet known, 1 enqueues work, 2 does not. Filled from the names CUPTI gives.
@@ -321,20 +324,23 @@ bool to_record(State& s, const CUpti_Activity* activity, profile::Record& r) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(activity);
-      start = k->start, end = k->end, correlation = k->correlationId, device = k->deviceId, stream = k->streamId;
+      start = k->start, end = k->end, correlation = k->correlationId, device = k->deviceId,
+      stream = k->streamId;
       r.name = demangle_locked(s, k->name);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(activity);
-      start = c->start, end = c->end, correlation = c->correlationId, device = c->deviceId, stream = c->streamId;
+      start = c->start, end = c->end, correlation = c->correlationId, device = c->deviceId,
+      stream = c->streamId;
       r.name = copy_kind_name(c->copyKind);
       r.bytes = c->bytes;
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(activity);
-      start = m->start, end = m->end, correlation = m->correlationId, device = m->deviceId, stream = m->streamId;
+      start = m->start, end = m->end, correlation = m->correlationId, device = m->deviceId,
+      stream = m->streamId;
       r.name = "memset";
       r.bytes = m->bytes;
       break;
@@ -369,7 +375,8 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
   // Recorded unlocked: the tracer's own lock is the only one record() takes.
   for (profile::Record& r : records) profile::record(std::move(r));
   std::size_t lost = 0;
-  if (s.api.dropped_records(context, stream_id, &lost) == CUPTI_SUCCESS && lost != 0) profile::count_dropped(lost);
+  if (s.api.dropped_records(context, stream_id, &lost) == CUPTI_SUCCESS && lost != 0)
+    profile::count_dropped(lost);
   std::free(buffer);
 }
 
@@ -396,7 +403,8 @@ class CuptiSource final : public profile::ActivitySource {
     CuptiApi& api = s.api;
     if (!s.buffers_registered) {
       // The timestamp source must be set before any activity kind is enabled.
-      s.own_clock = api.register_timestamp != nullptr && api.register_timestamp(&steady_timestamp) == CUPTI_SUCCESS;
+      s.own_clock =
+          api.register_timestamp != nullptr && api.register_timestamp(&steady_timestamp) == CUPTI_SUCCESS;
       if (std::string why = failure(api.register_callbacks(&buffer_requested, &buffer_completed),
                                     "cuptiActivityRegisterCallbacks");
           !why.empty())
@@ -482,17 +490,20 @@ class CuptiSource final : public profile::ActivitySource {
   // name its callbacks (the callback then filters by name).
   std::string enable_work_callbacks() {
     CuptiApi& api = state().api;
-    for (const auto& [domain, size] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}},
-                                       std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE}}}) {
+    for (const auto& [domain, size] :
+         {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, std::uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}},
+          std::pair{CUPTI_CB_DOMAIN_DRIVER_API, std::uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE}}}) {
       if (api.callback_name == nullptr) {
-        if (std::string why = failure(api.enable_domain(1, subscriber_, domain), "cuptiEnableDomain"); !why.empty())
+        if (std::string why = failure(api.enable_domain(1, subscriber_, domain), "cuptiEnableDomain");
+            !why.empty())
           return why;
         continue;
       }
       for (std::uint32_t cbid = 1; cbid < size; ++cbid) {
         const char* name = nullptr;
         if (api.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || !enqueues_work(name)) continue;
-        if (std::string why = failure(api.enable_callback(1, subscriber_, domain, cbid), "cuptiEnableCallback");
+        if (std::string why =
+                failure(api.enable_callback(1, subscriber_, domain, cbid), "cuptiEnableCallback");
             !why.empty())
           return why;
       }
