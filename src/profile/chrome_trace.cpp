@@ -59,6 +59,12 @@ class Writer {
             ts(r.start_ns) + R"(,"pid":0,"tid":)" + std::to_string(r.thread) + R"(,"args":{)" + args + "}}";
   }
 
+  void sort_index(int pid, std::uint64_t tid, std::uint64_t index) {
+    begin();
+    out_ += R"({"ph":"M","name":"thread_sort_index","pid":)" + std::to_string(pid) + R"(,"tid":)" +
+            std::to_string(tid) + R"(,"args":{"sort_index":)" + std::to_string(index) + "}}";
+  }
+
   void counter(const Record& r, int pid) {
     begin();
     out_ += R"({"ph":"C","name":"memory","cat":"memory","ts":)" + ts(r.start_ns) + R"(,"pid":)" +
@@ -66,9 +72,9 @@ class Writer {
             R"(,"reserved":)" + std::to_string(r.reserved) + "}}";
   }
 
-  std::string finish(std::uint64_t dropped) {
+  std::string finish(std::uint64_t dropped, const std::vector<std::string>& notes) {
     out_ += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"steady\",\"dropped_records\":" +
-            std::to_string(dropped) + "}}\n";
+            std::to_string(dropped) + ",\"notes\":" + nlohmann::json(notes).dump() + "}}\n";
     return std::move(out_);
   }
 
@@ -133,10 +139,36 @@ std::string memory_args(const Record& r) {
 
 bool is_copy(const std::string& name) { return name.starts_with("copy_") || name == "memset"; }
 
+// Activity-source kernels get tracks of their own beside each stream's event-timed spans (which
+// they lie inside and would overlap partly); overlapping kernels of one stream (programmatic
+// dependent launch) take further lanes, so no track holds partly overlapping spans.
+constexpr std::uint64_t kActivityTidBase = std::uint64_t{1} << 40;
+constexpr std::uint64_t kLanesPerStream = 256;
+// Stream tracks sort by stream id, each followed by its activity lanes.
+constexpr std::uint64_t stream_sort_index(std::uint64_t stream) { return stream * (kLanesPerStream + 1); }
+
+std::string activity_track_name(const Record& r, std::uint64_t lane) {
+  const std::string source = r.source.empty() ? "activity" : r.source;
+  std::string name = r.stream != 0 ? "stream " + std::to_string(r.stream) + " kernels (" + source
+                                   : "kernels outside Galley launches (" + source;
+  if (lane != 0) name += ", overlapping " + std::to_string(lane);
+  return name + ")";
+}
+
 }  // namespace
 
-std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t dropped) {
+std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t dropped,
+                              const std::vector<std::string>& notes) {
   Writer w(records);
+  // Kernels point back at their launch with a flow of their own (one flow id ends once), numbered
+  // after every flow id the records use.
+  std::map<std::uint64_t, const Record*> launches;
+  std::uint64_t next_flow = 0;
+  for (const Record& r : records) {
+    if (r.kind == Kind::launch && r.flow != 0) launches.emplace(r.flow, &r);
+    next_flow = std::max(next_flow, r.flow);
+  }
+  std::map<std::pair<int, std::uint64_t>, std::vector<std::int64_t>> lane_ends;  // (pid, stream)
   std::map<std::string, int> device_pids;  // in order of first appearance, pid 1 upwards
   auto pid_of = [&](const std::string& device) {
     auto [it, fresh] = device_pids.emplace(device, static_cast<int>(device_pids.size()) + 1);
@@ -147,6 +179,22 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
   auto name_thread = [&](int pid, std::uint64_t tid) {
     if (!named_threads.emplace(std::pair{pid, tid}, true).second) return;
     w.metadata("thread_name", pid, tid, (pid == kHostPid ? "host thread " : "stream ") + std::to_string(tid));
+    if (pid != kHostPid) w.sort_index(pid, tid, stream_sort_index(tid));
+  };
+  // The first lane of the record's stream whose last kernel ended by its start.
+  auto activity_tid = [&](const Record& r, int pid) {
+    std::vector<std::int64_t>& ends = lane_ends[{pid, r.stream}];
+    std::uint64_t lane = 0;
+    while (lane < ends.size() && ends[lane] > r.start_ns) ++lane;
+    if (lane == kLanesPerStream) lane = kLanesPerStream - 1;  // never reached by real streams
+    if (lane == ends.size()) ends.push_back(0);
+    ends[lane] = std::max(ends[lane], r.start_ns + std::max<std::int64_t>(r.dur_ns, 0));
+    const std::uint64_t tid = kActivityTidBase + r.stream * kLanesPerStream + lane;
+    if (named_threads.emplace(std::pair{pid, tid}, true).second) {
+      w.metadata("thread_name", pid, tid, activity_track_name(r, lane));
+      w.sort_index(pid, tid, stream_sort_index(r.stream) + 1 + lane);
+    }
+    return tid;
   };
   w.metadata("process_name", kHostPid, 0, "host");
   for (const Record& r : records) {
@@ -177,13 +225,30 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
         w.instant(r, memory_args(r));
         w.counter(r, pid_of(r.device));
         break;
+      case Kind::kernel: {
+        const int pid = pid_of(r.device);
+        const std::uint64_t tid = activity_tid(r, pid);
+        std::string args = op_args(r);
+        if (!r.source.empty()) {
+          args += ',';
+          args += field("source", std::string_view(r.source));
+        }
+        w.span(r, pid, tid, r.name, "activity", args);
+        if (const auto launch = launches.find(r.flow); r.flow != 0 && launch != launches.end()) {
+          const Record& l = *launch->second;
+          w.flow('s', ++next_flow, l.start_ns + l.dur_ns / 2, kHostPid, l.thread);
+          w.flow('f', next_flow, r.start_ns, pid, tid);
+        }
+        break;
+      }
     }
   }
-  return w.finish(dropped);
+  return w.finish(dropped, notes);
 }
 
-void write_chrome_trace(const std::string& path, const std::vector<Record>& records, std::uint64_t dropped) {
-  write_file_atomically(path, chrome_trace_json(records, dropped), "the trace");
+void write_chrome_trace(const std::string& path, const std::vector<Record>& records, std::uint64_t dropped,
+                        const std::vector<std::string>& notes) {
+  write_file_atomically(path, chrome_trace_json(records, dropped, notes), "the trace");
 }
 
 }  // namespace galley::profile

@@ -26,7 +26,7 @@ void write_session_trace() noexcept {
     set_enabled(false);
     const auto records = collect();
     const auto lost = dropped();
-    write_chrome_trace(session_path(), records, lost);
+    write_chrome_trace(session_path(), records, lost, notes());
     if (lost != 0) {
       std::fprintf(stderr,
                    "galley: warning: GALLEY_PROFILE: the tracer was full; %llu records dropped from '%s'\n",

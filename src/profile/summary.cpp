@@ -81,6 +81,32 @@ std::string host_during(const std::vector<Span>& host, double from, double to) {
   return best == nullptr ? "idle" : best->cat + ": " + best->name;
 }
 
+// One line per kernel name (the first kKernelsListed), then the rest together.
+std::string format_kernels(const std::vector<KernelSummary>& kernels, const char* indent) {
+  std::string out;
+  char line[512];
+  auto add = [&](const std::string& label, std::uint64_t calls, double us) {
+    std::snprintf(line, sizeof line, "%s%-100s %8llu calls %12.3f ms\n", indent, label.c_str(),
+                  static_cast<unsigned long long>(calls), us / 1000.0);
+    out += line;
+  };
+  std::uint64_t rest_calls = 0;
+  double rest_us = 0;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const KernelSummary& k = kernels[i];
+    if (i < kKernelsListed) {
+      // Demangled template names can be very long; their head tells which kernel it is.
+      add("kernel " + (k.name.size() > 90 ? k.name.substr(0, 87) + "..." : k.name), k.calls, k.device_us);
+    } else {
+      rest_calls += k.calls;
+      rest_us += k.device_us;
+    }
+  }
+  if (kernels.size() > kKernelsListed)
+    add("(" + std::to_string(kernels.size() - kKernelsListed) + " more kernels)", rest_calls, rest_us);
+  return out;
+}
+
 }  // namespace
 
 TraceSummary summarize_trace(const std::string& json_text) {
@@ -97,12 +123,23 @@ TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     corrupt("no \"traceEvents\" array");
   TraceSummary summary;
-  if (trace.contains("otherData") && trace["otherData"].is_object())
-    summary.dropped = trace["otherData"].value("dropped_records", std::uint64_t{0});
+  if (trace.contains("otherData") && trace["otherData"].is_object()) {
+    const auto& other = trace["otherData"];
+    summary.dropped = other.value("dropped_records", std::uint64_t{0});
+    if (const auto notes = other.find("notes"); notes != other.end() && notes->is_array()) {
+      for (const auto& note : *notes) {
+        if (!note.is_string()) corrupt("a note that is not a string: " + note.dump().substr(0, 200));
+        summary.notes.push_back(note.get<std::string>());
+      }
+    }
+  }
 
   std::map<std::pair<std::string, std::uint64_t>, std::vector<Span>> device_tracks;  // (device, stream)
   std::vector<Span> host;
   std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, double>> op_host;  // calls, us
+  // (op, solver) -> kernel name -> (calls, us); ("", "") holds kernels outside any launch.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::pair<std::uint64_t, double>>>
+      kernels;
   for (const auto& event : trace["traceEvents"]) {
     if (!event.is_object()) corrupt("an event that is not an object");
     if (event.value("ph", "") != "X") continue;
@@ -115,6 +152,13 @@ TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
         row.second += s.dur;
       }
       host.push_back(std::move(s));
+    } else if (s.cat == "activity") {
+      // Keyed as the device spans are: (op, solver), or ("-", launch name) outside an op.
+      const bool in_launch = !s.op.empty() || !s.solver.empty();
+      auto& row = kernels[in_launch ? std::pair{s.op.empty() ? std::string("-") : s.op, s.solver}
+                                    : std::pair<std::string, std::string>{}][s.name];
+      row.first += 1;
+      row.second += s.dur;
     } else {
       const auto args = event.find("args");
       const std::uint64_t stream =
@@ -168,6 +212,21 @@ TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
     row.calls = calls_us.first;
     row.host_us = calls_us.second;
   }
+  auto by_name = [](const std::map<std::string, std::pair<std::uint64_t, double>>& names) {
+    std::vector<KernelSummary> out;
+    for (const auto& [name, calls_us] : names) out.push_back({name, calls_us.first, calls_us.second});
+    std::stable_sort(out.begin(), out.end(), [](const KernelSummary& a, const KernelSummary& b) {
+      return a.device_us > b.device_us;
+    });
+    return out;
+  };
+  for (const auto& [key, names] : kernels) {
+    if (key.first.empty()) {
+      summary.other_kernels = by_name(names);
+    } else {
+      ops[key].kernels = by_name(names);
+    }
+  }
   for (auto& [key, row] : ops) {
     row.op = key.first;
     row.solver = key.second;
@@ -192,6 +251,11 @@ std::string format_summary(const TraceSummary& summary) {
                   r.solver.c_str(), static_cast<unsigned long long>(r.calls), ms(r.device_us), r.mean_us,
                   100 * r.share, ms(r.host_us));
     out += line;
+    out += format_kernels(r.kernels, "  ");
+  }
+  if (!summary.other_kernels.empty()) {
+    out += "kernels outside Galley launches:\n";
+    out += format_kernels(summary.other_kernels, "  ");
   }
   out += "\n";
   for (const StreamSummary& s : summary.streams) {
@@ -212,6 +276,7 @@ std::string format_summary(const TraceSummary& summary) {
     out += "warning: the tracer was full and dropped " + std::to_string(summary.dropped) +
            " records; the trace and these sums are incomplete\n";
   }
+  for (const std::string& note : summary.notes) out += "note: " + note + "\n";
   return out;
 }
 

@@ -5,7 +5,9 @@
 // It reads the trace file rather than the live records, so `galley prof --summary` describes
 // exactly the trace it wrote, and a trace from another run can be summarised again. Device spans
 // nested inside another span of their stream (a copy enqueued from inside a launch) are counted
-// once, as part of the outer span, so no time is counted twice.
+// once, as part of the outer span, so no time is counted twice. Kernels from a device activity
+// source (cat "activity") are listed under their op by name and counted in no sum: they are the
+// same device time as the event-timed spans they lie inside.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,13 @@
 
 namespace galley::profile {
 
+/// Kernels of one name that a device activity source (CUPTI) saw under one op and solver.
+struct KernelSummary {
+  std::string name;
+  std::uint64_t calls = 0;
+  double device_us = 0;  ///< total
+};
+
 struct OpSummary {
   std::string op;           ///< the dispatch entry point; "-" for work launched outside one (copies)
   std::string solver;       ///< the solver, or the launch's name outside an op
@@ -23,6 +32,9 @@ struct OpSummary {
   double mean_us = 0;       ///< device_us / calls
   double share = 0;         ///< of all device time in the trace, 0..1
   double host_us = 0;       ///< total host API time of the op spans
+  /// The kernels it ran by name, largest total first; empty without an activity source's records.
+  /// Their time lies inside device_us (the same work, seen kernel by kernel).
+  std::vector<KernelSummary> kernels;
 };
 
 struct GapSummary {
@@ -48,9 +60,14 @@ struct TraceSummary {
   std::vector<StreamSummary> streams;
   double device_us = 0;       ///< all top-level device spans
   std::uint64_t dropped = 0;  ///< records the tracer dropped (the trace is incomplete when > 0)
+  /// Kernels an activity source saw outside any traced launch (a replayed graph's), by name.
+  std::vector<KernelSummary> other_kernels;
+  std::vector<std::string> notes;  ///< the trace's notes ("CUPTI unavailable: ...")
 };
 
 inline constexpr std::size_t kLargestGaps = 5;
+/// Kernel names listed per op by format_summary; the rest are summed into one line.
+inline constexpr std::size_t kKernelsListed = 8;
 
 /// Parses a trace written by write_chrome_trace. Throws Error(corrupt_data) naming what is wrong
 /// when the text is not such a trace.

@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "profile/activity_source.hpp"
+
 namespace galley::profile {
 
 namespace detail {
@@ -45,6 +47,8 @@ struct Buffers {
   std::atomic<std::size_t> capacity{kDefaultCapacity};
   std::atomic<std::uint64_t> next_flow{0};
   std::atomic<FlushHook> flush_hook{nullptr};
+  std::mutex notes_mutex;
+  std::vector<std::string> notes;
 };
 
 Buffers& buffers() {
@@ -68,6 +72,7 @@ ThreadBuffer& this_thread_buffer() {
 }
 
 thread_local const Record* t_current_op = nullptr;
+thread_local const Record* t_current_launch = nullptr;
 // The tuner's last pick on this thread, for the op span that runs it.
 thread_local std::string t_picked_solver;
 thread_local std::string t_picked_config;
@@ -88,6 +93,8 @@ const char* to_string(Kind kind) noexcept {
       return "alloc";
     case Kind::free:
       return "free";
+    case Kind::kernel:
+      return "kernel";
   }
   return "?";
 }
@@ -115,7 +122,10 @@ std::uint64_t next_flow_id() noexcept {
   return buffers().next_flow.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-void set_enabled(bool on) noexcept { detail::g_enabled.store(on, std::memory_order_relaxed); }
+void set_enabled(bool on) noexcept {
+  detail::g_enabled.store(on, std::memory_order_relaxed);
+  detail::sync_activity_sources();
+}
 
 void set_capacity(std::size_t records) noexcept {
   buffers().capacity.store(records, std::memory_order_relaxed);
@@ -157,15 +167,42 @@ void clear() noexcept {
     buffer->chunks.clear();
   }
   b.dropped.store(0, std::memory_order_relaxed);
+  std::lock_guard notes_lock(b.notes_mutex);
+  b.notes.clear();
+}
+
+void add_note(std::string note) noexcept {
+  Buffers& b = buffers();
+  try {
+    std::lock_guard lock(b.notes_mutex);
+    if (std::find(b.notes.begin(), b.notes.end(), note) == b.notes.end()) b.notes.push_back(std::move(note));
+  } catch (...) {
+    // Only the copy can throw; a note is never worth failing for.
+  }
+}
+
+std::vector<std::string> notes() {
+  Buffers& b = buffers();
+  std::lock_guard lock(b.notes_mutex);
+  return b.notes;
 }
 
 void set_flush_hook(FlushHook hook) noexcept { buffers().flush_hook.store(hook, std::memory_order_release); }
 
 void flush() noexcept {
   if (FlushHook hook = buffers().flush_hook.load(std::memory_order_acquire); hook != nullptr) hook();
+  detail::flush_activity_sources();
 }
 
 const Record* current_op() noexcept { return t_current_op; }
+
+const Record* current_launch() noexcept { return t_current_launch; }
+
+LaunchScope::LaunchScope(const Record& launch) noexcept : outer_(t_current_launch) {
+  t_current_launch = &launch;
+}
+
+LaunchScope::~LaunchScope() { t_current_launch = outer_; }
 
 void OpScope::begin(OpInfo info) {
   active_ = true;

@@ -38,6 +38,8 @@ enum class Kind : std::uint8_t {
   tune,    ///< host: the tuner's pick for one call (cache or find-db hit, or tuning)
   alloc,   ///< host instant: a caching-allocator allocation, with the device's bytes after it
   free,    ///< host instant: a caching-allocator free, with the device's bytes after it
+  kernel,  ///< device: one kernel, copy or memset as a device activity source (CUPTI) saw it,
+           ///< under its own name (a cuDNN or cuBLAS kernel) beneath the launch that made it
 };
 const char* to_string(Kind kind) noexcept;
 
@@ -50,13 +52,14 @@ struct Record {
   std::string device;          ///< "cpu", "cuda:0"
   std::uint64_t stream = 0;    ///< Stream::id(); 0: none
   std::uint32_t thread = 0;    ///< host thread index (1 = the first thread that recorded)
-  std::uint64_t flow = 0;      ///< links a launch to its device span; 0: none
+  std::uint64_t flow = 0;      ///< links a launch to its device span and kernels; 0: none
   std::uint64_t bytes = 0;     ///< copies, memsets, allocations
-  std::string op;              ///< launches and device spans: the dispatch op active on the thread
-  std::string solver;          ///< ops, tuner picks
+  std::string op;              ///< launches, device spans, kernels: the dispatch op active on the thread
+  std::string solver;          ///< ops, tuner picks; kernels: the op's solver, or the launch's name
+                               ///< outside an op (both empty: made outside any traced launch)
   std::string config;          ///< the solver's inner choice as text; empty: none or its default
   std::string key;             ///< problem key
-  std::string source;          ///< tune: "cache", "user find-db", "tuned", ...
+  std::string source;          ///< tune: "cache", "user find-db", "tuned", ...; kernel: "CUPTI"
   bool hit = false;            ///< tune: a stored result was used
   std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
   std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
@@ -69,7 +72,8 @@ void record(Record record) noexcept;
 /// A fresh flow id (launch -> device span), unique for the process.
 std::uint64_t next_flow_id() noexcept;
 
-/// Turns tracing on or off. Records already held are kept.
+/// Turns tracing on or off. Records already held are kept. The device activity sources are started
+/// or stopped with it (activity_source.hpp), so none runs while tracing is off.
 void set_enabled(bool on) noexcept;
 /// Most records held at once (all threads together); later ones are dropped and counted.
 void set_capacity(std::size_t records) noexcept;
@@ -82,14 +86,21 @@ std::vector<Record> collect();
 void count_dropped(std::uint64_t records) noexcept;
 /// Records dropped because the tracer was full, since the last clear().
 std::uint64_t dropped() noexcept;
-/// Forgets every record and the drop count.
+/// Forgets every record, the drop count and the notes.
 void clear() noexcept;
+
+/// Adds a one-line note to the trace, such as a device activity source that cannot run ("CUPTI
+/// unavailable: ..."). A note already held is not added twice. Never throws.
+void add_note(std::string note) noexcept;
+/// The notes held, in the order they were added.
+std::vector<std::string> notes();
 
 /// Work a lower layer cannot do itself before records are collected: the runtime resolves device
 /// spans whose events completed (it holds the events; this layer sits below it). Set once.
 using FlushHook = void (*)() noexcept;
 void set_flush_hook(FlushHook hook) noexcept;
-/// Runs the flush hook, if one is set.
+/// Runs the flush hook, if one is set, then flushes the device activity sources
+/// (activity_source.hpp).
 void flush() noexcept;
 
 /// What an op span describes; built only while tracing is on (see OpScope).
@@ -103,6 +114,24 @@ struct OpInfo {
 /// The dispatch op the calling thread is inside, or null. Launches and device spans are named
 /// after it.
 const Record* current_op() noexcept;
+
+/// The traced Stream::launch whose enqueue the calling thread is running, or null: its launch
+/// record (name, device, stream, op, solver, flow; the flow is 0 while the stream captures a graph).
+/// A device activity source attributes the vendor API calls it observes meanwhile to it.
+const Record* current_launch() noexcept;
+
+/// Makes `launch` the calling thread's current launch while alive; the runtime opens one around
+/// each traced launch's enqueue. Launches may nest (a task that launches); the outer one returns.
+class LaunchScope {
+ public:
+  explicit LaunchScope(const Record& launch) noexcept;
+  ~LaunchScope();
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  const Record* outer_;
+};
 
 /// Records one op span (Kind::op) around a dispatch call: from construction to destruction, with
 /// the solver set once it is chosen. `describe` (returning OpInfo) runs only while tracing is on,

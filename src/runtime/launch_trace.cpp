@@ -149,8 +149,12 @@ profile::Record base_record(Stream& stream, std::string_view op, std::size_t byt
 }  // namespace
 
 LaunchTrace::LaunchTrace(Stream& stream, std::string_view op, std::size_t bytes)
-    : stream_(stream), op_(op), bytes_(bytes), host_start_(profile::now_ns()) {
+    : stream_(stream), host_(base_record(stream, op, bytes)) {
+  host_.kind = profile::Kind::launch;
+  host_.start_ns = profile::now_ns();
   if (stream.impl().capturing()) return;  // captured work runs at replay; only the host span is real
+  // Chosen before the enqueue runs, so the kernels an activity source sees during it share it.
+  host_.flow = profile::next_flow_id();
   auto st = trace_of(stream);
   std::unique_ptr<EventImpl> start;
   {
@@ -178,11 +182,10 @@ LaunchTrace::~LaunchTrace() {
 }
 
 void LaunchTrace::finish() {
-  profile::Record host = base_record(stream_, op_, bytes_);
-  host.kind = profile::Kind::launch;
-  host.start_ns = host_start_;
+  profile::Record host = std::move(host_);
   auto st = slot_ != 0 ? find_trace(stream_.id()) : nullptr;
   if (st == nullptr) slot_ = 0;
+  if (slot_ == 0) host.flow = 0;  // no device span to point at
   if (slot_ != 0) {
     std::unique_ptr<EventImpl> end;
     {
@@ -191,7 +194,6 @@ void LaunchTrace::finish() {
     }
     stream_.impl().record(*end);  // unlocked, as the start event
     std::lock_guard lock(st->mutex);
-    host.flow = profile::next_flow_id();
     // From the back: this launch is the newest pending one unless launches nest.
     for (auto p = st->pending.rbegin(); p != st->pending.rend(); ++p) {
       if (p->slot != slot_) continue;
@@ -207,7 +209,7 @@ void LaunchTrace::finish() {
       profile::count_dropped(1);
     }
   }
-  host.dur_ns = profile::now_ns() - host_start_;
+  host.dur_ns = profile::now_ns() - host.start_ns;
   profile::record(std::move(host));
 }
 

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "galley/runtime/stream.hpp"
+#include "profile/tracer.hpp"
 
 namespace galley::runtime::detail {
 
@@ -26,12 +27,13 @@ class LaunchTrace {
   LaunchTrace(const LaunchTrace&) = delete;
   LaunchTrace& operator=(const LaunchTrace&) = delete;
   void finish();
+  /// The host span being built, with its flow id already chosen: the current launch
+  /// (profile::LaunchScope) while the enqueue runs, so activity sources can attribute to it.
+  const profile::Record& record() const { return host_; }
 
  private:
   Stream& stream_;
-  std::string_view op_;
-  std::size_t bytes_;
-  std::int64_t host_start_;
+  profile::Record host_;
   std::uint64_t slot_ = 0;  // the pending device span; 0 while capturing (no device timing)
 };
 

@@ -197,7 +197,11 @@ void launch_now(Stream& stream, std::string_view op, const std::function<void()>
 void launch_traced(Stream& stream, std::string_view op, std::size_t bytes,
                    const std::function<void()>& enqueue) {
   detail::LaunchTrace trace(stream, op, bytes);
-  launch_now(stream, op, enqueue);
+  {
+    // Vendor API calls made by the enqueue belong to this launch (activity_source.hpp).
+    const profile::LaunchScope current(trace.record());
+    launch_now(stream, op, enqueue);
+  }
   trace.finish();
 }
 
