@@ -38,6 +38,7 @@ struct RunArgs {
   int warmup = 3;
   bool json = false;
   bool verbose = false;
+  bool graph = false;
 };
 
 namespace fs = std::filesystem;
@@ -81,6 +82,7 @@ int check_against(model::Executor& exec, runtime::Stream& stream, const RunArgs&
   for (std::size_t i = 0; i < g.inputs.size(); ++i) {
     inputs[g.inputs[i]] = model::to_device(stream, model::read_onnx_tensor((dir / ("input_" + std::to_string(i) + ".pb")).string()));
   }
+  if (args.graph) exec.run(stream, inputs);  // eager; the checked run below captures and replays
   const auto outputs = exec.run(stream, inputs);
   int bad = 0;
   nlohmann::json rows = nlohmann::json::array();
@@ -114,7 +116,8 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
   model::RunReport report;
   for (int i = 0; i < args.iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    exec.run(stream, inputs, {}, i == 0 ? &report : nullptr);
+    // In graph mode the last iteration's report: with --warmup 0 the first runs eagerly.
+    exec.run(stream, inputs, {}, i == (args.graph ? args.iterations - 1 : 0) ? &report : nullptr);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (progress) std::fprintf(stderr, "\r[%d/%d] %.3f ms", i + 1, args.iterations, ms.back());
   }
@@ -128,7 +131,8 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
   if (args.json) {
     nlohmann::json j = {{"model", args.model}, {"device", exec.device().name()}, {"batch", batch},
                         {"iterations", args.iterations}, {"median_ms", med}, {"p90_ms", p90},
-                        {"images_per_s", batch * 1000.0 / med}, {"peak_bytes", report.peak_bytes}};
+                        {"images_per_s", batch * 1000.0 / med}, {"peak_bytes", report.peak_bytes},
+                        {"mode", model::to_string(report.mode)}, {"graph_nodes", report.graph_nodes}};
     if (args.verbose) {
       nlohmann::json l = nlohmann::json::array();
       for (const auto& t : layers.layers) {
@@ -139,10 +143,13 @@ int throughput(model::Executor& exec, runtime::Stream& stream, const RunArgs& ar
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
+  const std::string mode = report.mode == model::RunMode::graph_replay
+                               ? ", graph replay of " + std::to_string(report.graph_nodes) + " nodes"
+                               : "";
   std::printf("%s on %s, batch %lld: median %.3f ms, p90 %.3f ms per iteration (%d iterations after %d warm-up), "
-              "%.1f images/s, peak memory %s\n",
+              "%.1f images/s, peak memory %s%s\n",
               (args.model.empty() ? args.zoo : args.model).c_str(), exec.device().name().c_str(), static_cast<long long>(batch), med, p90, args.iterations,
-              args.warmup, batch * 1000.0 / med, format_bytes(report.peak_bytes).c_str());
+              args.warmup, batch * 1000.0 / med, format_bytes(report.peak_bytes).c_str(), mode.c_str());
   if (args.verbose) {
     Table table({"node", "op", "solver", "chosen by", "ms"});
     for (const auto& t : layers.layers) table.add({t.node, t.op_type, t.solver.empty() ? "-" : t.solver, t.source, fixed(t.ms, 4)});
@@ -163,7 +170,7 @@ int run_model(const RunArgs& args, const CLI::App& cmd) {
   const runtime::Device device = args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   model::Executor exec(args.zoo.empty() ? model::import_onnx(args.model, import)
                                         : model::build_model(args.zoo, import.batch.value_or(1), args.size),
-                       device);
+                       device, model::ExecutorOptions{.capture = args.graph});
   runtime::Stream stream(device);
   return args.check ? check_against(exec, stream, args) : throughput(exec, stream, args);
 }
@@ -182,6 +189,7 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_option("--warmup", args->warmup, "untimed iterations first (default 3)")->check(integer_in(0, kMaxRepeats));
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_flag("--verbose", args->verbose, "per layer: op, solver and time");
+  cmd->add_flag("--graph", args->graph, "capture one whole run into a graph after the first and replay it (static shapes)");
   cmd->callback([args, cmd] { set_exit_code(run_model(*args, *cmd)); });
 });
 
