@@ -3,6 +3,7 @@
 #include "memory/allocator_state.hpp"
 
 #include <bit>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -273,7 +274,12 @@ void AllocatorState::free(Block* block) noexcept {
     // stays out of reach until the pool is released.
     block->stream_uses.clear();
     block->pending_events = 1;
-    block->pool->deferred.push_back(block);
+    try {
+      block->pool->deferred.push_back(block);
+    } catch (const std::bad_alloc&) {
+      log::error("caching allocator of " + name + ": no host memory to defer a freed block of a private pool; " +
+                 format_bytes(block->size) + " stay reserved");
+    }
     return;
   }
   // Without a cache the memory goes back to the backend, which on an asynchronous device must

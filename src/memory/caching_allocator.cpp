@@ -151,20 +151,24 @@ std::size_t CachingAllocator::pool_reserved_bytes(std::uint64_t id) const { retu
 
 PrivatePool::PrivatePool(CachingAllocator& allocator) : allocator_(&allocator), id_(allocator.create_pool()) {}
 
-PrivatePool::~PrivatePool() {
+namespace {
+void release_logged(PrivatePool& pool) noexcept {
   try {
-    release();
+    pool.release();
   } catch (const std::exception& e) {
     log::error(std::string("private pool not released, its memory stays reserved: ") + e.what());
   }
 }
+}  // namespace
+
+PrivatePool::~PrivatePool() { release_logged(*this); }
 
 PrivatePool::PrivatePool(PrivatePool&& other) noexcept
     : allocator_(std::exchange(other.allocator_, nullptr)), id_(std::exchange(other.id_, 0)) {}
 
 PrivatePool& PrivatePool::operator=(PrivatePool&& other) noexcept {
   if (this != &other) {
-    this->~PrivatePool();
+    release_logged(*this);
     allocator_ = std::exchange(other.allocator_, nullptr);
     id_ = std::exchange(other.id_, 0);
   }

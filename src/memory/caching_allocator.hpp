@@ -94,10 +94,11 @@ class CachingAllocator {
   /// Waits for the device, then returns every wholly free cached segment to the backend. Memory
   /// in live buffers and free fragments of segments still in use stay.
   void empty_cache();
-  /// {"device", "config", "segments": [{address, total_size, stream, pool, allocated_size,
+  /// {"device", "config", "segments": [{address, total_size, stream, pool, private_pool, allocated_size,
   /// active_size, requested_size, blocks: [{address, size, requested_size, state, stream}]}],
   /// "stats"}. state is active_allocated, active_awaiting_free (freed, events pending) or inactive.
-  /// stream is the StreamImpl address as an integer, 0 for none.
+  /// stream is the StreamImpl address as an integer, 0 for none; private_pool the id of the private
+  /// pool owning the segment, 0 for the general cache.
   std::string snapshot_json() const;
   const AllocatorConfig& config() const;
 

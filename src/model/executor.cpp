@@ -102,7 +102,6 @@ struct Executor::Impl {
   int eager_runs = 0;
   std::unique_ptr<CapturedRun> captured;
 
-  ~Impl();
   /// The input's descriptor as the graph declares it; Error naming a missing, extra or mismatched
   /// input (and, when `exact`, one whose strides differ: a replay copies the bytes as they are).
   void check_inputs(const std::map<std::string, Tensor>& inputs, bool exact) const;
@@ -118,16 +117,7 @@ struct Executor::Impl {
                                        RunReport* report);
 };
 
-Executor::Impl::~Impl() {
-  if (!captured) return;
-  // run() returns after its replay has completed; this also covers one that threw half-way.
-  try {
-    device.synchronize();
-  } catch (const std::exception& e) {
-    log::warn("executor: waiting for the device before releasing the captured graph's pool failed: " +
-              std::string(e.what()));
-  }
-}
+
 
 Tensor to_device(runtime::Stream& stream, const HostTensor& host) {
   const auto dtype = detail::device_dtype(host.type);
@@ -384,6 +374,9 @@ void Executor::Impl::capture(runtime::Stream& stream, const RunOptions& options)
 std::map<std::string, Tensor> Executor::Impl::replay(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
                                                      RunReport* report) {
   CapturedRun& c = *captured;
+  // On every path out, an error included, the replay has finished with the graph's memory before
+  // the pool can be released.
+  const runtime::SynchronizeOnExit finished(stream);
   if (report != nullptr) {
     stream.synchronize();
     memory::reset_peak_memory_stats(device);
