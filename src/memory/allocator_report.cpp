@@ -168,7 +168,8 @@ void AllocatorState::check_invariants_locked() const {
       if (b->size == 0) fail("empty block");
       if (config.caching && b->size % kMinBlockSize != 0) fail("block size not a multiple of 512");
       if (b->small != segment.small) fail("block pool differs from its segment's");
-      if (b->pool != segment.head->pool) fail("block belongs to another private pool than its segment's head");
+      if (b->pool != segment.head->pool)
+        fail("block belongs to another private pool than its segment's head");
       if (b->pool != nullptr && !live_pool(b->pool)) fail("block of a released private pool");
       const int states = int{b->allocated} + int{b->in_pool} + int{b->pending_events > 0};
       if (states != 1) fail("block is not exactly one of allocated, free, awaiting events");
@@ -205,10 +206,11 @@ void AllocatorState::check_invariants_locked() const {
   for (const auto& [id, pool] : private_pools_) {
     pooled += pool->small_blocks.size() + pool->large_blocks.size();
     std::size_t owned = 0;
-    for (const auto& [base, segment] : segments_) owned += segment.head->pool == pool.get() ? segment.size : 0;
-    if (owned != pool->reserved_bytes) fail("private pool " + std::to_string(id) + " counts " +
-                                            std::to_string(pool->reserved_bytes) + " reserved bytes, its segments " +
-                                            std::to_string(owned));
+    for (const auto& [base, segment] : segments_)
+      owned += segment.head->pool == pool.get() ? segment.size : 0;
+    if (owned != pool->reserved_bytes)
+      fail("private pool " + std::to_string(id) + " counts " + std::to_string(pool->reserved_bytes) +
+           " reserved bytes, its segments " + std::to_string(owned));
   }
   if (in_pool != pooled) fail("pools hold blocks that are not free blocks of a segment");
   const auto expect = [&](const char* what, std::int64_t counted, std::int64_t stat) {

@@ -122,7 +122,8 @@ PrivatePool* AllocatorState::routed_pool(const runtime::StreamImpl* stream) cons
   return nullptr;
 }
 
-Block* AllocatorState::find_cached(std::size_t size, bool small, runtime::StreamImpl* stream, PrivatePool* owner) {
+Block* AllocatorState::find_cached(std::size_t size, bool small, runtime::StreamImpl* stream,
+                                   PrivatePool* owner) {
   Pool& pool = pool_of(small, owner);
   Block* block = take_free_block(pool, stream, size);
   // Blocks free for any stream (no-stream frees, completed record_stream frees) come second, so a
@@ -147,7 +148,8 @@ Block* AllocatorState::take_free_block(Pool& pool, runtime::StreamImpl* key, std
 }
 
 Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
-                                       PrivatePool* owner, bool& over_fraction, std::string& backend_message) {
+                                       PrivatePool* owner, bool& over_fraction,
+                                       std::string& backend_message) {
   const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all.current);
   if (reserve_limit_ != SIZE_MAX &&
       (segment_bytes > reserve_limit_ || reserved > reserve_limit_ - segment_bytes)) {
@@ -277,8 +279,9 @@ void AllocatorState::free(Block* block) noexcept {
     try {
       block->pool->deferred.push_back(block);
     } catch (const std::bad_alloc&) {
-      log::error("caching allocator of " + name + ": no host memory to defer a freed block of a private pool; " +
-                 format_bytes(block->size) + " stay reserved");
+      log::error("caching allocator of " + name +
+                 ": no host memory to defer a freed block of a private pool; " + format_bytes(block->size) +
+                 " stay reserved");
     }
     return;
   }
@@ -509,15 +512,16 @@ void AllocatorState::end_allocate_to_pool(std::uint64_t id, runtime::StreamImpl*
     if (it->first != stream) continue;
     if (it->second->id != id) {
       throw Error(Status::invalid_argument, "end_allocate_to_pool: the stream allocates to private pool " +
-                                                std::to_string(it->second->id) + " of " + name + ", not to pool " +
-                                                std::to_string(id));
+                                                std::to_string(it->second->id) + " of " + name +
+                                                ", not to pool " + std::to_string(id));
     }
     --it->second->routed_streams;
     routes_.erase(it);
     return;
   }
-  throw Error(Status::invalid_argument, "end_allocate_to_pool: the stream does not allocate to private pool " +
-                                            std::to_string(id) + " of " + name + " (no begin_allocate_to_pool)");
+  throw Error(Status::invalid_argument,
+              "end_allocate_to_pool: the stream does not allocate to private pool " + std::to_string(id) +
+                  " of " + name + " (no begin_allocate_to_pool)");
 }
 
 void AllocatorState::release_pool(std::uint64_t id) {
@@ -525,8 +529,9 @@ void AllocatorState::release_pool(std::uint64_t id) {
   PrivatePool& pool = find_pool(id, "release_pool");
   if (pool.routed_streams > 0) {
     throw Error(Status::invalid_argument, "release_pool: " + std::to_string(pool.routed_streams) +
-                                              " stream(s) still allocate to private pool " + std::to_string(id) +
-                                              " of " + name + "; end_allocate_to_pool first");
+                                              " stream(s) still allocate to private pool " +
+                                              std::to_string(id) + " of " + name +
+                                              "; end_allocate_to_pool first");
   }
   release_pool_locked(pool);
 }

@@ -138,8 +138,8 @@ class AllocatorState {
 
   Block* find_cached(std::size_t size, bool small, runtime::StreamImpl* stream, PrivatePool* owner);
   Block* take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size);
-  Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream, PrivatePool* owner,
-                         bool& over_fraction, std::string& backend_message);
+  Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
+                         PrivatePool* owner, bool& over_fraction, std::string& backend_message);
   /// Makes `block` the head of a new segment over `ptr` (raw memory of `bytes` from the backend)
   /// and counts it. On failure the raw memory is given back and `block` recycled before rethrowing.
   void adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small, runtime::StreamImpl* stream,

@@ -19,7 +19,8 @@ TEST(CliRunGraph, TinyCnnReplaysOneGraph) {
 }
 
 TEST(CliRunGraph, JsonNamesTheModeAndTheNodeCountEvenWithoutWarmUp) {
-  const auto r = run_galley("run --model tiny_cnn --size 32 --graph --iters 3 --warmup 0 --device cpu --json");
+  const auto r =
+      run_galley("run --model tiny_cnn --size 32 --graph --iters 3 --warmup 0 --device cpu --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["mode"], "graph replay");
@@ -35,7 +36,8 @@ TEST(CliRunGraph, WithoutTheFlagRunsEagerly) {
 
 TEST(CliRunGraph, ChecksAReplayAgainstTestData) {
   const std::string dir = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d_no_bias/";
-  const auto r = run_galley("run " + dir + "model.onnx --inputs " + dir + "test_data_set_0 --check --graph --device cpu");
+  const auto r = run_galley("run " + dir + "model.onnx --inputs " + dir +
+                            "test_data_set_0 --check --graph --device cpu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[ ok ]"), std::string::npos) << r.output;
 }

@@ -43,7 +43,8 @@ struct PoolFixture : ::testing::Test {
     const auto p = reinterpret_cast<std::uintptr_t>(ptr);
     for (const auto& seg : snap["segments"]) {
       const auto base = seg["address"].get<std::uintptr_t>();
-      if (p >= base && p < base + seg["total_size"].get<std::uintptr_t>()) return seg["private_pool"].get<std::uint64_t>();
+      if (p >= base && p < base + seg["total_size"].get<std::uintptr_t>())
+        return seg["private_pool"].get<std::uint64_t>();
     }
     ADD_FAILURE() << "address not in any segment";
     return 0;
@@ -224,8 +225,9 @@ TEST_F(PoolFixture, MisuseIsAnErrorThatSaysWhat) {
     PrivatePoolScope scope(pool, *s);
     EXPECT_NE(error_of([&] { PrivatePoolScope nested(other, *s); }).find("do not nest"), std::string::npos);
     EXPECT_NE(error_of([&] { pool.release(); }).find("still allocate to private pool"), std::string::npos);
-    EXPECT_NE(error_of([&] { alloc.end_allocate_to_pool(other.id(), *s); })
-                  .find("allocates to private pool " + std::to_string(pool.id())),
+    EXPECT_NE(error_of([&] {
+                alloc.end_allocate_to_pool(other.id(), *s);
+              }).find("allocates to private pool " + std::to_string(pool.id())),
               std::string::npos);
   }
   EXPECT_NE(error_of([&] { alloc.end_allocate_to_pool(pool.id(), *s); }).find("no begin_allocate_to_pool"),
@@ -233,7 +235,8 @@ TEST_F(PoolFixture, MisuseIsAnErrorThatSaysWhat) {
   const std::uint64_t id = pool.id();
   pool.release();
   EXPECT_NE(error_of([&] { alloc.release_pool(id); }).find("does not exist"), std::string::npos);
-  EXPECT_NE(error_of([&] { alloc.begin_allocate_to_pool(id, *s); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { alloc.begin_allocate_to_pool(id, *s); }).find("does not exist"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { PrivatePoolScope released(pool, *s); }).find("empty"), std::string::npos);
 
   AllocatorConfig uncached;
@@ -244,7 +247,8 @@ TEST_F(PoolFixture, MisuseIsAnErrorThatSaysWhat) {
 
   // A runtime stream of the cpu device is not a stream of the fake device's allocator.
   runtime::Stream cpu_stream(runtime::device("cpu"));
-  EXPECT_NE(error_of([&] { PrivatePoolScope wrong(other, cpu_stream); }).find("stream is on cpu"), std::string::npos);
+  EXPECT_NE(error_of([&] { PrivatePoolScope wrong(other, cpu_stream); }).find("stream is on cpu"),
+            std::string::npos);
   alloc.check_invariants();
 }
 

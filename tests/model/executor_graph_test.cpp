@@ -48,7 +48,8 @@ std::map<std::string, Tensor> inputs_for(runtime::Stream& stream, const Graph& g
   return out;
 }
 
-std::map<std::string, std::vector<std::byte>> host_bytes(runtime::Stream& stream, const std::map<std::string, Tensor>& outputs) {
+std::map<std::string, std::vector<std::byte>> host_bytes(runtime::Stream& stream,
+                                                         const std::map<std::string, Tensor>& outputs) {
   std::map<std::string, std::vector<std::byte>> out;
   for (const auto& [name, t] : outputs) out[name] = to_host(stream, t).data;
   return out;
@@ -68,7 +69,8 @@ void replays_match_eager(const runtime::Device& device, Graph graph) {
   runtime::Stream stream(device);
   Executor eager(graph, device);
   Executor captured(graph, device, ExecutorOptions{.capture = true});
-  const auto a = inputs_for(stream, graph, 11), b = inputs_for(stream, graph, 23), c = inputs_for(stream, graph, 37);
+  const auto a = inputs_for(stream, graph, 11), b = inputs_for(stream, graph, 23),
+             c = inputs_for(stream, graph, 37);
 
   RunReport first, second, third;
   const auto ga = host_bytes(stream, captured.run(stream, a, {}, &first));
@@ -92,9 +94,13 @@ void replays_match_eager(const runtime::Device& device, Graph graph) {
   EXPECT_NE(gb, gc) << "new inputs must give new outputs: the replay re-reads its inputs";
 }
 
-TEST(ExecutorGraph, TinyCnnReplaysEqualEagerRunsOnCpu) { replays_match_eager(runtime::device("cpu"), build_model("tiny_cnn", 2, 32)); }
+TEST(ExecutorGraph, TinyCnnReplaysEqualEagerRunsOnCpu) {
+  replays_match_eager(runtime::device("cpu"), build_model("tiny_cnn", 2, 32));
+}
 
-TEST(ExecutorGraph, ABuiltGraphWithTwoOutputsReplaysOnCpu) { replays_match_eager(runtime::device("cpu"), two_output_graph()); }
+TEST(ExecutorGraph, ABuiltGraphWithTwoOutputsReplaysOnCpu) {
+  replays_match_eager(runtime::device("cpu"), two_output_graph());
+}
 
 TEST(ExecutorGraph, TinyCnnReplaysEqualEagerRunsOnGpu) {
   std::string why;
@@ -147,7 +153,8 @@ void pool_is_isolated(const runtime::Device& device) {
       runtime::Stream s2(device);
       const auto other_in = inputs_for(s2, other_graph, 9);
       while (!stop.load()) {
-        for (const auto& [name, t] : other.run(s2, other_in)) foreign_in_pool += inside(pool, t.data()) ? 1 : 0;
+        for (const auto& [name, t] : other.run(s2, other_in))
+          foreign_in_pool += inside(pool, t.data()) ? 1 : 0;
         std::vector<memory::Buffer> scratch;
         for (std::size_t bytes : {std::size_t{512}, std::size_t{64} << 10, std::size_t{3} << 20}) {
           scratch.push_back(memory::allocate(s2, bytes));
@@ -199,10 +206,12 @@ TEST(ExecutorGraph, AnInputOfAnotherShapeOrLayoutIsAnErrorNamingIt) {
   (void)captured.run(stream, in);
   (void)captured.run(stream, in);  // captured now
 
-  std::map<std::string, Tensor> smaller{{"input", Tensor::empty(stream, dnn::TensorDesc::contiguous(DType::f32, {1, 3, 32, 32}))}};
+  std::map<std::string, Tensor> smaller{
+      {"input", Tensor::empty(stream, dnn::TensorDesc::contiguous(DType::f32, {1, 3, 32, 32}))}};
   std::string message = error_of([&] { captured.run(stream, smaller); });
   EXPECT_NE(message.find("graph input 'input'"), std::string::npos) << message;
-  std::map<std::string, Tensor> nhwc{{"input", Tensor::empty(stream, dnn::TensorDesc::packed(DType::f32, dnn::Layout::nhwc, 2, 3, 32, 32))}};
+  std::map<std::string, Tensor> nhwc{
+      {"input", Tensor::empty(stream, dnn::TensorDesc::packed(DType::f32, dnn::Layout::nhwc, 2, 3, 32, 32))}};
   message = error_of([&] { captured.run(stream, nhwc); });
   EXPECT_NE(message.find("graph input 'input' must be row-major"), std::string::npos) << message;
   message = error_of([&] { captured.run(stream, {}); });
@@ -214,7 +223,8 @@ TEST(ExecutorGraph, AnInputOfAnotherShapeOrLayoutIsAnErrorNamingIt) {
 // Replaces one op type's lowering for a test and puts the original back.
 class LoweringOverride {
  public:
-  LoweringOverride(const std::string& op, detail::Lowering replacement) : op_(op), original_(*detail::find_lowering(op)) {
+  LoweringOverride(const std::string& op, detail::Lowering replacement)
+      : op_(op), original_(*detail::find_lowering(op)) {
     detail::register_lowering(op, std::move(replacement));
   }
   ~LoweringOverride() { detail::register_lowering(op_, original_); }
