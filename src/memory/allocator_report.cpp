@@ -75,6 +75,7 @@ std::string AllocatorState::snapshot_json_locked() const {
                         {"total_size", segment.size},
                         {"stream", address(segment.stream)},
                         {"pool", segment.small ? "small" : "large"},
+                        {"private_pool", segment.head->pool != nullptr ? segment.head->pool->id : 0},
                         {"allocated_size", allocated},
                         {"active_size", active},
                         {"requested_size", requested},
@@ -115,6 +116,11 @@ std::string AllocatorState::oom_message_locked(std::size_t bytes, std::size_t se
              format_bytes(allocated) + " allocated and " + format_bytes(reserved) + " reserved (" +
              format_bytes(reserved - allocated) + " reserved but unallocated; largest free block " +
              format_bytes(largest_free_block_locked()) + ").";
+  if (const std::size_t private_bytes = private_reserved_locked(); private_bytes > 0) {
+    message.append(" ").append(format_bytes(private_bytes));
+    message.append(" of the reserved memory belongs to the private pools of ");
+    message.append(std::to_string(private_pools_.size())).append(" captured graph(s).");
+  }
   if (!backend_message.empty()) message += " Backend: " + backend_message + ".";
 
   const std::string current = config.to_string();
@@ -141,6 +147,12 @@ void AllocatorState::check_invariants_locked() const {
   const auto fail = [&](const std::string& what) {
     throw Error(Status::internal, "caching allocator of " + name + " is inconsistent: " + what);
   };
+  const auto live_pool = [&](const PrivatePool* pool) {
+    for (const auto& entry : private_pools_) {
+      if (entry.second.get() == pool) return true;
+    }
+    return false;
+  };
   std::int64_t reserved = 0, allocated = 0, active = 0, requested = 0;
   std::int64_t allocations = 0, actives = 0, splits = 0, split_bytes = 0;
   std::size_t in_pool = 0;
@@ -156,10 +168,14 @@ void AllocatorState::check_invariants_locked() const {
       if (b->size == 0) fail("empty block");
       if (config.caching && b->size % kMinBlockSize != 0) fail("block size not a multiple of 512");
       if (b->small != segment.small) fail("block pool differs from its segment's");
+      if (b->pool != segment.head->pool)
+        fail("block belongs to another private pool than its segment's head");
+      if (b->pool != nullptr && !live_pool(b->pool)) fail("block of a released private pool");
       const int states = int{b->allocated} + int{b->in_pool} + int{b->pending_events > 0};
       if (states != 1) fail("block is not exactly one of allocated, free, awaiting events");
       if (b->in_pool) {
-        const Pool& pool = b->small ? small_pool_ : large_pool_;
+        const Pool& pool = b->pool != nullptr ? (b->small ? b->pool->small_blocks : b->pool->large_blocks)
+                                              : (b->small ? small_pool_ : large_pool_);
         if (pool.find(const_cast<Block*>(b)) == pool.end()) fail("free block missing from its pool");
         ++in_pool;
         if (b->is_split()) {
@@ -186,8 +202,17 @@ void AllocatorState::check_invariants_locked() const {
       fail("blocks add up to " + std::to_string(sum) + ", not the segment's " + std::to_string(segment.size));
     reserved += static_cast<std::int64_t>(segment.size);
   }
-  if (in_pool != small_pool_.size() + large_pool_.size())
-    fail("pools hold blocks that are not free blocks of a segment");
+  std::size_t pooled = small_pool_.size() + large_pool_.size();
+  for (const auto& [id, pool] : private_pools_) {
+    pooled += pool->small_blocks.size() + pool->large_blocks.size();
+    std::size_t owned = 0;
+    for (const auto& [base, segment] : segments_)
+      owned += segment.head->pool == pool.get() ? segment.size : 0;
+    if (owned != pool->reserved_bytes)
+      fail("private pool " + std::to_string(id) + " counts " + std::to_string(pool->reserved_bytes) +
+           " reserved bytes, its segments " + std::to_string(owned));
+  }
+  if (in_pool != pooled) fail("pools hold blocks that are not free blocks of a segment");
   const auto expect = [&](const char* what, std::int64_t counted, std::int64_t stat) {
     if (counted != stat)
       fail(std::string(what) + " counter is " + std::to_string(stat) + ", blocks say " +

@@ -3,6 +3,7 @@
 #include "memory/allocator_state.hpp"
 
 #include <bit>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -26,6 +27,12 @@ AllocatorState::AllocatorState(runtime::DeviceImpl& impl_in, std::optional<runti
 
 AllocatorState::~AllocatorState() {
   std::unique_lock lock(mutex);
+  if (!private_pools_.empty()) {
+    log::warn("caching allocator of " + name + " destroyed with " + std::to_string(private_pools_.size()) +
+              " private pool(s) not released; their memory returns to the cache");
+    routes_.clear();
+    while (!private_pools_.empty()) release_pool_locked(*private_pools_.begin()->second);
+  }
   if (stats.allocation.all.current > 0) {
     log::warn("caching allocator of " + name + " destroyed with " +
               std::to_string(stats.allocation.all.current) + " live buffer(s) (" +
@@ -61,11 +68,13 @@ Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) 
   }
   std::unique_lock lock(mutex);
   if (!pending_.empty()) process_events();
+  // Pools are refused without caching (create_pool), so routed requests always take the cached path.
+  PrivatePool* owner = routes_.empty() ? nullptr : routed_pool(stream);
   if (!config.caching) return allocate_uncached(bytes, stream, lock);
 
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
-  Block* block = find_cached(size, small, stream);
+  Block* block = find_cached(size, small, stream, owner);
   if (block != nullptr) {
     ++stats.cache_hits;
   } else {
@@ -73,14 +82,20 @@ Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) 
     const std::size_t segment_bytes = segment_size(size);
     bool over_fraction = false;
     std::string backend_message;
-    block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
+    block = try_new_segment(segment_bytes, small, stream, owner, over_fraction, backend_message);
     if (block == nullptr) {
-      // As PyTorch: wait for the device, release the cache, and try once more.
+      // As PyTorch: wait for the device, release the cache, and try once more. While a stream
+      // allocates to a private pool it may be capturing, which a device-wide wait would break.
       ++stats.num_alloc_retries;
-      sync_and_release(lock);
-      block = find_cached(size, small, stream);
+      if (routes_.empty()) {
+        sync_and_release(lock);
+      } else {
+        release_without_sync();
+      }
+      owner = routes_.empty() ? nullptr : routed_pool(stream);
+      block = find_cached(size, small, stream, owner);
       if (block == nullptr)
-        block = try_new_segment(segment_bytes, small, stream, over_fraction, backend_message);
+        block = try_new_segment(segment_bytes, small, stream, owner, over_fraction, backend_message);
       if (block == nullptr) {
         ++stats.num_ooms;
         throw Error(Status::out_of_memory,
@@ -100,8 +115,16 @@ Block* AllocatorState::allocate(std::size_t bytes, runtime::StreamImpl* stream) 
   return block;
 }
 
-Block* AllocatorState::find_cached(std::size_t size, bool small, runtime::StreamImpl* stream) {
-  Pool& pool = pool_of(small);
+PrivatePool* AllocatorState::routed_pool(const runtime::StreamImpl* stream) const {
+  for (const auto& [routed, pool] : routes_) {
+    if (routed == stream) return pool;
+  }
+  return nullptr;
+}
+
+Block* AllocatorState::find_cached(std::size_t size, bool small, runtime::StreamImpl* stream,
+                                   PrivatePool* owner) {
+  Pool& pool = pool_of(small, owner);
   Block* block = take_free_block(pool, stream, size);
   // Blocks free for any stream (no-stream frees, completed record_stream frees) come second, so a
   // stream keeps reusing its own recent memory first.
@@ -125,7 +148,8 @@ Block* AllocatorState::take_free_block(Pool& pool, runtime::StreamImpl* key, std
 }
 
 Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
-                                       bool& over_fraction, std::string& backend_message) {
+                                       PrivatePool* owner, bool& over_fraction,
+                                       std::string& backend_message) {
   const auto reserved = static_cast<std::size_t>(stats.reserved_bytes.all.current);
   if (reserve_limit_ != SIZE_MAX &&
       (segment_bytes > reserve_limit_ || reserved > reserve_limit_ - segment_bytes)) {
@@ -150,16 +174,17 @@ Block* AllocatorState::try_new_segment(std::size_t segment_bytes, bool small, ru
     backend_message = "raw_alloc returned null";
     return nullptr;
   }
-  adopt_segment(block, ptr, segment_bytes, small, stream);
+  adopt_segment(block, ptr, segment_bytes, small, stream, owner);
   return block;
 }
 
 void AllocatorState::adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small,
-                                   runtime::StreamImpl* stream) {
+                                   runtime::StreamImpl* stream, PrivatePool* owner) {
   block->ptr = static_cast<char*>(ptr);
   block->size = bytes;
   block->small = small;
   block->stream = stream;
+  block->pool = owner;
   try {
     segments_.emplace(block->ptr, Segment{block, bytes, small, stream});
   } catch (...) {
@@ -167,6 +192,7 @@ void AllocatorState::adopt_segment(Block* block, void* ptr, std::size_t bytes, b
     recycle_block(block);
     throw;
   }
+  if (owner != nullptr) owner->reserved_bytes += bytes;
   ++stats.num_device_alloc;
   stats.segment.increase(small, 1);
   stats.reserved_bytes.increase(small, static_cast<std::int64_t>(bytes));
@@ -182,6 +208,7 @@ Block* AllocatorState::split_for(Block* block, std::size_t size) {
   rest->ptr = block->ptr + size;
   rest->size = remaining;
   rest->small = block->small;
+  rest->pool = block->pool;
   rest->stream = block->stream;
   rest->prev = block;
   rest->next = block->next;
@@ -226,7 +253,7 @@ Block* AllocatorState::allocate_uncached(std::size_t bytes, runtime::StreamImpl*
     impl.raw_free(ptr);
     throw;
   }
-  adopt_segment(block, ptr, bytes, small, stream);
+  adopt_segment(block, ptr, bytes, small, stream, nullptr);
   block->allocated = true;
   block->requested = bytes;
   stats.allocation.increase(small, 1);
@@ -244,6 +271,20 @@ void AllocatorState::free(Block* block) noexcept {
   stats.requested_bytes.decrease(block->small, static_cast<std::int64_t>(block->requested));
   block->allocated = false;
   block->requested = 0;
+  if (block->pool != nullptr && !block->stream_uses.empty()) {
+    // Inside a private pool no event may be recorded (its stream may be capturing): the block
+    // stays out of reach until the pool is released.
+    block->stream_uses.clear();
+    block->pending_events = 1;
+    try {
+      block->pool->deferred.push_back(block);
+    } catch (const std::bad_alloc&) {
+      log::error("caching allocator of " + name +
+                 ": no host memory to defer a freed block of a private pool; " + format_bytes(block->size) +
+                 " stay reserved");
+    }
+    return;
+  }
   // Without a cache the memory goes back to the backend, which on an asynchronous device must
   // wait for the stream's work: the same events as record_stream do that without blocking.
   const bool needs_events = !block->stream_uses.empty() || (!config.caching && block->stream != nullptr);
@@ -360,7 +401,11 @@ void AllocatorState::process_events() {
 
 void AllocatorState::empty_cache() {
   std::unique_lock lock(mutex);
-  sync_and_release(lock);
+  if (routes_.empty()) {
+    sync_and_release(lock);
+  } else {
+    release_without_sync();
+  }
 }
 
 void AllocatorState::sync_and_release(std::unique_lock<std::mutex>& lock) {
@@ -407,8 +452,122 @@ void AllocatorState::release_free_segments(bool synced) {
   for (auto it = segments_.begin(); it != segments_.end();) {
     Block* head = it->second.head;
     ++it;  // release_segment erases the current entry
+    // A private pool's segments stay while it lives: its graph may replay into them.
+    if (head->pool != nullptr) continue;
     if (head->in_pool && !head->is_split() && (synced || head->stream == nullptr)) release_segment(head);
   }
+}
+
+void AllocatorState::release_without_sync() {
+  process_events();
+  release_free_segments(false);
+}
+
+// ---- private pools ---------------------------------------------------------------------------
+
+std::uint64_t AllocatorState::create_pool() {
+  std::lock_guard lock(mutex);
+  if (!config.caching) {
+    throw Error(Status::unsupported, "caching allocator of " + name +
+                                         ": private pools (graph capture) need the cache, which "
+                                         "GALLEY_NO_CACHING=1 turns off");
+  }
+  const std::uint64_t id = next_pool_id_++;
+  auto pool = std::make_unique<PrivatePool>();
+  pool->id = id;
+  private_pools_.emplace(id, std::move(pool));
+  return id;
+}
+
+PrivatePool& AllocatorState::find_pool(std::uint64_t id, const char* op) {
+  const auto it = private_pools_.find(id);
+  if (it == private_pools_.end()) {
+    throw Error(Status::invalid_argument, std::string(op) + ": private pool " + std::to_string(id) +
+                                              " does not exist in the allocator of " + name +
+                                              " (never created, or released)");
+  }
+  return *it->second;
+}
+
+void AllocatorState::begin_allocate_to_pool(std::uint64_t id, runtime::StreamImpl* stream) {
+  std::lock_guard lock(mutex);
+  PrivatePool& pool = find_pool(id, "begin_allocate_to_pool");
+  if (stream == nullptr) {
+    throw Error(Status::invalid_argument, "begin_allocate_to_pool: private pool " + std::to_string(id) +
+                                              " needs a stream (allocations without one are never routed)");
+  }
+  if (const PrivatePool* current = routed_pool(stream)) {
+    throw Error(Status::invalid_argument,
+                "begin_allocate_to_pool: the stream already allocates to private pool " +
+                    std::to_string(current->id) + " of " + name +
+                    "; pools do not nest, end_allocate_to_pool first");
+  }
+  routes_.emplace_back(stream, &pool);
+  ++pool.routed_streams;
+}
+
+void AllocatorState::end_allocate_to_pool(std::uint64_t id, runtime::StreamImpl* stream) {
+  std::lock_guard lock(mutex);
+  for (auto it = routes_.begin(); it != routes_.end(); ++it) {
+    if (it->first != stream) continue;
+    if (it->second->id != id) {
+      throw Error(Status::invalid_argument, "end_allocate_to_pool: the stream allocates to private pool " +
+                                                std::to_string(it->second->id) + " of " + name +
+                                                ", not to pool " + std::to_string(id));
+    }
+    --it->second->routed_streams;
+    routes_.erase(it);
+    return;
+  }
+  throw Error(Status::invalid_argument,
+              "end_allocate_to_pool: the stream does not allocate to private pool " + std::to_string(id) +
+                  " of " + name + " (no begin_allocate_to_pool)");
+}
+
+void AllocatorState::release_pool(std::uint64_t id) {
+  std::lock_guard lock(mutex);
+  PrivatePool& pool = find_pool(id, "release_pool");
+  if (pool.routed_streams > 0) {
+    throw Error(Status::invalid_argument, "release_pool: " + std::to_string(pool.routed_streams) +
+                                              " stream(s) still allocate to private pool " +
+                                              std::to_string(id) + " of " + name +
+                                              "; end_allocate_to_pool first");
+  }
+  release_pool_locked(pool);
+}
+
+void AllocatorState::release_pool_locked(PrivatePool& pool) {
+  // Every block of the pool's segments joins the general cache: free ones keep their stream key
+  // (stream-ordered reuse after the graph's last replay on it), live ones go there when freed.
+  for (auto& entry : segments_) {
+    Block* head = entry.second.head;
+    if (head->pool != &pool) continue;
+    for (Block* block = head; block != nullptr; block = block->next) {
+      if (block->in_pool) {
+        pool_erase(block);
+        block->pool = nullptr;
+        pool_insert(block);
+      } else {
+        block->pool = nullptr;
+      }
+    }
+  }
+  for (Block* block : pool.deferred) {
+    block->pending_events = 0;
+    finish_free(block);
+  }
+  private_pools_.erase(pool.id);
+}
+
+std::size_t AllocatorState::pool_reserved_bytes(std::uint64_t id) {
+  std::lock_guard lock(mutex);
+  return find_pool(id, "pool_reserved_bytes").reserved_bytes;
+}
+
+std::size_t AllocatorState::private_reserved_locked() const {
+  std::size_t bytes = 0;
+  for (const auto& [id, pool] : private_pools_) bytes += pool->reserved_bytes;
+  return bytes;
 }
 
 void AllocatorState::release_segment(Block* head) {
@@ -427,7 +586,7 @@ void AllocatorState::pool_insert(Block* block) {
     stats.inactive_split.increase(block->small, 1);
     stats.inactive_split_bytes.increase(block->small, static_cast<std::int64_t>(block->size));
   }
-  Pool& pool = pool_of(block->small);
+  Pool& pool = pool_of(block);
   if (!spare_nodes_.empty()) {
     auto node = std::move(spare_nodes_.back());
     spare_nodes_.pop_back();
@@ -439,7 +598,7 @@ void AllocatorState::pool_insert(Block* block) {
 }
 
 void AllocatorState::pool_erase(Block* block) {
-  Pool& pool = pool_of(block->small);
+  Pool& pool = pool_of(block);
   pool_erase(pool, pool.find(block));
 }
 
@@ -466,6 +625,7 @@ Block* AllocatorState::new_block() {
   block->size = 0;
   block->requested = 0;
   block->stream = nullptr;
+  block->pool = nullptr;
   block->prev = block->next = nullptr;
   block->small = block->allocated = block->in_pool = false;
   block->pending_events = 0;

@@ -31,6 +31,8 @@ constexpr std::size_t kRoundLarge = std::size_t{2} << 20;  // larger segments ro
 // Above this no rounding arithmetic can overflow and no device could serve the request anyway.
 constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
 
+struct PrivatePool;
+
 /// A contiguous piece of a segment: allocated, free in a pool, or freed and awaiting events.
 struct Block {
   char* ptr = nullptr;
@@ -41,6 +43,9 @@ struct Block {
   runtime::StreamImpl* stream = nullptr;
   Block* prev = nullptr;  // neighbours in the segment, by address
   Block* next = nullptr;
+  // The capture-private pool owning the block's segment (every block of a segment shares it);
+  // nullptr for the general cache.
+  PrivatePool* pool = nullptr;
   bool small = false;
   bool allocated = false;
   bool in_pool = false;
@@ -59,6 +64,19 @@ struct BlockLess {
   }
 };
 using Pool = std::set<Block*, BlockLess>;
+
+/// Memory private to captured graphs (PyTorch's PrivatePool): the free blocks of segments created
+/// while a stream allocated to it. Only allocations routed to the pool take them, so a graph that
+/// replays into its blocks never finds another user's data there, and nobody finds the graph's.
+struct PrivatePool {
+  std::uint64_t id = 0;
+  Pool small_blocks, large_blocks;
+  int routed_streams = 0;          // streams allocating to it now
+  std::size_t reserved_bytes = 0;  // its segments
+  // Freed after use on other streams (record_stream) inside the pool: no stream order covers
+  // them and no event may be recorded in a capture, so they wait for the pool's release.
+  std::vector<Block*> deferred;
+};
 
 /// One raw_alloc. `head` is the lowest block; merges always keep the lower block, so it never changes.
 struct Segment {
@@ -83,6 +101,11 @@ class AllocatorState {
   void free(Block* block) noexcept;
   void record_stream(Block* block, runtime::StreamImpl& stream);
   void empty_cache();
+  std::uint64_t create_pool();
+  void begin_allocate_to_pool(std::uint64_t id, runtime::StreamImpl* stream);
+  void end_allocate_to_pool(std::uint64_t id, runtime::StreamImpl* stream);
+  void release_pool(std::uint64_t id);
+  std::size_t pool_reserved_bytes(std::uint64_t id);
   ~AllocatorState();
 
   // Reports (allocator_report.cpp); callers hold the lock.
@@ -91,6 +114,7 @@ class AllocatorState {
   std::string oom_message_locked(std::size_t bytes, std::size_t segment_bytes, bool over_fraction,
                                  const std::string& backend_message) const;
   std::size_t largest_free_block_locked() const;
+  std::size_t private_reserved_locked() const;
 
   runtime::DeviceImpl& impl;
   const std::optional<runtime::Device> device;
@@ -102,21 +126,33 @@ class AllocatorState {
  private:
   std::size_t round_size(std::size_t bytes) const;
   std::size_t segment_size(std::size_t rounded) const;
-  Pool& pool_of(bool small) { return small ? small_pool_ : large_pool_; }
+  Pool& pool_of(bool small, PrivatePool* owner) {
+    if (owner != nullptr) return small ? owner->small_blocks : owner->large_blocks;
+    return small ? small_pool_ : large_pool_;
+  }
+  Pool& pool_of(const Block* block) { return pool_of(block->small, block->pool); }
+  /// The pool `stream` allocates to now, or nullptr for the general cache.
+  PrivatePool* routed_pool(const runtime::StreamImpl* stream) const;
+  PrivatePool& find_pool(std::uint64_t id, const char* op);
+  void release_pool_locked(PrivatePool& pool);
 
-  Block* find_cached(std::size_t size, bool small, runtime::StreamImpl* stream);
+  Block* find_cached(std::size_t size, bool small, runtime::StreamImpl* stream, PrivatePool* owner);
   Block* take_free_block(Pool& pool, runtime::StreamImpl* key, std::size_t size);
   Block* try_new_segment(std::size_t segment_bytes, bool small, runtime::StreamImpl* stream,
-                         bool& over_fraction, std::string& backend_message);
+                         PrivatePool* owner, bool& over_fraction, std::string& backend_message);
   /// Makes `block` the head of a new segment over `ptr` (raw memory of `bytes` from the backend)
   /// and counts it. On failure the raw memory is given back and `block` recycled before rethrowing.
-  void adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small, runtime::StreamImpl* stream);
+  void adopt_segment(Block* block, void* ptr, std::size_t bytes, bool small, runtime::StreamImpl* stream,
+                     PrivatePool* owner);
   Block* split_for(Block* block, std::size_t size);
   void finish_free(Block* block);
   void free_block(Block* block);
   void insert_free_events(Block* block) noexcept;
   void process_events();
   void sync_and_release(std::unique_lock<std::mutex>& lock);
+  /// Without waiting for the device: what is free for every stream (while a stream allocates to a
+  /// private pool it may be capturing, and a device-wide wait would break the capture).
+  void release_without_sync();
   void make_free_blocks_shared();
   void release_free_segments(bool synced);
   void release_segment(Block* head);
@@ -138,6 +174,9 @@ class AllocatorState {
   std::vector<std::unique_ptr<runtime::EventImpl>> spare_events_;
   std::vector<PendingEvent> pending_;
   std::size_t reserve_limit_ = SIZE_MAX;  // memory_fraction x device total
+  std::map<std::uint64_t, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<const runtime::StreamImpl*, PrivatePool*>> routes_;  // stream -> pool it allocates to
+  std::uint64_t next_pool_id_ = 1;
 };
 
 }  // namespace galley::memory::detail

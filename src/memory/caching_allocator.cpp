@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "galley/core/error.hpp"
@@ -132,6 +133,86 @@ void CachingAllocator::record_stream(Buffer& buffer, runtime::StreamImpl& stream
   }
   if (buffer.block_ == nullptr) return;  // zero bytes or already freed: nothing to protect
   state_->record_stream(buffer.block_, stream);
+}
+
+std::uint64_t CachingAllocator::create_pool() { return state_->create_pool(); }
+
+void CachingAllocator::begin_allocate_to_pool(std::uint64_t id, runtime::StreamImpl& stream) {
+  state_->begin_allocate_to_pool(id, &stream);
+}
+
+void CachingAllocator::end_allocate_to_pool(std::uint64_t id, runtime::StreamImpl& stream) {
+  state_->end_allocate_to_pool(id, &stream);
+}
+
+void CachingAllocator::release_pool(std::uint64_t id) { state_->release_pool(id); }
+
+std::size_t CachingAllocator::pool_reserved_bytes(std::uint64_t id) const { return state_->pool_reserved_bytes(id); }
+
+PrivatePool::PrivatePool(CachingAllocator& allocator) : allocator_(&allocator), id_(allocator.create_pool()) {}
+
+namespace {
+void release_logged(PrivatePool& pool) noexcept {
+  try {
+    pool.release();
+  } catch (const std::exception& e) {
+    log::error(std::string("private pool not released, its memory stays reserved: ") + e.what());
+  }
+}
+}  // namespace
+
+PrivatePool::~PrivatePool() { release_logged(*this); }
+
+PrivatePool::PrivatePool(PrivatePool&& other) noexcept
+    : allocator_(std::exchange(other.allocator_, nullptr)), id_(std::exchange(other.id_, 0)) {}
+
+PrivatePool& PrivatePool::operator=(PrivatePool&& other) noexcept {
+  if (this != &other) {
+    release_logged(*this);
+    allocator_ = std::exchange(other.allocator_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void PrivatePool::release() {
+  if (allocator_ == nullptr) return;
+  allocator_->release_pool(id_);
+  allocator_ = nullptr;
+  id_ = 0;
+}
+
+std::size_t PrivatePool::reserved_bytes() const {
+  return allocator_ == nullptr ? 0 : allocator_->pool_reserved_bytes(id_);
+}
+
+namespace {
+CachingAllocator& allocator_of(PrivatePool& pool) {
+  if (!pool) throw Error(Status::invalid_argument, "PrivatePoolScope: the PrivatePool is empty (moved from or released)");
+  return *pool.allocator();
+}
+}  // namespace
+
+PrivatePoolScope::PrivatePoolScope(PrivatePool& pool, runtime::Stream& stream)
+    : allocator_(allocator_of(pool)), id_(pool.id()), stream_(stream.impl()) {
+  if (&stream.device().impl() != &allocator_.device_impl()) {
+    throw Error(Status::invalid_argument, "PrivatePoolScope: the stream is on " + stream.device().name() +
+                                              " but the pool belongs to the allocator of " + allocator_.device_name());
+  }
+  allocator_.begin_allocate_to_pool(id_, stream_);
+}
+
+PrivatePoolScope::PrivatePoolScope(PrivatePool& pool, runtime::StreamImpl& stream)
+    : allocator_(allocator_of(pool)), id_(pool.id()), stream_(stream) {
+  allocator_.begin_allocate_to_pool(id_, stream_);
+}
+
+PrivatePoolScope::~PrivatePoolScope() {
+  try {
+    allocator_.end_allocate_to_pool(id_, stream_);
+  } catch (const std::exception& e) {
+    log::error(std::string("PrivatePoolScope: ") + e.what());
+  }
 }
 
 namespace {

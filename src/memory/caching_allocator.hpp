@@ -30,11 +30,23 @@
 // Releasing cached memory (empty_cache, OOM retry) relies on DeviceImpl::synchronize() covering
 // every stream of the device.
 //
-// Graph capture: the allocator does not know about captures (PyTorch gives them private pools).
-// Memory used by a captured graph must stay allocated while the graph may replay.
+// Graph capture: private pools, as PyTorch gives its CUDA graphs (beginAllocateToPool,
+// endAllocateToPool, releasePool). While a stream allocates to a pool (PrivatePoolScope), every
+// request made for that stream is served from segments the pool owns, created for it; a block of
+// the pool freed at any time goes back to the pool only, and is reused only by requests routed to
+// the pool, in the stream order the capture preserves. So a graph that replays into the blocks its
+// capture used never shares them with anyone while its pool lives, and empty_cache() keeps them.
+// Releasing the pool (its owner, the graph holder, does it after the last replay has completed)
+// hands its free blocks to the general cache, keyed to the stream they were freed on; blocks still
+// allocated follow when freed. Pools do not nest on a stream; requests without a stream are never
+// routed. While any stream allocates to a pool, an out-of-memory retry and empty_cache() do not
+// wait for the device (a capture would break): they release only what is free for every stream.
+// Private pools need caching on (GALLEY_NO_CACHING=1 refuses them). Statistics count pool memory
+// like any other.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,10 +94,11 @@ class CachingAllocator {
   /// Waits for the device, then returns every wholly free cached segment to the backend. Memory
   /// in live buffers and free fragments of segments still in use stay.
   void empty_cache();
-  /// {"device", "config", "segments": [{address, total_size, stream, pool, allocated_size,
+  /// {"device", "config", "segments": [{address, total_size, stream, pool, private_pool, allocated_size,
   /// active_size, requested_size, blocks: [{address, size, requested_size, state, stream}]}],
   /// "stats"}. state is active_allocated, active_awaiting_free (freed, events pending) or inactive.
-  /// stream is the StreamImpl address as an integer, 0 for none.
+  /// stream is the StreamImpl address as an integer, 0 for none; private_pool the id of the private
+  /// pool owning the segment, 0 for the general cache.
   std::string snapshot_json() const;
   const AllocatorConfig& config() const;
 
@@ -100,6 +113,21 @@ class CachingAllocator {
   /// counters match the blocks. For tests; O(blocks).
   void check_invariants() const;
 
+  /// A new private pool (see the top of this file); prefer the RAII PrivatePool below.
+  /// Error(unsupported) when caching is off.
+  std::uint64_t create_pool();
+  /// Routes every allocation for `stream` to pool `id` until end_allocate_to_pool. Error
+  /// (invalid_argument) for an unknown or released pool, and when the stream already allocates to
+  /// a pool (pools do not nest).
+  void begin_allocate_to_pool(std::uint64_t id, runtime::StreamImpl& stream);
+  /// Ends the routing; Error(invalid_argument) when `stream` does not allocate to pool `id`.
+  void end_allocate_to_pool(std::uint64_t id, runtime::StreamImpl& stream);
+  /// Gives the pool's memory to the general cache. The caller must have waited for every replay
+  /// using it. Error(invalid_argument) while a stream allocates to it, or for an unknown pool.
+  void release_pool(std::uint64_t id);
+  /// Bytes of the segments pool `id` owns.
+  std::size_t pool_reserved_bytes(std::uint64_t id) const;
+
   /// Buffer::record_stream over a backend stream, without the device check (backend code, fake
   /// devices in tests). Error(invalid_argument) for a buffer of another allocator (an empty one
   /// included); a zero-byte or reset buffer needs nothing.
@@ -110,6 +138,52 @@ class CachingAllocator {
   void free(detail::Block* block) noexcept;
 
   std::unique_ptr<detail::AllocatorState> state_;
+};
+
+/// Owns one private pool of an allocator: what a captured graph's holder keeps beside the graph.
+/// Destroying it (or release()) returns the pool's memory to the general cache; destroy the graph's
+/// own buffers and wait for its last replay first. Movable, not copyable.
+class PrivatePool {
+ public:
+  /// No pool.
+  PrivatePool() = default;
+  explicit PrivatePool(CachingAllocator& allocator);
+  /// Releases the pool; a release refused (a PrivatePoolScope still open) is logged, not thrown,
+  /// and the pool's memory stays reserved.
+  ~PrivatePool();
+  PrivatePool(PrivatePool&& other) noexcept;
+  PrivatePool& operator=(PrivatePool&& other) noexcept;
+  PrivatePool(const PrivatePool&) = delete;
+  PrivatePool& operator=(const PrivatePool&) = delete;
+
+  /// Releases now (see CachingAllocator::release_pool); a no-op for no pool.
+  void release();
+  std::uint64_t id() const { return id_; }
+  CachingAllocator* allocator() const { return allocator_; }
+  explicit operator bool() const { return allocator_ != nullptr; }
+  /// Bytes of the segments the pool owns; 0 for no pool.
+  std::size_t reserved_bytes() const;
+
+ private:
+  CachingAllocator* allocator_ = nullptr;
+  std::uint64_t id_ = 0;
+};
+
+/// While alive, every allocation for `stream` comes from `pool` (begin/end_allocate_to_pool).
+/// Error(invalid_argument) when the stream is on another device than the pool's allocator, the
+/// pool is empty, or the stream already allocates to a pool.
+class PrivatePoolScope {
+ public:
+  PrivatePoolScope(PrivatePool& pool, runtime::Stream& stream);
+  PrivatePoolScope(PrivatePool& pool, runtime::StreamImpl& stream);
+  ~PrivatePoolScope();
+  PrivatePoolScope(const PrivatePoolScope&) = delete;
+  PrivatePoolScope& operator=(const PrivatePoolScope&) = delete;
+
+ private:
+  CachingAllocator& allocator_;
+  std::uint64_t id_;
+  runtime::StreamImpl& stream_;
 };
 
 /// The process-wide allocator of `device`, created on first use with AllocatorConfig::from_env()

@@ -1,12 +1,15 @@
 #include "galley/model/executor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "galley/core/error.hpp"
+#include "galley/core/log.hpp"
 #include "dnn/dispatch.hpp"
 #include "galley/memory/device_memory.hpp"
+#include "memory/caching_allocator.hpp"
 #include "model/lowering.hpp"
 
 namespace galley::model {
@@ -73,6 +76,22 @@ const Lowering* find_lowering(const std::string& op_type) {
 
 }  // namespace detail
 
+const char* to_string(RunMode mode) { return mode == RunMode::eager ? "eager" : "graph replay"; }
+
+namespace {
+
+/// One whole run captured in graph mode. Members die in reverse order: the graph and the fixed
+/// buffers go back to the pool before the pool itself is released to the general cache.
+struct CapturedRun {
+  memory::PrivatePool pool;
+  std::map<std::string, Tensor> inputs;   ///< fixed buffers the graph reads, by graph input
+  std::map<std::string, Tensor> outputs;  ///< fixed buffers the graph writes (or constants), by graph output
+  std::optional<runtime::Graph> graph;
+  RunReport report;  ///< of the captured run: layers, peak
+};
+
+}  // namespace
+
 struct Executor::Impl {
   Graph graph;
   runtime::Device device;
@@ -80,7 +99,25 @@ struct Executor::Impl {
   std::vector<detail::LoweredNode> lowered;
   std::map<std::string, Tensor> device_constants;
   std::map<std::string, std::size_t> last_reader;  // value -> index of the last node reading it
+  int eager_runs = 0;
+  std::unique_ptr<CapturedRun> captured;
+
+  /// The input's descriptor as the graph declares it; Error naming a missing, extra or mismatched
+  /// input (and, when `exact`, one whose strides differ: a replay copies the bytes as they are).
+  void check_inputs(const std::map<std::string, Tensor>& inputs, bool exact) const;
+  /// Enqueues every node on `stream` and returns the graph's outputs. While `capturing`, nothing
+  /// may wait for the stream: no timing, no constant outputs (the caller makes them), and a node
+  /// that fails is named as the one that could not be captured.
+  std::map<std::string, Tensor> run_nodes(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                          const RunOptions& options, RunReport* report, bool capturing);
+  std::map<std::string, Tensor> run_eager(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                          const RunOptions& options, RunReport* report);
+  void capture(runtime::Stream& stream, const RunOptions& options);
+  std::map<std::string, Tensor> replay(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                       RunReport* report);
 };
+
+
 
 Tensor to_device(runtime::Stream& stream, const HostTensor& host) {
   const auto dtype = detail::device_dtype(host.type);
@@ -151,44 +188,46 @@ Executor::~Executor() = default;
 const Graph& Executor::graph() const { return impl_->graph; }
 const runtime::Device& Executor::device() const { return impl_->device; }
 
-std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
-                                             const RunOptions& options, RunReport* report) {
-  Impl& m = *impl_;
-  if (stream.device() != m.device) {
-    throw Error(Status::invalid_argument, "stream of " + stream.device().name() + " given to an executor of " + m.device.name());
+void Executor::Impl::check_inputs(const std::map<std::string, Tensor>& inputs, bool exact) const {
+  for (const std::string& name : graph.inputs) {
+    const auto it = inputs.find(name);
+    if (it == inputs.end()) throw Error(Status::invalid_argument, "graph input '" + name + "' was not given");
+    const detail::LoweringContext ctx{graph, Node{}, device};
+    const dnn::TensorDesc want = ctx.desc(graph.value(name), name);
+    const dnn::TensorDesc& got = it->second.desc();
+    if (got.dtype != want.dtype || got.dims != want.dims || got.rank != want.rank) {
+      throw Error(Status::invalid_argument, "graph input '" + name + "' must be " + want.to_string() + ", got " + it->second.to_string());
+    }
+    if (exact && got != want) {
+      throw Error(Status::invalid_argument, "graph input '" + name + "' must be row-major " + want.to_string() +
+                                                " to be copied into the captured graph's input, got " + it->second.to_string());
+    }
+    if (it->second.device() != device) {
+      throw Error(Status::invalid_argument, "graph input '" + name + "' is on " + it->second.device().name() + ", not " + device.name());
+    }
   }
+  for (const auto& [name, tensor] : inputs) {
+    if (std::find(graph.inputs.begin(), graph.inputs.end(), name) == graph.inputs.end()) {
+      throw Error(Status::invalid_argument, "'" + name + "' is not an input of the graph");
+    }
+  }
+}
+
+std::map<std::string, Tensor> Executor::Impl::run_nodes(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                                         const RunOptions& options, RunReport* report, bool capturing) {
+  Impl& m = *this;
   // A value's tensor and, for a view, the tensor whose storage it shares (kept alive with it).
   struct Held {
     Tensor tensor;
     Tensor owner;
   };
   std::map<std::string, Held> values;
-  for (const std::string& name : m.graph.inputs) {
-    const auto it = inputs.find(name);
-    if (it == inputs.end()) throw Error(Status::invalid_argument, "graph input '" + name + "' was not given");
-    const detail::LoweringContext ctx{m.graph, Node{}, m.device};
-    const dnn::TensorDesc want = ctx.desc(m.graph.value(name), name);
-    if (it->second.desc().dtype != want.dtype || it->second.desc().dims != want.dims || it->second.desc().rank != want.rank) {
-      throw Error(Status::invalid_argument, "graph input '" + name + "' must be " + want.to_string() + ", got " + it->second.to_string());
-    }
-    if (it->second.device() != m.device) {
-      throw Error(Status::invalid_argument, "graph input '" + name + "' is on " + it->second.device().name() + ", not " + m.device.name());
-    }
-    values[name] = {it->second, {}};
-  }
-  for (const auto& [name, tensor] : inputs) {
-    if (values.count(name) == 0) throw Error(Status::invalid_argument, "'" + name + "' is not an input of the graph");
-  }
+  for (const std::string& name : m.graph.inputs) values[name] = {inputs.at(name), {}};
   const std::set<std::string> outputs(m.graph.outputs.begin(), m.graph.outputs.end());
   std::optional<dnn::detail::ReferenceSolversOnly> reference;
   if (m.options.reference) reference.emplace();
   std::size_t runnable = 0, done = 0;
   for (const auto& low : m.lowered) runnable += low.run ? 1 : 0;
-  if (report != nullptr) {
-    *report = {};
-    stream.synchronize();
-    memory::reset_peak_memory_stats(m.device);
-  }
   for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) {
     const Node& node = m.graph.nodes[i];
     detail::LoweredNode& low = m.lowered[i];
@@ -221,15 +260,23 @@ std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::
       }
       for (Tensor& t : produced) ctx.outputs.push_back(&t);
       std::optional<runtime::Event> start, stop;
-      if (options.time_layers) {
+      if (options.time_layers && !capturing) {
         start.emplace(m.device);
         stop.emplace(m.device);
         start->record(stream);
       }
-      low.run(ctx);
+      if (capturing) {
+        try {
+          low.run(ctx);
+        } catch (const Error& e) {
+          throw Error(e.status(), node.label() + " (" + node.op_type + ") cannot be captured into a graph: " + e.what());
+        }
+      } else {
+        low.run(ctx);
+      }
       if (report != nullptr) {
         double ms = 0;
-        if (options.time_layers) {
+        if (start) {
           stop->record(stream);
           stop->synchronize();
           ms = stop->elapsed_ms_since(*start);
@@ -255,14 +302,122 @@ std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::
     if (const auto v = values.find(name); v != values.end()) {
       out[name] = v->second.tensor;
     } else if (const auto c = m.graph.constants.find(name); c != m.graph.constants.end()) {
-      out[name] = to_device(stream, c->second);
+      if (!capturing) out[name] = to_device(stream, c->second);
     } else {
       throw Error(Status::internal, "graph output '" + name + "' was not produced");
     }
   }
-  stream.synchronize();
-  if (report != nullptr) report->peak_bytes = static_cast<std::size_t>(memory::memory_stats(m.device).allocated_bytes.all.peak);
   return out;
+}
+
+std::map<std::string, Tensor> Executor::Impl::run_eager(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                                        const RunOptions& options, RunReport* report) {
+  if (report != nullptr) {
+    *report = {};
+    stream.synchronize();
+    memory::reset_peak_memory_stats(device);
+  }
+  auto out = run_nodes(stream, inputs, options, report, false);
+  stream.synchronize();
+  if (report != nullptr) report->peak_bytes = static_cast<std::size_t>(memory::memory_stats(device).allocated_bytes.all.peak);
+  ++eager_runs;
+  return out;
+}
+
+void Executor::Impl::capture(runtime::Stream& stream, const RunOptions& options) {
+  auto c = std::make_unique<CapturedRun>();
+  const detail::LoweringContext ctx{graph, Node{}, device};
+  try {
+    c->pool = memory::PrivatePool(memory::allocator_for(device));
+  } catch (const Error& e) {
+    throw Error(e.status(), std::string("graph mode on ") + device.name() + ": " + e.what());
+  }
+  // The captured run's peak is what the graph's memory amounts to; measured as an eager run's.
+  stream.synchronize();
+  memory::reset_peak_memory_stats(device);
+  {
+    memory::PrivatePoolScope scope(c->pool, stream);
+    for (const std::string& name : graph.inputs) c->inputs[name] = Tensor::empty(stream, ctx.desc(graph.value(name), name));
+    RunOptions quiet;
+    quiet.on_node = options.on_node;
+    stream.begin_capture();
+    std::map<std::string, Tensor> outputs;
+    try {
+      outputs = run_nodes(stream, c->inputs, quiet, &c->report, true);
+    } catch (...) {
+      try {
+        (void)stream.end_capture();  // discarded: nothing of it ran
+      } catch (const std::exception& e) {
+        log::debug(std::string("executor: ending the failed capture: ") + e.what());
+      }
+      throw;
+    }
+    try {
+      c->graph.emplace(stream.end_capture());
+    } catch (const Error& e) {
+      throw Error(e.status(), "graph capture of " + std::to_string(graph.nodes.size()) +
+                                  " nodes failed when it ended (an op's work broke the capture): " + e.what());
+    }
+    c->outputs = std::move(outputs);
+  }
+  for (const std::string& name : graph.outputs) {
+    if (c->outputs.count(name) == 0) c->outputs[name] = to_device(stream, graph.constants.at(name));
+  }
+  stream.synchronize();
+  c->report.peak_bytes = static_cast<std::size_t>(memory::memory_stats(device).allocated_bytes.all.peak);
+  c->report.mode = RunMode::graph_replay;
+  c->report.graph_nodes = c->graph->node_count();
+  c->report.graph_pool_bytes = c->pool.reserved_bytes();
+  captured = std::move(c);
+}
+
+std::map<std::string, Tensor> Executor::Impl::replay(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                                     RunReport* report) {
+  CapturedRun& c = *captured;
+  // On every path out, an error included, the replay has finished with the graph's memory before
+  // the pool can be released.
+  const runtime::SynchronizeOnExit finished(stream);
+  if (report != nullptr) {
+    stream.synchronize();
+    memory::reset_peak_memory_stats(device);
+  }
+  for (const std::string& name : graph.inputs) {
+    Tensor& fixed = c.inputs.at(name);
+    stream.copy_d2d(fixed.data(), inputs.at(name).data(), fixed.desc().bytes());
+  }
+  c.graph->replay(stream);
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, fixed] : c.outputs) {
+    Tensor t = Tensor::empty(stream, fixed.desc());
+    stream.copy_d2d(t.data(), fixed.data(), fixed.desc().bytes());
+    out[name] = std::move(t);
+  }
+  stream.synchronize();
+  if (report != nullptr) {
+    const auto peak = static_cast<std::size_t>(memory::memory_stats(device).allocated_bytes.all.peak);
+    *report = c.report;
+    report->peak_bytes = std::max(c.report.peak_bytes, peak);
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> Executor::run(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
+                                            const RunOptions& options, RunReport* report) {
+  Impl& m = *impl_;
+  if (stream.device() != m.device) {
+    throw Error(Status::invalid_argument, "stream of " + stream.device().name() + " given to an executor of " + m.device.name());
+  }
+  const bool graph_mode = m.options.capture && !options.time_layers;
+  m.check_inputs(inputs, graph_mode);
+  if (!graph_mode || (m.eager_runs == 0 && !m.captured)) {
+    auto out = m.run_eager(stream, inputs, options, report);
+    if (report != nullptr && m.options.capture) {
+      report->note = options.time_layers ? "eager: per-layer times need an eager run" : "eager: the first run tunes before the capture";
+    }
+    return out;
+  }
+  if (!m.captured) m.capture(stream, options);
+  return m.replay(stream, inputs, report);
 }
 
 }  // namespace galley::model

@@ -1,6 +1,18 @@
 // Runs a Graph on one device: every node lowered once to an op-layer call (solvers picked by the
 // tuner and remembered in the find-db), constants uploaded once, each intermediate value freed back
 // to the caching allocator after its last reader, so the peak holds only the live values.
+//
+// Graph mode (ExecutorOptions::capture): shapes are static, so after one eager run (which tunes,
+// picks every solver and warms every vendor handle) the executor captures one whole run into a
+// runtime::Graph (a CUDA/HIP graph on a GPU, the recorded task list on the cpu) with its memory
+// from a private pool of the caching allocator, reading fixed input buffers and writing fixed
+// output buffers that the executor owns. Every later run copies the inputs in, replays the graph
+// and copies the outputs out (the caller owns its outputs, as in eager mode), so a replay costs one
+// launch instead of the host work of every node. What cannot be captured is an Error, not a silent
+// eager run: an op whose work cannot be recorded (a synchronisation or a host read inside its
+// lowering) names the node; an input of another shape, dtype or layout than the graph's names the
+// input. The pool lives with the executor: the graph's memory is not shared with anyone while it
+// may replay.
 #pragma once
 
 #include <cstddef>
@@ -27,15 +39,34 @@ struct LayerReport {
   double ms = 0;  ///< device time of the node's calls when RunOptions::time_layers, else 0
 };
 
-struct RunReport {
-  std::vector<LayerReport> layers;  ///< in node order, views and folded nodes left out
-  std::size_t peak_bytes = 0;       ///< the caching allocator's peak allocated bytes during the run
-  int tuned = 0;                    ///< layers whose problem was tuned in this run
-  int hits = 0;                     ///< layers whose solver came from stored tuning
+/// How a run executed.
+enum class RunMode {
+  eager,         ///< node by node
+  graph_replay,  ///< the captured graph replayed (its first replay follows the capture in the same run)
 };
 
+struct RunReport {
+  std::vector<LayerReport> layers;  ///< in node order, views and folded nodes left out; a replay
+                                    ///< reports the layers of the captured run (ms 0)
+  /// The caching allocator's peak allocated bytes during the run; for a replay the peak of the
+  /// captured run (the memory the graph holds), or the replay's own if higher.
+  std::size_t peak_bytes = 0;
+  int tuned = 0;                    ///< layers whose problem was tuned in this run
+  int hits = 0;                     ///< layers whose solver came from stored tuning
+  RunMode mode = RunMode::eager;
+  std::size_t graph_nodes = 0;      ///< nodes of the replayed graph (device operations), 0 when eager
+  std::size_t graph_pool_bytes = 0; ///< memory reserved by the graph's private pool, 0 when eager
+  /// Why a run of an executor in graph mode ran eagerly ("the first run tunes eagerly", ...).
+  std::string note;
+};
+
+/// "eager" or "graph replay".
+const char* to_string(RunMode mode);
+
 struct RunOptions {
-  bool time_layers = false;  ///< events around each node (slower; for --verbose)
+  /// Events around each node (slower; for --verbose). Per-node times need an eager run, so in
+  /// graph mode such a run is eager (RunReport::note says so).
+  bool time_layers = false;
   /// Called after each node with (nodes done, nodes that run): a progress bar while tuning.
   std::function<void(std::size_t, std::size_t, const Node&)> on_node;
 };
@@ -44,6 +75,9 @@ struct ExecutorOptions {
   /// Every op runs the device's reference solver instead of the tuner's pick: the plain loops a
   /// network's result is checked against (cpu only).
   bool reference = false;
+  /// Graph mode (see the top of this file): run 1 eager, run 2 captures and replays, every later
+  /// run replays.
+  bool capture = false;
 };
 
 class Executor {
@@ -60,7 +94,9 @@ class Executor {
 
   /// Runs the graph on `stream` with the graph inputs by name (each of the input's dtype and shape;
   /// a missing, extra or mismatched input is an Error naming it) and returns the outputs by name.
-  /// Returns after the outputs are computed (they are device tensors on stream.device()).
+  /// Returns after the outputs are computed (they are device tensors on stream.device()). In graph
+  /// mode the inputs must also have the graph's row-major layout, and a failed capture is an Error
+  /// naming the node (the next run tries to capture again).
   std::map<std::string, Tensor> run(runtime::Stream& stream, const std::map<std::string, Tensor>& inputs,
                                     const RunOptions& options = {}, RunReport* report = nullptr);
 

@@ -215,6 +215,15 @@ void CpuStream::wait(runtime::EventImpl& event) {
 }
 
 void CpuStream::synchronize() {
+  {
+    // As on a GPU: waiting for captured work that has not run would return at once with nothing
+    // done, so code that reads results after a wait is caught here rather than reading stale data.
+    std::lock_guard lock(mutex_);
+    if (capturing_) {
+      throw Error(Status::invalid_argument,
+                  "synchronize: the cpu stream is capturing a graph; call end_capture() first");
+    }
+  }
   poll_briefly(mutex_, [&] { return queue_.empty() && !running_task_; });
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !running_task_; });
