@@ -255,7 +255,30 @@ TEST(ConvEpilogue, EveryCpuSolverRefusesOrMatchesTheReference) {
     }
     EXPECT_TRUE(unfused) << p.key();
   }
-  EXPECT_TRUE(ran.count("cpu.conv.unfused"));
+  // The fused cpu solvers each took some of the problems; the backward ones none.
+  for (const char* name : {"cpu.conv.unfused", "cpu.conv.gemm_1x1", "cpu.conv.depthwise", "cpu.conv.winograd_f4x3",
+                           "cpu.conv.im2col_gemm", "cpu.conv.direct"}) {
+    EXPECT_TRUE(ran.count(name)) << name << " never ran a fused problem";
+  }
+  for (const std::string& name : ran) EXPECT_EQ(name.find("bwd"), std::string::npos) << name;
+}
+
+// NHWC with more channels than one epilogue run holds (runs are whole pixels), and a residual in
+// each low-precision type, through every fused cpu solver.
+TEST(ConvEpilogue, WideChannelsNhwc) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const ConvProblem p = fused(ConvProblem{.n = 2, .c = 4, .h = 5, .w = 3, .k = 600, .y = 1, .x = 1, .dtype = dt,
+                                            .layout = Layout::nhwc},
+                                ConvEpilogue::with(Activation::silu, true, true));
+    int checked = 0;
+    for (const ConvSolver* s : conv_solvers("cpu")) {
+      if (s->is_reference() || !s->check_any(ProblemRef::of(p), cpu())) continue;
+      const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+      ++checked;
+    }
+    EXPECT_GE(checked, 3) << p.key();
+  }
 }
 
 // The unfused sequence's configs are the plain solvers; each gives the same answer.

@@ -1,6 +1,6 @@
 // The common frame of the cpu conv solvers: device/direction/dtype checks, f16/bf16 staging
-// through f32 workspace, argument checks and the host-task launch. A solver supplies only its
-// f32 algorithm: check_f32, f32_workspace_bytes and compute_f32.
+// through f32 workspace, the fused epilogue (conv_epilogue.hpp), argument checks and the host-task
+// launch. A solver supplies only its f32 algorithm: check_f32, f32_workspace_bytes and compute_f32.
 #pragma once
 
 #include <cstddef>
@@ -93,6 +93,9 @@ class CpuConvSolver : public dnn::ConvSolver {
   /// Checks the arguments now (Error(invalid_argument) naming the bad one) and enqueues the work
   /// as one host task on `stream`.
   void run(runtime::Stream& stream, const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const final;
+  /// Every forward algorithm here takes a fused epilogue: compute() applies it to each chunk of
+  /// outputs through ConvEpilogueRunner (conv_epilogue.hpp).
+  bool implements_fused_parts() const final { return true; }
 
   /// The whole convolution, synchronously on the calling thread and the pool. run() calls this
   /// from its host task; benchmarks and tests may call it directly.
