@@ -1,8 +1,9 @@
 // Fused convolution epilogues on the GPU backends: every registered conv solver of the cuda and
 // hip lists either refuses a fused problem (the central check, or its own reason) or matches
-// ref.conv.direct on it, over odd shapes, f32/f16/bf16, both layouts and the activation classes;
-// the unfused sequence takes every one, and a fused problem through the Tensor entry point (the
-// tuner's pick) matches the reference. Skips without a device of the backend.
+// ref.conv.direct on it (every gpu.conv.* solver takes it, as a pass after its kernels), over odd
+// shapes, f32/f16/bf16, both layouts and the activation classes; the unfused sequence takes every
+// one, and the list's first choice for a fused problem matches the reference. Skips without a
+// device of the backend.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -79,8 +80,14 @@ TEST_P(GpuConvEpilogue, EverySolverRefusesOrMatchesTheReference) {
     }
     EXPECT_TRUE(took) << unfused << " refused " << p.key();
   }
+  // The single-source solvers run the epilogue after their kernels; the vendor ones refuse it.
+  EXPECT_TRUE(ran.count("gpu.conv.direct"));
+  EXPECT_TRUE(ran.count("gpu.conv.igemm_f32"));
   std::string names;
-  for (const auto& n : ran) names += " " + n;
+  for (const auto& n : ran) {
+    EXPECT_NE(n.rfind("cuda.", 0), 0u) << n << " has no fused path";
+    names += " " + n;
+  }
   std::printf("[ info ] solvers that ran fused problems on %s:%s\n", GetParam().c_str(), names.c_str());
 }
 
