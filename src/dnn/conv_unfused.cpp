@@ -25,15 +25,22 @@ struct InnerSolver {
 
 // The epilogue's ops, in the order they run, each in place on y.
 EltwiseProblem bias_add(const ConvProblem& p) {
-  return EltwiseProblem{.op = EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()}, .b = {1, p.k, 1, 1},
-                        .dtype = p.dtype, .layout = p.layout};
+  return EltwiseProblem{.op = EltwiseOp::add,
+                        .a = {p.n, p.k, p.out_h(), p.out_w()},
+                        .b = {1, p.k, 1, 1},
+                        .dtype = p.dtype,
+                        .layout = p.layout};
 }
 EltwiseProblem residual_add(const ConvProblem& p) {
-  return EltwiseProblem{.op = EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()},
-                        .b = {p.n, p.k, p.out_h(), p.out_w()}, .dtype = p.dtype, .layout = p.layout};
+  return EltwiseProblem{.op = EltwiseOp::add,
+                        .a = {p.n, p.k, p.out_h(), p.out_w()},
+                        .b = {p.n, p.k, p.out_h(), p.out_w()},
+                        .dtype = p.dtype,
+                        .layout = p.layout};
 }
 ActivProblem activation_of(const ConvProblem& p) {
-  ActivProblem a = ActivProblem::packed(*p.epilogue.activation, p.dtype, p.layout, p.n, p.k, p.out_h(), p.out_w());
+  ActivProblem a =
+      ActivProblem::packed(*p.epilogue.activation, p.dtype, p.layout, p.n, p.k, p.out_h(), p.out_w());
   a.alpha = p.epilogue.alpha;
   a.beta = p.epilogue.beta;
   return a;
@@ -41,13 +48,15 @@ ActivProblem activation_of(const ConvProblem& p) {
 
 class ConvUnfused final : public TunableSolver<ConvProblem, InnerSolver> {
  public:
-  explicit ConvUnfused(std::string_view backend) : backend_(backend), name_(std::string(backend) + ".conv.unfused") {}
+  explicit ConvUnfused(std::string_view backend)
+      : backend_(backend), name_(std::string(backend) + ".conv.unfused") {}
 
   std::string_view name() const override { return name_; }
   bool implements_fused_parts() const override { return true; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (device.backend() != backend_) return Applicability::no("runs on backend " + backend_ + " only, not " + device.name());
+    if (device.backend() != backend_)
+      return Applicability::no("runs on backend " + backend_ + " only, not " + device.name());
     if (p.direction != ConvDirection::forward) {
       return Applicability::no(std::string("forward only, not ") + to_string(p.direction));
     }

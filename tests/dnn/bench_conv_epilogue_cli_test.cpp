@@ -36,7 +36,8 @@ TEST_F(BenchConvEpilogueCli, FusedFormsRunAndVerifyWithEverySolver) {
       {"--bias --activ clip --alpha -1 --beta 1 --layout nhwc --dtype f16", "-bias-clip-am1-b1"},
   };
   for (const auto& c : cases) {
-    const auto r = run("bench conv " + kSmall + " " + c.flags + " --device cpu --all-solvers -V 1 -i 2 --json");
+    const auto r =
+        run("bench conv " + kSmall + " " + c.flags + " --device cpu --all-solvers -V 1 -i 2 --json");
     ASSERT_EQ(r.exit_code, 0) << c.flags << "\n" << r.output;
     const auto j = nlohmann::json::parse(r.output);
     ASSERT_EQ(j["problems"].size(), 1u);
@@ -51,7 +52,8 @@ TEST_F(BenchConvEpilogueCli, FusedFormsRunAndVerifyWithEverySolver) {
     EXPECT_TRUE(unfused) << c.flags << ": " << p.dump();
     const std::string cmd = p["command"];
     for (const std::string flag : {"--bias", "--residual", "--activ"}) {
-      EXPECT_EQ(c.flags.find(flag) != std::string::npos, cmd.find(flag) != std::string::npos) << flag << ": " << cmd;
+      EXPECT_EQ(c.flags.find(flag) != std::string::npos, cmd.find(flag) != std::string::npos)
+          << flag << ": " << cmd;
     }
   }
 }

@@ -35,7 +35,8 @@ void expect_error(Fn&& fn, std::initializer_list<std::string_view> fragments) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
-    for (auto f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << f << " in: " << e.what();
+    for (auto f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << f << " in: " << e.what();
   }
 }
 
@@ -66,7 +67,8 @@ TEST(ConvEpilogue, KeyRoundTripsExactly) {
       {ConvEpilogue::with(Activation::relu), "-relu-a0-b0"},
       {ConvEpilogue::with(Activation::relu, true, true), "-bias-res-relu-a0-b0"},
       {ConvEpilogue::with(Activation::leaky_relu, true), "-bias-leaky_relu-a0.01-b0"},
-      {ConvEpilogue{.bias = true, .activation = Activation::clip, .alpha = -1, .beta = 1}, "-bias-clip-am1-b1"},
+      {ConvEpilogue{.bias = true, .activation = Activation::clip, .alpha = -1, .beta = 1},
+       "-bias-clip-am1-b1"},
       {ConvEpilogue::with(Activation::clip, false, true), "-res-clip-a0-b6"},
       {ConvEpilogue{.activation = Activation::elu, .alpha = 0.1 + 0.2}, "-elu-a0.30000000000000004-b0"},
       {ConvEpilogue::with(Activation::gelu_tanh, true), "-bias-gelu_tanh-a0-b0"},
@@ -97,7 +99,7 @@ TEST(ConvEpilogue, MalformedKeysAreRefused) {
   const auto bad_key = [&](const std::string& suffix, std::string_view fragment) {
     expect_error([&] { (void)ConvProblem::parse_key(plain + suffix); }, {fragment});
   };
-  bad_key("-res-bias", "epilogue part");          // fixed order: bias before res
+  bad_key("-res-bias", "epilogue part");  // fixed order: bias before res
   bad_key("-bias-bias", "epilogue part");
   bad_key("-relu", "exactly 'a<number>' and 'b<number>'");
   bad_key("-relu-a0-b0-x", "exactly");
@@ -119,7 +121,8 @@ TEST(ConvEpilogue, ValidationNamesTheField) {
   expect_error([&] { p.validate(); }, {"fused epilogue (bias)", "forward", "backward_weights"});
   expect_error([&] { fused(base(), {.activation = Activation::sigmoid, .beta = 2}).validate(); },
                {"epilogue beta = 2", "sigmoid"});
-  expect_error([&] { fused(base(), {.bias = true, .alpha = 1}).validate(); }, {"epilogue alpha = 1", "without an activation"});
+  expect_error([&] { fused(base(), {.bias = true, .alpha = 1}).validate(); },
+               {"epilogue alpha = 1", "without an activation"});
   expect_error([&] { fused(base(), {.activation = Activation::leaky_relu, .alpha = INFINITY}).validate(); },
                {"alpha of leaky_relu", "finite"});
   expect_error([&] { fused(base(), {.activation = static_cast<Activation>(200)}).validate(); },
@@ -166,10 +169,9 @@ TEST(ConvEpilogue, ReferenceMatchesAHandComputation) {
        {3.5f, -0.25f, 3, -0.6f}},
       {ConvEpilogue{.bias = true, .residual = true, .activation = Activation::clip, .alpha = -3, .beta = 3},
        {3, -2.5f, 3, -3}},
-      {ConvEpilogue::with(Activation::sigmoid), {static_cast<float>(1 / (1 + std::exp(-2.0))),
-                                                static_cast<float>(1 / (1 + std::exp(4.0))),
-                                                static_cast<float>(1 / (1 + std::exp(-3.0))),
-                                                static_cast<float>(1 / (1 + std::exp(6.0)))}},
+      {ConvEpilogue::with(Activation::sigmoid),
+       {static_cast<float>(1 / (1 + std::exp(-2.0))), static_cast<float>(1 / (1 + std::exp(4.0))),
+        static_cast<float>(1 / (1 + std::exp(-3.0))), static_cast<float>(1 / (1 + std::exp(6.0)))}},
   };
   for (const auto& c : cases) {
     const ConvProblem p = fused(plain, c.e);
@@ -185,14 +187,17 @@ TEST(ConvEpilogue, ReferenceMatchesAHandComputation) {
 class PlainOnly final : public ConvSolver {
  public:
   std::string_view name() const override { return "test.conv.plain_only"; }
-  Applicability check(const ConvProblem&, const runtime::Device&) const override { return Applicability::yes(); }
+  Applicability check(const ConvProblem&, const runtime::Device&) const override {
+    return Applicability::yes();
+  }
   void run(runtime::Stream&, const ConvProblem&, const ConvArgs&) const override { FAIL() << "must not run"; }
 };
 
 TEST(ConvEpilogue, SolversWithoutEpilogueSupportRefuseItCentrally) {
   const PlainOnly s;
   EXPECT_TRUE(s.check_any(ProblemRef::of(base()), cpu()));
-  const Applicability a = s.check_any(ProblemRef::of(fused(base(), ConvEpilogue::with(Activation::relu, true))), cpu());
+  const Applicability a =
+      s.check_any(ProblemRef::of(fused(base(), ConvEpilogue::with(Activation::relu, true))), cpu());
   EXPECT_FALSE(a);
   EXPECT_EQ(a.reason, "does not implement the fused epilogue bias + relu");
 }
@@ -202,13 +207,40 @@ TEST(ConvEpilogue, SolversWithoutEpilogueSupportRefuseItCentrally) {
 std::vector<ConvProblem> odd_problems() {
   const ConvProblem shapes[] = {
       {.n = 1, .c = 3, .h = 31, .w = 29, .k = 17, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},  // 3x3 stride 1
-      {.n = 2, .c = 17, .h = 9, .w = 11, .k = 3, .y = 1, .x = 1},                          // 1x1
-      {.n = 1, .c = 17, .h = 31, .w = 29, .k = 17, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2,
-       .stride_w = 2, .groups = 17},                                                        // depthwise
-      {.n = 1, .c = 6, .h = 13, .w = 10, .k = 9, .y = 3, .x = 3, .groups = 3},               // grouped
-      {.n = 1, .c = 5, .h = 12, .w = 11, .k = 7, .y = 5, .x = 3, .pad_h = 2, .pad_w = 1, .stride_h = 2,
-       .dilation_w = 2},                                                                    // direct
-      {.n = 1, .c = 16, .h = 14, .w = 14, .k = 24, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},  // winograd-shaped
+      {.n = 2, .c = 17, .h = 9, .w = 11, .k = 3, .y = 1, .x = 1},                           // 1x1
+      {.n = 1,
+       .c = 17,
+       .h = 31,
+       .w = 29,
+       .k = 17,
+       .y = 3,
+       .x = 3,
+       .pad_h = 1,
+       .pad_w = 1,
+       .stride_h = 2,
+       .stride_w = 2,
+       .groups = 17},                                                           // depthwise
+      {.n = 1, .c = 6, .h = 13, .w = 10, .k = 9, .y = 3, .x = 3, .groups = 3},  // grouped
+      {.n = 1,
+       .c = 5,
+       .h = 12,
+       .w = 11,
+       .k = 7,
+       .y = 5,
+       .x = 3,
+       .pad_h = 2,
+       .pad_w = 1,
+       .stride_h = 2,
+       .dilation_w = 2},  // direct
+      {.n = 1,
+       .c = 16,
+       .h = 14,
+       .w = 14,
+       .k = 24,
+       .y = 3,
+       .x = 3,
+       .pad_h = 1,
+       .pad_w = 1},  // winograd-shaped
   };
   const ConvEpilogue epilogues[] = {
       ConvEpilogue::with(Activation::relu, true, false),
@@ -256,28 +288,30 @@ TEST(ConvEpilogue, EveryCpuSolverRefusesOrMatchesTheReference) {
     EXPECT_TRUE(unfused) << p.key();
   }
   // The fused cpu solvers each took some of the problems; the backward ones none.
-  for (const char* name : {"cpu.conv.unfused", "cpu.conv.gemm_1x1", "cpu.conv.depthwise", "cpu.conv.winograd_f4x3",
-                           "cpu.conv.im2col_gemm", "cpu.conv.direct"}) {
+  for (const char* name : {"cpu.conv.unfused", "cpu.conv.gemm_1x1", "cpu.conv.depthwise",
+                           "cpu.conv.winograd_f4x3", "cpu.conv.im2col_gemm", "cpu.conv.direct"}) {
     EXPECT_TRUE(ran.count(name)) << name << " never ran a fused problem";
   }
   for (const std::string& name : ran) EXPECT_EQ(name.find("bwd"), std::string::npos) << name;
 }
 
 // NHWC with more channels than one epilogue run holds (runs are whole pixels), and a residual in
-// each low-precision type, through every fused cpu solver.
-TEST(ConvEpilogue, WideChannelsNhwc) {
+// each low-precision type, through every fused cpu solver; in NCHW, 1x1's batched small-plane path.
+TEST(ConvEpilogue, WideChannelsAndSmallPlanes) {
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-    const ConvProblem p = fused(ConvProblem{.n = 2, .c = 4, .h = 5, .w = 3, .k = 600, .y = 1, .x = 1, .dtype = dt,
-                                            .layout = Layout::nhwc},
-                                ConvEpilogue::with(Activation::silu, true, true));
-    int checked = 0;
-    for (const ConvSolver* s : conv_solvers("cpu")) {
-      if (s->is_reference() || !s->check_any(ProblemRef::of(p), cpu())) continue;
-      const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
-      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
-      ++checked;
+    for (Layout l : {Layout::nhwc, Layout::nchw}) {
+      const ConvProblem p = fused(
+          ConvProblem{.n = 2, .c = 4, .h = 5, .w = 3, .k = 600, .y = 1, .x = 1, .dtype = dt, .layout = l},
+          ConvEpilogue::with(Activation::silu, true, true));
+      int checked = 0;
+      for (const ConvSolver* s : conv_solvers("cpu")) {
+        if (s->is_reference() || !s->check_any(ProblemRef::of(p), cpu())) continue;
+        const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
+        EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+        ++checked;
+      }
+      EXPECT_GE(checked, 3) << p.key();
     }
-    EXPECT_GE(checked, 3) << p.key();
   }
 }
 
@@ -285,9 +319,9 @@ TEST(ConvEpilogue, WideChannelsNhwc) {
 TEST(ConvEpilogue, UnfusedRunsThroughEveryPlainSolver) {
   const ConvSolver* unfused = find_conv_solver("cpu", "cpu.conv.unfused");
   ASSERT_NE(unfused, nullptr);
-  const ConvProblem p = fused(ConvProblem{.n = 1, .c = 16, .h = 10, .w = 9, .k = 8, .y = 3, .x = 3, .pad_h = 1,
-                                          .pad_w = 1},
-                              ConvEpilogue::with(Activation::relu, true, true));
+  const ConvProblem p =
+      fused(ConvProblem{.n = 1, .c = 16, .h = 10, .w = 9, .k = 8, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+            ConvEpilogue::with(Activation::relu, true, true));
   const auto configs = unfused->configs_any(ProblemRef::of(p), cpu());
   ASSERT_GE(configs.size(), 2u);
   EXPECT_FALSE(unfused->check_any(ProblemRef::of(p.plain()), cpu()));
@@ -297,7 +331,8 @@ TEST(ConvEpilogue, UnfusedRunsThroughEveryPlainSolver) {
   for (const std::string& c : configs) {
     const auto handle = unfused->parse_config_any(ProblemRef::of(p), cpu(), c);
     ASSERT_TRUE(handle.has_value()) << c;
-    const OpVerification v = verify_op(stream, ProblemRef::of(p), Choice{unfused, *handle}, t, want, p.tolerance());
+    const OpVerification v =
+        verify_op(stream, ProblemRef::of(p), Choice{unfused, *handle}, t, want, p.tolerance());
     EXPECT_TRUE(v.passed) << c << ": " << v.summary;
   }
   EXPECT_FALSE(unfused->parse_config_any(ProblemRef::of(p), cpu(), "cpu.conv.no_such").has_value());
@@ -305,9 +340,9 @@ TEST(ConvEpilogue, UnfusedRunsThroughEveryPlainSolver) {
 
 TEST(ConvEpilogue, TensorEntryPointChecksEveryTensor) {
   runtime::Stream stream(cpu());
-  const ConvProblem p = fused(ConvProblem{.n = 1, .c = 3, .h = 11, .w = 13, .k = 17, .y = 3, .x = 3, .pad_h = 1,
-                                          .pad_w = 1},
-                              ConvEpilogue::with(Activation::leaky_relu, true, true));
+  const ConvProblem p =
+      fused(ConvProblem{.n = 1, .c = 3, .h = 11, .w = 13, .k = 17, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+            ConvEpilogue::with(Activation::leaky_relu, true, true));
   const auto hx = random_tensor(p.dtype, p.x_desc().elements(), 1);
   const auto hw = random_tensor(p.dtype, p.w_desc().elements(), 2);
   const auto hb = random_tensor(p.dtype, p.k, 3);
@@ -326,7 +361,8 @@ TEST(ConvEpilogue, TensorEntryPointChecksEveryTensor) {
   std::vector<std::byte> want(p.y_desc().bytes());
   reference_conv_forward(p, hx.data(), hw.data(), want.data(), hb.data(), hr.data());
   const std::vector<float> got = y.to_host<float>(stream);
-  const Comparison c = compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), p.tolerance());
+  const Comparison c =
+      compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), p.tolerance());
   EXPECT_TRUE(c.passed) << report.solver << ": " << c.summary;
 
   Tensor b_wrong = Tensor::empty(stream, TensorDesc::contiguous(p.dtype, {p.k + 1}));

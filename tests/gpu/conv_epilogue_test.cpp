@@ -21,10 +21,21 @@ namespace {
 std::vector<ConvProblem> problems() {
   const ConvProblem shapes[] = {
       {.n = 1, .c = 3, .h = 31, .w = 29, .k = 17, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
-      {.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},  // tensor-core sized
+      {.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},  // tensor-core
+                                                                                             // sized
       {.n = 2, .c = 32, .h = 9, .w = 11, .k = 48, .y = 1, .x = 1},
-      {.n = 1, .c = 17, .h = 31, .w = 29, .k = 17, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2,
-       .stride_w = 2, .groups = 17},
+      {.n = 1,
+       .c = 17,
+       .h = 31,
+       .w = 29,
+       .k = 17,
+       .y = 3,
+       .x = 3,
+       .pad_h = 1,
+       .pad_w = 1,
+       .stride_h = 2,
+       .stride_w = 2,
+       .groups = 17},
       {.n = 1, .c = 6, .h = 13, .w = 10, .k = 9, .y = 3, .x = 3, .groups = 3},
   };
   const ConvEpilogue epilogues[] = {
@@ -94,12 +105,23 @@ TEST_P(GpuConvEpilogue, EverySolverRefusesOrMatchesTheReference) {
 TEST_P(GpuConvEpilogue, TensorEntryPointMatchesTheReference) {
   runtime::Stream stream(*device_);
   for (DType dt : {DType::f32, DType::f16}) {
-    ConvProblem p{.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .dtype = dt,
-                  .layout = Layout::nhwc, .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
+    ConvProblem p{.n = 2,
+                  .c = 64,
+                  .h = 14,
+                  .w = 14,
+                  .k = 64,
+                  .y = 3,
+                  .x = 3,
+                  .pad_h = 1,
+                  .pad_w = 1,
+                  .dtype = dt,
+                  .layout = Layout::nhwc,
+                  .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
     OpTensors t = make_op_tensors(stream, ProblemRef::of(p), 11);
     const auto want = reference_op_outputs(ProblemRef::of(p), 11);
     const ConvSolver& picked = select_conv_solver(p, *device_);
-    const OpVerification v = verify_op(stream, ProblemRef::of(p), Choice{&picked, {}}, t, want, p.tolerance());
+    const OpVerification v =
+        verify_op(stream, ProblemRef::of(p), Choice{&picked, {}}, t, want, p.tolerance());
     EXPECT_TRUE(v.passed) << picked.name() << " " << p.key() << ": " << v.summary;
   }
 }

@@ -43,6 +43,12 @@ dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const r
   return check_f32(problem);
 }
 
+void CpuConvSolver::compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                                      void* ws, const ConvEpilogueRunner& epilogue) const {
+  compute_f32(problem, x, w, y, ws);
+  epilogue.apply(0, problem.n, y, y);
+}
+
 std::int64_t CpuConvSolver::images_per_chunk(const dnn::ConvProblem& p) const {
   const std::size_t per_image = (elems_x(p) + elems_y(p)) / static_cast<std::size_t>(p.n) * sizeof(float);
   const auto fit = static_cast<std::int64_t>(kLowPrecisionChunkBytes / std::max<std::size_t>(per_image, 1));
@@ -63,9 +69,13 @@ std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem, cons
 void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
   const ConvEpilogueRunner epilogue(problem, args.bias, args.residual);
   if (problem.dtype == DType::f32) {
-    compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                static_cast<float*>(args.y), args.workspace);
-    if (!epilogue.empty()) epilogue.apply(0, problem.n, static_cast<float*>(args.y), args.y);
+    if (epilogue.empty()) {
+      compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                  static_cast<float*>(args.y), args.workspace);
+    } else {
+      compute_f32_fused(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                        static_cast<float*>(args.y), args.workspace, epilogue);
+    }
     return;
   }
   // Low precision: convert the weights once, then stage chunks of whole images (contiguous in

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "backends/cpu/conv_epilogue.hpp"
 #include "galley/dnn/conv_solver.hpp"
 
 namespace galley::backends::cpu {
@@ -112,6 +113,10 @@ class CpuConvSolver : public dnn::ConvSolver {
   /// The convolution on packed f32 tensors in problem.layout. `ws` holds f32_workspace_bytes.
   virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
                            void* ws) const = 0;
+  /// compute_f32 with an f32 problem's fused epilogue: by default one pass after it; an algorithm
+  /// that can apply it to each output tile while the tile is in cache overrides this.
+  virtual void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                                 const ConvEpilogueRunner& epilogue) const;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

@@ -23,14 +23,26 @@ struct Identity {
 // residual is converted run by run, and the result rounded run by run while it is in cache.
 constexpr std::int64_t kRow = 512;
 
-// y[i] = f(y[i] + bias[i or 0] + residual[i]) over one contiguous run; a bias of stride 0 is one
-// channel's value (NCHW), of stride 1 a vector over channels (NHWC). Branch-free inner loops.
-template <class F>
-void run_row(const F& f, float* y, std::int64_t len, const float* bias, int bias_stride, const float* residual) {
+// y[i] = f(y[i] + bias + residual[i]) over one contiguous run, where bias is one channel's value
+// (NCHW: kVectorBias false, bias[0]) or a vector over channels (NHWC: bias[i]). Each case its own
+// loop with unit strides only, so the compiler vectorises all of them.
+template <bool kVectorBias, class F>
+void run_row(const F& f, float* __restrict y, std::int64_t len, const float* __restrict bias,
+             const float* __restrict residual) {
   if (bias != nullptr && residual != nullptr) {
-    for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i * bias_stride] + residual[i]);
+    if constexpr (kVectorBias) {
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i] + residual[i]);
+    } else {
+      const float b = bias[0];
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + b + residual[i]);
+    }
   } else if (bias != nullptr) {
-    for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i * bias_stride]);
+    if constexpr (kVectorBias) {
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i]);
+    } else {
+      const float b = bias[0];
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + b);
+    }
   } else if (residual != nullptr) {
     for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + residual[i]);
   } else {
@@ -40,7 +52,8 @@ void run_row(const F& f, float* y, std::int64_t len, const float* bias, int bias
 
 }  // namespace
 
-ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const void* bias, const void* residual)
+ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const void* bias,
+                                       const void* residual)
     : problem_(problem), residual_(problem.epilogue.residual ? residual : nullptr) {
   if (problem.epilogue.bias) {
     bias_.resize(static_cast<std::size_t>(problem.k));
@@ -79,13 +92,14 @@ void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, 
             residual = res.data();
           }
         }
-        const float* bias = bias_.empty() ? nullptr : (nchw ? &bias_[static_cast<std::size_t>(row % k)] : bias_.data());
+        const float* bias =
+            bias_.empty() ? nullptr : (nchw ? &bias_[static_cast<std::size_t>(row % k)] : bias_.data());
         // NHWC runs are whole pixels: the bias index is i % k, unrolled as pixels of k channels.
         if (nchw || bias == nullptr) {
-          run_row(f, y, len, bias, 0, residual);
+          run_row<false>(f, y, len, bias, residual);
         } else {
           for (std::int64_t px = 0; px < len; px += k) {
-            run_row(f, y + px, k, bias, 1, residual != nullptr ? residual + px : nullptr);
+            run_row<true>(f, y + px, k, bias, residual != nullptr ? residual + px : nullptr);
           }
         }
         if (out != static_cast<void*>(y32)) {
@@ -94,6 +108,33 @@ void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, 
         }
       }
     });
+  };
+  if (p.epilogue.activation) {
+    dnn::with_activation<float, Math>(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta,
+                                      [&](const auto& f) { body(f); });
+  } else {
+    body(Identity{});
+  }
+}
+
+void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0,
+                                    std::int64_t p0, std::int64_t rows, std::int64_t cols) const {
+  const dnn::ConvProblem& p = problem_;
+  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const bool nchw = p.layout == dnn::Layout::nchw;
+  const auto* residual = static_cast<const float*>(residual_);
+  const auto body = [&](const auto& f) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = y + r * ld;
+      if (nchw) {
+        const std::int64_t kk = k0 + r;
+        const float* res = residual != nullptr ? residual + (n * k + kk) * pixels + p0 : nullptr;
+        run_row<false>(f, row, cols, bias_.empty() ? nullptr : &bias_[static_cast<std::size_t>(kk)], res);
+      } else {
+        const float* res = residual != nullptr ? residual + (p0 + r) * k + k0 : nullptr;
+        run_row<true>(f, row, cols, bias_.empty() ? nullptr : bias_.data() + k0, res);
+      }
+    }
   };
   if (p.epilogue.activation) {
     dnn::with_activation<float, Math>(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta,

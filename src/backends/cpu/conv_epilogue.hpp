@@ -23,10 +23,17 @@ class ConvEpilogueRunner {
   /// pointing at image n0 of y. For f32, `out` may be `y32` itself. Parallel over the pool.
   void apply(std::int64_t n0, std::int64_t count, float* y32, void* out) const;
 
+  /// For an f32 problem, applies the epilogue in place to one output tile a solver has just
+  /// written, while it is in cache. NCHW: `rows` channels from k0 of image n, each `cols` pixels
+  /// from pixel p0, rows `ld` floats apart. NHWC: `rows` pixels of the whole batch from pixel
+  /// index p0 (n * ho * wo + pixel; `n` ignored), each `cols` channels from k0, rows `ld` apart.
+  void apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0, std::int64_t p0,
+                  std::int64_t rows, std::int64_t cols) const;
+
  private:
   dnn::ConvProblem problem_;
-  std::vector<float> bias_;    // f32 copy, empty without a bias
-  const void* residual_;       // in the problem's dtype
+  std::vector<float> bias_;  // f32 copy, empty without a bias
+  const void* residual_;     // in the problem's dtype
 };
 
 }  // namespace galley::backends::cpu

@@ -1,10 +1,9 @@
-#include "conv_epilogue.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "conv_device.cuh"
+#include "conv_epilogue.hpp"
 #include "dnn/activation_dispatch.hpp"
 
 namespace galley::backends::gpu {
@@ -17,8 +16,9 @@ struct Identity {
 // One thread per element, grid-stride, 64-bit indices; the channel of element i is
 // (i / pixels) % k in NCHW and i % k in NHWC.
 template <typename T, bool kNhwc, bool kBias, bool kResidual, typename Act>
-__global__ void conv_epilogue_kernel(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
-                                     std::int64_t total, std::int64_t pixels, std::int64_t k, Act act) {
+__global__ void conv_epilogue_kernel(T* __restrict__ y, const T* __restrict__ bias,
+                                     const T* __restrict__ residual, std::int64_t total, std::int64_t pixels,
+                                     std::int64_t k, Act act) {
   const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     float v = to_f32(y[i]);
@@ -44,22 +44,31 @@ void launch_typed(const dnn::ConvProblem& p, T* y, const T* bias, const T* resid
   using F = std::false_type;
   using Tr = std::true_type;
   if (nhwc) {
-    if (has_bias && has_res) go(Tr{}, Tr{}, Tr{});
-    else if (has_bias) go(Tr{}, Tr{}, F{});
-    else if (has_res) go(Tr{}, F{}, Tr{});
-    else go(Tr{}, F{}, F{});
+    if (has_bias && has_res)
+      go(Tr{}, Tr{}, Tr{});
+    else if (has_bias)
+      go(Tr{}, Tr{}, F{});
+    else if (has_res)
+      go(Tr{}, F{}, Tr{});
+    else
+      go(Tr{}, F{}, F{});
   } else {
-    if (has_bias && has_res) go(F{}, Tr{}, Tr{});
-    else if (has_bias) go(F{}, Tr{}, F{});
-    else if (has_res) go(F{}, F{}, Tr{});
-    else go(F{}, F{}, F{});
+    if (has_bias && has_res)
+      go(F{}, Tr{}, Tr{});
+    else if (has_bias)
+      go(F{}, Tr{}, F{});
+    else if (has_res)
+      go(F{}, F{}, Tr{});
+    else
+      go(F{}, F{}, F{});
   }
   check_launch("gpu conv epilogue");
 }
 
 }  // namespace
 
-void launch_conv_epilogue(const dnn::ConvProblem& p, void* y, const void* bias, const void* residual, void* stream) {
+void launch_conv_epilogue(const dnn::ConvProblem& p, void* y, const void* bias, const void* residual,
+                          void* stream) {
   if (p.epilogue.empty()) return;
   dispatch_dtype(p.dtype, "gpu conv epilogue", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
