@@ -245,16 +245,6 @@ double ConvProblem::min_bytes() const {
 }  // namespace galley::dnn
 
 namespace galley::dnn {
-namespace {
-
-std::string epilogue_number(double v) {
-  if (v == 0) return "0";
-  char text[64];
-  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
-  return ec == std::errc() ? std::string(text, end) : std::string("nan");
-}
-
-}  // namespace
 
 ConvArgs ConvArgs::from(const OpArgs& args) {
   ConvArgs out;
@@ -300,8 +290,8 @@ std::string ConvProblem::bench_command(const runtime::Device& device, std::strin
   if (epilogue.bias) line += " --bias";
   if (epilogue.residual) line += " --residual";
   if (epilogue.activation) {
-    line += std::string(" --activ ") + to_string(*epilogue.activation) + " --alpha " + epilogue_number(epilogue.alpha) +
-            " --beta " + epilogue_number(epilogue.beta);
+    line += std::string(" --activ ") + to_string(*epilogue.activation) + " --alpha " + number(epilogue.alpha) +
+            " --beta " + number(epilogue.beta);
   }
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
