@@ -1,5 +1,8 @@
 #include "galley/dnn/conv_problem.hpp"
 
+#include <charconv>
+#include <cmath>
+#include <functional>
 #include <string>
 
 #include "dnn/tensor_data.hpp"
@@ -34,7 +37,79 @@ std::string tensor_mismatch(const char* what, const TensorDesc& got, const Tenso
          " does not match the problem's " + want.to_string();
 }
 
+// The shortest text that reads back as the same double (as the activ problem writes parameters).
+std::string number(double v) {
+  if (v == 0) return "0";
+  char text[64];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return ec == std::errc() ? std::string(text, end) : std::string("nan");
+}
+
+void validate_epilogue(const ConvProblem& p) {
+  const ConvEpilogue& e = p.epilogue;
+  if (e.empty()) {
+    if (e.alpha != 0 || e.beta != 0) {
+      bad("conv problem: epilogue alpha = " + number(e.alpha) + ", beta = " + number(e.beta) +
+          " without an activation (must be 0)");
+    }
+    return;
+  }
+  if (p.direction != ConvDirection::forward) {
+    bad(std::string("conv problem: a fused epilogue (") + e.describe() + ") needs direction forward, not " +
+        to_string(p.direction));
+  }
+  if (!e.activation) {
+    if (e.alpha != 0 || e.beta != 0) {
+      bad("conv problem: epilogue alpha = " + number(e.alpha) + ", beta = " + number(e.beta) +
+          " without an activation (must be 0)");
+    }
+    return;
+  }
+  const Activation a = *e.activation;
+  if (static_cast<std::size_t>(a) >= kActivationCount) {
+    bad("conv problem: epilogue activation " + std::to_string(static_cast<int>(a)) + " is unknown");
+  }
+  const char* name = to_string(a);
+  if (!std::isfinite(e.alpha)) bad(std::string("conv problem: epilogue alpha of ") + name + " is " + number(e.alpha) + ", must be finite");
+  if (!std::isfinite(e.beta)) bad(std::string("conv problem: epilogue beta of ") + name + " is " + number(e.beta) + ", must be finite");
+  const int used = parameter_count(a);
+  if (used < 1 && e.alpha != 0) {
+    bad("conv problem: epilogue alpha = " + number(e.alpha) + " means nothing for " + name + " (must be 0)");
+  }
+  if (used < 2 && e.beta != 0) {
+    bad("conv problem: epilogue beta = " + number(e.beta) + " means nothing for " + name + " (must be 0)");
+  }
+  if (a == Activation::clip && e.alpha > e.beta) {
+    bad("conv problem: epilogue clip's lower bound alpha = " + number(e.alpha) + " exceeds its upper bound beta = " +
+        number(e.beta));
+  }
+}
+
 }  // namespace
+
+std::string ConvEpilogue::describe() const {
+  if (empty()) return "none";
+  std::string out;
+  const auto add = [&](const std::string& part) { out += (out.empty() ? "" : " + ") + part; };
+  if (bias) add("bias");
+  if (residual) add("residual");
+  if (activation) {
+    std::string act = to_string(*activation);
+    const int used = parameter_count(*activation);
+    if (used == 1) act += "(alpha " + number(alpha) + ")";
+    if (used == 2) act += "(alpha " + number(alpha) + ", beta " + number(beta) + ")";
+    add(act);
+  }
+  return out;
+}
+
+ConvEpilogue ConvEpilogue::with(Activation activation, bool bias, bool residual) {
+  return ConvEpilogue{bias, residual, activation, default_alpha(activation), default_beta(activation)};
+}
+
+std::string ConvProblem::fused_parts() const {
+  return epilogue.empty() ? std::string() : "fused epilogue " + epilogue.describe();
+}
 
 const char* to_string(ConvDirection direction) noexcept {
   switch (direction) {
@@ -124,6 +199,7 @@ void ConvProblem::validate() const {
   if (__builtin_add_overflow(h, 2 * pad_h, &padded) || __builtin_add_overflow(w, 2 * pad_w, &padded)) {
     bad("conv problem: padded input size (h + 2*pad_h or w + 2*pad_w) overflows 64 bits");
   }
+  validate_epilogue(*this);
 }
 
 TensorDesc ConvProblem::x_desc() const { return TensorDesc::packed(dtype, layout, n, c, h, w); }
@@ -161,7 +237,9 @@ double ConvProblem::min_bytes() const {
   const double xs = static_cast<double>(n) * c * h * w;
   const double ws = static_cast<double>(k) * (c / groups) * y * x;
   const double ys = static_cast<double>(n) * k * out_h() * out_w();
-  return (xs + ws + ys) * elem;
+  const double bias = epilogue.bias ? static_cast<double>(k) : 0.0;
+  const double residual = epilogue.residual ? ys : 0.0;
+  return (xs + ws + ys + bias + residual) * elem;
 }
 
 }  // namespace galley::dnn
@@ -176,6 +254,8 @@ ConvArgs ConvArgs::from(const OpArgs& args) {
   out.dy = args.get(ArgId::diff_dst);
   out.dx = args.get(ArgId::diff_src);
   out.dw = args.get(ArgId::diff_wei);
+  out.bias = args.get(ArgId::bias);
+  out.residual = args.get(ArgId::src1);
   out.workspace = args.workspace;
   out.workspace_bytes = args.workspace_bytes;
   return out;
@@ -183,10 +263,14 @@ ConvArgs ConvArgs::from(const OpArgs& args) {
 
 std::vector<TensorArg> ConvProblem::tensors() const {
   switch (direction) {
-    case ConvDirection::forward:
-      return {{ArgId::src, x_desc(), false, "x (input)"},
-              {ArgId::wei, w_desc(), false, "w (weights)"},
-              {ArgId::dst, y_desc(), true, "y (output)"}};
+    case ConvDirection::forward: {
+      std::vector<TensorArg> out = {{ArgId::src, x_desc(), false, "x (input)"},
+                                    {ArgId::wei, w_desc(), false, "w (weights)"}};
+      if (epilogue.bias) out.push_back({ArgId::bias, TensorDesc::contiguous(dtype, {k}), false, "bias"});
+      if (epilogue.residual) out.push_back({ArgId::src1, y_desc(), false, "residual"});
+      out.push_back({ArgId::dst, y_desc(), true, "y (output)"});
+      return out;
+    }
     case ConvDirection::backward_data:
       return {{ArgId::diff_dst, y_desc(), false, "dy (output gradient)"},
               {ArgId::wei, w_desc(), false, "w (weights)"},
@@ -203,6 +287,12 @@ std::string ConvProblem::bench_command(const runtime::Device& device, std::strin
   const char* f = direction == ConvDirection::forward ? "1" : direction == ConvDirection::backward_data ? "2" : "4";
   std::string line = "galley bench conv " + driver_flags() + " -F " + f + " --dtype " + galley::to_string(dtype) +
                      " --layout " + to_string(layout) + " --device " + device.name();
+  if (epilogue.bias) line += " --bias";
+  if (epilogue.residual) line += " --residual";
+  if (epilogue.activation) {
+    line += std::string(" --activ ") + to_string(*epilogue.activation) + " --alpha " + number(epilogue.alpha) +
+            " --beta " + number(epilogue.beta);
+  }
   if (!solver.empty()) line += " --solver " + std::string(solver);
   return line;
 }
@@ -213,6 +303,13 @@ std::size_t ConvProblem::hash() const noexcept {
                          groups, static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(layout),
                          static_cast<std::int64_t>(direction)}) {
     h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  if (!epilogue.empty()) {
+    const std::int64_t activ = epilogue.activation ? static_cast<std::int64_t>(*epilogue.activation) + 1 : 0;
+    const std::int64_t parts = (epilogue.bias ? 1 : 0) | (epilogue.residual ? 2 : 0) | (activ << 2);
+    const std::int64_t a = epilogue.alpha == 0 ? 0 : static_cast<std::int64_t>(std::hash<double>{}(epilogue.alpha));
+    const std::int64_t b = epilogue.beta == 0 ? 0 : static_cast<std::int64_t>(std::hash<double>{}(epilogue.beta));
+    for (std::int64_t v : {parts, a, b}) h ^= static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   }
   return static_cast<std::size_t>(h);
 }

@@ -6,6 +6,7 @@
 
 #include "core/quoted_input.hpp"
 #include "galley/core/error.hpp"
+#include "galley/dnn/activation.hpp"
 #include "galley/dnn/conv_problem.hpp"
 
 namespace galley::dnn {
@@ -103,6 +104,30 @@ constexpr FieldSpec kFields[] = {
     {'g', "-g", "--group_count", &ConvProblem::groups},
 };
 
+// An epilogue's activation parameter as the activ key writes it: the shortest text that reads back
+// as the same double, 'm' for '-' (the key's separator); -0 is written as 0.
+std::string key_number(double v) {
+  std::string s = "0";
+  if (v != 0) {
+    char text[64];
+    const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+    s = ec == std::errc() ? std::string(text, end) : std::string("nan");
+  }
+  for (char& c : s) {
+    if (c == '-') c = 'm';
+  }
+  return s;
+}
+
+bool parse_key_number(std::string_view text, double& out) {
+  std::string s(text);
+  for (char& c : s) {
+    if (c == 'm') c = '-';
+  }
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size() && key_number(out) == text;
+}
+
 }  // namespace
 
 std::string ConvProblem::key() const {
@@ -117,6 +142,14 @@ std::string ConvProblem::key() const {
     out += f.key;
     out += std::to_string(this->*f.member);
   }
+  if (epilogue.bias) out += "-bias";
+  if (epilogue.residual) out += "-res";
+  if (epilogue.activation) {
+    out += '-';
+    out += to_string(*epilogue.activation);
+    out += "-a" + key_number(epilogue.alpha);
+    out += "-b" + key_number(epilogue.beta);
+  }
   return out;
 }
 
@@ -127,8 +160,9 @@ ConvProblem ConvProblem::parse_key(std::string_view key) {
   };
   const auto parts = split(key, '-');
   constexpr std::size_t kParts = 4 + std::size(kFields);
-  if (parts.size() != kParts) {
-    fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want " + std::to_string(kParts));
+  if (parts.size() < kParts) {
+    fail("has " + std::to_string(parts.size()) + " '-'-separated parts, want " + std::to_string(kParts) +
+         " (then the epilogue's)");
   }
   ConvProblem p;
   if (parts[0] != "conv") fail("does not start with 'conv'");
@@ -156,6 +190,33 @@ ConvProblem ConvProblem::parse_key(std::string_view key) {
            "<integer>'");
     }
     p.*kFields[i].member = value;
+  }
+  // The epilogue: "bias", "res", "<activation>" "a<alpha>" "b<beta>", each optional, in this order.
+  std::size_t i = kParts;
+  if (i < parts.size() && parts[i] == "bias") {
+    p.epilogue.bias = true;
+    ++i;
+  }
+  if (i < parts.size() && parts[i] == "res") {
+    p.epilogue.residual = true;
+    ++i;
+  }
+  if (i < parts.size()) {
+    try {
+      p.epilogue.activation = parse_activation(parts[i]);
+    } catch (const Error& e) {
+      fail("epilogue part " + quoted_input(parts[i]) + " is not bias, res or an activation: " + e.what());
+    }
+    if (i + 3 != parts.size()) {
+      fail("the epilogue activation " + quoted_input(parts[i]) + " must be followed by exactly 'a<number>' and 'b<number>'");
+    }
+    const std::string_view a = parts[i + 1], b = parts[i + 2];
+    if (a.empty() || a.front() != 'a' || !parse_key_number(a.substr(1), p.epilogue.alpha)) {
+      fail("epilogue part " + quoted_input(a) + " is not 'a<number>'");
+    }
+    if (b.empty() || b.front() != 'b' || !parse_key_number(b.substr(1), p.epilogue.beta)) {
+      fail("epilogue part " + quoted_input(b) + " is not 'b<number>'");
+    }
   }
   p.validate();
   return p;

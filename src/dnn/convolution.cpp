@@ -1,5 +1,6 @@
 #include "galley/dnn/convolution.hpp"
 
+#include <cstddef>
 #include <string>
 
 #include "dnn/dispatch.hpp"
@@ -84,6 +85,31 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
   return static_cast<const ConvSolver&>(execute(
       op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver, report));
+}
+
+const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                      const Tensor& w, const Tensor* bias, const Tensor* residual, Tensor& y,
+                                      const ConvSolver* solver, CallReport* report) {
+  const char* op = "convolution_forward";
+  const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
+  const auto bad = [&](const std::string& why) { throw Error(Status::invalid_argument, std::string(op) + ": " + why); };
+  if (bias != nullptr && !p.epilogue.bias) bad("a bias tensor is given, but the problem's epilogue adds no bias");
+  if (bias == nullptr && p.epilogue.bias) bad("bias is missing: the problem's epilogue adds a bias");
+  if (residual != nullptr && !p.epilogue.residual) {
+    bad("a residual tensor is given, but the problem's epilogue adds no residual");
+  }
+  if (residual == nullptr && p.epilogue.residual) bad("residual is missing: the problem's epilogue adds a residual");
+  if (residual != nullptr && residual->defined() && y.defined()) {
+    // Solvers write y while the residual is still being read; an overlap would read written values.
+    const auto* r0 = static_cast<const std::byte*>(residual->data());
+    const auto* y0 = static_cast<const std::byte*>(y.data());
+    const std::size_t bytes = p.y_desc().bytes();
+    if (r0 < y0 + bytes && y0 < r0 + bytes) bad("residual overlaps y (output); give the residual its own memory");
+  }
+  return static_cast<const ConvSolver&>(execute(
+      op, stream, ProblemRef::of(p),
+      {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::bias, bias}, {ArgId::src1, residual}, {ArgId::dst, &y}}, solver,
+      report));
 }
 
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "dnn/activation_dispatch.hpp"
 #include "dnn/reference_threads.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/conv_solver.hpp"
@@ -37,20 +38,30 @@ class RefConvDirect final : public ConvSolver {
 
   void run(runtime::Stream& stream, const ConvProblem& problem, const ConvArgs& args) const override {
     stream.launch(name(), [&] {
-      stream.host_task([problem, args] { reference_conv_forward(problem, args.x, args.w, args.y); });
+      stream.host_task([problem, args] {
+        reference_conv_forward(problem, args.x, args.w, args.y, args.bias, args.residual);
+      });
     });
   }
 
   bool is_reference() const override { return true; }
+  bool implements_fused_parts() const override { return true; }
 };
 
 }  // namespace
 
-void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, void* y) {
+void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, void* y, const void* bias,
+                            const void* residual) {
   p.validate();
   if (p.direction != ConvDirection::forward) {
     throw Error(Status::unsupported, std::string("reference_conv_forward: direction ") +
                                          to_string(p.direction) + " is not forward");
+  }
+  if (p.epilogue.bias && bias == nullptr) {
+    throw Error(Status::invalid_argument, "reference_conv_forward: the problem adds a bias but bias is null");
+  }
+  if (p.epilogue.residual && residual == nullptr) {
+    throw Error(Status::invalid_argument, "reference_conv_forward: the problem adds a residual but residual is null");
   }
   const std::int64_t n = p.n, c = p.c, h = p.h, wd = p.w, k = p.k, fy = p.y, fx = p.x;
   const std::int64_t g = p.groups, cg = c / g, kg = k / g;
@@ -84,6 +95,29 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
     }
   }
 
+  // The epilogue's inputs as floats (exact for every storage type), y's layout for the residual.
+  std::vector<float> bias_f, residual_f;
+  if (p.epilogue.bias) {
+    bias_f.resize(static_cast<std::size_t>(k));
+    to_float(p.dtype, bias, bias_f.data(), k);
+  }
+  if (p.epilogue.residual) {
+    residual_f.resize(static_cast<std::size_t>(n * k * ho * wo));
+    to_float(p.dtype, residual, residual_f.data(), n * k * ho * wo);
+  }
+  const auto finish = [&](double acc, std::int64_t in, std::int64_t oh, std::int64_t ow, std::int64_t ok) {
+    if (p.epilogue.bias) acc += bias_f[static_cast<std::size_t>(ok)];
+    if (p.epilogue.residual) {
+      const std::int64_t at = nchw ? ((in * k + ok) * ho + oh) * wo + ow : ((in * ho + oh) * wo + ow) * k + ok;
+      acc += residual_f[static_cast<std::size_t>(at)];
+    }
+    if (p.epilogue.activation) {
+      acc = with_activation<double>(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta,
+                                    [acc](const auto& f) { return f.forward(acc); });
+    }
+    return static_cast<float>(acc);
+  };
+
   const std::size_t elem = size_of(p.dtype);
   auto* out = static_cast<std::byte*>(y);
   // One task per output row (n, ho): rows are independent and write disjoint elements.
@@ -112,8 +146,7 @@ void reference_conv_forward(const ConvProblem& p, const void* x, const void* w, 
             for (; ic < cg; ++ic) acc[0] += static_cast<double>(xp[ic]) * wp[ic];
           }
         }
-        values[static_cast<std::size_t>(ow * k + ok)] =
-            static_cast<float>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        values[static_cast<std::size_t>(ow * k + ok)] = finish((acc[0] + acc[1]) + (acc[2] + acc[3]), in, oh, ow, ok);
       }
     }
     // Round once to the storage type and scatter into the row's place in y.

@@ -45,7 +45,8 @@ Comparison compare_outputs(DType dtype, const void* got, const void* ref, std::i
 /// is 5e-4 resp. 4e-3 relative).
 double conv_tolerance(DType dtype);
 /// The tolerance for one problem: conv_tolerance(dtype), widened for fp32 problems whose outputs
-/// sum more than 1024 products by sqrt(products / 1024), the growth of a correct fp32 sum's rounding.
+/// sum more than 1024 products by sqrt(products / 1024), the growth of a correct fp32 sum's rounding,
+/// and by 8 for an epilogue activation with bounded outputs (clip, sigmoid, tanh, hardsigmoid).
 double conv_tolerance(const ConvProblem& problem);
 
 }  // namespace galley::dnn

@@ -187,6 +187,12 @@ TEST_P(ConvCheck, EverySolverClaimsPartOfTheGrid) {
                {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights}) {
             p.dtype = d, p.layout = l, p.direction = dir;
             claimed += s->check(p, *device) ? 1 : 0;
+            // The unfused sequence takes fused problems only (conv_epilogue_test checks them all).
+            if (dir == ConvDirection::forward) {
+              ConvProblem fused = p;
+              fused.epilogue = ConvEpilogue::with(Activation::relu, true, true);
+              claimed += s->name().ends_with(".conv.unfused") && s->check_any(ProblemRef::of(fused), *device) ? 1 : 0;
+            }
           }
         }
       }

@@ -62,7 +62,35 @@ struct ConvBenchArgs {
   std::string dtype, layout, device, solver, file;
   bool all_solvers = false;
   bool json = false;
+  // The fused epilogue (forward only): y = activ(conv + bias + residual).
+  bool bias = false;
+  bool residual = false;
+  std::string activ;
+  double alpha = 0, beta = 0;
 };
+
+// The epilogue the flags ask for; empty without --bias, --residual and --activ. --alpha/--beta
+// default to the activation's PyTorch parameters.
+dnn::ConvEpilogue epilogue_from(const ConvBenchArgs& args, const CLI::App& cmd) {
+  dnn::ConvEpilogue e;
+  e.bias = args.bias;
+  e.residual = args.residual;
+  const bool given_alpha = cmd.count("--alpha") > 0, given_beta = cmd.count("--beta") > 0;
+  if (args.activ.empty()) {
+    if (given_alpha || given_beta) {
+      throw Error(Status::invalid_argument, "--alpha and --beta are parameters of --activ, which is not given");
+    }
+    return e;
+  }
+  if (args.activ.size() > kQuotedInputChars) {
+    throw Error(Status::invalid_argument, "--activ " + quoted_input(args.activ) + " is not an activation");
+  }
+  const dnn::Activation a = dnn::parse_activation(args.activ);
+  e.activation = a;
+  e.alpha = given_alpha ? args.alpha : dnn::default_alpha(a);
+  e.beta = given_beta ? args.beta : dnn::default_beta(a);
+  return e;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -286,7 +314,13 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   if (cmd.count("--tolerance") > 0 && args.verify != 1) {
     throw Error(Status::invalid_argument, "--tolerance needs -V 1: it is the pass mark of the verification");
   }
-  const auto problems = with_directions(problems_from(args, cmd), args.direction, cmd.count("-F") > 0);
+  auto problems = with_directions(problems_from(args, cmd), args.direction, cmd.count("-F") > 0);
+  if (const dnn::ConvEpilogue e = epilogue_from(args, cmd); !e.empty()) {
+    for (ProblemLine& line : problems) {
+      line.problem.epilogue = e;
+      line.problem.validate();  // a backward direction, or parameters the activation does not take
+    }
+  }
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
   const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
@@ -371,6 +405,16 @@ const bool registered = register_command([](CLI::App& root) {
   cmd->add_flag("--all-solvers", args->all_solvers, "time every applicable solver except the reference");
   cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem, '# tag' kept");
   cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_flag("--bias", args->bias, "fused epilogue: add a bias per output channel (forward only)");
+  cmd->add_flag("--residual", args->residual, "fused epilogue: add a tensor shaped as y (forward only)");
+  cmd->add_option("--activ", args->activ,
+                  "fused epilogue: apply this activation last (relu, leaky_relu, clip, elu, sigmoid, tanh, "
+                  "gelu_erf, gelu_tanh, silu, hardswish, hardsigmoid)");
+  cmd->add_option("--alpha", args->alpha,
+                  "the activation's alpha (leaky_relu's slope, clip's lower bound, elu's alpha; default PyTorch's)")
+      ->check(number_in(-1e30, false, 1e30));
+  cmd->add_option("--beta", args->beta, "the activation's beta (clip's upper bound; default PyTorch's)")
+      ->check(number_in(-1e30, false, 1e30));
   cmd->callback([args, cmd] { set_exit_code(run_bench_conv(*args, *cmd)); });
 });
 

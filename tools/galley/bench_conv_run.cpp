@@ -36,7 +36,9 @@ void reference(const dnn::ConvProblem& p, const std::vector<std::vector<std::byt
   };
   switch (p.direction) {
     case dnn::ConvDirection::forward:
-      dnn::reference_conv_forward(p, input(dnn::ArgId::src), input(dnn::ArgId::wei), out.data());
+      dnn::reference_conv_forward(p, input(dnn::ArgId::src), input(dnn::ArgId::wei), out.data(),
+                                  p.epilogue.bias ? input(dnn::ArgId::bias) : nullptr,
+                                  p.epilogue.residual ? input(dnn::ArgId::src1) : nullptr);
       return;
     case dnn::ConvDirection::backward_data:
       dnn::reference_conv_backward_data(p, input(dnn::ArgId::diff_dst), input(dnn::ArgId::wei), out.data());
@@ -137,7 +139,8 @@ ConvBenchProblem bench_conv_problem(runtime::Stream& stream, const dnn::ConvProb
   const runtime::Device& device = stream.device();
   std::vector<const dnn::ConvSolver*> runnable;
   for (const dnn::ConvSolver* s : solvers) {
-    const dnn::Applicability a = s->check(p, device);
+    // check_any: it also refuses a fused epilogue for the solvers that do not implement one.
+    const dnn::Applicability a = s->check_any(dnn::ProblemRef::of(p), device);
     if (a) {
       runnable.push_back(s);
     } else {

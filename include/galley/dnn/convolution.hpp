@@ -54,6 +54,16 @@ const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvP
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
                                                const Tensor& dy, Tensor& dw, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 
+/// The fused forward: y = activation(conv(x, w) + bias[k] + residual) as problem.epilogue says
+/// (see ConvEpilogue). `bias` (a [K] tensor of the problem's dtype) and `residual` (shaped as y)
+/// are given exactly when the epilogue has them and are null otherwise; a tensor given for a part
+/// the epilogue lacks, one missing for a part it has, a mismatched one, or a residual overlapping y
+/// is Error(invalid_argument) naming it. With `solver` null the tuner chooses among the fused
+/// solvers and the unfused sequence (`<backend>.conv.unfused`).
+const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
+                                      const Tensor& w, const Tensor* bias, const Tensor* residual, Tensor& y,
+                                      const ConvSolver* solver = nullptr, CallReport* report = nullptr);
+
 /// The solver a call would get without a tuner: the first in `device`'s backend list whose check()
 /// says yes for `problem` (its direction as given). Throws Error(unsupported) listing every
 /// solver's reason when none does.

@@ -2,6 +2,7 @@
 // implementation lists): one base for every op kind, typed per problem by Solver<P>.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -93,7 +94,24 @@ class Solver : public SolverBase {
     return params.empty();
   }
 
-  Applicability check_any(ProblemRef p, const runtime::Device& d) const final { return check(p.as<P>(), d); }
+  /// A problem may carry fused parts that only some solvers implement (a convolution's epilogue):
+  /// P says so with `std::string fused_parts() const`, empty when it has none. check_any() refuses
+  /// such a problem for every solver that does not return true here, so a part added to a problem
+  /// can never be dropped silently by a solver written before it. Solvers that return true check
+  /// the parts themselves in check().
+  virtual bool implements_fused_parts() const { return false; }
+
+  Applicability check_any(ProblemRef p, const runtime::Device& d) const final {
+    const P& problem = p.as<P>();
+    if constexpr (requires { { problem.fused_parts() } -> std::convertible_to<std::string>; }) {
+      if (!implements_fused_parts()) {
+        if (std::string parts = problem.fused_parts(); !parts.empty()) {
+          return Applicability::no("does not implement the " + std::move(parts));
+        }
+      }
+    }
+    return check(problem, d);
+  }
   std::size_t workspace_bytes_any(ProblemRef p, const runtime::Device& d, const void* config) const final {
     return workspace_bytes_with(p.as<P>(), d, config);
   }

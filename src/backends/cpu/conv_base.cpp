@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
 
@@ -42,6 +43,12 @@ dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const r
   return check_f32(problem);
 }
 
+void CpuConvSolver::compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                                      void* ws, const ConvEpilogueRunner& epilogue) const {
+  compute_f32(problem, x, w, y, ws);
+  epilogue.apply(0, problem.n, y, y);
+}
+
 std::int64_t CpuConvSolver::images_per_chunk(const dnn::ConvProblem& p) const {
   const std::size_t per_image = (elems_x(p) + elems_y(p)) / static_cast<std::size_t>(p.n) * sizeof(float);
   const auto fit = static_cast<std::int64_t>(kLowPrecisionChunkBytes / std::max<std::size_t>(per_image, 1));
@@ -60,9 +67,15 @@ std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem, cons
 }
 
 void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
+  const ConvEpilogueRunner epilogue(problem, args.bias, args.residual);
   if (problem.dtype == DType::f32) {
-    compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                static_cast<float*>(args.y), args.workspace);
+    if (epilogue.empty()) {
+      compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                  static_cast<float*>(args.y), args.workspace);
+    } else {
+      compute_f32_fused(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                        static_cast<float*>(args.y), args.workspace, epilogue);
+    }
     return;
   }
   // Low precision: convert the weights once, then stage chunks of whole images (contiguous in
@@ -86,8 +99,12 @@ void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs
     convert_to_f32(problem.dtype, static_cast<const char*>(args.x) + offset * x_image * esize, x32,
                    x_image * static_cast<std::size_t>(count));
     compute_f32(chunk, x32, w32, y32, inner);
-    convert_from_f32(problem.dtype, y32, static_cast<char*>(args.y) + offset * y_image * esize,
-                     y_image * static_cast<std::size_t>(count));
+    char* const out = static_cast<char*>(args.y) + offset * y_image * esize;
+    if (epilogue.empty()) {
+      convert_from_f32(problem.dtype, y32, out, y_image * static_cast<std::size_t>(count));
+    } else {
+      epilogue.apply(n0, count, y32, out);  // in the rounding pass, while the chunk is in cache
+    }
   }
 }
 
@@ -100,6 +117,10 @@ void CpuConvSolver::run(runtime::Stream& stream, const dnn::ConvProblem& problem
   if (args.x == nullptr) throw Error(Status::invalid_argument, op + ": x is null");
   if (args.w == nullptr) throw Error(Status::invalid_argument, op + ": w is null");
   if (args.y == nullptr) throw Error(Status::invalid_argument, op + ": y is null");
+  if (problem.epilogue.bias && args.bias == nullptr) throw Error(Status::invalid_argument, op + ": bias is null");
+  if (problem.epilogue.residual && args.residual == nullptr) {
+    throw Error(Status::invalid_argument, op + ": residual is null");
+  }
   const std::size_t need = workspace_bytes(problem, stream.device());
   if (need > 0 && (args.workspace == nullptr || args.workspace_bytes < need)) {
     throw Error(Status::invalid_argument, op + ": workspace of " + std::to_string(args.workspace_bytes) +

@@ -1,12 +1,13 @@
 // The common frame of the cpu conv solvers: device/direction/dtype checks, f16/bf16 staging
-// through f32 workspace, argument checks and the host-task launch. A solver supplies only its
-// f32 algorithm: check_f32, f32_workspace_bytes and compute_f32.
+// through f32 workspace, the fused epilogue (conv_epilogue.hpp), argument checks and the host-task
+// launch. A solver supplies only its f32 algorithm: check_f32, f32_workspace_bytes and compute_f32.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
+#include "backends/cpu/conv_epilogue.hpp"
 #include "galley/dnn/conv_solver.hpp"
 
 namespace galley::backends::cpu {
@@ -93,6 +94,9 @@ class CpuConvSolver : public dnn::ConvSolver {
   /// Checks the arguments now (Error(invalid_argument) naming the bad one) and enqueues the work
   /// as one host task on `stream`.
   void run(runtime::Stream& stream, const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const final;
+  /// Every forward algorithm here takes a fused epilogue: compute() applies it to each chunk of
+  /// outputs through ConvEpilogueRunner (conv_epilogue.hpp).
+  bool implements_fused_parts() const final { return true; }
 
   /// The whole convolution, synchronously on the calling thread and the pool. run() calls this
   /// from its host task; benchmarks and tests may call it directly.
@@ -109,6 +113,10 @@ class CpuConvSolver : public dnn::ConvSolver {
   /// The convolution on packed f32 tensors in problem.layout. `ws` holds f32_workspace_bytes.
   virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
                            void* ws) const = 0;
+  /// compute_f32 with an f32 problem's fused epilogue: by default one pass after it; an algorithm
+  /// that can apply it to each output tile while the tile is in cache overrides this.
+  virtual void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                                 const ConvEpilogueRunner& epilogue) const;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

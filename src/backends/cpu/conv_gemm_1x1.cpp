@@ -61,11 +61,23 @@ class ConvGemm1x1 final : public CpuConvSolver {
   }
 
   void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws) const override {
+    compute(p, x, w, y, ws, nullptr);
+  }
+  // The epilogue on each GEMM's output block as soon as it is written.
+  void compute_f32_fused(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
+                         const ConvEpilogueRunner& epilogue) const override {
+    compute(p, x, w, y, ws, &epilogue);
+  }
+
+ private:
+  static void compute(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
+                      const ConvEpilogueRunner* epilogue) {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
     const std::int64_t workers = gemm_workers();
     if (batched(s)) {
       compute_batched(s, x, w, y, ws);
+      if (epilogue != nullptr) epilogue->apply(0, s.n, y, y);
       return;
     }
     if (!s.nhwc) {
@@ -78,8 +90,10 @@ class ConvGemm1x1 final : public CpuConvSolver {
           const std::int64_t col = t % cols, ng = t / cols;
           const std::int64_t gi = ng % s.g, n = ng / s.g;
           const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
+          float* const tile = y + (n * s.k + gi * s.kg) * hw + c0;
           sgemm(false, false, s.kg, c1 - c0, s.cg, 1.0f, w + gi * s.kg * s.cg, s.cg,
-                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, y + (n * s.k + gi * s.kg) * hw + c0, hw);
+                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw);
+          if (epilogue != nullptr) epilogue->apply_tile(tile, hw, n, gi * s.kg, c0, s.kg, c1 - c0);
         }
       });
       return;
@@ -90,13 +104,14 @@ class ConvGemm1x1 final : public CpuConvSolver {
       for (std::int64_t t = lo; t < hi; ++t) {
         const std::int64_t blk = t % rows, gi = t / rows;
         const std::int64_t r0 = rows_total * blk / rows, r1 = rows_total * (blk + 1) / rows;
+        float* const tile = y + r0 * s.k + gi * s.kg;
         sgemm(false, true, r1 - r0, s.kg, s.cg, 1.0f, x + r0 * s.c + gi * s.cg, s.c, w + gi * s.kg * s.cg, s.cg,
-              0.0f, y + r0 * s.k + gi * s.kg, s.k);
+              0.0f, tile, s.k);
+        if (epilogue != nullptr) epilogue->apply_tile(tile, s.k, 0, gi * s.kg, r0, r1 - r0, s.kg);
       }
     });
   }
 
- private:
   static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws) {
     const std::int64_t hw = s.h * s.w, images = images_per_gemm(s);
     auto* gathered = static_cast<float*>(ws);

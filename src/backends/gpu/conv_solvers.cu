@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "conv_device.cuh"
+#include "conv_epilogue.hpp"
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
@@ -64,7 +65,9 @@ class PlanMemo {
   explicit PlanMemo(Planner planner) : planner_(planner) {}
 
   Plan get(const ConvProblem& p, const runtime::Device& device) const {
-    const ProblemKey key{device.index(), p};
+    // The epilogue does not change the plan: a fused problem shares its plain problem's plan
+    // (igemm_tc's first plan of a problem times kernels).
+    const ProblemKey key{device.index(), p.plain()};
     {
       std::shared_lock lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
@@ -85,6 +88,8 @@ class GpuSolver : public dnn::ConvSolver {
  public:
   GpuSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
+  // Every forward solver here runs the fused epilogue after its kernels (enqueue_fused).
+  bool implements_fused_parts() const final { return true; }
 
  protected:
   // What every single-source solver needs; empty when fine, else the reason.
@@ -108,10 +113,14 @@ class GpuSolver : public dnn::ConvSolver {
       throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
                                                 " bytes, needs " + std::to_string(needed));
   }
-  void enqueue(runtime::Stream& stream, const std::function<void(void*)>& body) const {
+  // The solver's kernels (`body`), then the problem's fused epilogue, if any, as one pass over y on
+  // the same stream (conv_epilogue.hpp).
+  void enqueue_fused(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+                     const std::function<void(void*)>& body) const {
     stream.launch(name_, [&] {
       ScopedDevice device(stream.device().index());
       body(stream.native_handle());
+      launch_conv_epilogue(p, a.y, a.bias, a.residual, stream.native_handle());
     });
   }
 
@@ -127,7 +136,7 @@ class DirectSolver final : public GpuSolver {
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    enqueue(stream, [&](void* s) { launch_conv_direct(cp, a.x, a.w, a.y, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_direct(cp, a.x, a.w, a.y, s); });
   }
   std::string detail(const ConvProblem&, const runtime::Device&) const override {
     return "one thread per output, 64-bit indexing";
@@ -145,7 +154,7 @@ class DepthwiseSolver final : public GpuSolver {
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    enqueue(stream, [&](void* s) { launch_conv_depthwise(cp, a.x, a.w, a.y, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_depthwise(cp, a.x, a.w, a.y, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device&) const override {
     return depthwise_detail(make_params(p));
@@ -170,7 +179,7 @@ class GroupedSolver final : public GpuSolver {
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
-    enqueue(stream, [&](void* s) { launch_conv_grouped(cp, a.x, a.w, a.y, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_grouped(cp, a.x, a.w, a.y, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device&) const override {
     return grouped_detail(make_params(p));
@@ -192,7 +201,7 @@ class IgemmF32Solver final : public GpuSolver {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
@@ -216,7 +225,7 @@ class Gemm1x1KernelSolver : public GpuSolver {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
 
  protected:
@@ -288,7 +297,7 @@ class IgemmTcSolverBase : public GpuSolver {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launcher_(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launcher_(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
     return igemm_tc_tuned_params(make_params(p), device_info(device).sm_count);
@@ -357,7 +366,7 @@ class WinogradSolver final : public GpuSolver {
     const ConvParams cp = make_params(p);
     const WinogradPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue(stream, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const WinogradPlan plan = plans_.get(p, device);

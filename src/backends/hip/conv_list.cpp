@@ -3,6 +3,7 @@
 // kernels last.
 #include "backends/gpu/conv_solvers.hpp"
 #include "backends/gpu/op_lists.hpp"
+#include "dnn/conv_unfused.hpp"
 
 namespace galley::backends::gpu {
 
@@ -26,6 +27,8 @@ void register_conv_list() {
   list.push_back(make_conv_direct(b));
   list.push_back(make_conv_bwd_data_direct(b));
   list.push_back(make_conv_bwd_weights_direct(b));
+  // A fused epilogue that no kernel above takes runs as the unfused sequence.
+  list.push_back(dnn::make_conv_unfused(b));
   dnn::register_solvers(b, dnn::OpKind::conv, std::move(list));
 }
 

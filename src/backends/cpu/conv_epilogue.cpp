@@ -1,0 +1,147 @@
+#include "backends/cpu/conv_epilogue.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "backends/cpu/activ_vector_math.hpp"
+#include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/thread_pool.hpp"
+#include "dnn/activation_dispatch.hpp"
+
+namespace galley::backends::cpu {
+namespace {
+
+struct EpilogueIsa {};
+using Math = VectorMath<EpilogueIsa>;
+
+struct Identity {
+  float forward(float v) const { return v; }
+};
+
+// Elements handled as one run (NHWC: rounded down to whole pixels, at least one): a low-precision
+// residual is converted run by run, and the result rounded run by run while it is in cache.
+constexpr std::int64_t kRow = 512;
+
+// y[i] = f(y[i] + bias + residual[i]) over one contiguous run, where bias is one channel's value
+// (NCHW: kVectorBias false, bias[0]) or a vector over channels (NHWC: bias[i]). Each case its own
+// loop with unit strides only, so the compiler vectorises all of them.
+template <bool kVectorBias, class F>
+void run_row(const F& f, float* __restrict y, std::int64_t len, const float* __restrict bias,
+             const float* __restrict residual) {
+  if (bias != nullptr && residual != nullptr) {
+    if constexpr (kVectorBias) {
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i] + residual[i]);
+    } else {
+      const float b = bias[0];
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + b + residual[i]);
+    }
+  } else if (bias != nullptr) {
+    if constexpr (kVectorBias) {
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + bias[i]);
+    } else {
+      const float b = bias[0];
+      for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + b);
+    }
+  } else if (residual != nullptr) {
+    for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i] + residual[i]);
+  } else {
+    for (std::int64_t i = 0; i < len; ++i) y[i] = f.forward(y[i]);
+  }
+}
+
+}  // namespace
+
+ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const void* bias,
+                                       const void* residual)
+    : problem_(problem), residual_(problem.epilogue.residual ? residual : nullptr) {
+  if (problem.epilogue.bias) {
+    bias_.resize(static_cast<std::size_t>(problem.k));
+    convert_to_f32(problem.dtype, bias, bias_.data(), bias_.size());
+  }
+}
+
+void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, void* out) const {
+  const dnn::ConvProblem& p = problem_;
+  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const bool nchw = p.layout == dnn::Layout::nchw;
+  const std::size_t esize = size_of(p.dtype);
+  const bool f32 = p.dtype == DType::f32;
+  // Work items: rows of one channel (NCHW) or of whole pixels (NHWC), cut into runs of <= kRow
+  // elements (whole pixels for NHWC, so a run's bias index starts at channel 0).
+  const std::int64_t run_len = nchw ? kRow : std::max<std::int64_t>(1, kRow / k) * k;
+  const std::int64_t plane = nchw ? pixels : pixels * k;  // elements of one row (n, k) or image n
+  const std::int64_t rows = nchw ? count * k : count;
+  const std::int64_t runs_per_row = (plane + run_len - 1) / run_len;
+  const auto body = [&](const auto& f) {
+    parallel_for(0, rows * runs_per_row, [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<float> res(f32 || residual_ == nullptr ? 0 : static_cast<std::size_t>(run_len));
+      for (std::int64_t t = lo; t < hi; ++t) {
+        const std::int64_t row = t / runs_per_row, start = t % runs_per_row * run_len;
+        const std::int64_t len = std::min(run_len, plane - start);
+        const std::int64_t at = row * plane + start;  // element index within these images
+        float* y = y32 + at;
+        const float* residual = nullptr;
+        if (residual_ != nullptr) {
+          const std::size_t global = static_cast<std::size_t>(n0 * (nchw ? k * pixels : pixels * k) + at);
+          if (f32) {
+            residual = static_cast<const float*>(residual_) + global;
+          } else {
+            convert_to_f32(p.dtype, static_cast<const char*>(residual_) + global * esize, res.data(),
+                           static_cast<std::size_t>(len));
+            residual = res.data();
+          }
+        }
+        const float* bias =
+            bias_.empty() ? nullptr : (nchw ? &bias_[static_cast<std::size_t>(row % k)] : bias_.data());
+        // NHWC runs are whole pixels: the bias index is i % k, unrolled as pixels of k channels.
+        if (nchw || bias == nullptr) {
+          run_row<false>(f, y, len, bias, residual);
+        } else {
+          for (std::int64_t px = 0; px < len; px += k) {
+            run_row<true>(f, y + px, k, bias, residual != nullptr ? residual + px : nullptr);
+          }
+        }
+        if (out != static_cast<void*>(y32)) {
+          convert_from_f32(p.dtype, y, static_cast<char*>(out) + static_cast<std::size_t>(at) * esize,
+                           static_cast<std::size_t>(len));
+        }
+      }
+    });
+  };
+  if (p.epilogue.activation) {
+    dnn::with_activation<float, Math>(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta,
+                                      [&](const auto& f) { body(f); });
+  } else {
+    body(Identity{});
+  }
+}
+
+void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0,
+                                    std::int64_t p0, std::int64_t rows, std::int64_t cols) const {
+  const dnn::ConvProblem& p = problem_;
+  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const bool nchw = p.layout == dnn::Layout::nchw;
+  const auto* residual = static_cast<const float*>(residual_);
+  const auto body = [&](const auto& f) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = y + r * ld;
+      if (nchw) {
+        const std::int64_t kk = k0 + r;
+        const float* res = residual != nullptr ? residual + (n * k + kk) * pixels + p0 : nullptr;
+        run_row<false>(f, row, cols, bias_.empty() ? nullptr : &bias_[static_cast<std::size_t>(kk)], res);
+      } else {
+        const float* res = residual != nullptr ? residual + (p0 + r) * k + k0 : nullptr;
+        run_row<true>(f, row, cols, bias_.empty() ? nullptr : bias_.data() + k0, res);
+      }
+    }
+  };
+  if (p.epilogue.activation) {
+    dnn::with_activation<float, Math>(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta,
+                                      [&](const auto& f) { body(f); });
+  } else {
+    body(Identity{});
+  }
+}
+
+}  // namespace galley::backends::cpu

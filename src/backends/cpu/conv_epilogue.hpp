@@ -1,0 +1,39 @@
+// The fused epilogue of the cpu conv solvers, y = act(conv + bias[k] + residual) (see
+// dnn::ConvEpilogue), written once for all of them: applied to the f32 outputs of a chunk of images
+// right after the solver computed them and in the same pass that rounds them to f16/bf16, so a
+// fused call reads and writes y once where the unfused sequence makes three more passes over it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "galley/dnn/conv_problem.hpp"
+
+namespace galley::backends::cpu {
+
+class ConvEpilogueRunner {
+ public:
+  /// `bias` ([K]) and `residual` (shaped as y) in the problem's dtype, as the epilogue needs them.
+  ConvEpilogueRunner(const dnn::ConvProblem& problem, const void* bias, const void* residual);
+
+  bool empty() const { return problem_.epilogue.empty(); }
+
+  /// Applies the epilogue to the f32 outputs `y32` of images [n0, n0 + count) (packed in the
+  /// problem's layout, image n0 first) and stores them at `out` in the problem's dtype, `out`
+  /// pointing at image n0 of y. For f32, `out` may be `y32` itself. Parallel over the pool.
+  void apply(std::int64_t n0, std::int64_t count, float* y32, void* out) const;
+
+  /// For an f32 problem, applies the epilogue in place to one output tile a solver has just
+  /// written, while it is in cache. NCHW: `rows` channels from k0 of image n, each `cols` pixels
+  /// from pixel p0, rows `ld` floats apart. NHWC: `rows` pixels of the whole batch from pixel
+  /// index p0 (n * ho * wo + pixel; `n` ignored), each `cols` channels from k0, rows `ld` apart.
+  void apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0, std::int64_t p0,
+                  std::int64_t rows, std::int64_t cols) const;
+
+ private:
+  dnn::ConvProblem problem_;
+  std::vector<float> bias_;  // f32 copy, empty without a bias
+  const void* residual_;     // in the problem's dtype
+};
+
+}  // namespace galley::backends::cpu
