@@ -1,68 +1,65 @@
-// galley.FusedConv (the conv-fusion pass's node): Y = activation(conv(X, W) + B + R). For now it
-// runs as the separate op-layer calls an unfused graph makes (conv, bias add, residual add,
-// activation, each in place on Y); a conv entry point with a fused epilogue replaces run() alone.
+// galley.FusedConv (the conv-fusion pass's node): Y = activation(conv(X, W) + B + R), one
+// convolution_forward call with the fused epilogue; the tuner chooses between the solvers that
+// apply it and the unfused sequence (<backend>.conv.unfused).
 #include "galley/dnn/activation.hpp"
+#include "galley/dnn/convolution.hpp"
 #include "model/lower_conv.hpp"
 
 namespace galley::model::detail {
 namespace {
 
-// The epilogue's activation problem on Y, or nothing for "activation" = "".
-std::optional<dnn::ActivProblem> epilogue_activation(const LoweringContext& ctx, const dnn::TensorDesc& y) {
+// The epilogue's activation from the node's "activation" attribute ("" for none), with the
+// activation op's parameters (alpha: leaky relu's slope, elu's alpha, clip's min; beta: clip's max).
+std::optional<dnn::Activation> epilogue_activation(const LoweringContext& ctx) {
   const std::string name = ctx.node.string_attr("activation", "");
-  const double alpha = ctx.node.float_attr("activation_alpha", 0),
-               beta = ctx.node.float_attr("activation_beta", 0);
   using A = dnn::Activation;
-  std::optional<dnn::ActivProblem> p;
-  if (name.empty()) return p;
-  if (name == "Relu")
-    p = activation_problem(ctx.node, A::relu, y, 0, 0);
-  else if (name == "LeakyRelu")
-    p = activation_problem(ctx.node, A::leaky_relu, y, alpha, 0);
-  else if (name == "Elu")
-    p = activation_problem(ctx.node, A::elu, y, alpha, 0);
-  else if (name == "Clip")
-    p = activation_problem(ctx.node, A::clip, y, alpha, beta);
-  else if (name == "Sigmoid")
-    p = activation_problem(ctx.node, A::sigmoid, y, 0, 0);
-  else if (name == "Tanh")
-    p = activation_problem(ctx.node, A::tanh, y, 0, 0);
-  else if (name == "HardSwish")
-    p = activation_problem(ctx.node, A::hardswish, y, 0, 0);
-  else
-    ctx.fail("attribute 'activation' = '" + name + "' is not an epilogue activation");
-  p->validate();
-  return p;
+  if (name.empty()) return std::nullopt;
+  if (name == "Relu") return A::relu;
+  if (name == "LeakyRelu") return A::leaky_relu;
+  if (name == "Elu") return A::elu;
+  if (name == "Clip") return A::clip;
+  if (name == "Sigmoid") return A::sigmoid;
+  if (name == "Tanh") return A::tanh;
+  if (name == "HardSwish") return A::hardswish;
+  ctx.fail("attribute 'activation' = '" + name + "' is not an epilogue activation");
 }
 
 LoweredNode fused_conv(const LoweringContext& ctx) {
-  const dnn::ConvProblem p = conv_problem(ctx);
-  const bool bias = ctx.has_input(2), residual = ctx.has_input(3);
-  const dnn::TensorDesc y = p.y_desc();
-  const auto act = epilogue_activation(ctx, y);
-  const dnn::EltwiseProblem add{.op = dnn::EltwiseOp::add,
-                                .a = {p.n, p.k, p.out_h(), p.out_w()},
-                                .b = {p.n, p.k, p.out_h(), p.out_w()},
-                                .dtype = p.dtype,
-                                .layout = p.layout};
-  if (residual) add.validate();
+  dnn::ConvProblem p = conv_problem(ctx);
+  p.epilogue.bias = ctx.has_input(2);
+  p.epilogue.residual = ctx.has_input(3);
+  p.epilogue.activation = epilogue_activation(ctx);
+  if (p.epilogue.activation) {
+    const auto a = *p.epilogue.activation;
+    using A = dnn::Activation;
+    const bool has_alpha = a == A::leaky_relu || a == A::elu || a == A::clip;
+    p.epilogue.alpha = has_alpha ? ctx.node.float_attr("activation_alpha", 0) : 0;
+    p.epilogue.beta = a == A::clip ? ctx.node.float_attr("activation_beta", 0) : 0;
+  }
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    ctx.fail(e.what());
+  }
   LoweredNode out;
-  out.output_descs.push_back(y);
-  out.run = [p, bias, residual, act, add](RunContext& rc) {
+  out.output_descs.push_back(p.y_desc());
+  out.run = [p](RunContext& rc) {
     Tensor& y = *rc.outputs[0];
-    run_conv(rc, p, *rc.inputs[0], *rc.inputs[1], bias ? rc.inputs[2] : nullptr, y);
-    if (residual) {
-      dnn::CallReport r;
-      const Tensor& res = *rc.inputs[3];
-      const Tensor rv = Tensor::wrap(res.device(), add.b_desc(), res.data(), res.storage_bytes());
-      dnn::eltwise_forward(rc.stream, add, y, rv, y, nullptr, &r);
-      rc.report.solver += " + " + r.solver;
+    const Tensor& w = *rc.inputs[1];
+    // Constants are uploaded row-major in their logical shape; under NHWC the layout pass stored
+    // the weights' bytes as K, Y, X, C, which the problem's descriptor reads.
+    const Tensor wv = Tensor::wrap(w.device(), p.w_desc(), w.data(), w.storage_bytes());
+    std::optional<Tensor> bias, residual;
+    if (p.epilogue.bias) {
+      const Tensor& b = *rc.inputs[2];
+      bias = Tensor::wrap(b.device(), dnn::TensorDesc::contiguous(p.dtype, {p.k}), b.data(), b.storage_bytes());
     }
-    if (act) {
-      dnn::CallReport r;
-      dnn::activation_forward(rc.stream, *act, y, y, nullptr, &r);
-      rc.report.solver += " + " + r.solver;
+    if (p.epilogue.residual) {
+      const Tensor& r = *rc.inputs[3];
+      residual = Tensor::wrap(r.device(), p.y_desc(), r.data(), r.storage_bytes());
     }
+    dnn::convolution_forward(rc.stream, p, *rc.inputs[0], wv, bias ? &*bias : nullptr, residual ? &*residual : nullptr,
+                             y, nullptr, &rc.report);
   };
   return out;
 }
