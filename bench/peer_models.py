@@ -11,6 +11,7 @@ timed after its compilation and warm-up, as compile_ms / compile_images_per_s.
 import argparse
 import json
 import sys
+import time
 
 from peer_timing import median_ms
 
@@ -41,6 +42,13 @@ def main():
     # memory counter restarts, so cuDNN's benchmark search on the first calls is not in peak_bytes.
     timing = dict(warmup_calls=0, repeats=args.iters, inner=1)
     with torch.inference_mode():
+        # The process's first iteration after the model is on the device: cudnn.benchmark searches
+        # every convolution's algorithms here, in every new process.
+        torch.cuda.synchronize()
+        first_start = time.perf_counter()
+        model(x)
+        torch.cuda.synchronize()
+        out["first_iteration_ms"] = (time.perf_counter() - first_start) * 1e3
         for _ in range(5):
             model(x)
         torch.cuda.synchronize()
