@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "galley/core/error.hpp"
@@ -375,6 +376,15 @@ bool register_validator(std::string_view name, Validator validate) {
   return true;
 }
 
-void reload_for_testing() { g_snapshot.store(read_environment(), std::memory_order_release); }
+void reload_for_testing() {
+  // The replaced snapshot stays alive (a reader may hold it) and reachable, so leak checkers do
+  // not count it: tests reload many times.
+  static std::mutex retired_mutex;
+  static std::vector<std::unique_ptr<const Snapshot>>& retired = *new std::vector<std::unique_ptr<const Snapshot>>();
+  const Snapshot* old = g_snapshot.exchange(read_environment(), std::memory_order_acq_rel);
+  if (old == nullptr) return;
+  std::lock_guard lock(retired_mutex);
+  retired.emplace_back(old);
+}
 
 }  // namespace galley::env

@@ -91,12 +91,13 @@ TEST_P(GpuConvEpilogue, EverySolverRefusesOrMatchesTheReference) {
     }
     EXPECT_TRUE(took) << unfused << " refused " << p.key();
   }
-  // The single-source solvers run the epilogue after their kernels; the vendor ones refuse it.
+  // The single-source solvers run the epilogue after their kernels; the vendor ones refuse it (the
+  // backend's unfused sequence is not a vendor solver, though named after the backend).
   EXPECT_TRUE(ran.count("gpu.conv.direct"));
   EXPECT_TRUE(ran.count("gpu.conv.igemm_f32"));
   std::string names;
   for (const auto& n : ran) {
-    EXPECT_NE(n.rfind("cuda.", 0), 0u) << n << " has no fused path";
+    if (n != unfused) EXPECT_NE(n.rfind("cuda.", 0), 0u) << n << " has no fused path";
     names += " " + n;
   }
   std::printf("[ info ] solvers that ran fused problems on %s:%s\n", GetParam().c_str(), names.c_str());

@@ -25,8 +25,8 @@ template <class Isa>
 struct VectorMath {
   static float exp(float x) {
     // Clamped to where exp is a normal float or just overflows (n in [-126, 128]); results outside
-    // are selected after.
-    const float xc = x < -87.3f ? -87.3f : (x > 88.7228f ? 88.7228f : x);
+    // are selected after. NaN computes on 0 (a NaN converted to int is undefined) and is returned.
+    const float xc = x < -87.3f ? -87.3f : (x > 88.7228f ? 88.7228f : (x == x ? x : 0.f));
     // Round x / ln 2 to the nearest integer by the 1.5 * 2^23 trick (no rounding call).
     const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
     float r = xc - n * 0.693359375f;
@@ -48,6 +48,7 @@ struct VectorMath {
     std::memcpy(&scale2, &bits2, sizeof scale2);
     float out = (y * scale1) * scale2;
     out = x > 88.7228f ? std::numeric_limits<float>::infinity() : out;
+    out = x == x ? out : x;
     return x < -87.3f ? 0.f : out;
   }
 
