@@ -38,11 +38,15 @@ struct Hazard {
   std::uint64_t seq;
 };
 
+// A buffer's first and last 8 bytes hold its tag; below 16 bytes the two would overlap (a tail
+// written over part of the head), so the head alone, or one byte below 8.
 void write_tag(const Buffer& b, std::uint64_t tag) {
   auto* p = b.as<unsigned char>();
-  if (b.size() >= sizeof tag) {
+  if (b.size() >= 2 * sizeof tag) {
     std::memcpy(p, &tag, sizeof tag);
     std::memcpy(p + b.size() - sizeof tag, &tag, sizeof tag);
+  } else if (b.size() >= sizeof tag) {
+    std::memcpy(p, &tag, sizeof tag);
   } else {
     p[0] = static_cast<unsigned char>(tag);
   }
@@ -53,6 +57,7 @@ bool tag_intact(const Buffer& b, std::uint64_t tag) {
   if (b.size() < sizeof tag) return p[0] == static_cast<unsigned char>(tag);
   std::uint64_t head, tail;
   std::memcpy(&head, p, sizeof head);
+  if (b.size() < 2 * sizeof tag) return head == tag;
   std::memcpy(&tail, p + b.size() - sizeof tail, sizeof tail);
   return head == tag && tail == tag;
 }

@@ -36,7 +36,11 @@ json good_row(int variant = 0, int rank = 0) {
 
 json export_of(json rows) { return {{"format", "galley-finddb"}, {"version", 1}, {"rows", std::move(rows)}}; }
 // A list of rows: a braced list of one json would copy that row under clang, not make an array.
-json export_of(std::initializer_list<json> rows) { return export_of(json::array(rows)); }
+json export_of(std::initializer_list<json> rows) {
+  json array = json::array();
+  for (const json& row : rows) array.push_back(row);
+  return export_of(std::move(array));
+}
 
 fs::path write_json(const TempDir& dir, const json& doc, const std::string& name = "import.json") {
   const fs::path file = dir.path() / name;
