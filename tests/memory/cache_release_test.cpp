@@ -41,10 +41,10 @@ TEST(CacheRelease, ReturnsEveryCachedSegmentAndKeepsLiveBuffers) {
 }
 
 TEST(CacheRelease, HappensAtExit) {
-  // bench conv leaves its tensors' segment cached; the exit handler logs what it released.
+  // bench conv on the cpu (a GPU machine defaults to its GPU) leaves its tensors' segment cached; the exit handler logs what it released.
   const auto r = galley::testing::run_command(
       "env GALLEY_LOG_LEVEL=debug timeout -s KILL 300 " + std::string(GALLEY_TEST_BIN_DIR) +
-      "/galley bench conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 --solver ref.conv.direct -i 1 2>&1");
+      "/galley bench conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 --device cpu --solver ref.conv.direct -i 1 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto at = r.output.find("caching allocator of cpu: released ");
   ASSERT_NE(at, std::string::npos) << r.output;
