@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/quoted_input.hpp"
+#include "dnn/dims_check.hpp"
 #include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -105,19 +106,7 @@ std::int64_t ReduceProblem::reduced_count() const {
 }
 
 void ReduceProblem::validate() const {
-  if (rank < 1 || rank > kMaxRank) {
-    bad("reduce problem: rank " + std::to_string(rank) + " is out of range (valid: 1 to " +
-        std::to_string(kMaxRank) + ")");
-  }
-  for (int i = 0; i < kMaxRank; ++i) {
-    const std::int64_t d = dims[static_cast<std::size_t>(i)];
-    if (i < rank && d < 1)
-      bad("reduce problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
-    if (i >= rank && d != 1) {
-      bad("reduce problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " lies past rank " +
-          std::to_string(rank) + " and must be 1");
-    }
-  }
+  detail::check_rank_and_dims("reduce", rank, dims);
   if (axes == 0) bad("reduce problem: axes is empty (name at least one axis to reduce)");
   for (int i = rank; i < 32; ++i) {
     if ((axes >> i) & 1u) {
@@ -125,16 +114,7 @@ void ReduceProblem::validate() const {
           std::to_string(rank) + " (valid: 0 to " + std::to_string(rank - 1) + ")");
     }
   }
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("reduce problem: dtype ") + galley::to_string(dtype) +
-        " is not supported (valid: f32, f16, bf16)");
-  }
-  std::int64_t total = static_cast<std::int64_t>(size_of(dtype));
-  for (int i = 0; i < rank; ++i) {
-    if (__builtin_mul_overflow(total, dims[static_cast<std::size_t>(i)], &total)) {
-      bad("reduce problem: byte size of the tensor " + detail::dims_text(dims, rank) + " overflows 64 bits");
-    }
-  }
+  detail::check_float_dtype_and_bytes("reduce", dtype, dims, rank);
 }
 
 std::vector<TensorArg> ReduceProblem::tensors() const {

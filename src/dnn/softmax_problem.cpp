@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/quoted_input.hpp"
+#include "dnn/dims_check.hpp"
 #include "dnn/key_text.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/problem.hpp"
@@ -100,19 +101,7 @@ std::int64_t SoftmaxProblem::elements() const {
 }
 
 void SoftmaxProblem::validate() const {
-  if (rank < 1 || rank > kMaxRank) {
-    bad("softmax problem: rank " + std::to_string(rank) + " is out of range (valid: 1 to " +
-        std::to_string(kMaxRank) + ")");
-  }
-  for (int i = 0; i < kMaxRank; ++i) {
-    const std::int64_t d = dims[static_cast<std::size_t>(i)];
-    if (i < rank && d < 1)
-      bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " must be positive");
-    if (i >= rank && d != 1) {
-      bad("softmax problem: dims[" + std::to_string(i) + "] = " + std::to_string(d) + " lies past rank " +
-          std::to_string(rank) + " and must be 1");
-    }
-  }
+  detail::check_rank_and_dims("softmax", rank, dims);
   if (axis < 0 || axis >= rank) {
     bad("softmax problem: axis " + std::to_string(axis) + " is out of range for rank " +
         std::to_string(rank) + " (valid: 0 to " + std::to_string(rank - 1) + ")");
@@ -121,16 +110,7 @@ void SoftmaxProblem::validate() const {
     bad("softmax problem: layout nhwc needs rank 4 (N, C, H, W), not rank " + std::to_string(rank) +
         "; other ranks are row-major (layout nchw)");
   }
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad(std::string("softmax problem: dtype ") + galley::to_string(dtype) +
-        " is not supported (valid: f32, f16, bf16)");
-  }
-  std::int64_t total = static_cast<std::int64_t>(size_of(dtype));
-  for (int i = 0; i < rank; ++i) {
-    if (__builtin_mul_overflow(total, dims[static_cast<std::size_t>(i)], &total)) {
-      bad("softmax problem: byte size of the tensor " + detail::dims_text(dims, rank) + " overflows 64 bits");
-    }
-  }
+  detail::check_float_dtype_and_bytes("softmax", dtype, dims, rank);
 }
 
 std::vector<TensorArg> SoftmaxProblem::tensors() const {
