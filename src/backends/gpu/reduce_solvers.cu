@@ -65,7 +65,7 @@ ReduceParams params_of(const ReduceProblem& p) {
     }
     stride *= g.size[i];
   }
-  // Enough independent work for an H200-sized GPU (132 SMs x 2048 threads) before splitting.
+  // Enough independent work to fill a large GPU (about 132 SMs x 2048 resident threads) before splitting.
   if (m.inner_reduced) {
     const long long per_output = m.reduced * m.row;
     if (per_output > kGroupWorkMax && m.out_rows < 1024) {
