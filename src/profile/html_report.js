@@ -643,6 +643,8 @@
       const t0 = view.t0;
       canvas.dispatchEvent(new KeyboardEvent('keydown', { key: 'd', bubbles: true }));
       result.key_pan = view.t0 !== t0 || view.t1 >= full.t1;
+      // The pan may have moved the span out of view; double-click it where it is seen whole.
+      setView(full.t0, full.t1);
       canvas.dispatchEvent(new MouseEvent('dblclick', at()));
       result.double_click_zoom = Math.abs(view.t1 - view.t0 - Math.max(s[1] * 1.2, 50)) <= 1 || view.t1 - view.t0 >= full.t1 - full.t0;
       canvas.dispatchEvent(new MouseEvent('mousedown', { clientX: box.left + LABEL_WIDTH + 100, clientY: box.top + row.y, bubbles: true }));
