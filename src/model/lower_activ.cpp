@@ -15,6 +15,7 @@ LoweredNode activation(const LoweringContext& ctx, dnn::Activation act, double a
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.desc());
+  out.inplace_inputs = {0};  // activation_forward allows y == x
   out.run = [p](RunContext& rc) {
     dnn::activation_forward(rc.stream, p, *rc.inputs[0], *rc.outputs[0], nullptr, &rc.report);
   };

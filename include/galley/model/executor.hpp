@@ -78,6 +78,10 @@ struct ExecutorOptions {
   /// Graph mode (see the top of this file): run 1 eager, run 2 captures and replays, every later
   /// run replays.
   bool capture = false;
+  /// An activation or elementwise node writes its output into the memory of an input that dies
+  /// there (same descriptor; never a graph input's, a graph output's or a constant's memory), which
+  /// lowers the peak. False gives every node output its own memory, to compare.
+  bool in_place = true;
 };
 
 class Executor {
