@@ -175,7 +175,16 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
   runtime::Stream stream(device);
   // Graph inputs and outputs must have device storage (a bool or int64 input cannot be fed).
   const detail::LoweringContext graph_ctx{m.graph, Node{"graph", "inputs/outputs", {}, {}, {}}, m.device};
-  for (const std::string& name : m.graph.inputs) graph_ctx.desc(m.graph.value(name), name);
+  // A value no device could hold (a file may declare any shape) is refused here, before anything
+  // is allocated or tuned.
+  const std::size_t device_bytes = device.memory_info().total;
+  const auto check_fits = [&](const dnn::TensorDesc& desc, const std::string& what) {
+    if (device_bytes != 0 && desc.bytes() > device_bytes) {
+      throw Error(Status::out_of_memory, what + " " + desc.to_string() + " needs " + std::to_string(desc.bytes()) +
+                                             " bytes; " + device.name() + " has " + std::to_string(device_bytes));
+    }
+  };
+  for (const std::string& name : m.graph.inputs) check_fits(graph_ctx.desc(m.graph.value(name), name), "graph input '" + name + "'");
   for (const std::string& name : m.graph.outputs) graph_ctx.desc(m.graph.value(name), name);
   for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) {
     const Node& node = m.graph.nodes[i];
@@ -192,6 +201,9 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
     }
     const detail::LoweringContext ctx{m.graph, node, m.device};
     m.lowered.push_back((*lowering)(ctx));
+    for (std::size_t o = 0; o < m.lowered.back().output_descs.size() && o < node.outputs.size(); ++o) {
+      check_fits(m.lowered.back().output_descs[o], node.label() + ": output '" + node.outputs[o] + "'");
+    }
     for (const std::string& in : node.inputs) {
       if (in.empty()) continue;
       m.last_reader[in] = i;
@@ -399,7 +411,17 @@ std::map<std::string, Tensor> Executor::Impl::run_nodes(runtime::Stream& stream,
   std::map<std::string, Tensor> out;
   for (const std::string& name : m.graph.outputs) {
     if (const auto v = values.find(name); v != values.end()) {
-      out[name] = owning(stream, v->second.tensor, v->second.owner);
+      bool in_an_input = false;
+      for (const auto& [input_name, tensor] : inputs) in_an_input = in_an_input || tensor.data() == v->second.tensor.data();
+      if (in_an_input) {
+        // An output that is an input, or a view of one: the caller's outputs never alias its inputs.
+        const Tensor& in = v->second.tensor;
+        Tensor copy = Tensor::empty(stream, in.desc());
+        stream.copy_d2d(copy.data(), in.data(), in.desc().bytes());
+        out[name] = copy;
+      } else {
+        out[name] = owning(stream, v->second.tensor, v->second.owner);
+      }
     } else if (const auto c = m.graph.constants.find(name); c != m.graph.constants.end()) {
       if (!capturing) out[name] = to_device(stream, c->second);
     } else {
