@@ -200,7 +200,14 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
       throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' has no lowering to the op layer");
     }
     const detail::LoweringContext ctx{m.graph, node, m.device};
-    m.lowered.push_back((*lowering)(ctx));
+    try {
+      m.lowered.push_back((*lowering)(ctx));
+    } catch (const Error& e) {
+      // An op-layer problem's validation names its field, not the node it came from.
+      const std::string what = e.what();
+      if (what.find(node.label()) != std::string::npos) throw;
+      throw Error(e.status(), node.label() + ": " + what);
+    }
     for (std::size_t o = 0; o < m.lowered.back().output_descs.size() && o < node.outputs.size(); ++o) {
       check_fits(m.lowered.back().output_descs[o], node.label() + ": output '" + node.outputs[o] + "'");
     }
