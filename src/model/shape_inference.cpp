@@ -728,7 +728,7 @@ struct Rule {
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> table = [] {
     std::map<std::string, Rule> t;
-    for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf",
+    for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf", "galley.Silu",
                            "Sqrt", "Neg", "Exp", "Reciprocal"}) {
       t[op] = {unary, nullptr};
     }
@@ -778,7 +778,7 @@ const std::set<std::string>& float_ops() {
                                          "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
                                          "LayerNormalization", "Gemm", "MatMul", "Softmax", "LogSoftmax", "Sigmoid",
                                          "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf", "Elu", "LeakyRelu",
-                                         "Sqrt", "Exp", "Reciprocal", "Dropout"};
+                                         "Sqrt", "Exp", "Reciprocal", "Dropout", "galley.Silu"};
   return ops;
 }
 
