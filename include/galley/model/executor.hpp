@@ -1,6 +1,8 @@
 // Runs a Graph on one device: every node lowered once to an op-layer call (solvers picked by the
 // tuner and remembered in the find-db), constants uploaded once, each intermediate value freed back
-// to the caching allocator after its last reader, so the peak holds only the live values.
+// to the caching allocator after its last reader, so the peak holds only the live values; an
+// activation or elementwise node whose input dies there writes its output over that input
+// (ExecutorOptions::in_place). Outputs are the caller's own: never a graph input's memory.
 //
 // Graph mode (ExecutorOptions::capture): shapes are static, so after one eager run (which tunes,
 // picks every solver and warms every vendor handle) the executor captures one whole run into a
