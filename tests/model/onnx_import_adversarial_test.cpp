@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,12 @@ const fs::path& model_file() {
     fs::create_directories(dir);
     return dir / "model.onnx";
   }();
+  static const bool cleaned_at_exit = (std::atexit([] {
+                                         std::error_code ec;
+                                         fs::remove_all(model_file().parent_path(), ec);
+                                       }),
+                                       true);
+  (void)cleaned_at_exit;
   return path;
 }
 
