@@ -90,6 +90,19 @@ struct CapturedRun {
   RunReport report;  ///< of the captured run: layers, peak
 };
 
+// `tensor` as a tensor that keeps its storage alive: itself, or for a view of `owner`'s storage (a
+// Reshape's output, say) a view sharing the owner's ownership, or a copy where no view can.
+Tensor owning(runtime::Stream& stream, const Tensor& tensor, const Tensor& owner) {
+  if (!owner.defined() || tensor.owns_storage()) return tensor;
+  const dnn::TensorDesc& d = tensor.desc();
+  if (tensor.data() == owner.data() && d.is_contiguous() && owner.desc().is_contiguous()) {
+    return owner.reshaped(std::vector<std::int64_t>(d.dims.begin(), d.dims.begin() + d.rank));
+  }
+  Tensor copy = Tensor::empty(stream, d);
+  stream.copy_d2d(copy.data(), tensor.data(), d.bytes());
+  return copy;
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -99,9 +112,17 @@ struct Executor::Impl {
   std::vector<detail::LoweredNode> lowered;
   std::map<std::string, Tensor> device_constants;
   std::map<std::string, std::size_t> last_reader;  // value -> index of the last node reading it
+  /// Per node: the input whose storage output 0 takes over (in place), or -1 (see plan_in_place).
+  std::vector<int> inplace_input;
   int eager_runs = 0;
   std::unique_ptr<CapturedRun> captured;
 
+  /// Fills inplace_input: node i writes output 0 into the storage of an input the lowering allows
+  /// (LoweredNode::inplace_inputs) when nothing reads that storage after node i under any name (the
+  /// value itself, a view of it, a value an earlier in-place node wrote into it), the storage is
+  /// neither a graph input's nor a constant's, no graph output lives in it, no other input of the
+  /// node reads it under another name, and the input's descriptor is output 0's exactly.
+  void plan_in_place();
   /// The input's descriptor as the graph declares it; Error naming a missing, extra or mismatched
   /// input (and, when `exact`, one whose strides differ: a replay copies the bytes as they are).
   void check_inputs(const std::map<std::string, Tensor>& inputs, bool exact) const;
@@ -154,7 +175,16 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
   runtime::Stream stream(device);
   // Graph inputs and outputs must have device storage (a bool or int64 input cannot be fed).
   const detail::LoweringContext graph_ctx{m.graph, Node{"graph", "inputs/outputs", {}, {}, {}}, m.device};
-  for (const std::string& name : m.graph.inputs) graph_ctx.desc(m.graph.value(name), name);
+  // A value no device could hold (a file may declare any shape) is refused here, before anything
+  // is allocated or tuned.
+  const std::size_t device_bytes = device.memory_info().total;
+  const auto check_fits = [&](const dnn::TensorDesc& desc, const std::string& what) {
+    if (device_bytes != 0 && desc.bytes() > device_bytes) {
+      throw Error(Status::out_of_memory, what + " " + desc.to_string() + " needs " + std::to_string(desc.bytes()) +
+                                             " bytes; " + device.name() + " has " + std::to_string(device_bytes));
+    }
+  };
+  for (const std::string& name : m.graph.inputs) check_fits(graph_ctx.desc(m.graph.value(name), name), "graph input '" + name + "'");
   for (const std::string& name : m.graph.outputs) graph_ctx.desc(m.graph.value(name), name);
   for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) {
     const Node& node = m.graph.nodes[i];
@@ -170,7 +200,17 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
       throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' has no lowering to the op layer");
     }
     const detail::LoweringContext ctx{m.graph, node, m.device};
-    m.lowered.push_back((*lowering)(ctx));
+    try {
+      m.lowered.push_back((*lowering)(ctx));
+    } catch (const Error& e) {
+      // An op-layer problem's validation names its field, not the node it came from.
+      const std::string what = e.what();
+      if (what.find(node.label()) != std::string::npos) throw;
+      throw Error(e.status(), node.label() + ": " + what);
+    }
+    for (std::size_t o = 0; o < m.lowered.back().output_descs.size() && o < node.outputs.size(); ++o) {
+      check_fits(m.lowered.back().output_descs[o], node.label() + ": output '" + node.outputs[o] + "'");
+    }
     for (const std::string& in : node.inputs) {
       if (in.empty()) continue;
       m.last_reader[in] = i;
@@ -181,6 +221,72 @@ Executor::Executor(Graph graph, const runtime::Device& device, ExecutorOptions o
     }
   }
   stream.synchronize();
+  m.plan_in_place();
+}
+
+void Executor::Impl::plan_in_place() {
+  inplace_input.assign(graph.nodes.size(), -1);
+  if (!options.in_place) return;
+  const std::set<std::string> graph_outputs(graph.outputs.begin(), graph.outputs.end());
+  // Every value's storage, named by the value that allocated it; its facts as the plan goes.
+  struct Storage {
+    std::size_t last_read = 0;  // the last node reading any value that lives in it
+    bool read = false;
+    bool pinned = false;  // a graph input's or a graph output's: never overwritten
+  };
+  std::map<std::string, std::string> root;
+  std::map<std::string, Storage> storage;
+  std::map<std::string, dnn::TensorDesc> descs;
+  const auto live_in = [&](const std::string& value, const std::string& r) {
+    root[value] = r;
+    Storage& s = storage[r];
+    if (const auto last = last_reader.find(value); last != last_reader.end()) {
+      s.last_read = s.read ? std::max(s.last_read, last->second) : last->second;
+      s.read = true;
+    }
+    s.pinned = s.pinned || graph_outputs.count(value) != 0;
+  };
+  for (const std::string& name : graph.inputs) {
+    live_in(name, name);
+    storage[name].pinned = true;
+  }
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& node = graph.nodes[i];
+    const detail::LoweredNode& low = lowered[i];
+    if (!low.run && low.alias_input < 0) continue;  // folded
+    if (low.alias_input >= 0) {
+      const std::string& src = node.inputs[static_cast<std::size_t>(low.alias_input)];
+      const auto r = root.find(src);
+      // A view of a constant lives in the constant, which is never overwritten.
+      live_in(node.outputs[0], r != root.end() ? r->second : src);
+      if (r == root.end()) storage[src].pinned = true;
+      descs[node.outputs[0]] = low.output_descs.at(0);
+      continue;
+    }
+    for (const int k : low.inplace_inputs) {
+      const std::string& x = node.inputs.at(static_cast<std::size_t>(k));
+      const auto r = root.find(x);
+      if (x.empty() || r == root.end() || graph.is_constant(x)) continue;
+      const Storage& s = storage.at(r->second);
+      if (s.pinned || !s.read || s.last_read != i) continue;
+      const auto d = descs.find(x);
+      if (d == descs.end() || low.output_descs.empty() || d->second != low.output_descs[0]) continue;
+      bool shared = false;
+      for (const std::string& other : node.inputs) {
+        const auto o = root.find(other);
+        shared = shared || (other != x && o != root.end() && o->second == r->second);
+      }
+      if (shared) continue;
+      inplace_input[i] = k;
+      break;
+    }
+    for (std::size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o].empty()) continue;
+      live_in(node.outputs[o], o == 0 && inplace_input[i] >= 0 ? root.at(node.inputs[static_cast<std::size_t>(inplace_input[i])])
+                                                              : node.outputs[o]);
+      if (o < low.output_descs.size()) descs[node.outputs[o]] = low.output_descs[o];
+    }
+  }
 }
 
 Executor::~Executor() = default;
@@ -254,8 +360,17 @@ std::map<std::string, Tensor> Executor::Impl::run_nodes(runtime::Stream& stream,
       values[node.outputs[0]] = {produced[0], owner != values.end() ? (owner->second.owner.defined() ? owner->second.owner : owner->second.tensor)
                                                                      : *src};
     } else {
+      Tensor inplace_owner;
       for (std::size_t o = 0; o < node.outputs.size(); ++o) {
         if (node.outputs[o].empty() || o >= low.output_descs.size()) continue;
+        if (o == 0 && m.inplace_input[i] >= 0) {
+          const Held& x = values.at(node.inputs[static_cast<std::size_t>(m.inplace_input[i])]);
+          if (x.tensor.desc() == low.output_descs[0] && x.tensor.storage_bytes() >= low.output_descs[0].bytes()) {
+            produced[0] = x.tensor;
+            inplace_owner = x.owner;
+            continue;
+          }
+        }
         produced[o] = Tensor::empty(stream, low.output_descs[o]);
       }
       for (Tensor& t : produced) ctx.outputs.push_back(&t);
@@ -288,7 +403,10 @@ std::map<std::string, Tensor> Executor::Impl::run_nodes(runtime::Stream& stream,
       }
       if (options.on_node) options.on_node(++done, runnable, node);
       for (std::size_t o = 0; o < node.outputs.size(); ++o) {
-        if (!node.outputs[o].empty()) values[node.outputs[o]] = {produced[o], {}};
+        if (node.outputs[o].empty()) continue;
+        // An output nobody reads goes back to the allocator now, not at the end of the run.
+        if (m.last_reader.count(node.outputs[o]) == 0 && outputs.count(node.outputs[o]) == 0) continue;
+        values[node.outputs[o]] = {produced[o], o == 0 ? inplace_owner : Tensor{}};
       }
     }
     // Values whose last reader this was go back to the caching allocator (stream-ordered).
@@ -300,7 +418,17 @@ std::map<std::string, Tensor> Executor::Impl::run_nodes(runtime::Stream& stream,
   std::map<std::string, Tensor> out;
   for (const std::string& name : m.graph.outputs) {
     if (const auto v = values.find(name); v != values.end()) {
-      out[name] = v->second.tensor;
+      bool in_an_input = false;
+      for (const auto& [input_name, tensor] : inputs) in_an_input = in_an_input || tensor.data() == v->second.tensor.data();
+      if (in_an_input) {
+        // An output that is an input, or a view of one: the caller's outputs never alias its inputs.
+        const Tensor& in = v->second.tensor;
+        Tensor copy = Tensor::empty(stream, in.desc());
+        stream.copy_d2d(copy.data(), in.data(), in.desc().bytes());
+        out[name] = copy;
+      } else {
+        out[name] = owning(stream, v->second.tensor, v->second.owner);
+      }
     } else if (const auto c = m.graph.constants.find(name); c != m.graph.constants.end()) {
       if (!capturing) out[name] = to_device(stream, c->second);
     } else {

@@ -200,12 +200,16 @@ const ValueInfo& Graph::value(const std::string& value_name) const {
 void Graph::validate() const {
   std::set<std::string> defined(inputs.begin(), inputs.end());
   for (const auto& [name_, tensor] : constants) defined.insert(name_);
-  std::set<std::string> written;
+  std::set<std::string> written, produced;
+  for (const Node& n : nodes) produced.insert(n.outputs.begin(), n.outputs.end());
   for (const Node& n : nodes) {
     for (const std::string& in : n.inputs) {
       if (!in.empty() && defined.count(in) == 0) {
         throw Error(Status::invalid_argument,
-                    n.label() + ": input '" + in + "' is produced by no earlier node, graph input or initializer");
+                    n.label() + ": input '" + in + "' is produced by no earlier node, graph input or initializer" +
+                        (produced.count(in) != 0 ? " (only by this node or a later one: the nodes are not in a "
+                                                   "topological order, or they form a cycle)"
+                                                 : ""));
       }
     }
     for (const std::string& out : n.outputs) {

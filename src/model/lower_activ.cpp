@@ -1,5 +1,6 @@
 // Activation nodes as activation_forward calls: Relu, LeakyRelu, Elu, Sigmoid, Tanh, Clip,
-// HardSigmoid (PyTorch's slope and offset only), HardSwish, Gelu (erf and tanh forms).
+// HardSigmoid (PyTorch's slope and offset only), HardSwish, Gelu (erf and tanh forms), and the
+// conv-fusion pass's galley.Silu.
 #include <cmath>
 #include <limits>
 
@@ -15,6 +16,7 @@ LoweredNode activation(const LoweringContext& ctx, dnn::Activation act, double a
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.desc());
+  out.inplace_inputs = {0};  // activation_forward allows y == x
   out.run = [p](RunContext& rc) {
     dnn::activation_forward(rc.stream, p, *rc.inputs[0], *rc.outputs[0], nullptr, &rc.report);
   };
@@ -36,6 +38,7 @@ const bool kRegistered = [] {
   register_lowering("Sigmoid", [](const LoweringContext& c) { return activation(c, A::sigmoid, 0, 0); });
   register_lowering("Tanh", [](const LoweringContext& c) { return activation(c, A::tanh, 0, 0); });
   register_lowering("HardSwish", [](const LoweringContext& c) { return activation(c, A::hardswish, 0, 0); });
+  register_lowering("galley.Silu", [](const LoweringContext& c) { return activation(c, A::silu, 0, 0); });
   register_lowering("Clip", [](const LoweringContext& c) {
     const double inf = std::numeric_limits<double>::infinity();
     const double lo = clip_bound(c, 1, "min", -inf), hi = clip_bound(c, 2, "max", inf);

@@ -16,6 +16,9 @@ LoweredNode binary(const LoweringContext& ctx, dnn::EltwiseOp op) {
   p.validate();
   LoweredNode out;
   out.output_descs.push_back(p.dst_desc());
+  // eltwise_forward allows dst to be a or b when that input has dst's shape (not broadcast).
+  if (p.a == p.dst_shape()) out.inplace_inputs.push_back(0);
+  if (p.b == p.dst_shape()) out.inplace_inputs.push_back(1);
   // Under NHWC a constant operand arrives with its row-major upload descriptor (its bytes re-laid
   // by the layout pass), and a [N,C,1,1] value with either layout's strides: seen as the problem's.
   const dnn::TensorDesc a_desc = p.a_desc(), b_desc = p.b_desc();

@@ -35,6 +35,10 @@ struct LoweredNode {
   /// >= 0: output 0 is input `alias_input` with output_descs[0] as a view of the same storage
   /// (Reshape, Flatten, Identity, Dropout): nothing runs.
   int alias_input = -1;
+  /// Inputs whose storage output 0 may take over (in place) when the executor finds that input
+  /// dead after this node with output 0's exact descriptor: the op reads each element of it before
+  /// writing the same element of the output, and its entry point allows that aliasing.
+  std::vector<int> inplace_inputs;
 };
 
 /// What a lowering reads: the node and the graph's static facts.

@@ -4,6 +4,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "galley/core/error.hpp"
+#include "model/shape_inference.hpp"
 
 namespace galley::model {
 namespace {
@@ -104,11 +106,11 @@ HostTensor to_host(const onnx::TensorProto& proto, const std::filesystem::path& 
     if (d < 0) throw Error(Status::invalid_argument, what + " has a negative dim " + std::to_string(d));
     t.shape.push_back(d);
   }
-  const std::int64_t count = element_count(t.shape);
-  std::size_t bytes = 0;
-  if (__builtin_mul_overflow(static_cast<std::size_t>(count), size_of(t.type), &bytes)) {
-    throw Error(Status::invalid_argument, what + " of shape " + to_string(t.shape) + " is too large");
+  if (!byte_size_fits(t.shape, t.type)) {
+    throw Error(Status::invalid_argument, what + " of shape " + to_string(t.shape) + " has more bytes than a 64-bit size holds");
   }
+  const std::int64_t count = element_count(t.shape);
+  const std::size_t bytes = static_cast<std::size_t>(count) * size_of(t.type);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     std::int64_t offset = 0, length = -1;
@@ -196,7 +198,10 @@ ValueInfo to_value_info(const onnx::ValueInfoProto& v, const OnnxImportOptions& 
   for (int i = 0; i < dims.size(); ++i) {
     if (is_input && i == 0 && options.batch) {
       info.shape.push_back(*options.batch);
-    } else if (dims[i].has_dim_value() && dims[i].dim_value() >= 0) {
+    } else if (dims[i].has_dim_value() && dims[i].dim_value() < 0) {
+      throw Error(Status::invalid_argument, what + " dim " + std::to_string(i) + " = " + std::to_string(dims[i].dim_value()) +
+                                                " is negative");
+    } else if (dims[i].has_dim_value()) {
       info.shape.push_back(dims[i].dim_value());
     } else if (is_input) {
       throw Error(Status::unsupported, what + " dim " + std::to_string(i) + " is dynamic ('" + dims[i].dim_param() +
@@ -206,6 +211,9 @@ ValueInfo to_value_info(const onnx::ValueInfoProto& v, const OnnxImportOptions& 
       info.shape.clear();
       return info;
     }
+  }
+  if (!byte_size_fits(info.shape, info.type)) {
+    throw Error(Status::invalid_argument, what + " of shape " + to_string(info.shape) + " has more bytes than a 64-bit size holds");
   }
   return info;
 }
@@ -255,28 +263,47 @@ Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
   }
   Graph g;
   g.name = model.graph().name();
+  bool has_default_domain = false;
   for (const auto& op : model.opset_import()) {
-    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
+    if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
+    if (has_default_domain) throw Error(Status::invalid_argument, "'" + path + "' imports the default ONNX domain's opset twice");
+    has_default_domain = true;
+    g.opset = op.version();
   }
-  if (g.opset == 0 && model.opset_import_size() == 0) g.opset = 1;  // the spec's default
+  if (!has_default_domain) {
+    throw Error(Status::invalid_argument, "'" + path + "' has no opset_import for the default ONNX domain (a truncated or " +
+                                              "hand-made file?); supported opsets: " + std::to_string(kMinOpset) + " to " +
+                                              std::to_string(kMaxOpset));
+  }
   if (g.opset < kMinOpset || g.opset > kMaxOpset) {
     throw Error(Status::unsupported, "'" + path + "' uses opset " + std::to_string(g.opset) + "; supported: " +
                                          std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
   }
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   const onnx::GraphProto& graph = model.graph();
+  const auto duplicate = [&](const std::string& what, const std::string& name) {
+    return Error(Status::invalid_argument, "'" + path + "': " + what + " '" + name + "' is listed twice");
+  };
   for (const auto& init : graph.initializer()) {
     if (init.name().empty()) throw Error(Status::invalid_argument, "'" + path + "' has an initializer without a name");
+    if (g.constants.count(init.name()) != 0) throw duplicate("initializer", init.name());
     HostTensor t = to_host(init, dir, "initializer '" + init.name() + "'");
     g.values[init.name()] = ValueInfo{t.type, t.shape, true};
     g.constants[init.name()] = std::move(t);
   }
   for (const auto& in : graph.input()) {
     if (g.constants.count(in.name()) != 0) continue;  // opset < 9 lists initializers as inputs too
+    if (in.name().empty()) throw Error(Status::invalid_argument, "'" + path + "' has a graph input without a name");
+    if (g.values.count(in.name()) != 0) throw duplicate("graph input", in.name());
     g.values[in.name()] = to_value_info(in, options, true);
     g.inputs.push_back(in.name());
   }
-  for (const auto& out : graph.output()) g.outputs.push_back(out.name());
+  for (const auto& out : graph.output()) {
+    if (out.name().empty()) throw Error(Status::invalid_argument, "'" + path + "' has a graph output without a name");
+    if (std::find(g.outputs.begin(), g.outputs.end(), out.name()) != g.outputs.end()) throw duplicate("graph output", out.name());
+    g.outputs.push_back(out.name());
+  }
+  if (g.outputs.empty()) throw Error(Status::invalid_argument, "'" + path + "' has a graph without outputs: nothing to compute");
   std::set<std::string> names;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& p = graph.node(i);
@@ -289,6 +316,13 @@ Graph import_onnx(const std::string& path, const OnnxImportOptions& options) {
     }
     n.inputs.assign(p.input().begin(), p.input().end());
     n.outputs.assign(p.output().begin(), p.output().end());
+    for (const std::string& out : n.outputs) {
+      // Graph::validate() lets a node write a constant's name (a folded node keeps its output);
+      // in a file that would hide the node behind the initializer's value.
+      if (g.constants.count(out) != 0) {
+        throw Error(Status::invalid_argument, n.label() + ": output '" + out + "' is also the name of an initializer");
+      }
+    }
     for (const auto& a : p.attribute()) {
       n.attributes[a.name()] = to_attribute(a, dir, n.label() + " attribute '" + a.name() + "'");
     }

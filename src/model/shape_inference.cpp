@@ -18,6 +18,13 @@ namespace {
 
 using Infos = std::vector<ValueInfo>;
 
+// Largest dim, pad, stride or dilation arithmetic here produces: keeps every sum and product of a
+// few of them inside int64 (no real network comes near it).
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+// Largest constant a fold makes: shape computations are small; a file whose fold would be larger
+// (a Gather repeating a big constant) is refused rather than allocated.
+constexpr std::int64_t kMaxFoldedElements = std::int64_t{1} << 24;
+
 struct Context {
   Graph& graph;
   const Node& node;
@@ -62,6 +69,24 @@ struct Context {
 
 ValueInfo info(ElemType type, Shape shape) { return ValueInfo{type, std::move(shape), true}; }
 
+// Input `i` must have input 0's element type (ONNX's one type variable T of Conv, Gemm, ...).
+void same_type(const Context& c, std::size_t i, const std::string& what) {
+  const ElemType want = c.in(0).type, got = c.in(i).type;
+  if (got != want) {
+    c.bad(what + " '" + c.node.inputs[i] + "' is " + to_string(got) + ", input '" + c.node.inputs[0] + "' is " + to_string(want));
+  }
+}
+
+bool is_float(ElemType type) {
+  return type == ElemType::f32 || type == ElemType::f16 || type == ElemType::bf16 || type == ElemType::f64;
+}
+
+Infos softmax(Context& c) {
+  const ValueInfo& x = c.in(0);
+  c.axis(c.node.int_attr("axis", c.graph.opset >= 13 ? -1 : 1), x.shape.size(), "axis");
+  return {x};
+}
+
 Shape broadcast(const Context& c, const Shape& a, const Shape& b) {
   const std::size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
@@ -78,13 +103,19 @@ Shape broadcast(const Context& c, const Shape& a, const Shape& b) {
 std::int64_t window_out(const Context& c, std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                         std::int64_t pad_total, bool ceil) {
   if (stride <= 0 || dilation <= 0 || k <= 0) c.bad("kernel, stride and dilation must be positive");
-  const std::int64_t span = dilation * (k - 1) + 1;
-  const std::int64_t room = in + pad_total - span;
-  if (room < 0) c.bad("window " + std::to_string(span) + " is larger than the padded input " + std::to_string(in + pad_total));
-  std::int64_t out = (ceil ? (room + stride - 1) / stride : room / stride) + 1;
+  // In 128 bits: attributes and dims from a file may be anywhere in int64.
+  using Wide = __int128;
+  const Wide span = Wide{dilation} * (k - 1) + 1;
+  const Wide room = Wide{in} + pad_total - span;
+  if (room < 0) {
+    c.bad("window " + std::to_string(static_cast<long double>(span)) + " is larger than the padded input " +
+          std::to_string(static_cast<long double>(Wide{in} + pad_total)));
+  }
+  Wide out = (ceil ? (room + stride - 1) / stride : room / stride) + 1;
   // PyTorch's and ONNX's ceil rule: the last window must start inside the input or left padding.
-  if (ceil && (out - 1) * stride >= in + pad_total / 2) --out;
-  return out;
+  if (ceil && (out - 1) * stride >= Wide{in} + pad_total / 2) --out;
+  return static_cast<std::int64_t>(out);  // <= in + pad_total, which fits
+
 }
 
 // The 2-D window geometry of Conv/MaxPool/AveragePool: kernel, strides, dilations, pads (begin,
@@ -113,6 +144,7 @@ Window window(const Context& c, const Shape& x, std::vector<std::int64_t> kernel
       w.pad_begin[i] = pads[i];
       w.pad_end[i] = pads[i + 2];
       if (w.pad_begin[i] < 0 || w.pad_end[i] < 0) c.bad("attribute 'pads' has a negative value");
+      if (w.pad_begin[i] > kMaxDim || w.pad_end[i] > kMaxDim) c.bad("attribute 'pads' has a value above " + std::to_string(kMaxDim));
     } else if (auto_pad == "VALID") {
       w.pad_begin[i] = w.pad_end[i] = 0;
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -141,10 +173,17 @@ Infos conv(Context& c) {
   const Shape& w = c.shape(1);
   if (w.size() != 4) c.fail("weight of shape " + to_string(w) + ": only 2-D convolution is supported");
   const std::int64_t group = c.node.int_attr("group", 1);
-  if (group <= 0 || x.shape.size() != 4 || x.shape[1] != w[1] * group) {
-    c.bad("input " + to_string(x.shape) + ", weight " + to_string(w) + " and group " + std::to_string(group) + " do not agree");
+  if (group <= 0 || x.shape.size() != 4 || x.shape[1] % group != 0 || x.shape[1] / group != w[1] || w[0] % group != 0) {
+    c.bad("input " + to_string(x.shape) + ", weight " + to_string(w) + " and group " + std::to_string(group) +
+          " do not agree (input channels = weight dim 1 x group, output channels a multiple of group)");
   }
-  const Window win = window(c, x.shape, c.node.ints_attr("kernel_shape", {w[2], w[3]}));
+  same_type(c, 1, "weight");
+  if (c.has_input(2)) same_type(c, 2, "bias");
+  const std::vector<std::int64_t> kernel = c.node.ints_attr("kernel_shape", {w[2], w[3]});
+  if (kernel != std::vector<std::int64_t>{w[2], w[3]}) {
+    c.bad("attribute 'kernel_shape' = " + to_string(kernel) + " disagrees with the weight's spatial dims " + to_string(Shape{w[2], w[3]}));
+  }
+  const Window win = window(c, x.shape, kernel);
   if (c.has_input(2) && c.shape(2) != Shape{w[0]}) c.bad("bias of shape " + to_string(c.shape(2)) + " is not [" + std::to_string(w[0]) + "]");
   Shape out{x.shape[0], w[0], 0, 0};
   for (int i = 0; i < 2; ++i) out[2 + i] = window_out(c, x.shape[2 + i], win.k[i], win.s[i], win.d[i], win.pad_begin[i] + win.pad_end[i], false);
@@ -156,7 +195,10 @@ Infos conv_transpose(Context& c) {
   const Shape& w = c.shape(1);
   if (w.size() != 4 || x.shape.size() != 4) c.fail("only 2-D transposed convolution is supported");
   const std::int64_t group = c.node.int_attr("group", 1);
-  if (group <= 0 || x.shape[1] != w[0]) c.bad("input " + to_string(x.shape) + " and weight " + to_string(w) + " do not agree");
+  if (group <= 0 || x.shape[1] != w[0] || w[0] % group != 0) {
+    c.bad("input " + to_string(x.shape) + ", weight " + to_string(w) + " and group " + std::to_string(group) + " do not agree");
+  }
+  same_type(c, 1, "weight");
   if (c.node.has("output_shape")) c.fail("attribute 'output_shape' is not supported; give pads");
   if (c.node.string_attr("auto_pad", "NOTSET") != "NOTSET") c.fail("attribute 'auto_pad' is not supported");
   const auto strides = c.node.ints_attr("strides", {1, 1});
@@ -166,10 +208,26 @@ Infos conv_transpose(Context& c) {
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4 || output_padding.size() != 2) {
     c.bad("strides, dilations, pads and output_padding must have 2, 2, 4 and 2 values");
   }
-  Shape out{x.shape[0], w[1] * group, 0, 0};
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (pads[i] < 0 || pads[i] > kMaxDim) c.bad("attribute 'pads' has a value outside [0, " + std::to_string(kMaxDim) + "]");
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0) c.bad("strides and dilations must be positive");
+    if (strides[i] > kMaxDim || dilations[i] > kMaxDim) c.bad("strides and dilations must be at most " + std::to_string(kMaxDim));
+    if (output_padding[i] < 0 || output_padding[i] >= std::max(strides[i], dilations[i])) {
+      c.bad("attribute 'output_padding' = " + std::to_string(output_padding[i]) + " must be in [0, max(stride, dilation))");
+    }
+  }
+  using Wide = __int128;
+  Shape out{x.shape[0], 0, 0, 0};
+  const Wide channels = Wide{w[1]} * group;
+  if (channels > kMaxDim) c.bad("output channels " + std::to_string(static_cast<long double>(channels)) + " are too many");
+  out[1] = static_cast<std::int64_t>(channels);
   for (int i = 0; i < 2; ++i) {
-    out[2 + i] = (x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + 2] + dilations[i] * (w[2 + i] - 1) + output_padding[i] + 1;
-    if (out[2 + i] <= 0) c.bad("output size " + std::to_string(out[2 + i]) + " is not positive");
+    const Wide size = Wide{x.shape[2 + i] - 1} * strides[i] - pads[i] - pads[i + 2] + Wide{dilations[i]} * (w[2 + i] - 1) +
+                      output_padding[i] + 1;
+    if (size <= 0 || size > kMaxDim) c.bad("output size " + std::to_string(static_cast<long double>(size)) + " is not in [1, " + std::to_string(kMaxDim) + "]");
+    out[2 + i] = static_cast<std::int64_t>(size);
   }
   return {info(x.type, out)};
 }
@@ -222,6 +280,8 @@ Infos gemm(Context& c) {
   const ValueInfo& a = c.in(0);
   const Shape& b = c.shape(1);
   if (a.shape.size() != 2 || b.size() != 2) c.bad("inputs must be matrices, got " + to_string(a.shape) + " and " + to_string(b));
+  same_type(c, 1, "B");
+  if (c.has_input(2)) same_type(c, 2, "C");
   const bool ta = c.node.int_attr("transA", 0) != 0, tb = c.node.int_attr("transB", 0) != 0;
   const std::int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
   const std::int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
@@ -234,6 +294,7 @@ Infos matmul(Context& c) {
   const ValueInfo& a = c.in(0);
   Shape sa = a.shape, sb = c.shape(1);
   if (sa.empty() || sb.empty()) c.bad("inputs must have rank >= 1");
+  same_type(c, 1, "B");
   const bool va = sa.size() == 1, vb = sb.size() == 1;
   if (va) sa.insert(sa.begin(), 1);
   if (vb) sb.push_back(1);
@@ -296,7 +357,7 @@ Infos reshape(Context& c) {
       continue;
     }
     if (d < 0) c.bad("shape " + to_string(target) + " has a negative entry");
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known)) c.bad("shape " + to_string(target) + " has too many elements");
     out.push_back(d);
   }
   const std::int64_t total = element_count(x.shape);
@@ -336,7 +397,7 @@ Infos concat(Context& c) {
       if (static_cast<std::int64_t>(d) == axis) continue;
       if (s[d] != out[d]) c.bad("input " + std::to_string(i) + " of shape " + to_string(s) + " differs from " + to_string(first.shape) + " off the axis");
     }
-    out[axis] += s[axis];
+    if (s[axis] > kMaxDim || (out[axis] += s[axis]) > kMaxDim) c.bad("the concatenated dim exceeds " + std::to_string(kMaxDim));
   }
   return {info(first.type, out)};
 }
@@ -345,6 +406,7 @@ Infos split(Context& c) {
   const ValueInfo& x = c.in(0);
   const std::int64_t axis = c.axis(c.node.int_attr("axis", 0), x.shape.size(), "axis");
   const std::size_t parts = c.node.outputs.size();
+  if (parts == 0) c.bad("has no outputs");
   std::vector<std::int64_t> sizes;
   if (auto given = c.ints_from("split", 1)) {
     sizes = *given;
@@ -352,7 +414,10 @@ Infos split(Context& c) {
     if (x.shape[axis] % static_cast<std::int64_t>(parts) != 0) c.fail("dim " + std::to_string(x.shape[axis]) + " does not split evenly into " + std::to_string(parts));
     sizes.assign(parts, x.shape[axis] / static_cast<std::int64_t>(parts));
   }
-  if (sizes.size() != parts || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != x.shape[axis]) {
+  bool sizes_ok = sizes.size() == parts;
+  std::int64_t covered = 0;
+  for (const std::int64_t size : sizes) sizes_ok = sizes_ok && size >= 0 && !__builtin_add_overflow(covered, size, &covered);
+  if (!sizes_ok || covered != x.shape[axis]) {
     c.bad("split sizes " + to_string(sizes) + " do not cover dim " + std::to_string(x.shape[axis]) + " in " + std::to_string(parts) + " outputs");
   }
   Infos out;
@@ -372,8 +437,9 @@ Infos pad(Context& c) {
   if (c.has_input(3)) c.fail("input 'axes' is not supported");
   Shape out = x.shape;
   for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] += (*pads)[i] + (*pads)[i + out.size()];
-    if ((*pads)[i] < 0 || (*pads)[i + out.size()] < 0) c.fail("negative pads (cropping) are not supported");
+    const std::int64_t before = (*pads)[i], after = (*pads)[i + out.size()];
+    if (before < 0 || after < 0) c.fail("negative pads (cropping) are not supported");
+    if (before > kMaxDim || after > kMaxDim || (out[i] += before + after) > kMaxDim) c.bad("pads make a dim above " + std::to_string(kMaxDim));
   }
   return {info(x.type, out)};
 }
@@ -461,6 +527,10 @@ HostTensor fold_gather(Context& c) {
   Shape out(data.shape.begin(), data.shape.begin() + axis);
   out.insert(out.end(), idx.shape.begin(), idx.shape.end());
   out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (element_count(out) > kMaxFoldedElements) {
+    c.fail("folding would make " + to_string(out) + ", more than the " + std::to_string(kMaxFoldedElements) +
+           " elements a shape computation folds");
+  }
   const auto st = row_major_strides(data.shape);
   const std::int64_t outer = element_count(Shape(data.shape.begin(), data.shape.begin() + axis));
   const std::int64_t inner = st[axis];
@@ -499,6 +569,7 @@ HostTensor fold_squeeze(Context& c) {
     if (axes) {
       for (const auto a : *axes) drop = drop || c.axis(a, x.shape.size(), "axes") == static_cast<std::int64_t>(i);
     }
+    if (drop && x.shape[i] != 1) c.bad("axis " + std::to_string(i) + " of " + to_string(x.shape) + " is not 1 and cannot be squeezed");
     if (!drop) out.push_back(x.shape[i]);
   }
   return with_shape(x, out);
@@ -604,7 +675,8 @@ HostTensor fold_slice(Context& c) {
   const auto ends = c.ints_from("ends", 2).value_or(std::vector<std::int64_t>{x.shape[0]});
   const auto steps = c.has_input(4) ? c.required_constant(4, "steps").as_int64("steps") : std::vector<std::int64_t>{1};
   if (starts.size() != 1 || ends.size() != 1 || steps.size() != 1 || steps[0] == 0) c.bad("starts, ends and steps must be one value each, steps non-zero");
-  const std::int64_t n = x.shape[0], step = steps[0];
+  const std::int64_t n = x.shape[0];
+  const std::int64_t step = std::clamp(steps[0], -n - 1, n + 1);  // a longer step takes the same one element
   auto clampi = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
   std::vector<std::int64_t> index;
   if (step > 0) {
@@ -630,13 +702,16 @@ HostTensor fold_arithmetic(Context& c) {
   for (std::size_t i = 0; i < r.size(); ++i) {
     const std::int64_t x = va[va.size() == 1 ? 0 : i], y = vb[vb.size() == 1 ? 0 : i];
     const std::string& op = c.node.op_type;
-    if (op == "Add") r[i] = x + y;
-    else if (op == "Sub") r[i] = x - y;
-    else if (op == "Mul") r[i] = x * y;
+    bool overflow = false;
+    if (op == "Add") overflow = __builtin_add_overflow(x, y, &r[i]);
+    else if (op == "Sub") overflow = __builtin_sub_overflow(x, y, &r[i]);
+    else if (op == "Mul") overflow = __builtin_mul_overflow(x, y, &r[i]);
     else {
       if (y == 0) c.bad("integer division by zero");
-      r[i] = x / y;
+      overflow = x == INT64_MIN && y == -1;
+      if (!overflow) r[i] = x / y;
     }
+    if (overflow) c.bad("int64 " + op + " of " + std::to_string(x) + " and " + std::to_string(y) + " overflows");
   }
   return HostTensor::from_int64(r, out);
 }
@@ -653,10 +728,12 @@ struct Rule {
 const std::map<std::string, Rule>& rules() {
   static const std::map<std::string, Rule> table = [] {
     std::map<std::string, Rule> t;
-    for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf",
-                           "Sqrt", "Softmax", "LogSoftmax", "Neg", "Exp", "Reciprocal"}) {
+    for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf", "galley.Silu",
+                           "Sqrt", "Neg", "Exp", "Reciprocal"}) {
       t[op] = {unary, nullptr};
     }
+    t["Softmax"] = {softmax, nullptr};
+    t["LogSoftmax"] = {softmax, nullptr};
     t["Identity"] = {unary, fold_identity};
     for (const char* op : {"Add", "Sub", "Mul", "Div"}) t[op] = {binary, fold_arithmetic};
     t["Pow"] = {binary, nullptr};
@@ -694,21 +771,26 @@ const std::map<std::string, Rule>& rules() {
   return table;
 }
 
-}  // namespace
-
-std::vector<std::string> supported_ops() {
-  std::vector<std::string> out;
-  for (const auto& [name, rule] : rules()) out.push_back(name);
-  return out;
+// The ops whose data input ONNX types as floats only (Conv's T is float16, float, double, ...;
+// MaxPool also takes 8-bit integers).
+const std::set<std::string>& float_ops() {
+  static const std::set<std::string> ops{"Conv", "ConvTranspose", "galley.FusedConv", "AveragePool",
+                                         "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+                                         "LayerNormalization", "Gemm", "MatMul", "Softmax", "LogSoftmax", "Sigmoid",
+                                         "Tanh", "HardSigmoid", "HardSwish", "Gelu", "Erf", "Elu", "LeakyRelu",
+                                         "Sqrt", "Exp", "Reciprocal", "Dropout", "galley.Silu"};
+  return ops;
 }
 
-void infer_node(Graph& graph, const Node& node) {
-  const auto it = rules().find(node.op_type);
-  if (it == rules().end()) {
-    throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' is not supported");
+void infer_with(Context& c, const Rule& rule) {
+  const Node& node = c.node;
+  Graph& graph = c.graph;
+  if (float_ops().count(node.op_type) != 0 && c.has_input(0)) {
+    const ElemType type = graph.value(node.inputs[0]).type;
+    if (!is_float(type)) {
+      c.bad("input '" + node.inputs[0] + "' is " + to_string(type) + "; " + node.op_type + " takes f32, f16, bf16 or f64");
+    }
   }
-  Context c{graph, node};
-  const Rule& rule = it->second;
   // Shape: only the input's shape is needed, so it folds whenever that shape is static.
   bool all_constant = !node.inputs.empty() || node.op_type == "Constant";
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
@@ -733,6 +815,45 @@ void infer_node(Graph& graph, const Node& node) {
   if (out.size() < node.outputs.size()) c.fail("has " + std::to_string(node.outputs.size()) + " outputs; supported: " + std::to_string(out.size()));
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     if (!node.outputs[i].empty()) graph.values[node.outputs[i]] = out[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, rule] : rules()) out.push_back(name);
+  return out;
+}
+
+bool byte_size_fits(const Shape& shape, ElemType type) {
+  std::int64_t n = static_cast<std::int64_t>(size_of(type));
+  for (const std::int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
+  }
+  return true;
+}
+
+void infer_node(Graph& graph, const Node& node) {
+  const auto it = rules().find(node.op_type);
+  if (it == rules().end()) {
+    throw Error(Status::unsupported, node.label() + ": op '" + node.op_type + "' is not supported");
+  }
+  Context c{graph, node};
+  try {
+    infer_with(c, it->second);
+  } catch (const Error& e) {
+    // Helpers shared by many rules (element_count, as_int64) do not know the node: name it.
+    const std::string what = e.what();
+    if (what.find(node.label()) != std::string::npos) throw;
+    throw Error(e.status(), node.label() + ": " + what);
+  }
+  for (const std::string& out : node.outputs) {
+    if (out.empty()) continue;
+    const ValueInfo& v = graph.value(out);
+    if (v.shape_known && !byte_size_fits(v.shape, v.type)) {
+      c.bad("output '" + out + "' of shape " + to_string(v.shape) + " has more bytes than a 64-bit size holds");
+    }
   }
 }
 

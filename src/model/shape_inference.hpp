@@ -9,4 +9,7 @@ namespace galley::model {
 /// Infers (or folds) `node`'s outputs into `graph` from its inputs' infos; throws as infer_shapes().
 void infer_node(Graph& graph, const Node& node);
 
+/// True when a value of `shape` (no negative dim) and `type` has a byte size that int64 holds.
+bool byte_size_fits(const Shape& shape, ElemType type);
+
 }  // namespace galley::model

@@ -1,6 +1,8 @@
 // Runs a Graph on one device: every node lowered once to an op-layer call (solvers picked by the
 // tuner and remembered in the find-db), constants uploaded once, each intermediate value freed back
-// to the caching allocator after its last reader, so the peak holds only the live values.
+// to the caching allocator after its last reader, so the peak holds only the live values; an
+// activation or elementwise node whose input dies there writes its output over that input
+// (ExecutorOptions::in_place). Outputs are the caller's own: never a graph input's memory.
 //
 // Graph mode (ExecutorOptions::capture): shapes are static, so after one eager run (which tunes,
 // picks every solver and warms every vendor handle) the executor captures one whole run into a
@@ -78,6 +80,10 @@ struct ExecutorOptions {
   /// Graph mode (see the top of this file): run 1 eager, run 2 captures and replays, every later
   /// run replays.
   bool capture = false;
+  /// An activation or elementwise node writes its output into the memory of an input that dies
+  /// there (same descriptor; never a graph input's, a graph output's or a constant's memory), which
+  /// lowers the peak. False gives every node output its own memory, to compare.
+  bool in_place = true;
 };
 
 class Executor {

@@ -12,7 +12,8 @@
 // Pipeline, in order (pass_names()):
 //   constant-folding    nodes whose inputs are all constants, evaluated once on the cpu
 //   batch-norm-folding  Conv [+ bias] -> BatchNormalization (constant statistics) into one Conv
-//   conv-fusion         Conv -> [Add bias] -> [Add residual] -> [activation] into "galley.FusedConv"
+//   conv-fusion         x * Sigmoid(x) into "galley.Silu"; then Conv -> [Add bias] -> [Add residual]
+//                       -> [activation] into "galley.FusedConv"
 //   dead-node-removal   nodes whose outputs reach no graph output; constants nothing reads
 //   dtype-conversion    float values and constants in PassOptions::dtype (runs only when set)
 //   layout              which conv/pool/norm/activation/add nodes run NHWC, reorders at the edges
@@ -22,6 +23,7 @@
 //                       ONNX op name of the epilogue activation, "" for none) with
 //                       "activation_alpha" / "activation_beta" (LeakyRelu/Elu alpha, Clip min/max):
 //                       Y = activation(conv(X, W) + B + R).
+//   "galley.Silu"       one input X, one output X * sigmoid(X) (SiLU, as ONNX exports it in two nodes).
 //   "galley.Reorder"    one input, one output of the same logical shape, attribute "layout"
 //                       ("NCHW" or "NHWC") naming the output's memory order.
 // A node with attribute "galley.layout" = "NHWC" stores every rank-4 input and output channels-last
@@ -88,9 +90,11 @@ int fold_constants(Graph& graph, std::int64_t max_elements = std::int64_t{1} << 
 /// Folds BatchNormalization (inference, constant scale/bias/mean/var) into the Conv feeding it
 /// when the conv's output has no other reader: new weights and bias, the BN node removed.
 int fold_batch_norm(Graph& graph);
-/// Rewrites Conv -> [Add per-channel constant] -> [Add residual] -> [Relu, Clip, LeakyRelu, Elu,
+/// Rewrites Mul(x, Sigmoid(x)) (the Sigmoid's output read by the Mul only) into "galley.Silu"(x),
+/// then Conv -> [Add per-channel constant] -> [Add residual] -> [Relu, Clip, LeakyRelu, Elu,
 /// Sigmoid, Tanh, HardSwish] chains (each intermediate value read once, not a graph output) into
 /// one "galley.FusedConv" node. A Conv with nothing to fuse is left as it is.
+/// Returns the number of SiLUs and chains rewritten.
 int fuse_conv_epilogues(Graph& graph);
 /// Removes nodes none of whose outputs reaches a graph output, nodes already folded into
 /// constants, and constants nothing reads.

@@ -3,6 +3,12 @@
 // point with a fused epilogue can do it in one pass over Y. Each value inside the chain must have
 // one reader and not be a graph output; the fused node takes the place of the chain's last node
 // (every input it reads is defined by then).
+//
+// First, x * Sigmoid(x) (SiLU as exported: EfficientNet's activation) becomes one "galley.Silu"
+// node, which runs in place: without it x and Sigmoid(x) are both alive at the Mul. It stays a
+// node of its own rather than a conv epilogue: the cpu epilogue's silu is several times slower
+// than the activation op's (EfficientNet-B0 b8 f32 on 2 cores: about 100 ms for one 1x1 conv with
+// a silu epilogue, 25 ms for the conv, Sigmoid and Mul apart).
 #include <cmath>
 #include <set>
 
@@ -80,9 +86,46 @@ bool take_activation(const Graph& graph, const Node& node, Node& fused) {
   return false;
 }
 
+// Mul(x, Sigmoid(x)) or Mul(Sigmoid(x), x), the Sigmoid's output read by that Mul only and no
+// graph output, into galley.Silu(x) at the Mul's place. Returns the number rewritten.
+int fuse_silu(Graph& graph) {
+  const auto readers = passes::readers(graph);
+  const auto producers = passes::producers(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  int count = 0;
+  for (Node& mul : graph.nodes) {
+    if (mul.op_type != "Mul" || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    for (std::size_t k = 0; k < 2; ++k) {
+      const std::string& s = mul.inputs[k];
+      const std::string& x = mul.inputs[1 - k];
+      const auto p = producers.find(s);
+      if (p == producers.end() || removed[p->second]) continue;
+      const Node& sigmoid = graph.nodes[p->second];
+      if (sigmoid.op_type != "Sigmoid" || sigmoid.inputs.size() != 1 || sigmoid.inputs[0] != x) continue;
+      const auto r = readers.find(s);
+      if (r == readers.end() || r->second.size() != 1 || passes::is_graph_output(graph, s)) continue;
+      removed[p->second] = true;
+      mul.op_type = "galley.Silu";
+      mul.inputs = {x};
+      mul.attributes.clear();
+      ++count;
+      break;
+    }
+  }
+  if (count == 0) return 0;
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(graph.nodes[i]));
+  }
+  graph.nodes = std::move(kept);
+  passes::refresh(graph);
+  return count;
+}
+
 }  // namespace
 
 int fuse_conv_epilogues(Graph& graph) {
+  const int silu_count = fuse_silu(graph);
   const auto readers = passes::readers(graph);
   std::vector<bool> removed(graph.nodes.size(), false);
   std::map<std::size_t, Node> placed;  // index of a chain's last node -> the fused node there
@@ -160,7 +203,7 @@ int fuse_conv_epilogues(Graph& graph) {
     placed[chain.back()] = std::move(fused);
     ++fused_count;
   }
-  if (fused_count == 0) return 0;
+  if (fused_count == 0) return silu_count;
   std::vector<Node> out;
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
     if (const auto p = placed.find(i); p != placed.end()) {
@@ -171,7 +214,7 @@ int fuse_conv_epilogues(Graph& graph) {
   }
   graph.nodes = std::move(out);
   passes::refresh(graph);
-  return fused_count;
+  return silu_count + fused_count;
 }
 
 }  // namespace galley::model

@@ -26,7 +26,7 @@ const std::set<std::string>& leading_ops() {
 const std::set<std::string>& following_ops() {
   static const std::set<std::string> ops{"Relu",      "LeakyRelu",   "Elu",  "Sigmoid", "Tanh",
                                          "HardSwish", "HardSigmoid", "Gelu", "Clip",    "Add",
-                                         "Sub",       "Mul",         "Div"};
+                                         "Sub",       "Mul",         "Div",  "galley.Silu"};
   return ops;
 }
 
