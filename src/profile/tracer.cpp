@@ -99,6 +99,16 @@ const char* to_string(Kind kind) noexcept {
   return "?";
 }
 
+namespace {
+constexpr std::string_view kGraphReplayPrefix = "graph replay (";
+}  // namespace
+
+std::string graph_replay_name(std::size_t nodes) {
+  return std::string(kGraphReplayPrefix) + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)");
+}
+
+bool is_graph_replay(std::string_view name) noexcept { return name.starts_with(kGraphReplayPrefix); }
+
 void record(Record r) noexcept {
   Buffers& b = buffers();
   // Reserve a slot first, so concurrent recorders never hold more than the capacity together.

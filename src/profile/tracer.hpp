@@ -17,12 +17,26 @@
 
 namespace galley::profile {
 
+// GALLEY_PROFILER (CMake option, default ON) builds the tracer's hooks in; OFF makes enabled() a
+// constant false, so every hook is removed at compile time (the API stays; tracing never turns on).
+#ifndef GALLEY_PROFILER
+#define GALLEY_PROFILER 1
+#endif
+
+/// Whether this build has the profiler (GALLEY_PROFILER).
+inline constexpr bool kCompiledIn = GALLEY_PROFILER != 0;
+
 namespace detail {
 extern std::atomic<bool> g_enabled;
 }  // namespace detail
 
-/// True while tracing is on. The hooks' only cost when it is off.
+/// True while tracing is on. The hooks' only cost when it is off; none in a build without the
+/// profiler.
+#if GALLEY_PROFILER
 inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+#else
+constexpr bool enabled() noexcept { return false; }
+#endif
 
 /// Nanoseconds on the steady clock; every record's timestamps use it.
 inline std::int64_t now_ns() noexcept {
@@ -64,6 +78,11 @@ struct Record {
   std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
   std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
 };
+
+/// The launch and device span name of one replay of a captured graph: "graph replay (N nodes)".
+std::string graph_replay_name(std::size_t nodes);
+/// Whether a span of this name is a graph replay (graph_replay_name).
+bool is_graph_replay(std::string_view name) noexcept;
 
 /// Stores `record` in the calling thread's buffer, stamping its thread index; counts a drop when
 /// the tracer holds its capacity already. Never throws (a failed allocation is a drop too).
