@@ -28,6 +28,7 @@
 #include "profile/html_report.hpp"
 #include "profile/memory_report.hpp"
 #include "profile/summary.hpp"
+#include "profile/tracer.hpp"
 
 extern char** environ;
 
@@ -123,6 +124,11 @@ struct TemporaryFile {
 };
 
 void run_prof(ProfOptions o) {
+  if (!profile::kCompiledIn && (!o.command.empty() || !o.out.empty())) {
+    throw Error(Status::unsupported,
+                "galley prof: this build has no profiler (configured with -DGALLEY_PROFILER=OFF), so it "
+                "cannot trace a command; --in and --memory still read files written by a build with it");
+  }
   (void)profile::parse_summary_phase(o.phase);  // a bad phase fails before the command runs
   if (o.phase != "all") o.summary = true;
   if (!o.memory.empty()) {
