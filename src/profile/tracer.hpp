@@ -88,6 +88,23 @@ bool is_graph_replay(std::string_view name) noexcept;
 /// the tracer holds its capacity already. Never throws (a failed allocation is a drop too).
 void record(Record record) noexcept;
 
+/// A caching-allocator call as plain data, recorded without building a Record (an op call makes
+/// two: its workspace's allocation and free); collect() turns it into a Kind::alloc or Kind::free
+/// record.
+struct MemoryEvent {
+  Kind kind = Kind::alloc;     ///< alloc or free
+  std::int64_t start_ns = 0;   ///< now_ns()
+  std::uint64_t bytes = 0;     ///< the call's
+  std::int64_t allocated = 0;  ///< the allocator's allocated bytes after the call
+  std::int64_t reserved = 0;   ///< its reserved bytes after the call
+  const char* device = "";     ///< from intern(): lives as long as the process
+};
+/// Stores `event` as record() stores a record (same bound, same drop count). Never throws.
+void record_memory(const MemoryEvent& event) noexcept;
+/// A copy of `text` that lives as long as the process, the same pointer for equal texts. For the
+/// few names that recur in every record (device names). Null if out of memory.
+const char* intern(std::string_view text) noexcept;
+
 /// A fresh flow id (launch -> device span), unique for the process.
 std::uint64_t next_flow_id() noexcept;
 
