@@ -116,7 +116,7 @@ def main():
         print(f"{key:64} " + " ".join(f"{med[n]:16.4f}" for n in names) +
               " ".join(f" {med[n] / med['off']:16.3f}" for n in others))
         if opts.repeats > 1:
-            print(f"{'  rounds':64} " + " ".join(f"{' '.join(f'{v:.3f}' for v in ms[n][key]):>16}" for n in names))
+            print("  rounds: " + "; ".join(f"{n} " + " ".join(f"{v:.4f}" for v in ms[n][key]) for n in names))
     for n in others:
         geo = math.exp(sum(math.log(r) for r in ratios[n]) / len(ratios[n]))
         print(f"geomean per-call time, {n} / off: {geo:.4f} ({(geo - 1) * 100:+.2f}%)")
