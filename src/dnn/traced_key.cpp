@@ -24,7 +24,8 @@ std::string traced_key(ProblemRef problem) {
   const std::size_t hash = problem.hash();
   if (const auto it = cache.find(hash); it != cache.end()) {
     const AnyProblem& cached = it->second.problem;
-    if (cached.ops == problem.ops && problem.ops->equal(cached.problem.get(), problem.problem)) return it->second.key;
+    if (cached.ops == problem.ops && problem.ops->equal(cached.problem.get(), problem.problem))
+      return it->second.key;
   }
   std::string key = problem.key();
   if (cache.size() >= kKeysKept) cache.clear();

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 #include <utility>
 

@@ -125,7 +125,8 @@ Window phase_window(const nlohmann::json& events, SummaryPhase phase, TraceSumma
     if (!event.is_object() || event.value("ph", "") != "X") continue;
     const Span s = span_of(event);
     trace_end = std::max(trace_end, s.ts + s.dur);
-    if (event.value("pid", std::int64_t{-1}) == 0 || s.cat == "activity" || !is_graph_replay(s.name)) continue;
+    if (event.value("pid", std::int64_t{-1}) == 0 || s.cat == "activity" || !is_graph_replay(s.name))
+      continue;
     ++summary.replays;
     first_replay = std::min(first_replay, s.ts);
     last_replay_end = std::max(last_replay_end, s.ts + s.dur);
@@ -312,7 +313,8 @@ std::string format_summary(const TraceSummary& summary) {
   char line[512];
   auto ms = [](double us) { return us / 1000.0; };
   if (summary.phase != SummaryPhase::all) {
-    std::snprintf(line, sizeof line, "phase %s: events starting from %.3f ms to %.3f ms (%llu graph replays in the trace)\n\n",
+    std::snprintf(line, sizeof line,
+                  "phase %s: events starting from %.3f ms to %.3f ms (%llu graph replays in the trace)\n\n",
                   to_string(summary.phase), ms(summary.window_from_us), ms(summary.window_to_us),
                   static_cast<unsigned long long>(summary.replays));
     out += line;

@@ -48,7 +48,8 @@ inline std::int64_t now_ns() noexcept {
 enum class Kind : std::uint8_t {
   op,      ///< host: one dispatch call, validation to enqueue (the host API time)
   launch,  ///< host: one Stream::launch (a solver's enqueue, a copy, a memset)
-  device,  ///< device: the launched work's execution, between events recorded around it
+  device,  ///< device: the launched work's execution, between events recorded around it (or,
+           ///< where an activity source times the launches, its first to last activity)
   tune,    ///< host: the tuner's pick for one call (cache or find-db hit, or tuning)
   alloc,   ///< host instant: a caching-allocator allocation, with the device's bytes after it
   free,    ///< host instant: a caching-allocator free, with the device's bytes after it

@@ -74,7 +74,8 @@ TEST_F(CompactRecords, InternGivesOneLastingPointerPerText) {
 TEST(TracedKey, IsTheProblemsKeyForNewRepeatedAndEvictedProblems) {
   std::vector<dnn::ConvProblem> problems;
   // More problems than the cache keeps, so it starts over at least once, and each asked twice.
-  for (int c = 1; c <= 4200; ++c) problems.push_back(dnn::ConvProblem{.n = 1, .c = c, .h = 5, .w = 5, .k = 2});
+  for (int c = 1; c <= 4200; ++c)
+    problems.push_back(dnn::ConvProblem{.n = 1, .c = c, .h = 5, .w = 5, .k = 2});
   for (int round = 0; round < 2; ++round) {
     for (const auto& p : problems) {
       const std::string key = dnn::traced_key(dnn::ProblemRef::of(p));

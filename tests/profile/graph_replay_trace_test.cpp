@@ -134,8 +134,9 @@ TEST_F(GraphReplayTrace, PhasesSplitTheSummaryAtTheFirstReplayWithTheTracesSums)
   // The host pauses between replays are the gaps.
   EXPECT_GT(st.gap_share, 0.0);
   EXPECT_LT(st.gap_share, 1.0);
-  const auto row = std::find_if(replays.ops.begin(), replays.ops.end(),
-                                [](const OpSummary& o) { return o.solver == graph_replay_name(kCapturedLaunches); });
+  const auto row = std::find_if(replays.ops.begin(), replays.ops.end(), [](const OpSummary& o) {
+    return o.solver == graph_replay_name(kCapturedLaunches);
+  });
   ASSERT_NE(row, replays.ops.end()) << format_summary(replays);
   EXPECT_EQ(row->calls, static_cast<std::uint64_t>(kReplays));
   EXPECT_NE(format_summary(replays).find("phase replays"), std::string::npos);
@@ -152,10 +153,15 @@ TEST_F(GraphReplayTrace, PhasesSplitTheSummaryAtTheFirstReplayWithTheTracesSums)
 }
 
 TEST(TraceSummaryPhase, APhaseOfATraceWithoutReplaysOrAnUnknownPhaseIsANamedError) {
-  const nlohmann::json trace = {
-      {"traceEvents",
-       {{{"ph", "X"}, {"name", "k"}, {"cat", "kernel"}, {"pid", 1}, {"tid", 1}, {"ts", 0}, {"dur", 1},
-         {"args", {{"device", "cpu"}, {"stream", 1}}}}}}};
+  const nlohmann::json trace = {{"traceEvents",
+                                 {{{"ph", "X"},
+                                   {"name", "k"},
+                                   {"cat", "kernel"},
+                                   {"pid", 1},
+                                   {"tid", 1},
+                                   {"ts", 0},
+                                   {"dur", 1},
+                                   {"args", {{"device", "cpu"}, {"stream", 1}}}}}}};
   EXPECT_EQ(summarize_trace(trace.dump()).streams.size(), 1u);
   try {
     (void)summarize_trace(trace.dump(), SummaryPhase::replays);
@@ -176,11 +182,12 @@ TEST(TraceSummaryPhase, APhaseOfATraceWithoutReplaysOrAnUnknownPhaseIsANamedErro
 
 TEST(TraceSummaryPhase, HandMadeTraceGivesExactSumsPerPhase) {
   auto span = [](const char* name, double ts, double dur) {
-    return nlohmann::json{{"ph", "X"}, {"name", name}, {"cat", "kernel"}, {"pid", 1}, {"tid", 2},
-                          {"ts", ts},  {"dur", dur},   {"args", {{"device", "cpu"}, {"stream", 2}}}};
+    return nlohmann::json{
+        {"ph", "X"}, {"name", name}, {"cat", "kernel"}, {"pid", 1},
+        {"tid", 2},  {"ts", ts},     {"dur", dur},      {"args", {{"device", "cpu"}, {"stream", 2}}}};
   };
   nlohmann::json events = nlohmann::json::array();
-  events.push_back(span("eager", 0, 10));                     // warm-up: busy 10 of 100
+  events.push_back(span("eager", 0, 10));  // warm-up: busy 10 of 100
   events.push_back(span("eager", 90, 10));
   events.push_back(span("graph replay (7 nodes)", 200, 30));  // replays: busy 60 of 100
   events.push_back(span("copy_d2d", 240, 0));                 // between the replays

@@ -552,7 +552,8 @@ class CuptiSource final : public profile::ActivitySource {
     enabled_kinds_.clear();
     sample_clock_offset();
     // Forced: everything recorded so far, including buffers with work that never ran (skipped).
-    const std::string why = failure(s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    const std::string why =
+        failure(s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
     record_launch_spans();
     s.spans_from_activities.store(false, std::memory_order_relaxed);
     if (!why.empty()) throw std::runtime_error(why);
