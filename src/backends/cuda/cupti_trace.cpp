@@ -56,8 +56,10 @@ namespace {
 constexpr std::size_t kBufferBytes = std::size_t{4} << 20;
 constexpr std::size_t kBufferAlignment = 8;
 // Correlation ids remembered for kernels not yet delivered; the oldest are forgotten past this
-// (their kernels, if they ever arrive, are still recorded, only without their launch).
-constexpr std::size_t kMaxCorrelations = std::size_t{1} << 16;
+// (their kernels, if they ever arrive, are still recorded, only without their launch, and that
+// launch gets no CUPTI-made device span). CUPTI delivers a buffer when it is full, so this must
+// outlast one buffer's records (about 20k kernels in 4 MiB); about 80 bytes each at most.
+constexpr std::size_t kMaxCorrelations = std::size_t{1} << 18;
 
 // The CUPTI entry points used, resolved from libcupti.
 struct CuptiApi {
