@@ -197,10 +197,30 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
   out.debug_igemm_tc_tune = value.empty() || parse_flag(name, value);
 }
 
+#ifndef GALLEY_PROFILER
+#define GALLEY_PROFILER 1
+#endif
+// A build configured with -DGALLEY_PROFILER=OFF has no tracer hooks to turn on.
+constexpr bool kProfilerBuilt = GALLEY_PROFILER != 0;
+
 // The path is checked by the profile layer's validator (a writable file in an existing folder).
 // Blanks alone mean off, as `NAME=` does; a path is taken as written.
-void parse_profile(std::string_view, const std::string& value, Config& out) {
+void parse_profile(std::string_view name, const std::string& value, Config& out) {
   out.profile = trim(value).empty() ? std::string() : value;
+  if (!kProfilerBuilt && !out.profile.empty()) {
+    throw Error(Status::unsupported, std::string(name) + "='" + value +
+                                         "' is set, but this build has no profiler (configured with "
+                                         "-DGALLEY_PROFILER=OFF); unset it or use a build with the profiler");
+  }
+}
+
+void parse_profile_device_times(std::string_view name, const std::string& value, Config& out) {
+  out.profile_device_times = parse_choice(name, value, {"events", "cupti"});
+  if (!kProfilerBuilt && !out.profile_device_times.empty()) {
+    throw Error(Status::unsupported, std::string(name) + "='" + value +
+                                         "' is set, but this build has no profiler (configured with "
+                                         "-DGALLEY_PROFILER=OFF)");
+  }
 }
 
 const std::vector<Entry>& entries() {
@@ -239,8 +259,13 @@ const std::vector<Entry>& entries() {
       {{"GALLEY_PROFILE",
         "FILE.json: trace every op, launch, copy, allocation and tuner pick and write a Chrome/Perfetto "
         "trace there at exit (see `galley prof`)",
-        "(unset: off)"},
+        "(unset: off)", kProfilerBuilt},
        parse_profile},
+      {{"GALLEY_PROFILE_DEVICE_TIMES",
+        "events|cupti: where a traced launch's device span comes from on cuda: an event pair recorded around "
+        "each launch, or CUPTI's kernel records (no events; falls back to events where CUPTI does not run)",
+        "cupti", kProfilerBuilt},
+       parse_profile_device_times},
       {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"},
        parse_num_threads},
       {{"GALLEY_CPU_ISA", "highest cpu kernel level: scalar|avx2|avx512 (like oneDNN's DNNL_MAX_CPU_ISA)",

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.hpp"
+#include "dnn/traced_key.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
@@ -66,7 +67,7 @@ void log_command(ProblemRef problem, const runtime::Device& device, const Solver
 }
 
 profile::OpInfo op_info(const char* op, runtime::Stream& stream, ProblemRef problem) {
-  return profile::OpInfo{op, stream.device().name(), stream.id(), problem.key()};
+  return profile::OpInfo{op, stream.device().name(), stream.id(), traced_key(problem)};
 }
 
 void run_choice(runtime::Stream& stream, ProblemRef problem, OpArgs& args, const Choice& choice) {

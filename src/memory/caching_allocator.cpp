@@ -21,21 +21,26 @@ namespace {
 // An alloc or free with the device's memory after it (the trace's memory counter). Called only
 // while tracing.
 void trace_allocator(profile::Kind kind, detail::AllocatorState& state, std::size_t bytes) noexcept {
-  try {
-    profile::Record event;
-    event.kind = kind;
-    event.start_ns = profile::now_ns();
-    event.device = state.name;
-    event.bytes = bytes;
-    {
-      std::lock_guard lock(state.mutex);
-      event.allocated = state.stats.allocated_bytes.all.current;
-      event.reserved = state.stats.reserved_bytes.all.current;
-    }
-    profile::record(std::move(event));
-  } catch (...) {
-    // Only the device name's copy can throw; an allocation never fails for its trace.
+  // The device name as the tracer keeps it, looked up once per allocator and thread.
+  thread_local const detail::AllocatorState* named = nullptr;
+  thread_local const char* device = "";
+  if (named != &state || state.name != device) {
+    const char* interned = profile::intern(state.name);
+    if (interned == nullptr) return;  // out of memory: an allocation never fails for its trace
+    named = &state;
+    device = interned;
   }
+  profile::MemoryEvent event;
+  event.kind = kind;
+  event.start_ns = profile::now_ns();
+  event.device = device;
+  event.bytes = bytes;
+  {
+    std::lock_guard lock(state.mutex);
+    event.allocated = state.stats.allocated_bytes.all.current;
+    event.reserved = state.stats.reserved_bytes.all.current;
+  }
+  profile::record_memory(event);
 }
 
 // GALLEY_ALLOC_CONF=snapshot_on_oom:PATH: the state that could not serve a request, written before

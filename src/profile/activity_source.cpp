@@ -1,6 +1,8 @@
 // The registered device activity sources and their lifecycle, following the tracer's on/off state.
 #include "profile/activity_source.hpp"
 
+#include <array>
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,10 @@ struct Sources {
   std::vector<Entry> all;
   bool on = false;  // the tracer state the sources were last brought to
 };
+
+// The running sources, read per traced launch (so lock-free); a source beyond these few is never
+// asked to time launches (there is one per GPU backend).
+std::array<std::atomic<ActivitySource*>, 4> g_running{};
 
 Sources& sources() {
   // Never destroyed: the GALLEY_PROFILE session stops tracing from an atexit handler.
@@ -48,11 +54,20 @@ void start_one(Entry& e) noexcept {
   }
   e.running = why.empty();
   if (!e.running) add_note(std::string(e.source->name()) + " unavailable: " + why);
+  if (!e.running) return;
+  for (auto& slot : g_running) {
+    ActivitySource* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, e.source, std::memory_order_acq_rel)) break;
+  }
 }
 
 void stop_one(Entry& e) noexcept {
   if (!e.running) return;
   e.running = false;
+  for (auto& slot : g_running) {
+    ActivitySource* mine = e.source;
+    slot.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel);
+  }
   try {
     e.source->stop();
   } catch (...) {
@@ -85,6 +100,14 @@ void register_activity_source(ActivitySource& source) noexcept {
     return;
   }
   if (s.on) start_one(s.all.back());
+}
+
+bool device_times_from_source(std::string_view device) noexcept {
+  for (const auto& slot : g_running) {
+    const ActivitySource* source = slot.load(std::memory_order_acquire);
+    if (source != nullptr && source->times_launches(device)) return true;
+  }
+  return false;
 }
 
 namespace detail {

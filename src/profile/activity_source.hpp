@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace galley::profile {
 
@@ -28,12 +29,25 @@ class ActivitySource {
   virtual void flush() = 0;
   /// Tracing turned off: records what completed, then stops observing.
   virtual void stop() = 0;
+  /// Whether, while running, the source records the device span (Kind::device) of every traced
+  /// launch on `device` itself, from the activities it attributed to the launch's flow: the first
+  /// one's start to the last one's end. The runtime then records no event pair around those
+  /// launches. Asked at each traced launch while the source runs (keep it cheap); false (the
+  /// default): events time the launches.
+  virtual bool times_launches(std::string_view device) const noexcept {
+    (void)device;
+    return false;
+  }
 };
 
 /// Registers `source` for the life of the process (a plugin that registered one is never
 /// unloaded) and starts it at once when tracing is on. Start, flush and stop of all sources are
 /// serialised, so a source needs no lock of its own for them.
 void register_activity_source(ActivitySource& source) noexcept;
+
+/// Whether a running source times the traced launches on `device` (ActivitySource::times_launches),
+/// so the runtime records no events around them. One relaxed load while no source does.
+bool device_times_from_source(std::string_view device) noexcept;
 
 namespace detail {
 /// Brings every source to the tracer's current state (set_enabled calls it).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -163,9 +164,13 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
   // Kernels point back at their launch with a flow of their own (one flow id ends once), numbered
   // after every flow id the records use.
   std::map<std::uint64_t, const Record*> launches;
+  // A launch's flow starts only where a device span ends it: a launch whose device span an
+  // activity source makes has none when the source saw no work of it.
+  std::set<std::uint64_t> device_flows;
   std::uint64_t next_flow = 0;
   for (const Record& r : records) {
     if (r.kind == Kind::launch && r.flow != 0) launches.emplace(r.flow, &r);
+    if (r.kind == Kind::device && r.flow != 0) device_flows.insert(r.flow);
     next_flow = std::max(next_flow, r.flow);
   }
   std::map<std::pair<int, std::uint64_t>, std::vector<std::int64_t>> lane_ends;  // (pid, stream)
@@ -206,13 +211,14 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
       case Kind::launch:
         name_thread(kHostPid, r.thread);
         w.span(r, kHostPid, r.thread, r.name, "launch", op_args(r));
-        if (r.flow != 0) w.flow('s', r.flow, r.start_ns + r.dur_ns / 2, kHostPid, r.thread);
+        if (r.flow != 0 && device_flows.count(r.flow) != 0)
+          w.flow('s', r.flow, r.start_ns + r.dur_ns / 2, kHostPid, r.thread);
         break;
       case Kind::device: {
         const int pid = pid_of(r.device);
         name_thread(pid, r.stream);
         w.span(r, pid, r.stream, r.name, is_copy(r.name) ? "copy" : "kernel", op_args(r));
-        if (r.flow != 0) w.flow('f', r.flow, r.start_ns, pid, r.stream);
+        if (r.flow != 0 && launches.count(r.flow) != 0) w.flow('f', r.flow, r.start_ns, pid, r.stream);
         break;
       }
       case Kind::tune:

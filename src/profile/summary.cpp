@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <utility>
 
 #include "galley/core/error.hpp"
+#include "profile/tracer.hpp"
 
 namespace galley::profile {
 namespace {
@@ -107,22 +109,88 @@ std::string format_kernels(const std::vector<KernelSummary>& kernels, const char
   return out;
 }
 
+// The events a phase covers: those starting in [from, to).
+struct Window {
+  double from = -std::numeric_limits<double>::infinity();
+  double to = std::numeric_limits<double>::infinity();
+  bool holds(double ts) const { return ts >= from && ts < to; }
+};
+
+// Counts the trace's graph replays into `summary` and returns the phase's window (and records it).
+Window phase_window(const nlohmann::json& events, SummaryPhase phase, TraceSummary& summary) {
+  double first_replay = std::numeric_limits<double>::infinity();
+  double last_replay_end = -std::numeric_limits<double>::infinity();
+  double trace_end = 0;
+  for (const auto& event : events) {
+    if (!event.is_object() || event.value("ph", "") != "X") continue;
+    const Span s = span_of(event);
+    trace_end = std::max(trace_end, s.ts + s.dur);
+    if (event.value("pid", std::int64_t{-1}) == 0 || s.cat == "activity" || !is_graph_replay(s.name))
+      continue;
+    ++summary.replays;
+    first_replay = std::min(first_replay, s.ts);
+    last_replay_end = std::max(last_replay_end, s.ts + s.dur);
+  }
+  Window w;
+  summary.window_from_us = 0;
+  summary.window_to_us = trace_end;
+  if (phase == SummaryPhase::all) return w;
+  if (summary.replays == 0) {
+    throw Error(Status::invalid_argument,
+                std::string("summary phase '") + to_string(phase) +
+                    "': the trace has no graph replay spans (trace a run captured into a graph, e.g. "
+                    "galley run --graph)");
+  }
+  if (phase == SummaryPhase::before_replays) {
+    w.to = first_replay;
+  } else {
+    // The last replay's own end counts: it starts before it.
+    w.from = first_replay;
+    w.to = last_replay_end;
+  }
+  summary.window_from_us = std::max(w.from, 0.0);
+  summary.window_to_us = std::min(w.to, trace_end);
+  return w;
+}
+
 }  // namespace
 
-TraceSummary summarize_trace(const std::string& json_text) {
+const char* to_string(SummaryPhase phase) noexcept {
+  switch (phase) {
+    case SummaryPhase::all:
+      return "all";
+    case SummaryPhase::before_replays:
+      return "before-replays";
+    case SummaryPhase::replays:
+      return "replays";
+  }
+  return "?";
+}
+
+SummaryPhase parse_summary_phase(std::string_view text) {
+  for (const SummaryPhase phase : {SummaryPhase::all, SummaryPhase::before_replays, SummaryPhase::replays}) {
+    if (text == to_string(phase)) return phase;
+  }
+  throw Error(Status::invalid_argument,
+              "summary phase '" + std::string(text) + "' is not valid (valid: all, before-replays, replays)");
+}
+
+TraceSummary summarize_trace(const std::string& json_text, SummaryPhase phase) {
   nlohmann::json trace;
   try {
     trace = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::exception& e) {
     corrupt(std::string("invalid JSON: ") + e.what());
   }
-  return summarize_parsed_trace(trace);
+  return summarize_parsed_trace(trace, phase);
 }
 
-TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
+TraceSummary summarize_parsed_trace(const nlohmann::json& trace, SummaryPhase phase) {
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     corrupt("no \"traceEvents\" array");
   TraceSummary summary;
+  summary.phase = phase;
+  const Window window = phase_window(trace["traceEvents"], phase, summary);
   if (trace.contains("otherData") && trace["otherData"].is_object()) {
     const auto& other = trace["otherData"];
     summary.dropped = other.value("dropped_records", std::uint64_t{0});
@@ -145,6 +213,7 @@ TraceSummary summarize_parsed_trace(const nlohmann::json& trace) {
     if (event.value("ph", "") != "X") continue;
     const std::int64_t pid = event.value("pid", std::int64_t{-1});
     Span s = span_of(event);
+    if (!window.holds(s.ts)) continue;
     if (pid == 0) {
       if (s.cat == "op") {
         auto& row = op_host[{s.name, s.solver}];
@@ -243,6 +312,13 @@ std::string format_summary(const TraceSummary& summary) {
   std::string out;
   char line[512];
   auto ms = [](double us) { return us / 1000.0; };
+  if (summary.phase != SummaryPhase::all) {
+    std::snprintf(line, sizeof line,
+                  "phase %s: events starting from %.3f ms to %.3f ms (%llu graph replays in the trace)\n\n",
+                  to_string(summary.phase), ms(summary.window_from_us), ms(summary.window_to_us),
+                  static_cast<unsigned long long>(summary.replays));
+    out += line;
+  }
   std::snprintf(line, sizeof line, "%-22s %-34s %8s %12s %12s %7s %12s\n", "op", "solver", "calls",
                 "device ms", "mean us", "share", "host ms");
   out += line;
@@ -275,6 +351,10 @@ std::string format_summary(const TraceSummary& summary) {
   if (summary.dropped != 0) {
     out += "warning: the tracer was full and dropped " + std::to_string(summary.dropped) +
            " records; the trace and these sums are incomplete\n";
+  }
+  if (summary.phase == SummaryPhase::all && summary.replays != 0) {
+    out += "note: " + std::to_string(summary.replays) +
+           " graph replays; --phase replays (or before-replays) summarises that part of the trace alone\n";
   }
   for (const std::string& note : summary.notes) out += "note: " + note + "\n";
   return out;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace galley::profile {
@@ -55,7 +56,23 @@ struct StreamSummary {
   std::string hint;                      ///< "launch-bound: ..." when gaps dominate; empty otherwise
 };
 
+/// The part of a trace a summary covers. A run captured into a graph (`galley run --graph`) runs
+/// eagerly first (tuning, warm-up), captures, then replays; its replays are device spans named
+/// "graph replay (N nodes)", and the phases split the trace at them.
+enum class SummaryPhase {
+  all,             ///< the whole trace
+  before_replays,  ///< what starts before the first graph replay (the eager warm-up and the capture)
+  replays,         ///< what starts from the first graph replay's start to the last one's end
+};
+const char* to_string(SummaryPhase phase) noexcept;
+/// "all", "before-replays" or "replays"; Error(invalid_argument) naming the text otherwise.
+SummaryPhase parse_summary_phase(std::string_view text);
+
 struct TraceSummary {
+  SummaryPhase phase = SummaryPhase::all;
+  std::uint64_t replays = 0;  ///< graph replay spans in the whole trace
+  double window_from_us = 0;  ///< the phase's window in trace time (whole trace: 0 .. its end)
+  double window_to_us = 0;
   std::vector<OpSummary> ops;  ///< by device time, largest first
   std::vector<StreamSummary> streams;
   double device_us = 0;       ///< all top-level device spans
@@ -70,10 +87,12 @@ inline constexpr std::size_t kLargestGaps = 5;
 inline constexpr std::size_t kKernelsListed = 8;
 
 /// Parses a trace written by write_chrome_trace. Throws Error(corrupt_data) naming what is wrong
-/// when the text is not such a trace.
-TraceSummary summarize_trace(const std::string& json_text);
+/// when the text is not such a trace, and Error(invalid_argument) for a phase other than `all` of a
+/// trace without graph replays. Only the events that start inside the phase's window count: its
+/// sums are those of that part of the trace.
+TraceSummary summarize_trace(const std::string& json_text, SummaryPhase phase = SummaryPhase::all);
 /// The same for a trace parsed already (the HTML report parses a large trace once).
-TraceSummary summarize_parsed_trace(const nlohmann::json& trace);
+TraceSummary summarize_parsed_trace(const nlohmann::json& trace, SummaryPhase phase = SummaryPhase::all);
 
 /// The summary as text tables for a terminal.
 std::string format_summary(const TraceSummary& summary);

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "profile/activity_source.hpp"
 
@@ -19,24 +22,36 @@ namespace {
 // of records would move all of them at each doubling).
 constexpr std::size_t kChunkRecords = 1024;
 
-// A thread's records. The recording thread takes `mutex` for each record; only collect() and
-// clear() contend for it.
-struct ThreadBuffer {
-  std::mutex mutex;
-  std::vector<std::unique_ptr<Record[]>> chunks;
-  std::size_t size = 0;  // records held; chunks beyond size / kChunkRecords are spare
-  std::uint32_t thread = 0;
+// Items of one type in chunks that are never moved or copied once written.
+template <class Item>
+struct Chunked {
+  std::vector<std::unique_ptr<Item[]>> chunks;
+  std::size_t size = 0;  // items held; chunks beyond size / kChunkRecords are spare
 
-  void push(Record&& r) {
+  template <class Value>
+  void push(Value&& item) {
     const std::size_t chunk = size / kChunkRecords;
-    if (chunk == chunks.size()) chunks.push_back(std::make_unique<Record[]>(kChunkRecords));
-    chunks[chunk][size % kChunkRecords] = std::move(r);
+    if (chunk == chunks.size()) chunks.push_back(std::make_unique<Item[]>(kChunkRecords));
+    chunks[chunk][size % kChunkRecords] = std::forward<Value>(item);
     ++size;
   }
   template <class Visit>
   void for_each(Visit&& visit) const {
     for (std::size_t i = 0; i < size; ++i) visit(chunks[i / kChunkRecords][i % kChunkRecords]);
   }
+  void clear() {
+    size = 0;
+    chunks.clear();
+  }
+};
+
+// A thread's records. The recording thread takes `mutex` for each record; only collect() and
+// clear() contend for it. Allocator calls are kept apart as plain data (a tenth of a Record's size).
+struct ThreadBuffer {
+  std::mutex mutex;
+  Chunked<Record> records;
+  Chunked<MemoryEvent> memory;
+  std::uint32_t thread = 0;
 };
 
 struct Buffers {
@@ -99,6 +114,16 @@ const char* to_string(Kind kind) noexcept {
   return "?";
 }
 
+namespace {
+constexpr std::string_view kGraphReplayPrefix = "graph replay (";
+}  // namespace
+
+std::string graph_replay_name(std::size_t nodes) {
+  return std::string(kGraphReplayPrefix) + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)");
+}
+
+bool is_graph_replay(std::string_view name) noexcept { return name.starts_with(kGraphReplayPrefix); }
+
 void record(Record r) noexcept {
   Buffers& b = buffers();
   // Reserve a slot first, so concurrent recorders never hold more than the capacity together.
@@ -111,10 +136,41 @@ void record(Record r) noexcept {
     ThreadBuffer& mine = this_thread_buffer();
     r.thread = mine.thread;
     std::lock_guard lock(mine.mutex);
-    mine.push(std::move(r));
+    mine.records.push(std::move(r));
   } catch (...) {
     b.held.fetch_sub(1, std::memory_order_relaxed);
     b.dropped.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void record_memory(const MemoryEvent& event) noexcept {
+  Buffers& b = buffers();
+  if (b.held.fetch_add(1, std::memory_order_relaxed) >= b.capacity.load(std::memory_order_relaxed)) {
+    b.held.fetch_sub(1, std::memory_order_relaxed);
+    b.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    ThreadBuffer& mine = this_thread_buffer();
+    std::lock_guard lock(mine.mutex);
+    mine.memory.push(event);
+  } catch (...) {
+    b.held.fetch_sub(1, std::memory_order_relaxed);
+    b.dropped.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+const char* intern(std::string_view text) noexcept {
+  // Never destroyed, as the buffers: records may be collected during static destruction.
+  static std::mutex& mutex = *std::make_unique<std::mutex>().release();
+  static auto& texts = *std::make_unique<std::set<std::string, std::less<>>>().release();
+  try {
+    std::lock_guard lock(mutex);
+    auto it = texts.find(text);
+    if (it == texts.end()) it = texts.emplace(text).first;
+    return it->c_str();
+  } catch (...) {
+    return nullptr;
   }
 }
 
@@ -144,7 +200,18 @@ std::vector<Record> collect() {
   std::vector<Record> out;
   for (const auto& buffer : all) {
     std::lock_guard lock(buffer->mutex);
-    buffer->for_each([&](const Record& r) { out.push_back(r); });
+    buffer->records.for_each([&](const Record& r) { out.push_back(r); });
+    buffer->memory.for_each([&](const MemoryEvent& m) {
+      Record r;
+      r.kind = m.kind;
+      r.start_ns = m.start_ns;
+      r.device = m.device != nullptr ? m.device : "";
+      r.thread = buffer->thread;
+      r.bytes = m.bytes;
+      r.allocated = m.allocated;
+      r.reserved = m.reserved;
+      out.push_back(std::move(r));
+    });
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Record& a, const Record& b) { return a.start_ns < b.start_ns; });
@@ -162,9 +229,9 @@ void clear() noexcept {
   std::lock_guard lock(b.mutex);
   for (const auto& buffer : b.all) {
     std::lock_guard buffer_lock(buffer->mutex);
-    b.held.fetch_sub(buffer->size, std::memory_order_relaxed);
-    buffer->size = 0;
-    buffer->chunks.clear();
+    b.held.fetch_sub(buffer->records.size + buffer->memory.size, std::memory_order_relaxed);
+    buffer->records.clear();
+    buffer->memory.clear();
   }
   b.dropped.store(0, std::memory_order_relaxed);
   std::lock_guard notes_lock(b.notes_mutex);

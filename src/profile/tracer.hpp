@@ -17,12 +17,26 @@
 
 namespace galley::profile {
 
+// GALLEY_PROFILER (CMake option, default ON) builds the tracer's hooks in; OFF makes enabled() a
+// constant false, so every hook is removed at compile time (the API stays; tracing never turns on).
+#ifndef GALLEY_PROFILER
+#define GALLEY_PROFILER 1
+#endif
+
+/// Whether this build has the profiler (GALLEY_PROFILER).
+inline constexpr bool kCompiledIn = GALLEY_PROFILER != 0;
+
 namespace detail {
 extern std::atomic<bool> g_enabled;
 }  // namespace detail
 
-/// True while tracing is on. The hooks' only cost when it is off.
+/// True while tracing is on. The hooks' only cost when it is off; none in a build without the
+/// profiler.
+#if GALLEY_PROFILER
 inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+#else
+constexpr bool enabled() noexcept { return false; }
+#endif
 
 /// Nanoseconds on the steady clock; every record's timestamps use it.
 inline std::int64_t now_ns() noexcept {
@@ -34,7 +48,8 @@ inline std::int64_t now_ns() noexcept {
 enum class Kind : std::uint8_t {
   op,      ///< host: one dispatch call, validation to enqueue (the host API time)
   launch,  ///< host: one Stream::launch (a solver's enqueue, a copy, a memset)
-  device,  ///< device: the launched work's execution, between events recorded around it
+  device,  ///< device: the launched work's execution, between events recorded around it (or,
+           ///< where an activity source times the launches, its first to last activity)
   tune,    ///< host: the tuner's pick for one call (cache or find-db hit, or tuning)
   alloc,   ///< host instant: a caching-allocator allocation, with the device's bytes after it
   free,    ///< host instant: a caching-allocator free, with the device's bytes after it
@@ -65,9 +80,31 @@ struct Record {
   std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
 };
 
+/// The launch and device span name of one replay of a captured graph: "graph replay (N nodes)".
+std::string graph_replay_name(std::size_t nodes);
+/// Whether a span of this name is a graph replay (graph_replay_name).
+bool is_graph_replay(std::string_view name) noexcept;
+
 /// Stores `record` in the calling thread's buffer, stamping its thread index; counts a drop when
 /// the tracer holds its capacity already. Never throws (a failed allocation is a drop too).
 void record(Record record) noexcept;
+
+/// A caching-allocator call as plain data, recorded without building a Record (an op call makes
+/// two: its workspace's allocation and free); collect() turns it into a Kind::alloc or Kind::free
+/// record.
+struct MemoryEvent {
+  Kind kind = Kind::alloc;     ///< alloc or free
+  std::int64_t start_ns = 0;   ///< now_ns()
+  std::uint64_t bytes = 0;     ///< the call's
+  std::int64_t allocated = 0;  ///< the allocator's allocated bytes after the call
+  std::int64_t reserved = 0;   ///< its reserved bytes after the call
+  const char* device = "";     ///< from intern(): lives as long as the process
+};
+/// Stores `event` as record() stores a record (same bound, same drop count). Never throws.
+void record_memory(const MemoryEvent& event) noexcept;
+/// A copy of `text` that lives as long as the process, the same pointer for equal texts. For the
+/// few names that recur in every record (device names). Null if out of memory.
+const char* intern(std::string_view text) noexcept;
 
 /// A fresh flow id (launch -> device span), unique for the process.
 std::uint64_t next_flow_id() noexcept;

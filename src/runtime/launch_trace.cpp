@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "profile/activity_source.hpp"
 #include "profile/session.hpp"
 #include "profile/tracer.hpp"
 #include "runtime/backend.hpp"
@@ -155,6 +156,9 @@ LaunchTrace::LaunchTrace(Stream& stream, std::string_view op, std::size_t bytes)
   if (stream.impl().capturing()) return;  // captured work runs at replay; only the host span is real
   // Chosen before the enqueue runs, so the kernels an activity source sees during it share it.
   host_.flow = profile::next_flow_id();
+  // An activity source (CUPTI) makes the device span from the kernels it attributes to the flow.
+  source_timed_ = profile::device_times_from_source(host_.device);
+  if (source_timed_) return;
   auto st = trace_of(stream);
   std::unique_ptr<EventImpl> start;
   {
@@ -185,7 +189,7 @@ void LaunchTrace::finish() {
   profile::Record host = std::move(host_);
   auto st = slot_ != 0 ? find_trace(stream_.id()) : nullptr;
   if (st == nullptr) slot_ = 0;
-  if (slot_ == 0) host.flow = 0;  // no device span to point at
+  if (slot_ == 0 && !source_timed_) host.flow = 0;  // no device span to point at
   if (slot_ != 0) {
     std::unique_ptr<EventImpl> end;
     {

@@ -1,8 +1,11 @@
 // Launch tracing for the profile layer: each traced launch records a host span and, around the
 // launched work, a pair of events that become its device span once they complete.
 //
-// Device times come from the backend's events on every backend: GPU events on cuda and hip, the
-// worker's clock on cpu (a cpu event is stamped by the stream's worker when it reaches it). Events
+// Device times come from the backend's events: GPU events on cuda and hip, the worker's clock on
+// cpu (a cpu event is stamped by the stream's worker when it reaches it). Where a device activity
+// source times the device's launches itself (CUPTI on cuda, unless
+// GALLEY_PROFILE_DEVICE_TIMES=events), no events are recorded: the launch keeps its flow id and the
+// source records the device span from the kernels it attributed to that flow. Events
 // give times relative to each other, so each stream has an anchor event whose host time is known
 // (recorded and waited for once, at the stream's first traced launch); a span's start is the
 // anchor's host time plus its start event's distance from the anchor. The anchor moves forward
@@ -35,6 +38,7 @@ class LaunchTrace {
   Stream& stream_;
   profile::Record host_;
   std::uint64_t slot_ = 0;  // the pending device span; 0 while capturing (no device timing)
+  bool source_timed_ = false;  // an activity source records the device span (no events)
 };
 
 /// Turns completed device spans of `stream_id` into records; with `wait`, waits for them all first

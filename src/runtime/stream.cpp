@@ -42,6 +42,9 @@ void check_range(const char* op, const char* which, const void* ptr, std::size_t
 // A copy or memset: a launch whose trace records its bytes.
 void launch_bytes(Stream& stream, std::string_view op, std::size_t bytes,
                   const std::function<void()>& enqueue);
+// A launch with its host and device spans (profiling on).
+void launch_traced(Stream& stream, std::string_view op, std::size_t bytes,
+                   const std::function<void()>& enqueue);
 
 }  // namespace
 
@@ -84,6 +87,13 @@ void Graph::replay(Stream& stream) {
   if (!(stream.device() == device_)) {
     throw Error(Status::invalid_argument, "graph captured on " + device_.name() + " replayed on a stream of " +
                                               stream.device().name());
+  }
+  // Traced as one launch, so a replay is a device span on its stream (its kernels, seen by an
+  // activity source, beneath it) and a captured run's gaps compare with an eager run's.
+  if (profile::enabled()) {
+    launch_traced(stream, profile::graph_replay_name(impl_->node_count()), 0,
+                  [&] { impl_->replay(stream.impl()); });
+    return;
   }
   impl_->replay(stream.impl());
 }

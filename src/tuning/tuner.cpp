@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "dnn/dispatch.hpp"
+#include "dnn/traced_key.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/log.hpp"
 #include "galley/memory/buffer.hpp"
@@ -325,7 +326,7 @@ AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
   if (!profile::enabled()) return pick_untraced(problem, device);
   const std::int64_t started_ns = profile::now_ns();
   AnyPick p = pick_untraced(problem, device);
-  profile::record_tune(started_ns, device.name(), problem.key(), p.solver->name(), p.config,
+  profile::record_tune(started_ns, device.name(), dnn::traced_key(problem), p.solver->name(), p.config,
                        to_string(p.source), p.hit);
   return p;
 }

@@ -53,6 +53,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_ALLOC_CONF", "max_split:128", "max_split_mb"},
       {"GALLEY_NO_CACHING", "maybe", "1, 0, true, false"},
       {"GALLEY_CUDA_GRAPHS", "sometimes", "1, 0, true, false"},
+      {"GALLEY_PROFILE_DEVICE_TIMES", "sometimes", "events, cupti"},
       {"GALLEY_NUM_THREADS", "0", "1..4096"},
       {"GALLEY_NUM_THREADS", "64x", "1..4096"},
       {"GALLEY_NUM_THREADS", "99999999999999999999", "1..4096"},

@@ -1,16 +1,19 @@
 // CUPTI through the cuda plugin: a traced cuDNN convolution and a traced cuBLAS GEMM show the
 // vendor libraries' own kernels under their own names, beneath the Galley op and launch that made
 // them, inside that launch's event-timed device span, on the stream's CUPTI track of the Chrome
-// trace with a flow from the launch, and listed under the op in the summary. Skips without a CUDA
-// device.
+// trace with a flow from the launch, and listed under the op in the summary; with the device spans
+// made from CUPTI's kernel records (GALLEY_PROFILE_DEVICE_TIMES=cupti, the default) and from an
+// event pair per launch (events). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "dnn/dispatch.hpp"
 #include "dnn/op_verify.hpp"
 #include "galley/dnn/conv_problem.hpp"
@@ -29,9 +32,11 @@ namespace {
 // placed through an anchor event (late by its wake-up), CUPTI's times through its own calibration.
 constexpr std::int64_t kToleranceNs = 50'000;
 
-class CuptiTrace : public ::testing::Test {
+// The device-time mode: GALLEY_PROFILE_DEVICE_TIMES.
+class CuptiTrace : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
+    mode_.emplace("GALLEY_PROFILE_DEVICE_TIMES", GetParam());
     std::string why;
     device_ = galley::testing::first_device("cuda", why);
     if (!device_) GTEST_SKIP() << "no CUDA device: " << why;
@@ -41,6 +46,7 @@ class CuptiTrace : public ::testing::Test {
   void TearDown() override {
     set_enabled(false);
     clear();
+    mode_.reset();
   }
 
   // One untraced run first (cuDNN's algorithm search, cuBLAS's heuristics and handles), then the
@@ -99,6 +105,13 @@ class CuptiTrace : public ::testing::Test {
       if (!galley_name && !k.name.starts_with("memcpy")) ++vendor;
     }
     EXPECT_GT(vendor, 0) << "no kernel of " << solver << " under " << op;
+    // Every launch of the op that ran device work has its one device span, in either mode.
+    for (const auto& [flow, launch] : launches) {
+      if (launch->op != op || launch->name != solver) continue;
+      ASSERT_TRUE(spans.count(flow)) << launch->name << ": no device span with flow " << flow;
+      EXPECT_GT(spans[flow]->dur_ns, 0);
+      EXPECT_EQ(spans[flow]->stream, stream_);
+    }
 
     // The Chrome trace: the op's kernels on the stream's CUPTI track, each with a flow from the host.
     const auto json = test::check_chrome_trace(chrome_trace_json(records, dropped(), notes()));
@@ -130,18 +143,21 @@ class CuptiTrace : public ::testing::Test {
     std::printf("%s", format_summary(summary).c_str());
   }
 
+  std::optional<galley::testing::ScopedEnv> mode_;
   std::optional<runtime::Device> device_;
   std::uint64_t stream_ = 0;
 };
 
-TEST_F(CuptiTrace, CudnnConvolutionKernelsAppearUnderTheirOpAndLaunch) {
+INSTANTIATE_TEST_SUITE_P(DeviceTimes, CuptiTrace, ::testing::Values("cupti", "events"));
+
+TEST_P(CuptiTrace, CudnnConvolutionKernelsAppearUnderTheirOpAndLaunch) {
   dnn::ConvProblem p{.n = 2, .c = 32, .h = 28, .w = 28, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
   const auto records = trace("convolution_forward", dnn::ProblemRef::of(p), "cuda.conv.cudnn");
   if (HasFatalFailure() || records.empty()) return;
   check_vendor_kernels(records, "convolution_forward", "cuda.conv.cudnn");
 }
 
-TEST_F(CuptiTrace, CublasGemmKernelsAppearUnderTheirOpAndLaunch) {
+TEST_P(CuptiTrace, CublasGemmKernelsAppearUnderTheirOpAndLaunch) {
   dnn::GemmProblem p;
   p.m = 512, p.n = 384, p.k = 256;
   const auto records = trace("gemm", dnn::ProblemRef::of(p), "cuda.gemm.cublas");
@@ -149,7 +165,53 @@ TEST_F(CuptiTrace, CublasGemmKernelsAppearUnderTheirOpAndLaunch) {
   check_vendor_kernels(records, "gemm", "cuda.gemm.cublas");
 }
 
-TEST_F(CuptiTrace, TracingOffAgainLeavesCuptiIdleAndOnAgainWorks) {
+// A replay of a captured graph is one device span on its stream; the kernels CUPTI reports for the
+// replay's nodes carry the replay's flow and lie inside that span.
+TEST_P(CuptiTrace, KernelsOfAGraphReplaySitBeneathTheReplaySpan) {
+  dnn::GemmProblem p;
+  p.m = 256, p.n = 256, p.k = 256;
+  const dnn::ProblemRef problem = dnn::ProblemRef::of(p);
+  const dnn::SolverBase* solver = dnn::find_solver("cuda", problem.kind(), "cuda.gemm.cublas");
+  ASSERT_NE(solver, nullptr);
+  runtime::Stream stream(*device_);
+  dnn::OpTensors tensors = dnn::make_op_tensors(stream, problem, dnn::default_op_seed(problem));
+  dnn::load_op_tensors(stream, tensors);
+  // Untraced: the handle and the workspace block exist before the capture reuses them.
+  dnn::execute("gemm", stream, problem, tensors.op_args, solver);
+  stream.synchronize();
+  stream.begin_capture();
+  dnn::execute("gemm", stream, problem, tensors.op_args, solver);
+  runtime::Graph graph = stream.end_capture();
+  clear();
+  set_enabled(true);
+  graph.replay(stream);
+  stream.synchronize();
+  set_enabled(false);
+  for (const std::string& note : notes()) ADD_FAILURE() << "trace note: " << note;
+  const auto records = collect();
+  const std::string name = graph_replay_name(graph.node_count());
+  std::vector<const Record*> spans;
+  for (const Record& r : records)
+    if (r.kind == Kind::device && r.name == name) spans.push_back(&r);
+  ASSERT_EQ(spans.size(), 1u) << name;
+  const Record& span = *spans.front();
+  EXPECT_EQ(span.stream, stream.id());
+  EXPECT_NE(span.flow, 0u);
+  EXPECT_GT(span.dur_ns, 0);
+  int beneath = 0;
+  for (const Record& k : records) {
+    if (k.kind != Kind::kernel || k.flow != span.flow) continue;
+    EXPECT_EQ(k.stream, stream.id()) << k.name;
+    EXPECT_EQ(k.solver, name) << k.name;  // outside an op, a kernel's solver is its launch's name
+    EXPECT_GE(k.start_ns, span.start_ns - kToleranceNs) << k.name;
+    EXPECT_LE(k.start_ns + k.dur_ns, span.start_ns + span.dur_ns + kToleranceNs) << k.name;
+    ++beneath;
+  }
+  EXPECT_GT(beneath, 0) << "no CUPTI kernel attributed to the replay";
+  test::check_chrome_trace(chrome_trace_json(records, dropped(), notes()));
+}
+
+TEST_P(CuptiTrace, TracingOffAgainLeavesCuptiIdleAndOnAgainWorks) {
   dnn::GemmProblem p;
   p.m = 64, p.n = 64, p.k = 64;
   const auto first = trace("gemm", dnn::ProblemRef::of(p), "cuda.gemm.cublas");

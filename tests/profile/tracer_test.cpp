@@ -210,7 +210,7 @@ TEST_F(Tracer, AFullTracerCountsItsDropsAndKeepsWorking) {
   EXPECT_EQ(dropped(), 0u);
 }
 
-TEST_F(Tracer, AGraphCaptureRecordsHostLaunchesButNoDeviceSpans) {
+TEST_F(Tracer, ACapturedLaunchHasAHostSpanOnlyAndItsReplayADeviceSpan) {
   runtime::Stream stream(runtime::device("cpu"));
   set_enabled(true);
   std::vector<char> a(64, 1), b(64);
@@ -220,13 +220,17 @@ TEST_F(Tracer, AGraphCaptureRecordsHostLaunchesButNoDeviceSpans) {
   graph.replay(stream);
   stream.synchronize();
   set_enabled(false);
-  int launches = 0, device = 0;
+  int copy_launches = 0, copy_spans = 0, replay_launches = 0, replay_spans = 0;
   for (const Record& r : collect()) {
-    launches += r.kind == Kind::launch;
-    device += r.kind == Kind::device;
+    copy_launches += r.kind == Kind::launch && r.name == "copy_h2h";
+    copy_spans += r.kind == Kind::device && r.name == "copy_h2h";
+    replay_launches += r.kind == Kind::launch && r.name == graph_replay_name(1);
+    replay_spans += r.kind == Kind::device && r.name == graph_replay_name(1);
   }
-  EXPECT_EQ(launches, 1);
-  EXPECT_EQ(device, 0) << "captured work runs at replay, where no launch is traced";
+  EXPECT_EQ(copy_launches, 1);
+  EXPECT_EQ(copy_spans, 0) << "captured work runs at replay, inside the replay's span";
+  EXPECT_EQ(replay_launches, 1);
+  EXPECT_EQ(replay_spans, 1);
   EXPECT_EQ(b[0], 1);
 }
 

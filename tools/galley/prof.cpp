@@ -28,6 +28,7 @@
 #include "profile/html_report.hpp"
 #include "profile/memory_report.hpp"
 #include "profile/summary.hpp"
+#include "profile/tracer.hpp"
 
 extern char** environ;
 
@@ -40,6 +41,7 @@ struct ProfOptions {
   std::string memory;
   std::string html;
   bool summary = false;
+  std::string phase = "all";
   std::vector<std::string> command;
 };
 
@@ -101,8 +103,8 @@ std::string read_file(const std::string& path, const char* option) {
   return text.str();
 }
 
-void print_summary(const std::string& path, const char* option) {
-  const auto summary = profile::summarize_trace(read_file(path, option));
+void print_summary(const std::string& path, const char* option, const std::string& phase) {
+  const auto summary = profile::summarize_trace(read_file(path, option), profile::parse_summary_phase(phase));
   std::fputs(profile::format_summary(summary).c_str(), stdout);
 }
 
@@ -121,7 +123,14 @@ struct TemporaryFile {
   }
 };
 
-void run_prof(const ProfOptions& o) {
+void run_prof(ProfOptions o) {
+  if (!profile::kCompiledIn && (!o.command.empty() || !o.out.empty())) {
+    throw Error(Status::unsupported,
+                "galley prof: this build has no profiler (configured with -DGALLEY_PROFILER=OFF), so it "
+                "cannot trace a command; --in and --memory still read files written by a build with it");
+  }
+  (void)profile::parse_summary_phase(o.phase);  // a bad phase fails before the command runs
+  if (o.phase != "all") o.summary = true;
   if (!o.memory.empty()) {
     if (!o.command.empty() || !o.out.empty() || !o.in.empty() || !o.html.empty() || o.summary) {
       throw Error(Status::invalid_argument,
@@ -138,12 +147,12 @@ void run_prof(const ProfOptions& o) {
                   "and no command");
     }
     if (o.html.empty()) {
-      print_summary(o.in, "--in");
+      print_summary(o.in, "--in", o.phase);
       return;
     }
     profile::check_trace_path("--html", o.html);
     write_report(o.html, o.in, "--in", "trace " + o.in);
-    if (o.summary) print_summary(o.in, "--in");
+    if (o.summary) print_summary(o.in, "--in", o.phase);
     return;
   }
   if (o.command.empty()) {
@@ -180,7 +189,7 @@ void run_prof(const ProfOptions& o) {
   }
   if (!o.html.empty())
     write_report(o.html, trace, o.out.empty() ? "--html" : "--out", "galley " + joined(o.command));
-  if (o.summary) print_summary(trace, o.out.empty() ? "--html" : "--out");
+  if (o.summary) print_summary(trace, o.out.empty() ? "--html" : "--out", o.phase);
 }
 
 const bool registered = register_command([](CLI::App& root) {
@@ -197,6 +206,10 @@ const bool registered = register_command([](CLI::App& root) {
       "--html", options->html,
       "Write a self-contained HTML report (timeline, op table, streams, memory, tuner); with --in, "
       "of that trace");
+  cmd->add_option("--phase", options->phase,
+                  "Summarise only part of the trace (implies --summary): all, before-replays (the eager "
+                  "warm-up and capture of a --graph run), replays (its graph replays)")
+      ->capture_default_str();
   cmd->add_option("--in", options->in, "Summarise this trace (written earlier) instead of running a command");
   cmd->add_option("--memory", options->memory,
                   "Show this caching-allocator snapshot (written by GALLEY_ALLOC_CONF=snapshot_on_oom:PATH)");

@@ -12,6 +12,12 @@
 // cuDNN and cuBLAS launch through those APIs from inside that enqueue, so their kernels carry a
 // correlation id that maps to the launch, its op and its flow id.
 //
+// Device spans: unless GALLEY_PROFILE_DEVICE_TIMES=events, the source also makes each traced
+// launch's device span (Kind::device) from the activities attributed to its flow, the first one's
+// start to the last one's end, and the runtime records no event pair around cuda launches
+// (times_launches): two event records per launch and their later reads are most of what tracing
+// costs a launch-bound run. The spans are recorded when the source flushes or stops.
+//
 // Time: CUPTI is given the tracer's steady clock as its timestamp source where it takes one
 // (cuptiActivityRegisterTimestampCallback), so kernel times need no conversion; otherwise the
 // offset between the two clocks is sampled at each start and flush.
@@ -20,6 +26,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -31,11 +38,14 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "backends/gpu/op_lists.hpp"
+#include "core/config.hpp"
 #include "profile/activity_source.hpp"
 #include "profile/tracer.hpp"
 
@@ -46,8 +56,10 @@ namespace {
 constexpr std::size_t kBufferBytes = std::size_t{4} << 20;
 constexpr std::size_t kBufferAlignment = 8;
 // Correlation ids remembered for kernels not yet delivered; the oldest are forgotten past this
-// (their kernels, if they ever arrive, are still recorded, only without their launch).
-constexpr std::size_t kMaxCorrelations = std::size_t{1} << 16;
+// (their kernels, if they ever arrive, are still recorded, only without their launch, and that
+// launch gets no CUPTI-made device span). CUPTI delivers a buffer when it is full, so this must
+// outlast one buffer's records (about 20k kernels in 4 MiB); about 80 bytes each at most.
+constexpr std::size_t kMaxCorrelations = std::size_t{1} << 18;
 
 // The CUPTI entry points used, resolved from libcupti.
 struct CuptiApi {
@@ -74,6 +86,16 @@ struct Attribution {
   std::uint64_t flow = 0;
   std::uint64_t stream = 0;
   std::string device, op, solver, key, config;
+  std::string launch;         // the launch's own name (its device span's)
+  std::string launch_solver;  // the op's solver as the launch record holds it
+  std::uint64_t bytes = 0;    // the launch's (copies, memsets)
+};
+
+// A launch's device span being made from its activities.
+struct LaunchSpan {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::shared_ptr<const Attribution> launch;
 };
 
 // State shared by the source (start, flush, stop: serialised by the profile layer), the API
@@ -86,8 +108,13 @@ struct State {
   bool own_clock = false;                     // CUPTI's timestamps are profile::now_ns()
   std::atomic<std::int64_t> clock_offset{0};  // profile::now_ns() - cuptiGetTimestamp(), without own_clock
 
+  // Device spans from activities (times_launches); set at start, read by the buffer callback.
+  std::atomic<bool> spans_from_activities{false};
+
   std::mutex mutex;  // guards everything below
   std::map<std::uint32_t, std::shared_ptr<const Attribution>> by_correlation;
+  std::unordered_map<std::uint64_t, LaunchSpan> spans;  // by flow, until the next flush or stop
+  std::unordered_set<std::uint64_t> spans_recorded;     // flows whose span was recorded already
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> galley_streams;  // (device, CUPTI stream)
   std::unordered_map<std::string, std::string> demangled;
 };
@@ -241,6 +268,9 @@ void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       a->solver = launch->op.empty() ? launch->name : launch->solver;
       a->key = launch->key;
       a->config = launch->config;
+      a->launch = launch->name;
+      a->launch_solver = launch->solver;
+      a->bytes = launch->bytes;
       t_attribution = std::move(a);
       t_attributed_flow = launch->flow;
     }
@@ -283,6 +313,14 @@ void attribute_locked(State& s, profile::Record& r, std::uint32_t correlation, s
   const auto found = s.by_correlation.find(correlation);
   if (found != s.by_correlation.end()) {
     const Attribution& a = *found->second;
+    if (s.spans_from_activities.load(std::memory_order_relaxed)) {
+      const auto [it, fresh] =
+          s.spans.try_emplace(a.flow, LaunchSpan{r.start_ns, r.start_ns + r.dur_ns, found->second});
+      if (!fresh) {
+        it->second.start_ns = std::min(it->second.start_ns, r.start_ns);
+        it->second.end_ns = std::max(it->second.end_ns, r.start_ns + r.dur_ns);
+      }
+    }
     r.device = a.device;
     r.stream = a.stream;
     r.flow = a.flow;
@@ -380,6 +418,53 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream_id, std::
   std::free(buffer);
 }
 
+// The device spans made from the activities delivered so far, recorded. A launch whose later
+// activities arrive after its span was recorded (a flush while it ran) gets a second span without
+// a flow (one flow ends once). Spans of one stream that would overlap partly (kernels of
+// consecutive launches overlapping under programmatic dependent launch) are trimmed to follow each
+// other, as a track of the trace holds no partly overlapping spans.
+void record_launch_spans() noexcept {
+  State& s = state();
+  std::vector<profile::Record> records;
+  try {
+    std::lock_guard lock(s.mutex);
+    records.reserve(s.spans.size());
+    for (auto& [flow, span] : s.spans) {
+      const Attribution& a = *span.launch;
+      profile::Record r;
+      r.kind = profile::Kind::device;
+      r.start_ns = span.start_ns;
+      r.dur_ns = span.end_ns - span.start_ns;
+      r.name = a.launch;
+      r.device = a.device;
+      r.stream = a.stream;
+      r.flow = s.spans_recorded.insert(flow).second ? flow : 0;
+      r.bytes = a.bytes;
+      r.op = a.op;
+      r.solver = a.launch_solver;
+      r.config = a.config;
+      r.key = a.key;
+      records.push_back(std::move(r));
+    }
+    s.spans.clear();
+  } catch (...) {
+    profile::add_note("CUPTI: out of memory making device spans; some launches have none");
+  }
+  std::sort(records.begin(), records.end(), [](const profile::Record& a, const profile::Record& b) {
+    return std::tie(a.device, a.stream, a.start_ns) < std::tie(b.device, b.stream, b.start_ns);
+  });
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    profile::Record& r = records[i];
+    const profile::Record& before = records[i - 1];
+    const std::int64_t before_end = before.start_ns + before.dur_ns;
+    if (r.device != before.device || r.stream != before.stream || r.start_ns >= before_end) continue;
+    const std::int64_t end = r.start_ns + r.dur_ns;
+    r.start_ns = before_end;
+    r.dur_ns = std::max<std::int64_t>(0, end - before_end);
+  }
+  for (profile::Record& r : records) profile::record(std::move(r));
+}
+
 // --- the source -------------------------------------------------------------------------------
 
 // The activity kinds recorded; the first is required, the others are recorded where CUPTI can.
@@ -416,7 +501,11 @@ class CuptiSource final : public profile::ActivitySource {
       std::lock_guard maps_lock(s.mutex);
       s.by_correlation.clear();
       s.galley_streams.clear();
+      s.spans.clear();
+      s.spans_recorded.clear();
     }
+    // Read per start: a test may switch it between traces (env::reload_for_testing).
+    s.spans_from_activities.store(env::config().profile_device_times != "events", std::memory_order_relaxed);
     if (std::string why = failure(api.subscribe(&subscriber_, &on_api_call, nullptr), "cuptiSubscribe");
         !why.empty()) {
       subscriber_ = nullptr;
@@ -453,6 +542,7 @@ class CuptiSource final : public profile::ActivitySource {
     State& s = state();
     if (std::string why = failure(s.api.flush_all(0), "cuptiActivityFlushAll"); !why.empty())
       throw std::runtime_error(why);
+    record_launch_spans();
   }
 
   void stop() override {
@@ -464,9 +554,15 @@ class CuptiSource final : public profile::ActivitySource {
     enabled_kinds_.clear();
     sample_clock_offset();
     // Forced: everything recorded so far, including buffers with work that never ran (skipped).
-    if (std::string why = failure(s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
-        !why.empty())
-      throw std::runtime_error(why);
+    const std::string why =
+        failure(s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    record_launch_spans();
+    s.spans_from_activities.store(false, std::memory_order_relaxed);
+    if (!why.empty()) throw std::runtime_error(why);
+  }
+
+  bool times_launches(std::string_view device) const noexcept override {
+    return state().spans_from_activities.load(std::memory_order_relaxed) && device.starts_with("cuda:");
   }
 
   // At process exit: the tracer's records get CUPTI's last activities, then CUPTI is left idle.
