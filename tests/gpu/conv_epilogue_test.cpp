@@ -17,6 +17,9 @@
 
 #include "backends/gpu/problem_key.hpp"
 #include "dnn/op_verify.hpp"
+#include "dnn/ref_conv_direct.hpp"
+#include "dnn/tensor_data.hpp"
+#include "galley/memory/buffer.hpp"
 #include "galley/dnn/convolution.hpp"
 #include "gpu_test_util.hpp"
 
@@ -305,6 +308,53 @@ TEST_F(CudnnGraphFusedOnDevice, StoredChoiceOfAFusedProblemStillAppliesTheEpilog
       << solver_->detail(fresh, *device_);
   const OpVerification v = check_against_reference(*device_, ProblemRef::of(fresh), *solver_);
   EXPECT_TRUE(v.passed) << fresh.key() << " (" << solver_->detail(fresh, *device_) << "): " << v.summary;
+}
+
+// The variant packs and captured graphs are kept per pointer set, bias and residual included:
+// calls that differ only in those (x, w, y and the workspace shared) must each read their own,
+// through direct calls, the capture and the replays.
+TEST_F(CudnnGraphFusedOnDevice, CallsThatDifferOnlyInBiasAndResidualReadTheirOwn) {
+  ConvProblem p{.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1,
+                .dtype = DType::f16, .layout = Layout::nhwc,
+                .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
+  const Applicability a = solver_->check_any(ProblemRef::of(p), *device_);
+  ASSERT_TRUE(a) << a.reason;
+  runtime::Stream stream(*device_);
+  const auto x = random_tensor(p.dtype, p.x_desc().elements(), 1);
+  const auto w = random_tensor(p.dtype, p.w_desc().elements(), 2);
+  const std::size_t y_bytes = p.y_desc().bytes(), ws_bytes = solver_->workspace_bytes(p, *device_);
+  memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size()),
+                 dy = memory::allocate(stream, y_bytes), ws = memory::allocate(stream, ws_bytes);
+  memory::copy_from_host(stream, dx, x.data(), x.size());
+  memory::copy_from_host(stream, dw, w.data(), w.size());
+  struct Set {
+    std::vector<std::byte> want;
+    memory::Buffer bias, residual;
+  };
+  std::vector<Set> sets;
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    const auto bias = random_tensor(p.dtype, p.k, 10 + i);
+    const auto residual = random_tensor(p.dtype, p.y_desc().elements(), 20 + i);
+    Set s{std::vector<std::byte>(y_bytes), memory::allocate(stream, bias.size()), memory::allocate(stream, residual.size())};
+    reference_conv_forward(p, x.data(), w.data(), s.want.data(), bias.data(), residual.data());
+    memory::copy_from_host(stream, s.bias, bias.data(), bias.size());
+    memory::copy_from_host(stream, s.residual, residual.data(), residual.size());
+    sets.push_back(std::move(s));
+  }
+  std::vector<std::byte> got(y_bytes);
+  for (int round = 0; round < 4; ++round) {
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      memory::memset(stream, dy, 0xff, y_bytes);
+      ConvArgs args{dx.data(), dw.data(), dy.data(), ws_bytes ? ws.data() : nullptr, ws_bytes};
+      args.bias = sets[i].bias.data();
+      args.residual = sets[i].residual.data();
+      solver_->run(stream, p, args);
+      memory::copy_to_host(stream, got.data(), dy, y_bytes);
+      stream.synchronize();
+      const Comparison cmp = compare_outputs(p.dtype, got.data(), sets[i].want.data(), p.y_desc().elements(), p.tolerance());
+      ASSERT_TRUE(cmp.passed) << "round " << round << ", set " << i << ": " << cmp.summary;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GpuConvEpilogue, ::testing::Values("cuda", "hip"),
