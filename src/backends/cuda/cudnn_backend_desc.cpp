@@ -102,7 +102,7 @@ std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double
     case Activation::hardswish:
     case Activation::hardsigmoid:
       why = std::string("cuDNN has no pointwise mode for ") + dnn::to_string(activation) +
-            " (relu6(x + 3) / 6 would take several nodes, each rounding apart from Galley's definition)";
+            " (built from add, clip and multiply nodes it would round apart from Galley's definition)";
       return std::nullopt;
   }
   why = "activation " + std::to_string(int(activation)) + " has no cuDNN pointwise mode";
