@@ -19,8 +19,8 @@
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
-#include "galley/memory/buffer.hpp"
 #include "galley/dnn/convolution.hpp"
+#include "galley/memory/buffer.hpp"
 #include "gpu_test_util.hpp"
 
 namespace galley::dnn {
@@ -143,12 +143,12 @@ TEST_P(GpuConvEpilogue, TensorEntryPointMatchesTheReference) {
 TEST(CudnnGraphFused, EveryEpiloguePartMakesAnotherPlanCacheKey) {
   const ConvProblem plain{.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
   std::vector<ConvProblem> variants{plain};
-  for (ConvEpilogue e : {ConvEpilogue{.bias = true}, ConvEpilogue{.residual = true},
-                         ConvEpilogue::with(Activation::relu), ConvEpilogue::with(Activation::relu, true, true),
-                         ConvEpilogue::with(Activation::leaky_relu),
-                         ConvEpilogue{.activation = Activation::leaky_relu, .alpha = 0.2},
-                         ConvEpilogue{.activation = Activation::clip, .alpha = 0, .beta = 6},
-                         ConvEpilogue{.activation = Activation::clip, .alpha = 0, .beta = 5}}) {
+  for (ConvEpilogue e :
+       {ConvEpilogue{.bias = true}, ConvEpilogue{.residual = true}, ConvEpilogue::with(Activation::relu),
+        ConvEpilogue::with(Activation::relu, true, true), ConvEpilogue::with(Activation::leaky_relu),
+        ConvEpilogue{.activation = Activation::leaky_relu, .alpha = 0.2},
+        ConvEpilogue{.activation = Activation::clip, .alpha = 0, .beta = 6},
+        ConvEpilogue{.activation = Activation::clip, .alpha = 0, .beta = 5}}) {
     ConvProblem p = plain;
     p.epilogue = e;
     variants.push_back(p);
@@ -183,14 +183,16 @@ struct FusedCase {
 };
 
 std::vector<FusedCase> fused_cases() {
-  const ConvProblem resnet_like{.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
+  const ConvProblem resnet_like{
+      .n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
   const ConvProblem odd{.n = 1, .c = 17, .h = 31, .w = 29, .k = 23, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
   const ConvProblem pointwise{.n = 1, .c = 32, .h = 9, .w = 11, .k = 48, .y = 1, .x = 1};
   struct Format {
     DType dtype;
     Layout layout;
   };
-  const Format formats[] = {{DType::f16, Layout::nhwc}, {DType::bf16, Layout::nhwc}, {DType::f32, Layout::nchw}};
+  const Format formats[] = {
+      {DType::f16, Layout::nhwc}, {DType::bf16, Layout::nhwc}, {DType::f32, Layout::nchw}};
   std::vector<FusedCase> out;
   // Every activation (and none) on the tensor-core sized shape, the residual on every other one,
   // and on the other half in the next format, so each activation meets both.
@@ -207,9 +209,10 @@ std::vector<FusedCase> fused_cases() {
   }
   // Non-default parameters where the activation has them.
   for (const Format& f : formats) {
-    for (ConvEpilogue e : {ConvEpilogue{.bias = true, .activation = Activation::leaky_relu, .alpha = 0.2},
-                           ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 0.75},
-                           ConvEpilogue{.bias = true, .activation = Activation::elu, .alpha = 0.5}}) {
+    for (ConvEpilogue e :
+         {ConvEpilogue{.bias = true, .activation = Activation::leaky_relu, .alpha = 0.2},
+          ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 0.75},
+          ConvEpilogue{.bias = true, .activation = Activation::elu, .alpha = 0.5}}) {
       ConvProblem p = resnet_like;
       p.dtype = f.dtype;
       p.layout = f.layout;
@@ -219,8 +222,9 @@ std::vector<FusedCase> fused_cases() {
   }
   // Batch 1, odd channels (cuDNN may refuse them in f16/bf16: then check() must say so), and 1x1.
   for (const Format& f : formats) {
-    for (ConvEpilogue e : {ConvEpilogue::with(Activation::relu, true, true), ConvEpilogue::with(Activation::gelu_erf, true),
-                           ConvEpilogue{.bias = true, .residual = true}, ConvEpilogue::with(Activation::silu)}) {
+    for (ConvEpilogue e :
+         {ConvEpilogue::with(Activation::relu, true, true), ConvEpilogue::with(Activation::gelu_erf, true),
+          ConvEpilogue{.bias = true, .residual = true}, ConvEpilogue::with(Activation::silu)}) {
       for (const ConvProblem& shape : {odd, pointwise}) {
         ConvProblem p = shape;
         p.dtype = f.dtype;
@@ -260,7 +264,8 @@ TEST_F(CudnnGraphFusedOnDevice, RefusesWithAReasonOrMatchesTheReference) {
     EXPECT_TRUE(v.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << v.summary;
     const std::string detail = solver_->detail(p, *device_);
     EXPECT_NE(detail.find("fused conv"), std::string::npos) << p.key() << ": " << detail;
-    std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(), detail.c_str());
+    std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(),
+                detail.c_str());
     ++took;
   }
   std::printf("[ info ] %s took %d fused problems\n", kCudnnGraph, took);
@@ -270,8 +275,17 @@ TEST_F(CudnnGraphFusedOnDevice, RefusesWithAReasonOrMatchesTheReference) {
 // the plain plan, or the reverse, its output would miss (or gain) the bias, the residual and the relu.
 TEST_F(CudnnGraphFusedOnDevice, PlanCacheNeverServesAPlainPlanForAFusedKey) {
   for (bool fused_first : {false, true}) {
-    ConvProblem plain{.n = 2, .c = 64, .h = 14, .w = fused_first ? 12 : 14, .k = 64, .y = 3, .x = 3, .pad_h = 1,
-                      .pad_w = 1, .dtype = DType::f16, .layout = Layout::nhwc};
+    ConvProblem plain{.n = 2,
+                      .c = 64,
+                      .h = 14,
+                      .w = fused_first ? 12 : 14,
+                      .k = 64,
+                      .y = 3,
+                      .x = 3,
+                      .pad_h = 1,
+                      .pad_w = 1,
+                      .dtype = DType::f16,
+                      .layout = Layout::nhwc};
     ConvProblem fused = plain;
     fused.epilogue = ConvEpilogue::with(Activation::relu, true, true);
     ASSERT_TRUE(solver_->check_any(ProblemRef::of(plain), *device_)) << plain.key();
@@ -284,8 +298,10 @@ TEST_F(CudnnGraphFusedOnDevice, PlanCacheNeverServesAPlainPlanForAFusedKey) {
       const OpVerification v = check_against_reference(*device_, ProblemRef::of(*p), *solver_);
       EXPECT_TRUE(v.passed) << p->key() << " (" << solver_->detail(*p, *device_) << "): " << v.summary;
     }
-    EXPECT_EQ(solver_->detail(plain, *device_).find("fused"), std::string::npos) << solver_->detail(plain, *device_);
-    EXPECT_EQ(solver_->detail(fused, *device_).rfind("fused conv -> add bias -> add residual -> relu_fwd", 0), 0u)
+    EXPECT_EQ(solver_->detail(plain, *device_).find("fused"), std::string::npos)
+        << solver_->detail(plain, *device_);
+    EXPECT_EQ(solver_->detail(fused, *device_).rfind("fused conv -> add bias -> add residual -> relu_fwd", 0),
+              0u)
         << solver_->detail(fused, *device_);
   }
 }
@@ -294,8 +310,17 @@ TEST_F(CudnnGraphFusedOnDevice, PlanCacheNeverServesAPlainPlanForAFusedKey) {
 // process: that one plan is built for the fused graph (a runtime-compiled one included), and what
 // runs then still applies the epilogue.
 TEST_F(CudnnGraphFusedOnDevice, StoredChoiceOfAFusedProblemStillAppliesTheEpilogue) {
-  ConvProblem tuned{.n = 2, .c = 64, .h = 10, .w = 10, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1,
-                    .dtype = DType::f16, .layout = Layout::nhwc,
+  ConvProblem tuned{.n = 2,
+                    .c = 64,
+                    .h = 10,
+                    .w = 10,
+                    .k = 64,
+                    .y = 3,
+                    .x = 3,
+                    .pad_h = 1,
+                    .pad_w = 1,
+                    .dtype = DType::f16,
+                    .layout = Layout::nhwc,
                     .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
   const Applicability a = solver_->check_any(ProblemRef::of(tuned), *device_);
   ASSERT_TRUE(a) << a.reason;
@@ -314,8 +339,17 @@ TEST_F(CudnnGraphFusedOnDevice, StoredChoiceOfAFusedProblemStillAppliesTheEpilog
 // calls that differ only in those (x, w, y and the workspace shared) must each read their own,
 // through direct calls, the capture and the replays.
 TEST_F(CudnnGraphFusedOnDevice, CallsThatDifferOnlyInBiasAndResidualReadTheirOwn) {
-  ConvProblem p{.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1,
-                .dtype = DType::f16, .layout = Layout::nhwc,
+  ConvProblem p{.n = 2,
+                .c = 64,
+                .h = 14,
+                .w = 14,
+                .k = 64,
+                .y = 3,
+                .x = 3,
+                .pad_h = 1,
+                .pad_w = 1,
+                .dtype = DType::f16,
+                .layout = Layout::nhwc,
                 .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
   const Applicability a = solver_->check_any(ProblemRef::of(p), *device_);
   ASSERT_TRUE(a) << a.reason;
@@ -335,7 +369,8 @@ TEST_F(CudnnGraphFusedOnDevice, CallsThatDifferOnlyInBiasAndResidualReadTheirOwn
   for (std::uint64_t i = 0; i < 4; ++i) {
     const auto bias = random_tensor(p.dtype, p.k, 10 + i);
     const auto residual = random_tensor(p.dtype, p.y_desc().elements(), 20 + i);
-    Set s{std::vector<std::byte>(y_bytes), memory::allocate(stream, bias.size()), memory::allocate(stream, residual.size())};
+    Set s{std::vector<std::byte>(y_bytes), memory::allocate(stream, bias.size()),
+          memory::allocate(stream, residual.size())};
     reference_conv_forward(p, x.data(), w.data(), s.want.data(), bias.data(), residual.data());
     memory::copy_from_host(stream, s.bias, bias.data(), bias.size());
     memory::copy_from_host(stream, s.residual, residual.data(), residual.size());
@@ -351,7 +386,8 @@ TEST_F(CudnnGraphFusedOnDevice, CallsThatDifferOnlyInBiasAndResidualReadTheirOwn
       solver_->run(stream, p, args);
       memory::copy_to_host(stream, got.data(), dy, y_bytes);
       stream.synchronize();
-      const Comparison cmp = compare_outputs(p.dtype, got.data(), sets[i].want.data(), p.y_desc().elements(), p.tolerance());
+      const Comparison cmp =
+          compare_outputs(p.dtype, got.data(), sets[i].want.data(), p.y_desc().elements(), p.tolerance());
       ASSERT_TRUE(cmp.passed) << "round " << round << ", set " << i << ": " << cmp.summary;
     }
   }

@@ -57,14 +57,14 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/cudnn_backend_desc.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/graph_replay.hpp"
+#include "backends/cuda/runtime_check.hpp"
+#include "backends/cuda/vendor_conv_solvers.hpp"
+#include "backends/gpu/conv_params.hpp"
 #include "backends/gpu/problem_key.hpp"
 #include "backends/gpu/recent_cache.hpp"
-#include "backends/cuda/runtime_check.hpp"
-#include "backends/gpu/conv_params.hpp"
 #include "galley/core/log.hpp"
 #include "galley/dnn/conv_solver.hpp"
 #include "galley/runtime/device.hpp"
@@ -84,9 +84,10 @@ constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global 
 // A fused graph compiles each runtime fusion plan it finalizes (seconds each).
 constexpr int kMaxRuntimeCompiled = 2;
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidual = 5;
-constexpr std::int64_t kUidVirtual = 100;  // the fused graph's intermediates: 100, 101, ...
+constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
-constexpr const char* kPointerNames[6] = {"x", "w", "y", "workspace", "bias", "residual"};  // GraphPointers' order
+constexpr const char* kPointerNames[6] = {"x",         "w",    "y",
+                                          "workspace", "bias", "residual"};  // GraphPointers' order
 
 std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
 
@@ -178,7 +179,8 @@ PointerSet* pointer_set(Candidate& c, const GraphPointers& pointers, cudnnStatus
   status = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
   if (status != CUDNN_STATUS_SUCCESS) return nullptr;
   std::int64_t uids[5] = {kUidX, kUidW, kUidY};
-  void* ptrs[5] = {const_cast<void*>(pointers[0]), const_cast<void*>(pointers[1]), const_cast<void*>(pointers[2])};
+  void* ptrs[5] = {const_cast<void*>(pointers[0]), const_cast<void*>(pointers[1]),
+                   const_cast<void*>(pointers[2])};
   std::int64_t count = 3;
   for (const auto& [uid, ptr] : {std::pair{kUidBias, pointers[4]}, std::pair{kUidResidual, pointers[5]}}) {
     if (ptr == nullptr) continue;
@@ -188,7 +190,8 @@ PointerSet* pointer_set(Candidate& c, const GraphPointers& pointers, cudnnStatus
   void* workspace = const_cast<void*>(pointers[3]);
   status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, count, uids);
   if (status == CUDNN_STATUS_SUCCESS)
-    status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count, ptrs);
+    status =
+        cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count, ptrs);
   if (status == CUDNN_STATUS_SUCCESS)
     status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   if (status == CUDNN_STATUS_SUCCESS) status = cudnnBackendFinalize(vp);
@@ -253,11 +256,13 @@ class GraphSolver final : public dnn::ConvSolver {
       throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " + std::to_string(a.workspace_bytes) +
                                                 " bytes, needs " + std::to_string(c.workspace));
     if (p.epilogue.bias && a.bias == nullptr)
-      throw Error(Status::invalid_argument, std::string(kName) + ": the epilogue adds a bias but bias is null");
+      throw Error(Status::invalid_argument,
+                  std::string(kName) + ": the epilogue adds a bias but bias is null");
     if (p.epilogue.residual && a.residual == nullptr)
-      throw Error(Status::invalid_argument, std::string(kName) + ": the epilogue adds a residual but residual is null");
-    const GraphPointers pointers = call_pointers(p, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr, a.bias,
-                                                 a.residual);
+      throw Error(Status::invalid_argument,
+                  std::string(kName) + ": the epilogue adds a residual but residual is null");
+    const GraphPointers pointers =
+        call_pointers(p, a.x, a.w, a.y, c.workspace > 0 ? a.workspace : nullptr, a.bias, a.residual);
     for (std::size_t i : {0, 1, 2, 4, 5}) {
       if (reinterpret_cast<std::uintptr_t>(pointers[i]) % kAlignment != 0)
         throw Error(Status::invalid_argument, std::string(kName) + ": " + kPointerNames[i] + " pointer not " +
@@ -285,8 +290,8 @@ class GraphSolver final : public dnn::ConvSolver {
     std::lock_guard lock(e.mutex);
     const std::string notes = notes_text(c.info);
     const std::string head = (e.fused_graph.empty() ? "" : "fused " + e.fused_graph + ", ") + c.info.tag() +
-                             (notes.empty() ? "" : " (" + notes + ")") + ", workspace " + std::to_string(c.workspace) +
-                             " B, ";
+                             (notes.empty() ? "" : " (" + notes + ")") + ", workspace " +
+                             std::to_string(c.workspace) + " B, ";
     if (e.stored_choice) return head + "the stored choice (find-db params), not timed in this process";
     return head + "fastest of " + std::to_string(e.candidates.size()) + " plans timed (" + std::to_string(c.ms) +
            " ms; heuristics mode A " + std::to_string(e.heuristic_configs) + " configs, fallback " +
@@ -371,7 +376,8 @@ class GraphSolver final : public dnn::ConvSolver {
   /// its plan is finalized (the costly step). `runtime_fusion` lets runtime-compiled engines through.
   std::optional<Candidate> plan_from_tag(const runtime::Device& device, const Entry& e, std::int64_t index,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& knobs,
-                                         DType dtype, std::string& why, const std::vector<std::string>& skip = {},
+                                         DType dtype, std::string& why,
+                                         const std::vector<std::string>& skip = {},
                                          bool runtime_fusion = false) const {
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
@@ -391,7 +397,8 @@ class GraphSolver final : public dnn::ConvSolver {
       choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &knob, 1, "knob type");
       choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &value, 1, "knob value");
       if (const cudnnStatus_t st = cudnnBackendFinalize(choice.get()); st != CUDNN_STATUS_SUCCESS) {
-        why = engine_name + ": knob k" + std::to_string(type) + "=" + std::to_string(value) + " " + status_text(st);
+        why = engine_name + ": knob k" + std::to_string(type) + "=" + std::to_string(value) + " " +
+              status_text(st);
         return std::nullopt;
       }
       raw.push_back(choice.get());
@@ -437,7 +444,8 @@ class GraphSolver final : public dnn::ConvSolver {
     check_cudnn(cudnnBackendGetAttribute(c.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
                                          &c.workspace),
                 "get EXECUTION_PLAN_WORKSPACE_SIZE");
-    if (c.workspace < 0 || std::size_t(c.workspace) > kWorkspaceCap) return "workspace " + std::to_string(c.workspace) + " B";
+    if (c.workspace < 0 || std::size_t(c.workspace) > kWorkspaceCap)
+      return "workspace " + std::to_string(c.workspace) + " B";
     return {};
   }
 
@@ -475,7 +483,8 @@ class GraphSolver final : public dnn::ConvSolver {
     e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, e->w, "conv fwd w");
     // A fused graph's convolution writes a virtual f32 tensor that the epilogue reads.
     const bool fused = p.has_epilogue();
-    if (fused) e->fused.push_back(make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
+    if (fused)
+      e->fused.push_back(make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
     e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, fused ? e->fused.back() : e->y, "conv fwd y");
     e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, e->conv, "conv fwd conv desc");
     e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1, "conv fwd alpha");
@@ -486,8 +495,8 @@ class GraphSolver final : public dnn::ConvSolver {
     if (fused) add_epilogue(p, cp, dt, *e, ops);
 
     e->graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    e->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), std::int64_t(ops.size()),
-                 "graph ops");
+    e->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(),
+                 std::int64_t(ops.size()), "graph ops");
     e->graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "graph handle");
     e->graph.finalize(fused ? "fused operation graph" : "operation graph");
     if (fused) debug_log(p, "fused graph " + e->fused_graph + " built");
@@ -517,7 +526,8 @@ class GraphSolver final : public dnn::ConvSolver {
     }
     if (p.epilogue.activation) {
       std::string why;
-      std::optional<Pointwise> act = pointwise_activation(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta, why);
+      std::optional<Pointwise> act =
+          pointwise_activation(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta, why);
       if (!act) throw Error(Status::unsupported, std::string(kName) + ": " + why);
       steps.push_back({*act, nullptr, act->describe()});
     }
@@ -526,8 +536,8 @@ class GraphSolver final : public dnn::ConvSolver {
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const Desc* out = &e.y;
       if (i + 1 < steps.size()) {
-        e.fused.push_back(make_tensor(kUidVirtual + 1 + std::int64_t(i), CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q,
-                                      cp.nhwc, true));
+        e.fused.push_back(make_tensor(kUidVirtual + 1 + std::int64_t(i), CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p,
+                                      cp.q, cp.nhwc, true));
         out = &e.fused.back();
       }
       e.fused.push_back(make_pointwise(steps[i].pw));
@@ -556,10 +566,12 @@ class GraphSolver final : public dnn::ConvSolver {
     auto took = [&](const Candidate& c, std::chrono::steady_clock::time_point start, const char* from) {
       if (c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) ++compiled;
       if (is_fused) {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         debug_log(p, std::string("plan ") + c.info.tag() + " (" + from + ", " +
                          (c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? "runtime-compiled, " : "") +
-                         "workspace " + std::to_string(c.workspace) + " B) finalized in " + std::to_string(ms) + " ms");
+                         "workspace " + std::to_string(c.workspace) + " B) finalized in " +
+                         std::to_string(ms) + " ms");
       }
     };
 
@@ -596,8 +608,9 @@ class GraphSolver final : public dnn::ConvSolver {
     // timed on first use. The legacy API's IMPLICIT_PRECOMP_GEMM kernel stays out of reach: the graph
     // API does not expose it.
     std::int64_t engines = 0, got = 0;
-    if (const cudnnStatus_t st = cudnnBackendGetAttribute(e->graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
-                                                          CUDNN_TYPE_INT64, 1, &got, &engines);
+    if (const cudnnStatus_t st =
+            cudnnBackendGetAttribute(e->graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                     CUDNN_TYPE_INT64, 1, &got, &engines);
         st != CUDNN_STATUS_SUCCESS) {
       refuse("get OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: " + status_text(st));
       engines = 0;
@@ -687,7 +700,8 @@ class GraphSolver final : public dnn::ConvSolver {
     const std::size_t bias_bytes = p.epilogue.bias ? std::size_t(p.k) * size_of(p.dtype) : 0;
     const std::size_t residual_bytes = p.epilogue.residual ? p.y_desc().bytes() : 0;
     const Scratch bias{bias_bytes}, residual{residual_bytes};
-    const GraphPointers pointers = call_pointers(p, x.get(), w.get(), y.get(), ws.get(), bias.get(), residual.get());
+    const GraphPointers pointers =
+        call_pointers(p, x.get(), w.get(), y.get(), ws.get(), bias.get(), residual.get());
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cudaEvent_t start = nullptr, stop = nullptr;
@@ -704,8 +718,10 @@ class GraphSolver final : public dnn::ConvSolver {
       check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
       check_cuda(cudaMemsetAsync(x.get(), 0x3c, p.x_desc().bytes(), stream), "cudaMemsetAsync");
       check_cuda(cudaMemsetAsync(w.get(), 0x3c, p.w_desc().bytes(), stream), "cudaMemsetAsync");
-      if (bias_bytes > 0) check_cuda(cudaMemsetAsync(bias.get(), 0x3c, bias_bytes, stream), "cudaMemsetAsync");
-      if (residual_bytes > 0) check_cuda(cudaMemsetAsync(residual.get(), 0x3c, residual_bytes, stream), "cudaMemsetAsync");
+      if (bias_bytes > 0)
+        check_cuda(cudaMemsetAsync(bias.get(), 0x3c, bias_bytes, stream), "cudaMemsetAsync");
+      if (residual_bytes > 0)
+        check_cuda(cudaMemsetAsync(residual.get(), 0x3c, residual_bytes, stream), "cudaMemsetAsync");
       std::lock_guard lock(h.mutex);
       check_cudnn(h.set_stream(stream), "cudnnSetStream");
       // With graph replay on, a plan's calls are graph launches once their pointers repeat, so
@@ -716,8 +732,7 @@ class GraphSolver final : public dnn::ConvSolver {
       auto time_runs = [&](Candidate& c, int runs, float* ms) -> cudnnStatus_t {
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         auto enqueue_runs = [&] {
-          for (int i = 0; i < runs && st == CUDNN_STATUS_SUCCESS; ++i)
-            st = execute(h.handle, c, pointers);
+          for (int i = 0; i < runs && st == CUDNN_STATUS_SUCCESS; ++i) st = execute(h.handle, c, pointers);
         };
         cudaGraphExec_t graph = nullptr;
         if (runs > 1 && graph_replay_enabled()) {

@@ -35,7 +35,8 @@ Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int6
   t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4, "tensor strides");
   t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1, "tensor uid");
   t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &kTensorAlignment, 1, "tensor alignment");
-  if (is_virtual) t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual, 1, "tensor is virtual");
+  if (is_virtual)
+    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual, 1, "tensor is virtual");
   t.finalize(is_virtual ? "virtual tensor" : "tensor");
   return t;
 }
@@ -43,15 +44,33 @@ Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int6
 std::string Pointwise::describe() const {
   std::string s;
   switch (mode) {
-    case CUDNN_POINTWISE_ADD: s = "add"; break;
-    case CUDNN_POINTWISE_RELU_FWD: s = "relu_fwd"; break;
-    case CUDNN_POINTWISE_TANH_FWD: s = "tanh_fwd"; break;
-    case CUDNN_POINTWISE_SIGMOID_FWD: s = "sigmoid_fwd"; break;
-    case CUDNN_POINTWISE_ELU_FWD: s = "elu_fwd"; break;
-    case CUDNN_POINTWISE_GELU_FWD: s = "gelu_fwd"; break;
-    case CUDNN_POINTWISE_GELU_APPROX_TANH_FWD: s = "gelu_approx_tanh_fwd"; break;
-    case CUDNN_POINTWISE_SWISH_FWD: s = "swish_fwd"; break;
-    default: s = "pointwise mode " + std::to_string(int(mode)); break;
+    case CUDNN_POINTWISE_ADD:
+      s = "add";
+      break;
+    case CUDNN_POINTWISE_RELU_FWD:
+      s = "relu_fwd";
+      break;
+    case CUDNN_POINTWISE_TANH_FWD:
+      s = "tanh_fwd";
+      break;
+    case CUDNN_POINTWISE_SIGMOID_FWD:
+      s = "sigmoid_fwd";
+      break;
+    case CUDNN_POINTWISE_ELU_FWD:
+      s = "elu_fwd";
+      break;
+    case CUDNN_POINTWISE_GELU_FWD:
+      s = "gelu_fwd";
+      break;
+    case CUDNN_POINTWISE_GELU_APPROX_TANH_FWD:
+      s = "gelu_approx_tanh_fwd";
+      break;
+    case CUDNN_POINTWISE_SWISH_FWD:
+      s = "swish_fwd";
+      break;
+    default:
+      s = "pointwise mode " + std::to_string(int(mode));
+      break;
   }
   std::string args;
   auto add = [&](const char* name, const std::optional<double>& v) {
@@ -68,7 +87,8 @@ std::string Pointwise::describe() const {
   return args.empty() ? s : s + "(" + args + ")";
 }
 
-std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta, std::string& why) {
+std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
+                                              std::string& why) {
   using dnn::Activation;
   Pointwise pw;
   switch (activation) {
@@ -91,10 +111,18 @@ std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double
       pw.mode = CUDNN_POINTWISE_ELU_FWD;
       pw.elu_alpha = alpha;
       return pw;
-    case Activation::sigmoid: pw.mode = CUDNN_POINTWISE_SIGMOID_FWD; return pw;
-    case Activation::tanh: pw.mode = CUDNN_POINTWISE_TANH_FWD; return pw;
-    case Activation::gelu_erf: pw.mode = CUDNN_POINTWISE_GELU_FWD; return pw;
-    case Activation::gelu_tanh: pw.mode = CUDNN_POINTWISE_GELU_APPROX_TANH_FWD; return pw;
+    case Activation::sigmoid:
+      pw.mode = CUDNN_POINTWISE_SIGMOID_FWD;
+      return pw;
+    case Activation::tanh:
+      pw.mode = CUDNN_POINTWISE_TANH_FWD;
+      return pw;
+    case Activation::gelu_erf:
+      pw.mode = CUDNN_POINTWISE_GELU_FWD;
+      return pw;
+    case Activation::gelu_tanh:
+      pw.mode = CUDNN_POINTWISE_GELU_APPROX_TANH_FWD;
+      return pw;
     case Activation::silu:
       pw.mode = CUDNN_POINTWISE_SWISH_FWD;
       pw.swish_beta = 1.0;
@@ -119,7 +147,8 @@ Desc make_pointwise(const Pointwise& pw) {
   };
   set_double(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, pw.relu_lower_clip, "pointwise relu lower clip");
   set_double(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, pw.relu_upper_clip, "pointwise relu upper clip");
-  set_double(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, pw.relu_lower_clip_slope, "pointwise relu lower clip slope");
+  set_double(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, pw.relu_lower_clip_slope,
+             "pointwise relu lower clip slope");
   set_double(CUDNN_ATTR_POINTWISE_ELU_ALPHA, pw.elu_alpha, "pointwise elu alpha");
   set_double(CUDNN_ATTR_POINTWISE_SWISH_BETA, pw.swish_beta, "pointwise swish beta");
   d.finalize("pointwise descriptor");

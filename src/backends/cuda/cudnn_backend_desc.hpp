@@ -108,7 +108,8 @@ struct Pointwise {
 /// clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
 /// gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have
 /// modes of their own; hardswish and hardsigmoid have none.
-std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta, std::string& why);
+std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
+                                              std::string& why);
 
 /// A finalized CUDNN_BACKEND_POINTWISE_DESCRIPTOR of `pw` with f32 math.
 Desc make_pointwise(const Pointwise& pw);
