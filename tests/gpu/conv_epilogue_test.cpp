@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/gpu/problem_key.hpp"
@@ -207,31 +208,33 @@ std::vector<FusedCase> fused_cases() {
       out.push_back({p, false});
     }
   }
-  // Non-default parameters where the activation has them.
+  // Non-default parameters where the activation has them, one per format. (Every case costs up to
+  // two runtime compilations on the device: the grid stays small.)
+  const ConvEpilogue parameterised[] = {
+      ConvEpilogue{.bias = true, .activation = Activation::leaky_relu, .alpha = 0.2},
+      ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 0.75},
+      ConvEpilogue{.bias = true, .activation = Activation::elu, .alpha = 0.5}};
+  for (std::size_t f = 0; f < std::size(formats); ++f) {
+    ConvProblem p = resnet_like;
+    p.dtype = formats[f].dtype;
+    p.layout = formats[f].layout;
+    p.epilogue = parameterised[f];
+    out.push_back({p, false});
+  }
+  // Batch 1 with odd channels (cuDNN may refuse them in f16/bf16: then check() must say so), and
+  // a 1x1 convolution, with and without the residual.
   for (const Format& f : formats) {
-    for (ConvEpilogue e :
-         {ConvEpilogue{.bias = true, .activation = Activation::leaky_relu, .alpha = 0.2},
-          ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 0.75},
-          ConvEpilogue{.bias = true, .activation = Activation::elu, .alpha = 0.5}}) {
-      ConvProblem p = resnet_like;
+    const std::pair<ConvProblem, ConvEpilogue> cases[] = {
+        {odd, ConvEpilogue::with(Activation::relu, true, true)},
+        {odd, ConvEpilogue::with(Activation::silu)},
+        {pointwise, ConvEpilogue::with(Activation::gelu_erf, true)},
+        {pointwise, ConvEpilogue{.bias = true, .residual = true}}};
+    for (const auto& [shape, e] : cases) {
+      ConvProblem p = shape;
       p.dtype = f.dtype;
       p.layout = f.layout;
       p.epilogue = e;
       out.push_back({p, false});
-    }
-  }
-  // Batch 1, odd channels (cuDNN may refuse them in f16/bf16: then check() must say so), and 1x1.
-  for (const Format& f : formats) {
-    for (ConvEpilogue e :
-         {ConvEpilogue::with(Activation::relu, true, true), ConvEpilogue::with(Activation::gelu_erf, true),
-          ConvEpilogue{.bias = true, .residual = true}, ConvEpilogue::with(Activation::silu)}) {
-      for (const ConvProblem& shape : {odd, pointwise}) {
-        ConvProblem p = shape;
-        p.dtype = f.dtype;
-        p.layout = f.layout;
-        p.epilogue = e;
-        out.push_back({p, false});
-      }
     }
   }
   ConvProblem must = resnet_like;
