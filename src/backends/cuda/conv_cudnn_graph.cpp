@@ -35,8 +35,8 @@
 // virtual in f32 and only the last node writing y, in the reference's order. The residual is added
 // unscaled (ConvEpilogue's alpha and beta are the activation's parameters, not residual scales).
 // cuDNN fuses such graphs with runtime fusion engines, compiled when their plan is finalized, so
-// runtime compilation is allowed for fused graphs, for at most kMaxRuntimeCompiled plans per
-// problem. What cuDNN cannot build or has no engine for (often f32 NCHW) is a refusal carrying its
+// runtime compilation is allowed for fused graphs, for at most kMaxRuntimeCompiled plan
+// finalizations per problem (failed ones count: a machine without NVRTC fails each after a while). What cuDNN cannot build or has no engine for (often f32 NCHW) is a refusal carrying its
 // status text, never a wrong answer; the tuner times whatever plan wins here against
 // cuda.conv.unfused and the own kernels with their epilogue pass. GALLEY_LOG_LEVEL=debug logs every
 // failed build step, heuristics query and plan finalization of a fused graph with its cuDNN status.
@@ -81,7 +81,7 @@ constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.c
 constexpr int kMaxHeuristic = 16;
 constexpr int kMaxFallback = 8;
 constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global engine count (cuDNN reports it)
-// A fused graph compiles each runtime fusion plan it finalizes (seconds each).
+// A fused graph compiles each runtime fusion plan it finalizes (seconds each): attempts per problem.
 constexpr int kMaxRuntimeCompiled = 2;
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidual = 5;
 constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
@@ -101,6 +101,10 @@ void check_cuda(cudaError_t error, const std::string& call) {
 /// Prints "cuda.conv.cudnn_graph <key>: <what>" at debug level.
 void debug_log(const ConvProblem& p, const std::string& what) {
   if (log::enabled(log::Level::debug)) log::debug(std::string(kName) + " " + p.key() + ": " + what);
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// A call's pointers: x, w, y, workspace, bias, residual (the last two null unless the epilogue
@@ -373,12 +377,13 @@ class GraphSolver final : public dnn::ConvSolver {
   /// The plan of a stored engine config, or nothing (with `why`, cuDNN's status where it refused)
   /// when cuDNN no longer has it, refuses it, or the notes filter would refuse it (a row written by
   /// another build must not bypass the filter). A config whose tag is in `skip` is dropped before
-  /// its plan is finalized (the costly step). `runtime_fusion` lets runtime-compiled engines through.
+  /// its plan is finalized (the costly step). `runtime_fusion` lets runtime-compiled engines through;
+  /// `compile_attempts`, when given, counts their finalizations.
   std::optional<Candidate> plan_from_tag(const runtime::Device& device, const Entry& e, std::int64_t index,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& knobs,
                                          DType dtype, std::string& why,
                                          const std::vector<std::string>& skip = {},
-                                         bool runtime_fusion = false) const {
+                                         bool runtime_fusion = false, int* compile_attempts = nullptr) const {
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     const std::string engine_name = "eng" + std::to_string(index);
@@ -424,6 +429,7 @@ class GraphSolver final : public dnn::ConvSolver {
       why = c.info.tag() + ": listed already";
       return std::nullopt;
     }
+    if (compile_attempts && c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) ++*compile_attempts;
     if (std::string failure = finalize_plan(h, c); !failure.empty()) {
       why = c.info.tag() + ": " + failure;
       return std::nullopt;
@@ -556,7 +562,7 @@ class GraphSolver final : public dnn::ConvSolver {
     DeviceGuard guard(device.index());
     Entry* e = &entry;
     const bool is_fused = fused(*e);
-    int compiled = 0;  // runtime-compiled plans finalized (fused graphs only)
+    int compiled = 0;  // finalizations of runtime-compiled plans, failed ones too (fused graphs only)
     auto may_compile = [&] { return is_fused && compiled < kMaxRuntimeCompiled; };
     std::vector<std::string> seen, refusals;
     auto refuse = [&](std::string why) {
@@ -564,14 +570,11 @@ class GraphSolver final : public dnn::ConvSolver {
       refusals.push_back(std::move(why));
     };
     auto took = [&](const Candidate& c, std::chrono::steady_clock::time_point start, const char* from) {
-      if (c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) ++compiled;
       if (is_fused) {
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         debug_log(p, std::string("plan ") + c.info.tag() + " (" + from + ", " +
                          (c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? "runtime-compiled, " : "") +
                          "workspace " + std::to_string(c.workspace) + " B) finalized in " +
-                         std::to_string(ms) + " ms");
+                         std::to_string(ms_since(start)) + " ms");
       }
     };
 
@@ -595,7 +598,9 @@ class GraphSolver final : public dnn::ConvSolver {
           continue;
         }
         c.config = std::move(config);
+        if (c.info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) ++compiled;
         if (std::string failure = finalize_plan(h, c); !failure.empty()) {
+          if (is_fused) failure += " (after " + std::to_string(ms_since(start)) + " ms)";
           refuse(c.info.tag() + ": " + failure);
           continue;
         }
@@ -618,7 +623,7 @@ class GraphSolver final : public dnn::ConvSolver {
     for (std::int64_t index = 0; index < std::min<std::int64_t>(engines, kMaxGlobalEngines); ++index) {
       const auto start = std::chrono::steady_clock::now();
       std::string why;
-      std::optional<Candidate> c = plan_from_tag(device, *e, index, {}, cp.dtype, why, seen, may_compile());
+      std::optional<Candidate> c = plan_from_tag(device, *e, index, {}, cp.dtype, why, seen, may_compile(), &compiled);
       if (!c) {
         // Plain graphs: most of the 100-odd engines refuse any one problem; the summary says enough.
         if (is_fused) refuse(why);
