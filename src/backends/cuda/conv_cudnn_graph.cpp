@@ -36,10 +36,11 @@
 // unscaled (ConvEpilogue's alpha and beta are the activation's parameters, not residual scales).
 // cuDNN fuses such graphs with runtime fusion engines, compiled when their plan is finalized, so
 // runtime compilation is allowed for fused graphs, for at most kMaxRuntimeCompiled plan
-// finalizations per problem (failed ones count: a machine without NVRTC fails each after a while). What cuDNN cannot build or has no engine for (often f32 NCHW) is a refusal carrying its
-// status text, never a wrong answer; the tuner times whatever plan wins here against
-// cuda.conv.unfused and the own kernels with their epilogue pass. GALLEY_LOG_LEVEL=debug logs every
-// failed build step, heuristics query and plan finalization of a fused graph with its cuDNN status.
+// finalizations per problem (failed ones count: a machine without NVRTC fails each after a while). What cuDNN
+// cannot build or has no engine for (often f32 NCHW) is a refusal carrying its status text, never a wrong
+// answer; the tuner times whatever plan wins here against cuda.conv.unfused and the own kernels with their
+// epilogue pass. GALLEY_LOG_LEVEL=debug logs every failed build step, heuristics query and plan finalization
+// of a fused graph with its cuDNN status.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -623,7 +624,8 @@ class GraphSolver final : public dnn::ConvSolver {
     for (std::int64_t index = 0; index < std::min<std::int64_t>(engines, kMaxGlobalEngines); ++index) {
       const auto start = std::chrono::steady_clock::now();
       std::string why;
-      std::optional<Candidate> c = plan_from_tag(device, *e, index, {}, cp.dtype, why, seen, may_compile(), &compiled);
+      std::optional<Candidate> c =
+          plan_from_tag(device, *e, index, {}, cp.dtype, why, seen, may_compile(), &compiled);
       if (!c) {
         // Plain graphs: most of the 100-odd engines refuse any one problem; the summary says enough.
         if (is_fused) refuse(why);
