@@ -104,8 +104,8 @@ struct Pointwise {
 /// The pointwise node that computes `activation` with parameters (alpha, beta) as Galley defines it
 /// (galley/dnn/activation.hpp), or nothing with `why` set when no cuDNN mode does. RELU_FWD takes
 /// relu (lower clip 0), leaky_relu (lower clip 0, lower clip slope alpha: alpha * x below 0) and
-/// clip (clips alpha and beta, slope 0: alpha below alpha); a slope is only ever set with a lower
-/// clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
+/// clip (lower clip alpha, upper clip beta, slope 0: alpha for every x below alpha); a slope is only
+/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
 /// gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have
 /// modes of their own; hardswish and hardsigmoid have none.
 std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
