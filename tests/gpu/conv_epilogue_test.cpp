@@ -208,8 +208,8 @@ std::vector<FusedCase> fused_cases() {
       out.push_back({p, false});
     }
   }
-  // Non-default parameters where the activation has them, one per format. (Every case costs up to
-  // two runtime compilations on the device: the grid stays small.)
+  // Non-default parameters where the activation has them, one per format. (Every case may cost a
+  // runtime compilation on the device: the grid stays small.)
   const ConvEpilogue parameterised[] = {
       ConvEpilogue{.bias = true, .activation = Activation::leaky_relu, .alpha = 0.2},
       ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 0.75},

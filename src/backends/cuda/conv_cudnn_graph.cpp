@@ -82,8 +82,10 @@ constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.c
 constexpr int kMaxHeuristic = 16;
 constexpr int kMaxFallback = 8;
 constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global engine count (cuDNN reports it)
-// A fused graph compiles each runtime fusion plan it finalizes (seconds each): attempts per problem.
-constexpr int kMaxRuntimeCompiled = 2;
+// A fused graph compiles each runtime fusion plan it finalizes (up to seconds each), inside the
+// tuner's time box (GALLEY_FIND_TIME_MS, 2 s by default), which a second compile could use up before
+// the other solvers are timed: one attempt per problem, the heuristics' best ranked config.
+constexpr int kMaxRuntimeCompiled = 1;
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidual = 5;
 constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
