@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 
 #include "backends/cuda/cudnn_handle.hpp"
 #include "galley/core/error.hpp"
@@ -24,7 +25,7 @@ cudnnDataType_t data_type(DType dtype) {
 }
 
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
-                 std::int64_t w, bool nhwc) {
+                 std::int64_t w, bool nhwc, bool is_virtual) {
   const std::array<std::int64_t, 4> dims{n, c, h, w};
   const std::array<std::int64_t, 4> strides =
       nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
@@ -34,8 +35,134 @@ Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int6
   t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4, "tensor strides");
   t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid, 1, "tensor uid");
   t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &kTensorAlignment, 1, "tensor alignment");
-  t.finalize("tensor");
+  if (is_virtual)
+    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual, 1, "tensor is virtual");
+  t.finalize(is_virtual ? "virtual tensor" : "tensor");
   return t;
+}
+
+std::string Pointwise::describe() const {
+  std::string s;
+  switch (mode) {
+    case CUDNN_POINTWISE_ADD:
+      s = "add";
+      break;
+    case CUDNN_POINTWISE_RELU_FWD:
+      s = "relu_fwd";
+      break;
+    case CUDNN_POINTWISE_TANH_FWD:
+      s = "tanh_fwd";
+      break;
+    case CUDNN_POINTWISE_SIGMOID_FWD:
+      s = "sigmoid_fwd";
+      break;
+    case CUDNN_POINTWISE_ELU_FWD:
+      s = "elu_fwd";
+      break;
+    case CUDNN_POINTWISE_GELU_FWD:
+      s = "gelu_fwd";
+      break;
+    case CUDNN_POINTWISE_GELU_APPROX_TANH_FWD:
+      s = "gelu_approx_tanh_fwd";
+      break;
+    case CUDNN_POINTWISE_SWISH_FWD:
+      s = "swish_fwd";
+      break;
+    default:
+      s = "pointwise mode " + std::to_string(int(mode));
+      break;
+  }
+  std::string args;
+  auto add = [&](const char* name, const std::optional<double>& v) {
+    if (!v) return;
+    char text[40];
+    std::snprintf(text, sizeof text, "%g", *v);
+    args.append(args.empty() ? "" : ", ").append(name).append(" ").append(text);
+  };
+  add("lower_clip", relu_lower_clip);
+  add("upper_clip", relu_upper_clip);
+  add("lower_clip_slope", relu_lower_clip_slope);
+  add("elu_alpha", elu_alpha);
+  add("swish_beta", swish_beta);
+  return args.empty() ? s : s + "(" + args + ")";
+}
+
+std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
+                                              std::string& why) {
+  using dnn::Activation;
+  Pointwise pw;
+  switch (activation) {
+    case Activation::relu:
+      pw.mode = CUDNN_POINTWISE_RELU_FWD;
+      pw.relu_lower_clip = 0.0;
+      return pw;
+    case Activation::leaky_relu:
+      pw.mode = CUDNN_POINTWISE_RELU_FWD;
+      pw.relu_lower_clip = 0.0;
+      pw.relu_lower_clip_slope = alpha;
+      return pw;
+    case Activation::clip:
+      pw.mode = CUDNN_POINTWISE_RELU_FWD;
+      pw.relu_lower_clip = alpha;
+      pw.relu_upper_clip = beta;
+      pw.relu_lower_clip_slope = 0.0;
+      return pw;
+    case Activation::elu:
+      pw.mode = CUDNN_POINTWISE_ELU_FWD;
+      pw.elu_alpha = alpha;
+      return pw;
+    case Activation::sigmoid:
+      pw.mode = CUDNN_POINTWISE_SIGMOID_FWD;
+      return pw;
+    case Activation::tanh:
+      pw.mode = CUDNN_POINTWISE_TANH_FWD;
+      return pw;
+    case Activation::gelu_erf:
+      pw.mode = CUDNN_POINTWISE_GELU_FWD;
+      return pw;
+    case Activation::gelu_tanh:
+      pw.mode = CUDNN_POINTWISE_GELU_APPROX_TANH_FWD;
+      return pw;
+    case Activation::silu:
+      pw.mode = CUDNN_POINTWISE_SWISH_FWD;
+      pw.swish_beta = 1.0;
+      return pw;
+    case Activation::hardswish:
+    case Activation::hardsigmoid:
+      why = std::string("cuDNN has no pointwise mode for ") + dnn::to_string(activation) +
+            " (built from add, clip and multiply nodes it would round apart from Galley's definition)";
+      return std::nullopt;
+  }
+  why = "activation " + std::to_string(int(activation)) + " has no cuDNN pointwise mode";
+  return std::nullopt;
+}
+
+Desc make_pointwise(const Pointwise& pw) {
+  Desc d(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+  d.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &pw.mode, 1, "pointwise mode");
+  d.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &math, 1, "pointwise math precision");
+  auto set_double = [&](cudnnBackendAttributeName_t name, const std::optional<double>& v, const char* what) {
+    if (v) d.set(name, CUDNN_TYPE_DOUBLE, &*v, 1, what);
+  };
+  set_double(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, pw.relu_lower_clip, "pointwise relu lower clip");
+  set_double(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, pw.relu_upper_clip, "pointwise relu upper clip");
+  set_double(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, pw.relu_lower_clip_slope,
+             "pointwise relu lower clip slope");
+  set_double(CUDNN_ATTR_POINTWISE_ELU_ALPHA, pw.elu_alpha, "pointwise elu alpha");
+  set_double(CUDNN_ATTR_POINTWISE_SWISH_BETA, pw.swish_beta, "pointwise swish beta");
+  d.finalize("pointwise descriptor");
+  return d;
+}
+
+Desc make_pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc& y) {
+  Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw, "pointwise op descriptor");
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, "pointwise op x");
+  if (b != nullptr) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b, "pointwise op b");
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, "pointwise op y");
+  op.finalize("pointwise operation");
+  return op;
 }
 
 EngineInfo engine_info(const Desc& config) {
@@ -80,8 +207,8 @@ EngineInfo engine_info(const Desc& config) {
   return info;
 }
 
-std::string refused(const EngineInfo& info, DType dtype) {
-  if (info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) return "runtime compilation";
+std::string refused(const EngineInfo& info, DType dtype, bool runtime_fusion) {
+  if (!runtime_fusion && info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) return "runtime compilation";
   if (info.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return "reduced-precision reduction";
   if (info.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return "down-converts inputs";
   if (dtype == DType::f32 && info.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) return "tensor cores (TF32) for f32";

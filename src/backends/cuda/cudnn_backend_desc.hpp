@@ -1,18 +1,21 @@
 // The cuDNN backend (graph) API as cuda.conv.cudnn_graph uses it: an owning descriptor wrapper,
-// tensor descriptors, what an engine config is (its notes and knobs, as text), the notes filter, and
-// the text form of an engine config that the find-db stores ("eng12{k2=3,k14=4}").
+// tensor descriptors, pointwise nodes and the activations they express, what an engine config is
+// (its notes and knobs, as text), the notes filter, and the text form of an engine config that the
+// find-db stores ("eng12{k2=3,k14=4}").
 #pragma once
 
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "galley/core/dtype.hpp"
+#include "galley/dnn/activation.hpp"
 
 namespace galley::backends::cuda {
 
@@ -84,9 +87,35 @@ class Desc {
 /// cuDNN's data type for a Galley dtype (f32, f16, bf16); Error(unsupported) otherwise.
 cudnnDataType_t data_type(DType dtype);
 
-/// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides.
+/// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides. A virtual tensor
+/// is an intermediate of a fused graph: it has no memory and no place in the variant pack.
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
-                 std::int64_t w, bool nhwc);
+                 std::int64_t w, bool nhwc, bool is_virtual = false);
+
+/// One pointwise node's function: the mode and those of its attributes that are set (the others
+/// keep cuDNN's defaults). Always computed in f32.
+struct Pointwise {
+  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_ADD;
+  std::optional<double> relu_lower_clip, relu_upper_clip, relu_lower_clip_slope, elu_alpha, swish_beta;
+  /// "add", "relu_fwd(lower_clip 0, lower_clip_slope 0.01)": for logs and detail().
+  std::string describe() const;
+};
+
+/// The pointwise node that computes `activation` with parameters (alpha, beta) as Galley defines it
+/// (galley/dnn/activation.hpp), or nothing with `why` set when no cuDNN mode does. RELU_FWD takes
+/// relu (lower clip 0), leaky_relu (lower clip 0, lower clip slope alpha: alpha * x below 0) and
+/// clip (lower clip alpha, upper clip beta, slope 0: alpha for every x below alpha); a slope is only
+/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
+/// gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have
+/// modes of their own; hardswish and hardsigmoid have none.
+std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
+                                              std::string& why);
+
+/// A finalized CUDNN_BACKEND_POINTWISE_DESCRIPTOR of `pw` with f32 math.
+Desc make_pointwise(const Pointwise& pw);
+/// A finalized pointwise operation y = pw(x) or, with `b`, y = pw(x, b) (b broadcasts over the
+/// dimensions where it is 1).
+Desc make_pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc& y);
 
 /// What an engine config is, for filtering and for detail().
 struct EngineInfo {
@@ -102,9 +131,10 @@ struct EngineInfo {
 /// Reads an engine config's engine index, notes and knob choices.
 EngineInfo engine_info(const Desc& config);
 
-/// Why `info` is refused for `dtype` (runtime compilation, reduced-precision reduction, down-converted
-/// inputs, TF32 for f32), or empty.
-std::string refused(const EngineInfo& info, DType dtype);
+/// Why `info` is refused for `dtype` (runtime compilation unless `runtime_fusion`, reduced-precision
+/// reduction, down-converted inputs, TF32 for f32), or empty. `runtime_fusion` is for fused graphs:
+/// cuDNN fuses a pointwise epilogue into a convolution with engines it compiles at plan time.
+std::string refused(const EngineInfo& info, DType dtype, bool runtime_fusion = false);
 
 /// "tensor-core,winograd" for detail().
 std::string notes_text(const EngineInfo& info);
