@@ -83,7 +83,8 @@ TEST(ThreadLimit, InfoAndTransferFinishWhenThreadsCannotBeCreated) {
     GTEST_SKIP()
         << "needs root (setpriv) to run with a private process count; `ulimit -u` counts all the user's";
   }
-  for (const char* args : {"info", "bench transfer --sizes 1M --repeats 1"}) {
+  // The cpu device: its streams and pool are what need the threads (a GPU default device would not).
+  for (const char* args : {"info", "bench transfer --device cpu --sizes 1M --repeats 1"}) {
     const auto r =
         galley::testing::run_command("timeout -s KILL 60 " + prefix + "bash -c 'ulimit -u 30; " +
                                      "GALLEY_NUM_THREADS=64 exec " + kGalley + " " + args + "' 2>&1");
@@ -108,7 +109,7 @@ TEST(StreamBackpressure, ABenchmarkWithEndlessIterationsKeepsItsMemoryFlat) {
   // stopped then), rather than with a fixed size: the cuda and hip plugins alone map and touch
   // about 160 MB of vendor libraries where they are built.
   const std::string command = "bash -c '" + kGalley +
-                              " bench conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 --solver ref.conv.direct"
+                              " bench conv -n 1 -c 8 -H 8 -W 8 -k 8 -y 3 -x 3 --device cpu --solver ref.conv.direct"
                               " -i 1000000 >/dev/null 2>&1 & pid=$!; sleep 3; "
                               "grep VmHWM /proc/$pid/status; sleep 3; grep VmHWM /proc/$pid/status; kill -9 $pid'";
   const auto r = galley::testing::run_command(command);
