@@ -11,6 +11,10 @@ back-to-back calls (chosen so one timing lasts >= ~1 ms) divided by `inner`.
   python3 bench/peer_conv.py --file conv_problems.txt --dtype f16 --layout nhwc [--json out.json]
   python3 bench/peer_conv.py --file conv_problems.txt --all --json out.json   # the 4 configurations
 
+--bias, --residual and --activ relu (forward only) time PyTorch's unfused sequence of a fused Galley
+problem, as torchvision's blocks run it: conv2d with its bias, the residual added in place, relu in
+place; the key carries Galley's epilogue suffix so the rows join `galley bench conv --bias ...`.
+
 --cuda-graphs is the control for PyTorch's own host path: each timing replays one CUDA graph that
 holds the `inner` calls (captured after the warm-up), so the peer runs at its kernels' pace, as
 Galley's vendor solvers do once they replay a pointer set's calls as a graph.
@@ -57,13 +61,19 @@ def out_size(size, pad, dil, k, stride):
 DIRECTION_LETTERS = {1: "F", 2: "B", 4: "W"}
 
 
-def key(p, dtype, layout, direction=1):
-    # Galley's canonical key text (conv_problem.hpp) so rows can be joined with `galley bench --json`.
-    return (f"conv-{DIRECTION_LETTERS[direction]}-{dtype}-{layout}-n{p['n']}-c{p['c']}-h{p['h']}-w{p['w']}-k{p['k']}-y{p['y']}-x{p['x']}"
+def key(p, dtype, layout, direction=1, epilogue=None):
+    # Galley's canonical key text (conv_problem.hpp) so rows can be joined with `galley bench --json`;
+    # a fused epilogue appends -bias, -res and -<activation>-a<alpha>-b<beta> as ConvEpilogue does.
+    text = (f"conv-{DIRECTION_LETTERS[direction]}-{dtype}-{layout}-n{p['n']}-c{p['c']}-h{p['h']}-w{p['w']}-k{p['k']}-y{p['y']}-x{p['x']}"
             f"-p{p['p']}-q{p['q']}-u{p['u']}-v{p['v']}-l{p['l']}-j{p['j']}-g{p['g']}")
+    if epilogue:
+        text += "-bias" if epilogue["bias"] else ""
+        text += "-res" if epilogue["residual"] else ""
+        text += f"-{epilogue['activ']}-a0-b0" if epilogue["activ"] else ""
+    return text
 
 
-def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False, direction=1):
+def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False, direction=1, epilogue=None):
     F = torch.nn.functional
     tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -76,7 +86,20 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False,
     stride, padding, dilation = (p["u"], p["v"]), (p["p"], p["q"]), (p["l"], p["j"])
     ho = out_size(p["h"], p["p"], p["l"], p["y"], p["u"])
     wo = out_size(p["w"], p["q"], p["j"], p["x"], p["v"])
-    if direction == 1:
+    if direction == 1 and epilogue:
+        b = torch.randn(p["k"], device="cuda", generator=gen).to(tdtype) if epilogue["bias"] else None
+        r = (torch.randn(p["n"], p["k"], ho, wo, device="cuda", generator=gen).to(tdtype).contiguous(memory_format=fmt)
+             if epilogue["residual"] else None)
+
+        def call():
+            y = F.conv2d(x, w, b, stride, padding, dilation, p["g"])
+            if r is not None:
+                y += r
+            if epilogue["activ"] == "relu":
+                F.relu_(y)
+            return y
+        want_shape = (p["n"], p["k"], ho, wo)
+    elif direction == 1:
         def call():
             return F.conv2d(x, w, None, stride, padding, dilation, p["g"])
         want_shape = (p["n"], p["k"], ho, wo)
@@ -98,7 +121,7 @@ def time_problem(torch, p, dtype, layout, warmup_ms, repeats, cuda_graphs=False,
     ms, times = timing.ms, timing.samples
     flops = 2.0 * p["n"] * p["k"] * ho * wo * (p["c"] // p["g"]) * p["y"] * p["x"]
     assert tuple(y.shape) == want_shape
-    return {"key": key(p, dtype, layout, direction), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
+    return {"key": key(p, dtype, layout, direction, epilogue), "tag": p["tag"], "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12,
             "spread_ms": [min(times), max(times)], "inner": timing.inner, "cuda_graphs": cuda_graphs}
 
 
@@ -114,8 +137,16 @@ def main():
                     help="time replays of a CUDA graph of the calls (the control for PyTorch's host path)")
     ap.add_argument("--direction", type=int, choices=[1, 2, 4], default=1,
                     help="1 forward, 2 backward data, 4 backward weights (MIOpenDriver's -F)")
+    ap.add_argument("--bias", action="store_true", help="forward with a bias per output channel")
+    ap.add_argument("--residual", action="store_true", help="forward, then add a tensor shaped as y")
+    ap.add_argument("--activ", choices=["relu"], help="forward, then this activation, in place")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
+    epilogue = None
+    if args.bias or args.residual or args.activ:
+        if args.direction != 1:
+            sys.exit("peer_conv.py: --bias, --residual and --activ are forward only (--direction 1)")
+        epilogue = {"bias": args.bias, "residual": args.residual, "activ": args.activ}
 
     import torch
     torch.backends.cudnn.benchmark = True
@@ -128,9 +159,10 @@ def main():
     configs = CONFIGS if args.all else [(args.dtype, args.layout)]
     out = {"peer": f"PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}",
            "device": torch.cuda.get_device_name(0), "cudnn_benchmark": True, "tf32": False,
-           "cuda_graphs": args.cuda_graphs, "direction": args.direction, "configs": []}
+           "cuda_graphs": args.cuda_graphs, "direction": args.direction, "epilogue": epilogue, "configs": []}
     for dtype, layout in configs:
-        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats, args.cuda_graphs, args.direction)
+        rows = [time_problem(torch, p, dtype, layout, args.warmup_ms, args.repeats, args.cuda_graphs, args.direction,
+                             epilogue)
                 for p in problems]
         geo = math.exp(sum(math.log(r["tflops"]) for r in rows) / len(rows))
         out["configs"].append({"dtype": dtype, "layout": layout, "geomean_tflops": geo, "problems": rows})

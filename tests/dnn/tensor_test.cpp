@@ -9,6 +9,7 @@
 
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
+#include "galley/dnn/conv_problem.hpp"
 
 namespace galley::dnn {
 namespace {
@@ -164,6 +165,22 @@ TEST(TensorData, Tolerances) {
   EXPECT_EQ(conv_tolerance(DType::f16), 1e-2);
   EXPECT_EQ(conv_tolerance(DType::bf16), 1e-2);
   EXPECT_THROW(conv_tolerance(DType::i32), Error);
+}
+
+TEST(TensorData, ProblemTolerancesWidenForLongSumsAndWinograd) {
+  ConvProblem p;
+  p.dtype = DType::f32;
+  p.n = 2, p.c = 64, p.h = p.w = 28, p.k = 64, p.y = p.x = 1;
+  EXPECT_EQ(conv_tolerance(p), 1e-5);  // 64 products a sum: a direct sum's rounding
+  p.c = 4096;
+  EXPECT_DOUBLE_EQ(conv_tolerance(p), 2e-5);  // sqrt(4096 / 1024)
+  p.c = 64, p.y = p.x = 3, p.pad_h = p.pad_w = 1;
+  EXPECT_DOUBLE_EQ(conv_tolerance(p), 2e-5);  // 3x3 stride 1: Winograd's transforms
+  p.stride_h = p.stride_w = 2;
+  EXPECT_EQ(conv_tolerance(p), 1e-5);
+  p.dtype = DType::f16;
+  p.stride_h = p.stride_w = 1;
+  EXPECT_EQ(conv_tolerance(p), 1e-2);  // half precision's own rounding dominates
 }
 
 }  // namespace
