@@ -232,7 +232,7 @@ std::vector<ConvProblem> odd_problems() {
        .pad_w = 1,
        .stride_h = 2,
        .dilation_w = 2},  // direct
-      {.n = 1,
+      {.n = 2,
        .c = 16,
        .h = 14,
        .w = 14,
@@ -240,7 +240,18 @@ std::vector<ConvProblem> odd_problems() {
        .y = 3,
        .x = 3,
        .pad_h = 1,
-       .pad_w = 1},  // winograd-shaped
+       .pad_w = 1},  // winograd-shaped, the epilogue per run of tiles across images
+      {.n = 2,
+       .c = 5,
+       .h = 12,
+       .w = 11,
+       .k = 9,
+       .y = 3,
+       .x = 3,
+       .pad_h = 2,
+       .pad_w = 2,
+       .dilation_h = 2,
+       .dilation_w = 2},  // dilated 3x3 stride 1: winograd's phases, the epilogue after it
   };
   const ConvEpilogue epilogues[] = {
       ConvEpilogue::with(Activation::relu, true, false),

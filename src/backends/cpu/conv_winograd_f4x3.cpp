@@ -1,12 +1,15 @@
 // cpu.conv.winograd_f4x3: 3x3, stride 1, any dilation, groups 1, Winograd F(4x4, 3x3). Per pass
 // over a block of tiles: transform the inputs (V), 36 independent GEMMs (M = V * U, one per
 // transformed position), transform the outputs; each phase is split over the pool. The weight
-// transform (U) runs once per call. See conv_winograd_kernels.hpp for the layouts.
+// transform (U) runs once per call. See conv_winograd_kernels.hpp for the layouts. A fused epilogue
+// (bias, residual, activation) is applied to each output-transform task's tiles right after they
+// are stored, while they are in cache, rather than in a pass over y afterwards.
 #include <algorithm>
 #include <memory>
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/conv_winograd_kernels.hpp"
@@ -37,6 +40,31 @@ Geometry Geometry::of(const ConvShape& s) {
 
 namespace {
 
+// The epilogue on the outputs of the pass's tiles [t0, t1) (global tile indices), channels
+// [k0, k0 + 8), dilation 1. Consecutive tiles of one tile row share their 4 output rows, so each
+// run of them is one call per output row rather than one per tile.
+void apply_epilogue_to_tiles(const winograd::Geometry& g, std::int64_t t0, std::int64_t t1, std::int64_t k0,
+                             const ConvEpilogueRunner& epilogue, float* y) {
+  const ConvShape& s = g.s;
+  const std::int64_t lanes = std::min<std::int64_t>(8, s.k - k0);
+  const std::int64_t plane = s.ho * s.wo;
+  for (std::int64_t t = t0; t < t1;) {
+    const std::int64_t end = std::min(t1, (t / g.tiles_w + 1) * g.tiles_w);
+    const std::int64_t n = t / (g.tiles_h * g.tiles_w), th = t / g.tiles_w % g.tiles_h;
+    const std::int64_t ow0 = t % g.tiles_w * 4, ow1 = std::min(s.wo, (end - 1) % g.tiles_w * 4 + 4);
+    for (std::int64_t oh = th * 4; oh < std::min(s.ho, th * 4 + 4); ++oh) {
+      if (s.nhwc) {
+        const std::int64_t p0 = (n * s.ho + oh) * s.wo + ow0;
+        epilogue.apply_tile(y + p0 * s.k + k0, s.k, n, k0, p0, ow1 - ow0, lanes);
+      } else {
+        const std::int64_t p0 = oh * s.wo + ow0;
+        epilogue.apply_tile(y + (n * s.k + k0) * plane + p0, plane, n, k0, p0, lanes, ow1 - ow0);
+      }
+    }
+    t = end;
+  }
+}
+
 class ConvWinogradF4x3 final : public CpuConvSolver {
  public:
   std::string_view name() const override { return "cpu.conv.winograd_f4x3"; }
@@ -64,6 +92,22 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
 
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
                    void* ws) const override {
+    compute(problem, x, w, y, ws, nullptr);
+  }
+
+  void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                         const ConvEpilogueRunner& epilogue) const override {
+    if (problem.dilation_h != 1 || problem.dilation_w != 1) {
+      // A dilated problem's tiles hold strided outputs: one pass over y afterwards.
+      CpuConvSolver::compute_f32_fused(problem, x, w, y, ws, epilogue);
+      return;
+    }
+    compute(problem, x, w, y, ws, &epilogue);
+  }
+
+ private:
+  static void compute(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                      const ConvEpilogueRunner* epilogue) {
     const winograd::Geometry g = winograd::Geometry::of(ConvShape::of(problem));
     const ConvShape& s = g.s;
     char* base = static_cast<char*>(ws);
@@ -113,8 +157,9 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
       parallel_for(0, groups * k8, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t tg = t / k8, kq = t % k8;
-          winograd::transform_output(g, m, first, tg * kTileGroup, std::min(count, tg * kTileGroup + kTileGroup),
-                                     kq * 8, y);
+          const std::int64_t t0 = tg * kTileGroup, t1 = std::min(count, tg * kTileGroup + kTileGroup);
+          winograd::transform_output(g, m, first, t0, t1, kq * 8, y);
+          if (epilogue != nullptr) apply_epilogue_to_tiles(g, first + t0, first + t1, kq * 8, *epilogue, y);
         }
       });
     }
