@@ -12,6 +12,10 @@
 // columns wide, each packing all the weights again: there the columns of several images sit side
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
+//
+// A fused f32 epilogue (bias, residual, activation) is applied to each task's output block right
+// after its GEMM wrote it, while it is in cache; the implicit-GEMM and batched small-plane paths
+// apply it in one pass afterwards.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +23,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
@@ -187,6 +192,19 @@ class ConvIm2colGemm final : public CpuConvSolver {
 
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
                    void* ws) const override {
+    compute(problem, x, w, y, ws, nullptr);
+  }
+
+  void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                         const ConvEpilogueRunner& epilogue) const override {
+    if (!compute(problem, x, w, y, ws, &epilogue)) epilogue.apply(0, problem.n, y, y);
+  }
+
+ private:
+  // The convolution; applies `epilogue` (when given) to each output block as it is written and
+  // returns true, or returns false from the paths that leave it to the caller.
+  static bool compute(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                      const ConvEpilogueRunner* epilogue) {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
     if (cpu_has_avx512() && avx512::implicit_gemm_fits(s)) {
@@ -196,15 +214,15 @@ class ConvIm2colGemm final : public CpuConvSolver {
         const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
         avx512::implicit_gemm_nchw(s, x, w, y, outer / s.g, outer % s.g, p0, p1);
       });
-      return;
+      return false;
     }
     if (p.batched) {
       compute_batched(s, p, x, w, y, ws);
-      return;
+      return false;
     }
     if (shares_packed_weights(s, p)) {
-      compute_packed_weights(s, p, x, w, y, ws);
-      return;
+      compute_packed_weights(s, p, x, w, y, ws, epilogue);
+      return true;
     }
     const std::size_t slot_bytes = column_slot_bytes(p);
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
@@ -216,19 +234,21 @@ class ConvIm2colGemm final : public CpuConvSolver {
       if (!s.nhwc) {
         const std::int64_t n = outer / s.g;
         im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
-        sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f,
-              y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo);
+        float* const block = y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0;
+        sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f, block, s.ho * s.wo);
+        if (epilogue != nullptr) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
       } else {
         im2col_nhwc(s, x, gi, p0, p1, col);
-        sgemm(false, true, p1 - p0, s.kg, p.patch, 1.0f, col, p.patch, wg, p.patch, 0.0f, y + p0 * s.k + gi * s.kg,
-              s.k);
+        float* const block = y + p0 * s.k + gi * s.kg;
+        sgemm(false, true, p1 - p0, s.kg, p.patch, 1.0f, col, p.patch, wg, p.patch, 0.0f, block, s.k);
+        if (epilogue != nullptr) epilogue->apply_tile(block, s.k, 0, gi * s.kg, p0, p1 - p0, s.kg);
       }
     });
+    return true;
   }
 
- private:
   static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
-                                     void* ws) {
+                                     void* ws, const ConvEpilogueRunner* epilogue) {
     auto* base = static_cast<char*>(ws);
     const std::size_t slot_bytes = column_slot_bytes(p);
     const auto after_slots = reinterpret_cast<std::uintptr_t>(base + static_cast<std::size_t>(p.slots) * slot_bytes);
@@ -251,8 +271,10 @@ class ConvIm2colGemm final : public CpuConvSolver {
       const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
       const std::int64_t n = outer / s.g, gi = outer % s.g;
       im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
+      float* const block = y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0;
       avx512::sgemm_packed_a(s.kg, p1 - p0, p.patch, 1.0f, packed + static_cast<std::size_t>(gi) * group_floats, col,
-                             p1 - p0, 0.0f, y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo, b_pack);
+                             p1 - p0, 0.0f, block, s.ho * s.wo, b_pack);
+      if (epilogue != nullptr) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
     });
   }
 
