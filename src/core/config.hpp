@@ -54,4 +54,9 @@ bool register_validator(std::string_view name, Validator validate);
 /// snapshot a running stream or solver already read stays what it was.
 void reload_for_testing();
 
+/// Test hook: frees the snapshots reload_for_testing() replaced, which it keeps alive because a
+/// reader may still hold one. Only for a caller that knows no reference into them remains (a fuzz
+/// target between inputs, which reloads millions of times).
+void release_retired_for_testing();
+
 }  // namespace galley::env

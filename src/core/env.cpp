@@ -401,15 +401,34 @@ bool register_validator(std::string_view name, Validator validate) {
   return true;
 }
 
+namespace {
+
+// Snapshots replaced by reload_for_testing(): alive (a reader may hold one) and reachable, so leak
+// checkers do not count them.
+struct Retired {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<const Snapshot>> snapshots;
+};
+
+Retired& retired() {
+  static Retired& r = *new Retired();
+  return r;
+}
+
+}  // namespace
+
 void reload_for_testing() {
-  // The replaced snapshot stays alive (a reader may hold it) and reachable, so leak checkers do
-  // not count it: tests reload many times.
-  static std::mutex retired_mutex;
-  static std::vector<std::unique_ptr<const Snapshot>>& retired = *new std::vector<std::unique_ptr<const Snapshot>>();
   const Snapshot* old = g_snapshot.exchange(read_environment(), std::memory_order_acq_rel);
   if (old == nullptr) return;
-  std::lock_guard lock(retired_mutex);
-  retired.emplace_back(old);
+  Retired& r = retired();
+  std::lock_guard lock(r.mutex);
+  r.snapshots.emplace_back(old);
+}
+
+void release_retired_for_testing() {
+  Retired& r = retired();
+  std::lock_guard lock(r.mutex);
+  r.snapshots.clear();
 }
 
 }  // namespace galley::env
