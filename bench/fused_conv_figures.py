@@ -17,11 +17,15 @@ import re
 import sys
 
 
-def galley_rows(paths):
-    rows = {}
+def documents(paths):
     for path in paths:
         with open(path) as f:
-            doc = json.load(f)
+            yield json.load(f)
+
+
+def galley_rows(paths):
+    rows = {}
+    for doc in documents(paths):
         for p in doc["problems"]:
             picked = p.get("tuner", {}).get("solver")
             results = [r for r in p["results"] if r.get("ms") is not None]
@@ -36,9 +40,7 @@ def galley_rows(paths):
 
 def peer_rows(paths):
     rows = {}
-    for path in paths:
-        with open(path) as f:
-            doc = json.load(f)
+    for doc in documents(paths):
         for config in doc["configs"]:
             for p in config["problems"]:
                 rows[p["key"]] = p["ms"]
