@@ -67,7 +67,8 @@ void log_command(ProblemRef problem, const runtime::Device& device, const Solver
 }
 
 profile::OpInfo op_info(const char* op, runtime::Stream& stream, ProblemRef problem) {
-  return profile::OpInfo{op, stream.device().name(), stream.id(), traced_key(problem)};
+  return profile::OpInfo{profile::Text::interned(op), profile::Text::interned(stream.device().name()), stream.id(),
+                         traced_key(problem)};
 }
 
 void run_choice(runtime::Stream& stream, ProblemRef problem, OpArgs& args, const Choice& choice) {

@@ -14,12 +14,12 @@ constexpr std::size_t kKeysKept = 4096;
 
 struct CachedKey {
   AnyProblem problem;
-  std::string key;
+  profile::Text key;
 };
 
 }  // namespace
 
-std::string traced_key(ProblemRef problem) {
+profile::Text traced_key(ProblemRef problem) {
   thread_local std::unordered_map<std::size_t, CachedKey> cache;
   const std::size_t hash = problem.hash();
   if (const auto it = cache.find(hash); it != cache.end()) {
@@ -27,7 +27,7 @@ std::string traced_key(ProblemRef problem) {
     if (cached.ops == problem.ops && problem.ops->equal(cached.problem.get(), problem.problem))
       return it->second.key;
   }
-  std::string key = problem.key();
+  const profile::Text key = profile::Text::interned(problem.key());
   if (cache.size() >= kKeysKept) cache.clear();
   cache.insert_or_assign(hash, CachedKey{AnyProblem::copy_of(problem), key});
   return key;

@@ -39,10 +39,10 @@ class Writer {
             std::to_string(tid) + R"(,"args":{"name":)" + quoted(name) + "}}";
   }
 
-  void span(const Record& r, int pid, std::uint64_t tid, const std::string& name, const char* cat,
+  void span(const Record& r, int pid, std::uint64_t tid, std::string_view name, const char* cat,
             const std::string& args) {
     begin();
-    out_ += R"({"ph":"X","name":)" + quoted(name) + R"(,"cat":")" + cat + R"(","ts":)" + ts(r.start_ns) +
+    out_ += R"({"ph":"X","name":)" + quoted(std::string(name)) + R"(,"cat":")" + cat + R"(","ts":)" + ts(r.start_ns) +
             R"(,"dur":)" + micros(std::max<std::int64_t>(r.dur_ns, 0)) + R"(,"pid":)" + std::to_string(pid) +
             R"(,"tid":)" + std::to_string(tid) + R"(,"args":{)" + args + "}}";
   }
@@ -138,7 +138,7 @@ std::string memory_args(const Record& r) {
   return args;
 }
 
-bool is_copy(const std::string& name) { return name.starts_with("copy_") || name == "memset"; }
+bool is_copy(std::string_view name) { return name.starts_with("copy_") || name == "memset"; }
 
 // Activity-source kernels get tracks of their own beside each stream's event-timed spans (which
 // they lie inside and would overlap partly); overlapping kernels of one stream (programmatic
@@ -149,7 +149,7 @@ constexpr std::uint64_t kLanesPerStream = 256;
 constexpr std::uint64_t stream_sort_index(std::uint64_t stream) { return stream * (kLanesPerStream + 1); }
 
 std::string activity_track_name(const Record& r, std::uint64_t lane) {
-  const std::string source = r.source.empty() ? "activity" : r.source;
+  const std::string source = r.source.empty() ? std::string("activity") : r.source.str();
   std::string name = r.stream != 0 ? "stream " + std::to_string(r.stream) + " kernels (" + source
                                    : "kernels outside Galley launches (" + source;
   if (lane != 0) name += ", overlapping " + std::to_string(lane);
@@ -174,10 +174,10 @@ std::string chrome_trace_json(const std::vector<Record>& records, std::uint64_t 
     next_flow = std::max(next_flow, r.flow);
   }
   std::map<std::pair<int, std::uint64_t>, std::vector<std::int64_t>> lane_ends;  // (pid, stream)
-  std::map<std::string, int> device_pids;  // in order of first appearance, pid 1 upwards
-  auto pid_of = [&](const std::string& device) {
-    auto [it, fresh] = device_pids.emplace(device, static_cast<int>(device_pids.size()) + 1);
-    if (fresh) w.metadata("process_name", it->second, 0, "device " + device);
+  std::map<std::string, int, std::less<>> device_pids;  // in order of first appearance, pid 1 upwards
+  auto pid_of = [&](std::string_view device) {
+    auto [it, fresh] = device_pids.emplace(std::string(device), static_cast<int>(device_pids.size()) + 1);
+    if (fresh) w.metadata("process_name", it->second, 0, "device " + it->first);
     return it->second;
   };
   std::map<std::pair<int, std::uint64_t>, bool> named_threads;

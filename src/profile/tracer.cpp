@@ -2,8 +2,10 @@
 #include "profile/tracer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <set>
 #include <string>
 #include <utility>
@@ -89,8 +91,8 @@ ThreadBuffer& this_thread_buffer() {
 thread_local const Record* t_current_op = nullptr;
 thread_local const Record* t_current_launch = nullptr;
 // The tuner's last pick on this thread, for the op span that runs it.
-thread_local std::string t_picked_solver;
-thread_local std::string t_picked_config;
+thread_local Text t_picked_solver;
+thread_local Text t_picked_config;
 
 }  // namespace
 
@@ -118,8 +120,12 @@ namespace {
 constexpr std::string_view kGraphReplayPrefix = "graph replay (";
 }  // namespace
 
-std::string graph_replay_name(std::size_t nodes) {
-  return std::string(kGraphReplayPrefix) + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)");
+Text graph_replay_name(std::size_t nodes) {
+  try {
+    return Text::interned(std::string(kGraphReplayPrefix) + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)"));
+  } catch (...) {
+    return "graph replay";
+  }
 }
 
 bool is_graph_replay(std::string_view name) noexcept { return name.starts_with(kGraphReplayPrefix); }
@@ -174,6 +180,27 @@ const char* intern(std::string_view text) noexcept {
   }
 }
 
+std::ostream& operator<<(std::ostream& out, Text text) { return out << text.view(); }
+
+Text Text::interned(std::string_view text) noexcept {
+  if (text.empty()) return {};
+  // Direct-mapped by where the text was read from; a slot is trusted only if its characters still
+  // match, so a reused address holding other text is interned afresh.
+  struct Memo {
+    const char* from = nullptr;
+    Text text;
+  };
+  constexpr std::size_t kSlots = 256;
+  thread_local std::array<Memo, kSlots> memo{};
+  const std::uintptr_t where = reinterpret_cast<std::uintptr_t>(text.data());
+  Memo& slot = memo[((where >> 3) ^ (where >> 12) ^ text.size()) % kSlots];
+  if (slot.from == text.data() && slot.text.view() == text) return slot.text;
+  const char* copy = intern(text);
+  if (copy == nullptr) return {};
+  slot = Memo{text.data(), Text(copy, text.size())};
+  return slot.text;
+}
+
 std::uint64_t next_flow_id() noexcept {
   return buffers().next_flow.fetch_add(1, std::memory_order_relaxed) + 1;
 }
@@ -205,7 +232,7 @@ std::vector<Record> collect() {
       Record r;
       r.kind = m.kind;
       r.start_ns = m.start_ns;
-      r.device = m.device != nullptr ? m.device : "";
+      if (m.device != nullptr) r.device = Text::interned(m.device);
       r.thread = buffer->thread;
       r.bytes = m.bytes;
       r.allocated = m.allocated;
@@ -275,19 +302,19 @@ void OpScope::begin(OpInfo info) {
   active_ = true;
   record_.kind = Kind::op;
   record_.start_ns = now_ns();
-  record_.name = std::move(info.name);
-  record_.device = std::move(info.device);
+  record_.name = info.name;
+  record_.device = info.device;
   record_.stream = info.stream;
-  record_.key = std::move(info.key);
+  record_.key = info.key;
   outer_ = t_current_op;
   t_current_op = &record_;
 }
 
 void OpScope::set_solver_slow(std::string_view solver) {
-  record_.solver = std::string(solver);
+  record_.solver = Text::interned(solver);
   if (t_picked_solver == solver) record_.config = t_picked_config;
-  t_picked_solver.clear();
-  t_picked_config.clear();
+  t_picked_solver = {};
+  t_picked_config = {};
 }
 
 void OpScope::end() noexcept {
@@ -296,26 +323,22 @@ void OpScope::end() noexcept {
   record(std::move(record_));
 }
 
-void record_tune(std::int64_t started_ns, std::string device, std::string key, std::string_view solver,
-                 std::string config, std::string source, bool hit) noexcept {
-  try {
-    t_picked_solver = std::string(solver);
-    t_picked_config = config;
-    Record r;
-    r.kind = Kind::tune;
-    r.start_ns = started_ns;
-    r.dur_ns = now_ns() - started_ns;
-    r.name = "tuner.pick";
-    r.device = std::move(device);
-    r.key = std::move(key);
-    r.solver = std::string(solver);
-    r.config = std::move(config);
-    r.source = std::move(source);
-    r.hit = hit;
-    record(std::move(r));
-  } catch (...) {
-    // A trace is never worth failing the op for; the string copies are all that can throw.
-  }
+void record_tune(std::int64_t started_ns, Text device, Text key, Text solver, Text config, Text source,
+                 bool hit) noexcept {
+  t_picked_solver = solver;
+  t_picked_config = config;
+  Record r;
+  r.kind = Kind::tune;
+  r.start_ns = started_ns;
+  r.dur_ns = now_ns() - started_ns;
+  r.name = "tuner.pick";
+  r.device = device;
+  r.key = key;
+  r.solver = solver;
+  r.config = config;
+  r.source = source;
+  r.hit = hit;
+  record(r);
 }
 
 }  // namespace galley::profile

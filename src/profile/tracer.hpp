@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,43 @@ inline std::int64_t now_ns() noexcept {
       .count();
 }
 
+/// Text a record holds: characters that live as long as the process (a string literal, or
+/// interned()'s copy), so that making, moving and storing a record copies two words per field and
+/// allocates nothing, where strings would cost a heap allocation per long name on every op.
+class Text {
+ public:
+  constexpr Text() noexcept = default;
+  /// A string literal.
+  template <std::size_t N>
+  constexpr Text(const char (&literal)[N]) noexcept : data_(literal), size_(N - 1) {}  // NOLINT: implicit by design
+  /// The process-lived copy of `text` (intern()), found through a per-thread memo of the places
+  /// recent texts were read from, so the names read at every op (a device's, a solver's, a problem
+  /// key) cost a lookup and a compare, not a lock. Empty if out of memory.
+  static Text interned(std::string_view text) noexcept;
+
+  constexpr std::string_view view() const noexcept { return {data_, size_}; }
+  constexpr operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
+  std::string str() const { return std::string(view()); }
+  constexpr const char* data() const noexcept { return data_; }
+  constexpr std::size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr bool starts_with(std::string_view prefix) const noexcept { return view().starts_with(prefix); }
+  friend constexpr bool operator==(Text a, Text b) noexcept { return a.view() == b.view(); }
+  friend constexpr bool operator==(Text a, std::string_view b) noexcept { return a.view() == b; }
+  template <std::size_t N>
+  friend constexpr bool operator==(Text a, const char (&b)[N]) noexcept {
+    return a.view() == std::string_view(b, N - 1);
+  }
+  friend std::ostream& operator<<(std::ostream& out, Text text);
+  friend constexpr auto operator<=>(Text a, Text b) noexcept { return a.view() <=> b.view(); }
+
+ private:
+  constexpr Text(const char* data, std::size_t size) noexcept : data_(data), size_(size) {}
+
+  const char* data_ = "";
+  std::size_t size_ = 0;
+};
+
 enum class Kind : std::uint8_t {
   op,      ///< host: one dispatch call, validation to enqueue (the host API time)
   launch,  ///< host: one Stream::launch (a solver's enqueue, a copy, a memset)
@@ -63,25 +101,25 @@ struct Record {
   Kind kind = Kind::op;
   std::int64_t start_ns = 0;   ///< steady clock (now_ns())
   std::int64_t dur_ns = 0;     ///< 0 for instants and counters
-  std::string name;            ///< op entry point, launch name (the solver's name, "copy_h2d", ...)
-  std::string device;          ///< "cpu", "cuda:0"
+  Text name;                   ///< op entry point, launch name (the solver's name, "copy_h2d", ...)
+  Text device;                 ///< "cpu", "cuda:0"
   std::uint64_t stream = 0;    ///< Stream::id(); 0: none
   std::uint32_t thread = 0;    ///< host thread index (1 = the first thread that recorded)
   std::uint64_t flow = 0;      ///< links a launch to its device span and kernels; 0: none
   std::uint64_t bytes = 0;     ///< copies, memsets, allocations
-  std::string op;              ///< launches, device spans, kernels: the dispatch op active on the thread
-  std::string solver;          ///< ops, tuner picks; kernels: the op's solver, or the launch's name
+  Text op;                     ///< launches, device spans, kernels: the dispatch op active on the thread
+  Text solver;                 ///< ops, tuner picks; kernels: the op's solver, or the launch's name
                                ///< outside an op (both empty: made outside any traced launch)
-  std::string config;          ///< the solver's inner choice as text; empty: none or its default
-  std::string key;             ///< problem key
-  std::string source;          ///< tune: "cache", "user find-db", "tuned", ...; kernel: "CUPTI"
+  Text config;                 ///< the solver's inner choice as text; empty: none or its default
+  Text key;                    ///< problem key
+  Text source;                 ///< tune: "cache", "user find-db", "tuned", ...; kernel: "CUPTI"
   bool hit = false;            ///< tune: a stored result was used
   std::int64_t allocated = 0;  ///< alloc, free: the allocator's allocated bytes after the call
   std::int64_t reserved = 0;   ///< alloc, free: its reserved bytes after the call
 };
 
 /// The launch and device span name of one replay of a captured graph: "graph replay (N nodes)".
-std::string graph_replay_name(std::size_t nodes);
+Text graph_replay_name(std::size_t nodes);
 /// Whether a span of this name is a graph replay (graph_replay_name).
 bool is_graph_replay(std::string_view name) noexcept;
 
@@ -103,7 +141,8 @@ struct MemoryEvent {
 /// Stores `event` as record() stores a record (same bound, same drop count). Never throws.
 void record_memory(const MemoryEvent& event) noexcept;
 /// A copy of `text` that lives as long as the process, the same pointer for equal texts. For the
-/// few names that recur in every record (device names). Null if out of memory.
+/// names that recur in records (devices, solvers, problem keys, kernels): a process traces a
+/// bounded set of them, and each is kept once. Null if out of memory.
 const char* intern(std::string_view text) noexcept;
 
 /// A fresh flow id (launch -> device span), unique for the process.
@@ -142,10 +181,10 @@ void flush() noexcept;
 
 /// What an op span describes; built only while tracing is on (see OpScope).
 struct OpInfo {
-  std::string name;
-  std::string device;
+  Text name;
+  Text device;
   std::uint64_t stream = 0;
-  std::string key;
+  Text key;
 };
 
 /// The dispatch op the calling thread is inside, or null. Launches and device spans are named
@@ -201,7 +240,7 @@ class OpScope {
 
 /// Records the tuner's pick (Kind::tune) for the op about to run on this thread; `started_ns` is
 /// now_ns() taken before picking. Also remembers the pick's config for the OpScope of that op.
-void record_tune(std::int64_t started_ns, std::string device, std::string key, std::string_view solver,
-                 std::string config, std::string source, bool hit) noexcept;
+void record_tune(std::int64_t started_ns, Text device, Text key, Text solver, Text config, Text source,
+                 bool hit) noexcept;
 
 }  // namespace galley::profile

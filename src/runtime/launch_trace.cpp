@@ -134,8 +134,8 @@ void flush_all() noexcept {
 
 profile::Record base_record(Stream& stream, std::string_view op, std::size_t bytes) {
   profile::Record r;
-  r.name = std::string(op);
-  r.device = stream.device().name();
+  r.name = profile::Text::interned(op);
+  r.device = profile::Text::interned(stream.device().name());
   r.stream = stream.id();
   r.bytes = bytes;
   if (const profile::Record* current = profile::current_op(); current != nullptr) {

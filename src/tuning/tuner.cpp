@@ -326,8 +326,10 @@ AnyPick Tuner::pick(ProblemRef problem, const runtime::Device& device) {
   if (!profile::enabled()) return pick_untraced(problem, device);
   const std::int64_t started_ns = profile::now_ns();
   AnyPick p = pick_untraced(problem, device);
-  profile::record_tune(started_ns, device.name(), dnn::traced_key(problem), p.solver->name(), p.config,
-                       to_string(p.source), p.hit);
+  using profile::Text;
+  profile::record_tune(started_ns, Text::interned(device.name()), dnn::traced_key(problem),
+                       Text::interned(p.solver->name()), Text::interned(p.config), Text::interned(to_string(p.source)),
+                       p.hit);
   return p;
 }
 

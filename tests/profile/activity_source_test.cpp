@@ -54,7 +54,7 @@ class FakeSource : public ActivitySource {
   void api_call(const std::string& kernel) {
     Record r;
     r.kind = Kind::kernel;
-    r.name = kernel;
+    r.name = Text::interned(kernel);
     r.source = "fake";
     r.start_ns = now_ns();
     r.dur_ns = 2000;
@@ -186,8 +186,8 @@ TEST_F(ActivitySources, KernelsSitUnderTheOpStreamAndFlowOfTheirLaunch) {
   std::map<std::string, const Record*> launches, kernels;
   std::map<std::uint64_t, const Record*> device_spans;  // by flow
   for (const Record& r : records) {
-    if (r.kind == Kind::launch) launches[r.name] = &r;
-    if (r.kind == Kind::kernel) kernels[r.name] = &r;
+    if (r.kind == Kind::launch) launches[r.name.str()] = &r;
+    if (r.kind == Kind::kernel) kernels[r.name.str()] = &r;
     if (r.kind == Kind::device) device_spans[r.flow] = &r;
   }
   ASSERT_EQ(kernels.size(), 5u);
@@ -372,7 +372,7 @@ TEST_F(ActivitySources, KernelsOverlappingOnOneStreamTakeFurtherLanesAndAFlowNee
   auto kernel = [](std::int64_t start, std::int64_t dur, std::uint64_t flow) {
     Record r;
     r.kind = Kind::kernel;
-    r.name = "k" + std::to_string(start);
+    r.name = Text::interned("k" + std::to_string(start));
     r.device = "cuda:0";
     r.stream = 3;
     r.flow = flow;

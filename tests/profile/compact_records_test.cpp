@@ -78,7 +78,7 @@ TEST(TracedKey, IsTheProblemsKeyForNewRepeatedAndEvictedProblems) {
     problems.push_back(dnn::ConvProblem{.n = 1, .c = c, .h = 5, .w = 5, .k = 2});
   for (int round = 0; round < 2; ++round) {
     for (const auto& p : problems) {
-      const std::string key = dnn::traced_key(dnn::ProblemRef::of(p));
+      const std::string key = dnn::traced_key(dnn::ProblemRef::of(p)).str();
       if (key != p.key()) {
         ADD_FAILURE() << "round " << round << ": " << key << " for " << p.key();
         return;

@@ -69,7 +69,7 @@ class GraphReplayTrace : public ::testing::Test {
 TEST_F(GraphReplayTrace, EachReplayIsADeviceSpanOnItsStreamWithItsLaunch) {
   runtime::Stream stream(runtime::device("cpu"));
   const auto records = trace_captured_run(stream);
-  const std::string name = graph_replay_name(kCapturedLaunches);
+  const std::string name = graph_replay_name(kCapturedLaunches).str();
   EXPECT_EQ(name, "graph replay (3 nodes)");
   std::vector<const Record*> spans, launches;
   for (const Record& r : records) {

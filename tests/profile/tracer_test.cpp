@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -37,6 +39,32 @@ class Tracer : public ::testing::Test {
 };
 
 constexpr const char* kKey = "conv-F-f32-nchw-n1-c8-h12-w12-k8-y3-x3-p1-q1-u1-v1-l1-j1-g1";
+
+// A record's text outlives what it was read from, is one copy per distinct text, and a place that
+// later holds other characters gives the other text, never the remembered one.
+TEST(RecordText, InternedTextIsOneLastingCopyPerText) {
+  std::string source = "cuda.conv.some_long_solver_name";
+  const Text first = Text::interned(source);
+  const Text again = Text::interned(source);
+  EXPECT_EQ(first.data(), again.data());
+  EXPECT_NE(first.data(), source.data());
+  const std::string elsewhere = source;
+  EXPECT_EQ(Text::interned(elsewhere).data(), first.data());
+
+  // Same address and length, other characters: the memo must not answer with the old text.
+  source[0] = 'h';
+  const Text changed = Text::interned(source);
+  EXPECT_EQ(changed, "huda.conv.some_long_solver_name");
+  EXPECT_EQ(first, "cuda.conv.some_long_solver_name");
+  source.assign(1000, 'x');  // the old characters are gone; the texts still read
+  EXPECT_EQ(first.size(), 31u);
+  EXPECT_TRUE(changed.starts_with("huda."));
+
+  EXPECT_TRUE(Text::interned("").empty());
+  const Text literal = "memset";
+  EXPECT_EQ(literal, std::string_view("memset"));
+  EXPECT_EQ(Text::interned(std::string("memset")), literal);
+}
 
 // One picked forward convolution and one copy in, as a user's program runs them.
 void run_small_conv(runtime::Stream& stream) {

@@ -85,10 +85,10 @@ struct CuptiApi {
 struct Attribution {
   std::uint64_t flow = 0;
   std::uint64_t stream = 0;
-  std::string device, op, solver, key, config;
-  std::string launch;         // the launch's own name (its device span's)
-  std::string launch_solver;  // the op's solver as the launch record holds it
-  std::uint64_t bytes = 0;    // the launch's (copies, memsets)
+  profile::Text device, op, solver, key, config;
+  profile::Text launch;         // the launch's own name (its device span's)
+  profile::Text launch_solver;  // the op's solver as the launch record holds it
+  std::uint64_t bytes = 0;      // the launch's (copies, memsets)
 };
 
 // A launch's device span being made from its activities.
@@ -116,7 +116,7 @@ struct State {
   std::unordered_map<std::uint64_t, LaunchSpan> spans;  // by flow, until the next flush or stop
   std::unordered_set<std::uint64_t> spans_recorded;     // flows whose span was recorded already
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> galley_streams;  // (device, CUPTI stream)
-  std::unordered_map<std::string, std::string> demangled;
+  std::unordered_map<std::string, profile::Text> demangled;  // by the kernel's mangled name
 };
 
 State& state() {
@@ -292,7 +292,7 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
   *max_records = 0;  // as many as fit
 }
 
-std::string demangle_locked(State& s, const char* name) {
+profile::Text demangle_locked(State& s, const char* name) {
   if (name == nullptr) return "(unnamed kernel)";
   const auto found = s.demangled.find(name);
   if (found != s.demangled.end()) return found->second;
@@ -302,8 +302,9 @@ std::string demangle_locked(State& s, const char* name) {
     if (status == 0) text = plain;
     std::free(plain);
   }
-  s.demangled.emplace(name, text);
-  return text;
+  const profile::Text interned = profile::Text::interned(text);
+  s.demangled.emplace(name, interned);
+  return interned;
 }
 
 // Fills the record's place and launch from the correlation id; outside any launch, the Galley
@@ -331,12 +332,12 @@ void attribute_locked(State& s, profile::Record& r, std::uint32_t correlation, s
     s.galley_streams[{device, cupti_stream}] = a.stream;
     return;
   }
-  r.device = "cuda:" + std::to_string(device);
+  r.device = profile::Text::interned("cuda:" + std::to_string(device));
   if (const auto known = s.galley_streams.find({device, cupti_stream}); known != s.galley_streams.end())
     r.stream = known->second;
 }
 
-const char* copy_kind_name(std::uint8_t kind) {
+profile::Text copy_kind_name(std::uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
       return "memcpy HtoD";
