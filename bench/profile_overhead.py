@@ -70,12 +70,13 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--run-args", default="", help="more arguments of galley run, e.g. '--graph'")
     opts = ap.parse_args()
     if opts.galley_compiled_out and opts.device_times:
         ap.error("--galley-compiled-out times tracing off only; --device-times needs tracing on")
     if opts.model:
         args = ["run", "--model", opts.model, "--batch", str(opts.batch), "--device", opts.device, "--json",
-                "--iters", str(opts.iterations)]
+                "--iters", str(opts.iterations)] + opts.run_args.split()
     else:
         args = ["bench", "conv", "--file", opts.file, "--device", opts.device, "--json", "-i", str(opts.iterations)]
     trace = os.path.join(tempfile.mkdtemp(prefix="galley-prof-overhead-"), "trace.json")
