@@ -34,6 +34,10 @@ constexpr int kDropAfterRounds = 3;    // ... judged after this many runs, so on
 // slower than the best one on a large problem, and its timed runs would spend the whole time box.
 // The smaller of two single runs, so that one run the host delayed cannot drop a solver.
 constexpr double kWarmupAbandonFactor = 4.0;
+// A cold run beyond that factor by more than this is not timed warm at all: no one-time cost (a
+// vendor library's start, loading a kernel module) is that large, so the solver is slow, and its
+// warm run would only spend the time box (a general kernel on a large problem: 300 ms a run).
+constexpr double kOneTimeCostMs = 100.0;
 // Candidates whose medians end within this of the best are near-ties: they get kRunoffRounds more
 // interleaved runs (in the box) before the ranking, since a stable median of 5-9 samples still
 // moves by a few percent for 10-20 us calls whose rate the host's launch work sets.
@@ -62,29 +66,43 @@ std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
+// Elements of random values made on the host for one input; the rest of the input repeats them.
+constexpr std::int64_t kRandomBlock = 1 << 16;
+
 // x and w get seeded random data in [-1, 1) so that data-dependent fast paths (zeros) cannot flatter
-// a solver. A xorshift generator, not dnn::random_tensor: tuning a big problem must not spend a
-// second making up inputs (the values only need to be ordinary numbers, not a fixed stream).
+// a solver. The values only need to be ordinary numbers, not a fixed stream: one block is made on
+// the host (a xorshift generator, not dnn::random_tensor) and repeated across the buffer by device
+// copies that double the filled part, so a large input costs a few copies, not a host pass over
+// every element (about 10 ns each, a quarter of a second for a 25M-element activation).
 memory::Buffer random_buffer(runtime::Stream& stream, DType dtype, std::int64_t elements, std::uint64_t seed) {
-  constexpr std::int64_t kChunk = 1 << 16;
-  std::vector<float> values(static_cast<std::size_t>(std::min(elements, kChunk)));
-  std::vector<std::byte> host(static_cast<std::size_t>(elements) * size_of(dtype));
+  const std::size_t element_bytes = size_of(dtype);
+  const std::size_t bytes = static_cast<std::size_t>(elements) * element_bytes;
+  memory::Buffer buffer = memory::allocate(stream, bytes);
   // Integer inputs (max pooling's kept indices) stay zero: any value is as fast as another, and
   // random ones would not be valid indices.
   const bool is_float = dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (std::int64_t done = 0; is_float && done < elements; done += kChunk) {
-    const std::int64_t n = std::min(kChunk, elements - done);
-    for (std::int64_t i = 0; i < n; ++i) {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      values[static_cast<std::size_t>(i)] = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    }
-    dnn::from_float(dtype, values.data(), host.data() + done * static_cast<std::int64_t>(size_of(dtype)), n);
+  if (!is_float) {
+    memory::memset(stream, buffer, 0, bytes);
+    return buffer;
   }
-  memory::Buffer buffer = memory::allocate(stream, host.size());
+  const std::int64_t block = std::min(elements, kRandomBlock);
+  std::vector<float> values(static_cast<std::size_t>(block));
+  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& v : values) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    v = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  std::vector<std::byte> host(static_cast<std::size_t>(block) * element_bytes);
+  dnn::from_float(dtype, values.data(), host.data(), block);
   memory::copy_from_host(stream, buffer, host.data(), host.size());
+  auto* base = static_cast<std::byte*>(buffer.data());
+  for (std::size_t filled = host.size(); filled < bytes;) {
+    const std::size_t n = std::min(filled, bytes - filled);
+    stream.copy_d2d(base + filled, base, n);
+    filled += n;
+  }
   stream.synchronize();  // `host` dies at the end of this function
   return buffer;
 }
@@ -121,6 +139,9 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
         std::find(only_solvers.begin(), only_solvers.end(), s->name()) == only_solvers.end()) {
       continue;  // filtered out by the caller, not a property of the solver: not reported
     }
+    // check(), configs and workspace_bytes() can be a solver's own search (a vendor library's
+    // plans, cudnnFind): with GALLEY_LOG_LEVEL=debug each accepting solver's share is logged.
+    const Clock::time_point prepared_from = Clock::now();
     const dnn::Applicability a = s->check_any(problem, device);
     if (!a) {
       reject(std::string(s->name()), a.reason.empty() ? std::string("check() said no") : a.reason);
@@ -154,6 +175,10 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
         out.timed.push_back(std::move(c));
       }
     }
+    if (debug) {
+      log::debug("tune " + problem.key() + " on " + device.name() + ": " + std::string(s->name()) + " prepared " +
+                 std::to_string(mine.size()) + " candidate(s) in " + std::to_string(ms_since(prepared_from)) + " ms");
+    }
   }
   if (!out.timed.empty()) {
     for (const dnn::SolverBase* r : references) {
@@ -182,7 +207,9 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   const bool debug = log::enabled(log::Level::debug);
 
   runtime::Stream stream(device);
+  const Clock::time_point scratch_from = Clock::now();
   ScratchTensors scratch(stream, problem);
+  if (debug) log::debug("tune " + key + ": inputs made in " + std::to_string(ms_since(scratch_from)) + " ms");
   runtime::Event before(device), after(device);
   auto out_of_time = [&] { return ms_since(box_start) >= time_box_ms; };
 
@@ -250,6 +277,7 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
 
   // Warm-up in list order (first touch of workspace, caches, lazy setup). Solvers not reached before
   // the box runs out are not run at all; the first one always is, so there is an answer.
+  double best_warm = std::numeric_limits<double>::infinity();
   for (const Candidate& s : solvers) {
     if (!candidates.empty() && out_of_time()) {
       time_box_hit = true;
@@ -261,13 +289,17 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     // The cold run, then a warm one that sizes the batch (the cold run carries one-time costs).
     if (!run_once(c, false)) continue;
     c.cold_ms = c.warmup_ms;
-    if (!out_of_time() && run_once(c, false)) {
+    const bool hopeless = c.cold_ms > kWarmupAbandonFactor * best_warm + kOneTimeCostMs;
+    if (hopeless && debug) {
+      log::debug("tune " + key + ": " + c.label + " not run warm: its cold run took " + std::to_string(c.cold_ms) +
+                 " ms against the best warm run's " + std::to_string(best_warm) + " ms");
+    }
+    if (!hopeless && !out_of_time() && run_once(c, false)) {
       c.batch = std::clamp(static_cast<int>(std::ceil(kSampleMs / std::max(c.warmup_ms, 1e-4))), 1, kMaxBatch);
+      best_warm = std::min(best_warm, c.warmup_ms);
     }
     if (!c.failed) candidates.push_back(std::move(c));
   }
-  double best_warm = std::numeric_limits<double>::infinity();
-  for (const Timed& c : candidates) best_warm = std::min(best_warm, c.warmup_ms);
   for (Timed& c : candidates) {
     // A best warm run of 0 ms (below the clock's resolution) is no yardstick: nothing is dropped.
     if (best_warm > 0 && std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm) {

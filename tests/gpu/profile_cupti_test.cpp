@@ -189,7 +189,7 @@ TEST_P(CuptiTrace, KernelsOfAGraphReplaySitBeneathTheReplaySpan) {
   set_enabled(false);
   for (const std::string& note : notes()) ADD_FAILURE() << "trace note: " << note;
   const auto records = collect();
-  const std::string name = graph_replay_name(graph.node_count());
+  const std::string name = graph_replay_name(graph.node_count()).str();
   std::vector<const Record*> spans;
   for (const Record& r : records)
     if (r.kind == Kind::device && r.name == name) spans.push_back(&r);
