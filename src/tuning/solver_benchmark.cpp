@@ -129,6 +129,7 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
                            bool log_rejections) {
   Candidates out;
   std::vector<const dnn::SolverBase*> references;
+  std::vector<Candidate> fallbacks;
   const bool debug = log_rejections && log::enabled(log::Level::debug);
   auto reject = [&](std::string label, std::string why) {
     if (debug) log::debug("tune " + problem.key() + " on " + device.name() + ": " + label + " rejected: " + why);
@@ -171,6 +172,8 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
       if (out.list_first.solver == nullptr) out.list_first = Candidate{s, nullptr, {}};
       if (s->is_reference()) {
         if (references.empty() || references.back() != s) references.push_back(s);
+      } else if (s->is_fallback()) {
+        fallbacks.push_back(std::move(c));
       } else {
         out.timed.push_back(std::move(c));
       }
@@ -179,6 +182,11 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
       log::debug("tune " + problem.key() + " on " + device.name() + ": " + std::string(s->name()) + " prepared " +
                  std::to_string(mine.size()) + " candidate(s) in " + std::to_string(ms_since(prepared_from)) + " ms");
     }
+  }
+  if (out.timed.empty()) {
+    out.timed = std::move(fallbacks);
+  } else {
+    for (const Candidate& f : fallbacks) reject(f.label(), "naive fallback, not timed when another solver applies");
   }
   if (!out.timed.empty()) {
     for (const dnn::SolverBase* r : references) {

@@ -1,8 +1,13 @@
-// The cuDNN solvers' inner choices (tuned_params / use_tuned_params): cuda.conv.cudnn_graph's engine
-// config and cuda.conv.cudnn's cudnnFind winner. Malformed text is refused, a stored choice is adopted
-// without a search, and what runs then still matches the reference. Skips without a CUDA device.
+// The cuDNN solvers' inner choices. cuda.conv.cudnn_graph's engine config (tuned_params /
+// use_tuned_params): malformed text is refused, a stored choice is adopted without a search, and what
+// runs then still matches the reference. cuda.conv.cudnn's algorithms (a TunableSolver's configs,
+// which the tuner times): each candidate matches the reference, texts round-trip, malformed or
+// unsupported ones and TF32 for f32 are refused, and the text of a stored choice of the cudnnFind
+// era is still a valid config. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "dnn/ref_conv_direct.hpp"
@@ -60,15 +65,63 @@ INSTANTIATE_TEST_SUITE_P(
         ParamsCase{"cuda.conv.cudnn_graph",
                    {"", "eng", "engx", "eng-1", "eng3{k2=}", "eng3{k2=1,}", "eng3{x}", "eng3}", "eng999999"},
                    "stored choice", DType::f16},
-        ParamsCase{"cuda.conv.cudnn", {"", "algo", "algo1", "algo1-math", "algo99-math0", "algo1-math9", "algo1-math1x"},
-                   "stored choice", DType::f16},
-        // f32 must stay on FMA math: a stored tensor-op (TF32) choice is refused.
-        ParamsCase{"cuda.conv.cudnn", {"algo1-math1", "algo1-math2"}, "stored choice", DType::f32}),
+        ParamsCase{"cuda.conv.cudnn_graph", {"eng3{k2=1,}"}, "stored choice", DType::f32}),
     [](const ::testing::TestParamInfo<ParamsCase>& info) {
       std::string name = std::string(info.param.solver).substr(10) + "_" + to_string(info.param.dtype);
       for (char& ch : name) if (ch == '.') ch = '_';
       return name;
     });
+
+struct LegacyCase {
+  DType dtype;
+  Layout layout;
+};
+
+class CudnnLegacyConfigs : public ::testing::TestWithParam<LegacyCase> {};
+
+TEST_P(CudnnLegacyConfigs, EveryCandidateMatchesTheReference) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const SolverBase* solver = find_solver("cuda", OpKind::conv, "cuda.conv.cudnn");
+  ASSERT_NE(solver, nullptr);
+  const auto& conv_solver = static_cast<const ConvSolver&>(*solver);
+  const LegacyCase& c = GetParam();
+  for (ConvProblem p : {ConvProblem{.n = 2, .c = 24, .h = 17, .w = 13, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+                        ConvProblem{.n = 1, .c = 7, .h = 11, .w = 11, .k = 5, .y = 3, .x = 3, .pad_h = 2, .pad_w = 2,
+                                    .dilation_h = 2, .dilation_w = 2}}) {
+    p.dtype = c.dtype;
+    p.layout = c.layout;
+    const ProblemRef ref = ProblemRef::of(p);
+    ASSERT_TRUE(solver->check_any(ref, *device)) << p.key();
+    const std::vector<std::string> texts = solver->configs_any(ref, *device);
+    ASSERT_FALSE(texts.empty()) << p.key();
+    for (const std::string& text : texts) {
+      const std::optional<ConfigHandle> config = solver->parse_config_any(ref, *device, text);
+      ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
+      if (p.dtype == DType::f32) EXPECT_TRUE(text.ends_with("-math3")) << text << ": f32 must run FMA math";
+      const Comparison cmp = testing::run_against_reference(conv_solver, p, *device, 37, config->get());
+      EXPECT_TRUE(cmp.passed) << text << " on " << p.key() << ": " << cmp.summary;
+    }
+    for (const char* bad : {"", "algo", "algo1", "algo1-math", "algo99-math0", "algo1-math9", "algo1-math1x"})
+      EXPECT_FALSE(solver->parse_config_any(ref, *device, bad).has_value()) << bad;
+    if (p.dtype == DType::f32) {
+      // A tensor-op (TF32) choice is refused for f32, even one cuDNN supports.
+      EXPECT_FALSE(solver->parse_config_any(ref, *device, "algo1-math1").has_value());
+      EXPECT_FALSE(solver->parse_config_any(ref, *device, "algo1-math2").has_value());
+    }
+    // The cudnnFind era stored IMPLICIT_PRECOMP_GEMM as "algo1-math<M>": still a valid config.
+    const std::string stored = p.dtype == DType::f32 ? "algo1-math3" : "algo1-math1";
+    EXPECT_TRUE(solver->parse_config_any(ref, *device, stored).has_value()) << stored << " for " << p.key();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vendor, CudnnLegacyConfigs,
+                         ::testing::Values(LegacyCase{DType::f32, Layout::nchw}, LegacyCase{DType::f16, Layout::nhwc},
+                                           LegacyCase{DType::bf16, Layout::nhwc}),
+                         [](const ::testing::TestParamInfo<LegacyCase>& info) {
+                           return std::string(to_string(info.param.dtype)) + "_" + to_string(info.param.layout);
+                         });
 
 }  // namespace
 }  // namespace galley::dnn

@@ -19,9 +19,11 @@
 
 namespace galley::testing {
 
-/// x from `seed`, w from `seed + 1`.
+/// x from `seed`, w from `seed + 1`. `config`: an inner choice of the solver (parse_config_any), or
+/// null for its default.
 inline dnn::Comparison run_against_reference(const dnn::ConvSolver& solver, const dnn::ConvProblem& p,
-                                             const runtime::Device& device, std::uint64_t seed) {
+                                             const runtime::Device& device, std::uint64_t seed,
+                                             const void* config = nullptr) {
   runtime::Stream stream(device);
   const auto x = dnn::random_tensor(p.dtype, p.x_desc().elements(), seed);
   const auto w = dnn::random_tensor(p.dtype, p.w_desc().elements(), seed + 1);
@@ -29,13 +31,20 @@ inline dnn::Comparison run_against_reference(const dnn::ConvSolver& solver, cons
   dnn::reference_conv_forward(p, x.data(), w.data(), want.data());
   memory::Buffer dx = memory::allocate(stream, x.size()), dw = memory::allocate(stream, w.size());
   memory::Buffer dy = memory::allocate(stream, got.size());
-  const std::size_t ws_bytes = solver.workspace_bytes(p, device);
+  const dnn::ProblemRef ref = dnn::ProblemRef::of(p);
+  const std::size_t ws_bytes = solver.workspace_bytes_any(ref, device, config);
   memory::Buffer ws = memory::allocate(stream, ws_bytes);
   memory::copy_from_host(stream, dx, x.data(), x.size());
   memory::copy_from_host(stream, dw, w.data(), w.size());
   memory::memset(stream, dy, 0xff, got.size());
   if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);
-  solver.run(stream, p, dnn::ConvArgs{dx.data(), dw.data(), dy.data(), ws_bytes ? ws.data() : nullptr, ws_bytes});
+  dnn::OpArgs args;
+  args.set(dnn::ArgId::src, dx.data());
+  args.set(dnn::ArgId::wei, dw.data());
+  args.set(dnn::ArgId::dst, dy.data());
+  args.workspace = ws_bytes ? ws.data() : nullptr;
+  args.workspace_bytes = ws_bytes;
+  solver.run_any(stream, ref, args, config);
   memory::copy_to_host(stream, got.data(), dy, got.size());
   stream.synchronize();
   return dnn::compare_outputs(p.dtype, got.data(), want.data(), p.y_desc().elements(), dnn::conv_tolerance(p.dtype));

@@ -215,6 +215,38 @@ TEST(Tuner, ReferenceNeverTimedWhenAnotherApplies) {
   EXPECT_TRUE(std::isnan(only_ref.ranked(small_problem(13), cpu())[0].ms));
 }
 
+TEST(Tuner, NaiveFallbackTimedOnlyWhenNothingElseApplies) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kFallback, kSlow}));
+  const long fallback_runs = runs_of(kFallback);
+  const TuneResult result = tuner.tune(small_problem(15), cpu());
+  EXPECT_EQ(runs_of(kFallback), fallback_runs);  // faster than kSlow, but never run
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_EQ(result.ranked[0].solver, kSlow);
+  bool reported = false;
+  for (const auto& r : result.rejected) reported |= r.solver == kFallback && r.reason.find("fallback") != std::string::npos;
+  EXPECT_TRUE(reported);
+  // Alone (besides a reference), the fallback is timed and chosen.
+  Tuner only_fallback(options_in(dir.path(), FindMode::hybrid, {kFallback, kRef}));
+  const TuneResult alone = only_fallback.tune(small_problem(16), cpu());
+  ASSERT_EQ(alone.ranked.size(), 1u);
+  EXPECT_EQ(alone.ranked[0].solver, kFallback);
+  EXPECT_GT(runs_of(kFallback), fallback_runs);
+}
+
+TEST(Tuner, HopelessColdRunIsNotRunWarm) {
+  TempDir dir;
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kFast, kGlacial}));
+  const long runs = runs_of(kGlacial);
+  const TuneResult result = tuner.tune(small_problem(17), cpu());
+  // 150 ms against 1 ms is beyond what a one-time cost explains: one cold run and nothing more.
+  EXPECT_EQ(runs_of(kGlacial) - runs, 1);
+  ASSERT_EQ(result.ranked.size(), 2u);
+  EXPECT_EQ(result.ranked[0].solver, kFast);
+  EXPECT_EQ(result.ranked[1].solver, kGlacial);
+  EXPECT_GE(result.ranked[1].ms, 140);
+}
+
 TEST(Tuner, WorkspaceOverTheLimitIsSkipped) {
   TempDir dir;
   Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kBigWs, kSlow}));

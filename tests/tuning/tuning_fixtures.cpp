@@ -145,6 +145,22 @@ class SlowPrepSolver final : public dnn::ConvSolver {
   mutable std::set<std::string> prepared_;
 };
 
+// A naive fallback: fast here, so that only its flag can keep it out of the timing.
+class FallbackSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kFallback; }
+  bool is_fallback() const override { return true; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    return base_.check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
+    base_.run(stream, p, args);
+  }
+
+ private:
+  FakeSolver base_{kFallback, 0.5};
+};
+
 // Appended to the cpu list after ref.conv.direct; tests name the solvers they want (only_solvers),
 // and this order is what they see among these.
 const bool g_registered = [] {
@@ -159,6 +175,8 @@ const bool g_registered = [] {
   list.push_back(std::make_unique<CountedSolver>());
   list.push_back(std::make_unique<FakeSolver>(kTwinA, 2.0, 0, false, false, true));
   list.push_back(std::make_unique<FakeSolver>(kTwinB, 2.0, 0, false, false, true));
+  list.push_back(std::make_unique<FallbackSolver>());
+  list.push_back(std::make_unique<FakeSolver>(kGlacial, 150.0));
   list.push_back(std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
   dnn::register_solvers("cpu", dnn::OpKind::conv, std::move(list));
   return true;

@@ -42,6 +42,8 @@ inline constexpr const char* kCounted = "test.conv.counted";
 inline constexpr const char* kTwinA = "test.conv.twin_a";
 inline constexpr const char* kTwinB = "test.conv.twin_b";
 inline constexpr const char* kSlowPrep = "test.conv.slowprep";
+inline constexpr const char* kFallback = "test.conv.fallback";  // a naive fallback (is_fallback), 0.5 ms
+inline constexpr const char* kGlacial = "test.conv.glacial";    // 150 ms a run
 
 /// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
 std::string inner_params_adopted(const std::string& problem_key);

@@ -42,6 +42,11 @@ class SolverBase {
   /// Reference solvers are slow and exist for verification; the tuner never times them when
   /// another solver applies.
   virtual bool is_reference() const { return false; }
+  /// Naive fallbacks (one thread per output) claim every problem of their kind so that one solver
+  /// always runs, and are far slower than the others wherever those apply: the tuner times them
+  /// only when no other non-reference solver applies, as MIOpen leaves its naive kernels out of
+  /// its search.
+  virtual bool is_fallback() const { return false; }
 
   virtual Applicability check_any(ProblemRef problem, const runtime::Device& device) const = 0;
   /// `config` null: the solver's default choice.

@@ -1,13 +1,22 @@
 // cuda.conv.cudnn: cuDNN 9's legacy convolution API, the vendor baseline every own solver is
-// measured against. Algorithms are chosen as PyTorch does with cudnn.benchmark=True: cuDNN times
-// every algorithm once per problem (cudnnFindConvolutionForwardAlgorithm) and the fastest that
-// fits the workspace cap wins; the choice is cached per (device, problem key).
+// measured against. Its inner choice is a cuDNN algorithm with a math type ("algo<N>-math<M>",
+// cuDNN's enum values): the candidates are the first kMaxAlgos usable ones of cuDNN's own ranking
+// (cudnnGetConvolutionForwardAlgorithm_v7, which runs nothing), and the tuner times them beside
+// every other solver, as it does any TunableSolver. The solver never times anything itself: with
+// cudnnFind it ran every algorithm of every problem once more, a dilated problem's slow GEMM and FFT
+// algorithms for over half a second, where cuDNN's ranking puts the winner among its first few. A
+// stored choice of any algorithm cuDNN supports for the problem is valid (valid() asks cuDNN), so
+// the find-db rows written when cudnnFind chose inside the solver, in the same text, keep working.
 //
 // Math: f32 uses CUDNN_FMA_MATH (no TF32, so comparisons with fp32 peers are fair); f16/bf16
 // use tensor-op math with fp32 accumulation (compute type float).
 #include <cudnn.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
+#include <vector>
 #include <memory>
 #include <cstdio>
 #include <mutex>
@@ -67,189 +76,236 @@ cudnnDataType_t data_type(DType dtype) {
   }
 }
 
-/// Descriptors and the chosen algorithm for one problem on one device. Immutable once built.
-struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+/// One cuDNN algorithm with the math type it runs in: the solver's inner choice.
+struct CudnnAlgo {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  std::size_t workspace = 0;
-  float find_ms = 0;  // cuDNN's own timing of the winner
-  int candidates = 0;  // 0 when the choice was stored (use_tuned_params), not found here
 
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  bool operator==(const CudnnAlgo&) const = default;
+  std::string to_string() const { return "algo" + std::to_string(int(algo)) + "-math" + std::to_string(int(math)); }
+  static std::optional<CudnnAlgo> parse(std::string_view text) {
+    int algo = -1, math = -1;
+    char tail = 0;
+    if (std::sscanf(std::string(text).c_str(), "algo%d-math%d%c", &algo, &math, &tail) != 2) return std::nullopt;
+    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > int(CUDNN_FMA_MATH))
+      return std::nullopt;
+    return CudnnAlgo{static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math)};
   }
 };
 
-class CudnnSolver final : public dnn::ConvSolver {
+// cuDNN's ranking puts the fastest algorithm among its first few; the tuner times these.
+constexpr int kMaxAlgos = 4;
+constexpr int kMathTypes = int(CUDNN_FMA_MATH) + 1;
+
+/// A convolution's geometry, from which a descriptor of each math type is made.
+struct ConvSettings {
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, groups = 1;
+};
+
+cudnnStatus_t set_convolution(const ConvSettings& c, cudnnMathType_t math, cudnnConvolutionDescriptor_t conv) {
+  cudnnStatus_t st = cudnnSetConvolution2dDescriptor(conv, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dil_h,
+                                                     c.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetConvolutionGroupCount(conv, c.groups);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetConvolutionMathType(conv, math);
+  return st;
+}
+
+/// One problem's descriptors on one device (a convolution descriptor per math type, made on first
+/// use), cuDNN's ranked candidates and the workspace of each choice asked about. Descriptors are
+/// never changed once made, so run() reads them without a lock.
+struct ProblemState {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  ConvSettings settings;
+  std::array<cudnnConvolutionDescriptor_t, kMathTypes> conv{};
+  std::mutex mutex;  // guards the members below and the creation of conv[]
+  bool ranked = false;
+  std::vector<CudnnAlgo> candidates;
+  std::map<int, std::optional<std::size_t>> workspace;  // by algo * kMathTypes + math; nullopt: unsupported
+
+  ProblemState() = default;
+  ProblemState(const ProblemState&) = delete;
+  ProblemState& operator=(const ProblemState&) = delete;
+  ~ProblemState() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    for (cudnnConvolutionDescriptor_t c : conv)
+      if (c) cudnnDestroyConvolutionDescriptor(c);
+  }
+};
+
+class CudnnSolver final : public dnn::TunableSolver<ConvProblem, CudnnAlgo> {
  public:
+  // The config-less forms (list order, a named solver) run cuDNN's first-ranked algorithm.
+  using dnn::TunableSolver<ConvProblem, CudnnAlgo>::run;
+  using dnn::TunableSolver<ConvProblem, CudnnAlgo>::workspace_bytes;
   std::string_view name() const override { return "cuda.conv.cudnn"; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     return cudnn_can_take(p, device);
   }
 
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan(p, device).workspace;
+  std::vector<CudnnAlgo> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    ProblemState& st = state(p, device);
+    std::lock_guard lock(st.mutex);
+    if (!st.ranked) rank(p, device, st);
+    return st.candidates;
   }
 
-  void run(runtime::Stream& stream, const ConvProblem& p, const dnn::ConvArgs& a) const override {
-    const Plan& pl = plan(p, stream.device());
-    if (a.workspace_bytes < pl.workspace)
+  bool valid(const ConvProblem& p, const runtime::Device& device, const CudnnAlgo& config) const override {
+    // f32 must stay on FMA math: a tensor-op (TF32) choice would make comparisons with fp32 peers unfair.
+    if (p.dtype == DType::f32 && config.math != CUDNN_FMA_MATH) return false;
+    return workspace_of(p, device, config).has_value();
+  }
+
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
+                              const CudnnAlgo& config) const override {
+    const std::optional<std::size_t> ws = workspace_of(p, device, config);
+    if (!ws) {
+      throw Error(Status::unsupported, "cuda.conv.cudnn: cuDNN does not support " + config.to_string() + " (" +
+                                           algo_name(config.algo) + ", " + math_name(config.math) + " math) for " +
+                                           p.key());
+    }
+    return *ws;
+  }
+
+  void run(runtime::Stream& stream, const ConvProblem& p, const dnn::ConvArgs& a,
+           const CudnnAlgo& config) const override {
+    const std::size_t ws = workspace_bytes(p, stream.device(), config);
+    if (a.workspace_bytes < ws)
       throw Error(Status::invalid_argument, "cuda.conv.cudnn: workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(pl.workspace));
+                                                " bytes, needs " + std::to_string(ws));
+    ProblemState& st = state(p, stream.device());
+    const cudnnConvolutionDescriptor_t conv = conv_for(st, config.math);
     CudnnHandle& h = handle(stream.device());
     stream.launch("cuda.conv.cudnn", [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
       check_cudnn(h.set_stream(static_cast<cudaStream_t>(stream.native_handle()), stream.id()), "cudnnSetStream");
       const float alpha = 1.f, beta = 0.f;
-      check_cudnn(cudnnConvolutionForward(h.handle, &alpha, pl.x, a.x, pl.w, a.w, pl.conv, pl.algo,
-                                          pl.workspace ? a.workspace : nullptr, pl.workspace, &beta, pl.y, a.y),
+      check_cudnn(cudnnConvolutionForward(h.handle, &alpha, st.x, a.x, st.w, a.w, conv, config.algo,
+                                          ws ? a.workspace : nullptr, ws, &beta, st.y, a.y),
                   "cudnnConvolutionForward");
     });
   }
 
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const Plan& pl = plan(p, device);
-    const std::string head = std::string("algo ") + algo_name(pl.algo) + ", " + math_name(pl.math) +
-                             " math, workspace " + std::to_string(pl.workspace) + " B, ";
-    if (pl.candidates == 0) return head + "the stored choice (find-db params), no cudnnFind in this process";
-    return head + "fastest of " + std::to_string(pl.candidates) + " by cudnnFind (" + std::to_string(pl.find_ms) +
-           " ms)";
-  }
-
-  // The inner choice is cudnnFind's winner, "algo<N>-math<M>" (cuDNN's enum values), so a new
-  // process skips cudnnFind, which runs every algorithm and can cost many times the call it picks for.
-  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
-    const Plan& pl = plan(p, device);
-    return "algo" + std::to_string(int(pl.algo)) + "-math" + std::to_string(int(pl.math));
-  }
-
-  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
-    int algo = -1, math = -1;
-    char tail = 0;
-    if (std::sscanf(std::string(params).c_str(), "algo%d-math%d%c", &algo, &math, &tail) != 2) return false;
-    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || math < 0 || math > int(CUDNN_FMA_MATH)) return false;
-    if (p.dtype == DType::f32 && math != int(CUDNN_FMA_MATH)) return false;  // never TF32 for f32
-    const gpu::ProblemKey key{device.index(), p};
-    {
-      std::lock_guard lock(plans_mutex_);
-      if (plans_.count(key) != 0) return true;  // this process chose already
+    std::string out = "cuDNN's ranking (cudnnGetConvolutionForwardAlgorithm_v7), timed by the tuner:";
+    for (const CudnnAlgo& c : candidates(p, device)) {
+      out += std::string(" ") + algo_name(c.algo) + "/" + math_name(c.math) + " (" +
+             std::to_string(workspace_bytes(p, device, c)) + " B)";
     }
-    try {
-      auto pl = describe(p);
-      pl->algo = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
-      pl->math = static_cast<cudnnMathType_t>(math);
-      check_cudnn(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
-      CudnnHandle& hd = handle(device);
-      DeviceGuard guard(device.index());
-      // cuDNN answers the size only for an algorithm it supports on these descriptors.
-      if (cudnnGetConvolutionForwardWorkspaceSize(hd.handle, pl->x, pl->w, pl->conv, pl->y, pl->algo,
-                                                  &pl->workspace) != CUDNN_STATUS_SUCCESS ||
-          pl->workspace > kWorkspaceCap)
-        return false;
-      std::lock_guard lock(plans_mutex_);
-      plans_.emplace(key, std::move(pl));
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
+    return out;
   }
 
  private:
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
 
-  const Plan& plan(const ConvProblem& p, const runtime::Device& device) const {
+  ProblemState& state(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ProblemKey key{device.index(), p};
-    {
-      std::lock_guard lock(plans_mutex_);
-      auto it = plans_.find(key);
-      if (it != plans_.end()) return *it->second;
-    }
-    auto pl = build_plan(p, device);
-    std::lock_guard lock(plans_mutex_);
-    auto [it, inserted] = plans_.emplace(key, std::move(pl));
+    std::lock_guard lock(states_mutex_);
+    auto it = states_.find(key);
+    if (it == states_.end()) it = states_.emplace(key, describe(p)).first;
     return *it->second;
   }
 
-  /// The descriptors of `p`, with the math type f32 must keep (FMA) or tensor ops for f16/bf16.
-  static std::unique_ptr<Plan> describe(const ConvProblem& p) {
-    const gpu::ConvParams cp = gpu::make_params(p);
-    auto pl = std::make_unique<Plan>();
-    const cudnnDataType_t dt = data_type(cp.dtype);
-    const cudnnTensorFormat_t fmt = cp.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    check_cudnn(cudnnCreateTensorDescriptor(&pl->x), "cudnnCreateTensorDescriptor");
-    check_cudnn(cudnnCreateTensorDescriptor(&pl->y), "cudnnCreateTensorDescriptor");
-    check_cudnn(cudnnCreateFilterDescriptor(&pl->w), "cudnnCreateFilterDescriptor");
-    check_cudnn(cudnnCreateConvolutionDescriptor(&pl->conv), "cudnnCreateConvolutionDescriptor");
-    check_cudnn(cudnnSetTensor4dDescriptor(pl->x, fmt, dt, cp.n, cp.c, cp.h, cp.w), "cudnnSetTensor4dDescriptor(x)");
-    check_cudnn(cudnnSetTensor4dDescriptor(pl->y, fmt, dt, cp.n, cp.k, cp.p, cp.q), "cudnnSetTensor4dDescriptor(y)");
-    check_cudnn(cudnnSetFilter4dDescriptor(pl->w, dt, fmt, cp.k, cp.cg, cp.r, cp.s), "cudnnSetFilter4dDescriptor");
-    check_cudnn(cudnnSetConvolution2dDescriptor(pl->conv, cp.pad_h, cp.pad_w, cp.stride_h, cp.stride_w, cp.dil_h,
-                                                cp.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                "cudnnSetConvolution2dDescriptor");
-    check_cudnn(cudnnSetConvolutionGroupCount(pl->conv, cp.groups), "cudnnSetConvolutionGroupCount");
-    const cudnnMathType_t wanted = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-    check_cudnn(cudnnSetConvolutionMathType(pl->conv, wanted), "cudnnSetConvolutionMathType");
-    int n = 0, c = 0, h = 0, w = 0;
-    check_cudnn(cudnnGetConvolution2dForwardOutputDim(pl->conv, pl->x, pl->w, &n, &c, &h, &w),
-                "cudnnGetConvolution2dForwardOutputDim");
-    if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
-      throw Error(Status::internal, "cuda.conv.cudnn: cuDNN's output size disagrees with the problem's for " + p.key());
-    return pl;
+  /// The convolution descriptor of `math`, made on first use.
+  static cudnnConvolutionDescriptor_t conv_for(ProblemState& st, cudnnMathType_t math) {
+    std::lock_guard lock(st.mutex);
+    cudnnConvolutionDescriptor_t& conv = st.conv[std::size_t(math)];
+    if (conv == nullptr) {
+      cudnnConvolutionDescriptor_t fresh = nullptr;
+      check_cudnn(cudnnCreateConvolutionDescriptor(&fresh), "cudnnCreateConvolutionDescriptor");
+      const cudnnStatus_t set = set_convolution(st.settings, math, fresh);
+      if (set != CUDNN_STATUS_SUCCESS) {
+        cudnnDestroyConvolutionDescriptor(fresh);
+        check_cudnn(set, "cudnnSetConvolution2dDescriptor");
+      }
+      conv = fresh;
+    }
+    return conv;
   }
 
-  std::unique_ptr<Plan> build_plan(const ConvProblem& p, const runtime::Device& device) const {
-    const gpu::ConvParams cp = gpu::make_params(p);
-    auto pl = describe(p);
+  std::optional<std::size_t> workspace_of(const ConvProblem& p, const runtime::Device& device,
+                                          const CudnnAlgo& config) const {
+    ProblemState& st = state(p, device);
+    const cudnnConvolutionDescriptor_t conv = conv_for(st, config.math);
+    const int slot = int(config.algo) * kMathTypes + int(config.math);
+    {
+      std::lock_guard lock(st.mutex);
+      if (auto it = st.workspace.find(slot); it != st.workspace.end()) return it->second;
+    }
+    std::size_t ws = 0;
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    {
+      CudnnHandle& h = handle(device);
+      DeviceGuard guard(device.index());
+      std::lock_guard lock(h.mutex);
+      // cuDNN answers the size only for an algorithm it supports on these descriptors.
+      status = cudnnGetConvolutionForwardWorkspaceSize(h.handle, st.x, st.w, conv, st.y, config.algo, &ws);
+    }
+    std::optional<std::size_t> answer;
+    if (status == CUDNN_STATUS_SUCCESS && ws <= kWorkspaceCap) answer = ws;
+    std::lock_guard lock(st.mutex);
+    st.workspace[slot] = answer;
+    return answer;
+  }
 
-    CudnnHandle& hd = handle(device);
+  /// cuDNN's ranking of its algorithms for the problem, usable ones only (supported, within the
+  /// workspace cap, FMA math for f32), the first kMaxAlgos kept. `st.mutex` held.
+  void rank(const ConvProblem& p, const runtime::Device& device, ProblemState& st) const {
+    const cudnnMathType_t wanted = p.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    const cudnnConvolutionDescriptor_t conv = st.conv[std::size_t(wanted)];  // made by describe()
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     {
+      CudnnHandle& h = handle(device);
       DeviceGuard guard(device.index());
-      std::lock_guard lock(hd.mutex);
-      // Find runs on the handle's stream and blocks; reset to the default stream first.
-      check_cudnn(hd.set_stream(nullptr), "cudnnSetStream");
-      check_cudnn(cudnnFindConvolutionForwardAlgorithm(hd.handle, pl->x, pl->w, pl->conv, pl->y,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
-                  "cudnnFindConvolutionForwardAlgorithm");
+      std::lock_guard lock(h.mutex);
+      check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h.handle, st.x, st.w, conv, st.y,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+                  "cudnnGetConvolutionForwardAlgorithm_v7");
     }
-    for (int i = 0; i < returned; ++i) {  // sorted by time, fastest first
+    for (int i = 0; i < returned && int(st.candidates.size()) < kMaxAlgos; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceCap) continue;
-      // f32 must stay on FMA math even if cuDNN offers a tensor-op (TF32) variant.
-      if (cp.dtype == DType::f32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
+      if (p.dtype == DType::f32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
         continue;
-      ++pl->candidates;
-      if (pl->candidates == 1) {
-        pl->algo = perf[i].algo;
-        pl->math = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : perf[i].mathType;
-        pl->workspace = perf[i].memory;
-        pl->find_ms = perf[i].time;
-      }
+      const CudnnAlgo c{perf[i].algo, p.dtype == DType::f32 ? CUDNN_FMA_MATH : perf[i].mathType};
+      if (std::find(st.candidates.begin(), st.candidates.end(), c) == st.candidates.end()) st.candidates.push_back(c);
     }
-    if (pl->candidates == 0)
+    st.ranked = true;
+    if (st.candidates.empty())
       throw Error(Status::unsupported, "cuda.conv.cudnn: no cuDNN algorithm supports " + p.key());
-    check_cudnn(cudnnSetConvolutionMathType(pl->conv, pl->math), "cudnnSetConvolutionMathType");
-    // The size cuDNN reports for the chosen algorithm with the final math type is the contract.
-    std::size_t ws = 0;
-    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(hd.handle, pl->x, pl->w, pl->conv, pl->y, pl->algo, &ws),
-                "cudnnGetConvolutionForwardWorkspaceSize");
-    pl->workspace = std::max(pl->workspace, ws);
-    return pl;
   }
 
-  mutable std::mutex plans_mutex_;
-  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Plan>, gpu::ProblemKeyHash> plans_;  // see problem_key.hpp
+  /// The descriptors of `p`, with the convolution descriptor of the math type its dtype runs in.
+  static std::unique_ptr<ProblemState> describe(const ConvProblem& p) {
+    const gpu::ConvParams cp = gpu::make_params(p);
+    auto st = std::make_unique<ProblemState>();
+    const cudnnDataType_t dt = data_type(cp.dtype);
+    const cudnnTensorFormat_t fmt = cp.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    check_cudnn(cudnnCreateTensorDescriptor(&st->x), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateTensorDescriptor(&st->y), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateFilterDescriptor(&st->w), "cudnnCreateFilterDescriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(st->x, fmt, dt, cp.n, cp.c, cp.h, cp.w), "cudnnSetTensor4dDescriptor(x)");
+    check_cudnn(cudnnSetTensor4dDescriptor(st->y, fmt, dt, cp.n, cp.k, cp.p, cp.q), "cudnnSetTensor4dDescriptor(y)");
+    check_cudnn(cudnnSetFilter4dDescriptor(st->w, dt, fmt, cp.k, cp.cg, cp.r, cp.s), "cudnnSetFilter4dDescriptor");
+    st->settings = ConvSettings{int(cp.pad_h), int(cp.pad_w), int(cp.stride_h), int(cp.stride_w),
+                                int(cp.dil_h), int(cp.dil_w), int(cp.groups)};
+    const cudnnMathType_t wanted = cp.dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    const cudnnConvolutionDescriptor_t conv = conv_for(*st, wanted);
+    int n = 0, c = 0, h = 0, w = 0;
+    check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv, st->x, st->w, &n, &c, &h, &w),
+                "cudnnGetConvolution2dForwardOutputDim");
+    if (n != cp.n || c != cp.k || h != cp.p || w != cp.q)
+      throw Error(Status::internal, "cuda.conv.cudnn: cuDNN's output size disagrees with the problem's for " + p.key());
+    return st;
+  }
+
+  mutable std::mutex states_mutex_;
+  // Keyed by the problem itself, see problem_key.hpp.
+  mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<ProblemState>, gpu::ProblemKeyHash> states_;
 };
 
 }  // namespace

@@ -99,6 +99,7 @@ class BwdDataDirectSolver final : public BwdSolver {
  public:
   explicit BwdDataDirectSolver(std::string backend)
       : BwdSolver("gpu.conv.bwd_data_direct", std::move(backend), ConvDirection::backward_data) {}
+  bool is_fallback() const override { return true; }
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
@@ -117,6 +118,7 @@ class BwdWeightsDirectSolver final : public BwdSolver {
  public:
   explicit BwdWeightsDirectSolver(std::string backend)
       : BwdSolver("gpu.conv.bwd_weights_direct", std::move(backend), ConvDirection::backward_weights) {}
+  bool is_fallback() const override { return true; }
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
     return Applicability::yes();

@@ -130,6 +130,7 @@ class GpuSolver : public dnn::ConvSolver {
 class DirectSolver final : public GpuSolver {
  public:
   explicit DirectSolver(std::string backend) : GpuSolver("gpu.conv.direct", std::move(backend)) {}
+  bool is_fallback() const override { return true; }
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
