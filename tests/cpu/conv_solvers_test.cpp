@@ -150,13 +150,14 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
   }
 }
 
-// The fused f32 epilogue of the GEMM solvers: at AVX-512 the SGEMM applies it as it stores each
-// output tile (bias per row in NCHW, per column in NHWC), at the lower levels expect_pass also
-// runs it follows OpenBLAS tile by tile. Each activation the kernel takes and one it leaves to the
-// tile pass, bias and residual apart and together, over shapes whose channels and pixels cut
-// through the 6x64 register tile, the 96-row block and the 256-deep slices, batch 1 and 3, and
-// the solvers' other paths (small planes side by side, groups, the implicit GEMM).
-TEST(CpuConvGemmSolvers, FusedEpilogueMatchesReference) {
+// The fused f32 epilogue, applied by each solver to its output tiles. In the GEMM solvers at
+// AVX-512 the SGEMM applies it as it stores each tile (bias per row in NCHW, per column in NHWC);
+// at the lower levels expect_pass also runs, it follows OpenBLAS tile by tile. Each activation the
+// kernel takes and one it leaves to the tile pass, bias and residual apart and together, over
+// shapes whose channels and pixels cut through the 6x64 register tile, the 96-row block and the
+// 256-deep slices, batch 1 and 3, and the solvers' other paths (small planes side by side, groups,
+// the implicit GEMM); then direct's and depthwise's tiles, rows and planes.
+TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
   using dnn::Activation;
   using dnn::ConvEpilogue;
   const ConvEpilogue epilogues[] = {
@@ -184,6 +185,10 @@ TEST(CpuConvGemmSolvers, FusedEpilogueMatchesReference) {
       {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)}, // K > 128: B packed too
       {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},    // small planes side by side
       {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
+      {"cpu.conv.direct", make(2, 5, 12, 11, 19, 5, 3, 2, 2, 1, 1)},
+      {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},          // groups of 7 outputs
+      {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},     // planes read in place
+      {"cpu.conv.depthwise", make(1, 17, 31, 29, 17, 3, 3, 1, 2, 1, 17)},     // strided: padded planes
   };
   for (const auto& c : cases) {
     for (Layout l : kLayouts) {

@@ -1,7 +1,9 @@
 // The fused epilogue of the cpu conv solvers, y = act(conv + bias[k] + residual) (see
-// dnn::ConvEpilogue), written once for all of them: applied to the f32 outputs of a chunk of images
-// right after the solver computed them and in the same pass that rounds them to f16/bf16, so a
-// fused call reads and writes y once where the unfused sequence makes three more passes over it.
+// dnn::ConvEpilogue), written once for all of them: an f32 solver applies it to each output tile
+// while the tile is in cache (or hands it to the AVX-512 SGEMM as post-ops, applied in registers
+// before the store); f16/bf16 ones to the f32 outputs of a chunk of images in the same pass that
+// rounds them. A fused call so reads and writes y once where the unfused sequence makes three
+// more passes over it.
 #pragma once
 
 #include <cstdint>

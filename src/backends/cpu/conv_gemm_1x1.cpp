@@ -61,19 +61,10 @@ class ConvGemm1x1 final : public CpuConvSolver {
            align_up64(static_cast<std::size_t>(s.kg * cols) * sizeof(float));
   }
 
-  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws) const override {
-    compute(p, x, w, y, ws, nullptr);
-  }
   // The epilogue in each GEMM's stores where the kernel can apply it, else on each output block
   // as soon as it is written.
-  void compute_f32_fused(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
-                         const ConvEpilogueRunner& epilogue) const override {
-    compute(p, x, w, y, ws, &epilogue);
-  }
-
- private:
-  static void compute(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
-                      const ConvEpilogueRunner* epilogue) {
+  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
     const std::int64_t workers = gemm_workers();
@@ -115,6 +106,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
     });
   }
 
+ private:
   // The staged GEMM output is laid out [Kg x images * HW], not as y and the residual are, so the
   // epilogue is applied to each image's rows as they are copied out, while they are in cache.
   static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws,

@@ -191,20 +191,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
     return bytes;
   }
 
-  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                   void* ws) const override {
-    compute(problem, x, w, y, ws, nullptr);
-  }
-
-  void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                         const ConvEpilogueRunner& epilogue) const override {
-    compute(problem, x, w, y, ws, &epilogue);
-  }
-
- private:
-  // The convolution, and `epilogue` (when given) on each output block as it is written.
-  static void compute(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                      const ConvEpilogueRunner* epilogue) {
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
     if (cpu_has_avx512() && avx512::implicit_gemm_fits(s)) {
@@ -254,6 +242,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
       }
     });
   }
+
+ private:
 
   static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
                                      void* ws, const ConvEpilogueRunner* epilogue) {
