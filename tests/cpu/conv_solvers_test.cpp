@@ -150,6 +150,58 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
   }
 }
 
+// The fused f32 epilogue, applied by each solver to its output tiles. In the GEMM solvers at
+// AVX-512 the SGEMM applies it as it stores each tile (bias per row in NCHW, per column in NHWC);
+// at the lower levels expect_pass also runs, it follows OpenBLAS tile by tile. Each activation the
+// kernel takes and one it leaves to the tile pass, bias and residual apart and together, over
+// shapes whose channels and pixels cut through the 6x64 register tile, the 96-row block and the
+// 256-deep slices, batch 1 and 3, and the solvers' other paths (small planes side by side, groups,
+// the implicit GEMM); then direct's and depthwise's tiles, rows and planes.
+TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
+  using dnn::Activation;
+  using dnn::ConvEpilogue;
+  const ConvEpilogue epilogues[] = {
+      ConvEpilogue::with(Activation::relu, true, false),
+      ConvEpilogue::with(Activation::relu, true, true),
+      ConvEpilogue{.bias = true, .residual = true, .activation = Activation::leaky_relu, .alpha = 0.1},
+      // Bounds the sums cross, not so tight that they shrink the output's largest magnitude,
+      // which the comparison's tolerance is relative to, far below the sums' own.
+      ConvEpilogue{.residual = true, .activation = Activation::clip, .alpha = -0.5, .beta = 2},
+      ConvEpilogue{.bias = true},
+      ConvEpilogue{.residual = true},
+      ConvEpilogue::with(Activation::sigmoid, true, true),  // not in the kernel: the tile pass
+  };
+  const struct {
+    const char* solver;
+    ConvProblem shape;
+  } cases[] = {
+      {"cpu.conv.gemm_1x1", make(1, 17, 13, 11, 23, 1, 1, 0, 1, 1, 1)},     // K 23: 6+6+6+5 rows, 143 pixels
+      {"cpu.conv.gemm_1x1", make(3, 29, 7, 11, 101, 1, 1, 0, 1, 1, 1)},     // K past one 96-row block
+      {"cpu.conv.gemm_1x1", make(2, 300, 5, 19, 37, 1, 1, 0, 1, 1, 1)},     // C in two 256-deep slices
+      {"cpu.conv.gemm_1x1", make(2, 34, 9, 9, 38, 1, 1, 0, 1, 1, 2)},       // groups of 19 channels
+      {"cpu.conv.gemm_1x1", make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 1)},       // small planes side by side
+      {"cpu.conv.im2col_gemm", make(1, 29, 17, 19, 37, 3, 3, 1, 1, 1, 1)},  // patch 261: two slices
+      {"cpu.conv.im2col_gemm", make(2, 5, 23, 13, 101, 3, 3, 1, 2, 1, 1)},  // strided, K 101
+      {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)}, // K > 128: B packed too
+      {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},    // small planes side by side
+      {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
+      {"cpu.conv.direct", make(2, 5, 12, 11, 19, 5, 3, 2, 2, 1, 1)},
+      {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},          // groups of 7 outputs
+      {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},     // planes read in place
+      {"cpu.conv.depthwise", make(1, 17, 31, 29, 17, 3, 3, 1, 2, 1, 17)},     // strided: padded planes
+  };
+  for (const auto& c : cases) {
+    for (Layout l : kLayouts) {
+      for (const ConvEpilogue& e : epilogues) {
+        ConvProblem p = c.shape;
+        p.layout = l;
+        p.epilogue = e;
+        expect_pass(c.solver, p);
+      }
+    }
+  }
+}
+
 TEST(CpuConvDepthwise, MatchesReference) {
   for (Layout l : kLayouts) {
     for (DType d : kDtypes) expect_pass("cpu.conv.depthwise", make(2, 17, 31, 29, 17, 3, 3, 1, 1, 1, 17, l, d));

@@ -1,5 +1,6 @@
 // Runs one cpu conv solver on random data against the reference (ref.conv.direct's
-// reference_conv_forward) with the output poisoned first, so an element left unwritten is NaN.
+// reference_conv_forward) with the output poisoned first, so an element left unwritten is NaN. A
+// problem with a fused epilogue gets a random bias and residual as it asks.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +40,18 @@ inline SolverRun run_against_reference(const std::string& solver_name, const dnn
   const std::int64_t nx = p.x_desc().elements(), nw = p.w_desc().elements(), ny = p.y_desc().elements();
   const auto x = dnn::random_tensor(p.dtype, nx, seed);
   const auto w = dnn::random_tensor(p.dtype, nw, seed + 1000);
+  const auto bias = dnn::random_tensor(p.dtype, p.epilogue.bias ? p.k : 0, seed + 2000);
+  const auto residual = dnn::random_tensor(p.dtype, p.epilogue.residual ? ny : 0, seed + 3000);
+  const void* bias_arg = p.epilogue.bias ? bias.data() : nullptr;
+  const void* residual_arg = p.epilogue.residual ? residual.data() : nullptr;
   std::vector<std::byte> y(static_cast<std::size_t>(ny) * esize, std::byte{0xff});  // NaN in every dtype
   std::vector<std::byte> ref(static_cast<std::size_t>(ny) * esize);
   out.workspace_bytes = solver->workspace_bytes(p, cpu);
   constexpr std::size_t kGuard = 256;
   std::vector<std::byte> ws(out.workspace_bytes + kGuard, std::byte{0x5a});
   dnn::ConvArgs args{x.data(), w.data(), y.data(), out.workspace_bytes ? ws.data() : nullptr, out.workspace_bytes};
+  args.bias = bias_arg;
+  args.residual = residual_arg;
   runtime::Stream stream(cpu);
   solver->run(stream, p, args);
   stream.synchronize();
@@ -54,7 +61,7 @@ inline SolverRun run_against_reference(const std::string& solver_name, const dnn
       return out;
     }
   }
-  dnn::reference_conv_forward(p, x.data(), w.data(), ref.data());
+  dnn::reference_conv_forward(p, x.data(), w.data(), ref.data(), bias_arg, residual_arg);
   out.comparison = dnn::compare_outputs(p.dtype, y.data(), ref.data(), ny, dnn::conv_tolerance(p.dtype));
   return out;
 }

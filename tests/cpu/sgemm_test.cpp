@@ -2,7 +2,8 @@
 // AVX-512 kernel where the CPU has it, else OpenBLAS) and avx512::sgemm directly, against a
 // double-precision product on random data. Sizes are chosen to cut through every block: m, n, k
 // not multiples of the 6x64 tile or of the kMc/kNc/kKc blocks, leading dimensions wider than the
-// matrix, every transpose, alpha and beta, and a poisoned C that beta == 0 must not read.
+// matrix, every transpose, alpha and beta, and a poisoned C that beta == 0 must not read. The
+// AVX-512 kernel's post-ops (bias, residual, activation in its stores) over the same sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/sgemm_avx512.hpp"
+#include "galley/core/error.hpp"
 #include "random_floats.hpp"
 
 namespace galley::backends::cpu {
@@ -25,14 +27,36 @@ struct Case {
 };
 
 using galley::test::random_floats;
+using Act = avx512::PostOps::Activation;
+
+// Which post-ops a case asks for; check_case makes the bias and residual (and passes null for none).
+struct PostSpec {
+  bool bias = false, bias_per_row = true, residual = false;
+  Act activation = Act::none;
+  float act_alpha = 0, act_beta = 0;
+  bool any() const { return bias || residual || activation != Act::none; }
+};
+
+double activate(const PostSpec& p, double v) {
+  switch (p.activation) {
+    case Act::none: return v;
+    case Act::relu: return v < 0 ? 0 : v;
+    case Act::leaky_relu: return v > 0 ? v : v * p.act_alpha;
+    case Act::clip: return v < p.act_alpha ? p.act_alpha : (v > p.act_beta ? p.act_beta : v);
+  }
+  return v;
+}
 
 // Runs `gemm` on one case with padded leading dimensions and checks every element of C, and
-// that the padding columns of C were left alone.
+// that the padding columns of C were left alone. `gemm` gets the post-ops of `spec` as its last
+// argument (null when spec asks for none).
 template <typename Gemm>
-void check_case(const Case& t, Gemm gemm) {
+void check_case(const Case& t, Gemm gemm, const PostSpec& spec = {}) {
   SCOPED_TRACE("m=" + std::to_string(t.m) + " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
                " ta=" + std::to_string(t.ta) + " tb=" + std::to_string(t.tb) + " alpha=" + std::to_string(t.alpha) +
-               " beta=" + std::to_string(t.beta));
+               " beta=" + std::to_string(t.beta) + " post: bias=" + std::to_string(spec.bias) + " per_row=" +
+               std::to_string(spec.bias_per_row) + " residual=" + std::to_string(spec.residual) +
+               " activation=" + std::to_string(static_cast<int>(spec.activation)));
   const std::int64_t a_rows = t.ta ? t.k : t.m, a_cols = t.ta ? t.m : t.k;
   const std::int64_t b_rows = t.tb ? t.n : t.k, b_cols = t.tb ? t.k : t.n;
   const std::int64_t lda = a_cols + 3, ldb = b_cols + 5, ldc = t.n + 7;
@@ -45,7 +69,20 @@ void check_case(const Case& t, Gemm gemm) {
     }
   }
   const std::vector<float> c0 = c;
-  gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc);
+  // The residual with its own leading dimension, so a kernel that steps it by ldc shows.
+  const std::int64_t ldr = t.n + 2;
+  const auto bias = random_floats(static_cast<std::size_t>(spec.bias_per_row ? t.m : t.n), 14);
+  const auto residual = random_floats(static_cast<std::size_t>(t.m * ldr), 15);
+  avx512::PostOps post;
+  post.bias = spec.bias ? bias.data() : nullptr;
+  post.bias_per_row = spec.bias_per_row;
+  post.residual = spec.residual ? residual.data() : nullptr;
+  post.ld_residual = ldr;
+  post.activation = spec.activation;
+  post.act_alpha = spec.act_alpha;
+  post.act_beta = spec.act_beta;
+  gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc,
+       spec.any() ? &post : nullptr);
   for (std::int64_t i = 0; i < t.m; ++i) {
     for (std::int64_t j = 0; j < ldc; ++j) {
       const auto at = static_cast<std::size_t>(i * ldc + j);
@@ -65,6 +102,18 @@ void check_case(const Case& t, Gemm gemm) {
       // fp32 relative to the size of the terms summed (a dot product's rounding scales with them).
       double scale = std::fabs(t.alpha) * magnitude + 1e-30;
       if (t.beta != 0.0f) scale += std::fabs(t.beta * c0[at]);
+      if (spec.bias) {
+        const double bv = bias[static_cast<std::size_t>(spec.bias_per_row ? i : j)];
+        want += bv;
+        scale += std::fabs(bv);
+      }
+      if (spec.residual) {
+        const double rv = residual[static_cast<std::size_t>(i * ldr + j)];
+        want += rv;
+        scale += std::fabs(rv);
+      }
+      // Each activation here moves a value by at most its own change, so the scale still bounds it.
+      want = activate(spec, want);
       ASSERT_FALSE(std::isnan(c[at])) << "NaN at (" << i << ", " << j << ")";
       ASSERT_LE(std::fabs(c[at] - want) / scale, 1e-5) << "at (" << i << ", " << j << "): " << c[at] << " vs " << want;
     }
@@ -97,8 +146,9 @@ TEST(CpuSgemm, Avx512KernelMatchesDoubleProduct) {
   float* pack = reinterpret_cast<float*>((addr + 63) & ~std::uintptr_t{63});
   for (const Case& t : cases()) {
     check_case(t, [&](bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-      avx512::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack);
+                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                      const avx512::PostOps* post) {
+      avx512::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack, post);
     });
   }
 }
@@ -113,22 +163,24 @@ TEST(CpuSgemm, Avx512PackedAMatchesDoubleProduct) {
   for (const Case& t : cases()) {
     if (t.ta || t.tb) continue;
     check_case(t, [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                      const avx512::PostOps* post) {
       std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
       const std::int64_t split = (m / 2 + avx512::kMr - 1) / avx512::kMr * avx512::kMr;
       avx512::pack_a_rows(a, lda, m, k, split, m, packed.data());
       avx512::pack_a_rows(a, lda, m, k, 0, split, packed.data());
-      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack);
+      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack, post);
     });
   }
   // Taller A (B packed as well, several 96-row blocks) with a ragged column tail.
   for (const Case& t : {Case{151, 196, 600, false, false, 1.0f, 0.0f}, Case{298, 70, 257, false, false, 1.0f, 0.0f},
                         Case{200, 531, 300, false, false, 0.5f, 1.0f}}) {
     check_case(t, [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+                      std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                      const avx512::PostOps* post) {
       std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
       avx512::pack_a_rows(a, lda, m, k, 0, m, packed.data());
-      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack);
+      avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack, post);
     });
   }
 }
@@ -147,8 +199,67 @@ TEST(CpuSgemm, DispatchMatchesDoubleProductAtEveryIsa) {
     SCOPED_TRACE(std::string(to_string(isa)));
     set_cpu_isa_cap(isa);
     ASSERT_EQ(cpu_isa(), isa);
-    for (const Case& t : cases()) check_case(t, sgemm);
+    for (const Case& t : cases()) {
+      check_case(t, [](bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                       std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                       const avx512::PostOps* post) { sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, post); });
+    }
   }
+}
+
+// The post-ops the kernels apply as they store the last slice of C, one part at a time and all
+// together, each activation, the bias along either side: every case of cases() (ragged tiles and
+// blocks, several 256-deep slices whose partial sums must not see them, k == 0, alpha and beta)
+// through sgemm() and, for a plain A, sgemm_packed_a(); values cross zero and clip's bounds.
+TEST(CpuSgemm, Avx512PostOpsMatchDoubleProduct) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> storage(static_cast<std::size_t>(avx512::kPackFloats + 16));
+  const auto addr = reinterpret_cast<std::uintptr_t>(storage.data());
+  float* pack = reinterpret_cast<float*>((addr + 63) & ~std::uintptr_t{63});
+  const PostSpec specs[] = {
+      {.bias = true},
+      {.bias = true, .bias_per_row = false},
+      {.residual = true},
+      {.activation = Act::relu},
+      {.bias = true, .residual = true, .activation = Act::relu},
+      {.bias = true, .bias_per_row = false, .residual = true, .activation = Act::leaky_relu, .act_alpha = 0.1f},
+      {.bias = true, .activation = Act::clip, .act_alpha = -0.5f, .act_beta = 0.75f},
+      {.residual = true, .activation = Act::leaky_relu, .act_alpha = 1.5f},
+  };
+  for (const PostSpec& spec : specs) {
+    for (const Case& t : cases()) {
+      check_case(
+          t,
+          [&](bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+              std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+              const avx512::PostOps* post) { avx512::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack, post); },
+          spec);
+      if (t.ta || t.tb) continue;
+      check_case(
+          t,
+          [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
+              const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, const avx512::PostOps* post) {
+            std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
+            avx512::pack_a_rows(a, lda, m, k, 0, m, packed.data());
+            avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack, post);
+          },
+          spec);
+    }
+  }
+}
+
+// Post-ops are the AVX-512 kernel's: the OpenBLAS path refuses them rather than drop them.
+TEST(CpuSgemm, PostOpsOnlyWhereTheKernelAppliesThem) {
+  const LiftCapAtExit lift;
+  const float a = 1, b = 1;
+  float c = 0;
+  avx512::PostOps post;
+  post.activation = Act::relu;
+  set_cpu_isa_cap(CpuIsa::avx2);
+  EXPECT_FALSE(sgemm_applies_post_ops());
+  EXPECT_THROW(sgemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1, &post), Error);
+  set_cpu_isa_cap(CpuIsa::avx512);
+  EXPECT_EQ(sgemm_applies_post_ops(), cpu_isa_supported() == CpuIsa::avx512 && !blas_threaded());
 }
 
 TEST(CpuSgemm, IsaCapParsesAndRefusesUnknownNames) {

@@ -43,12 +43,6 @@ dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const r
   return check_f32(problem);
 }
 
-void CpuConvSolver::compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                                      void* ws, const ConvEpilogueRunner& epilogue) const {
-  compute_f32(problem, x, w, y, ws);
-  epilogue.apply(0, problem.n, y, y);
-}
-
 std::int64_t CpuConvSolver::images_per_chunk(const dnn::ConvProblem& p) const {
   const std::size_t per_image = (elems_x(p) + elems_y(p)) / static_cast<std::size_t>(p.n) * sizeof(float);
   const auto fit = static_cast<std::int64_t>(kLowPrecisionChunkBytes / std::max<std::size_t>(per_image, 1));
@@ -69,13 +63,8 @@ std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem, cons
 void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
   const ConvEpilogueRunner epilogue(problem, args.bias, args.residual);
   if (problem.dtype == DType::f32) {
-    if (epilogue.empty()) {
-      compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                  static_cast<float*>(args.y), args.workspace);
-    } else {
-      compute_f32_fused(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                        static_cast<float*>(args.y), args.workspace, epilogue);
-    }
+    compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                static_cast<float*>(args.y), args.workspace, epilogue.empty() ? nullptr : &epilogue);
     return;
   }
   // Low precision: convert the weights once, then stage chunks of whole images (contiguous in
@@ -98,7 +87,7 @@ void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs
     const auto offset = static_cast<std::size_t>(n0);
     convert_to_f32(problem.dtype, static_cast<const char*>(args.x) + offset * x_image * esize, x32,
                    x_image * static_cast<std::size_t>(count));
-    compute_f32(chunk, x32, w32, y32, inner);
+    compute_f32(chunk, x32, w32, y32, inner, nullptr);
     char* const out = static_cast<char*>(args.y) + offset * y_image * esize;
     if (epilogue.empty()) {
       convert_from_f32(problem.dtype, y32, out, y_image * static_cast<std::size_t>(count));

@@ -110,13 +110,11 @@ class CpuConvSolver : public dnn::ConvSolver {
   virtual dnn::Applicability check_f32(const dnn::ConvProblem& problem) const = 0;
   /// Exact workspace of compute_f32 for this problem (its dtype reads as f32).
   virtual std::size_t f32_workspace_bytes(const dnn::ConvProblem& /*problem*/) const { return 0; }
-  /// The convolution on packed f32 tensors in problem.layout. `ws` holds f32_workspace_bytes.
-  virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                           void* ws) const = 0;
-  /// compute_f32 with an f32 problem's fused epilogue: by default one pass after it; an algorithm
-  /// that can apply it to each output tile while the tile is in cache overrides this.
-  virtual void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                                 const ConvEpilogueRunner& epilogue) const;
+  /// The convolution on packed f32 tensors in problem.layout (`ws` holds f32_workspace_bytes),
+  /// then `epilogue` on y (null: none; given for f32 problems only): on each output tile while it
+  /// is in cache where the algorithm can, else in one pass after it (epilogue->apply).
+  virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                           const ConvEpilogueRunner* epilogue) const = 0;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

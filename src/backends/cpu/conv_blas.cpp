@@ -32,6 +32,8 @@ constexpr bool kThreaded = false;
 
 bool blas_threaded() { return kThreaded; }
 
+bool sgemm_applies_post_ops() { return cpu_has_avx512() && !kThreaded; }
+
 std::int64_t gemm_workers() { return kThreaded ? 1 : pool_size(); }
 
 void for_gemm_tasks(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t, std::int64_t)>& body) {
@@ -59,7 +61,7 @@ float* pack_buffer() {
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-           std::int64_t ldc) {
+           std::int64_t ldc, const avx512::PostOps* post) {
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc}) {
     if (v < 0 || v > INT_MAX) {
       throw Error(Status::internal, "sgemm: dimension " + std::to_string(v) + " does not fit OpenBLAS's int (m=" +
@@ -69,10 +71,11 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
   if (m == 0 || n == 0) return;
   // OpenBLAS 0.3.21 as Debian builds it runs its Haswell (AVX2) kernels on AVX-512 CPUs; Galley's
   // packed AVX-512 kernel beats it there.
-  if (cpu_has_avx512() && !kThreaded) {
-    avx512::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack_buffer());
+  if (sgemm_applies_post_ops()) {
+    avx512::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack_buffer(), post);
     return;
   }
+  if (post != nullptr) throw Error(Status::internal, "sgemm: post-ops given to the OpenBLAS path");
   blas_setup();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,

@@ -10,15 +10,23 @@
 #include <cstdint>
 #include <functional>
 
+#include "backends/cpu/sgemm_avx512.hpp"
+
 namespace galley::backends::cpu {
 
 /// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C on the calling thread
 /// (C is not read when beta == 0).
 /// `trans_a`/`trans_b` select the transposed operand. Sizes are checked (Error(internal) when
-/// they do not fit OpenBLAS's int) and a zero-sized product only scales C.
+/// they do not fit OpenBLAS's int) and a zero-sized product only scales C. `post` (null: none)
+/// is applied in the AVX-512 kernel's stores; only when sgemm_applies_post_ops(), else
+/// Error(internal).
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-           std::int64_t ldc);
+           std::int64_t ldc, const avx512::PostOps* post = nullptr);
+
+/// True when sgemm() runs Galley's AVX-512 kernel, which applies post-ops as it stores C;
+/// OpenBLAS cannot, and its callers apply them after.
+bool sgemm_applies_post_ops();
 
 /// True when OpenBLAS runs its own threads (one GEMM call uses every core), false when it is
 /// single-threaded and the solvers split GEMMs over the pool. sgemm() sets OpenBLAS up to match

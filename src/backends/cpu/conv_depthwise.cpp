@@ -120,8 +120,9 @@ class ConvDepthwise final : public CpuConvSolver {
     return static_cast<std::size_t>(slot_count(s.n * s.c)) * align_up64(plane);
   }
 
-  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                   void* ws) const override {
+  // The epilogue on each output plane (NCHW) or row (NHWC) as soon as it is written.
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
     if (!s.nhwc && direct_planes(s)) {
@@ -129,6 +130,9 @@ class ConvDepthwise final : public CpuConvSolver {
       parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t nc = lo; nc < hi; ++nc) {
           plane_fn(s, x + nc * s.h * s.w, w + nc % s.c * s.r * s.s, y + nc * s.ho * s.wo);
+          if (epilogue != nullptr) {
+            epilogue->apply_tile(y + nc * s.ho * s.wo, s.ho * s.wo, nc / s.c, nc % s.c, 0, 1, s.ho * s.wo);
+          }
         }
       });
       return;
@@ -146,6 +150,7 @@ class ConvDepthwise final : public CpuConvSolver {
         } else {
           depthwise::nchw_plane_scalar(s, plane, buf, w + c * s.r * s.s, out);
         }
+        if (epilogue != nullptr) epilogue->apply_tile(out, s.ho * s.wo, nc / s.c, c, 0, 1, s.ho * s.wo);
       });
       return;
     }
@@ -164,6 +169,7 @@ class ConvDepthwise final : public CpuConvSolver {
         } else {
           depthwise::nhwc_row_scalar(s, xn, wt, oh, y_row);
         }
+        if (epilogue != nullptr) epilogue->apply_tile(y_row, s.c, 0, 0, row * s.wo, s.wo, s.c);
       }
     });
   }

@@ -90,8 +90,9 @@ class ConvDirect final : public CpuConvSolver {
     return packed_bytes(g) + static_cast<std::size_t>(slot_count(g.tasks())) * tile_bytes(g);
   }
 
-  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                   void* ws) const override {
+  // The epilogue on each output row of a task as it is copied out of the tile.
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const direct::Geometry g = geometry(problem);
     const ConvShape& s = g.s;
     auto* packed = static_cast<float*>(ws);
@@ -121,12 +122,14 @@ class ConvDirect final : public CpuConvSolver {
           for (std::int64_t ow = 0; ow < s.wo; ++ow) {
             std::memcpy(yrow + ow * s.k, trow + ow * g.kbw, static_cast<std::size_t>(kcount) * sizeof(float));
           }
+          if (epilogue != nullptr) epilogue->apply_tile(yrow, s.k, 0, k0, row * s.wo, s.wo, kcount);
         } else {
           const std::int64_t n = row / s.ho, oh = row % s.ho;
           float* yrow = y + (n * s.k + k0) * hw_out + oh * s.wo;
           for (std::int64_t l = 0; l < kcount; ++l) {
             for (std::int64_t ow = 0; ow < s.wo; ++ow) yrow[l * hw_out + ow] = trow[ow * g.kbw + l];
           }
+          if (epilogue != nullptr) epilogue->apply_tile(yrow, hw_out, n, k0, oh * s.wo, kcount, s.wo);
         }
       }
     });

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/activ_vector_math.hpp"
+#include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/activation_dispatch.hpp"
@@ -18,6 +19,22 @@ using Math = VectorMath<EpilogueIsa>;
 struct Identity {
   float forward(float v) const { return v; }
 };
+
+// The SGEMM's name for an epilogue activation it applies in registers; nullopt for the others.
+std::optional<avx512::PostOps::Activation> gemm_activation(const std::optional<dnn::Activation>& a) {
+  using A = avx512::PostOps::Activation;
+  if (!a) return A::none;
+  switch (*a) {
+    case dnn::Activation::relu:
+      return A::relu;
+    case dnn::Activation::leaky_relu:
+      return A::leaky_relu;
+    case dnn::Activation::clip:
+      return A::clip;
+    default:
+      return std::nullopt;
+  }
+}
 
 // Elements handled as one run (NHWC: rounded down to whole pixels, at least one): a low-precision
 // residual is converted run by run, and the result rounded run by run while it is in cache.
@@ -59,6 +76,32 @@ ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const vo
     bias_.resize(static_cast<std::size_t>(problem.k));
     convert_to_f32(problem.dtype, bias, bias_.data(), bias_.size());
   }
+  const auto activation = gemm_activation(problem.epilogue.activation);
+  if (problem.dtype == DType::f32 && activation && sgemm_applies_post_ops()) {
+    gemm_post_.emplace();
+    gemm_post_->bias_per_row = problem.layout == dnn::Layout::nchw;
+    gemm_post_->ld_residual =
+        problem.layout == dnn::Layout::nchw ? problem.out_h() * problem.out_w() : problem.k;
+    gemm_post_->activation = *activation;
+    // Rounded to f32 as with_activation rounds them for the per-tile path.
+    gemm_post_->act_alpha = static_cast<float>(problem.epilogue.alpha);
+    gemm_post_->act_beta = static_cast<float>(problem.epilogue.beta);
+  }
+}
+
+std::optional<avx512::PostOps> ConvEpilogueRunner::gemm_post_ops(std::int64_t n, std::int64_t k0,
+                                                                 std::int64_t p0) const {
+  if (!gemm_post_ || empty()) return std::nullopt;
+  avx512::PostOps post = *gemm_post_;
+  const dnn::ConvProblem& p = problem_;
+  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const bool nchw = p.layout == dnn::Layout::nchw;
+  if (!bias_.empty()) post.bias = bias_.data() + k0;
+  if (residual_ != nullptr) {
+    const auto* residual = static_cast<const float*>(residual_);
+    post.residual = residual + (nchw ? (n * k + k0) * pixels + p0 : p0 * k + k0);
+  }
+  return post;
 }
 
 void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, void* out) const {

@@ -1,12 +1,16 @@
 // The fused epilogue of the cpu conv solvers, y = act(conv + bias[k] + residual) (see
-// dnn::ConvEpilogue), written once for all of them: applied to the f32 outputs of a chunk of images
-// right after the solver computed them and in the same pass that rounds them to f16/bf16, so a
-// fused call reads and writes y once where the unfused sequence makes three more passes over it.
+// dnn::ConvEpilogue), written once for all of them: an f32 solver applies it to each output tile
+// while the tile is in cache (or hands it to the AVX-512 SGEMM as post-ops, applied in registers
+// before the store); f16/bf16 ones to the f32 outputs of a chunk of images in the same pass that
+// rounds them. A fused call so reads and writes y once where the unfused sequence makes three
+// more passes over it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "backends/cpu/sgemm_avx512.hpp"
 #include "galley/dnn/conv_problem.hpp"
 
 namespace galley::backends::cpu {
@@ -30,10 +34,19 @@ class ConvEpilogueRunner {
   void apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0, std::int64_t p0,
                   std::int64_t rows, std::int64_t cols) const;
 
+  /// For an f32 problem, the post-ops that let conv_blas's sgemm apply the epilogue itself as it
+  /// stores the output tile apply_tile(y, ld, n, k0, p0, ...) would take (post-op element (0, 0)
+  /// is that tile's first element), so the tile is not read and written again; nullopt when the
+  /// GEMM cannot (OpenBLAS below AVX-512, an activation that is not a compare and a select): the
+  /// caller then calls apply_tile after the GEMM.
+  std::optional<avx512::PostOps> gemm_post_ops(std::int64_t n, std::int64_t k0, std::int64_t p0) const;
+
  private:
   dnn::ConvProblem problem_;
   std::vector<float> bias_;  // f32 copy, empty without a bias
   const void* residual_;     // in the problem's dtype
+  // The GEMM's form of the epilogue with null pointers, when it can take it.
+  std::optional<avx512::PostOps> gemm_post_;
 };
 
 }  // namespace galley::backends::cpu

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -60,24 +61,15 @@ class ConvGemm1x1 final : public CpuConvSolver {
            align_up64(static_cast<std::size_t>(s.kg * cols) * sizeof(float));
   }
 
-  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws) const override {
-    compute(p, x, w, y, ws, nullptr);
-  }
-  // The epilogue on each GEMM's output block as soon as it is written.
-  void compute_f32_fused(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
-                         const ConvEpilogueRunner& epilogue) const override {
-    compute(p, x, w, y, ws, &epilogue);
-  }
-
- private:
-  static void compute(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
-                      const ConvEpilogueRunner* epilogue) {
+  // The epilogue in each GEMM's stores where the kernel can apply it, else on each output block
+  // as soon as it is written.
+  void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
     const std::int64_t workers = gemm_workers();
     if (batched(s)) {
-      compute_batched(s, x, w, y, ws);
-      if (epilogue != nullptr) epilogue->apply(0, s.n, y, y);
+      compute_batched(s, x, w, y, ws, epilogue);
       return;
     }
     if (!s.nhwc) {
@@ -91,9 +83,10 @@ class ConvGemm1x1 final : public CpuConvSolver {
           const std::int64_t gi = ng % s.g, n = ng / s.g;
           const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
           float* const tile = y + (n * s.k + gi * s.kg) * hw + c0;
+          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, c0) : std::nullopt;
           sgemm(false, false, s.kg, c1 - c0, s.cg, 1.0f, w + gi * s.kg * s.cg, s.cg,
-                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw);
-          if (epilogue != nullptr) epilogue->apply_tile(tile, hw, n, gi * s.kg, c0, s.kg, c1 - c0);
+                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw, post ? &*post : nullptr);
+          if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg, c0, s.kg, c1 - c0);
         }
       });
       return;
@@ -105,14 +98,19 @@ class ConvGemm1x1 final : public CpuConvSolver {
         const std::int64_t blk = t % rows, gi = t / rows;
         const std::int64_t r0 = rows_total * blk / rows, r1 = rows_total * (blk + 1) / rows;
         float* const tile = y + r0 * s.k + gi * s.kg;
+        const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(0, gi * s.kg, r0) : std::nullopt;
         sgemm(false, true, r1 - r0, s.kg, s.cg, 1.0f, x + r0 * s.c + gi * s.cg, s.c, w + gi * s.kg * s.cg, s.cg,
-              0.0f, tile, s.k);
-        if (epilogue != nullptr) epilogue->apply_tile(tile, s.k, 0, gi * s.kg, r0, r1 - r0, s.kg);
+              0.0f, tile, s.k, post ? &*post : nullptr);
+        if (epilogue != nullptr && !post) epilogue->apply_tile(tile, s.k, 0, gi * s.kg, r0, r1 - r0, s.kg);
       }
     });
   }
 
-  static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws) {
+ private:
+  // The staged GEMM output is laid out [Kg x images * HW], not as y and the residual are, so the
+  // epilogue is applied to each image's rows as they are copied out, while they are in cache.
+  static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws,
+                              const ConvEpilogueRunner* epilogue) {
     const std::int64_t hw = s.h * s.w, images = images_per_gemm(s);
     auto* gathered = static_cast<float*>(ws);
     auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
@@ -137,6 +135,10 @@ class ConvGemm1x1 final : public CpuConvSolver {
             for (std::int64_t i = 0; i < count; ++i) {
               for (std::int64_t k = k0; k < k1; ++k) {
                 std::memcpy(y + ((n0 + i) * s.k + gi * s.kg + k) * hw, staged + k * ld + i * hw, plane_bytes);
+              }
+              if (epilogue != nullptr) {
+                epilogue->apply_tile(y + ((n0 + i) * s.k + gi * s.kg + k0) * hw, hw, n0 + i, gi * s.kg + k0, 0,
+                                     k1 - k0, hw);
               }
             }
           }

@@ -13,9 +13,10 @@
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
 //
-// A fused f32 epilogue (bias, residual, activation) is applied to each task's output block right
-// after its GEMM wrote it, while it is in cache; the implicit-GEMM and batched small-plane paths
-// apply it in one pass afterwards.
+// A fused f32 epilogue (bias, residual, activation) is applied by the AVX-512 SGEMM as it stores
+// each task's output block, where the kernel has the activation; else to the block right after its
+// GEMM wrote it, while it is in cache. The batched small-plane path applies it to each image's rows
+// as they are copied out; the implicit-GEMM path to each task's block after it.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -190,21 +191,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
     return bytes;
   }
 
-  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                   void* ws) const override {
-    compute(problem, x, w, y, ws, nullptr);
-  }
-
-  void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                         const ConvEpilogueRunner& epilogue) const override {
-    if (!compute(problem, x, w, y, ws, &epilogue)) epilogue.apply(0, problem.n, y, y);
-  }
-
- private:
-  // The convolution; applies `epilogue` (when given) to each output block as it is written and
-  // returns true, or returns false from the paths that leave it to the caller.
-  static bool compute(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                      const ConvEpilogueRunner* epilogue) {
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
     if (cpu_has_avx512() && avx512::implicit_gemm_fits(s)) {
@@ -212,17 +200,22 @@ class ConvIm2colGemm final : public CpuConvSolver {
       run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t /*slot*/, std::int64_t task) {
         const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
         const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
-        avx512::implicit_gemm_nchw(s, x, w, y, outer / s.g, outer % s.g, p0, p1);
+        const std::int64_t n = outer / s.g, gi = outer % s.g;
+        avx512::implicit_gemm_nchw(s, x, w, y, n, gi, p0, p1);
+        if (epilogue != nullptr) {
+          epilogue->apply_tile(y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo, n, gi * s.kg, p0, s.kg,
+                               p1 - p0);
+        }
       });
-      return false;
+      return;
     }
     if (p.batched) {
-      compute_batched(s, p, x, w, y, ws);
-      return false;
+      compute_batched(s, p, x, w, y, ws, epilogue);
+      return;
     }
     if (shares_packed_weights(s, p)) {
       compute_packed_weights(s, p, x, w, y, ws, epilogue);
-      return true;
+      return;
     }
     const std::size_t slot_bytes = column_slot_bytes(p);
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
@@ -235,17 +228,22 @@ class ConvIm2colGemm final : public CpuConvSolver {
         const std::int64_t n = outer / s.g;
         im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
         float* const block = y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0;
-        sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f, block, s.ho * s.wo);
-        if (epilogue != nullptr) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
+        const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, p0) : std::nullopt;
+        sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f, block, s.ho * s.wo,
+              post ? &*post : nullptr);
+        if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
       } else {
         im2col_nhwc(s, x, gi, p0, p1, col);
         float* const block = y + p0 * s.k + gi * s.kg;
-        sgemm(false, true, p1 - p0, s.kg, p.patch, 1.0f, col, p.patch, wg, p.patch, 0.0f, block, s.k);
-        if (epilogue != nullptr) epilogue->apply_tile(block, s.k, 0, gi * s.kg, p0, p1 - p0, s.kg);
+        const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(0, gi * s.kg, p0) : std::nullopt;
+        sgemm(false, true, p1 - p0, s.kg, p.patch, 1.0f, col, p.patch, wg, p.patch, 0.0f, block, s.k,
+              post ? &*post : nullptr);
+        if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.k, 0, gi * s.kg, p0, p1 - p0, s.kg);
       }
     });
-    return true;
   }
+
+ private:
 
   static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
                                      void* ws, const ConvEpilogueRunner* epilogue) {
@@ -272,14 +270,17 @@ class ConvIm2colGemm final : public CpuConvSolver {
       const std::int64_t n = outer / s.g, gi = outer % s.g;
       im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
       float* const block = y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0;
+      const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, p0) : std::nullopt;
       avx512::sgemm_packed_a(s.kg, p1 - p0, p.patch, 1.0f, packed + static_cast<std::size_t>(gi) * group_floats, col,
-                             p1 - p0, 0.0f, block, s.ho * s.wo, b_pack);
-      if (epilogue != nullptr) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
+                             p1 - p0, 0.0f, block, s.ho * s.wo, b_pack, post ? &*post : nullptr);
+      if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
     });
   }
 
+  // The staged GEMM output is laid out [Kg x images * plane], not as y and the residual are, so the
+  // epilogue is applied to each image's rows as they are copied out, while they are in cache.
   static void compute_batched(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
-                              void* ws) {
+                              void* ws, const ConvEpilogueRunner* epilogue) {
     const std::int64_t plane = s.ho * s.wo;
     auto* col = static_cast<float*>(ws);
     auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
@@ -304,6 +305,10 @@ class ConvIm2colGemm final : public CpuConvSolver {
               for (std::int64_t k = k0; k < k1; ++k) {
                 std::memcpy(y + ((n0 + i) * s.k + gi * s.kg + k) * plane, staged + k * ld + i * plane,
                             static_cast<std::size_t>(plane) * sizeof(float));
+              }
+              if (epilogue != nullptr) {
+                epilogue->apply_tile(y + ((n0 + i) * s.k + gi * s.kg + k0) * plane, plane, n0 + i, gi * s.kg + k0, 0,
+                                     k1 - k0, plane);
               }
             }
           }

@@ -90,19 +90,12 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
            align_up64(static_cast<std::size_t>(g.m_floats()) * sizeof(float));
   }
 
-  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
-                   void* ws) const override {
-    compute(problem, x, w, y, ws, nullptr);
-  }
-
-  void compute_f32_fused(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                         const ConvEpilogueRunner& epilogue) const override {
-    if (problem.dilation_h != 1 || problem.dilation_w != 1) {
-      // A dilated problem's tiles hold strided outputs: one pass over y afterwards.
-      CpuConvSolver::compute_f32_fused(problem, x, w, y, ws, epilogue);
-      return;
-    }
-    compute(problem, x, w, y, ws, &epilogue);
+  void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
+                   const ConvEpilogueRunner* epilogue) const override {
+    // A dilated problem's tiles hold strided outputs: its epilogue in one pass over y afterwards.
+    const bool dilated = problem.dilation_h != 1 || problem.dilation_w != 1;
+    compute(problem, x, w, y, ws, dilated ? nullptr : epilogue);
+    if (dilated && epilogue != nullptr) epilogue->apply(0, problem.n, y, y);
   }
 
  private:

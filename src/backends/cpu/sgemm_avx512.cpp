@@ -49,6 +49,63 @@ void pack_a(bool trans, const float* a, std::int64_t lda, std::int64_t r0, std::
   }
 }
 
+// The post-ops on row `row` of C, columns [col, col + 16 * kNv) held in r (the last vector's
+// valid lanes in `last`), in PostOps' order and with dnn::Activation's definitions, NaN included:
+// a compare that is false for NaN keeps the input, as the scalar definitions do.
+template <int kNv>
+[[gnu::always_inline]] inline void apply_post(const PostOps& post, std::int64_t row, std::int64_t col,
+                                              __m512 (&r)[kNv], __mmask16 last) {
+  if (post.bias != nullptr) {
+    if (post.bias_per_row) {
+      const __m512 b = _mm512_set1_ps(post.bias[row]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) r[v] = _mm512_add_ps(r[v], b);
+    } else {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
+        r[v] = _mm512_add_ps(r[v], _mm512_maskz_loadu_ps(m, post.bias + col + 16 * v));
+      }
+    }
+  }
+  if (post.residual != nullptr) {
+    const float* res = post.residual + row * post.ld_residual + col;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
+      r[v] = _mm512_add_ps(r[v], _mm512_maskz_loadu_ps(m, res + 16 * v));
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  switch (post.activation) {
+    case PostOps::Activation::none:
+      break;
+    case PostOps::Activation::relu:
+      // x < 0 ? 0 : x, written as a mask so NaN and -0 pass through as in the scalar form.
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) r[v] = _mm512_mask_mov_ps(r[v], _mm512_cmp_ps_mask(r[v], zero, _CMP_LT_OQ), zero);
+      break;
+    case PostOps::Activation::leaky_relu: {
+      const __m512 slope = _mm512_set1_ps(post.act_alpha);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        const __m512 negative = _mm512_mul_ps(r[v], slope);
+        r[v] = _mm512_mask_mov_ps(negative, _mm512_cmp_ps_mask(r[v], zero, _CMP_GT_OQ), r[v]);
+      }
+      break;
+    }
+    case PostOps::Activation::clip: {
+      const __m512 lo = _mm512_set1_ps(post.act_alpha), hi = _mm512_set1_ps(post.act_beta);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        const __m512 upper = _mm512_mask_mov_ps(r[v], _mm512_cmp_ps_mask(r[v], hi, _CMP_GT_OQ), hi);
+        r[v] = _mm512_mask_mov_ps(upper, _mm512_cmp_ps_mask(r[v], lo, _CMP_LT_OQ), lo);
+      }
+      break;
+    }
+  }
+}
+
 // B[depth x cols] (op applied) from row p0, column c0 into kNr-wide panels, each depth-major
 // (kNr consecutive floats per step of k); columns past `cols` are zero.
 void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::int64_t depth, std::int64_t c0,
@@ -97,10 +154,13 @@ void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::
 //
 // kDirectA (one panel only): A is read in place, row i at ap + i * lda, instead of from a packed
 // panel; a_rows rows must all exist.
+//
+// `post` (null: none) is applied before the store; the tile's element (0, 0) is element (row0,
+// col0) of the whole C, which is what post's pointers address.
 template <int kNv, int kPanels, bool kDirectA = false>
 void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, std::int64_t b_step,
                   float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta,
-                  std::int64_t lda = 0) {
+                  const PostOps* post, std::int64_t row0, std::int64_t col0, std::int64_t lda = 0) {
   static_assert(!kDirectA || kPanels == 1, "A is read in place for one panel only");
   constexpr int kRows = kPanels * static_cast<int>(kMr);
   const std::int64_t panel_step = kMr * depth;  // floats between consecutive A panels
@@ -109,6 +169,15 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
   for (int i = 0; i < kRows; ++i) {
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  if (post != nullptr && post->residual != nullptr) {
+    // The residual tile is read only at the store, once: fetched now, it arrives while the FMAs
+    // run instead of stalling the store on a miss per row.
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const char* res = reinterpret_cast<const char*>(post->residual + (row0 + i) * post->ld_residual + col0);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) _mm_prefetch(res + 64 * v, _MM_HINT_T0);
+    }
   }
 #pragma GCC unroll 2
   for (std::int64_t p = 0; p < depth; ++p) {
@@ -132,12 +201,17 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
   for (int i = 0; i < kRows; ++i) {
     if (i >= rows) break;
     float* ci = c + i * ldc;
+    __m512 r[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
       const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
-      __m512 r = _mm512_mul_ps(va, acc[i][v]);
-      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r);
-      _mm512_mask_storeu_ps(ci + 16 * v, m, r);
+      r[v] = _mm512_mul_ps(va, acc[i][v]);
+      if (beta != 0.0f) r[v] = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, ci + 16 * v), r[v]);
+    }
+    if (post != nullptr) apply_post<kNv>(*post, row0 + i, col0, r, last);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNv; ++v) {
+      _mm512_mask_storeu_ps(ci + 16 * v, v == kNv - 1 ? last : static_cast<__mmask16>(0xffff), r[v]);
     }
   }
 }
@@ -148,21 +222,23 @@ template <int kNv, int kPanels>
 void panel_column(std::int64_t kc, const float* a_pack, std::int64_t ir, std::int64_t mc, const float* bp,
                   std::int64_t b_step, float* c,
                   std::int64_t ldc, std::int64_t ic, std::int64_t jc, std::int64_t jr, __mmask16 last, float alpha,
-                  float beta) {
+                  float beta, const PostOps* post) {
   for (; ir < mc; ir += kPanels * kMr) {
     const std::int64_t rows = min64(kPanels * kMr, mc - ir);
     micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, b_step, c + (ic + ir) * ldc + jc + jr, ldc, rows, last,
-                               alpha, beta);
+                               alpha, beta, post, ic + ir, jc + jr);
   }
 }
 
-void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64_t ldc) {
+// C = beta * C, then the post-ops: the whole product when it is empty (k == 0 or alpha == 0).
+void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64_t ldc, const PostOps* post) {
   const __m512 vb = _mm512_set1_ps(beta);
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; j += 16) {
       const __mmask16 mask = lanes(n - j);
-      const __m512 r = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, c + i * ldc + j));
-      _mm512_mask_storeu_ps(c + i * ldc + j, mask, r);
+      __m512 r[1] = {beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, c + i * ldc + j))};
+      if (post != nullptr) apply_post<1>(*post, i, j, r, mask);
+      _mm512_mask_storeu_ps(c + i * ldc + j, mask, r[0]);
     }
   }
 }
@@ -172,10 +248,10 @@ void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64
 // is at a_whole + pc * round_up(m, kMr) + ic * kc, and `pack` needs only the B block.
 void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                   const float* a, std::int64_t lda, const float* a_whole, const float* b, std::int64_t ldb, float beta,
-                  float* c, std::int64_t ldc, float* pack) {
+                  float* c, std::int64_t ldc, float* pack, const PostOps* post) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
-    scale_rows(m, n, beta, c, ldc);
+    scale_rows(m, n, beta, c, ldc, post);
     return;
   }
   const std::int64_t m_panels = (m + kMr - 1) / kMr * kMr;
@@ -190,6 +266,7 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
     for (std::int64_t pc = 0; pc < k; pc += kKc) {
       const std::int64_t kc = min64(kKc, k - pc);
       const float beta_now = pc == 0 ? beta : 1.0f;  // later slices add to what the first wrote
+      const PostOps* post_now = pc + kc == k ? post : nullptr;  // on the finished sums only
       // Panel jr of this block starts at b_at + jr * b_col and steps b_step floats per k.
       const float* b_at = b_in_place ? b + pc * ldb + jc : b_pack;
       const std::int64_t b_step = b_in_place ? ldb : kNr, b_col = b_in_place ? 1 : kc;
@@ -216,19 +293,22 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
             ap = a_pack;
           }
           float* c_row = c + (ic + ir) * ldc + jc;
+          const std::int64_t row0 = ic + ir;
           for (std::int64_t jr = 0; jr < wide_end; jr += kNr) {
             const std::int64_t cols = min64(kNr, nc - jr);
             const float* bp = b_at + jr * b_col;
             if (direct && cols > 48) {
               micro_kernel<4, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now,
-                                       lda);
+                                       post_now, row0, jc + jr, lda);
             } else if (direct) {
               micro_kernel<3, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now,
-                                       lda);
+                                       post_now, row0, jc + jr, lda);
             } else if (cols > 48) {
-              micro_kernel<4, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now);
+              micro_kernel<4, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now,
+                                 post_now, row0, jc + jr);
             } else {
-              micro_kernel<3, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now);
+              micro_kernel<3, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now,
+                                 post_now, row0, jc + jr);
             }
           }
         }
@@ -237,9 +317,10 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
           const float* bp = b_at + wide_end * b_col;
           if (cols > 16) {
             panel_column<2, 2>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha,
-                               beta_now);
+                               beta_now, post_now);
           } else {
-            panel_column<1, 4>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now);
+            panel_column<1, 4>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now,
+                               post_now);
           }
         }
       }
@@ -250,8 +331,9 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
-  gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack);
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
+           const PostOps* post) {
+  gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack, post);
 }
 
 // A narrow column tail takes up to 4 A panels per kernel call (panel_column<1, 4>), so the last
@@ -276,8 +358,9 @@ void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t 
 }
 
 void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a_packed,
-                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack) {
-  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, b, ldb, beta, c, ldc, pack);
+                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
+                    const PostOps* post) {
+  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, b, ldb, beta, c, ldc, pack, post);
 }
 
 }  // namespace galley::backends::cpu::avx512

@@ -10,6 +10,11 @@
 // Where packing does not pay it is skipped: a plain B is read in place when A has at most 128 rows,
 // a plain A when N is at most two panels; a ragged last column panel (<= 32 columns) takes
 // 24x16 or 12x32 tiles so it still keeps 24 accumulators busy.
+//
+// A PostOps descriptor makes the kernel finish C in registers as it stores the result of the last
+// kKc slice: add a bias per row or per column and a residual shaped as C, then an activation. A
+// fused convolution epilogue then costs no pass of its own over C (one more read of the residual
+// only), where applying it after the GEMM reads and writes every tile of C again.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +27,35 @@ constexpr std::int64_t kKc = 256;  ///< depth of one packed slice
 constexpr std::int64_t kMc = 96;   ///< rows of A packed at a time (multiple of kMr)
 constexpr std::int64_t kNc = 512;  ///< columns of B packed at a time (multiple of kNr)
 
+/// What the kernel applies to each element of C after alpha * A * B + beta * C, in this order:
+/// c += bias, c += residual, c = activation(c), with the definitions of dnn::Activation. Pointers
+/// address element (0, 0) of the whole C; a null one skips its step.
+struct PostOps {
+  /// The activations that are a compare and a select in a vector register; the others stay with
+  /// the caller.
+  enum class Activation : std::uint8_t { none, relu, leaky_relu, clip };
+
+  const float* bias = nullptr;      ///< bias[i] for row i (bias_per_row), else bias[j] for column j
+  bool bias_per_row = true;         ///< NCHW conv: rows are output channels; NHWC: columns are
+  const float* residual = nullptr;  ///< residual[i * ld_residual + j]
+  std::int64_t ld_residual = 0;
+  Activation activation = Activation::none;
+  float act_alpha = 0;  ///< leaky_relu's slope, clip's lower bound
+  float act_beta = 0;   ///< clip's upper bound
+  // No member functions: an inline one compiled into sgemm_avx512.cpp with AVX-512 could be the
+  // copy the linker keeps for every caller.
+};
+
 /// Floats of the packing buffer sgemm() needs: one A block and one B block.
 constexpr std::int64_t kPackFloats = kMc * kKc + kKc * kNc;
 
 /// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, single-threaded, the same
 /// contract as conv_blas.hpp's sgemm (C is not read when beta == 0). `pack` holds kPackFloats
-/// floats, 64-byte aligned, private to the calling thread.
+/// floats, 64-byte aligned, private to the calling thread. `post` (null: none) is applied as the
+/// last slice of the product is stored.
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack);
+           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
+           const PostOps* post = nullptr);
 
 /// Floats that pack_a_rows() writes for a plain A[m x k] packed whole (rows rounded up to kMr,
 /// every kKc slice, and a little zeroed slack the kernels may read past the last rows).
@@ -45,6 +71,7 @@ void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t 
 /// sgemm(false, false, ...) with A given packed whole by pack_a_rows() (all rows packed). `pack`
 /// holds kKc * kNc floats, 64-byte aligned, private to the calling thread.
 void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a_packed,
-                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack);
+                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
+                    const PostOps* post = nullptr);
 
 }  // namespace galley::backends::cpu::avx512
