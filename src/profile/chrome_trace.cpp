@@ -42,9 +42,9 @@ class Writer {
   void span(const Record& r, int pid, std::uint64_t tid, std::string_view name, const char* cat,
             const std::string& args) {
     begin();
-    out_ += R"({"ph":"X","name":)" + quoted(std::string(name)) + R"(,"cat":")" + cat + R"(","ts":)" + ts(r.start_ns) +
-            R"(,"dur":)" + micros(std::max<std::int64_t>(r.dur_ns, 0)) + R"(,"pid":)" + std::to_string(pid) +
-            R"(,"tid":)" + std::to_string(tid) + R"(,"args":{)" + args + "}}";
+    out_ += R"({"ph":"X","name":)" + quoted(std::string(name)) + R"(,"cat":")" + cat + R"(","ts":)" +
+            ts(r.start_ns) + R"(,"dur":)" + micros(std::max<std::int64_t>(r.dur_ns, 0)) + R"(,"pid":)" +
+            std::to_string(pid) + R"(,"tid":)" + std::to_string(tid) + R"(,"args":{)" + args + "}}";
   }
 
   void flow(char phase, std::uint64_t id, std::int64_t at_ns, int pid, std::uint64_t tid) {

@@ -122,7 +122,8 @@ constexpr std::string_view kGraphReplayPrefix = "graph replay (";
 
 Text graph_replay_name(std::size_t nodes) {
   try {
-    return Text::interned(std::string(kGraphReplayPrefix) + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)"));
+    return Text::interned(std::string(kGraphReplayPrefix) + std::to_string(nodes) +
+                          (nodes == 1 ? " node)" : " nodes)"));
   } catch (...) {
     return "graph replay";
   }

@@ -54,7 +54,8 @@ class Text {
   constexpr Text() noexcept = default;
   /// A string literal.
   template <std::size_t N>
-  constexpr Text(const char (&literal)[N]) noexcept : data_(literal), size_(N - 1) {}  // NOLINT: implicit by design
+  constexpr Text(const char (&literal)[N]) noexcept
+      : data_(literal), size_(N - 1) {}  // NOLINT: implicit by design
   /// The process-lived copy of `text` (intern()), found through a per-thread memo of the places
   /// recent texts were read from, so the names read at every op (a device's, a solver's, a problem
   /// key) cost a lookup and a compare, not a lock. Empty if out of memory.
