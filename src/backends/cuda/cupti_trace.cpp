@@ -111,8 +111,13 @@ struct State {
   // Device spans from activities (times_launches); set at start, read by the buffer callback.
   std::atomic<bool> spans_from_activities{false};
 
-  std::mutex mutex;  // guards everything below
+  // The API callback's own lock, held only for one map update or lookup: a launch never waits while
+  // a delivered buffer of thousands of records is read (under `mutex`), which would stall the host
+  // loop of a launch-bound run for as long as the reading takes.
+  std::mutex correlation_mutex;
   std::map<std::uint32_t, std::shared_ptr<const Attribution>> by_correlation;
+
+  std::mutex mutex;  // guards everything below; never taken by the API callback
   std::unordered_map<std::uint64_t, LaunchSpan> spans;  // by flow, until the next flush or stop
   std::unordered_set<std::uint64_t> spans_recorded;     // flows whose span was recorded already
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> galley_streams;  // (device, CUPTI stream)
@@ -275,7 +280,7 @@ void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       t_attributed_flow = launch->flow;
     }
     State& s = state();
-    std::lock_guard lock(s.mutex);
+    std::lock_guard lock(s.correlation_mutex);
     s.by_correlation[call->correlationId] = t_attribution;
     // Correlation ids grow: the first entries are the oldest.
     while (s.by_correlation.size() > kMaxCorrelations) s.by_correlation.erase(s.by_correlation.begin());
@@ -311,12 +316,17 @@ profile::Text demangle_locked(State& s, const char* name) {
 // stream last seen on the same CUDA stream, if any.
 void attribute_locked(State& s, profile::Record& r, std::uint32_t correlation, std::uint32_t device,
                       std::uint32_t cupti_stream) {
-  const auto found = s.by_correlation.find(correlation);
-  if (found != s.by_correlation.end()) {
-    const Attribution& a = *found->second;
+  std::shared_ptr<const Attribution> launch;
+  {
+    std::lock_guard lock(s.correlation_mutex);
+    if (const auto found = s.by_correlation.find(correlation); found != s.by_correlation.end())
+      launch = found->second;
+  }
+  if (launch != nullptr) {
+    const Attribution& a = *launch;
     if (s.spans_from_activities.load(std::memory_order_relaxed)) {
       const auto [it, fresh] =
-          s.spans.try_emplace(a.flow, LaunchSpan{r.start_ns, r.start_ns + r.dur_ns, found->second});
+          s.spans.try_emplace(a.flow, LaunchSpan{r.start_ns, r.start_ns + r.dur_ns, launch});
       if (!fresh) {
         it->second.start_ns = std::min(it->second.start_ns, r.start_ns);
         it->second.end_ns = std::max(it->second.end_ns, r.start_ns + r.dur_ns);
@@ -499,8 +509,11 @@ class CuptiSource final : public profile::ActivitySource {
     }
     sample_clock_offset();
     {
-      std::lock_guard maps_lock(s.mutex);
+      std::lock_guard correlation_lock(s.correlation_mutex);
       s.by_correlation.clear();
+    }
+    {
+      std::lock_guard maps_lock(s.mutex);
       s.galley_streams.clear();
       s.spans.clear();
       s.spans_recorded.clear();
