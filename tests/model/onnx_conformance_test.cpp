@@ -18,14 +18,13 @@
 #include "galley/model/onnx.hpp"
 #include "galley/model/passes.hpp"
 #include "galley/runtime/device.hpp"
+#include "model/onnx_testdata.hpp"
 
 namespace galley::model {
 namespace {
 
 namespace fs = std::filesystem;
-// Debian's libonnx-testdata; ONNX_TESTDATA_DIR points elsewhere on a machine without the package
-// (the GPU machine gets a copy carried with the test pack).
-const fs::path kTestData = std::getenv("ONNX_TESTDATA_DIR") != nullptr ? std::getenv("ONNX_TESTDATA_DIR") : "/usr/share/libonnx-testdata/data";
+const fs::path kTestData = testing::onnx_testdata_dir();
 
 // Max |got - want| / max(1, max|want|): relative for large outputs, absolute for small ones.
 double max_error(const HostTensor& got, const HostTensor& want) {

@@ -13,14 +13,13 @@
 
 #include "galley/core/error.hpp"
 #include "galley/model/onnx.hpp"
+#include "model/onnx_testdata.hpp"
 
 namespace galley::model {
 namespace {
 
 namespace fs = std::filesystem;
-// Debian's libonnx-testdata; ONNX_TESTDATA_DIR points elsewhere on a machine without the package
-// (the GPU machine gets a copy carried with the test pack).
-const fs::path kTestData = std::getenv("ONNX_TESTDATA_DIR") != nullptr ? std::getenv("ONNX_TESTDATA_DIR") : "/usr/share/libonnx-testdata/data";
+const fs::path kTestData = testing::onnx_testdata_dir();
 
 struct Tally {
   int imported = 0, refused = 0, shape_checked = 0;

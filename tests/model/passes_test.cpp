@@ -16,6 +16,7 @@
 #include "galley/model/executor.hpp"
 #include "galley/model/onnx.hpp"
 #include "galley/runtime/device.hpp"
+#include "model/onnx_testdata.hpp"
 
 namespace galley::model {
 namespace {
@@ -356,9 +357,7 @@ TEST(Passes, ZooNetworksKeepTheirResults) {
 }
 
 TEST(Passes, ImportedOnnxModelKeepsItsResults) {
-  const std::filesystem::path dir = std::getenv("ONNX_TESTDATA_DIR") != nullptr
-                                        ? std::filesystem::path(std::getenv("ONNX_TESTDATA_DIR"))
-                                        : std::filesystem::path("/usr/share/libonnx-testdata/data");
+  const std::filesystem::path dir = testing::onnx_testdata_dir();
   const Graph before =
       import_onnx((dir / "pytorch-converted" / "test_Conv2d_groups" / "model.onnx").string());
   for (const ElemType dtype : {ElemType::f32, ElemType::f16}) {
