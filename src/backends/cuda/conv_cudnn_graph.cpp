@@ -622,14 +622,14 @@ class GraphSolver final : public dnn::ConvSolver {
     // the file). The legacy API's IMPLICIT_PRECOMP_GEMM kernel stays out of reach: the graph API
     // does not expose it.
     std::int64_t engines = 0, got = 0;
-    if (!e->candidates.empty()) {
-      // The lists' plans are the search.
-    } else if (const cudnnStatus_t st =
-            cudnnBackendGetAttribute(e->graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
-                                     CUDNN_TYPE_INT64, 1, &got, &engines);
-        st != CUDNN_STATUS_SUCCESS) {
-      refuse("get OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: " + status_text(st));
-      engines = 0;
+    if (e->candidates.empty()) {
+      if (const cudnnStatus_t st =
+              cudnnBackendGetAttribute(e->graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                       CUDNN_TYPE_INT64, 1, &got, &engines);
+          st != CUDNN_STATUS_SUCCESS) {
+        refuse("get OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: " + status_text(st));
+        engines = 0;
+      }
     }
     for (std::int64_t index = 0; index < std::min<std::int64_t>(engines, kMaxGlobalEngines); ++index) {
       const auto start = std::chrono::steady_clock::now();
