@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdio>
 
 #include "backends/cuda/cudnn_handle.hpp"
@@ -172,7 +171,7 @@ EngineInfo engine_info(const Desc& config) {
   std::int64_t n = 0;
   check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
               "get ENGINECFG_ENGINE");
-  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index),
+  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.config.index),
               "get ENGINE_GLOBAL_INDEX");
   info.numerical.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
   check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
@@ -202,7 +201,7 @@ EngineInfo engine_info(const Desc& config) {
         cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
             CUDNN_STATUS_SUCCESS)
       continue;
-    info.knobs.append(info.knobs.empty() ? "k" : ",k").append(std::to_string(int(type))).append("=").append(std::to_string(value));
+    info.config.knobs.emplace_back(std::int64_t(type), value);
   }
   return info;
 }
@@ -226,39 +225,6 @@ std::string notes_text(const EngineInfo& info) {
   if (info.has(CUDNN_NUMERICAL_NOTE_WINOGRAD)) add("winograd");
   if (info.has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) add("nondeterministic");
   return s;
-}
-
-bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs) {
-  auto number = [](std::string_view& text, std::int64_t& out) {
-    std::size_t used = 0;
-    while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) || (used == 0 && text[0] == '-'))) ++used;
-    if (used == 0 || (used == 1 && text[0] == '-') || used > 18) return false;
-    out = std::stoll(std::string(text.substr(0, used)));
-    text.remove_prefix(used);
-    return true;
-  };
-  if (tag.substr(0, 3) != "eng") return false;
-  tag.remove_prefix(3);
-  if (!number(tag, index) || index < 0) return false;
-  knobs.clear();
-  if (tag.empty()) return true;
-  if (tag.front() != '{' || tag.back() != '}') return false;
-  tag = tag.substr(1, tag.size() - 2);
-  while (!tag.empty()) {
-    std::int64_t type = 0, value = 0;
-    if (tag.front() != 'k') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, type) || type < 0 || tag.empty() || tag.front() != '=') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, value)) return false;
-    knobs.emplace_back(type, value);
-    if (!tag.empty()) {
-      if (tag.front() != ',') return false;
-      tag.remove_prefix(1);
-      if (tag.empty()) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace galley::backends::cuda

@@ -1,7 +1,6 @@
 // The cuDNN backend (graph) API as cuda.conv.cudnn_graph uses it: an owning descriptor wrapper,
 // tensor descriptors, pointwise nodes and the activations they express, what an engine config is
-// (its notes and knobs, as text), the notes filter, and the text form of an engine config that the
-// find-db stores ("eng12{k2=3,k14=4}").
+// (its notes and knobs), the notes filter. The engine config's text form is cudnn_engine_config.hpp.
 #pragma once
 
 #include <cudnn.h>
@@ -14,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/cudnn_engine_config.hpp"
 #include "galley/core/dtype.hpp"
 #include "galley/dnn/activation.hpp"
 
@@ -119,13 +119,12 @@ Desc make_pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc&
 
 /// What an engine config is, for filtering and for detail().
 struct EngineInfo {
-  std::int64_t index = -1;
+  EngineConfig config;  // the engine's global index and the knob choices
   std::vector<cudnnBackendNumericalNote_t> numerical;
   std::vector<cudnnBackendBehaviorNote_t> behavior;
-  std::string knobs;  // "k2=3,k14=4"
   bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
   bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
-  std::string tag() const { return "eng" + std::to_string(index) + (knobs.empty() ? "" : "{" + knobs + "}"); }
+  std::string tag() const { return config.to_string(); }
 };
 
 /// Reads an engine config's engine index, notes and knob choices.
@@ -138,8 +137,5 @@ std::string refused(const EngineInfo& info, DType dtype, bool runtime_fusion = f
 
 /// "tensor-core,winograd" for detail().
 std::string notes_text(const EngineInfo& info);
-
-/// "eng12{k2=3,k14=4}" (EngineInfo::tag) back into the index and the knob choices; false if malformed.
-bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs);
 
 }  // namespace galley::backends::cuda
