@@ -93,11 +93,14 @@ constexpr const char* kName = kGraphSolverName;
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 8;
 constexpr int kMaxFallback = 4;
-constexpr int kMaxSwept = kMaxHeuristic + kMaxFallback;  // the sweep's candidates, at most as many as the lists'
-constexpr std::int64_t kMaxGlobalEngines = 128;  // bound on the graph's global engine count (cuDNN reports it)
+constexpr int kMaxSwept =
+    kMaxHeuristic + kMaxFallback;  // the sweep's candidates, at most as many as the lists'
+constexpr std::int64_t kMaxGlobalEngines =
+    128;  // bound on the graph's global engine count (cuDNN reports it)
 // Finalized plans kept per problem: every candidate, with room for configs of find-db rows.
 constexpr std::size_t kPlansKept = 32;
-static_assert(kPlansKept >= 2 * std::size_t(kMaxSwept), "the candidates must stay cached while the tuner walks them");
+static_assert(kPlansKept >= 2 * std::size_t(kMaxSwept),
+              "the candidates must stay cached while the tuner walks them");
 // A fused graph compiles each runtime fusion plan it finalizes (up to seconds each), inside the
 // tuner's time box (GALLEY_FIND_TIME_MS, 2 s by default), which a second compile could use up before
 // the other solvers are timed: one attempt per problem, the heuristics' best ranked config.
@@ -169,10 +172,10 @@ struct Entry {
   Desc bias, residual;
   std::deque<Desc> fused;
   std::string fused_graph;  // "conv -> add bias -> relu_fwd(...)"; empty for a plain graph
-  std::mutex mutex;  // guards the members below
+  std::mutex mutex;         // guards the members below
   bool enumerated = false;
   std::vector<EngineConfig> candidates;  // preferred first: mode A's, the fallback list's, or the sweep's
-  std::string none_reason;  // why there are no candidates
+  std::string none_reason;               // why there are no candidates
   int heuristic_configs = 0, fallback_configs = 0, global_engines = 0;
   // Shared: a call keeps its plan alive should a later config push it out while it runs.
   gpu::RecentCache<EngineConfig, std::shared_ptr<Plan>> plans{kPlansKept};
@@ -203,7 +206,8 @@ PointerSet* pointer_set(Plan& plan, const GraphPointers& pointers, cudnnStatus_t
     status =
         cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count, ptrs);
   if (status == CUDNN_STATUS_SUCCESS)
-    status = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    status =
+        cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   if (status == CUDNN_STATUS_SUCCESS) status = cudnnBackendFinalize(vp);
   if (status != CUDNN_STATUS_SUCCESS) {
     (void)cudnnBackendDestroyDescriptor(vp);
@@ -220,7 +224,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
 
   ~GraphSolver() override {
     // Plans may own device code and memory of a context that is gone at process exit: leak them.
-    for (auto& [key, e] : entries_) e->plans.for_each_value([](std::shared_ptr<Plan>& plan) { plan->release(); });
+    for (auto& [key, e] : entries_)
+      e->plans.for_each_value([](std::shared_ptr<Plan>& plan) { plan->release(); });
   }
 
   std::string_view name() const override { return kName; }
@@ -281,8 +286,9 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
            const EngineConfig& config) const override {
     const std::shared_ptr<Plan> plan = require_plan(p, stream.device(), config);
     if (a.workspace_bytes < std::size_t(plan->workspace))
-      throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " + std::to_string(a.workspace_bytes) +
-                                                " bytes, needs " + std::to_string(plan->workspace));
+      throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " +
+                                                std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                                std::to_string(plan->workspace));
     if (p.epilogue.bias && a.bias == nullptr)
       throw Error(Status::invalid_argument,
                   std::string(kName) + ": the epilogue adds a bias but bias is null");
@@ -318,7 +324,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     Entry& e = entry(p, device);
     std::lock_guard lock(e.mutex);
     std::string out = fused(e) ? "fused " + e.fused_graph + ", " : "";
-    out += std::to_string(all.size()) + " engine configs for the tuner to time, the first run without a tuned choice:";
+    out += std::to_string(all.size()) +
+           " engine configs for the tuner to time, the first run without a tuned choice:";
     for (const EngineConfig& config : all) {
       std::string why;
       const std::shared_ptr<Plan> plan = plan_of(p, device, e, config, why);
@@ -331,7 +338,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       out.append("workspace ").append(std::to_string(plan->workspace)).append(" B)");
     }
     return out + "; from heuristics mode A " + std::to_string(e.heuristic_configs) + " configs, fallback " +
-           std::to_string(e.fallback_configs) + ", engines at default knobs " + std::to_string(e.global_engines);
+           std::to_string(e.fallback_configs) + ", engines at default knobs " +
+           std::to_string(e.global_engines);
   }
 
  private:
@@ -366,7 +374,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     enumerate(p, device, e);
     e.enumerated = true;
     if (log::enabled(log::Level::debug))
-      debug_log(p, std::to_string(e.candidates.size()) + " plans finalized in " + std::to_string(ms_since(start)) + " ms");
+      debug_log(p, std::to_string(e.candidates.size()) + " plans finalized in " +
+                       std::to_string(ms_since(start)) + " ms");
   }
 
   /// The plan of `config`, finalized on first use and cached; null, with `why`, when cuDNN or the
@@ -465,12 +474,13 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     plan.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     cudnnBackendDescriptor_t cfg = plan.config.get();
     plan.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, &h.handle, 1, "plan handle");
-    plan.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg, 1, "plan config");
+    plan.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg, 1,
+                  "plan config");
     if (const cudnnStatus_t st = cudnnBackendFinalize(plan.plan.get()); st != CUDNN_STATUS_SUCCESS)
       return "plan " + status_text(st);
     std::int64_t n = 0;
-    check_cudnn(cudnnBackendGetAttribute(plan.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                         &n, &plan.workspace),
+    check_cudnn(cudnnBackendGetAttribute(plan.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &n, &plan.workspace),
                 "get EXECUTION_PLAN_WORKSPACE_SIZE");
     if (plan.workspace < 0 || std::size_t(plan.workspace) > kWorkspaceCap)
       return "workspace " + std::to_string(plan.workspace) + " B";
@@ -577,7 +587,6 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     }
   }
 
-
   /// The candidates: engine configs from heuristics mode A and the fallback list, filtered and
   /// finalized into plans (kept in e.plans), or the sweep's when those give none. e.mutex held.
   void enumerate(const ConvProblem& p, const runtime::Device& device, Entry& e) const {
@@ -593,12 +602,14 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       if (is_fused) debug_log(p, "refused " + why);
       refusals.push_back(std::move(why));
     };
-    auto keep = [&](std::shared_ptr<Plan> plan, std::chrono::steady_clock::time_point start, const char* from) {
+    auto keep = [&](std::shared_ptr<Plan> plan, std::chrono::steady_clock::time_point start,
+                    const char* from) {
       if (is_fused) {
-        debug_log(p, std::string("plan ") + plan->info.tag() + " (" + from + ", " +
-                         (plan->info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? "runtime-compiled, " : "") +
-                         "workspace " + std::to_string(plan->workspace) + " B) finalized in " +
-                         std::to_string(ms_since(start)) + " ms");
+        debug_log(p,
+                  std::string("plan ") + plan->info.tag() + " (" + from + ", " +
+                      (plan->info.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? "runtime-compiled, " : "") +
+                      "workspace " + std::to_string(plan->workspace) + " B) finalized in " +
+                      std::to_string(ms_since(start)) + " ms");
       }
       // Listed under the form read back from cuDNN, which is what the tuner hands back.
       plan->choice = plan->info.config;
@@ -648,8 +659,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
         engines = 0;
       }
     }
-    for (std::int64_t index = 0; index < std::min<std::int64_t>(engines, kMaxGlobalEngines) &&
-                                 e.global_engines < kMaxSwept;
+    for (std::int64_t index = 0;
+         index < std::min<std::int64_t>(engines, kMaxGlobalEngines) && e.global_engines < kMaxSwept;
          ++index) {
       const auto start = std::chrono::steady_clock::now();
       std::string why;
@@ -665,11 +676,12 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       keep(std::move(plan), start, "engine at default knobs");
     }
     if (e.candidates.empty()) {
-      e.none_reason = "no usable engine config (" + std::to_string(e.heuristic_configs) + " from heuristics, " +
-                      std::to_string(e.fallback_configs) + " fallback, " + std::to_string(engines) +
-                      " engines of the graph at default knobs)";
+      e.none_reason = "no usable engine config (" + std::to_string(e.heuristic_configs) +
+                      " from heuristics, " + std::to_string(e.fallback_configs) + " fallback, " +
+                      std::to_string(engines) + " engines of the graph at default knobs)";
       if (is_fused) e.none_reason = "fused " + e.fused_graph + ": " + e.none_reason;
-      for (std::size_t i = 0; i < std::min<std::size_t>(refusals.size(), 4); ++i) e.none_reason += "; " + refusals[i];
+      for (std::size_t i = 0; i < std::min<std::size_t>(refusals.size(), 4); ++i)
+        e.none_reason += "; " + refusals[i];
       if (refusals.size() > 4) e.none_reason += "; " + std::to_string(refusals.size() - 4) + " more";
     }
   }
@@ -702,8 +714,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       raw.push_back(configs.back().get());
     }
     std::int64_t got = 0;
-    check_cudnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                         &got, raw.data()),
+    check_cudnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
                 "get ENGINEHEUR_RESULTS");
     configs.resize(std::size_t(std::clamp<std::int64_t>(got, 0, count)));
     return configs;

@@ -16,18 +16,22 @@ void check_backend(cudnnStatus_t status, const std::string& call) {
 
 cudnnDataType_t data_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(kGraphSolverName) + ": dtype " + to_string(dtype));
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw Error(Status::unsupported, std::string(kGraphSolverName) + ": dtype " + to_string(dtype));
   }
 }
 
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
                  std::int64_t w, bool nhwc, bool is_virtual) {
   const std::array<std::int64_t, 4> dims{n, c, h, w};
-  const std::array<std::int64_t, 4> strides =
-      nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
+  const std::array<std::int64_t, 4> strides = nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c}
+                                                   : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt, 1, "tensor data type");
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4, "tensor dims");
@@ -169,19 +173,21 @@ EngineInfo engine_info(const Desc& config) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   std::int64_t n = 0;
-  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
-              "get ENGINECFG_ENGINE");
-  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.config.index),
-              "get ENGINE_GLOBAL_INDEX");
+  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
+                "get ENGINECFG_ENGINE");
+  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                         &info.config.index),
+                "get ENGINE_GLOBAL_INDEX");
   info.numerical.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
   check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
-              "get ENGINE_NUMERICAL_NOTE");
+                                         CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
+                "get ENGINE_NUMERICAL_NOTE");
   info.numerical.resize(std::size_t(std::max<std::int64_t>(0, n)));
   info.behavior.resize(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
   check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
-              "get ENGINE_BEHAVIOR_NOTE");
+                                         CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
+                "get ENGINE_BEHAVIOR_NOTE");
   info.behavior.resize(std::size_t(std::max<std::int64_t>(0, n)));
 
   std::vector<Desc> choices;
@@ -190,16 +196,17 @@ EngineInfo engine_info(const Desc& config) {
     choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
     raw.push_back(choices.back().get());
   }
-  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                       std::int64_t(raw.size()), &n, raw.data()),
-              "get ENGINECFG_KNOB_CHOICES");
+  check_backend(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               std::int64_t(raw.size()), &n, raw.data()),
+      "get ENGINECFG_KNOB_CHOICES");
   for (std::int64_t i = 0; i < std::min<std::int64_t>(n, std::int64_t(raw.size())); ++i) {
     cudnnBackendKnobType_t type{};
     std::int64_t value = 0, got = 0;
-    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
-            CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got,
+                                 &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                                 &value) != CUDNN_STATUS_SUCCESS)
       continue;
     info.config.knobs.emplace_back(std::int64_t(type), value);
   }

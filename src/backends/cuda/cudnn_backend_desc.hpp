@@ -40,7 +40,8 @@ class Desc {
  public:
   Desc() = default;
   explicit Desc(cudnnBackendDescriptorType_t type) {
-    check_backend(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
+    check_backend(cudnnBackendCreateDescriptor(type, &d_),
+                  "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
   }
   ~Desc() {
     if (d_) (void)cudnnBackendDestroyDescriptor(d_);
@@ -67,10 +68,10 @@ class Desc {
   void release() { d_ = nullptr; }
 
   template <typename V>
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count,
-           const char* what) {
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values,
+           std::int64_t count, const char* what) {
     check_backend(cudnnBackendSetAttribute(d_, name, type, count, values),
-                std::string("cudnnBackendSetAttribute(") + what + ")");
+                  std::string("cudnnBackendSetAttribute(") + what + ")");
   }
   void set_desc(cudnnBackendAttributeName_t name, const Desc& value, const char* what) {
     cudnnBackendDescriptor_t v = value.get();
@@ -105,9 +106,9 @@ struct Pointwise {
 /// (galley/dnn/activation.hpp), or nothing with `why` set when no cuDNN mode does. RELU_FWD takes
 /// relu (lower clip 0), leaky_relu (lower clip 0, lower clip slope alpha: alpha * x below 0) and
 /// clip (lower clip alpha, upper clip beta, slope 0: alpha for every x below alpha); a slope is only
-/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
-/// gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have
-/// modes of their own; hardswish and hardsigmoid have none.
+/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid,
+/// tanh, gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have modes of
+/// their own; hardswish and hardsigmoid have none.
 std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
                                               std::string& why);
 
@@ -122,7 +123,9 @@ struct EngineInfo {
   EngineConfig config;  // the engine's global index and the knob choices
   std::vector<cudnnBackendNumericalNote_t> numerical;
   std::vector<cudnnBackendBehaviorNote_t> behavior;
-  bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
+  bool has(cudnnBackendNumericalNote_t n) const {
+    return std::count(numerical.begin(), numerical.end(), n) > 0;
+  }
   bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
   std::string tag() const { return config.to_string(); }
 };

@@ -26,7 +26,10 @@ struct EngineConfig {
     if (knobs.empty()) return out;
     out += '{';
     for (std::size_t i = 0; i < knobs.size(); ++i) {
-      out.append(i ? ",k" : "k").append(std::to_string(knobs[i].first)).append("=").append(std::to_string(knobs[i].second));
+      out.append(i ? ",k" : "k")
+          .append(std::to_string(knobs[i].first))
+          .append("=")
+          .append(std::to_string(knobs[i].second));
     }
     return out + '}';
   }
