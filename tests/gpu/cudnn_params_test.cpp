@@ -38,8 +38,8 @@ constexpr const char* kGraph = "cuda.conv.cudnn_graph";
 // Texts of the form find-db rows hold today ("eng<N>{k<type>=<value>,...}", as EngineInfo::tag
 // wrote them) parse and print back unchanged.
 TEST(CudnnGraphConfigText, StoredFormRoundTrips) {
-  for (const char* text :
-       {"eng0", "eng12", "eng12{k2=3,k14=4}", "eng47{k2=-1,k3=0,k17=123456789012}", "eng1234{k0=0}"}) {
+  for (const char* text : {"eng0", "eng12", "eng12{k2=3,k14=4}", "eng47{k2=-1,k3=0,k17=123456789012}",
+                           "eng1234{k0=0}", "eng1{k2=9223372036854775807,k3=-9223372036854775808}"}) {
     const std::optional<EngineConfig> c = EngineConfig::parse(text);
     ASSERT_TRUE(c.has_value()) << text;
     EXPECT_EQ(c->to_string(), text);
@@ -75,7 +75,10 @@ TEST(CudnnGraphConfigText, AnyOtherTextIsRefused) {
                           "ENG3",
                           "eng3{k2=1;k3=2}",
                           "algo1-math3",
-                          "eng99999999999999999999"}) {
+                          "eng99999999999999999999",
+                          "eng1{k2=9223372036854775808}",
+                          "eng3{k+2=1}",
+                          "eng+3"}) {
     EXPECT_FALSE(EngineConfig::parse(bad).has_value()) << "'" << bad << "'";
   }
 }

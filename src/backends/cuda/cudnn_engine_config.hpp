@@ -4,11 +4,12 @@
 // cuDNN's headers so that the text form is tested without the plugin or a GPU.
 #pragma once
 
-#include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -38,13 +39,11 @@ struct EngineConfig {
   /// type, empty braces, leading zeros, surrounding blanks), so that a parsed text always prints
   /// back the same.
   static std::optional<EngineConfig> parse(std::string_view text) {
+    // A decimal number, '-' allowed; false when there is none or it overflows.
     auto number = [](std::string_view& rest, std::int64_t& out) {
-      std::size_t used = rest.size() > 0 && rest[0] == '-' ? 1 : 0;
-      const std::size_t digits_from = used;
-      while (used < rest.size() && std::isdigit(static_cast<unsigned char>(rest[used]))) ++used;
-      if (used == digits_from || used - digits_from > 18) return false;
-      out = std::stoll(std::string(rest.substr(0, used)));
-      rest.remove_prefix(used);
+      const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), out);
+      if (error != std::errc()) return false;
+      rest.remove_prefix(std::size_t(end - rest.data()));
       return true;
     };
     std::string_view rest = text;
