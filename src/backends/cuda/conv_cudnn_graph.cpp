@@ -325,7 +325,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     std::lock_guard lock(e.mutex);
     std::string out = fused(e) ? "fused " + e.fused_graph + ", " : "";
     out += std::to_string(all.size()) +
-           " engine configs for the tuner to time, the first run without a tuned choice:";
+           " engine configs for the tuner to time (the first runs without a tuned choice):";
     for (const EngineConfig& config : all) {
       std::string why;
       const std::shared_ptr<Plan> plan = plan_of(p, device, e, config, why);
