@@ -140,14 +140,15 @@ std::vector<ConvProblem> graph_problems() {
 }
 
 TEST_F(CudnnGraphConfigs, EveryCandidateMatchesTheReference) {
-  int refused = 0;
   for (const ConvProblem& p : graph_problems()) {
     const ProblemRef ref = ProblemRef::of(p);
     const Applicability a = solver_->check_any(ref, *device_);
     if (!a) {
-      // cuDNN may have no engine for an odd problem; then it says so, and lists no config.
-      EXPECT_NE(a.reason.find("cuDNN graph API"), std::string::npos) << p.key() << ": " << a.reason;
-      ++refused;
+      // cuDNN may have no engine for the dilated or the 3-channel problem: then it says why. The
+      // plain 3x3 layer is one every format's engines take.
+      EXPECT_FALSE(a.reason.empty()) << p.key();
+      EXPECT_FALSE(p.dilation_h == 1 && p.c > 3) << p.key() << " refused: " << a.reason;
+      std::printf("[ info ] %s refused %s: %s\n", kGraph, p.key().c_str(), a.reason.c_str());
       continue;
     }
     const std::vector<std::string> texts = solver_->configs_any(ref, *device_);
@@ -178,8 +179,6 @@ TEST_F(CudnnGraphConfigs, EveryCandidateMatchesTheReference) {
     const Comparison cmp = galley::testing::run_against_reference(*solver_, p, *device_, 40);
     EXPECT_TRUE(cmp.passed) << "the default on " << p.key() << ": " << cmp.summary;
   }
-  // The f16/bf16 NHWC 3x3 problems are what the graph API is here for.
-  EXPECT_LT(refused, 3) << "cuDNN's graph API refused most problems";
 }
 
 tuning::TunerOptions graph_only_tuner() {

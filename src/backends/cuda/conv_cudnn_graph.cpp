@@ -371,7 +371,14 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
   void enumerate_if_needed(const ConvProblem& p, const runtime::Device& device, Entry& e) const {
     if (e.enumerated) return;
     const auto start = std::chrono::steady_clock::now();
-    enumerate(p, device, e);
+    try {
+      enumerate(p, device, e);
+    } catch (...) {
+      // A half list must not be extended by the next try: it starts over (the plans stay cached).
+      e.candidates.clear();
+      e.heuristic_configs = e.fallback_configs = e.global_engines = 0;
+      throw;
+    }
     e.enumerated = true;
     if (log::enabled(log::Level::debug))
       debug_log(p, std::to_string(e.candidates.size()) + " plans finalized in " +
