@@ -248,8 +248,8 @@ struct Tuner::Impl {
                                            best.solver->workspace_bytes_any(problem, device), {}});
     } else {
       // The box runs from the start: the candidates' check() and workspace_bytes() above can be
-      // a vendor library's own search (cudnn_graph timing its engine plans, cudnnFind), seconds on
-      // a large problem, and a time box that leaves them out does not bound tuning.
+      // a vendor library's planning (cudnn_graph finalizing its engine plans, runtime-compiled ones
+      // included), seconds on a large problem, and a time box that leaves them out does not bound tuning.
       const auto timings = detail::time_solvers(problem, device, candidates.timed, options.find.time_box_ms, start,
                                                 result.rejected, result.time_box_hit);
       if (timings.empty()) detail::throw_no_solver(problem, device, result.rejected);

@@ -5,10 +5,13 @@
 // one, and the list's first choice for a fused problem matches the reference. cuDNN's fused graph
 // (cuda.conv.cudnn_graph) over every activation, with and without the residual, in f16/bf16 NHWC
 // and f32 NCHW, at batch 1 with odd channels too: it refuses with a reason or matches; its plan
-// cache never serves a plain plan for a fused problem nor the reverse. Skips without a device of
-// the backend (the plan cache key test needs none).
+// cache never serves a plain plan for a fused problem nor the reverse; every engine config it lists
+// for a fused problem (what the tuner times) applies the epilogue, and a stored config is reinstated
+// on a fused problem not seen yet. Skips without a device of the backend (the plan cache key test
+// needs none).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -312,33 +315,70 @@ TEST_F(CudnnGraphFusedOnDevice, PlanCacheNeverServesAPlainPlanForAFusedKey) {
   }
 }
 
-// A stored choice (the find-db's params) is adopted by a fused problem not seen yet in this
+/// One verified call of `solver` with `config` (null: its default) on the problem's seeded tensors,
+/// bias and residual included.
+OpVerification check_config(const runtime::Device& device, const ConvProblem& p, const ConvSolver& solver,
+                            const ConfigHandle& config) {
+  const ProblemRef ref = ProblemRef::of(p);
+  const std::uint64_t seed = default_op_seed(ref);
+  const auto want = reference_op_outputs(ref, seed);
+  runtime::Stream stream(device);
+  OpTensors t = make_op_tensors(stream, ref, seed);
+  return verify_op(stream, ref, Choice{&solver, config}, t, want, p.tolerance());
+}
+
+ConvProblem resnet_block_f16(std::int64_t h) {
+  return ConvProblem{.n = 2,
+                     .c = 64,
+                     .h = h,
+                     .w = 10,
+                     .k = 64,
+                     .y = 3,
+                     .x = 3,
+                     .pad_h = 1,
+                     .pad_w = 1,
+                     .dtype = DType::f16,
+                     .layout = Layout::nhwc,
+                     .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
+}
+
+// Each engine config the tuner would time for a fused problem (the runtime-compiled fusion plan and
+// whichever others cuDNN lists) applies the whole epilogue.
+TEST_F(CudnnGraphFusedOnDevice, EveryConfigOfAFusedProblemAppliesTheEpilogue) {
+  const ConvProblem p = resnet_block_f16(10);
+  const ProblemRef ref = ProblemRef::of(p);
+  const Applicability a = solver_->check_any(ref, *device_);
+  ASSERT_TRUE(a) << a.reason;
+  const std::vector<std::string> texts = solver_->configs_any(ref, *device_);
+  ASSERT_FALSE(texts.empty());
+  for (const std::string& text : texts) {
+    const std::optional<ConfigHandle> config = solver_->parse_config_any(ref, *device_, text);
+    ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
+    const OpVerification v = check_config(*device_, p, *solver_, *config);
+    EXPECT_TRUE(v.passed) << text << " on " << p.key() << ": " << v.summary;
+  }
+  std::printf("[ info ] %s %s: %zu configs (%s)\n", kCudnnGraph, p.key().c_str(), texts.size(),
+              solver_->detail(p, *device_).c_str());
+}
+
+// A stored config (the find-db's text) is reinstated on a fused problem not seen yet in this
 // process: that one plan is built for the fused graph (a runtime-compiled one included), and what
 // runs then still applies the epilogue.
-TEST_F(CudnnGraphFusedOnDevice, StoredChoiceOfAFusedProblemStillAppliesTheEpilogue) {
-  ConvProblem tuned{.n = 2,
-                    .c = 64,
-                    .h = 10,
-                    .w = 10,
-                    .k = 64,
-                    .y = 3,
-                    .x = 3,
-                    .pad_h = 1,
-                    .pad_w = 1,
-                    .dtype = DType::f16,
-                    .layout = Layout::nhwc,
-                    .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
+TEST_F(CudnnGraphFusedOnDevice, StoredConfigOfAFusedProblemStillAppliesTheEpilogue) {
+  const ConvProblem tuned = resnet_block_f16(10);
   const Applicability a = solver_->check_any(ProblemRef::of(tuned), *device_);
   ASSERT_TRUE(a) << a.reason;
-  const std::string params = solver_->tuned_params(tuned, *device_);
-  ASSERT_EQ(params.rfind("eng", 0), 0u) << params;
-  ConvProblem fresh = tuned;  // another key, untouched so far; the same engine fits its spatial size
-  fresh.h = 11;
-  ASSERT_TRUE(solver_->use_tuned_params(fresh, *device_, params)) << params << " for " << fresh.key();
-  EXPECT_NE(solver_->detail(fresh, *device_).find("the stored choice"), std::string::npos)
-      << solver_->detail(fresh, *device_);
-  const OpVerification v = check_against_reference(*device_, ProblemRef::of(fresh), *solver_);
-  EXPECT_TRUE(v.passed) << fresh.key() << " (" << solver_->detail(fresh, *device_) << "): " << v.summary;
+  const std::vector<std::string> texts = solver_->configs_any(ProblemRef::of(tuned), *device_);
+  ASSERT_FALSE(texts.empty());
+  for (const std::string& text : {texts.front(), texts.back()}) {
+    ASSERT_EQ(text.rfind("eng", 0), 0u) << text;
+    const ConvProblem fresh = resnet_block_f16(11);  // another key; the same engines fit its size
+    const std::optional<ConfigHandle> config =
+        solver_->parse_config_any(ProblemRef::of(fresh), *device_, text);
+    ASSERT_TRUE(config.has_value()) << text << " for " << fresh.key();
+    const OpVerification v = check_config(*device_, fresh, *solver_, *config);
+    EXPECT_TRUE(v.passed) << text << " on " << fresh.key() << ": " << v.summary;
+  }
 }
 
 // The variant packs and captured graphs are kept per pointer set, bias and residual included:

@@ -83,7 +83,7 @@ std::map<std::string, std::string>& adopted_params() {
 }
 std::atomic<long> g_counted_checks{0};
 
-// A solver with an inner search, like cuda.conv.cudnn_graph's plan timing.
+// A solver with an inner search that hands the tuner its winner (tuned_params), like gpu.conv.igemm_tc.
 class InnerChoiceSolver final : public dnn::ConvSolver {
  public:
   std::string_view name() const override { return kInner; }
@@ -122,8 +122,8 @@ class CountedSolver final : public dnn::ConvSolver {
   FakeSolver base_{kCounted, 2.0};
 };
 
-// A check() that spends 150 ms the first time it sees a problem, as cuda.conv.cudnn_graph builds and
-// times its engine plans.
+// A check() that spends 150 ms the first time it sees a problem, as cuda.conv.cudnn_graph builds its
+// graph and finalizes its engine plans.
 class SlowPrepSolver final : public dnn::ConvSolver {
  public:
   std::string_view name() const override { return kSlowPrep; }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdio>
 
 #include "backends/cuda/cudnn_handle.hpp"
@@ -17,18 +16,22 @@ void check_backend(cudnnStatus_t status, const std::string& call) {
 
 cudnnDataType_t data_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(kGraphSolverName) + ": dtype " + to_string(dtype));
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw Error(Status::unsupported, std::string(kGraphSolverName) + ": dtype " + to_string(dtype));
   }
 }
 
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,
                  std::int64_t w, bool nhwc, bool is_virtual) {
   const std::array<std::int64_t, 4> dims{n, c, h, w};
-  const std::array<std::int64_t, 4> strides =
-      nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c} : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
+  const std::array<std::int64_t, 4> strides = nhwc ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c}
+                                                   : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt, 1, "tensor data type");
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4, "tensor dims");
@@ -170,19 +173,21 @@ EngineInfo engine_info(const Desc& config) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   std::int64_t n = 0;
-  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
-              "get ENGINECFG_ENGINE");
-  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index),
-              "get ENGINE_GLOBAL_INDEX");
+  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e),
+                "get ENGINECFG_ENGINE");
+  check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                         &info.config.index),
+                "get ENGINE_GLOBAL_INDEX");
   info.numerical.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
   check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
-              "get ENGINE_NUMERICAL_NOTE");
+                                         CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, info.numerical.data()),
+                "get ENGINE_NUMERICAL_NOTE");
   info.numerical.resize(std::size_t(std::max<std::int64_t>(0, n)));
   info.behavior.resize(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
   check_backend(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
-              "get ENGINE_BEHAVIOR_NOTE");
+                                         CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, info.behavior.data()),
+                "get ENGINE_BEHAVIOR_NOTE");
   info.behavior.resize(std::size_t(std::max<std::int64_t>(0, n)));
 
   std::vector<Desc> choices;
@@ -191,18 +196,19 @@ EngineInfo engine_info(const Desc& config) {
     choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
     raw.push_back(choices.back().get());
   }
-  check_backend(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                       std::int64_t(raw.size()), &n, raw.data()),
-              "get ENGINECFG_KNOB_CHOICES");
+  check_backend(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               std::int64_t(raw.size()), &n, raw.data()),
+      "get ENGINECFG_KNOB_CHOICES");
   for (std::int64_t i = 0; i < std::min<std::int64_t>(n, std::int64_t(raw.size())); ++i) {
     cudnnBackendKnobType_t type{};
     std::int64_t value = 0, got = 0;
-    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
-            CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got,
+                                 &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                                 &value) != CUDNN_STATUS_SUCCESS)
       continue;
-    info.knobs.append(info.knobs.empty() ? "k" : ",k").append(std::to_string(int(type))).append("=").append(std::to_string(value));
+    info.config.knobs.emplace_back(std::int64_t(type), value);
   }
   return info;
 }
@@ -226,39 +232,6 @@ std::string notes_text(const EngineInfo& info) {
   if (info.has(CUDNN_NUMERICAL_NOTE_WINOGRAD)) add("winograd");
   if (info.has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) add("nondeterministic");
   return s;
-}
-
-bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs) {
-  auto number = [](std::string_view& text, std::int64_t& out) {
-    std::size_t used = 0;
-    while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) || (used == 0 && text[0] == '-'))) ++used;
-    if (used == 0 || (used == 1 && text[0] == '-') || used > 18) return false;
-    out = std::stoll(std::string(text.substr(0, used)));
-    text.remove_prefix(used);
-    return true;
-  };
-  if (tag.substr(0, 3) != "eng") return false;
-  tag.remove_prefix(3);
-  if (!number(tag, index) || index < 0) return false;
-  knobs.clear();
-  if (tag.empty()) return true;
-  if (tag.front() != '{' || tag.back() != '}') return false;
-  tag = tag.substr(1, tag.size() - 2);
-  while (!tag.empty()) {
-    std::int64_t type = 0, value = 0;
-    if (tag.front() != 'k') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, type) || type < 0 || tag.empty() || tag.front() != '=') return false;
-    tag.remove_prefix(1);
-    if (!number(tag, value)) return false;
-    knobs.emplace_back(type, value);
-    if (!tag.empty()) {
-      if (tag.front() != ',') return false;
-      tag.remove_prefix(1);
-      if (tag.empty()) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace galley::backends::cuda

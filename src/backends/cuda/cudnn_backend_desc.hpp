@@ -1,7 +1,6 @@
 // The cuDNN backend (graph) API as cuda.conv.cudnn_graph uses it: an owning descriptor wrapper,
 // tensor descriptors, pointwise nodes and the activations they express, what an engine config is
-// (its notes and knobs, as text), the notes filter, and the text form of an engine config that the
-// find-db stores ("eng12{k2=3,k14=4}").
+// (its notes and knobs), the notes filter. The engine config's text form is cudnn_engine_config.hpp.
 #pragma once
 
 #include <cudnn.h>
@@ -14,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/cudnn_engine_config.hpp"
 #include "galley/core/dtype.hpp"
 #include "galley/dnn/activation.hpp"
 
@@ -40,7 +40,8 @@ class Desc {
  public:
   Desc() = default;
   explicit Desc(cudnnBackendDescriptorType_t type) {
-    check_backend(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
+    check_backend(cudnnBackendCreateDescriptor(type, &d_),
+                  "cudnnBackendCreateDescriptor(" + std::to_string(type) + ")");
   }
   ~Desc() {
     if (d_) (void)cudnnBackendDestroyDescriptor(d_);
@@ -67,10 +68,10 @@ class Desc {
   void release() { d_ = nullptr; }
 
   template <typename V>
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values, std::int64_t count,
-           const char* what) {
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const V* values,
+           std::int64_t count, const char* what) {
     check_backend(cudnnBackendSetAttribute(d_, name, type, count, values),
-                std::string("cudnnBackendSetAttribute(") + what + ")");
+                  std::string("cudnnBackendSetAttribute(") + what + ")");
   }
   void set_desc(cudnnBackendAttributeName_t name, const Desc& value, const char* what) {
     cudnnBackendDescriptor_t v = value.get();
@@ -105,9 +106,9 @@ struct Pointwise {
 /// (galley/dnn/activation.hpp), or nothing with `why` set when no cuDNN mode does. RELU_FWD takes
 /// relu (lower clip 0), leaky_relu (lower clip 0, lower clip slope alpha: alpha * x below 0) and
 /// clip (lower clip alpha, upper clip beta, slope 0: alpha for every x below alpha); a slope is only
-/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid, tanh,
-/// gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have
-/// modes of their own; hardswish and hardsigmoid have none.
+/// ever set with a lower clip of 0, where cuDNN's slope term is slope * x. elu (ELU_FWD with alpha), sigmoid,
+/// tanh, gelu_erf (GELU_FWD), gelu_tanh (GELU_APPROX_TANH_FWD) and silu (SWISH_FWD with beta 1) have modes of
+/// their own; hardswish and hardsigmoid have none.
 std::optional<Pointwise> pointwise_activation(dnn::Activation activation, double alpha, double beta,
                                               std::string& why);
 
@@ -119,13 +120,14 @@ Desc make_pointwise_op(const Desc& pw, const Desc& x, const Desc* b, const Desc&
 
 /// What an engine config is, for filtering and for detail().
 struct EngineInfo {
-  std::int64_t index = -1;
+  EngineConfig config;  // the engine's global index and the knob choices
   std::vector<cudnnBackendNumericalNote_t> numerical;
   std::vector<cudnnBackendBehaviorNote_t> behavior;
-  std::string knobs;  // "k2=3,k14=4"
-  bool has(cudnnBackendNumericalNote_t n) const { return std::count(numerical.begin(), numerical.end(), n) > 0; }
+  bool has(cudnnBackendNumericalNote_t n) const {
+    return std::count(numerical.begin(), numerical.end(), n) > 0;
+  }
   bool has(cudnnBackendBehaviorNote_t n) const { return std::count(behavior.begin(), behavior.end(), n) > 0; }
-  std::string tag() const { return "eng" + std::to_string(index) + (knobs.empty() ? "" : "{" + knobs + "}"); }
+  std::string tag() const { return config.to_string(); }
 };
 
 /// Reads an engine config's engine index, notes and knob choices.
@@ -138,8 +140,5 @@ std::string refused(const EngineInfo& info, DType dtype, bool runtime_fusion = f
 
 /// "tensor-core,winograd" for detail().
 std::string notes_text(const EngineInfo& info);
-
-/// "eng12{k2=3,k14=4}" (EngineInfo::tag) back into the index and the knob choices; false if malformed.
-bool parse_tag(std::string_view tag, std::int64_t& index, std::vector<std::pair<std::int64_t, std::int64_t>>& knobs);
 
 }  // namespace galley::backends::cuda
