@@ -27,8 +27,12 @@ constexpr int kMinRuns = 5;            // before a median is trusted at all
 constexpr int kMaxRuns = 100;          // a noisy machine must not keep one solver forever
 constexpr double kStableRel = 0.01;    // the median moved by <= 1% ...
 constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
-constexpr double kAbandonFactor = 2.0; // a best run this much slower than the best median cannot win
-constexpr int kDropAfterRounds = 3;    // ... judged after this many runs, so one unlucky run cannot
+// A best run this much slower than the best median cannot win: a solver's runs vary by a few
+// percent, not by half. A solver with many configs (cuDNN's engine configs) brings many candidates
+// within 2x of each other, and timing each of them to a stable median would cost more than it
+// could find.
+constexpr double kAbandonFactor = 1.5;
+constexpr int kDropAfterRounds = 2;    // ... judged after this many runs, so one unlucky run cannot
 // A candidate whose cold and warm runs were both this much slower than the best warm run is dropped
 // before the timed rounds and ranked by its warm run: a general kernel can be a thousand times
 // slower than the best one on a large problem, and its timed runs would spend the whole time box.
@@ -43,11 +47,14 @@ constexpr double kOneTimeCostMs = 100.0;
 // moves by a few percent for 10-20 us calls whose rate the host's launch work sets.
 constexpr double kTieRel = 0.03;
 constexpr int kRunoffRounds = 12;
+// At most this many near-ties go to the runoff, the lowest medians first: configs of one engine
+// with different knobs can tie by the dozen, and which of them wins is worth little.
+constexpr int kMaxRunoff = 4;
 // One sample is a batch of back-to-back runs lasting about this long, divided by its size: a single
 // short run (tens of microseconds) timed alone carries the host's launch work and the event
 // round trip, which differ between solvers more than their kernels do; a batch measures the rate at
 // which a solver's calls complete when issued one after another, as a user's layers are.
-constexpr double kSampleMs = 0.5;
+constexpr double kSampleMs = 0.25;
 constexpr int kMaxBatch = 64;
 
 double ms_since(Clock::time_point start) {
@@ -378,11 +385,17 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   const double best_median = lowest_median();
   std::string runoff_names;
   int runoff_size = 0;
+  std::vector<Timed*> ties;
   for (Timed& c : candidates) {
-    c.in_runoff = c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median;
-    if (!c.in_runoff) continue;
+    if (c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median) ties.push_back(&c);
+  }
+  std::stable_sort(ties.begin(), ties.end(),
+                   [](const Timed* a, const Timed* b) { return median(a->times) < median(b->times); });
+  if (ties.size() > static_cast<std::size_t>(kMaxRunoff)) ties.resize(kMaxRunoff);
+  for (Timed* c : ties) {
+    c->in_runoff = true;
     ++runoff_size;
-    runoff_names += (runoff_names.empty() ? "" : ", ") + c.label;
+    runoff_names += (runoff_names.empty() ? "" : ", ") + c->label;
   }
   if (runoff_size > 1 && !time_box_hit) {
     if (debug) log::debug("tune " + key + ": runoff of " + std::to_string(runoff_size) + " candidates within " +
