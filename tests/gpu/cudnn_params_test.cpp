@@ -103,34 +103,38 @@ ConvProblem graph_problem(DType dtype, Layout layout, ConvProblem p) {
   return p;
 }
 
-// Per format: a 3x3 layer of odd sizes, a dilated one of 7 channels, and a first layer of 3 channels
-// (where the fallback list's classic engines come in).
+// A 3x3 layer of odd sizes and a dilated one of 7 channels: shapes every cuDNN solver is checked on.
+const ConvProblem kOddLayer{
+    .n = 2, .c = 24, .h = 17, .w = 13, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1};
+const ConvProblem kDilatedLayer{.n = 1,
+                                .c = 7,
+                                .h = 11,
+                                .w = 11,
+                                .k = 5,
+                                .y = 3,
+                                .x = 3,
+                                .pad_h = 2,
+                                .pad_w = 2,
+                                .dilation_h = 2,
+                                .dilation_w = 2};
+
+// Per format: the two shapes above and a first layer of 3 channels (where the fallback list's
+// classic engines come in).
 std::vector<ConvProblem> graph_problems() {
   std::vector<ConvProblem> out;
-  const ConvProblem shapes[] = {
-      {.n = 2, .c = 24, .h = 17, .w = 13, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
-      {.n = 1,
-       .c = 7,
-       .h = 11,
-       .w = 11,
-       .k = 5,
-       .y = 3,
-       .x = 3,
-       .pad_h = 2,
-       .pad_w = 2,
-       .dilation_h = 2,
-       .dilation_w = 2},
-      {.n = 1,
-       .c = 3,
-       .h = 32,
-       .w = 30,
-       .k = 16,
-       .y = 7,
-       .x = 7,
-       .pad_h = 3,
-       .pad_w = 3,
-       .stride_h = 2,
-       .stride_w = 2}};
+  const ConvProblem shapes[] = {kOddLayer,
+                                kDilatedLayer,
+                                {.n = 1,
+                                 .c = 3,
+                                 .h = 32,
+                                 .w = 30,
+                                 .k = 16,
+                                 .y = 7,
+                                 .x = 7,
+                                 .pad_h = 3,
+                                 .pad_w = 3,
+                                 .stride_h = 2,
+                                 .stride_w = 2}};
   for (const auto& [dtype, layout] :
        {std::pair{DType::f16, Layout::nhwc}, std::pair{DType::bf16, Layout::nhwc},
         std::pair{DType::f32, Layout::nchw}}) {
@@ -293,19 +297,7 @@ TEST_P(CudnnLegacyConfigs, EveryCandidateMatchesTheReference) {
   ASSERT_NE(solver, nullptr);
   const auto& conv_solver = static_cast<const ConvSolver&>(*solver);
   const LegacyCase& c = GetParam();
-  for (ConvProblem p :
-       {ConvProblem{.n = 2, .c = 24, .h = 17, .w = 13, .k = 40, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
-        ConvProblem{.n = 1,
-        .c = 7,
-        .h = 11,
-        .w = 11,
-        .k = 5,
-        .y = 3,
-        .x = 3,
-        .pad_h = 2,
-        .pad_w = 2,
-        .dilation_h = 2,
-        .dilation_w = 2}}) {
+  for (ConvProblem p : {kOddLayer, kDilatedLayer}) {
     p.dtype = c.dtype;
     p.layout = c.layout;
     const ProblemRef ref = ProblemRef::of(p);

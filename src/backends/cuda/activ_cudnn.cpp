@@ -9,6 +9,7 @@
 // alone, and x cannot be recovered exactly from it, so their backward is refused.
 //
 // The tensor is described as 1x1x1xN: an activation is elementwise, so the layout is irrelevant.
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/activ_cudnn.hpp"
 
 #include <cudnn.h>
@@ -58,15 +59,6 @@ std::optional<Mode> mode_of(const ActivProblem& p, std::string* why) {
   }
 }
 
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
-  }
-}
-
 // Backward of an activation that keeps x needs y as well, made in the workspace.
 bool recomputes_y(const ActivProblem& p) {
   return p.direction == dnn::ActivDirection::backward && !p.reads_dst();
@@ -83,7 +75,7 @@ struct Descriptors {
     const std::optional<Mode> m = mode_of(p, &why);
     if (!m) throw Error(Status::unsupported, std::string(kName) + ": " + why);
     check_cudnn(cudnnCreateTensorDescriptor(&tensor), "cudnnCreateTensorDescriptor");
-    check_cudnn(cudnnSetTensor4dDescriptor(tensor, CUDNN_TENSOR_NCHW, data_type(p.dtype), 1, 1, 1,
+    check_cudnn(cudnnSetTensor4dDescriptor(tensor, CUDNN_TENSOR_NCHW, cudnn_data_type(p.dtype, kName), 1, 1, 1,
                                            static_cast<int>(p.elements())),
                 "cudnnSetTensor4dDescriptor");
     check_cudnn(cudnnCreateActivationDescriptor(&activation), "cudnnCreateActivationDescriptor");

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/vendor_exit.hpp"
 #include "backends/cuda/runtime_check.hpp"
@@ -34,19 +35,6 @@ using dnn::ConvDirection;
 using dnn::ConvProblem;
 
 constexpr std::size_t kMaxWorkspace = std::size_t(4) << 30;  // as cuda.conv.cublas_gemm
-
-cudaDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    default:
-      throw Error(Status::unsupported, std::string("cuBLAS backward: dtype ") + to_string(dtype));
-  }
-}
 
 /// Where the pieces sit in the workspace.
 struct Layout {
@@ -149,7 +137,7 @@ class CublasBwdSolver final : public dnn::ConvSolver {
 
   void backward_data(cublasHandle_t h, const gpu::ConvParams& cp, const dnn::BackwardDataArgs& t, float* col,
                      cudaStream_t s) const {
-    const cudaDataType_t dt = data_type(cp.dtype);
+    const cudaDataType_t dt = cuda_data_type(cp.dtype, "cuBLAS backward");
     const float alpha = 1.f, beta = 0.f;
     const int kred = int(cp.kred());
     if (cp.nhwc) {
@@ -173,7 +161,7 @@ class CublasBwdSolver final : public dnn::ConvSolver {
 
   void backward_weights(cublasHandle_t h, const gpu::ConvParams& cp, const dnn::BackwardWeightsArgs& t,
                         void* col, float* acc, cudaStream_t s) const {
-    const cudaDataType_t dt = data_type(cp.dtype);
+    const cudaDataType_t dt = cuda_data_type(cp.dtype, "cuBLAS backward");
     gpu::launch_im2col(cp, t.x, col, s);
     // f16/bf16 sum into the fp32 buffer, converted once at the end; f32 straight into dw.
     void* out = acc != nullptr ? static_cast<void*>(acc) : t.dw;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/runtime_check.hpp"
@@ -30,19 +31,6 @@ using dnn::ConvDirection;
 using dnn::ConvProblem;
 
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
-
-cudnnDataType_t data_type(DType dtype, std::string_view who) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw Error(Status::unsupported, std::string(who) + ": dtype " + to_string(dtype));
-  }
-}
 
 /// Descriptors and the chosen algorithm (a cudnnConvolutionBwdDataAlgo_t or BwdFilterAlgo_t) for
 /// one problem on one device. Immutable once built.
@@ -149,7 +137,7 @@ class CudnnBwdSolver final : public dnn::ConvSolver {
   std::unique_ptr<BwdPlan> describe(const ConvProblem& p) const {
     const gpu::ConvParams cp = gpu::make_params(p);
     auto pl = std::make_unique<BwdPlan>();
-    const cudnnDataType_t dt = data_type(cp.dtype, name_);
+    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, name_);
     const cudnnTensorFormat_t fmt = cp.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     check(cudnnCreateTensorDescriptor(&pl->x), "cudnnCreateTensorDescriptor");
     check(cudnnCreateTensorDescriptor(&pl->y), "cudnnCreateTensorDescriptor");

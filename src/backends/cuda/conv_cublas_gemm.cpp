@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/vendor_exit.hpp"
 #include "backends/cuda/graph_replay.hpp"
@@ -41,15 +42,6 @@ void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error(Status::backend_error, std::string("cuda.conv.cublas_gemm: ") + call + ": " +
                                            cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
-}
-
-cudaDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default: throw Error(Status::unsupported, std::string("cuda.conv.cublas_gemm: dtype ") + to_string(dtype));
-  }
 }
 
 bool is_plain_1x1(const gpu::ConvParams& p) {
@@ -153,7 +145,7 @@ class CublasGemmSolver final : public dnn::ConvSolver {
       gpu::launch_im2col(cp, x, ws, s);
       b = ws;
     }
-    const cudaDataType_t dt = data_type(cp.dtype);
+    const cudaDataType_t dt = cuda_data_type(cp.dtype, "cuda.conv.cublas_gemm");
     const float alpha = 1.f, beta = 0.f;
     const int kred = int(cp.kred());
     if (cp.nhwc) {

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <string>
 
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_conv_solvers.hpp"
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/gpu/problem_key.hpp"
@@ -64,15 +65,6 @@ const char* math_name(cudnnMathType_t math) {
     case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op+conversion";
     case CUDNN_FMA_MATH: return "fma";
     default: return "?";
-  }
-}
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
-    default: throw Error(Status::unsupported, std::string("cuda.conv.cudnn: dtype ") + to_string(dtype));
   }
 }
 
@@ -283,7 +275,7 @@ class CudnnSolver final : public dnn::TunableSolver<ConvProblem, CudnnAlgo> {
   static std::unique_ptr<ProblemState> describe(const ConvProblem& p) {
     const gpu::ConvParams cp = gpu::make_params(p);
     auto st = std::make_unique<ProblemState>();
-    const cudnnDataType_t dt = data_type(cp.dtype);
+    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, "cuda.conv.cudnn");
     const cudnnTensorFormat_t fmt = cp.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     check_cudnn(cudnnCreateTensorDescriptor(&st->x), "cudnnCreateTensorDescriptor");
     check_cudnn(cudnnCreateTensorDescriptor(&st->y), "cudnnCreateTensorDescriptor");

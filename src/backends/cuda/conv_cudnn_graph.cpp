@@ -76,6 +76,7 @@
 #include "backends/cuda/graph_replay.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/cuda/vendor_conv_solvers.hpp"
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/gpu/conv_params.hpp"
 #include "backends/gpu/problem_key.hpp"
 #include "backends/gpu/recent_cache.hpp"
@@ -506,7 +507,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
   /// that failed.
   std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ConvParams cp = gpu::make_params(p);
-    const cudnnDataType_t dt = data_type(cp.dtype);
+    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, kGraphSolverName);
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     auto e = std::make_unique<Entry>();

@@ -6,25 +6,13 @@
 #include <cstdio>
 
 #include "backends/cuda/cudnn_handle.hpp"
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cuda {
 
 void check_backend(cudnnStatus_t status, const std::string& call) {
   check_cudnn_status(status, kGraphSolverName, call);
-}
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw Error(Status::unsupported, std::string(kGraphSolverName) + ": dtype " + to_string(dtype));
-  }
 }
 
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,

@@ -85,9 +85,6 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-/// cuDNN's data type for a Galley dtype (f32, f16, bf16); Error(unsupported) otherwise.
-cudnnDataType_t data_type(DType dtype);
-
 /// A 4-D tensor in logical (n, c, h, w) order; `nhwc` picks channels-last strides. A virtual tensor
 /// is an intermediate of a fused graph: it has no memory and no place in the variant pack.
 Desc make_tensor(std::int64_t uid, cudnnDataType_t dt, std::int64_t n, std::int64_t c, std::int64_t h,

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/runtime_check.hpp"
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_eltwise_solvers.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -27,19 +28,6 @@ using dnn::EltwiseProblem;
 constexpr const char* kName = "cuda.eltwise.cudnn";
 
 void check_status(cudnnStatus_t status, const char* call) { check_cudnn_status(status, kName, call); }
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
-  }
-}
 
 // The descriptors of a call: which problem input cuDNN sees as A (dst-shaped) and which as B.
 struct OpTensorForm {
@@ -85,7 +73,7 @@ class TensorDescriptor {
       }
     }
     const cudnnStatus_t st =
-        cudnnSetTensorNdDescriptor(d_, data_type(desc.dtype), rank, dims.data(), strides.data());
+        cudnnSetTensorNdDescriptor(d_, cudnn_data_type(desc.dtype, kName), rank, dims.data(), strides.data());
     if (st != CUDNN_STATUS_SUCCESS) {
       cudnnDestroyTensorDescriptor(d_);
       check_status(st, "cudnnSetTensorNdDescriptor");

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/runtime_check.hpp"
 #include "backends/cuda/stream_identity.hpp"
 #include "backends/cuda/vendor_exit.hpp"
@@ -35,15 +36,6 @@ void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error(Status::backend_error, std::string(kName) + ": " + call + ": " + cublasGetStatusName(status) + " (" +
                                            cublasGetStatusString(status) + ")");
-}
-
-cudaDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default: throw Error(Status::unsupported, std::string(kName) + ": dtype " + to_string(dtype));
-  }
 }
 
 std::size_t align_up256(std::size_t bytes) { return (bytes + 255) & ~std::size_t{255}; }
@@ -126,7 +118,7 @@ class CublasGemmSolver final : public dnn::GemmSolver {
   // out^T (n x m, column-major, ld ldo) = op(Y)^T op(X)^T: cuBLAS's A is Y, its B is X.
   static void product(cublasHandle_t h, DType dtype, const GemmCall& c, const void* x, const void* y, void* out,
                       float* staging, cudaStream_t s) {
-    const cudaDataType_t dt = data_type(dtype);
+    const cudaDataType_t dt = cuda_data_type(dtype, kName);
     const cublasOperation_t op_y = c.trans_y ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_x = c.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int m = int(c.n), n = int(c.m), k = int(c.k);

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cudnn_handle.hpp"
 #include "backends/cuda/runtime_check.hpp"
+#include "backends/cuda/vendor_dtypes.hpp"
 #include "backends/cuda/vendor_pool_solvers.hpp"
 #include "galley/dnn/pool.hpp"
 #include "galley/runtime/device.hpp"
@@ -27,17 +28,6 @@ using dnn::PoolProblem;
 constexpr const char* kName = "cuda.pool.cudnn";
 
 void check_cudnn(cudnnStatus_t status, const char* call) { check_cudnn_status(status, kName, call); }
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
 
 // The problem's windows as cuDNN's one kernel / pad / stride, when they are one.
 struct Window {
@@ -80,7 +70,7 @@ struct TensorDescriptor {
   void set(const PoolProblem& p, std::int64_t h, std::int64_t w) {
     check_cudnn(
         cudnnSetTensor4dDescriptor(d, p.layout == dnn::Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                   data_type(p.dtype), int(p.n), int(p.c), int(h), int(w)),
+                                   cudnn_data_type(p.dtype, kName), int(p.n), int(p.c), int(h), int(w)),
         "cudnnSetTensor4dDescriptor");
   }
 };
