@@ -327,11 +327,12 @@ OpVerification check_config(const runtime::Device& device, const ConvProblem& p,
   return verify_op(stream, ref, Choice{&solver, config}, t, want, p.tolerance());
 }
 
-ConvProblem resnet_block_f16(std::int64_t h) {
+// A ResNet block's 3x3 layer in f16 NHWC with bias, residual and relu: the fusion cuDNN is built for.
+ConvProblem resnet_block_f16(std::int64_t h, std::int64_t w = 10) {
   return ConvProblem{.n = 2,
                      .c = 64,
                      .h = h,
-                     .w = 10,
+                     .w = w,
                      .k = 64,
                      .y = 3,
                      .x = 3,
@@ -385,18 +386,7 @@ TEST_F(CudnnGraphFusedOnDevice, StoredConfigOfAFusedProblemStillAppliesTheEpilog
 // calls that differ only in those (x, w, y and the workspace shared) must each read their own,
 // through direct calls, the capture and the replays.
 TEST_F(CudnnGraphFusedOnDevice, CallsThatDifferOnlyInBiasAndResidualReadTheirOwn) {
-  ConvProblem p{.n = 2,
-                .c = 64,
-                .h = 14,
-                .w = 14,
-                .k = 64,
-                .y = 3,
-                .x = 3,
-                .pad_h = 1,
-                .pad_w = 1,
-                .dtype = DType::f16,
-                .layout = Layout::nhwc,
-                .epilogue = ConvEpilogue::with(Activation::relu, true, true)};
+  const ConvProblem p = resnet_block_f16(14, 14);
   const Applicability a = solver_->check_any(ProblemRef::of(p), *device_);
   ASSERT_TRUE(a) << a.reason;
   runtime::Stream stream(*device_);
