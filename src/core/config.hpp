@@ -30,7 +30,8 @@ struct Config {
   bool cuda_graphs = true;             ///< GALLEY_CUDA_GRAPHS
   std::string profile;                 ///< GALLEY_PROFILE trace file; empty: tracing off
   /// GALLEY_PROFILE_DEVICE_TIMES, lower case: "events" (an event pair per launch), "cupti" (device
-  /// spans from a device activity source's kernel records where one runs); empty: the default, cupti
+  /// spans from a device activity source's kernel records where one runs), "host" (host spans only:
+  /// no device spans, no activity source); empty: the default, cupti
   std::string profile_device_times;
   int num_threads = 0;                 ///< GALLEY_NUM_THREADS, 1..4096; 0: hardware threads
   std::string cpu_isa;                 ///< GALLEY_CPU_ISA: scalar|avx2|avx512; empty: all

@@ -215,7 +215,7 @@ void parse_profile(std::string_view name, const std::string& value, Config& out)
 }
 
 void parse_profile_device_times(std::string_view name, const std::string& value, Config& out) {
-  out.profile_device_times = parse_choice(name, value, {"events", "cupti"});
+  out.profile_device_times = parse_choice(name, value, {"events", "cupti", "host"});
   if (!kProfilerBuilt && !out.profile_device_times.empty()) {
     throw Error(Status::unsupported, std::string(name) + "='" + value +
                                          "' is set, but this build has no profiler (configured with "
@@ -262,8 +262,9 @@ const std::vector<Entry>& entries() {
         "(unset: off)", kProfilerBuilt},
        parse_profile},
       {{"GALLEY_PROFILE_DEVICE_TIMES",
-        "events|cupti: where a traced launch's device span comes from on cuda: an event pair recorded around "
-        "each launch, or CUPTI's kernel records (no events; falls back to events where CUPTI does not run)",
+        "events|cupti|host: where a traced launch's device span comes from on cuda: an event pair recorded "
+        "around each launch, or CUPTI's kernel records (no events; falls back to events where CUPTI does not "
+        "run); host: host spans only, no device spans or kernel records on any device (the lowest cost)",
         "cupti", kProfilerBuilt},
        parse_profile_device_times},
       {{"GALLEY_NUM_THREADS", "threads in the cpu backend's pool (1..4096)", "hardware threads"},

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/config.hpp"
 #include "profile/tracer.hpp"
 
 namespace galley::profile {
@@ -27,6 +28,7 @@ struct Sources {
 // The running sources, read per traced launch (so lock-free); a source beyond these few is never
 // asked to time launches (there is one per GPU backend).
 std::array<std::atomic<ActivitySource*>, 4> g_running{};
+std::atomic<bool> g_host_spans_only{false};
 
 Sources& sources() {
   // Never destroyed: the GALLEY_PROFILE session stops tracing from an atexit handler.
@@ -99,8 +101,10 @@ void register_activity_source(ActivitySource& source) noexcept {
     add_note(std::string(source.name()) + " unavailable: out of memory registering it");
     return;
   }
-  if (s.on) start_one(s.all.back());
+  if (s.on && !g_host_spans_only.load(std::memory_order_relaxed)) start_one(s.all.back());
 }
+
+bool host_spans_only() noexcept { return g_host_spans_only.load(std::memory_order_relaxed); }
 
 bool device_times_from_source(std::string_view device) noexcept {
   for (const auto& slot : g_running) {
@@ -120,7 +124,15 @@ void sync_activity_sources() noexcept {
   const bool on = enabled();
   if (on == s.on) return;
   s.on = on;
-  for (Entry& e : s.all) on ? start_one(e) : stop_one(e);
+  if (on) g_host_spans_only.store(env::config().profile_device_times == "host", std::memory_order_relaxed);
+  // Stopping a source that never started (host spans only) does nothing.
+  for (Entry& e : s.all) {
+    if (!on) {
+      stop_one(e);
+    } else if (!g_host_spans_only.load(std::memory_order_relaxed)) {
+      start_one(e);
+    }
+  }
 }
 
 void flush_activity_sources() noexcept {

@@ -49,6 +49,11 @@ void register_activity_source(ActivitySource& source) noexcept;
 /// so the runtime records no events around them. One relaxed load while no source does.
 bool device_times_from_source(std::string_view device) noexcept;
 
+/// Whether this trace keeps host spans only (GALLEY_PROFILE_DEVICE_TIMES=host, read when tracing
+/// turns on): no device spans, no events around launches and no activity source started, for the
+/// lowest cost when only the host's side is wanted.
+bool host_spans_only() noexcept;
+
 namespace detail {
 /// Brings every source to the tracer's current state (set_enabled calls it).
 void sync_activity_sources() noexcept;

@@ -153,7 +153,8 @@ LaunchTrace::LaunchTrace(Stream& stream, std::string_view op, std::size_t bytes)
     : stream_(stream), host_(base_record(stream, op, bytes)) {
   host_.kind = profile::Kind::launch;
   host_.start_ns = profile::now_ns();
-  if (stream.impl().capturing()) return;  // captured work runs at replay; only the host span is real
+  if (stream.impl().capturing()) return;   // captured work runs at replay; only the host span is real
+  if (profile::host_spans_only()) return;  // no device span to time or point at
   // Chosen before the enqueue runs, so the kernels an activity source sees during it share it.
   host_.flow = profile::next_flow_id();
   // An activity source (CUPTI) makes the device span from the kernels it attributes to the flow.

@@ -53,7 +53,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_ALLOC_CONF", "max_split:128", "max_split_mb"},
       {"GALLEY_NO_CACHING", "maybe", "1, 0, true, false"},
       {"GALLEY_CUDA_GRAPHS", "sometimes", "1, 0, true, false"},
-      {"GALLEY_PROFILE_DEVICE_TIMES", "sometimes", "events, cupti"},
+      {"GALLEY_PROFILE_DEVICE_TIMES", "sometimes", "events, cupti, host"},
       {"GALLEY_NUM_THREADS", "0", "1..4096"},
       {"GALLEY_NUM_THREADS", "64x", "1..4096"},
       {"GALLEY_NUM_THREADS", "99999999999999999999", "1..4096"},
@@ -91,6 +91,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv plan("GALLEY_DEBUG_IGEMM_TC_PLAN", "4:2");
   ScopedEnv tune("GALLEY_DEBUG_IGEMM_TC_TUNE", "0");
   ScopedEnv graphs("GALLEY_CUDA_GRAPHS", "0");
+  ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -106,6 +107,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_EQ(*c.debug_igemm_tc_plan, (std::pair<int, int>{4, 2}));
   EXPECT_FALSE(c.debug_igemm_tc_tune);
   EXPECT_FALSE(c.cuda_graphs);
+  EXPECT_EQ(c.profile_device_times, "host");
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {

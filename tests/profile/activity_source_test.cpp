@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "galley/core/error.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -398,6 +399,49 @@ TEST_F(ActivitySources, KernelsOverlappingOnOneStreamTakeFurtherLanesAndAFlowNee
     if (m["name"] == "thread_name") names.insert(m["args"]["name"].get<std::string>());
   EXPECT_TRUE(names.count("stream 3 kernels (CUPTI)"));
   EXPECT_TRUE(names.count("stream 3 kernels (CUPTI, overlapping 1)"));
+}
+
+// GALLEY_PROFILE_DEVICE_TIMES=host: the trace keeps the host's spans (ops, launches) and nothing of
+// the device: no source starts, no device span is timed, and a launch points at no device span.
+TEST_F(ActivitySources, HostSpansOnlyStartNoSourceAndTimeNoDeviceSpan) {
+  FakeSource& source = fake();
+  runtime::Stream stream(runtime::device("cpu"));
+  auto traced_run = [&] {
+    clear();
+    set_enabled(true);
+    {
+      OpScope op([&] { return OpInfo{"fake_op", "cpu", stream.id(), "fake-key"}; });
+      op.set_solver("cpu.fake.solver");
+      stream.launch("cpu.fake.solver", [&] { source.api_call("vendor_gemm_kernel"); });
+    }
+    stream.synchronize();
+    set_enabled(false);
+    return collect();
+  };
+  auto count = [](const std::vector<Record>& records, Kind kind) {
+    return std::count_if(records.begin(), records.end(), [&](const Record& r) { return r.kind == kind; });
+  };
+
+  std::vector<Record> host_only;
+  {
+    const testing::ScopedEnv mode("GALLEY_PROFILE_DEVICE_TIMES", "host");
+    host_only = traced_run();
+    EXPECT_EQ(source.starts, 0) << "no activity source starts for host spans only";
+  }
+  EXPECT_EQ(count(host_only, Kind::op), 1);
+  ASSERT_EQ(count(host_only, Kind::launch), 1);
+  EXPECT_EQ(count(host_only, Kind::device), 0);
+  EXPECT_EQ(count(host_only, Kind::kernel), 0);
+  for (const Record& r : host_only) {
+    if (r.kind == Kind::launch) EXPECT_EQ(r.flow, 0u) << "a launch without a device span has no flow";
+  }
+
+  // The default again: the same run has its device span and the source's kernel.
+  source.reset();
+  const std::vector<Record> with_device = traced_run();
+  EXPECT_EQ(source.starts, 1);
+  EXPECT_EQ(count(with_device, Kind::device), 1);
+  EXPECT_EQ(count(with_device, Kind::kernel), 1);
 }
 
 }  // namespace
