@@ -50,7 +50,8 @@ float element(DType dtype, const void* data, std::int64_t i) {
 void to_float(DType dtype, const void* src, float* dst, std::int64_t count) {
   require_float_type(dtype, "to_float");
   if (dtype == DType::f32) {
-    std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
+    // An empty vector's data() may be null, and memcpy's pointers must be valid even for 0 bytes.
+    if (count > 0) std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
     return;
   }
   const auto* bits = static_cast<const std::uint16_t*>(src);
@@ -64,7 +65,8 @@ void to_float(DType dtype, const void* src, float* dst, std::int64_t count) {
 void from_float(DType dtype, const float* src, void* dst, std::int64_t count) {
   require_float_type(dtype, "from_float");
   if (dtype == DType::f32) {
-    std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
+    // An empty vector's data() may be null, and memcpy's pointers must be valid even for 0 bytes.
+    if (count > 0) std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(float));
     return;
   }
   auto* bits = static_cast<std::uint16_t*>(dst);

@@ -106,7 +106,7 @@ int run_bench_activ(const ActivBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_activ_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<ActivBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "activ", "Time activation solvers (relu, gelu, silu, ...), forward and backward (MIOpenDriver's activ flags)");

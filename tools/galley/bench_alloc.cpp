@@ -144,7 +144,7 @@ int run_alloc_bench(const AllocBenchArgs& args) {
   return 0;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_alloc_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<AllocBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "alloc", "Caching allocator: hit latency vs the backend's raw alloc+free, hit rate");

@@ -58,7 +58,7 @@ int run_bench_bnorm(const BnormBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_bnorm_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<BnormBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "bnorm",

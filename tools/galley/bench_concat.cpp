@@ -82,7 +82,7 @@ void add_parts_command(CLI::App& root, const char* name, bool concat) {
   cmd->callback([a, self, concat] { set_exit_code(run_parts_bench(*a, *self, concat)); });
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_concat_registered = register_command([](CLI::App& root) {
   add_parts_command(root, "concat", true);
   add_parts_command(root, "split", false);
 });

@@ -375,7 +375,7 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   return failed ? 1 : 0;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_conv_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<ConvBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "conv", "Time convolution solvers on MIOpenDriver-style problems (-n -c -H -W -k -y -x ...)");

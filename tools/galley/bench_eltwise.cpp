@@ -44,7 +44,7 @@ int run_bench_eltwise(const EltwiseBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_eltwise_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<EltwiseBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "eltwise",

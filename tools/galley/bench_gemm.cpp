@@ -50,7 +50,7 @@ int run(const GemmBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_gemm_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<GemmBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "gemm", "Batched GEMM / linear: C = alpha op(A) op(B) + beta C + bias, forward and backward");

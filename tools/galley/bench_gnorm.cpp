@@ -34,7 +34,7 @@ int run_bench_gnorm(const GnormBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_gnorm_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<GnormBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "gnorm", "Time group normalisation solvers (-n -c -H -W -g); default -n 8 -c 64 -H 28 -W 28 -g 32");

@@ -57,7 +57,7 @@ int run_bench_lnorm(const LnormBenchArgs& args, const CLI::App& cmd) {
   return run_op_bench(args.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_lnorm_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<LnormBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "lnorm",

@@ -44,7 +44,7 @@ int run_pad_bench(const PadArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_pad_registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<PadArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand("pad", "Constant padding (-F 2: the crop, its backward)");
   add_op_bench_flags(cmd, a->flags, true, true);

@@ -100,7 +100,7 @@ int run_pool(const PoolBenchArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_pool_registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<PoolBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "pool", "Pooling (max, average, global, adaptive), forward and backward, every chosen solver timed");

@@ -63,7 +63,7 @@ int run(const ReduceBenchArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_reduce_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<ReduceBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand("reduce", "Sum / mean over axes, forward and backward");
   cmd->add_option("--shape", args->shape, "the input's dims, e.g. 2x3x4x5 (default 32x64x14x14)");

@@ -40,7 +40,7 @@ int run_reorder_bench(const ReorderArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_reorder_registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<ReorderArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "reorder", "dtype (f32/f16/bf16) and/or layout (nchw/nhwc) conversion (-F 2: the reverse)");

@@ -93,7 +93,7 @@ int run(const SoftmaxBenchArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.common, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_softmax_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<SoftmaxBenchArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "softmax", "Softmax / log-softmax along one axis, forward and backward (MIOpenDriver softmax flags)");

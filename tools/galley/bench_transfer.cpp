@@ -263,7 +263,7 @@ int run_transfer(const TransferArgs& args) {
   return all_verified ? 0 : 1;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_transfer_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<TransferArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "transfer", "Copy bandwidth: H2D/D2H from pageable and pinned memory, D2D (and memcpy on cpu)");

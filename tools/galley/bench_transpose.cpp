@@ -33,7 +33,7 @@ int run_transpose_bench(const TransposeArgs& a, const CLI::App& cmd) {
   return run_op_bench(a.flags, cmd, lines);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_transpose_registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<TransposeArgs>();
   CLI::App* cmd = bench_group(root).add_subcommand(
       "transpose", "Permutation of a row-major tensor's axes (-F 2: the inverse permutation)");

@@ -470,7 +470,7 @@ int run(const Args& args, const CLI::App& cmd) {
   return args.first_call ? run_first_call(args, lines, device) : run_figures(args, lines, device);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool bench_tuner_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = bench_group(root).add_subcommand("tuner", "Tuner figures: T_tune vs T_exec, pick quality, hit cost");
   cmd->add_option("--file", args->file, "problem list (MIOpenDriver lines)")->required();

@@ -106,7 +106,7 @@ int run_list(const DbArgs& args) {
   return 0;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool db_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<DbArgs>();
   CLI::App* cmd = root.add_subcommand("db", "The find-db: path, list, clear, export, import");
   cmd->require_subcommand(1);

@@ -222,7 +222,7 @@ int run_demo(const DemoOptions& options) {
   return checks.failures() == 0 ? 0 : 1;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool demo_registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<DemoOptions>();
   CLI::App* cmd = root.add_subcommand("demo", "The main job on the default device (or --device)");
   cmd->add_option("--device", options->device, "Device to use (cpu, cuda:0, hip:0); default: GALLEY_DEVICE, else first GPU, else cpu");

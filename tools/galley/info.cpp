@@ -163,7 +163,7 @@ int run_info(const InfoOptions& options) {
   return 0;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool info_registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* cmd = root.add_subcommand("info", "Devices, backends, versions and readiness checks");
   cmd->add_flag("--json", options->json, "Machine-readable output");

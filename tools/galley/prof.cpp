@@ -192,7 +192,7 @@ void run_prof(ProfOptions o) {
   if (o.summary) print_summary(trace, o.out.empty() ? "--html" : "--out", o.phase);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool prof_registered = register_command([](CLI::App& root) {
   auto options = std::make_shared<ProfOptions>();
   CLI::App* cmd = root.add_subcommand("prof",
                                       "Trace a galley command: galley prof --out trace.json [--summary] "

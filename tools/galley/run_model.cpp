@@ -203,7 +203,7 @@ int run_model(const RunArgs& args, const CLI::App& cmd) {
   return args.check ? check_against(exec, stream, args, passes) : throughput(exec, stream, args, passes);
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool run_model_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = root.add_subcommand("run", "Run an ONNX model: check it against test data, or time it on random inputs");
   cmd->add_option("model", args->model, "the .onnx file");

@@ -215,7 +215,7 @@ int run_tune(const TuneArgs& args) {
   return errors == 0 && not_saved == 0 ? 0 : 1;
 }
 
-const bool registered = register_command([](CLI::App& root) {
+const bool tune_registered = register_command([](CLI::App& root) {
   auto args = std::make_shared<TuneArgs>();
   CLI::App* cmd = root.add_subcommand("tune", "Tune every problem of a list into the find-db (pre-warm)");
   cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem ('# tag' kept)")
