@@ -73,20 +73,23 @@ class ConvGemm1x1 final : public CpuConvSolver {
       return;
     }
     if (!s.nhwc) {
-      // Tasks are (image, group, column block); columns are split only when images x groups
-      // give the workers too few tasks.
+      // Tasks are (image, group, column block, row block); columns are split only when images x
+      // groups give the workers too few tasks, rows of W only when the columns cannot be (a
+      // plane under two kMinColumns blocks at batch 1).
       const std::int64_t outer = s.n * s.g;
       const std::int64_t cols = block_count(hw, kMinColumns, (kTasksPerWorker * workers + outer - 1) / outer);
-      for_gemm_tasks(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
+      const std::int64_t rows = row_block_count(outer * cols, s.kg, workers);
+      for_gemm_tasks(0, outer * cols * rows, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
-          const std::int64_t col = t % cols, ng = t / cols;
+          const std::int64_t row = t % rows, col = t / rows % cols, ng = t / rows / cols;
           const std::int64_t gi = ng % s.g, n = ng / s.g;
           const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
-          float* const tile = y + (n * s.k + gi * s.kg) * hw + c0;
-          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, c0) : std::nullopt;
-          sgemm(false, false, s.kg, c1 - c0, s.cg, 1.0f, w + gi * s.kg * s.cg, s.cg,
+          const std::int64_t k0 = row_block_start(s.kg, row, rows), k1 = row_block_start(s.kg, row + 1, rows);
+          float* const tile = y + (n * s.k + gi * s.kg + k0) * hw + c0;
+          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg + k0, c0) : std::nullopt;
+          sgemm(false, false, k1 - k0, c1 - c0, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg,
                 x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw, post ? &*post : nullptr);
-          if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg, c0, s.kg, c1 - c0);
+          if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg + k0, c0, k1 - k0, c1 - c0);
         }
       });
       return;
