@@ -336,6 +336,11 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
   gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack, post);
 }
 
+// beta 1 keeps each element as it is (NaN and -0 included) before the post-ops.
+void apply_post_ops(std::int64_t m, std::int64_t n, float* c, std::int64_t ldc, const PostOps& post) {
+  scale_rows(m, n, 1.0f, c, ldc, &post);
+}
+
 // A narrow column tail takes up to 4 A panels per kernel call (panel_column<1, 4>), so the last
 // block may read up to 3 panels past the rows: they exist, zero, and their products are dropped.
 constexpr std::int64_t kPackedASlack = 3 * kMr * kKc;

@@ -57,6 +57,11 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
            const PostOps* post = nullptr);
 
+/// Applies `post` in place to a stored C[m x n] (rows ldc apart), as sgemm() would have applied it
+/// to a product: for a convolution's output tile that another kernel wrote (depthwise, direct,
+/// Winograd), 16 lanes at a time where a scalar pass would compare and branch per element.
+void apply_post_ops(std::int64_t m, std::int64_t n, float* c, std::int64_t ldc, const PostOps& post);
+
 /// Floats that pack_a_rows() writes for a plain A[m x k] packed whole (rows rounded up to kMr,
 /// every kKc slice, and a little zeroed slack the kernels may read past the last rows).
 std::int64_t packed_a_floats(std::int64_t m, std::int64_t k);
