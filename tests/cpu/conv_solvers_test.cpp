@@ -266,6 +266,10 @@ TEST(CpuConvDepthwise, MatchesReference) {
     expect_pass("cpu.conv.depthwise", make(1, 7, 56, 56, 7, 3, 3, 1, 1, 1, 7, l));        // mbv2.dw's plane
     expect_pass("cpu.conv.depthwise", make(1, 5, 37, 47, 5, 3, 3, 1, 1, 1, 5, l));        // prime plane
     expect_pass("cpu.conv.depthwise", make(1, 40, 31, 29, 40, 3, 3, 1, 2, 1, 40, l));    // stride 2
+    // Stride 2 through the padded, phase-split copy: rows of several vectors, odd widths, no
+    // padding and padding past the filter's reach.
+    expect_pass("cpu.conv.depthwise", make(1, 11, 13, 71, 11, 3, 3, 0, 2, 1, 11, l));
+    expect_pass("cpu.conv.depthwise", make(1, 7, 19, 67, 7, 5, 5, 3, 2, 1, 7, l));
     expect_pass("cpu.conv.depthwise", make(1, 23, 17, 19, 23, 5, 5, 2, 1, 1, 23, l));    // 5x5
     expect_pass("cpu.conv.depthwise", make(1, 9, 20, 21, 9, 3, 3, 2, 1, 2, 9, l));       // dilated
     expect_pass("cpu.conv.depthwise", make(1, 3, 9, 33, 3, 7, 7, 3, 3, 1, 3, l));        // stride 3, 7x7
