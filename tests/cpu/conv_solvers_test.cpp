@@ -242,6 +242,8 @@ TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
       {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
       {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)}, // batch 1: rows split
       {"cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1)},     // batch 1: rows split
+      {"cpu.conv.gemm_1x1", make(1, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2)},       // batch 1 small plane: in place
+      {"cpu.conv.im2col_gemm", make(1, 24, 7, 5, 82, 3, 3, 1, 1, 1, 2)},    // ... and straight into y
       {"cpu.conv.direct", make(2, 5, 12, 11, 19, 5, 3, 2, 2, 1, 1)},
       {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},          // groups of 7 outputs
       {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},     // planes read in place

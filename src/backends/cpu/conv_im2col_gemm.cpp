@@ -320,7 +320,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
   // The staged GEMM output is laid out [Kg x images * plane], not as y and the residual are, so the
-  // epilogue is applied to each image's rows as they are copied out, while they are in cache.
+  // epilogue is applied to each image's rows as they are copied out, while they are in cache. A
+  // GEMM of one image (batch 1) stores into y directly, the epilogue as its post-ops.
   static void compute_batched(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
                               void* ws, const ConvEpilogueRunner* epilogue) {
     const std::int64_t plane = s.ho * s.wo;
@@ -338,6 +339,22 @@ class ConvIm2colGemm final : public CpuConvSolver {
             im2col_nchw(s, x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, 0, plane, col + i * plane, ld);
           }
         });
+        if (count == 1) {
+          for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t b = lo; b < hi; ++b) {
+              const std::int64_t k0 = row_block_start(s.kg, b, row_blocks);
+              const std::int64_t k1 = row_block_start(s.kg, b + 1, row_blocks);
+              float* const tile = y + (n0 * s.k + gi * s.kg + k0) * plane;
+              const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n0, gi * s.kg + k0, 0) : std::nullopt;
+              sgemm(false, false, k1 - k0, plane, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, plane, 0.0f, tile,
+                    plane, post ? &*post : nullptr);
+              if (epilogue != nullptr && !post) {
+                epilogue->apply_tile(tile, plane, n0, gi * s.kg + k0, 0, k1 - k0, plane);
+              }
+            }
+          });
+          continue;
+        }
         for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t b = lo; b < hi; ++b) {
             const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
