@@ -191,10 +191,9 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
   }
 }
 
-// Batch 1 on planes of one pixel block (64 to 255 output pixels): with two or more workers the
-// NCHW columns are gathered by all of them and the GEMM cut into row blocks of W. Strided 3x3 with
-// K prime, a 7x7 stem, groups, blocks over 128 rows (B packed), a strided 1x1, bf16.
-TEST(CpuConvIm2colGemm, SplitsRowsOfSmallBatchOnePlanes) {
+// Batch 1 on planes of one pixel block (64 to 255 output pixels): strided 3x3 with K prime, a 7x7
+// stem, groups, K over 128 rows (B packed), a strided 1x1, bf16.
+TEST(CpuConvIm2colGemm, BatchOnePlanesOfOnePixelBlock) {
   for (Layout l : kLayouts) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(1, 3, 29, 31, 64, 7, 7, 3, 2, 1, 1, l));
@@ -240,7 +239,7 @@ TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
       {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)}, // K > 128: B packed too
       {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},    // small planes side by side
       {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
-      {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)}, // batch 1: rows split
+      {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)}, // batch 1: one pixel block
       {"cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1)},     // batch 1: rows split
       {"cpu.conv.gemm_1x1", make(1, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2)},       // batch 1 small plane: in place
       {"cpu.conv.im2col_gemm", make(1, 24, 7, 5, 82, 3, 3, 1, 1, 1, 2)},    // ... and straight into y

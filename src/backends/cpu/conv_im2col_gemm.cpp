@@ -13,10 +13,6 @@
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
 //
-// NCHW planes too small for a pixel block per worker (batch 1 at 14x14: one block of 196 pixels)
-// would leave workers idle: there each image's columns are gathered once by all the workers and
-// the GEMM is split over rows of W, each block written straight into y (split_rows).
-//
 // A fused f32 epilogue (bias, residual, activation) is applied by the AVX-512 SGEMM as it stores
 // each task's output block, where the kernel has the activation; else to the block right after its
 // GEMM wrote it, while it is in cache. The batched small-plane path applies it to each image's rows
@@ -52,7 +48,6 @@ struct Plan {
   std::int64_t slots;
   bool batched = false;     // NCHW small planes: images side by side, GEMM split over rows
   std::int64_t images = 0;  // batched: images per GEMM
-  std::int64_t row_blocks = 1;  // > 1: split_rows, one image's whole plane per GEMM
 };
 
 Plan make_plan(const ConvShape& s) {
@@ -76,8 +71,6 @@ Plan make_plan(const ConvShape& s) {
     p.batched = true;
     const auto per_image = static_cast<std::int64_t>(sizeof(float)) * p.patch * s.ho * s.wo;
     p.images = std::clamp<std::int64_t>(static_cast<std::int64_t>(kColumnBytes) / per_image, 1, s.n);
-  } else if (!s.nhwc && p.chunks == 1 && !blas_threaded()) {
-    p.row_blocks = row_block_count(p.outer, s.kg, workers);
   }
   return p;
 }
@@ -184,7 +177,6 @@ class ConvIm2colGemm final : public CpuConvSolver {
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
-    if (p.row_blocks > 1) return align_up64(static_cast<std::size_t>(p.patch * p.pixels) * sizeof(float));
     if (p.batched) {
       const std::int64_t cols = p.images * s.ho * s.wo;
       return align_up64(static_cast<std::size_t>(p.patch * cols) * sizeof(float)) +
@@ -219,10 +211,6 @@ class ConvIm2colGemm final : public CpuConvSolver {
     }
     if (p.batched) {
       compute_batched(s, p, x, w, y, ws, epilogue);
-      return;
-    }
-    if (p.row_blocks > 1) {
-      compute_split_rows(s, p, x, w, y, ws, epilogue);
       return;
     }
     if (shares_packed_weights(s, p)) {
@@ -287,36 +275,6 @@ class ConvIm2colGemm final : public CpuConvSolver {
                              p1 - p0, 0.0f, block, s.ho * s.wo, b_pack, post ? &*post : nullptr);
       if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
     });
-  }
-
-  // One (image, group) at a time: its columns gathered by all workers (blocks of whole vectors),
-  // then its GEMM cut into row blocks of W, each written into y with the epilogue in its stores.
-  static void compute_split_rows(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
-                                 void* ws, const ConvEpilogueRunner* epilogue) {
-    auto* col = static_cast<float*>(ws);
-    const std::int64_t plane = p.pixels;
-    const std::int64_t gathers = std::max<std::int64_t>(1, std::min(4 * gemm_workers(), plane / 16));
-    for (std::int64_t outer = 0; outer < p.outer; ++outer) {
-      const std::int64_t n = outer / s.g, gi = outer % s.g;
-      const float* xn = x + (n * s.c + gi * s.cg) * s.h * s.w;
-      parallel_for(0, gathers, [&](std::int64_t lo, std::int64_t hi) {
-        const std::int64_t p0 = plane * lo / gathers / 16 * 16;
-        const std::int64_t p1 = hi == gathers ? plane : plane * hi / gathers / 16 * 16;
-        if (p0 < p1) im2col_nchw(s, xn, p0, p1, col + p0, plane);
-      });
-      const float* wg = w + gi * s.kg * p.patch;
-      for_gemm_tasks(0, p.row_blocks, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t b = lo; b < hi; ++b) {
-          const std::int64_t k0 = row_block_start(s.kg, b, p.row_blocks);
-          const std::int64_t k1 = row_block_start(s.kg, b + 1, p.row_blocks);
-          float* const block = y + (n * s.k + gi * s.kg + k0) * plane;
-          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg + k0, 0) : std::nullopt;
-          sgemm(false, false, k1 - k0, plane, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, plane, 0.0f, block,
-                plane, post ? &*post : nullptr);
-          if (epilogue != nullptr && !post) epilogue->apply_tile(block, plane, n, gi * s.kg + k0, 0, k1 - k0, plane);
-        }
-      });
-    }
   }
 
   // The staged GEMM output is laid out [Kg x images * plane], not as y and the residual are, so the
