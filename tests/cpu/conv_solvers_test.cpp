@@ -166,6 +166,9 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 6, 11, 13, 4, 7, 1, 3, 1, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 8, 9, 9, 8, 1, 1, 0, 2, 1, 1, l));       // strided 1x1
     expect_pass("cpu.conv.im2col_gemm", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));       // pad > filter reach
+    // Stride 2 rows: dilated taps, padding past the reach, rows of several vectors, odd widths.
+    expect_pass("cpu.conv.im2col_gemm", make(1, 5, 37, 41, 7, 3, 3, 3, 2, 2, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 6, 23, 69, 9, 5, 5, 4, 2, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
     expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
     expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
