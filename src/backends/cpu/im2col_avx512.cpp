@@ -139,6 +139,10 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
   }
 }
 
+void copy_every_second(const float* __restrict in, std::int64_t count, float* __restrict out) {
+  for (std::int64_t i = 0; i < count; ++i) out[i] = in[2 * i];
+}
+
 bool implicit_gemm_fits(const ConvShape& s) {
   return !s.nhwc && s.sw == 1 && s.sh == 1 && s.wo == s.w && s.ho == s.h && s.w >= 16 && s.kg <= 16;
 }
