@@ -194,8 +194,9 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
   }
 }
 
-// Batch 1 on planes of one pixel block (64 to 255 output pixels): strided 3x3 with K prime, a 7x7
-// stem, groups, K over 128 rows (B packed), a strided 1x1, bf16.
+// Batch 1 on planes of 64 to 255 output pixels, cut into blocks of at least 64 so two or more
+// workers share them: strided 3x3 with K prime, a 7x7 stem, groups, K over 128 rows (B packed), a
+// strided 1x1, bf16.
 TEST(CpuConvIm2colGemm, BatchOnePlanesOfOnePixelBlock) {
   for (Layout l : kLayouts) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1, l));

@@ -61,6 +61,9 @@ Plan make_plan(const ConvShape& s) {
   // A few tasks per worker (so one that wakes late still takes a share), of at least 128 pixels.
   const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (4 * workers + p.outer - 1) / p.outer);
   p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 128));
+  // Too few items for the workers (batch 1 on a 14x14 plane: one block of 196 pixels): blocks down
+  // to 64 pixels, so each worker gathers and multiplies its own share instead of one doing all.
+  if (p.outer * p.chunks < workers) p.chunks = std::min(want, std::max(p.chunks, p.pixels / 64));
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
   // Whole 16-float vectors per block where the pixels allow: a block of 196 (a 28x28 plane in four)
   // leaves a 4-column tail that the AVX-512 SGEMM computes in 16 lanes; 208 leaves 16 and 160 32.
