@@ -1,5 +1,8 @@
 // Conv nodes as convolution_forward calls (NCHW as ONNX gives it, or NHWC where the layout pass
-// chose it); a bias is added in place by the elementwise op, broadcast over [1, K, 1, 1].
+// chose it). A bias is the call's fused epilogue, so a solver that takes it adds it as it stores
+// each output tile (the tuner weighs that against the unfused sequence, conv then the elementwise
+// add), instead of a second pass over y: a linear projection (MobileNet's bottlenecks, ResNet's
+// downsampling branch) is a Conv with a bias and nothing after it for the conv-fusion pass.
 #include "galley/dnn/convolution.hpp"
 #include "model/lower_conv.hpp"
 
@@ -29,22 +32,19 @@ dnn::ConvProblem conv_problem(const LoweringContext& ctx) {
   return p;
 }
 
-dnn::EltwiseProblem bias_add_problem(const dnn::ConvProblem& p) {
-  return {.op = dnn::EltwiseOp::add, .a = {p.n, p.k, p.out_h(), p.out_w()}, .b = {1, p.k, 1, 1}, .dtype = p.dtype, .layout = p.layout};
-}
-
 void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   // Constants are uploaded row-major in their logical shape; under NHWC the layout pass stored
   // the weights' bytes as K, Y, X, C, which the problem's descriptor reads.
   const Tensor wv = Tensor::wrap(w.device(), p.w_desc(), w.data(), w.storage_bytes());
-  dnn::convolution_forward(rc.stream, p, x, wv, y, nullptr, &rc.report);
-  if (bias != nullptr) {
-    const dnn::EltwiseProblem add = bias_add_problem(p);
-    const Tensor b4 = Tensor::wrap(bias->device(), add.b_desc(), bias->data(), bias->storage_bytes());
-    dnn::CallReport add_report;
-    dnn::eltwise_forward(rc.stream, add, y, b4, y, nullptr, &add_report);
-    rc.report.solver += " + " + add_report.solver;
+  if (bias == nullptr) {
+    dnn::convolution_forward(rc.stream, p, x, wv, y, nullptr, &rc.report);
+    return;
   }
+  dnn::ConvProblem fused = p;
+  fused.epilogue = dnn::ConvEpilogue{.bias = true};
+  const Tensor b = Tensor::wrap(bias->device(), dnn::TensorDesc::contiguous(p.dtype, {p.k}), bias->data(),
+                                bias->storage_bytes());
+  dnn::convolution_forward(rc.stream, fused, x, wv, &b, nullptr, y, nullptr, &rc.report);
 }
 
 namespace {

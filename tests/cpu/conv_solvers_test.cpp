@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "conv_test_util.hpp"
 #include "galley/core/error.hpp"
@@ -101,6 +102,46 @@ TEST(CpuConvGemm1x1, MatchesReference) {
   }
 }
 
+// Batch 1 on planes too small for a column block per worker: with two or more workers the NCHW
+// GEMM is also cut into row blocks of W (one column block and K prime; three column blocks;
+// blocks over 128 rows; groups), each starting on a whole register tile.
+TEST(CpuConvGemm1x1, SplitsRowsOfSmallBatchOnePlanes) {
+  for (Layout l : kLayouts) {
+    expect_pass("cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.gemm_1x1", make(1, 33, 29, 27, 50, 1, 1, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.gemm_1x1", make(1, 300, 11, 19, 601, 1, 1, 0, 1, 1, 1, l));
+    expect_pass("cpu.conv.gemm_1x1", make(1, 42, 11, 17, 150, 1, 1, 0, 1, 1, 3, l));
+  }
+  for (DType d : {DType::f16, DType::bf16}) {
+    expect_pass("cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1, Layout::nchw, d));
+  }
+}
+
+TEST(CpuConvSolvers, RowBlocksFillTheWorkers) {
+  using backends::cpu::row_block_count;
+  using backends::cpu::row_block_start;
+  EXPECT_EQ(row_block_count(1, 256, 2), 4);  // one task: two row blocks per worker
+  EXPECT_EQ(row_block_count(3, 128, 2), 2);  // three: six tasks, three each
+  EXPECT_EQ(row_block_count(8, 128, 2), 1);  // enough already
+  EXPECT_EQ(row_block_count(2, 128, 2), 1);  // even already
+  EXPECT_EQ(row_block_count(1, 60, 2), 2);   // at most rows / 24 blocks
+  EXPECT_EQ(row_block_count(1, 20, 2), 1);
+  EXPECT_EQ(row_block_count(1, 256, 1), 1);
+  for (const std::int64_t rows : {24, 97, 256, 601}) {
+    for (const std::int64_t blocks : {1, 2, 3, 4, 7}) {
+      if (blocks > 1 && blocks > rows / 24) continue;
+      EXPECT_EQ(row_block_start(rows, 0, blocks), 0);
+      EXPECT_EQ(row_block_start(rows, blocks, blocks), rows);
+      for (std::int64_t b = 1; b < blocks; ++b) {
+        const std::int64_t k0 = row_block_start(rows, b, blocks);
+        EXPECT_EQ(k0 % 6, 0) << rows << " " << b << "/" << blocks;
+        EXPECT_GT(k0, row_block_start(rows, b - 1, blocks));
+        EXPECT_LT(k0, rows);
+      }
+    }
+  }
+}
+
 TEST(CpuConvGemm1x1, RefusesWhatItCannotDo) {
   expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1), "not 1x1");
   expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 1, 1, 0, 2, 1, 1), "stride");
@@ -125,6 +166,9 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 6, 11, 13, 4, 7, 1, 3, 1, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 8, 9, 9, 8, 1, 1, 0, 2, 1, 1, l));       // strided 1x1
     expect_pass("cpu.conv.im2col_gemm", make(1, 4, 5, 5, 3, 3, 3, 4, 3, 2, 1, l));       // pad > filter reach
+    // Stride 2 rows: dilated taps, padding past the reach, rows of several vectors, odd widths.
+    expect_pass("cpu.conv.im2col_gemm", make(1, 5, 37, 41, 7, 3, 3, 3, 2, 2, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 6, 23, 69, 9, 5, 5, 4, 2, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
     expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
     expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
@@ -148,6 +192,20 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
       expect_pass("cpu.conv.im2col_gemm", make(2, 17, 31, 29, 23, 3, 3, 1, 2, 1, 1, l, d));
     }
   }
+}
+
+// Batch 1 on planes of 64 to 255 output pixels, cut into blocks of at least 64 so two or more
+// workers share them: strided 3x3 with K prime, a 7x7 stem, groups, K over 128 rows (B packed), a
+// strided 1x1, bf16.
+TEST(CpuConvIm2colGemm, BatchOnePlanesOfOnePixelBlock) {
+  for (Layout l : kLayouts) {
+    expect_pass("cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 3, 29, 31, 64, 7, 7, 3, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 30, 13, 17, 150, 3, 3, 1, 1, 1, 3, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 19, 23, 21, 601, 3, 3, 1, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 50, 27, 29, 67, 1, 1, 0, 2, 1, 1, l));
+  }
+  expect_pass("cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1, Layout::nchw, DType::bf16));
 }
 
 // The fused f32 epilogue, applied by each solver to its output tiles. In the GEMM solvers at
@@ -185,6 +243,10 @@ TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
       {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)}, // K > 128: B packed too
       {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},    // small planes side by side
       {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
+      {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)}, // batch 1: one pixel block
+      {"cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1)},     // batch 1: rows split
+      {"cpu.conv.gemm_1x1", make(1, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2)},       // batch 1 small plane: in place
+      {"cpu.conv.im2col_gemm", make(1, 24, 7, 5, 82, 3, 3, 1, 1, 1, 2)},    // ... and straight into y
       {"cpu.conv.direct", make(2, 5, 12, 11, 19, 5, 3, 2, 2, 1, 1)},
       {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},          // groups of 7 outputs
       {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},     // planes read in place
@@ -209,6 +271,10 @@ TEST(CpuConvDepthwise, MatchesReference) {
     expect_pass("cpu.conv.depthwise", make(1, 7, 56, 56, 7, 3, 3, 1, 1, 1, 7, l));        // mbv2.dw's plane
     expect_pass("cpu.conv.depthwise", make(1, 5, 37, 47, 5, 3, 3, 1, 1, 1, 5, l));        // prime plane
     expect_pass("cpu.conv.depthwise", make(1, 40, 31, 29, 40, 3, 3, 1, 2, 1, 40, l));    // stride 2
+    // Stride 2 through the padded, phase-split copy: rows of several vectors, odd widths, no
+    // padding and padding past the filter's reach.
+    expect_pass("cpu.conv.depthwise", make(1, 11, 13, 71, 11, 3, 3, 0, 2, 1, 11, l));
+    expect_pass("cpu.conv.depthwise", make(1, 7, 19, 67, 7, 5, 5, 3, 2, 1, 7, l));
     expect_pass("cpu.conv.depthwise", make(1, 23, 17, 19, 23, 5, 5, 2, 1, 1, 23, l));    // 5x5
     expect_pass("cpu.conv.depthwise", make(1, 9, 20, 21, 9, 3, 3, 2, 1, 2, 9, l));       // dilated
     expect_pass("cpu.conv.depthwise", make(1, 3, 9, 33, 3, 7, 7, 3, 3, 1, 3, l));        // stride 3, 7x7

@@ -126,6 +126,7 @@ std::vector<Case> cases() {
       {1, 1, 1},     {6, 64, 256},  {5, 17, 3},       {7, 65, 257},  {13, 130, 31},  {97, 513, 19},
       {64, 196, 64}, {1, 300, 600}, {200, 1, 70},     {31, 49, 513}, {103, 577, 263}, {12, 48, 0},
       {97, 98, 300}, {13, 40, 7},  {25, 128, 257},  // A read in place (N <= 128, no narrow tail)
+      {1, 1000, 2048}, {1, 7, 33},  {1, 3, 16},     // one row: B^T as dot products (FC at batch 1)
   };
   for (const auto& s : sizes) {
     for (bool ta : {false, true}) {
@@ -244,7 +245,40 @@ TEST(CpuSgemm, Avx512PostOpsMatchDoubleProduct) {
             avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack, post);
           },
           spec);
+      // The same post-ops applied afterwards to the stored product, as the conv epilogue does to
+      // the tiles of kernels that are no GEMM.
+      check_case(
+          t,
+          [&](bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+              std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+              const avx512::PostOps* post) {
+            avx512::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack);
+            avx512::apply_post_ops(m, n, c, ldc, *post);
+          },
+          spec);
     }
+  }
+}
+
+// apply_post_ops keeps what the scalar definitions keep: NaN through every activation, -0 through
+// relu and clip, and touches nothing past column n.
+TEST(CpuSgemm, Avx512PostOpsInPlaceKeepNanAndNegativeZero) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const Act act : {Act::relu, Act::leaky_relu, Act::clip}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    std::vector<float> c = {NAN, -0.0f, -2.0f, 3.0f, 0.5f, 7.0f, 9.0f};  // 3 x 2, ldc 3; c[2], c[5] padding
+    avx512::PostOps post;
+    post.activation = act;
+    post.act_alpha = act == Act::clip ? -1.0f : 0.25f;
+    post.act_beta = 1.0f;
+    avx512::apply_post_ops(2, 2, c.data(), 3, post);
+    EXPECT_TRUE(std::isnan(c[0]));
+    EXPECT_EQ(c[1], 0.0f);
+    EXPECT_TRUE(std::signbit(c[1]));
+    EXPECT_EQ(c[2], -2.0f);  // padding
+    EXPECT_EQ(c[3], act == Act::relu ? 3.0f : (act == Act::leaky_relu ? 3.0f : 1.0f));
+    EXPECT_EQ(c[4], 0.5f);
+    EXPECT_EQ(c[5], 7.0f);  // padding
   }
 }
 

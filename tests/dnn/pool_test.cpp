@@ -505,6 +505,46 @@ TEST(CpuPoolSolvers, MaxRuleHoldsOnEveryPath) {
   }
 }
 
+// Max values without indices (inference) take cpu.pool.direct's vector path for column strides 1
+// and 2: ties of +0 and -0, -inf and NaN, windows clipped by padding and by ceil mode, rows of
+// several vectors and a partial last one; the bits equal the reference's.
+TEST(CpuPoolSolvers, MaxValuesAloneFollowTheRule) {
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(ref, nullptr);
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = 2, .stride_w = 2},  // ResNet's
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 5, .pad_h = 1, .pad_w = 2, .stride_h = 2, .stride_w = 2, .ceil_mode = true},
+      {.kernel_h = 2, .kernel_w = 3, .pad_h = 0, .pad_w = 1, .stride_h = 3, .stride_w = 1},
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const PoolProblem& win : windows) {
+    for (const std::int64_t w : {41, 67, 7}) {
+      for (bool with_nan : {false, true}) {
+        PoolProblem p = win;
+        p.n = 1, p.c = 3, p.h = 13, p.w = w;
+        std::vector<float> x(static_cast<std::size_t>(p.src_desc().elements()));
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          const std::size_t r = (i * 2654435761u) % 997;
+          x[i] = with_nan && r < 3 ? nan : r < 150 ? -inf : r % 4 == 0 ? -0.0f : static_cast<float>(r % 3);
+        }
+        for (const PoolSolver* s : solvers_for<PoolProblem>("cpu")) {
+          Tensor xt = Tensor::empty(stream, p.src_desc());
+          xt.copy_from_host(stream, x.data(), x.size() * 4);
+          Tensor y_ref = Tensor::empty(stream, p.dst_desc()), y = Tensor::empty(stream, p.dst_desc());
+          pooling_forward(stream, p, xt, y_ref, nullptr, ref);
+          pooling_forward(stream, p, xt, y, nullptr, s);
+          EXPECT_EQ(y.to_host<std::uint32_t>(stream), y_ref.to_host<std::uint32_t>(stream))
+              << s->name() << " " << p.key();
+        }
+      }
+    }
+  }
+}
+
 TEST(PoolEntryPoints, MismatchedOrUnusedTensorsAreNamed) {
   const runtime::Device cpu = runtime::device("cpu");
   runtime::Stream stream(cpu);

@@ -21,6 +21,25 @@ std::int64_t slot_count(std::int64_t tasks) {
   return std::max<std::int64_t>(1, std::min<std::int64_t>(pool_size(), tasks));
 }
 
+namespace {
+constexpr std::int64_t kMinRowBlock = 24;  // four register tiles high
+}  // namespace
+
+std::int64_t row_block_count(std::int64_t tasks, std::int64_t rows, std::int64_t workers) {
+  tasks = std::max<std::int64_t>(tasks, 1);
+  if (workers <= 1 || tasks >= 4 * workers || tasks % workers == 0) return 1;
+  const std::int64_t most = std::max<std::int64_t>(1, rows / kMinRowBlock);
+  for (std::int64_t blocks = 2; blocks <= most; ++blocks) {
+    if ((tasks * blocks) % workers == 0 && tasks * blocks >= 2 * workers) return blocks;
+  }
+  return most;
+}
+
+std::int64_t row_block_start(std::int64_t rows, std::int64_t b, std::int64_t blocks) {
+  const std::int64_t tiles = (rows + avx512::kMr - 1) / avx512::kMr;
+  return std::min(rows, avx512::kMr * (tiles * b / blocks));
+}
+
 void run_slotted(std::int64_t tasks, std::int64_t slots,
                  const std::function<void(std::int64_t slot, std::int64_t task)>& fn) {
   std::atomic<std::int64_t> next{0};

@@ -34,6 +34,17 @@ inline std::int64_t block_count(std::int64_t total, std::int64_t min_block, std:
   return blocks < 1 ? 1 : blocks;
 }
 
+/// Output-channel blocks to cut each GEMM task into when the (image, group, pixel block) tasks are
+/// too few, or too few to share evenly, for `workers` (batch 1 on a 14x14 or 28x28 plane: one or
+/// three tasks for two workers, one of them idle half the time): the smallest count that makes
+/// the tasks a multiple of the workers, at least two each, with blocks of at least 24 rows (four
+/// register tiles). 1 when the tasks already suffice or the rows are too few to cut.
+std::int64_t row_block_count(std::int64_t tasks, std::int64_t rows, std::int64_t workers);
+
+/// First row of block `b` of `blocks` over `rows` rows. Blocks start on multiples of the AVX-512
+/// SGEMM's register tile height (avx512::kMr), so no block but the last ends in a part-filled tile.
+std::int64_t row_block_start(std::int64_t rows, std::int64_t b, std::int64_t blocks);
+
 /// Workers that per-worker workspace is sized for: min(pool size, tasks), at least 1.
 std::int64_t slot_count(std::int64_t tasks);
 

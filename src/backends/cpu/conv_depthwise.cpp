@@ -11,6 +11,7 @@
 #include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/im2col_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
 namespace galley::backends::cpu {
@@ -45,6 +46,8 @@ void build_plane(const ConvShape& s, const Plane& plane, const float* xc, float*
       std::fill(row, row + lo, 0.0f);
       if (s.sw == 1) {
         std::memcpy(row + lo, in + lo + first, static_cast<std::size_t>(hi - lo) * sizeof(float));
+      } else if (s.sw == 2 && cpu_has_avx512()) {
+        avx512::copy_every_second(in + lo * 2 + first, hi - lo, row + lo);
       } else {
         for (std::int64_t p = lo; p < hi; ++p) row[p] = in[p * s.sw + first];
       }

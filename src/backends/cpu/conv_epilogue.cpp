@@ -42,9 +42,11 @@ constexpr std::int64_t kRow = 512;
 
 // y[i] = f(y[i] + bias + residual[i]) over one contiguous run, where bias is one channel's value
 // (NCHW: kVectorBias false, bias[0]) or a vector over channels (NHWC: bias[i]). Each case its own
-// loop with unit strides only, so the compiler vectorises all of them.
+// loop with unit strides only, so the compiler vectorises all of them. `f` is taken by value: a
+// reference could alias y, so every store would force its parameters to be read again and keep
+// the loop scalar.
 template <bool kVectorBias, class F>
-void run_row(const F& f, float* __restrict y, std::int64_t len, const float* __restrict bias,
+void run_row(const F f, float* __restrict y, std::int64_t len, const float* __restrict bias,
              const float* __restrict residual) {
   if (bias != nullptr && residual != nullptr) {
     if constexpr (kVectorBias) {
@@ -162,6 +164,10 @@ void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, 
 
 void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0,
                                     std::int64_t p0, std::int64_t rows, std::int64_t cols) const {
+  if (const auto post = gemm_post_ops(n, k0, p0)) {
+    avx512::apply_post_ops(rows, cols, y, ld, *post);
+    return;
+  }
   const dnn::ConvProblem& p = problem_;
   const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
   const bool nchw = p.layout == dnn::Layout::nchw;

@@ -31,6 +31,7 @@ class ConvEpilogueRunner {
   /// written, while it is in cache. NCHW: `rows` channels from k0 of image n, each `cols` pixels
   /// from pixel p0, rows `ld` floats apart. NHWC: `rows` pixels of the whole batch from pixel
   /// index p0 (n * ho * wo + pixel; `n` ignored), each `cols` channels from k0, rows `ld` apart.
+  /// Runs the AVX-512 post-ops (avx512::apply_post_ops) where gemm_post_ops() has them.
   void apply_tile(float* y, std::int64_t ld, std::int64_t n, std::int64_t k0, std::int64_t p0,
                   std::int64_t rows, std::int64_t cols) const;
 

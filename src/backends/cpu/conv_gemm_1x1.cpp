@@ -73,20 +73,23 @@ class ConvGemm1x1 final : public CpuConvSolver {
       return;
     }
     if (!s.nhwc) {
-      // Tasks are (image, group, column block); columns are split only when images x groups
-      // give the workers too few tasks.
+      // Tasks are (image, group, column block, row block); columns are split only when images x
+      // groups give the workers too few tasks, rows of W only when the columns cannot be (a
+      // plane under two kMinColumns blocks at batch 1).
       const std::int64_t outer = s.n * s.g;
       const std::int64_t cols = block_count(hw, kMinColumns, (kTasksPerWorker * workers + outer - 1) / outer);
-      for_gemm_tasks(0, outer * cols, [&](std::int64_t lo, std::int64_t hi) {
+      const std::int64_t rows = row_block_count(outer * cols, s.kg, workers);
+      for_gemm_tasks(0, outer * cols * rows, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
-          const std::int64_t col = t % cols, ng = t / cols;
+          const std::int64_t row = t % rows, col = t / rows % cols, ng = t / rows / cols;
           const std::int64_t gi = ng % s.g, n = ng / s.g;
           const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
-          float* const tile = y + (n * s.k + gi * s.kg) * hw + c0;
-          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, c0) : std::nullopt;
-          sgemm(false, false, s.kg, c1 - c0, s.cg, 1.0f, w + gi * s.kg * s.cg, s.cg,
+          const std::int64_t k0 = row_block_start(s.kg, row, rows), k1 = row_block_start(s.kg, row + 1, rows);
+          float* const tile = y + (n * s.k + gi * s.kg + k0) * hw + c0;
+          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg + k0, c0) : std::nullopt;
+          sgemm(false, false, k1 - k0, c1 - c0, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg,
                 x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw, post ? &*post : nullptr);
-          if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg, c0, s.kg, c1 - c0);
+          if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg + k0, c0, k1 - k0, c1 - c0);
         }
       });
       return;
@@ -108,7 +111,9 @@ class ConvGemm1x1 final : public CpuConvSolver {
 
  private:
   // The staged GEMM output is laid out [Kg x images * HW], not as y and the residual are, so the
-  // epilogue is applied to each image's rows as they are copied out, while they are in cache.
+  // epilogue is applied to each image's rows as they are copied out, while they are in cache. A
+  // GEMM of one image (batch 1) needs neither copy: its group of x is already [Cg x HW] and its
+  // output rows are y's, so it reads x in place and stores into y with the epilogue as post-ops.
   static void compute_batched(const ConvShape& s, const float* x, const float* w, float* y, void* ws,
                               const ConvEpilogueRunner* epilogue) {
     const std::int64_t hw = s.h * s.w, images = images_per_gemm(s);
@@ -120,6 +125,20 @@ class ConvGemm1x1 final : public CpuConvSolver {
     for (std::int64_t gi = 0; gi < s.g; ++gi) {
       for (std::int64_t n0 = 0; n0 < s.n; n0 += images) {
         const std::int64_t count = std::min(images, s.n - n0), ld = count * hw;
+        if (count == 1) {
+          for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t b = lo; b < hi; ++b) {
+              const std::int64_t k0 = row_block_start(s.kg, b, row_blocks);
+              const std::int64_t k1 = row_block_start(s.kg, b + 1, row_blocks);
+              float* const tile = y + (n0 * s.k + gi * s.kg + k0) * hw;
+              const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n0, gi * s.kg + k0, 0) : std::nullopt;
+              sgemm(false, false, k1 - k0, hw, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg,
+                    x + (n0 * s.c + gi * s.cg) * hw, hw, 0.0f, tile, hw, post ? &*post : nullptr);
+              if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n0, gi * s.kg + k0, 0, k1 - k0, hw);
+            }
+          });
+          continue;
+        }
         parallel_for(0, s.cg, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t c = lo; c < hi; ++c) {
             for (std::int64_t i = 0; i < count; ++i) {

@@ -61,6 +61,9 @@ Plan make_plan(const ConvShape& s) {
   // A few tasks per worker (so one that wakes late still takes a share), of at least 128 pixels.
   const std::int64_t want = std::max((p.pixels + cap - 1) / cap, (4 * workers + p.outer - 1) / p.outer);
   p.chunks = std::min(want, std::max<std::int64_t>(1, p.pixels / 128));
+  // Too few items for the workers (batch 1 on a 14x14 plane: one block of 196 pixels): blocks down
+  // to 64 pixels, so each worker gathers and multiplies its own share instead of one doing all.
+  if (p.outer * p.chunks < workers) p.chunks = std::min(want, std::max(p.chunks, p.pixels / 64));
   p.block = (p.pixels + p.chunks - 1) / p.chunks;
   // Whole 16-float vectors per block where the pixels allow: a block of 196 (a 28x28 plane in four)
   // leaves a 4-column tail that the AVX-512 SGEMM computes in 16 lanes; 208 leaves 16 and 160 32.
@@ -278,7 +281,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
   // The staged GEMM output is laid out [Kg x images * plane], not as y and the residual are, so the
-  // epilogue is applied to each image's rows as they are copied out, while they are in cache.
+  // epilogue is applied to each image's rows as they are copied out, while they are in cache. A
+  // GEMM of one image (batch 1) stores into y directly, the epilogue as its post-ops.
   static void compute_batched(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
                               void* ws, const ConvEpilogueRunner* epilogue) {
     const std::int64_t plane = s.ho * s.wo;
@@ -296,6 +300,22 @@ class ConvIm2colGemm final : public CpuConvSolver {
             im2col_nchw(s, x + ((n0 + i) * s.c + gi * s.cg) * s.h * s.w, 0, plane, col + i * plane, ld);
           }
         });
+        if (count == 1) {
+          for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+            for (std::int64_t b = lo; b < hi; ++b) {
+              const std::int64_t k0 = row_block_start(s.kg, b, row_blocks);
+              const std::int64_t k1 = row_block_start(s.kg, b + 1, row_blocks);
+              float* const tile = y + (n0 * s.k + gi * s.kg + k0) * plane;
+              const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n0, gi * s.kg + k0, 0) : std::nullopt;
+              sgemm(false, false, k1 - k0, plane, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, plane, 0.0f, tile,
+                    plane, post ? &*post : nullptr);
+              if (epilogue != nullptr && !post) {
+                epilogue->apply_tile(tile, plane, n0, gi * s.kg + k0, 0, k1 - k0, plane);
+              }
+            }
+          });
+          continue;
+        }
         for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t b = lo; b < hi; ++b) {
             const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;

@@ -119,13 +119,33 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
           const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
           // A row outside the image reads nothing: an empty [a, b) writes zeros.
           const bool inside = ih >= 0 && ih < s.h;
-          row_segment(xc + (inside ? ih : 0) * s.w + shift, s.sw, ow0, count, inside ? ow_lo : 0, inside ? ow_hi : 0,
-                      row + (p - p0));
+          if (s.sw <= 2 && inside) {
+            // Plain loops: what GCC makes of them here (unmasked loads, for stride 2 a permute per
+            // vector, the row's ends apart) runs faster than row_segment's masked loads with lane
+            // ranges worked out each step.
+            float* out = row + (p - p0);
+            const float* in = xc + ih * s.w + shift;
+            const std::int64_t a = max64(ow0, min64(ow_lo, ow0 + count)), b = max64(a, min64(ow_hi, ow0 + count));
+            for (std::int64_t ow = ow0; ow < a; ++ow) out[ow - ow0] = 0.0f;
+            if (s.sw == 1) {
+              for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[ow];
+            } else {
+              for (std::int64_t ow = a; ow < b; ++ow) out[ow - ow0] = in[2 * ow];
+            }
+            for (std::int64_t ow = b; ow < ow0 + count; ++ow) out[ow - ow0] = 0.0f;
+          } else {
+            row_segment(xc + (inside ? ih : 0) * s.w + shift, s.sw, ow0, count, inside ? ow_lo : 0, inside ? ow_hi : 0,
+                        row + (p - p0));
+          }
           p += count;
         }
       }
     }
   }
+}
+
+void copy_every_second(const float* __restrict in, std::int64_t count, float* __restrict out) {
+  for (std::int64_t i = 0; i < count; ++i) out[i] = in[2 * i];
 }
 
 bool implicit_gemm_fits(const ConvShape& s) {

@@ -16,6 +16,10 @@ namespace galley::backends::cpu::avx512 {
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
                  std::int64_t ld);
 
+/// out[i] = in[2 * i] for i in [0, count): one phase of a stride-2 row (the depthwise solver's
+/// padded, phase-split planes), a plain loop the compiler vectorises with AVX-512.
+void copy_every_second(const float* in, std::int64_t count, float* out);
+
 /// True when implicit_gemm_nchw() can run `s`: NCHW, unit strides, Wo == W >= 16 and Ho == H
 /// (a "same" padded convolution), at most 16 output channels per group.
 bool implicit_gemm_fits(const ConvShape& s);

@@ -18,6 +18,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/pool_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
@@ -319,6 +321,24 @@ void forward_block(const Shape& s, const T* xp, const PoolAxis::Span& sh, std::i
 template <class T>
 void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std::vector<float>& inv) {
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  if constexpr (std::is_same_v<T, float>) {
+    // f32 max values alone (inference): whole vectors of outputs, no index beside each value.
+    if (s.mode == PoolMode::max && y != nullptr && idx == nullptr && !s.aw.adaptive &&
+        avx512::max_pool_plane_fits(s.aw.stride) && cpu_has_avx512()) {
+      std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh));
+      for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+        rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+        rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+      }
+      const avx512::MaxPoolPlane g{
+          s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
+      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl)
+          avx512::max_pool_plane(g, x + pl * plane_in, y + pl * plane_out);
+      });
+      return;
+    }
+  }
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t pl = p0; pl < p1; ++pl) {
       const T* xp = x + pl * plane_in;

@@ -328,12 +328,61 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   }
 }
 
+// C[1 x n] = alpha * a[1 x k] * B^T + beta * C with B given as n rows of k (a fully connected
+// layer at batch 1): four dot products at a time over contiguous rows of B. The blocked path would
+// pack B column by column, one float per store, which costs several times the product itself.
+void row_times_transposed(std::int64_t n, std::int64_t k, float alpha, const float* a, const float* b,
+                          std::int64_t ldb, float beta, float* c) {
+  std::int64_t j = 0;
+  const auto finish = [&](std::int64_t col, __m512 acc) {
+    // The 16 lanes summed pairwise through memory, once per column: GCC 12 warns of an undefined
+    // operand inside _mm512_reduce_add_ps and the lane shuffles.
+    alignas(64) float lane[16];
+    _mm512_store_ps(lane, acc);
+    for (int width = 8; width > 0; width /= 2) {
+      for (int i = 0; i < width; ++i) lane[i] += lane[i + width];
+    }
+    const float dot = alpha * lane[0];
+    c[col] = beta == 0.0f ? dot : dot + beta * c[col];
+  };
+  for (; j + 4 <= n; j += 4) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (std::int64_t p = 0; p < k; p += 16) {
+      const __mmask16 m = lanes(k - p);
+      const __m512 av = _mm512_maskz_loadu_ps(m, a + p);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        acc[i] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, b + (j + i) * ldb + p), acc[i]);
+      }
+    }
+    for (int i = 0; i < 4; ++i) finish(j + i, acc[i]);
+  }
+  for (; j < n; ++j) {
+    __m512 acc = _mm512_setzero_ps();
+    for (std::int64_t p = 0; p < k; p += 16) {
+      const __mmask16 m = lanes(k - p);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + p), _mm512_maskz_loadu_ps(m, b + j * ldb + p), acc);
+    }
+    finish(j, acc);
+  }
+}
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
            const PostOps* post) {
+  if (m == 1 && !trans_a && trans_b && k > 0 && alpha != 0.0f) {
+    row_times_transposed(n, k, alpha, a, b, ldb, beta, c);
+    if (post != nullptr) scale_rows(1, n, 1.0f, c, ldc, post);  // beta 1: each element as it is
+    return;
+  }
   gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack, post);
+}
+
+// beta 1 keeps each element as it is (NaN and -0 included) before the post-ops.
+void apply_post_ops(std::int64_t m, std::int64_t n, float* c, std::int64_t ldc, const PostOps& post) {
+  scale_rows(m, n, 1.0f, c, ldc, &post);
 }
 
 // A narrow column tail takes up to 4 A panels per kernel call (panel_column<1, 4>), so the last

@@ -9,7 +9,8 @@
 // kMr x kNr tile of C (24 zmm registers) and doing 24 FMAs per 4 vector loads and 6 broadcasts.
 // Where packing does not pay it is skipped: a plain B is read in place when A has at most 128 rows,
 // a plain A when N is at most two panels; a ragged last column panel (<= 32 columns) takes
-// 24x16 or 12x32 tiles so it still keeps 24 accumulators busy.
+// 24x16 or 12x32 tiles so it still keeps 24 accumulators busy. One row of A times a transposed B (a
+// fully connected layer at batch 1) is dot products over B's rows instead, with nothing packed.
 //
 // A PostOps descriptor makes the kernel finish C in registers as it stores the result of the last
 // kKc slice: add a bias per row or per column and a residual shaped as C, then an activation. A
@@ -56,6 +57,11 @@ constexpr std::int64_t kPackFloats = kMc * kKc + kKc * kNc;
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
            const PostOps* post = nullptr);
+
+/// Applies `post` in place to a stored C[m x n] (rows ldc apart), as sgemm() would have applied it
+/// to a product: for a convolution's output tile that another kernel wrote (depthwise, direct,
+/// Winograd), 16 lanes at a time where a scalar pass would compare and branch per element.
+void apply_post_ops(std::int64_t m, std::int64_t n, float* c, std::int64_t ldc, const PostOps& post);
 
 /// Floats that pack_a_rows() writes for a plain A[m x k] packed whole (rows rounded up to kMr,
 /// every kKc slice, and a little zeroed slack the kernels may read past the last rows).
