@@ -5,19 +5,16 @@
 
 #include <cstdint>
 
+#include "backends/cpu/avx512_lanes.hpp"
 #include "backends/cpu/conv_bwd_depthwise_kernels.hpp"
 
 namespace galley::backends::cpu::bwd {
 namespace {
 
-inline __mmask16 first_lanes(std::int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
 void row_axpy(float* out, const float* in, float a, std::int64_t count) {
   const __m512 av = _mm512_set1_ps(a);
   for (std::int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = first_lanes(count - i);
+    const __mmask16 m = avx512::lanes(count - i);
     const __m512 o = _mm512_maskz_loadu_ps(m, out + i);
     _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, in + i), o));
   }
@@ -35,7 +32,7 @@ void row_dot_lanes(float* lanes, const float* g, const float* in, std::int64_t c
   }
   acc = _mm512_add_ps(_mm512_add_ps(acc, acc1), _mm512_add_ps(acc2, acc3));
   for (; i < count; i += 16) {
-    const __mmask16 m = first_lanes(count - i);
+    const __mmask16 m = avx512::lanes(count - i);
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, in + i), acc);
   }
   _mm512_storeu_ps(lanes, acc);
@@ -50,7 +47,7 @@ void dot_taps_fixed(float* lanes, const float* g, const float* in, const std::in
   const float* src[kTaps];
   for (int t = 0; t < kTaps; ++t) acc[t] = _mm512_loadu_ps(lanes + t * 16), src[t] = in + offsets[t];
   for (std::int64_t i = 0; i < count; i += 16) {
-    const __mmask16 m = first_lanes(count - i);
+    const __mmask16 m = avx512::lanes(count - i);
     const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
     for (int t = 0; t < kTaps; ++t)
       acc[t] = _mm512_fmadd_ps(gv, _mm512_maskz_loadu_ps(m, src[t] + i), acc[t]);

@@ -10,27 +10,19 @@
 // the unmasked intrinsic never reads it). Silenced for this file only, so CI logs stay readable.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "backends/cpu/avx512_lanes.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 
 namespace galley::backends::cpu::depthwise {
 namespace {
 
-inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
-inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+using avx512::lanes;
+using avx512::max64;
+using avx512::min64;
 
 // Lanes l of a 16-column step whose input column first + l lies in [0, w).
-inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) {
-  const std::int64_t lo = max64(0, -first), hi = min64(16, w - first);
-  if (hi <= lo) return 0;
-  const unsigned below_hi = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
-  const unsigned below_lo = (1u << lo) - 1u;
-  return static_cast<__mmask16>(below_hi & ~below_lo);
-}
+inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) { return avx512::lane_range(-first, w - first); }
 
-inline __mmask16 first_lanes(std::int64_t count) {
-  if (count <= 0) return 0;
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
-}
 
 // 3x3, unit stride and dilation: rows [oh, oh + kRows) x 16 columns from ow. Each input row is
 // loaded once per tap column and feeds every output row of the block it reaches; the nine
@@ -59,7 +51,7 @@ void column_3x3(const ConvShape& s, const float* xc, const __m512 wv[9], std::in
       }
     }
   }
-  const __mmask16 store = first_lanes(s.wo - ow);
+  const __mmask16 store = lanes(s.wo - ow);
 #pragma GCC unroll 16
   for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_ps(out + (oh + i) * s.wo + ow, store, acc[i]);
 }
@@ -126,7 +118,7 @@ void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t 
         }
       }
     }
-    const __mmask16 store = first_lanes(s.wo - ow);
+    const __mmask16 store = lanes(s.wo - ow);
 #pragma GCC unroll 8
     for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_ps(out + (oh + i) * s.wo + ow, store, acc[i]);
   }
@@ -225,7 +217,7 @@ void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, floa
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const std::int64_t vectors = (s.w + 15) / 16;
-  const __mmask16 last = first_lanes(s.w - 16 * (vectors - 1));
+  const __mmask16 last = lanes(s.w - 16 * (vectors - 1));
   switch (vectors) {
     case 4: Rolling<4>{s, xc, wv, out, last, {}}.plane(); break;
     case 3: Rolling<3>{s, xc, wv, out, last, {}}.plane(); break;

@@ -4,20 +4,10 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/avx512_lanes.hpp"
+
 namespace galley::backends::cpu::avx512 {
 namespace {
-
-inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
-inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
-
-// Lanes l with lo <= l < hi (clamped to [0, 16]).
-inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
-  lo = max64(lo, 0);
-  hi = min64(hi, 16);
-  if (hi <= lo) return 0;
-  const unsigned below_hi = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
-  return static_cast<__mmask16>(below_hi & ~((1u << lo) - 1u));
-}
 
 // x[start + l * stride] for the 16 lanes l, -inf where that column lies outside [0, w): masked
 // loads read nothing outside the row.

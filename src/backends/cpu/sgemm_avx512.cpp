@@ -6,19 +6,13 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/avx512_lanes.hpp"
+
 namespace galley::backends::cpu::avx512 {
 namespace {
 
 constexpr std::int64_t kVectors = kNr / 16;
 
-inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
-
-// Lanes [0, count) of a 16-float vector, count clamped to [0, 16].
-inline __mmask16 lanes(std::int64_t count) {
-  if (count <= 0) return 0;
-  if (count >= 16) return 0xffff;
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
 
 // A[rows x depth] (op applied) from row r0, column p0 into kMr-high panels, each laid out
 // depth-major (kMr consecutive floats per step of k); rows past `rows` are zero.

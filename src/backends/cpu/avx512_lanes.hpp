@@ -1,0 +1,31 @@
+// Lane masks of a 16-float AVX-512 vector, for the kernels compiled with AVX-512 (include it only
+// from those files). Plain inline code: like the kernels, it instantiates no standard-library
+// template (see sgemm_avx512.cpp).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace galley::backends::cpu::avx512 {
+
+inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+
+/// Lanes [0, count) of a 16-float vector, count clamped to [0, 16].
+inline __mmask16 lanes(std::int64_t count) {
+  if (count <= 0) return 0;
+  if (count >= 16) return 0xffff;
+  return static_cast<__mmask16>((1u << count) - 1u);
+}
+
+/// Lanes l with lo <= l < hi, both clamped to [0, 16].
+inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
+  lo = max64(lo, 0);
+  hi = min64(hi, 16);
+  if (hi <= lo) return 0;
+  const unsigned below_hi = hi >= 16 ? 0xffffu : (1u << hi) - 1u;
+  return static_cast<__mmask16>(below_hi & ~((1u << lo) - 1u));
+}
+
+}  // namespace galley::backends::cpu::avx512
