@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/activ_vector_math.hpp"
+#include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -191,6 +192,22 @@ void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, s
   } else {
     body(Identity{});
   }
+}
+
+void gemm_image_rows(std::int64_t rows, std::int64_t row_blocks, std::int64_t cols, std::int64_t depth,
+                     const float* w, const float* b, float* y, std::int64_t n, std::int64_t k_first,
+                     const ConvEpilogueRunner* epilogue) {
+  for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t block = lo; block < hi; ++block) {
+      const std::int64_t k0 = row_block_start(rows, block, row_blocks);
+      const std::int64_t k1 = row_block_start(rows, block + 1, row_blocks);
+      float* const tile = y + k0 * cols;
+      const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, k_first + k0, 0) : std::nullopt;
+      sgemm(false, false, k1 - k0, cols, depth, 1.0f, w + k0 * depth, depth, b, cols, 0.0f, tile, cols,
+            post ? &*post : nullptr);
+      if (epilogue != nullptr && !post) epilogue->apply_tile(tile, cols, n, k_first + k0, 0, k1 - k0, cols);
+    }
+  });
 }
 
 }  // namespace galley::backends::cpu

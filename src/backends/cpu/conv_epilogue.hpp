@@ -50,4 +50,12 @@ class ConvEpilogueRunner {
   std::optional<avx512::PostOps> gemm_post_;
 };
 
+/// One image's output rows of one group (NCHW, f32): y[k, :] = w[k, :] . b for k in [0, rows), w's
+/// rows `depth` floats apart and b's and y's `cols`, the rows split into `row_blocks` GEMM tasks;
+/// `k_first` is the group's first output channel in the image `n`. The epilogue (null: none) runs
+/// in the GEMM's stores where gemm_post_ops() has it, else on each task's tile right after.
+void gemm_image_rows(std::int64_t rows, std::int64_t row_blocks, std::int64_t cols, std::int64_t depth,
+                     const float* w, const float* b, float* y, std::int64_t n, std::int64_t k_first,
+                     const ConvEpilogueRunner* epilogue);
+
 }  // namespace galley::backends::cpu

@@ -126,17 +126,8 @@ class ConvGemm1x1 final : public CpuConvSolver {
       for (std::int64_t n0 = 0; n0 < s.n; n0 += images) {
         const std::int64_t count = std::min(images, s.n - n0), ld = count * hw;
         if (count == 1) {
-          for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
-            for (std::int64_t b = lo; b < hi; ++b) {
-              const std::int64_t k0 = row_block_start(s.kg, b, row_blocks);
-              const std::int64_t k1 = row_block_start(s.kg, b + 1, row_blocks);
-              float* const tile = y + (n0 * s.k + gi * s.kg + k0) * hw;
-              const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n0, gi * s.kg + k0, 0) : std::nullopt;
-              sgemm(false, false, k1 - k0, hw, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg,
-                    x + (n0 * s.c + gi * s.cg) * hw, hw, 0.0f, tile, hw, post ? &*post : nullptr);
-              if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n0, gi * s.kg + k0, 0, k1 - k0, hw);
-            }
-          });
+          gemm_image_rows(s.kg, row_blocks, hw, s.cg, w + gi * s.kg * s.cg, x + (n0 * s.c + gi * s.cg) * hw,
+                          y + (n0 * s.k + gi * s.kg) * hw, n0, gi * s.kg, epilogue);
           continue;
         }
         parallel_for(0, s.cg, [&](std::int64_t lo, std::int64_t hi) {

@@ -301,19 +301,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
           }
         });
         if (count == 1) {
-          for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
-            for (std::int64_t b = lo; b < hi; ++b) {
-              const std::int64_t k0 = row_block_start(s.kg, b, row_blocks);
-              const std::int64_t k1 = row_block_start(s.kg, b + 1, row_blocks);
-              float* const tile = y + (n0 * s.k + gi * s.kg + k0) * plane;
-              const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n0, gi * s.kg + k0, 0) : std::nullopt;
-              sgemm(false, false, k1 - k0, plane, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, plane, 0.0f, tile,
-                    plane, post ? &*post : nullptr);
-              if (epilogue != nullptr && !post) {
-                epilogue->apply_tile(tile, plane, n0, gi * s.kg + k0, 0, k1 - k0, plane);
-              }
-            }
-          });
+          gemm_image_rows(s.kg, row_blocks, plane, p.patch, wg, col, y + (n0 * s.k + gi * s.kg) * plane, n0, gi * s.kg,
+                          epilogue);
           continue;
         }
         for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
