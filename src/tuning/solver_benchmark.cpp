@@ -384,7 +384,6 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   // best one (chosen once, before the runoff).
   const double best_median = lowest_median();
   std::string runoff_names;
-  int runoff_size = 0;
   std::vector<Timed*> ties;
   for (Timed& c : candidates) {
     if (c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median) ties.push_back(&c);
@@ -394,11 +393,10 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   if (ties.size() > static_cast<std::size_t>(kMaxRunoff)) ties.resize(kMaxRunoff);
   for (Timed* c : ties) {
     c->in_runoff = true;
-    ++runoff_size;
     runoff_names += (runoff_names.empty() ? "" : ", ") + c->label;
   }
-  if (runoff_size > 1 && !time_box_hit) {
-    if (debug) log::debug("tune " + key + ": runoff of " + std::to_string(runoff_size) + " candidates within " +
+  if (ties.size() > 1 && !time_box_hit) {
+    if (debug) log::debug("tune " + key + ": runoff of " + std::to_string(ties.size()) + " candidates within " +
                           std::to_string(static_cast<int>(kTieRel * 100)) + "% of the best (" + runoff_names +
                           "): " + std::to_string(kRunoffRounds) + " more rounds");
     auto in_runoff = [](const Timed& c) { return c.in_runoff; };
