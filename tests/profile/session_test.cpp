@@ -116,7 +116,7 @@ TEST(ProfileSession, AnUnwritableTraceAtExitIsAWarningNotACrash) {
   const auto path = folder / "trace.json";
   const auto r = galley::testing::run_command(
       "GALLEY_PROFILE=" + path.string() + " timeout -s KILL 120 sh -c '" + kGalley +
-      " bench conv -n 4 -c 32 -H 56 -W 56 -k 32 --device cpu -i 2000 & sleep 0.5; rmdir " + folder.string() +
+      " bench conv -n 4 -c 32 -H 56 -W 56 -k 32 --device cpu -i 400 & sleep 0.5; rmdir " + folder.string() +
       "; wait $!' 2>&1");
   if (std::filesystem::exists(folder)) GTEST_SKIP() << "the run ended before the folder was removed";
   if (r.output.find("does not exist") != std::string::npos)
