@@ -1,5 +1,5 @@
 // The backward convolution solvers of the GPU backends (gpu.conv.bwd_*, cuda.conv.cudnn_bwd_*,
-// cuda.conv.cublas_bwd_*)
+// cuda.conv.cudnn_graph_bwd_* with every engine config they list, cuda.conv.cublas_bwd_*)
 // against the reference (src/dnn/ref_conv_backward.hpp) on seeded random data: the conformance grid
 // (tests/dnn/conv_grid.hpp) run backward, plus shapes that reach the kernels' split-K, stride-phase
 // and pixel-slice paths, in every dtype and layout. Each run poisons the output and the workspace
@@ -7,9 +7,8 @@
 // that the inputs come back unchanged. Skips without a CUDA or HIP device.
 #include <gtest/gtest.h>
 
-#include "dnn/conv_backward_args.hpp"
-
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -36,7 +35,11 @@ constexpr const char* kDataSolvers[] = {"gpu.conv.bwd_data_depthwise", "gpu.conv
                                         "gpu.conv.bwd_data_direct"};
 constexpr const char* kWeightsSolvers[] = {"gpu.conv.bwd_weights_depthwise", "gpu.conv.bwd_weights_igemm",
                                            "gpu.conv.bwd_weights_direct"};
-constexpr const char* kCudnnSolvers[] = {"cuda.conv.cudnn_bwd_data", "cuda.conv.cudnn_bwd_weights"};
+constexpr const char* kCudnnSolvers[] = {"cuda.conv.cudnn_bwd_data", "cuda.conv.cudnn_bwd_weights",
+                                         "cuda.conv.cudnn_graph_bwd_data",
+                                         "cuda.conv.cudnn_graph_bwd_weights"};
+constexpr const char* kCudnnGraphSolvers[] = {"cuda.conv.cudnn_graph_bwd_data",
+                                              "cuda.conv.cudnn_graph_bwd_weights"};
 constexpr const char* kCublasSolvers[] = {"cuda.conv.cublas_bwd_data", "cuda.conv.cublas_bwd_weights"};
 
 // Shapes beyond the grid's: split-K in both implicit GEMMs, stride phases without taps (stride
@@ -82,14 +85,16 @@ HostCase make_case(const ConvProblem& p, std::uint64_t seed) {
 }
 
 /// One solver run on poisoned output and workspace; returns the output bytes, and in `error` what
-/// went wrong besides the numbers (an input changed).
+/// went wrong besides the numbers (an input changed). `config`: an inner choice of the solver
+/// (parse_config_any), or null for its default.
 std::vector<std::byte> run_solver(const ConvSolver& s, runtime::Stream& stream, const ConvProblem& p,
-                                  const HostCase& c, std::string* error) {
+                                  const HostCase& c, std::string* error, const void* config = nullptr) {
   const bool data = p.direction == ConvDirection::backward_data;
   const std::size_t out_bytes = c.want.size();
   memory::Buffer in0 = memory::allocate(stream, c.in0.size()), in1 = memory::allocate(stream, c.in1.size());
   memory::Buffer out = memory::allocate(stream, out_bytes);
-  const std::size_t ws_bytes = s.workspace_bytes(p, stream.device());
+  const ProblemRef ref = ProblemRef::of(p);
+  const std::size_t ws_bytes = s.workspace_bytes_any(ref, stream.device(), config);
   memory::Buffer ws = memory::allocate(stream, ws_bytes);
   memory::copy_from_host(stream, in0, c.in0.data(), c.in0.size());
   memory::copy_from_host(stream, in1, c.in1.data(), c.in1.size());
@@ -97,9 +102,13 @@ std::vector<std::byte> run_solver(const ConvSolver& s, runtime::Stream& stream, 
   if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);
   void* wsp = ws_bytes > 0 ? ws.data() : nullptr;
   // bwd-data reads dy (in0) and w (in1), writes dx; bwd-weights reads x (in0) and dy (in1), writes dw.
-  const ConvArgs args = data ? dnn::conv_args(dnn::BackwardDataArgs{in0.data(), in1.data(), out.data()}, wsp, ws_bytes)
-                             : dnn::conv_args(dnn::BackwardWeightsArgs{in0.data(), in1.data(), out.data()}, wsp, ws_bytes);
-  s.run(stream, p, args);
+  OpArgs args;
+  args.set(data ? ArgId::diff_dst : ArgId::src, in0.data());
+  args.set(data ? ArgId::wei : ArgId::diff_dst, in1.data());
+  args.set(data ? ArgId::diff_src : ArgId::diff_wei, out.data());
+  args.workspace = wsp;
+  args.workspace_bytes = ws_bytes;
+  s.run_any(stream, ref, args, config);
   std::vector<std::byte> got(out_bytes), back0(c.in0.size()), back1(c.in1.size());
   memory::copy_to_host(stream, got.data(), out, out_bytes);
   memory::copy_to_host(stream, back0.data(), in0, back0.size());
@@ -192,7 +201,8 @@ TEST_P(ConvBackwardGpu, EverySolverMatchesTheReference) {
       EXPECT_GT(stats[name].ran, 0) << name << " claimed none of the grid (" << to_string(dtype) << ", "
                                     << to_string(layout) << ")";
   } else {
-    for (const char* name : {kCudnnSolvers[data ? 0 : 1], kCublasSolvers[data ? 0 : 1]})
+    for (const char* name :
+         {kCudnnSolvers[data ? 0 : 1], kCudnnSolvers[data ? 2 : 3], kCublasSolvers[data ? 0 : 1]})
       EXPECT_GT(stats[name].ran, 0) << name;
   }
 }
@@ -330,6 +340,62 @@ TEST_P(ConvBackwardGpuCheck, ShortWorkspaceIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConvBackwardGpuCheck, ::testing::Values("cuda", "hip"));
+
+// cuDNN's graph API backward: every engine config the solver lists for the tuner (not only the
+// default the grid above runs) matches the reference, in the formats its forward counterpart is
+// checked in.
+TEST(CudnnGraphBackward, EveryListedConfigMatchesTheReference) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // odd sizes
+                                geometry(1, 7, 11, 11, 5, 3, 3, 2, 2, 1, 1, 2, 2, 1),   // dilated, 7 channels
+                                geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2)};  // strided, grouped
+  for (const char* name : kCudnnGraphSolvers) {
+    const ConvSolver* s = find_conv_solver("cuda", name);
+    ASSERT_NE(s, nullptr) << name;
+    const ConvDirection direction = std::string_view(name).ends_with("bwd_data")
+                                        ? ConvDirection::backward_data
+                                        : ConvDirection::backward_weights;
+    int configs_run = 0;
+    for (const auto& [dtype, layout] :
+         {std::pair{DType::f16, Layout::nhwc}, std::pair{DType::bf16, Layout::nhwc},
+          std::pair{DType::f32, Layout::nchw}}) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = direction, p.dtype = dtype, p.layout = layout;
+        const ProblemRef ref = ProblemRef::of(p);
+        if (const Applicability a = s->check(p, *device); !a) {
+          // cuDNN may have no engine for some shape or for bf16; it says why. The plain odd-sized
+          // layer in f16 or f32 is one its engines take.
+          EXPECT_FALSE(a.reason.empty()) << name << " " << p.key();
+          EXPECT_FALSE(i == 0 && dtype != DType::bf16) << name << " refused " << p.key() << ": " << a.reason;
+          std::printf("[ info ] %s refused %s: %s\n", name, p.key().c_str(), a.reason.c_str());
+          continue;
+        }
+        const std::vector<std::string> texts = s->configs_any(ref, *device);
+        ASSERT_FALSE(texts.empty()) << name << " " << p.key();
+        EXPECT_LE(texts.size(), 12u) << name << " " << p.key();
+        const HostCase c = make_case(p, 500 + 2 * i);
+        for (const std::string& text : texts) {
+          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
+          ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
+          std::string error;
+          const auto got = run_solver(*s, stream, p, c, &error, config->get());
+          const Comparison cmp =
+              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+          EXPECT_TRUE(cmp.passed && error.empty())
+              << name << " " << text << " on " << p.key() << ": " << cmp.summary << " " << error;
+          ++configs_run;
+        }
+      }
+    }
+    std::printf("[ info ] %s: %d configs run against the reference\n", name, configs_run);
+    EXPECT_GT(configs_run, 0) << name;
+  }
+}
 
 }  // namespace
 }  // namespace galley::dnn

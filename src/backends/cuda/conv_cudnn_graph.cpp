@@ -1,6 +1,9 @@
 // cuda.conv.cudnn_graph: cuDNN 9's backend (graph) API, called directly. The legacy API behind
 // cuda.conv.cudnn does not reach the engines PyTorch reaches through this API, which win by a wide
-// margin on many f16/bf16 problems.
+// margin on many f16/bf16 problems. One class serves the three directions under three names
+// (cuda.conv.cudnn_graph, _bwd_data, _bwd_weights): the graph's node is cuDNN's operation of the
+// direction (backward ones take no epilogue); the engine configs as the tuner's candidates, the plan
+// cache, variant packs and graph replay are the same.
 //
 // Its inner choice is an engine config ("eng<global index>{k<knob type>=<value>,...}",
 // cudnn_engine_config.hpp), listed as a TunableSolver's configs: the tuner times them beside every
@@ -89,9 +92,21 @@ namespace galley::backends::cuda {
 namespace {
 
 using dnn::Applicability;
+using dnn::ConvDirection;
 using dnn::ConvProblem;
 
-constexpr const char* kName = kGraphSolverName;
+/// The solver of each direction: one operation graph node of cuDNN's kind for it.
+const char* graph_solver_name(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::backward_data:
+      return "cuda.conv.cudnn_graph_bwd_data";
+    case ConvDirection::backward_weights:
+      return "cuda.conv.cudnn_graph_bwd_weights";
+    case ConvDirection::forward:
+      break;
+  }
+  return kGraphSolverName;
+}
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 8;
 constexpr int kMaxFallback = 4;
@@ -113,11 +128,24 @@ static_assert(kPlansKept >= 2 * std::size_t(kMaxSwept),
 // tuner's time box (GALLEY_FIND_TIME_MS, 2 s by default), which a second compile could use up before
 // the other solvers are timed: one attempt per problem, the heuristics' best ranked config.
 constexpr int kMaxRuntimeCompiled = 1;
+// The graph's x, w and y tensors by forward's names: backward-data writes x (dx) and reads y (dy),
+// backward-weights writes w (dw) and reads y (dy).
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidual = 5;
 constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
-constexpr const char* kPointerNames[6] = {"x",         "w",    "y",
-                                          "workspace", "bias", "residual"};  // GraphPointers' order
+
+/// The names of a call's pointers in GraphPointers' order, for messages.
+std::array<const char*, 6> pointer_names(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::backward_data:
+      return {"dx", "w", "dy", "workspace", "bias", "residual"};
+    case ConvDirection::backward_weights:
+      return {"x", "dw", "dy", "workspace", "bias", "residual"};
+    case ConvDirection::forward:
+      break;
+  }
+  return {"x", "w", "y", "workspace", "bias", "residual"};
+}
 
 std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
 
@@ -125,20 +153,33 @@ void check_cudnn(cudnnStatus_t status, const std::string& call) { check_backend(
 
 /// Prints "cuda.conv.cudnn_graph <key>: <what>" at debug level.
 void debug_log(const ConvProblem& p, const std::string& what) {
-  if (log::enabled(log::Level::debug)) log::debug(std::string(kName) + " " + p.key() + ": " + what);
+  if (log::enabled(log::Level::debug))
+    log::debug(std::string(graph_solver_name(p.direction)) + " " + p.key() + ": " + what);
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// A call's pointers: x, w, y, workspace, bias, residual (the last two null unless the epilogue
-/// reads them). What a variant pack and a graph captured from a call hold.
+/// A call's pointers: x, w, y (by forward's names, see kUidX), workspace, bias, residual (the last
+/// two null unless the epilogue reads them). What a variant pack and a graph captured from a call hold.
 using GraphPointers = std::array<const void*, 6>;
 
-GraphPointers call_pointers(const ConvProblem& p, const void* x, const void* w, void* y, void* workspace,
-                            const void* bias, const void* residual) {
-  return {x, w, y, workspace, p.epilogue.bias ? bias : nullptr, p.epilogue.residual ? residual : nullptr};
+GraphPointers call_pointers(const ConvProblem& p, const dnn::ConvArgs& a, void* workspace) {
+  switch (p.direction) {
+    case ConvDirection::backward_data:
+      return {a.dx, a.w, a.dy, workspace, nullptr, nullptr};
+    case ConvDirection::backward_weights:
+      return {a.x, a.dw, a.dy, workspace, nullptr, nullptr};
+    case ConvDirection::forward:
+      break;
+  }
+  return {a.x,
+          a.w,
+          a.y,
+          workspace,
+          p.epilogue.bias ? a.bias : nullptr,
+          p.epilogue.residual ? a.residual : nullptr};
 }
 
 /// What a plan's calls on one set of pointers reuse: the variant pack (cuDNN's table of the
@@ -226,6 +267,9 @@ PointerSet* pointer_set(Plan& plan, const GraphPointers& pointers, cudnnStatus_t
 
 class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
  public:
+  explicit GraphSolver(ConvDirection direction)
+      : direction_(direction), name_(graph_solver_name(direction)) {}
+
   // The config-less forms (list order, a named solver) run the first candidate.
   using dnn::TunableSolver<ConvProblem, EngineConfig>::run;
   using dnn::TunableSolver<ConvProblem, EngineConfig>::workspace_bytes;
@@ -236,12 +280,12 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       e->plans.for_each_value([](std::shared_ptr<Plan>& plan) { plan->release(); });
   }
 
-  std::string_view name() const override { return kName; }
+  std::string_view name() const override { return name_; }
   /// Forward epilogues are built into the operation graph (see the top of this file).
-  bool implements_fused_parts() const override { return true; }
+  bool implements_fused_parts() const override { return direction_ == ConvDirection::forward; }
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (Applicability a = cudnn_can_take(p, device); !a) return a;
+    if (Applicability a = can_take(p, device); !a) return a;
     if (const auto& act = p.epilogue.activation) {
       std::string why;
       if (!pointwise_activation(*act, p.epilogue.alpha, p.epilogue.beta, why)) return Applicability::no(why);
@@ -272,7 +316,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
   }
 
   bool valid(const ConvProblem& p, const runtime::Device& device, const EngineConfig& config) const override {
-    if (!cudnn_can_take(p, device)) return false;
+    if (!can_take(p, device)) return false;
     try {
       Entry& e = entry(p, device);
       std::lock_guard lock(e.mutex);
@@ -294,24 +338,25 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
            const EngineConfig& config) const override {
     const std::shared_ptr<Plan> plan = require_plan(p, stream.device(), config);
     if (a.workspace_bytes < std::size_t(plan->workspace))
-      throw Error(Status::invalid_argument, std::string(kName) + ": workspace of " +
-                                                std::to_string(a.workspace_bytes) + " bytes, needs " +
-                                                std::to_string(plan->workspace));
+      throw Error(Status::invalid_argument, name_ + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                                " bytes, needs " + std::to_string(plan->workspace));
     if (p.epilogue.bias && a.bias == nullptr)
-      throw Error(Status::invalid_argument,
-                  std::string(kName) + ": the epilogue adds a bias but bias is null");
+      throw Error(Status::invalid_argument, name_ + ": the epilogue adds a bias but bias is null");
     if (p.epilogue.residual && a.residual == nullptr)
-      throw Error(Status::invalid_argument,
-                  std::string(kName) + ": the epilogue adds a residual but residual is null");
-    const GraphPointers pointers =
-        call_pointers(p, a.x, a.w, a.y, plan->workspace > 0 ? a.workspace : nullptr, a.bias, a.residual);
+      throw Error(Status::invalid_argument, name_ + ": the epilogue adds a residual but residual is null");
+    const GraphPointers pointers = call_pointers(p, a, plan->workspace > 0 ? a.workspace : nullptr);
+    const auto names = pointer_names(p.direction);
+    for (std::size_t i : {0, 1, 2}) {
+      if (pointers[i] == nullptr)
+        throw Error(Status::invalid_argument, name_ + ": " + names[i] + " pointer is null");
+    }
     for (std::size_t i : {0, 1, 2, 4, 5}) {
       if (reinterpret_cast<std::uintptr_t>(pointers[i]) % kAlignment != 0)
-        throw Error(Status::invalid_argument, std::string(kName) + ": " + kPointerNames[i] + " pointer not " +
-                                                  std::to_string(kAlignment) + "-byte aligned");
+        throw Error(Status::invalid_argument,
+                    name_ + ": " + names[i] + " pointer not " + std::to_string(kAlignment) + "-byte aligned");
     }
     CudnnHandle& h = handle(stream.device());
-    stream.launch(kName, [&] {
+    stream.launch(name_.c_str(), [&] {
       DeviceGuard guard(stream.device().index());
       std::lock_guard lock(h.mutex);
       const auto s = static_cast<cudaStream_t>(stream.native_handle());
@@ -319,7 +364,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
       PointerSet* set = pointer_set(*plan, pointers, st);
       if (set == nullptr) check_cudnn(st, "variant pack (" + plan->info.tag() + ")");
-      set->replay.run(s, kName, [&] {
+      set->replay.run(s, name_.c_str(), [&] {
         if (const cudnnStatus_t ran = cudnnBackendExecute(h.handle, plan->plan.get(), set->pack.get());
             ran != CUDNN_STATUS_SUCCESS)
           check_cudnn(ran, "cudnnBackendExecute(" + plan->info.tag() + ")");
@@ -352,6 +397,16 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
 
  private:
   CudnnHandle& handle(const runtime::Device& device) const { return cudnn_handle(device); }
+
+  /// cudnn_can_take()'s device, dtype and size rules, for this solver's direction.
+  Applicability can_take(const ConvProblem& p, const runtime::Device& device) const {
+    if (p.direction != direction_)
+      return Applicability::no(std::string(dnn::to_string(direction_)) + " only, not " +
+                               dnn::to_string(p.direction));
+    ConvProblem as_forward = p;
+    as_forward.direction = ConvDirection::forward;
+    return cudnn_can_take(as_forward, device);
+  }
 
   static bool fused(const Entry& e) { return !e.fused_graph.empty(); }
 
@@ -416,8 +471,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     std::string why;
     std::shared_ptr<Plan> plan = plan_of(p, device, e, config, why);
     if (plan == nullptr)
-      throw Error(Status::unsupported, std::string(kName) + ": engine config " + config.to_string() +
-                                           " does not run " + p.key() + ": " + why);
+      throw Error(Status::unsupported,
+                  name_ + ": engine config " + config.to_string() + " does not run " + p.key() + ": " + why);
     return plan;
   }
 
@@ -507,7 +562,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
   /// that failed.
   std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ConvParams cp = gpu::make_params(p);
-    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, kGraphSolverName);
+    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, graph_solver_name(p.direction));
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     auto e = std::make_unique<Entry>();
@@ -530,19 +585,52 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     e->conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dils, 2, "conv dilations");
     e->conv.finalize("convolution");
 
-    e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
     const float alpha = 1.f, beta = 0.f;
-    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, e->x, "conv fwd x");
-    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, e->w, "conv fwd w");
     // A fused graph's convolution writes a virtual f32 tensor that the epilogue reads.
     const bool fused = p.has_epilogue();
-    if (fused)
-      e->fused.push_back(make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
-    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, fused ? e->fused.back() : e->y, "conv fwd y");
-    e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, e->conv, "conv fwd conv desc");
-    e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1, "conv fwd alpha");
-    e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta, 1, "conv fwd beta");
-    e->op.finalize("conv forward operation");
+    switch (p.direction) {
+      case ConvDirection::backward_data:
+        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, e->x, "conv bwd data dx");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, e->w, "conv bwd data w");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, e->y, "conv bwd data dy");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, e->conv,
+                       "conv bwd data conv desc");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
+                  "conv bwd data alpha");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta, 1,
+                  "conv bwd data beta");
+        e->op.finalize("conv backward-data operation");
+        break;
+      case ConvDirection::backward_weights:
+        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, e->x, "conv bwd filter x");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, e->w, "conv bwd filter dw");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, e->y, "conv bwd filter dy");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, e->conv,
+                       "conv bwd filter conv desc");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
+                  "conv bwd filter alpha");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, &beta, 1,
+                  "conv bwd filter beta");
+        e->op.finalize("conv backward-weights operation");
+        break;
+      case ConvDirection::forward:
+        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, e->x, "conv fwd x");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, e->w, "conv fwd w");
+        if (fused)
+          e->fused.push_back(
+              make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, fused ? e->fused.back() : e->y,
+                       "conv fwd y");
+        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, e->conv, "conv fwd conv desc");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
+                  "conv fwd alpha");
+        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta, 1, "conv fwd beta");
+        e->op.finalize("conv forward operation");
+        break;
+    }
 
     std::vector<cudnnBackendDescriptor_t> ops{e->op.get()};
     if (fused) add_epilogue(p, cp, dt, *e, ops);
@@ -581,7 +669,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
       std::string why;
       std::optional<Pointwise> act =
           pointwise_activation(*p.epilogue.activation, p.epilogue.alpha, p.epilogue.beta, why);
-      if (!act) throw Error(Status::unsupported, std::string(kName) + ": " + why);
+      if (!act) throw Error(Status::unsupported, std::string(kGraphSolverName) + ": " + why);
       steps.push_back({*act, nullptr, act->describe()});
     }
     e.fused_graph = "conv";
@@ -740,6 +828,8 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     return configs;
   }
 
+  ConvDirection direction_;
+  std::string name_;
   mutable std::mutex entries_mutex_;
   // Keyed by the problem itself, see problem_key.hpp.
   mutable std::unordered_map<gpu::ProblemKey, std::unique_ptr<Entry>, gpu::ProblemKeyHash> entries_;
@@ -747,6 +837,14 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
 
 }  // namespace
 
-std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_conv_solver() { return std::make_unique<GraphSolver>(); }
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_conv_solver() {
+  return std::make_unique<GraphSolver>(ConvDirection::forward);
+}
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_bwd_data_conv_solver() {
+  return std::make_unique<GraphSolver>(ConvDirection::backward_data);
+}
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_bwd_weights_conv_solver() {
+  return std::make_unique<GraphSolver>(ConvDirection::backward_weights);
+}
 
 }  // namespace galley::backends::cuda

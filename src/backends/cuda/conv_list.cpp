@@ -20,6 +20,8 @@ void register_conv_list() {
   list.push_back(make_conv_bwd_data_depthwise(b));
   list.push_back(make_conv_bwd_weights_depthwise(b));
   list.push_back(cuda::make_cudnn_graph_conv_solver());
+  list.push_back(cuda::make_cudnn_graph_bwd_data_conv_solver());
+  list.push_back(cuda::make_cudnn_graph_bwd_weights_conv_solver());
   list.push_back(cuda::make_cudnn_conv_solver());
   list.push_back(cuda::make_cudnn_bwd_data_conv_solver());
   list.push_back(cuda::make_cudnn_bwd_weights_conv_solver());

@@ -9,6 +9,8 @@ namespace galley::backends::cuda {
 
 std::unique_ptr<dnn::ConvSolver> make_cudnn_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_conv_solver();
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_bwd_data_conv_solver();
+std::unique_ptr<dnn::ConvSolver> make_cudnn_graph_bwd_weights_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cublas_gemm_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cudnn_bwd_data_conv_solver();
 std::unique_ptr<dnn::ConvSolver> make_cudnn_bwd_weights_conv_solver();
