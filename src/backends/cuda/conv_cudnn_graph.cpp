@@ -134,6 +134,47 @@ constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidu
 constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
 
+/// cuDNN's operation node of a direction, and its attributes for the graph's x, w and y tensors
+/// (by forward's names, see kUidX), the convolution descriptor and the scales.
+struct ConvOperation {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  const char* what;
+};
+
+ConvOperation conv_operation(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::backward_data:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+              "conv backward-data operation"};
+    case ConvDirection::backward_weights:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+              "conv backward-weights operation"};
+    case ConvDirection::forward:
+      break;
+  }
+  return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+          "conv forward operation"};
+}
+
 /// The names of a call's pointers in GraphPointers' order, for messages.
 std::array<const char*, 6> pointer_names(ConvDirection direction) {
   switch (direction) {
@@ -588,49 +629,17 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     const float alpha = 1.f, beta = 0.f;
     // A fused graph's convolution writes a virtual f32 tensor that the epilogue reads.
     const bool fused = p.has_epilogue();
-    switch (p.direction) {
-      case ConvDirection::backward_data:
-        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, e->x, "conv bwd data dx");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, e->w, "conv bwd data w");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, e->y, "conv bwd data dy");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, e->conv,
-                       "conv bwd data conv desc");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
-                  "conv bwd data alpha");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta, 1,
-                  "conv bwd data beta");
-        e->op.finalize("conv backward-data operation");
-        break;
-      case ConvDirection::backward_weights:
-        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, e->x, "conv bwd filter x");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, e->w, "conv bwd filter dw");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, e->y, "conv bwd filter dy");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, e->conv,
-                       "conv bwd filter conv desc");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
-                  "conv bwd filter alpha");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, &beta, 1,
-                  "conv bwd filter beta");
-        e->op.finalize("conv backward-weights operation");
-        break;
-      case ConvDirection::forward:
-        e->op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, e->x, "conv fwd x");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, e->w, "conv fwd w");
-        if (fused)
-          e->fused.push_back(
-              make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, fused ? e->fused.back() : e->y,
-                       "conv fwd y");
-        e->op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, e->conv, "conv fwd conv desc");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha, 1,
-                  "conv fwd alpha");
-        e->op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta, 1, "conv fwd beta");
-        e->op.finalize("conv forward operation");
-        break;
-    }
+    const ConvOperation node = conv_operation(p.direction);
+    e->op = Desc(node.type);
+    e->op.set_desc(node.x, e->x, "operation x");
+    e->op.set_desc(node.w, e->w, "operation w");
+    if (fused)
+      e->fused.push_back(make_tensor(kUidVirtual, CUDNN_DATA_FLOAT, cp.n, cp.k, cp.p, cp.q, cp.nhwc, true));
+    e->op.set_desc(node.y, fused ? e->fused.back() : e->y, "operation y");
+    e->op.set_desc(node.conv, e->conv, "operation conv desc");
+    e->op.set(node.alpha, CUDNN_TYPE_FLOAT, &alpha, 1, "operation alpha");
+    e->op.set(node.beta, CUDNN_TYPE_FLOAT, &beta, 1, "operation beta");
+    e->op.finalize(node.what);
 
     std::vector<cudnnBackendDescriptor_t> ops{e->op.get()};
     if (fused) add_epilogue(p, cp, dt, *e, ops);
