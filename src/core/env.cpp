@@ -275,8 +275,8 @@ const std::vector<Entry>& entries() {
       {{"GALLEY_DEBUG_IGEMM_TC_PLAN",
         "development: tile:splits forces gpu.conv.igemm_tc's plan (tile sweeps on a GPU)", "(unset: tuned)"},
        parse_igemm_tc_plan},
-      {{"GALLEY_DEBUG_IGEMM_TC_TUNE", "development: 0 takes gpu.conv.igemm_tc's model plan without timing",
-        "1"},
+      {{"GALLEY_DEBUG_IGEMM_TC_TUNE",
+        "development: 0 lists only gpu.conv.igemm_tc's cost-model plan to the tuner (no tile search)", "1"},
        parse_igemm_tc_tune},
   };
   return table;

@@ -83,7 +83,8 @@ std::map<std::string, std::string>& adopted_params() {
 }
 std::atomic<long> g_counted_checks{0};
 
-// A solver with an inner search that hands the tuner its winner (tuned_params), like gpu.conv.igemm_tc.
+// A solver with an inner search that hands the tuner its winner (tuned_params), as a solver outside
+// the tree may (the ones here list their choices as a TunableSolver's configs instead).
 class InnerChoiceSolver final : public dnn::ConvSolver {
  public:
   std::string_view name() const override { return kInner; }

@@ -10,24 +10,24 @@
 // first layer of a network, c = 3). Split-K writes fp32 partials to a workspace.
 // kNchwOut (gpu.conv.igemm_tc_nchw) writes y as NCHW: the same GEMM, with the epilogue's tile
 // transposed in shared memory so each channel's pixel run leaves as 16-byte stores.
-// The plan (tile, split-K) is measured per problem on first use, see tuned_plan() below.
+// The plan (tile, split-K) is the tuner's choice among igemm_tc_candidates() (conv_igemm_tc_tuning.hpp);
+// without one, the cost model's (model_plan() below).
 //
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/config.hpp"
 #include "conv_igemm_tc_epilogue.cuh"
 #include "conv_igemm_tc_loader.cuh"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_mma.cuh"
+#include "core/config.hpp"
 #if GALLEY_CUDA_WGMMA
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #endif
@@ -40,7 +40,7 @@ namespace {
 struct TcTile {
   int bm, bn, warps, bk, stages;
   double efficiency;
-  bool planned;  // considered by the planner (others exist for measurement)
+  bool planned;     // considered by the planner (others exist for measurement)
   int scalar_tile;  // the BK = 32 tile the scalar-gather path (cg % 8 != 0) runs instead
 };
 // BK = 32 tiles (0-4) read each 8-channel chunk of a row with one thread; BK = 64 tiles (5-8) give a
@@ -49,10 +49,11 @@ struct TcTile {
 // shared-memory reads per mma.
 // 64x64's efficiency is set low so that for small grids the planner takes 128x128 with split-K,
 // which keeps the tensor cores far busier than many small tiles do.
-constexpr TcTile kTcTiles[] = {
-    {128, 128, 4, 32, 4, 1.0, false, 0}, {128, 64, 4, 32, 4, 0.8, true, 1},   {64, 64, 4, 32, 4, 0.3, true, 2},
-    {128, 128, 8, 32, 4, 1.0, false, 3}, {128, 64, 8, 32, 4, 0.8, false, 4},  {128, 128, 4, 64, 3, 1.0, true, 0},
-    {128, 64, 4, 64, 4, 0.8, false, 1},  {64, 64, 4, 64, 4, 0.3, false, 2},   {128, 128, 8, 64, 3, 1.0, false, 3}};
+constexpr TcTile kTcTiles[] = {{128, 128, 4, 32, 4, 1.0, false, 0}, {128, 64, 4, 32, 4, 0.8, true, 1},
+                               {64, 64, 4, 32, 4, 0.3, true, 2},    {128, 128, 8, 32, 4, 1.0, false, 3},
+                               {128, 64, 8, 32, 4, 0.8, false, 4},  {128, 128, 4, 64, 3, 1.0, true, 0},
+                               {128, 64, 4, 64, 4, 0.8, false, 1},  {64, 64, 4, 64, 4, 0.3, false, 2},
+                               {128, 128, 8, 64, 3, 1.0, false, 3}};
 constexpr int kTcTileCount = int(sizeof(kTcTiles) / sizeof(kTcTiles[0]));
 constexpr int kPlanBk = 32;  // the planner's step count unit
 
@@ -62,8 +63,12 @@ constexpr int kPlanBk = 32;  // the planner's step count unit
 #if GALLEY_CUDA_WGMMA
 constexpr int kPlanTileCount = kTcTileCount + kWgmmaTileCount;
 bool wgmma_tile_usable() { return igemm_wgmma_available(); }
-int tile_bm(int tile) { return tile < kTcTileCount ? kTcTiles[tile].bm : kWgmmaTiles[tile - kTcTileCount].bm; }
-int tile_bn(int tile) { return tile < kTcTileCount ? kTcTiles[tile].bn : kWgmmaTiles[tile - kTcTileCount].bn; }
+int tile_bm(int tile) {
+  return tile < kTcTileCount ? kTcTiles[tile].bm : kWgmmaTiles[tile - kTcTileCount].bm;
+}
+int tile_bn(int tile) {
+  return tile < kTcTileCount ? kTcTiles[tile].bn : kWgmmaTiles[tile - kTcTileCount].bn;
+}
 #else
 constexpr int kPlanTileCount = kTcTileCount;
 bool wgmma_tile_usable() { return false; }
@@ -72,17 +77,16 @@ int tile_bn(int tile) { return kTcTiles[tile].bn; }
 #endif
 constexpr int kWgmmaStandIn = 5;  // 128x128, BK = 64
 
-
 template <typename T, bool kVec, int BM, int BN, int WARPS_N, int BK, int STAGES, bool kNchwOut>
 __global__ void __launch_bounds__(64 * WARPS_N)
     igemm_tc_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                     float* __restrict__ partial, int splits) {
   static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
   static_assert(kVec || BK == 32, "the scalar gather runs BK = 32 only");
-  constexpr int kThreads = 64 * WARPS_N;      // warp grid 2 x WARPS_N
-  constexpr int kRowsPerPass = kThreads / 4;  // 4 loader threads per row
-  constexpr int kChunksPerThread = BK / 32;   // 16-byte chunks of a row per loader thread
-  constexpr int kKSlices = BK / 16;           // mma k16 slices per stage
+  constexpr int kThreads = 64 * WARPS_N;         // warp grid 2 x WARPS_N
+  constexpr int kRowsPerPass = kThreads / 4;     // 4 loader threads per row
+  constexpr int kChunksPerThread = BK / 32;      // 16-byte chunks of a row per loader thread
+  constexpr int kKSlices = BK / 16;              // mma k16 slices per stage
   constexpr int WM = BM / 2, WN = BN / WARPS_N;  // warp tile
   constexpr int MT = WM / 16, NT = WN / 8;
   constexpr int A_ROWS = BM / kRowsPerPass, B_ROWS = BN / kRowsPerPass;  // rows per thread per stage
@@ -141,7 +145,8 @@ __global__ void __launch_bounds__(64 * WARPS_N)
         for (int e = 0; e < 8; ++e) {
           const int ih = loader.a_ih[i] + e_dh[e], iw = loader.a_iw[i] + e_dw[e];
           const bool ok = e_c[e] >= 0 && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
-          v[e] = ok ? bits16(x[loader.a_base[i] + (e_dh[e] * cp.w + e_dw[e]) * cp.c + e_c[e]]) : std::uint16_t(0);
+          v[e] = ok ? bits16(x[loader.a_base[i] + (e_dh[e] * cp.w + e_dw[e]) * cp.c + e_c[e]])
+                    : std::uint16_t(0);
         }
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
@@ -152,7 +157,8 @@ __global__ void __launch_bounds__(64 * WARPS_N)
         std::uint16_t v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          v[e] = (loader.b_off[i] >= 0 && kc + e < kred) ? bits16(w[loader.b_off[i] + kc + e]) : std::uint16_t(0);
+          v[e] = (loader.b_off[i] >= 0 && kc + e < kred) ? bits16(w[loader.b_off[i] + kc + e])
+                                                         : std::uint16_t(0);
         uint4 packed = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
                                   v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
         *reinterpret_cast<uint4*>(base + BM * BK * 2 + swz<BK>(row0 + kRowsPerPass * i, ch0)) = packed;
@@ -169,7 +175,8 @@ __global__ void __launch_bounds__(64 * WARPS_N)
     const unsigned b_base = a_base + BM * BK * 2;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
-      mma::ldmatrix_x4(af[buf][mt], a_base + swz<BK>(warp_m * WM + mt * 16 + (lane & 15), slice * 2 + (lane >> 4)));
+      mma::ldmatrix_x4(af[buf][mt],
+                       a_base + swz<BK>(warp_m * WM + mt * 16 + (lane & 15), slice * 2 + (lane >> 4)));
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       unsigned r4[4];
@@ -284,9 +291,10 @@ __global__ void __launch_bounds__(64 * WARPS_N)
             for (int half = 0; half < 2; ++half)
 #pragma unroll
               for (int nt = 0; nt < NT; ++nt)
-                store_pair(warp_m * WM + mt * 16 + (lane >> 2) + half * 8, warp_n * WN + nt * 8 + (lane & 3) * 2,
-                           acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1]);
-          });
+                store_pair(warp_m * WM + mt * 16 + (lane >> 2) + half * 8,
+                           warp_n * WN + nt * 8 + (lane & 3) * 2, acc[mt][nt][half * 2],
+                           acc[mt][nt][half * 2 + 1]);
+        });
     return;
   }
 
@@ -359,15 +367,14 @@ PadLayout pad_layout(const ConvParams& p, int splits) {
 
 /// Eight 16-bit values as one 16-byte store (the channel padding and folding kernels' output chunk).
 __device__ __forceinline__ void store_u16x8(std::uint16_t* out, const std::uint16_t (&v)[8]) {
-  *reinterpret_cast<uint4*>(out) =
-      make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16), v[4] | (unsigned(v[5]) << 16),
-                 v[6] | (unsigned(v[7]) << 16));
+  *reinterpret_cast<uint4*>(out) = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
+                                              v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
 }
 
 /// out[row][0..c8) = in[row][0..c) then zeros; 16-bit elements, one 16-byte output chunk per thread.
 __global__ void __launch_bounds__(256)
-    pad_channels_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, std::int64_t rows,
-                        int c, int c8) {
+    pad_channels_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out,
+                        std::int64_t rows, int c, int c8) {
   const int chunks_per_row = c8 / 8;
   const std::int64_t total = rows * chunks_per_row;
   for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -388,8 +395,9 @@ __global__ void __launch_bounds__(256)
 ///   w_out[k][r][t][half * 4 + ch] = w[k][r][2t + half - shift][ch] (0 outside the filter or for ch >= c).
 __global__ void __launch_bounds__(256)
     fold_columns_kernel(const std::uint16_t* __restrict__ x, const std::uint16_t* __restrict__ w,
-                        std::uint16_t* __restrict__ x_out, std::uint16_t* __restrict__ w_out, std::int64_t x_pairs,
-                        std::int64_t w_total, int width, int pairs, int s, int taps, int shift, int c) {
+                        std::uint16_t* __restrict__ x_out, std::uint16_t* __restrict__ w_out,
+                        std::int64_t x_pairs, std::int64_t w_total, int width, int pairs, int s, int taps,
+                        int shift, int c) {
   for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < x_pairs + w_total;
        idx += std::int64_t(gridDim.x) * blockDim.x) {
     if (idx < x_pairs) {
@@ -412,12 +420,14 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-void launch_fold_columns(const ConvParams& p, const void* x, const void* w, void* x_out, void* w_out, GpuStream stream) {
+void launch_fold_columns(const ConvParams& p, const void* x, const void* w, void* x_out, void* w_out,
+                         GpuStream stream) {
   const ConvParams v = padded_view(p);
   const std::int64_t x_pairs = std::int64_t(p.n) * p.h * v.w, w_total = std::int64_t(p.k) * p.r * v.s * 8;
-  fold_columns_kernel<<<int(std::min<std::int64_t>((x_pairs + w_total + 255) / 256, 65535)), 256, 0, stream>>>(
-      static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w), static_cast<std::uint16_t*>(x_out),
-      static_cast<std::uint16_t*>(w_out), x_pairs, w_total, p.w, v.w, p.s, v.s, p.pad_w % 2, p.cg);
+  fold_columns_kernel<<<int(std::min<std::int64_t>((x_pairs + w_total + 255) / 256, 65535)), 256, 0,
+                        stream>>>(static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w),
+                                  static_cast<std::uint16_t*>(x_out), static_cast<std::uint16_t*>(w_out),
+                                  x_pairs, w_total, p.w, v.w, p.s, v.s, p.pad_w % 2, p.cg);
   check_launch("gpu.conv.igemm_tc: column folding");
 }
 
@@ -459,18 +469,36 @@ void launch_tc(const ConvParams& p, const IgemmPlan& plan, const T* x, const T* 
     kernel<<<grid, 32 * t.warps, smem, stream>>>(p, x, w, y, partial, plan.splits);
   };
   switch (tile) {
-    case 0: run(igemm_tc_kernel<T, kVec, 128, 128, 2, 32, 4, kNchwOut>); break;
-    case 1: run(igemm_tc_kernel<T, kVec, 128, 64, 2, 32, 4, kNchwOut>); break;
-    case 2: run(igemm_tc_kernel<T, kVec, 64, 64, 2, 32, 4, kNchwOut>); break;
-    case 3: run(igemm_tc_kernel<T, kVec, 128, 128, 4, 32, 4, kNchwOut>); break;
-    case 4: run(igemm_tc_kernel<T, kVec, 128, 64, 4, 32, 4, kNchwOut>); break;
+    case 0:
+      run(igemm_tc_kernel<T, kVec, 128, 128, 2, 32, 4, kNchwOut>);
+      break;
+    case 1:
+      run(igemm_tc_kernel<T, kVec, 128, 64, 2, 32, 4, kNchwOut>);
+      break;
+    case 2:
+      run(igemm_tc_kernel<T, kVec, 64, 64, 2, 32, 4, kNchwOut>);
+      break;
+    case 3:
+      run(igemm_tc_kernel<T, kVec, 128, 128, 4, 32, 4, kNchwOut>);
+      break;
+    case 4:
+      run(igemm_tc_kernel<T, kVec, 128, 64, 4, 32, 4, kNchwOut>);
+      break;
     default:
       if constexpr (kVec) {
         switch (tile) {
-          case 5: run(igemm_tc_kernel<T, true, 128, 128, 2, 64, 3, kNchwOut>); break;
-          case 6: run(igemm_tc_kernel<T, true, 128, 64, 2, 64, 4, kNchwOut>); break;
-          case 7: run(igemm_tc_kernel<T, true, 64, 64, 2, 64, 4, kNchwOut>); break;
-          default: run(igemm_tc_kernel<T, true, 128, 128, 4, 64, 3, kNchwOut>); break;
+          case 5:
+            run(igemm_tc_kernel<T, true, 128, 128, 2, 64, 3, kNchwOut>);
+            break;
+          case 6:
+            run(igemm_tc_kernel<T, true, 128, 64, 2, 64, 4, kNchwOut>);
+            break;
+          case 7:
+            run(igemm_tc_kernel<T, true, 64, 64, 2, 64, 4, kNchwOut>);
+            break;
+          default:
+            run(igemm_tc_kernel<T, true, 128, 128, 4, 64, 3, kNchwOut>);
+            break;
         }
       }
       break;
@@ -485,8 +513,8 @@ bool igemm_tc_has_mma() { return GALLEY_GPU_MMA != 0; }
 
 #if GALLEY_GPU_MMA
 namespace {
-/// The cost model's plan: waves of blocks times each block's steps, plus split-K's traffic. Used
-/// where measuring is off or fails, and as one of the measured candidates.
+/// The cost model's plan: waves of blocks times each block's steps, plus split-K's traffic. What a
+/// call without a tuned choice runs, and the first of the tuner's candidates.
 IgemmPlan model_plan(const ConvParams& p, int sm_count) {
   constexpr double kPeak = 500e12, kBandwidth = 3.0e12;
   const int slots = std::max(1, sm_count) * 2;
@@ -496,14 +524,16 @@ IgemmPlan model_plan(const ConvParams& p, int sm_count) {
   for (int t = 0; t < kTcTileCount; ++t) {
     const TcTile& shape = kTcTiles[t];
     if (!shape.planned) continue;
-    const std::int64_t tiles = std::int64_t(ceil_div(p.pixels(), shape.bm)) * ceil_div(p.kg, shape.bn) * p.groups;
+    const std::int64_t tiles =
+        std::int64_t(ceil_div(p.pixels(), shape.bm)) * ceil_div(p.kg, shape.bn) * p.groups;
     for (int splits : {1, 2, 3, 4, 6, 8}) {
       if (splits > 1 && steps / splits < 4) break;
       const std::int64_t per = (steps + splits - 1) / splits;
       const std::int64_t blocks = tiles * splits;
       const std::int64_t waves = (blocks + slots - 1) / slots;
       // Each block also pays a pipeline fill of ~3 steps.
-      double time = double(waves) * 2.0 * shape.bm * shape.bn * kPlanBk * (per + 3) / (shape.efficiency * kPeak / slots);
+      double time = double(waves) * 2.0 * shape.bm * shape.bn * kPlanBk * (per + 3) /
+                    (shape.efficiency * kPeak / slots);
       if (splits > 1) time += double(splits + 1) * p.y_elems() * 4.0 / kBandwidth + 3e-6;
       if (time < best_time * 0.97) {
         best_time = time;
@@ -516,7 +546,6 @@ IgemmPlan model_plan(const ConvParams& p, int sm_count) {
   }
   return igemm_tc_plan_for(p, best.tile, best.splits);
 }
-IgemmPlan tuned_plan(const ConvParams& p, int sm_count);  // below, next to the launchers it times
 }  // namespace
 #endif
 
@@ -531,11 +560,11 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
                                                 std::to_string(kPlanTileCount - 1));
     if (tile >= kTcTileCount && !wgmma_tile_usable())
       throw Error(Status::invalid_argument, "GALLEY_DEBUG_IGEMM_TC_PLAN='" + text + "': tile " +
-                                                std::to_string(tile) + " is a wgmma tile, which this device does not run");
+                                                std::to_string(tile) +
+                                                " is a wgmma tile, which this device does not run");
     return igemm_tc_plan_for(p, tile, splits);
   }
-  if (!env::config().debug_igemm_tc_tune) return model_plan(p, sm_count);
-  return tuned_plan(p, sm_count);
+  return model_plan(p, sm_count);
 #else
   return plan_igemm_f32(p, sm_count);
 #endif
@@ -549,9 +578,10 @@ IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
   plan.bn = tile_bn(plan.tile);
   plan.wgmma = plan.tile >= kTcTileCount;
   plan.splits = std::max(1, splits);
-  plan.workspace_bytes = pads_channels(p)  ? pad_layout(p, plan.splits).total
-                         : plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float)
-                                           : 0;
+  plan.workspace_bytes = pads_channels(p) ? pad_layout(p, plan.splits).total
+                         : plan.splits > 1
+                             ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float)
+                             : 0;
   return plan;
 #else
   return igemm_f32_plan_for(p, tile, splits);
@@ -562,8 +592,8 @@ IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits) {
 namespace {
 
 template <bool kNchwOut>
-void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y, void* workspace,
-                   void* stream) {
+void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                   void* workspace, void* stream) {
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.igemm_tc: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
@@ -590,41 +620,18 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
 }
 
-// Measured plans (MIOpen's perf-db idea, in-process): the first plan_igemm_tc() of a problem times
-// a bounded set of candidates (tile x split-K, at most 15) on scratch buffers of the problem's
-// sizes, a warm-up and two timed launches each, and keeps the fastest for the life of the process.
-// The cost model can miss by tens of percent (it does not see occupancy, L2 reuse or loader
-// overheads), which a few milliseconds of measuring per problem avoid. igemm_tc_tuned_params()
-// gives the choice as text for a store;
-// igemm_tc_use_tuned_params() adopts a stored one without measuring.
-
-struct TunedChoice {
-  int tile = 0, splits = 1;
-};
-
-std::mutex g_tuned_mutex;
-std::map<std::string, TunedChoice>& tuned_choices() {
-  static std::map<std::string, TunedChoice> choices;
-  return choices;
-}
-
-// The problem as the kernels see it, the device and its multiprocessor count.
-std::string tune_key(const ConvParams& p, int device, int sm_count) {
-  char buf[320];
-  std::snprintf(buf, sizeof buf, "d%d.sm%d.%s.n%dc%dh%dw%d.k%dr%ds%d.p%d,%d.u%d,%d.l%d,%d.g%d",
-                device, sm_count, p.dtype == DType::f16 ? "f16" : "bf16", p.n, p.c, p.h, p.w, p.k, p.r, p.s,
-                p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups);
-  return buf;
-}
-
-std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
+// The tuner's candidates beyond the model's plan: the tiles that won some problem on the H200 (the
+// 128x64 one on N = 64 layers, 128x128 with BK 64 on large-M 1x1 layers, the 8-warp one where
+// 128x128 leaves multiprocessors idle), split-K where one split leaves multiprocessors idle, and the
+// Hopper wgmma tiles where the device has them: up to 15 plans, 25 with the wgmma tiles.
+std::vector<IgemmTcConfig> candidate_plans(const ConvParams& p, int sm_count) {
   const IgemmPlan model = model_plan(p, sm_count);
-  std::vector<TunedChoice> out{{model.tile, model.splits}};
+  std::vector<IgemmTcConfig> out{{model.tile, model.splits}};
   auto add = [&](int tile, int splits) {
     const int bk = tile < kTcTileCount ? kTcTiles[tile].bk : 64;
     const std::int64_t steps = (p.kred() + bk - 1) / bk;
     if (splits > 1 && steps < 2 * splits) return;  // each split gets at least 2 steps
-    for (const TunedChoice& c : out)
+    for (const IgemmTcConfig& c : out)
       if (c.tile == tile && c.splits == splits) return;
     out.push_back({tile, splits});
   };
@@ -648,74 +655,6 @@ std::vector<TunedChoice> tune_candidates(const ConvParams& p, int sm_count) {
         for (int wt : {0, 1}) add(kTcTileCount + wt, splits);
   }
   return out;
-}
-
-// Times the candidates on the current device; -1 when it cannot (no memory, a launch failed).
-int measure_candidates(const ConvParams& p, const std::vector<TunedChoice>& cands) {
-  // The caller's thread may be capturing a graph on another stream: relaxed mode lets this private,
-  // non-blocking stream work meanwhile without touching the capture.
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
-  std::size_t ws_bytes = 0;
-  for (const TunedChoice& c : cands)
-    ws_bytes = std::max(ws_bytes, igemm_tc_plan_for(p, c.tile, c.splits).workspace_bytes);
-  void *x = nullptr, *w = nullptr, *y = nullptr, *ws = nullptr;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  int best = -1;
-  float best_ms = INFINITY;
-  bool ok = cudaMalloc(&x, std::size_t(p.x_elems()) * 2) == cudaSuccess &&
-            cudaMalloc(&w, std::size_t(p.w_elems()) * 2) == cudaSuccess &&
-            cudaMalloc(&y, std::size_t(p.y_elems()) * 2) == cudaSuccess &&
-            (ws_bytes == 0 || cudaMalloc(&ws, ws_bytes) == cudaSuccess) &&
-            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-            cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
-  // Small finite values (0x3c3c: 1.06 in f16, 0.0115 in bf16); the timing does not depend on them.
-  ok = ok && cudaMemsetAsync(x, 0x3c, std::size_t(p.x_elems()) * 2, stream) == cudaSuccess &&
-       cudaMemsetAsync(w, 0x3c, std::size_t(p.w_elems()) * 2, stream) == cudaSuccess;
-  for (std::size_t i = 0; ok && i < cands.size(); ++i) {
-    const IgemmPlan plan = igemm_tc_plan_for(p, cands[i].tile, cands[i].splits);
-    try {
-      launch_conv_igemm_tc(p, plan, x, w, y, ws, stream);  // warm-up: first-launch costs, caches
-      ok = cudaEventRecord(start, stream) == cudaSuccess;
-      for (int rep = 0; rep < 2; ++rep) launch_conv_igemm_tc(p, plan, x, w, y, ws, stream);
-      ok = ok && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
-      float ms = 0;
-      ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
-      if (ok && ms < best_ms) {
-        best_ms = ms;
-        best = int(i);
-      }
-    } catch (const Error&) {
-      ok = false;
-    }
-  }
-  if (stream != nullptr) (void)cudaStreamSynchronize(stream);
-  if (start != nullptr) (void)cudaEventDestroy(start);
-  if (stop != nullptr) (void)cudaEventDestroy(stop);
-  if (stream != nullptr) (void)cudaStreamDestroy(stream);
-  for (void* ptr : {x, w, y, ws})
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  (void)cudaGetLastError();  // a failure here leaves the model's plan, not a sticky error for the caller
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
-  return ok ? best : -1;
-}
-
-IgemmPlan tuned_plan(const ConvParams& p, int sm_count) {
-  int device = 0;
-  (void)cudaGetDevice(&device);
-  const std::string key = tune_key(p, device, sm_count);
-  // One search at a time: two threads asking for one problem search once, and the timings do not
-  // share the device with another search.
-  std::lock_guard<std::mutex> lock(g_tuned_mutex);
-  auto& choices = tuned_choices();
-  if (auto it = choices.find(key); it != choices.end())
-    return igemm_tc_plan_for(p, it->second.tile, it->second.splits);
-  const std::vector<TunedChoice> cands = tune_candidates(p, sm_count);
-  const int best = cands.size() > 1 ? measure_candidates(p, cands) : 0;
-  const TunedChoice choice = cands[best >= 0 ? best : 0];  // the model's plan where measuring failed
-  choices[key] = choice;
-  return igemm_tc_plan_for(p, choice.tile, choice.splits);
 }
 
 }  // namespace
@@ -757,11 +696,13 @@ void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void
     if (folds_columns(p)) {
       launch_fold_columns(p, x, w, base + layout.x_offset, base + layout.w_offset, as_stream(stream));
     } else {
-      launch_pad_channels(x, base + layout.x_offset, std::int64_t(p.n) * p.h * p.w, p.c, v.c, as_stream(stream));
-      launch_pad_channels(w, base + layout.w_offset, std::int64_t(p.k) * p.r * p.s, p.cg, v.c, as_stream(stream));
+      launch_pad_channels(x, base + layout.x_offset, std::int64_t(p.n) * p.h * p.w, p.c, v.c,
+                          as_stream(stream));
+      launch_pad_channels(w, base + layout.w_offset, std::int64_t(p.k) * p.r * p.s, p.cg, v.c,
+                          as_stream(stream));
     }
-    launch_tc_any<false>(v, plan, base + layout.x_offset, base + layout.w_offset, y, plan.splits > 1 ? base : nullptr,
-                         stream);
+    launch_tc_any<false>(v, plan, base + layout.x_offset, base + layout.w_offset, y,
+                         plan.splits > 1 ? base : nullptr, stream);
     return;
   }
   launch_tc_any<false>(p, plan, x, w, y, workspace, stream);
@@ -770,8 +711,8 @@ void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void
 #endif
 }
 
-void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
-                                   void* workspace, void* stream) {
+void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                                   void* y, void* workspace, void* stream) {
 #if GALLEY_GPU_MMA
   launch_tc_any<true>(p, plan, x, w, y, workspace, stream);
 #else
@@ -780,34 +721,41 @@ void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, c
 #endif
 }
 
-std::string igemm_tc_tuned_params(const ConvParams& p, int sm_count) {
+std::string IgemmTcConfig::to_string() const {
+  return "tile=" + std::to_string(tile) + ",splits=" + std::to_string(splits);
+}
+
+std::optional<IgemmTcConfig> IgemmTcConfig::parse(std::string_view text) {
+  int tile = -1, splits = 0;
+  char tail = 0;
+  const std::string copy(text);
+  if (std::sscanf(copy.c_str(), "tile=%d,splits=%d%c", &tile, &splits, &tail) != 2) return std::nullopt;
+  IgemmTcConfig out{tile, splits};
+  if (out.to_string() != text) return std::nullopt;  // "tile=05", "tile=+5", spaces: not the stored form
+  return out;
+}
+
+std::vector<IgemmTcConfig> igemm_tc_candidates(const ConvParams& p, int sm_count) {
 #if GALLEY_GPU_MMA
-  const IgemmPlan plan = plan_igemm_tc(p, sm_count);
-  return "tile=" + std::to_string(plan.tile) + ",splits=" + std::to_string(plan.splits);
+  if (env::config().debug_igemm_tc_plan || !env::config().debug_igemm_tc_tune) {
+    const IgemmPlan only = plan_igemm_tc(p, sm_count);
+    return {{only.tile, only.splits}};
+  }
+  return candidate_plans(p, sm_count);
 #else
-  (void)p, (void)sm_count;
-  return {};
+  const IgemmPlan only = plan_igemm_f32(p, sm_count);
+  return {{only.tile, only.splits}};
 #endif
 }
 
-bool igemm_tc_use_tuned_params(const ConvParams& p, int sm_count, std::string_view params) {
+bool igemm_tc_config_usable(const ConvParams& p, int sm_count, const IgemmTcConfig& config) {
 #if GALLEY_GPU_MMA
-  if (params.empty()) return false;
-  int tile = -1, splits = 0;
-  char tail = 0;
-  const std::string text(params);
-  if (std::sscanf(text.c_str(), "tile=%d,splits=%d%c", &tile, &splits, &tail) != 2 || tile < 0 ||
-      tile >= kPlanTileCount || splits < 1 || splits > 64 || (tile >= kTcTileCount && !wgmma_tile_usable()))
-    return false;
-  int device = 0;
-  (void)cudaGetDevice(&device);
-  std::lock_guard<std::mutex> lock(g_tuned_mutex);
-  // A choice this process made already stays (ConvSolver::use_tuned_params: then a no-op).
-  tuned_choices().emplace(tune_key(p, device, sm_count), TunedChoice{tile, splits});
-  return true;
-#else
   (void)p, (void)sm_count;
-  return params.empty();
+  if (config.tile < 0 || config.tile >= kPlanTileCount || config.splits < 1 || config.splits > 64)
+    return false;
+  return config.tile < kTcTileCount || wgmma_tile_usable();
+#else
+  return config == igemm_tc_candidates(p, sm_count).front();
 #endif
 }
 

@@ -45,8 +45,8 @@ NchwWorkspace nchw_workspace(const ConvParams& p, int splits) {
 /// both the reads and the writes are coalesced; pairs of elements move as 32-bit words where the
 /// row lengths are even. Block (32, 8); grid (cols / 64, rows / 64, batches, strided over b).
 __global__ void __launch_bounds__(256)
-    transpose16_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, int batches, int rows,
-                       int cols) {
+    transpose16_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out, int batches,
+                       int rows, int cols) {
   // +2 halves per row: rows stay 4-byte aligned for the paired accesses; column reads see 2-way
   // bank conflicts at most, cheap next to the global traffic.
   __shared__ std::uint16_t tile[kTile][kTile + 2];
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(256)
 void launch_transpose16(const void* in, void* out, int batches, int rows, int cols, GpuStream stream) {
   const dim3 block(32, kTransposeRowsPerPass);
   const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, kTile), std::min(batches, 65535));
-  transpose16_kernel<<<grid, block, 0, stream>>>(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(out),
-                                                 batches, rows, cols);
+  transpose16_kernel<<<grid, block, 0, stream>>>(static_cast<const std::uint16_t*>(in),
+                                                 static_cast<std::uint16_t*>(out), batches, rows, cols);
   check_launch("gpu.conv.igemm_tc_nchw: transpose");
 }
 
@@ -101,27 +101,38 @@ void launch_transpose16(const void* in, void* out, int batches, int rows, int co
 
 }  // namespace
 
-IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count) {
+IgemmPlan igemm_tc_nchw_plan_for(const ConvParams& p, int tile, int splits) {
 #if GALLEY_GPU_MMA
   ConvParams view = p;
   view.nhwc = true;  // the GEMM's shape does not depend on the layout; the kernel sees NHWC
-  IgemmPlan plan = igemm_tc_without_wgmma(view, plan_igemm_tc(view, sm_count));
+  IgemmPlan plan = igemm_tc_without_wgmma(view, igemm_tc_plan_for(view, tile, splits));
   plan.workspace_bytes = nchw_workspace(p, plan.splits).total;
   return plan;
 #else
-  return plan_igemm_f32(p, sm_count);
+  return igemm_f32_plan_for(p, tile, splits);
 #endif
 }
 
-void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
-                               void* workspace, void* stream) {
+IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count) {
+#if GALLEY_GPU_MMA
+  ConvParams view = p;
+  view.nhwc = true;
+  const IgemmPlan model = plan_igemm_tc(view, sm_count);
+#else
+  const IgemmPlan model = plan_igemm_f32(p, sm_count);
+#endif
+  return igemm_tc_nchw_plan_for(p, model.tile, model.splits);
+}
+
+void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                               void* y, void* workspace, void* stream) {
 #if GALLEY_GPU_MMA
   if (p.nhwc || (p.dtype != DType::f16 && p.dtype != DType::bf16))
     throw Error(Status::unsupported, "gpu.conv.igemm_tc_nchw: needs f16/bf16 NCHW");
   const NchwWorkspace ws = nchw_workspace(p, plan.splits);
   if (ws.total > 0 && workspace == nullptr)
-    throw Error(Status::invalid_argument, "gpu.conv.igemm_tc_nchw: needs a workspace of " + std::to_string(ws.total) +
-                                              " bytes, got none");
+    throw Error(Status::invalid_argument, "gpu.conv.igemm_tc_nchw: needs a workspace of " +
+                                              std::to_string(ws.total) + " bytes, got none");
   unsigned char* base = static_cast<unsigned char*>(workspace);
   const GpuStream s = as_stream(stream);
   const void* xt = x;
@@ -138,7 +149,8 @@ void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const
   view.nhwc = true;
   IgemmPlan tc = plan;
   tc.workspace_bytes = ws.partial_bytes;
-  launch_conv_igemm_tc_nchw_out(view, tc, xt, wt, y, ws.partial_bytes > 0 ? base + ws.partial_offset : nullptr, stream);
+  launch_conv_igemm_tc_nchw_out(view, tc, xt, wt, y,
+                                ws.partial_bytes > 0 ? base + ws.partial_offset : nullptr, stream);
 #else
   launch_conv_igemm_f32(p, plan, x, w, y, workspace, stream);
 #endif

@@ -22,8 +22,8 @@ struct ConvParams {
   int k = 1, r = 1, s = 1;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int groups = 1;
-  int p = 1, q = 1;          ///< output height, width
-  int cg = 1, kg = 1;        ///< channels per group in and out
+  int p = 1, q = 1;    ///< output height, width
+  int cg = 1, kg = 1;  ///< channels per group in and out
   bool nhwc = false;
   DType dtype = DType::f32;
 
@@ -74,10 +74,10 @@ bool grouped_uses_mma(const ConvParams& p);
 /// True when a group's weights fit the SIMT path's shared memory (48 KiB as fp32) and n * groups
 /// fits a grid dimension.
 bool grouped_simt_fits(const ConvParams& p);
-void launch_conv_igemm_f32(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
-                           void* y, void* workspace, void* stream);
-void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
-                          void* y, void* workspace, void* stream);
+void launch_conv_igemm_f32(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                           void* workspace, void* stream);
+void launch_conv_igemm_tc(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
+                          void* workspace, void* stream);
 /// True when this build has the mma.sync tensor-core kernels (CUDA); false on HIP, where
 /// launch_conv_igemm_tc runs the SIMT implicit GEMM instead.
 bool igemm_tc_has_mma();
@@ -89,8 +89,11 @@ void launch_conv_igemm_tc_nchw_out(const ConvParams& p, const IgemmPlan& plan, c
 /// transposed into the workspace first. The plan's workspace_bytes covers the transposed copies
 /// and the split-K partials. On HIP: the SIMT implicit GEMM on the NCHW tensors directly.
 IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count);
-void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w, void* y,
-                               void* workspace, void* stream);
+/// plan_igemm_tc_nchw() with a given tile and split count: a wgmma tile becomes its mma.sync stand-in
+/// (igemm_tc_without_wgmma), the workspace holds the transposed copies.
+IgemmPlan igemm_tc_nchw_plan_for(const ConvParams& p, int tile, int splits);
+void launch_conv_igemm_tc_nchw(const ConvParams& p, const IgemmPlan& plan, const void* x, const void* w,
+                               void* y, void* workspace, void* stream);
 /// gpu.conv.winograd (F(4x4,3x3), f32): tile counts, the grouped-GEMM view of the 36 products
 /// (run by launch_conv_igemm_f32) and where the transformed tensors sit in the workspace.
 struct WinogradPlan {
@@ -102,8 +105,8 @@ struct WinogradPlan {
 /// Empty when gpu.conv.winograd can run `p` (f32, 3x3, stride 1, dilation 1, groups 1), else why not.
 std::string winograd_refusal(const ConvParams& p);
 WinogradPlan plan_winograd(const ConvParams& p, int sm_count);
-void launch_conv_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x, const void* w, void* y,
-                          void* workspace, void* stream);
+void launch_conv_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x, const void* w,
+                          void* y, void* workspace, void* stream);
 /// Sums `splits` fp32 partial outputs laid out back to back into y (converted to p.dtype).
 void launch_splitk_reduce(const ConvParams& p, int splits, const float* partial, void* y, void* stream);
 /// im2col for GEMM-based solvers. nchw: col[n][c*r*s][p*q]; nhwc: col[n*p*q][r*s*c]. groups == 1.

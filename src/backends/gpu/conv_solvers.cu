@@ -1,5 +1,6 @@
 // The single-source GPU conv solvers (check / workspace / run glue over the kernels in conv_*.cu),
 // made by the factories of conv_solvers.hpp; each GPU backend's conv_list.cpp sets their order.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,11 +13,11 @@
 #include "conv_gemm_1x1.hpp"
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
+#include "conv_solvers.hpp"
 #include "galley/dnn/conv_solver.hpp"
-#include "problem_key.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
-#include "conv_solvers.hpp"
+#include "problem_key.hpp"
 
 namespace galley::backends::gpu {
 namespace {
@@ -46,18 +47,17 @@ DeviceInfo device_info(const runtime::Device& device) {
   DeviceInfo info;
   info.sm_count = std::max(1, props.compute_units);
   if (props.arch.rfind("sm_", 0) == 0 && props.arch.size() >= 4) info.arch_major = props.arch[3] - '0';
-  if (props.arch.rfind("sm_1", 0) == 0 && props.arch.size() >= 5) info.arch_major = 10 + (props.arch[4] - '0');
+  if (props.arch.rfind("sm_1", 0) == 0 && props.arch.size() >= 5)
+    info.arch_major = 10 + (props.arch[4] - '0');
   std::lock_guard lock(mutex);
   cache[device.name()] = info;
   return info;
 }
 
 // A solver's plan per (device, problem), made once. workspace_bytes() and run() both need the plan
-// on every call; making it again each time (igemm_tc: a tune-key string, the measured-choice map, env
-// reads, the device-info map) would cost microseconds of host time per call, twice, next to kernels
-// of 10-20 us. Plans depend on nothing else: the measured igemm_tc choice is fixed for the process
-// once made, and igemm_tc's development overrides (GALLEY_IGEMM_TC_PLAN, GALLEY_IGEMM_TC_TUNE) are
-// read once per problem, not on every call.
+// on every call; making it again each time (cost-model loops, the device-info map, igemm_tc's
+// development overrides GALLEY_DEBUG_IGEMM_TC_PLAN / _TUNE) would cost microseconds of host time per
+// call, twice, next to kernels of 10-20 us. Plans depend on nothing else.
 template <class Plan>
 class PlanMemo {
  public:
@@ -65,14 +65,12 @@ class PlanMemo {
   explicit PlanMemo(Planner planner) : planner_(planner) {}
 
   Plan get(const ConvProblem& p, const runtime::Device& device) const {
-    // The epilogue does not change the plan: a fused problem shares its plain problem's plan
-    // (igemm_tc's first plan of a problem times kernels).
+    // The epilogue does not change the plan: a fused problem shares its plain problem's plan.
     const ProblemKey key{device.index(), p.plain()};
     {
       std::shared_lock lock(mutex_);
       if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     }
-    // Outside the lock: igemm_tc's first plan of a problem times kernels.
     const Plan plan = planner_(make_params(p), device_info(device).sm_count);
     std::unique_lock lock(mutex_);
     return plans_.emplace(key, plan).first->second;
@@ -84,9 +82,12 @@ class PlanMemo {
   mutable std::unordered_map<ProblemKey, Plan, ProblemKeyHash> plans_;
 };
 
-class GpuSolver : public dnn::ConvSolver {
+// The base of the single-source solvers: a plain ConvSolver, or a TunableSolver for those with inner
+// choices (igemm_tc's tile plans).
+template <class Base>
+class GpuSolverOf : public Base {
  public:
-  GpuSolver(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  GpuSolverOf(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
   std::string_view name() const override { return name_; }
   // Every forward solver here runs the fused epilogue after its kernels (enqueue_fused).
   bool implements_fused_parts() const final { return true; }
@@ -127,6 +128,8 @@ class GpuSolver : public dnn::ConvSolver {
   std::string name_, backend_;
 };
 
+using GpuSolver = GpuSolverOf<dnn::ConvSolver>;
+
 class DirectSolver final : public GpuSolver {
  public:
   explicit DirectSolver(std::string backend) : GpuSolver("gpu.conv.direct", std::move(backend)) {}
@@ -150,7 +153,8 @@ class DepthwiseSolver final : public GpuSolver {
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (!(p.groups == p.c && p.groups > 1))
-      return Applicability::no("not depthwise (groups " + std::to_string(p.groups) + " != c " + std::to_string(p.c) + ")");
+      return Applicability::no("not depthwise (groups " + std::to_string(p.groups) + " != c " +
+                               std::to_string(p.c) + ")");
     return Applicability::yes();
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
@@ -170,12 +174,14 @@ class GroupedSolver final : public GpuSolver {
     if (p.groups < 2) return Applicability::no("groups == 1 (not grouped)");
     const ConvParams cp = make_params(p);
     if (grouped_uses_mma(cp)) {
-      if (device_info(device).arch_major < 8) return Applicability::no("tensor-core path needs sm_80 or newer");
+      if (device_info(device).arch_major < 8)
+        return Applicability::no("tensor-core path needs sm_80 or newer");
       return Applicability::yes();
     }
     if (!grouped_simt_fits(cp))
-      return Applicability::no("a group's weights (" + std::to_string(cp.kg) + "x" + std::to_string(cp.cg) + "x" +
-                               std::to_string(cp.r) + "x" + std::to_string(cp.s) + ") exceed 48 KiB as fp32, or n * groups > 65535");
+      return Applicability::no("a group's weights (" + std::to_string(cp.kg) + "x" + std::to_string(cp.cg) +
+                               "x" + std::to_string(cp.r) + "x" + std::to_string(cp.s) +
+                               ") exceed 48 KiB as fp32, or n * groups > 65535");
     return Applicability::yes();
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
@@ -192,7 +198,8 @@ class IgemmF32Solver final : public GpuSolver {
   explicit IgemmF32Solver(std::string backend) : GpuSolver("gpu.conv.igemm_f32", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
+    if (p.groups > kMaxGemmGroups)
+      return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
@@ -202,7 +209,8 @@ class IgemmF32Solver final : public GpuSolver {
     const ConvParams cp = make_params(p);
     const IgemmPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a,
+                  [&](void* s) { launch_conv_igemm_f32(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
@@ -226,7 +234,8 @@ class Gemm1x1KernelSolver : public GpuSolver {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a,
+                  [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
 
  protected:
@@ -235,7 +244,8 @@ class Gemm1x1KernelSolver : public GpuSolver {
 
 class Gemm1x1Solver final : public Gemm1x1KernelSolver {
  public:
-  explicit Gemm1x1Solver(std::string backend) : Gemm1x1KernelSolver("gpu.conv.gemm_1x1", std::move(backend)) {}
+  explicit Gemm1x1Solver(std::string backend)
+      : Gemm1x1KernelSolver("gpu.conv.gemm_1x1", std::move(backend)) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, false); !why.empty()) return Applicability::no(why);
     if (auto why = gemm_1x1_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
@@ -265,55 +275,96 @@ class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
 };
 
 // The two tensor-core solvers (NHWC, and NCHW through transposed copies) take the same problems
-// but for the layout, and plan and launch through their own planner and launcher. Both plans come
-// from plan_igemm_tc(), measured on first use: the plan's text is what the find-db keeps
-// (`params`), so a new process adopts it instead of measuring again.
-class IgemmTcSolverBase : public GpuSolver {
+// but for the layout. Their tile plans are the tuner's configs (conv_igemm_tc_tuning.hpp), listed on
+// the NHWC view of the problem; each solver makes a config its own plan (plan_for: the NCHW one maps
+// wgmma tiles to their stand-in and adds the transposed copies to the workspace).
+using IgemmPlanFor = IgemmPlan (*)(const ConvParams&, int tile, int splits);
+
+// igemm_tc_candidates() of the problem's NHWC view (the GEMM's shape does not depend on the layout) as
+// the plans `plan_for` runs, each once.
+std::vector<IgemmTcConfig> configs_run_by(IgemmPlanFor plan_for, const ConvParams& cp, int sm_count) {
+  ConvParams view = cp;
+  view.nhwc = true;
+  std::vector<IgemmTcConfig> out;
+  for (const IgemmTcConfig& c : igemm_tc_candidates(view, sm_count)) {
+    const IgemmPlan plan = plan_for(cp, c.tile, c.splits);
+    const IgemmTcConfig runs{plan.tile, plan.splits};
+    if (std::find(out.begin(), out.end(), runs) == out.end()) out.push_back(runs);
+  }
+  return out;
+}
+std::vector<IgemmTcConfig> nhwc_configs(const ConvParams& cp, int sm_count) {
+  return configs_run_by(igemm_tc_plan_for, cp, sm_count);
+}
+std::vector<IgemmTcConfig> nchw_configs(const ConvParams& cp, int sm_count) {
+  return configs_run_by(igemm_tc_nchw_plan_for, cp, sm_count);
+}
+
+class IgemmTcSolverBase : public GpuSolverOf<dnn::TunableSolver<ConvProblem, IgemmTcConfig>> {
  public:
-  using Planner = IgemmPlan (*)(const ConvParams&, int sm_count);
+  using PlanFor = IgemmPlanFor;
+  using Lister = std::vector<IgemmTcConfig> (*)(const ConvParams&, int sm_count);
   using Launcher = void (*)(const ConvParams&, const IgemmPlan&, const void* x, const void* w, void* y,
                             void* workspace, void* stream);
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::run;
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::workspace_bytes;
   /// `layout_refusal`: why a problem of the other layout is refused, naming the solver that takes it.
   IgemmTcSolverBase(std::string name, std::string backend, dnn::Layout layout, std::string layout_refusal,
-                    Planner planner, Launcher launcher)
-      : GpuSolver(std::move(name), std::move(backend)),
+                    Lister lister, PlanFor plan_for, Launcher launcher)
+      : GpuSolverOf(std::move(name), std::move(backend)),
         layout_(layout),
         layout_refusal_(std::move(layout_refusal)),
-        plans_(planner),
+        configs_(lister),
+        plan_for_(plan_for),
         launcher_(launcher) {}
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (p.dtype == DType::f32) return Applicability::no("needs f16 or bf16 (tensor cores)");
     if (p.layout != layout_) return Applicability::no(layout_refusal_);
-    if (p.groups > kMaxGemmGroups) return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
+    if (p.groups > kMaxGemmGroups)
+      return Applicability::no("groups > " + std::to_string(kMaxGemmGroups) + " (grid.z)");
     if (igemm_tc_has_mma() && device_info(device).arch_major < 8)
       return Applicability::no("needs sm_80 or newer for mma.sync");
     return Applicability::yes();
   }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plans_.get(p, device).workspace_bytes;
+  std::vector<IgemmTcConfig> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    return configs_.get(p, device);
   }
-  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+  bool valid(const ConvProblem& p, const runtime::Device& device,
+             const IgemmTcConfig& config) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = plans_.get(p, stream.device());
+    ConvParams view = cp;
+    view.nhwc = true;
+    if (!igemm_tc_config_usable(view, device_info(device).sm_count, config)) return false;
+    // A config this solver would run as another plan (a wgmma tile on NCHW) is not its own.
+    const IgemmPlan plan = plan_for_(cp, config.tile, config.splits);
+    return plan.tile == config.tile && plan.splits == config.splits;
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device&,
+                              const IgemmTcConfig& config) const override {
+    return plan_for_(make_params(p), config.tile, config.splits).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+           const IgemmTcConfig& config) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = plan_for_(cp, config.tile, config.splits);
     require_workspace(a, plan.workspace_bytes);
     enqueue_fused(stream, p, a, [&](void* s) { launcher_(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
-  std::string tuned_params(const ConvProblem& p, const runtime::Device& device) const override {
-    return igemm_tc_tuned_params(make_params(p), device_info(device).sm_count);
-  }
-  bool use_tuned_params(const ConvProblem& p, const runtime::Device& device, std::string_view params) const override {
-    return igemm_tc_use_tuned_params(make_params(p), device_info(device).sm_count, params);
-  }
 
  protected:
-  IgemmPlan plan(const ConvProblem& p, const runtime::Device& device) const { return plans_.get(p, device); }
+  /// The plan a call without a tuned choice runs, for detail().
+  IgemmPlan default_plan(const ConvProblem& p, const runtime::Device& device) const {
+    const IgemmTcConfig first = candidates(p, device).front();
+    return plan_for_(make_params(p), first.tile, first.splits);
+  }
 
  private:
   dnn::Layout layout_;
   std::string layout_refusal_;
-  PlanMemo<IgemmPlan> plans_;
+  PlanMemo<std::vector<IgemmTcConfig>> configs_;
+  PlanFor plan_for_;
   Launcher launcher_;
 };
 
@@ -321,10 +372,10 @@ class IgemmTcSolver final : public IgemmTcSolverBase {
  public:
   explicit IgemmTcSolver(std::string backend)
       : IgemmTcSolverBase("gpu.conv.igemm_tc", std::move(backend), dnn::Layout::nhwc, "needs nhwc layout",
-                          plan_igemm_tc, launch_conv_igemm_tc) {}
+                          nhwc_configs, igemm_tc_plan_for, launch_conv_igemm_tc) {}
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    IgemmPlan plan = this->plan(p, device);
+    IgemmPlan plan = default_plan(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback (no MFMA path yet), " + plan.describe();
     // What launch_conv_igemm_tc runs: ungrouped channels not a multiple of 8 are padded to 8 (or
     // folded) in the workspace; grouped ones take the scalar gather, which has no wgmma tiles.
@@ -340,11 +391,11 @@ class IgemmTcNchwSolver final : public IgemmTcSolverBase {
  public:
   explicit IgemmTcNchwSolver(std::string backend)
       : IgemmTcSolverBase("gpu.conv.igemm_tc_nchw", std::move(backend), dnn::Layout::nchw,
-                          "needs nchw layout (nhwc: gpu.conv.igemm_tc)", plan_igemm_tc_nchw,
+                          "needs nchw layout (nhwc: gpu.conv.igemm_tc)", nchw_configs, igemm_tc_nchw_plan_for,
                           launch_conv_igemm_tc_nchw) {}
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const IgemmPlan plan = this->plan(p, device);
+    const IgemmPlan plan = default_plan(p, device);
     if (!igemm_tc_has_mma()) return "SIMT fp32 fallback on nchw (no MFMA path yet), " + plan.describe();
     return std::string("x to nhwc") + (cp.r * cp.s > 1 ? ", w to krsc" : "") +
            " in the workspace, mma.sync m16n8k16, nchw epilogue, " + plan.describe() +
@@ -367,7 +418,8 @@ class WinogradSolver final : public GpuSolver {
     const ConvParams cp = make_params(p);
     const WinogradPlan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    enqueue_fused(stream, p, a, [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(stream, p, a,
+                  [&](void* s) { launch_conv_winograd(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const WinogradPlan plan = plans_.get(p, device);
