@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dnn/conv_grid.hpp"
 #include "dnn/ref_conv_direct.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/dnn/conv_solver.hpp"
@@ -20,6 +21,8 @@
 
 namespace galley::dnn {
 namespace {
+
+using galley::test::geometry;
 
 constexpr const char* kSolver = "gpu.conv.igemm_tc";
 
@@ -41,86 +44,26 @@ class IgemmTcTuning : public galley::testing::CudaSolverTest<DType> {
 
 // The shapes the plans are checked on.
 std::vector<ConvProblem> plan_shapes() {
+  //        n    c   h   w    k  y  x  p  q  u  v  l  j  g
   return {
       // 3x3 over 64 channels out: the 128x64 and 64x64 tiles compete.
-      {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),
       // Few blocks, long K (4608): split-K candidates are timed.
-      {.n = 2, .c = 512, .h = 7, .w = 7, .k = 256, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      geometry(2, 512, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1),
       // 1x1, N = 256, odd pixel count.
-      {.n = 3, .c = 128, .h = 13, .w = 11, .k = 256, .y = 1, .x = 1},
+      geometry(3, 128, 13, 11, 256, 1, 1, 0, 0, 1, 1, 1, 1, 1),
       // Channels not a multiple of 8: the scalar gather, whatever tile won.
-      {.n = 2,
-       .c = 12,
-       .h = 19,
-       .w = 17,
-       .k = 40,
-       .y = 3,
-       .x = 3,
-       .pad_h = 1,
-       .pad_w = 1,
-       .stride_h = 2,
-       .stride_w = 2},
+      geometry(2, 12, 19, 17, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),
       // Dilated, channels a multiple of 8 but not of 32 (the loader's channel walk wraps mid-step).
-      {.n = 2,
-       .c = 24,
-       .h = 23,
-       .w = 21,
-       .k = 72,
-       .y = 3,
-       .x = 3,
-       .pad_h = 2,
-       .pad_w = 2,
-       .dilation_h = 2,
-       .dilation_w = 2},
+      geometry(2, 24, 23, 21, 72, 3, 3, 2, 2, 1, 1, 2, 2, 1),
       // Up to 4 channels, stride 2 along w: column pairs folded into 8 channels. Odd and even pads
       // (the tap shift), an odd width (the last pair half zeros), 1-4 channels, stride 1 / dilation 2
       // along h, batch 1.
-      {.n = 2,
-       .c = 3,
-       .h = 30,
-       .w = 38,
-       .k = 64,
-       .y = 7,
-       .x = 7,
-       .pad_h = 3,
-       .pad_w = 3,
-       .stride_h = 2,
-       .stride_w = 2},
-      {.n = 1,
-       .c = 3,
-       .h = 31,
-       .w = 29,
-       .k = 40,
-       .y = 7,
-       .x = 7,
-       .pad_h = 3,
-       .pad_w = 3,
-       .stride_h = 2,
-       .stride_w = 2},
-      {.n = 3,
-       .c = 4,
-       .h = 17,
-       .w = 19,
-       .k = 24,
-       .y = 5,
-       .x = 5,
-       .pad_h = 2,
-       .pad_w = 2,
-       .stride_h = 1,
-       .stride_w = 2},
-      {.n = 2, .c = 1, .h = 13, .w = 12, .k = 16, .y = 3, .x = 3, .stride_h = 2, .stride_w = 2},
-      {.n = 2,
-       .c = 2,
-       .h = 19,
-       .w = 23,
-       .k = 8,
-       .y = 3,
-       .x = 4,
-       .pad_h = 2,
-       .pad_w = 1,
-       .stride_h = 1,
-       .stride_w = 2,
-       .dilation_h = 2},
+      geometry(2, 3, 30, 38, 64, 7, 7, 3, 3, 2, 2, 1, 1, 1),
+      geometry(1, 3, 31, 29, 40, 7, 7, 3, 3, 2, 2, 1, 1, 1),
+      geometry(3, 4, 17, 19, 24, 5, 5, 2, 2, 1, 2, 1, 1, 1),
+      geometry(2, 1, 13, 12, 16, 3, 3, 0, 0, 2, 2, 1, 1, 1),
+      geometry(2, 2, 19, 23, 8, 3, 4, 2, 1, 1, 2, 2, 1, 1),
   };
 }
 
@@ -156,8 +99,7 @@ TEST_P(IgemmTcTuning, EveryListedPlanMatchesTheReference) {
 // Rows stored before the tuner listed the plans hold the same text: each tile and a split runs from
 // it, on a problem this process has not planned; text that is not a plan here is refused.
 TEST_P(IgemmTcTuning, StoredPlanTextRunsAndBadTextIsRefused) {
-  const ConvProblem p =
-      nhwc({.n = 3, .c = 32, .h = 15, .w = 13, .k = 48, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1}, GetParam());
+  const ConvProblem p = nhwc(geometry(3, 32, 15, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1), GetParam());
   const ProblemRef ref = ProblemRef::of(p);
   ASSERT_TRUE(solver_->check(p, *device_));
   for (const char* bad :
@@ -176,8 +118,7 @@ TEST_P(IgemmTcTuning, StoredPlanTextRunsAndBadTextIsRefused) {
 
 // The tuner times the listed plans itself and stores the winner's text, one of them.
 TEST_P(IgemmTcTuning, TheTunerTimesThePlansAndStoresTheWinnersText) {
-  const ConvProblem p =
-      nhwc({.n = 2, .c = 512, .h = 7, .w = 7, .k = 256, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1}, GetParam());
+  const ConvProblem p = nhwc(geometry(2, 512, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1), GetParam());
   ASSERT_TRUE(solver_->check(p, *device_));
   const std::vector<std::string> texts = solver_->configs_any(ProblemRef::of(p), *device_);
   ASSERT_GT(texts.size(), 1u) << "a long reduction over few blocks lists split-K plans";
@@ -203,47 +144,18 @@ TEST_P(IgemmTcTuning, TheTunerTimesThePlansAndStoresTheWinnersText) {
 // dilated), groups, strides and c = 3 (channels padded to 8 in the workspace). Skips on devices
 // without wgmma (anything but compute capability 9.0), where these configs are refused.
 TEST_P(IgemmTcTuning, WgmmaTilesMatchTheReference) {
-  const ConvProblem probe = nhwc({.n = 1, .c = 8, .h = 5, .w = 5, .k = 8, .y = 1, .x = 1}, GetParam());
+  const ConvProblem probe = nhwc(geometry(1, 8, 5, 5, 8, 1, 1, 0, 0, 1, 1, 1, 1, 1), GetParam());
   if (!solver_->parse_config_any(ProblemRef::of(probe), *device_, "tile=9,splits=1"))
     GTEST_SKIP() << "no wgmma on " << device_->name() << " (needs compute capability 9.0)";
+  //                                                n    c   h   w    k  y  x  p  q  u  v  l  j  g
   const std::vector<ConvProblem> shapes = {
-      {.n = 2, .c = 64, .h = 29, .w = 31, .k = 128, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
-      {.n = 1, .c = 256, .h = 7, .w = 7, .k = 264, .y = 1, .x = 1},
-      {.n = 3,
-       .c = 24,
-       .h = 23,
-       .w = 21,
-       .k = 40,
-       .y = 3,
-       .x = 3,
-       .pad_h = 2,
-       .pad_w = 2,
-       .dilation_h = 2,
-       .dilation_w = 2},
-      {.n = 2,
-       .c = 32,
-       .h = 17,
-       .w = 19,
-       .k = 20,
-       .y = 3,
-       .x = 3,
-       .pad_h = 1,
-       .pad_w = 1,
-       .stride_h = 2,
-       .stride_w = 2},
-      {.n = 2,
-       .c = 3,
-       .h = 37,
-       .w = 41,
-       .k = 64,
-       .y = 7,
-       .x = 7,
-       .pad_h = 3,
-       .pad_w = 3,
-       .stride_h = 2,
-       .stride_w = 2},
-      {.n = 2, .c = 32, .h = 11, .w = 13, .k = 48, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1, .groups = 2},
-      {.n = 1, .c = 512, .h = 5, .w = 5, .k = 512, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      geometry(2, 64, 29, 31, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+      geometry(1, 256, 7, 7, 264, 1, 1, 0, 0, 1, 1, 1, 1, 1),
+      geometry(3, 24, 23, 21, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1),
+      geometry(2, 32, 17, 19, 20, 3, 3, 1, 1, 2, 2, 1, 1, 1),
+      geometry(2, 3, 37, 41, 64, 7, 7, 3, 3, 2, 2, 1, 1, 1),
+      geometry(2, 32, 11, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 2),
+      geometry(1, 512, 5, 5, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),
   };
   for (const ConvProblem& shape : shapes)
     for (const char* stored : {"tile=9,splits=1", "tile=10,splits=1", "tile=11,splits=1", "tile=12,splits=1",
