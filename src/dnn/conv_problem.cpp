@@ -258,6 +258,7 @@ ConvArgs ConvArgs::from(const OpArgs& args) {
   out.residual = args.get(ArgId::src1);
   out.workspace = args.workspace;
   out.workspace_bytes = args.workspace_bytes;
+  out.prepared = args.prepared;
   return out;
 }
 

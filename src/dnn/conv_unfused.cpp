@@ -107,6 +107,7 @@ class ConvUnfused final : public TunableSolver<ConvProblem, InnerSolver> {
     conv.set(ArgId::dst, args.y);
     conv.workspace = args.workspace;
     conv.workspace_bytes = args.workspace_bytes;
+    conv.prepared = args.prepared;
     inner(device, config).run_any(stream, ProblemRef::of(plain), conv, nullptr);
 
     // Each op of the epilogue in place on y, through its list's first solver (never the tuner:

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "dnn/dispatch.hpp"
 #include "galley/core/error.hpp"
@@ -80,16 +81,19 @@ const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const Co
 }
 
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                      const Tensor& w, Tensor& y, const ConvSolver* solver, CallReport* report) {
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver, CallReport* report,
+                                      std::shared_ptr<PreparedWeights> prepared) {
   const char* op = "convolution_forward";
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
-  return static_cast<const ConvSolver&>(execute(
-      op, stream, ProblemRef::of(p), {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver, report));
+  return static_cast<const ConvSolver&>(execute(op, stream, ProblemRef::of(p),
+                                                {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::dst, &y}}, solver,
+                                                report, std::move(prepared)));
 }
 
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
                                       const Tensor& w, const Tensor* bias, const Tensor* residual, Tensor& y,
-                                      const ConvSolver* solver, CallReport* report) {
+                                      const ConvSolver* solver, CallReport* report,
+                                      std::shared_ptr<PreparedWeights> prepared) {
   const char* op = "convolution_forward";
   const ConvProblem p = with_direction(problem, ConvDirection::forward, op);
   const auto bad = [&](const std::string& why) { throw Error(Status::invalid_argument, std::string(op) + ": " + why); };
@@ -109,7 +113,7 @@ const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem
   return static_cast<const ConvSolver&>(execute(
       op, stream, ProblemRef::of(p),
       {{ArgId::src, &x}, {ArgId::wei, &w}, {ArgId::bias, bias}, {ArgId::src1, residual}, {ArgId::dst, &y}}, solver,
-      report));
+      report, std::move(prepared)));
 }
 
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,

@@ -148,9 +148,10 @@ void execute_choice(const char* op, runtime::Stream& stream, ProblemRef problem,
 
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
                           std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver,
-                          CallReport* report) {
+                          CallReport* report, std::shared_ptr<PreparedWeights> prepared) {
   problem.validate();
   OpArgs args;
+  args.prepared = std::move(prepared);
   for (const TensorArg& want : problem.tensors()) {
     const Tensor* t = nullptr;
     for (const auto& [id, given] : tensors) {

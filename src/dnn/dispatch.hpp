@@ -39,10 +39,11 @@ void execute_choice(const char* op, runtime::Stream& stream, ProblemRef problem,
 /// execute() with the tensors given as galley::Tensor by role: each is checked against the
 /// problem's tensor of that role (defined, on the stream's device, same dtype, dims and strides,
 /// storage large enough, aligned) and a mismatch is Error(invalid_argument) naming the tensor.
-/// A role the problem has but `tensors` lacks is an error too.
+/// A role the problem has but `tensors` lacks is an error too. `prepared` goes to the solver in
+/// OpArgs::prepared.
 const SolverBase& execute(const char* op, runtime::Stream& stream, ProblemRef problem,
                           std::initializer_list<std::pair<ArgId, const Tensor*>> tensors, const SolverBase* solver,
-                          CallReport* report = nullptr);
+                          CallReport* report = nullptr, std::shared_ptr<PreparedWeights> prepared = nullptr);
 
 namespace detail {
 

@@ -3,6 +3,8 @@
 // each output tile (the tuner weighs that against the unfused sequence, conv then the elementwise
 // add), instead of a second pass over y: a linear projection (MobileNet's bottlenecks, ResNet's
 // downsampling branch) is a Conv with a bias and nothing after it for the conv-fusion pass.
+// Weights that are graph constants get a prepared-weights slot per node, so a solver that packs or
+// transforms them does that once per executor instead of once per run.
 #include "galley/dnn/convolution.hpp"
 #include "model/lower_conv.hpp"
 
@@ -32,19 +34,24 @@ dnn::ConvProblem conv_problem(const LoweringContext& ctx) {
   return p;
 }
 
-void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+std::shared_ptr<dnn::PreparedWeights> prepared_weights_slot(const LoweringContext& ctx) {
+  return ctx.constant(1) != nullptr ? std::make_shared<dnn::PreparedWeights>() : nullptr;
+}
+
+void run_conv(RunContext& rc, const dnn::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor* bias,
+              Tensor& y, const std::shared_ptr<dnn::PreparedWeights>& prepared) {
   // Constants are uploaded row-major in their logical shape; under NHWC the layout pass stored
   // the weights' bytes as K, Y, X, C, which the problem's descriptor reads.
   const Tensor wv = Tensor::wrap(w.device(), p.w_desc(), w.data(), w.storage_bytes());
   if (bias == nullptr) {
-    dnn::convolution_forward(rc.stream, p, x, wv, y, nullptr, &rc.report);
+    dnn::convolution_forward(rc.stream, p, x, wv, y, nullptr, &rc.report, prepared);
     return;
   }
   dnn::ConvProblem fused = p;
   fused.epilogue = dnn::ConvEpilogue{.bias = true};
   const Tensor b = Tensor::wrap(bias->device(), dnn::TensorDesc::contiguous(p.dtype, {p.k}), bias->data(),
                                 bias->storage_bytes());
-  dnn::convolution_forward(rc.stream, fused, x, wv, &b, nullptr, y, nullptr, &rc.report);
+  dnn::convolution_forward(rc.stream, fused, x, wv, &b, nullptr, y, nullptr, &rc.report, prepared);
 }
 
 namespace {
@@ -54,8 +61,8 @@ LoweredNode conv(const LoweringContext& ctx) {
   const bool bias = ctx.has_input(2);
   LoweredNode out;
   out.output_descs.push_back(p.y_desc());
-  out.run = [p, bias](RunContext& rc) {
-    run_conv(rc, p, *rc.inputs[0], *rc.inputs[1], bias ? rc.inputs[2] : nullptr, *rc.outputs[0]);
+  out.run = [p, bias, prepared = prepared_weights_slot(ctx)](RunContext& rc) {
+    run_conv(rc, p, *rc.inputs[0], *rc.inputs[1], bias ? rc.inputs[2] : nullptr, *rc.outputs[0], prepared);
   };
   return out;
 }

@@ -43,7 +43,7 @@ LoweredNode fused_conv(const LoweringContext& ctx) {
   }
   LoweredNode out;
   out.output_descs.push_back(p.y_desc());
-  out.run = [p](RunContext& rc) {
+  out.run = [p, prepared = prepared_weights_slot(ctx)](RunContext& rc) {
     Tensor& y = *rc.outputs[0];
     const Tensor& w = *rc.inputs[1];
     // Constants are uploaded row-major in their logical shape; under NHWC the layout pass stored
@@ -59,7 +59,7 @@ LoweredNode fused_conv(const LoweringContext& ctx) {
       residual = Tensor::wrap(r.device(), p.y_desc(), r.data(), r.storage_bytes());
     }
     dnn::convolution_forward(rc.stream, p, *rc.inputs[0], wv, bias ? &*bias : nullptr, residual ? &*residual : nullptr,
-                             y, nullptr, &rc.report);
+                             y, nullptr, &rc.report, prepared);
   };
   return out;
 }

@@ -6,6 +6,7 @@
 // AVX-512 kernel's post-ops (bias, residual, activation in its stores) over the same sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -183,6 +184,49 @@ TEST(CpuSgemm, Avx512PackedAMatchesDoubleProduct) {
       avx512::pack_a_rows(a, lda, m, k, 0, m, packed.data());
       avx512::sgemm_packed_a(m, n, k, alpha, packed.data(), b, ldb, beta, c, ldc, pack, post);
     });
+  }
+}
+
+// A packed once and multiplied in row blocks, as cpu.conv.gemm_1x1 does with prepared weights: each
+// block reads its rows of the shared packed A, with C, the per-row bias and the residual offset to
+// the block's first row.
+TEST(CpuSgemm, Avx512PackedARowBlocksMatchDoubleProduct) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> storage(static_cast<std::size_t>(avx512::kKc * avx512::kNc + 16));
+  const auto addr = reinterpret_cast<std::uintptr_t>(storage.data());
+  float* pack = reinterpret_cast<float*>((addr + 63) & ~std::uintptr_t{63});
+  std::vector<Case> blocked;
+  for (const Case& t : cases()) {
+    if (!t.ta && !t.tb) blocked.push_back(t);
+  }
+  blocked.push_back(Case{151, 196, 600, false, false, 1.0f, 0.0f});
+  blocked.push_back(Case{298, 70, 257, false, false, 1.0f, 0.0f});
+  for (const Case& t : blocked) {
+    for (const std::int64_t blocks : {2, 3}) {
+      const auto gemm = [&](bool, bool, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                            const avx512::PostOps* post) {
+        std::vector<float> packed(static_cast<std::size_t>(avx512::packed_a_floats(m, k)), NAN);
+        avx512::pack_a_rows(a, lda, m, k, 0, m, packed.data());
+        const std::int64_t panels = (m + avx512::kMr - 1) / avx512::kMr;
+        for (std::int64_t blk = 0; blk < blocks; ++blk) {
+          const std::int64_t r0 = std::min(m, panels * blk / blocks * avx512::kMr);
+          const std::int64_t r1 = std::min(m, panels * (blk + 1) / blocks * avx512::kMr);
+          if (r0 >= r1) continue;
+          avx512::PostOps shifted;
+          if (post != nullptr) {
+            shifted = *post;
+            if (shifted.bias != nullptr && shifted.bias_per_row) shifted.bias += r0;
+            if (shifted.residual != nullptr) shifted.residual += r0 * shifted.ld_residual;
+          }
+          avx512::sgemm_packed_a_rows(m, r0, r1 - r0, n, k, alpha, packed.data(), b, ldb, beta, c + r0 * ldc, ldc,
+                                      pack, post != nullptr ? &shifted : nullptr);
+        }
+      };
+      check_case(t, gemm);
+      check_case(t, gemm, PostSpec{.bias = true, .residual = true, .activation = Act::relu});
+      check_case(t, gemm, PostSpec{.bias = true, .bias_per_row = false, .activation = Act::clip, .act_beta = 0.5f});
+    }
   }
 }
 

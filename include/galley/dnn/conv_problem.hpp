@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,9 @@ struct ConvArgs {
   void* dw = nullptr;
   const void* bias = nullptr;      ///< forward with epilogue.bias: K values in the problem's dtype
   const void* residual = nullptr;  ///< forward with epilogue.residual: shaped as y, must not overlap y
+  /// Forward: where a solver may keep w in its own form across calls (prepared_weights.hpp); null:
+  /// none, the solver prepares w on every call. Held by the call's stream task while it runs.
+  std::shared_ptr<PreparedWeights> prepared = nullptr;
 
   static ConvArgs from(const OpArgs& args);
 };

@@ -4,6 +4,7 @@
 
 #include "galley/dnn/conv_problem.hpp"
 #include "galley/dnn/conv_solver.hpp"
+#include "galley/dnn/prepared_weights.hpp"
 #include "galley/dnn/tensor.hpp"
 #include "galley/runtime/stream.hpp"
 #include "galley/tensor.hpp"
@@ -46,9 +47,12 @@ const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const Co
 // The same with galley::Tensor arguments: each tensor is checked against the problem (device,
 // dtype, dims, packed strides, storage size, alignment) and a mismatch is Error(invalid_argument)
 // naming it ("y (output) holds 4000 bytes, the problem needs 4096"), so a short buffer is never
-// overrun.
+// overrun. `prepared` (forward only; null: none) lets the solver keep w in its own form across
+// calls with the same slot (prepared_weights.hpp): give one only for weights that do not change.
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
-                                      const Tensor& w, Tensor& y, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
+                                      const Tensor& w, Tensor& y, const ConvSolver* solver = nullptr,
+                                      CallReport* report = nullptr,
+                                      std::shared_ptr<PreparedWeights> prepared = nullptr);
 const ConvSolver& convolution_backward_data(runtime::Stream& stream, const ConvProblem& problem, const Tensor& dy,
                                             const Tensor& w, Tensor& dx, const ConvSolver* solver = nullptr, CallReport* report = nullptr);
 const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
@@ -62,7 +66,8 @@ const ConvSolver& convolution_backward_weights(runtime::Stream& stream, const Co
 /// solvers and the unfused sequence (`<backend>.conv.unfused`).
 const ConvSolver& convolution_forward(runtime::Stream& stream, const ConvProblem& problem, const Tensor& x,
                                       const Tensor& w, const Tensor* bias, const Tensor* residual, Tensor& y,
-                                      const ConvSolver* solver = nullptr, CallReport* report = nullptr);
+                                      const ConvSolver* solver = nullptr, CallReport* report = nullptr,
+                                      std::shared_ptr<PreparedWeights> prepared = nullptr);
 
 /// The solver a call would get without a tuner: the first in `device`'s backend list whose check()
 /// says yes for `problem` (its direction as given). Throws Error(unsupported) listing every

@@ -5,11 +5,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "galley/dnn/tensor.hpp"
 
 namespace galley::dnn {
+
+class PreparedWeights;
 
 /// The op families, named as `galley bench` names them (MIOpenDriver's names where it has one). A
 /// problem key starts with the kind's name ("conv-F-f32-..."), so find-db rows, solver lists and
@@ -103,6 +106,8 @@ struct OpArgs {
   std::array<void*, kArgIdCount> ptr{};
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  /// The call site's slot for weights in a solver's own form (prepared_weights.hpp); null: none.
+  std::shared_ptr<PreparedWeights> prepared = nullptr;
 
   void set(ArgId id, const void* p) { ptr[static_cast<std::size_t>(id)] = const_cast<void*>(p); }
   void* get(ArgId id) const { return ptr[static_cast<std::size_t>(id)]; }

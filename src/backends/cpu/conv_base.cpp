@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
+#include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
 
@@ -50,6 +55,18 @@ void run_slotted(std::int64_t tasks, std::int64_t slots,
   });
 }
 
+std::shared_ptr<const float> PreparedSlot::floats(std::size_t count,
+                                                  const std::function<void(float*)>& fill) const {
+  const std::shared_ptr<const void> data = slot_.get(tag_, [&]() -> std::shared_ptr<const void> {
+    const std::size_t bytes = align_up64(std::max<std::size_t>(count, 1) * sizeof(float));
+    void* raw = std::aligned_alloc(64, bytes);
+    if (raw == nullptr) throw std::bad_alloc();
+    std::shared_ptr<float> out(static_cast<float*>(raw), [](float* p) { std::free(p); });
+    fill(out.get());
+    return out;
+  });
+  return std::static_pointer_cast<const float>(data);
+}
 
 dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const runtime::Device& device) const {
   if (!device.is_cpu()) return dnn::Applicability::no("runs on cpu only, not " + device.name());
@@ -82,8 +99,16 @@ std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem, cons
 void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
   const ConvEpilogueRunner epilogue(problem, args.bias, args.residual);
   if (problem.dtype == DType::f32) {
+    // Low precision stages w through the workspace on every call, so only f32 takes a slot.
+    std::optional<PreparedSlot> prepared;
+    if (args.prepared != nullptr) {
+      prepared.emplace(*args.prepared, std::string(name()) + " " + problem.key() + " w@" +
+                                           std::to_string(reinterpret_cast<std::uintptr_t>(args.w)) + " " +
+                                           std::string(to_string(cpu_isa())));
+    }
     compute_f32(problem, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                static_cast<float*>(args.y), args.workspace, epilogue.empty() ? nullptr : &epilogue);
+                static_cast<float*>(args.y), args.workspace, epilogue.empty() ? nullptr : &epilogue,
+                prepared ? &*prepared : nullptr);
     return;
   }
   // Low precision: convert the weights once, then stage chunks of whole images (contiguous in
@@ -106,7 +131,7 @@ void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs
     const auto offset = static_cast<std::size_t>(n0);
     convert_to_f32(problem.dtype, static_cast<const char*>(args.x) + offset * x_image * esize, x32,
                    x_image * static_cast<std::size_t>(count));
-    compute_f32(chunk, x32, w32, y32, inner, nullptr);
+    compute_f32(chunk, x32, w32, y32, inner, nullptr, nullptr);
     char* const out = static_cast<char*>(args.y) + offset * y_image * esize;
     if (epilogue.empty()) {
       convert_from_f32(problem.dtype, y32, out, y_image * static_cast<std::size_t>(count));

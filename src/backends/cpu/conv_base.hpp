@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "backends/cpu/conv_epilogue.hpp"
 #include "galley/dnn/conv_solver.hpp"
+#include "galley/dnn/prepared_weights.hpp"
 
 namespace galley::backends::cpu {
 
@@ -94,6 +97,22 @@ inline StagingBuffers carve_staging(const dnn::ConvProblem& problem, const dnn::
   return b;
 }
 
+/// A solver's use of the call's PreparedWeights slot. The tag names the solver, the problem, the
+/// weights' address and the ISA level in effect, so another pick, problem, weights array or kernel
+/// level prepares again instead of reading a form made for something else.
+class PreparedSlot {
+ public:
+  PreparedSlot(dnn::PreparedWeights& slot, std::string tag) : slot_(slot), tag_(std::move(tag)) {}
+
+  /// `count` floats, 64-byte aligned, that fill() wrote on the first call with this tag (fill may
+  /// use the pool); later calls return them as they are. The pointer keeps them alive.
+  std::shared_ptr<const float> floats(std::size_t count, const std::function<void(float*)>& fill) const;
+
+ private:
+  dnn::PreparedWeights& slot_;
+  std::string tag_;
+};
+
 class CpuConvSolver : public dnn::ConvSolver {
  public:
   /// Says no for: a non-cpu device, a direction other than forward, a dtype other than f32, f16,
@@ -123,9 +142,11 @@ class CpuConvSolver : public dnn::ConvSolver {
   virtual std::size_t f32_workspace_bytes(const dnn::ConvProblem& /*problem*/) const { return 0; }
   /// The convolution on packed f32 tensors in problem.layout (`ws` holds f32_workspace_bytes),
   /// then `epilogue` on y (null: none; given for f32 problems only): on each output tile while it
-  /// is in cache where the algorithm can, else in one pass after it (epilogue->apply).
+  /// is in cache where the algorithm can, else in one pass after it (epilogue->apply). `prepared`
+  /// (null: none; given for f32 problems whose call has a slot) is where an algorithm that packs
+  /// or transforms w may keep that form across calls; the workspace is sized as without it.
   virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                           const ConvEpilogueRunner* epilogue) const = 0;
+                           const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) const = 0;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

@@ -82,4 +82,35 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
+std::size_t packed_group_floats(std::int64_t rows, std::int64_t depth) {
+  return (static_cast<std::size_t>(avx512::packed_a_floats(rows, depth)) + 15) / 16 * 16;
+}
+
+void pack_weight_groups(const float* w, std::int64_t groups, std::int64_t rows, std::int64_t depth, float* out) {
+  if (!sgemm_applies_post_ops()) throw Error(Status::internal, "pack_weight_groups: the AVX-512 SGEMM is not in use");
+  const std::size_t group_floats = packed_group_floats(rows, depth);
+  // Blocks of kMc rows (a multiple of kMr, as pack_a_rows wants) of every group.
+  const std::int64_t row_blocks = (rows + avx512::kMc - 1) / avx512::kMc;
+  parallel_for(0, groups * row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t t = lo; t < hi; ++t) {
+      const std::int64_t gi = t / row_blocks, r0 = t % row_blocks * avx512::kMc;
+      avx512::pack_a_rows(w + gi * rows * depth, depth, rows, depth, r0, r0 + avx512::kMc,
+                          out + static_cast<std::size_t>(gi) * group_floats);
+    }
+  });
+}
+
+void sgemm_packed_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n, std::int64_t depth,
+                       const float* a_packed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                       const avx512::PostOps* post) {
+  if (!sgemm_applies_post_ops()) throw Error(Status::internal, "sgemm_packed_rows: the AVX-512 SGEMM is not in use");
+  if (r0 % avx512::kMr != 0 || r0 < 0 || m < 0 || r0 + m > whole_rows) {
+    throw Error(Status::internal, "sgemm_packed_rows: rows [" + std::to_string(r0) + ", " + std::to_string(r0 + m) +
+                                      ") of " + std::to_string(whole_rows) + " do not start on a multiple of " +
+                                      std::to_string(avx512::kMr) + " inside the packed A");
+  }
+  if (m == 0 || n == 0) return;
+  avx512::sgemm_packed_a_rows(whole_rows, r0, m, n, depth, 1.0f, a_packed, b, ldb, 0.0f, c, ldc, pack_buffer(), post);
+}
+
 }  // namespace galley::backends::cpu

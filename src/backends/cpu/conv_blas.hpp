@@ -24,6 +24,23 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
            std::int64_t ldc, const avx512::PostOps* post = nullptr);
 
+/// Floats one group's weights [rows x depth] take packed by pack_weight_groups(): what
+/// avx512::pack_a_rows() writes, rounded up to a cache line so each group starts on one.
+std::size_t packed_group_floats(std::int64_t rows, std::int64_t depth);
+
+/// Packs `groups` row-major weight matrices [rows x depth], consecutive in `w`, into `out`
+/// (packed_group_floats() apart) for sgemm_packed_rows(), split over the pool. Only where
+/// sgemm_applies_post_ops().
+void pack_weight_groups(const float* w, std::int64_t groups, std::int64_t rows, std::int64_t depth, float* out);
+
+/// C[m x n] = A[r0 .. r0 + m) * B on the calling thread, A being one group packed by
+/// pack_weight_groups() (`whole_rows` rows, r0 a multiple of avx512::kMr) and B plain [depth x n]
+/// (rows ldb apart): a GEMM whose weights were packed once for every GEMM that reads them. Only
+/// where sgemm_applies_post_ops(), else Error(internal).
+void sgemm_packed_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n, std::int64_t depth,
+                       const float* a_packed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                       const avx512::PostOps* post = nullptr);
+
 /// True when sgemm() runs Galley's AVX-512 kernel, which applies post-ops as it stores C;
 /// OpenBLAS cannot, and its callers apply them after.
 bool sgemm_applies_post_ops();

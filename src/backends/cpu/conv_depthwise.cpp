@@ -125,7 +125,8 @@ class ConvDepthwise final : public CpuConvSolver {
 
   // The epilogue on each output plane (NCHW) or row (NHWC) as soon as it is written.
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue) const override {
+                   const ConvEpilogueRunner* epilogue,
+                   const PreparedSlot* /*prepared*/) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
     if (!s.nhwc && direct_planes(s)) {

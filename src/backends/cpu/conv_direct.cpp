@@ -92,7 +92,8 @@ class ConvDirect final : public CpuConvSolver {
 
   // The epilogue on each output row of a task as it is copied out of the tile.
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue) const override {
+                   const ConvEpilogueRunner* epilogue,
+                   const PreparedSlot* /*prepared*/) const override {
     const direct::Geometry g = geometry(problem);
     const ConvShape& s = g.s;
     auto* packed = static_cast<float*>(ws);

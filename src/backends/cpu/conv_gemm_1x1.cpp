@@ -64,7 +64,7 @@ class ConvGemm1x1 final : public CpuConvSolver {
   // The epilogue in each GEMM's stores where the kernel can apply it, else on each output block
   // as soon as it is written.
   void compute_f32(const dnn::ConvProblem& p, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue) const override {
+                   const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) const override {
     const ConvShape s = ConvShape::of(p);
     const std::int64_t hw = s.h * s.w;
     const std::int64_t workers = gemm_workers();
@@ -79,6 +79,14 @@ class ConvGemm1x1 final : public CpuConvSolver {
       const std::int64_t outer = s.n * s.g;
       const std::int64_t cols = block_count(hw, kMinColumns, (kTasksPerWorker * workers + outer - 1) / outer);
       const std::int64_t rows = row_block_count(outer * cols, s.kg, workers);
+      // With a prepared slot every group's weights are packed once for all calls, not by each
+      // task's GEMM again for its column block.
+      std::shared_ptr<const float> packed;
+      const std::size_t group_floats = packed_group_floats(s.kg, s.cg);
+      if (prepared != nullptr && sgemm_applies_post_ops()) {
+        packed = prepared->floats(static_cast<std::size_t>(s.g) * group_floats,
+                                  [&](float* out) { pack_weight_groups(w, s.g, s.kg, s.cg, out); });
+      }
       for_gemm_tasks(0, outer * cols * rows, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t row = t % rows, col = t / rows % cols, ng = t / rows / cols;
@@ -87,8 +95,14 @@ class ConvGemm1x1 final : public CpuConvSolver {
           const std::int64_t k0 = row_block_start(s.kg, row, rows), k1 = row_block_start(s.kg, row + 1, rows);
           float* const tile = y + (n * s.k + gi * s.kg + k0) * hw + c0;
           const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg + k0, c0) : std::nullopt;
-          sgemm(false, false, k1 - k0, c1 - c0, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg,
-                x + (n * s.c + gi * s.cg) * hw + c0, hw, 0.0f, tile, hw, post ? &*post : nullptr);
+          const float* const xg = x + (n * s.c + gi * s.cg) * hw + c0;
+          if (packed != nullptr) {
+            const float* const wg = packed.get() + static_cast<std::size_t>(gi) * group_floats;
+            sgemm_packed_rows(s.kg, k0, k1 - k0, c1 - c0, s.cg, wg, xg, hw, tile, hw, post ? &*post : nullptr);
+          } else {
+            sgemm(false, false, k1 - k0, c1 - c0, s.cg, 1.0f, w + (gi * s.kg + k0) * s.cg, s.cg, xg, hw, 0.0f, tile, hw,
+                  post ? &*post : nullptr);
+          }
           if (epilogue != nullptr && !post) epilogue->apply_tile(tile, hw, n, gi * s.kg + k0, c0, k1 - k0, c1 - c0);
         }
       });

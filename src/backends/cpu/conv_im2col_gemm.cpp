@@ -1,8 +1,8 @@
 // cpu.conv.im2col_gemm: the general GEMM lowering. Each task gathers the input patches of a
 // block of output pixels of one group into a column buffer and multiplies it by that group's
 // weights, on the same thread, so the buffer is still in cache for the GEMM: Galley's AVX-512 SGEMM
-// (sgemm_avx512, NCHW weights packed once per call and shared by the tasks) where the CPU has it,
-// OpenBLAS otherwise.
+// (sgemm_avx512, NCHW weights packed once per call, or once per call site with a prepared slot,
+// and shared by the tasks) where the CPU has it, OpenBLAS otherwise.
 //   NCHW: col[Cg*R*S x P] (rows in KCYX order), Y[Kg x P] = W[Kg x CgRS] * col, ldc = Ho*Wo
 //   NHWC: col[P x R*S*Cg] (columns in KYXC order), Y[P x Kg] = col * W[Kg x RSCg]^T, ldc = K
 // The buffer is per worker and bounded (kColumnBytes), so the workspace does not grow with the
@@ -95,7 +95,7 @@ std::size_t column_slot_bytes(const Plan& p) {
 constexpr std::size_t kBPackBytes = static_cast<std::size_t>(avx512::kKc * avx512::kNc) * sizeof(float);
 
 std::size_t packed_weight_bytes(const ConvShape& s, const Plan& p) {
-  return align_up64(static_cast<std::size_t>(avx512::packed_a_floats(s.kg, p.patch)) * sizeof(float));
+  return packed_group_floats(s.kg, p.patch) * sizeof(float);
 }
 
 // Rows (c, r, s) x pixels [p0, p1) of image `xn` (channels of one group) into col, rows `ld` apart.
@@ -195,7 +195,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue) const override {
+                   const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
     if (cpu_has_avx512() && avx512::implicit_gemm_fits(s)) {
@@ -217,7 +217,7 @@ class ConvIm2colGemm final : public CpuConvSolver {
       return;
     }
     if (shares_packed_weights(s, p)) {
-      compute_packed_weights(s, p, x, w, y, ws, epilogue);
+      compute_packed_weights(s, p, x, w, y, ws, epilogue, prepared);
       return;
     }
     const std::size_t slot_bytes = column_slot_bytes(p);
@@ -248,23 +248,26 @@ class ConvIm2colGemm final : public CpuConvSolver {
 
  private:
 
+  // With a prepared slot the packed weights are made on the first call and read by later ones;
+  // without, they are packed into the workspace on every call.
   static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
-                                     void* ws, const ConvEpilogueRunner* epilogue) {
+                                     void* ws, const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) {
     auto* base = static_cast<char*>(ws);
     const std::size_t slot_bytes = column_slot_bytes(p);
     const auto after_slots = reinterpret_cast<std::uintptr_t>(base + static_cast<std::size_t>(p.slots) * slot_bytes);
     char* b_packs = reinterpret_cast<char*>((after_slots + 63) & ~std::uintptr_t{63});
-    auto* packed = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(p.slots) * kBPackBytes);
     const std::size_t group_floats = packed_weight_bytes(s, p) / sizeof(float);
-    // Row blocks of kMc rows (a multiple of kMr, as pack_a_rows wants) of every group's weights.
-    const std::int64_t row_blocks = (s.kg + avx512::kMc - 1) / avx512::kMc;
-    parallel_for(0, s.g * row_blocks, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t t = lo; t < hi; ++t) {
-        const std::int64_t gi = t / row_blocks, r0 = t % row_blocks * avx512::kMc;
-        avx512::pack_a_rows(w + gi * s.kg * p.patch, p.patch, s.kg, p.patch, r0, r0 + avx512::kMc,
-                            packed + static_cast<std::size_t>(gi) * group_floats);
-      }
-    });
+    const auto pack_weights = [&](float* out) { pack_weight_groups(w, s.g, s.kg, p.patch, out); };
+    std::shared_ptr<const float> kept;
+    const float* packed = nullptr;
+    if (prepared != nullptr) {
+      kept = prepared->floats(static_cast<std::size_t>(s.g) * group_floats, pack_weights);
+      packed = kept.get();
+    } else {
+      auto* in_workspace = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(p.slots) * kBPackBytes);
+      pack_weights(in_workspace);
+      packed = in_workspace;
+    }
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
       auto* col = reinterpret_cast<float*>(base + static_cast<std::size_t>(slot) * slot_bytes);
       auto* b_pack = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(slot) * kBPackBytes);

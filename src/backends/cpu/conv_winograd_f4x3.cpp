@@ -1,9 +1,10 @@
 // cpu.conv.winograd_f4x3: 3x3, stride 1, any dilation, groups 1, Winograd F(4x4, 3x3). Per pass
 // over a block of tiles: transform the inputs (V), 36 independent GEMMs (M = V * U, one per
 // transformed position), transform the outputs; each phase is split over the pool. The weight
-// transform (U) runs once per call. See conv_winograd_kernels.hpp for the layouts. A fused epilogue
-// (bias, residual, activation) is applied to each output-transform task's tiles right after they
-// are stored, while they are in cache, rather than in a pass over y afterwards.
+// transform (U) runs once per call, or once per call site when the call brings a prepared slot.
+// See conv_winograd_kernels.hpp for the layouts. A fused epilogue (bias, residual, activation) is
+// applied to each output-transform task's tiles right after they are stored, while they are in
+// cache, rather than in a pass over y afterwards.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -91,34 +92,47 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
   }
 
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue) const override {
+                   const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) const override {
     // A dilated problem's tiles hold strided outputs: its epilogue in one pass over y afterwards.
     const bool dilated = problem.dilation_h != 1 || problem.dilation_w != 1;
-    compute(problem, x, w, y, ws, dilated ? nullptr : epilogue);
+    compute(problem, x, w, y, ws, dilated ? nullptr : epilogue, prepared);
     if (dilated && epilogue != nullptr) epilogue->apply(0, problem.n, y, y);
   }
 
  private:
+  // U (the transformed weights) is made on every call in the workspace, or with a prepared slot
+  // once per call site and read from there.
   static void compute(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                      const ConvEpilogueRunner* epilogue) {
+                      const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) {
     const winograd::Geometry g = winograd::Geometry::of(ConvShape::of(problem));
     const ConvShape& s = g.s;
     char* base = static_cast<char*>(ws);
-    auto* u = reinterpret_cast<float*>(base);
+    auto* u_workspace = reinterpret_cast<float*>(base);
     base += align_up64(static_cast<std::size_t>(g.u_floats()) * sizeof(float));
     auto* v = reinterpret_cast<float*>(base);
     base += align_up64(static_cast<std::size_t>(g.v_floats()) * sizeof(float));
     auto* m = reinterpret_cast<float*>(base);
 
     // U: tasks of 8 output channels x up to 64 input channels.
-    const std::int64_t k8 = (s.k + 7) / 8, c_parts = (s.c + 63) / 64;
-    if (g.k16 != (k8 * 8)) std::fill(u, u + g.u_floats(), 0.0f);  // zero the padded panel lanes
-    parallel_for(0, k8 * c_parts, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t t = lo; t < hi; ++t) {
-        const std::int64_t kq = t / c_parts, cq = t % c_parts;
-        winograd::transform_weights(g, w, kq * 8, cq * 64, std::min(s.c, cq * 64 + 64), u);
-      }
-    });
+    const std::int64_t k8 = (s.k + 7) / 8;
+    const auto transform = [&](float* u) {
+      const std::int64_t c_parts = (s.c + 63) / 64;
+      if (g.k16 != (k8 * 8)) std::fill(u, u + g.u_floats(), 0.0f);  // zero the padded panel lanes
+      parallel_for(0, k8 * c_parts, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t t = lo; t < hi; ++t) {
+          const std::int64_t kq = t / c_parts, cq = t % c_parts;
+          winograd::transform_weights(g, w, kq * 8, cq * 64, std::min(s.c, cq * 64 + 64), u);
+        }
+      });
+    };
+    std::shared_ptr<const float> kept;
+    const float* u = u_workspace;
+    if (prepared != nullptr) {
+      kept = prepared->floats(static_cast<std::size_t>(g.u_floats()), transform);
+      u = kept.get();
+    } else {
+      transform(u_workspace);
+    }
 
     const std::int64_t c8 = g.cp / 8, kb16 = g.k16 / 16;
     const bool avx512 = cpu_has_avx512();

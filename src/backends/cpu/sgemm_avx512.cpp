@@ -237,18 +237,20 @@ void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64
   }
 }
 
-// The blocked product behind sgemm() and sgemm_packed_a(). With `a_whole` (A packed by
-// pack_a_rows(), row count rounded up to kMr) A is neither packed nor read in place: block (pc, ic)
-// is at a_whole + pc * round_up(m, kMr) + ic * kc, and `pack` needs only the B block.
+// The blocked product behind sgemm() and sgemm_packed_a(). With `a_whole` (an A of `whole_rows`
+// rows packed by pack_a_rows(), of which this product takes rows [first_row, first_row + m)) A is
+// neither packed nor read in place: block (pc, ic) is at a_whole + pc * round_up(whole_rows, kMr) +
+// (first_row + ic) * kc, and `pack` needs only the B block.
 void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                  const float* a, std::int64_t lda, const float* a_whole, const float* b, std::int64_t ldb, float beta,
-                  float* c, std::int64_t ldc, float* pack, const PostOps* post) {
+                  const float* a, std::int64_t lda, const float* a_whole, std::int64_t whole_rows,
+                  std::int64_t first_row, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
+                  float* pack, const PostOps* post) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
     scale_rows(m, n, beta, c, ldc, post);
     return;
   }
-  const std::int64_t m_panels = (m + kMr - 1) / kMr * kMr;
+  const std::int64_t m_panels = (whole_rows + kMr - 1) / kMr * kMr;
   float* a_pack = pack;
   float* b_pack = a_whole != nullptr ? pack : pack + kMc * kKc;
   // A plain B is read in place (rows ldb apart) when A has at most 128 rows: each B panel then
@@ -275,7 +277,7 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
         // then read in place, only a ragged last one packed.
         const bool a_in_place = a_whole == nullptr && !trans_a && wide_end == nc && nc <= 2 * kNr;
         if (a_whole == nullptr && !a_in_place) pack_a(trans_a, a, lda, ic, mc, pc, kc, a_pack);
-        const float* a_block = a_whole != nullptr ? a_whole + pc * m_panels + ic * kc : a_pack;
+        const float* a_block = a_whole != nullptr ? a_whole + pc * m_panels + (first_row + ic) * kc : a_pack;
         for (std::int64_t ir = 0; ir < mc; ir += kMr) {
           const std::int64_t rows = min64(kMr, mc - ir);
           const bool direct = a_in_place && rows == kMr;
@@ -371,7 +373,7 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
     if (post != nullptr) scale_rows(1, n, 1.0f, c, ldc, post);  // beta 1: each element as it is
     return;
   }
-  gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, b, ldb, beta, c, ldc, pack, post);
+  gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, nullptr, m, 0, b, ldb, beta, c, ldc, pack, post);
 }
 
 // beta 1 keeps each element as it is (NaN and -0 included) before the post-ops.
@@ -403,7 +405,13 @@ void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t 
 void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a_packed,
                     const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
                     const PostOps* post) {
-  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, b, ldb, beta, c, ldc, pack, post);
+  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, m, 0, b, ldb, beta, c, ldc, pack, post);
+}
+
+void sgemm_packed_a_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n, std::int64_t k,
+                         float alpha, const float* a_packed, const float* b, std::int64_t ldb, float beta, float* c,
+                         std::int64_t ldc, float* pack, const PostOps* post) {
+  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, whole_rows, r0, b, ldb, beta, c, ldc, pack, post);
 }
 
 }  // namespace galley::backends::cpu::avx512

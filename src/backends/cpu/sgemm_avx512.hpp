@@ -80,4 +80,11 @@ void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                     const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
                     const PostOps* post = nullptr);
 
+/// sgemm_packed_a() on rows [r0, r0 + m) of an A of `whole_rows` rows packed whole by
+/// pack_a_rows() (r0 a multiple of kMr): one row block of a product whose A is packed once and
+/// shared by every block. C is that block's first row.
+void sgemm_packed_a_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n, std::int64_t k,
+                         float alpha, const float* a_packed, const float* b, std::int64_t ldb, float beta, float* c,
+                         std::int64_t ldc, float* pack, const PostOps* post = nullptr);
+
 }  // namespace galley::backends::cpu::avx512
