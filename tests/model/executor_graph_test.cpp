@@ -19,6 +19,7 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "gpu/gpu_test_util.hpp"
+#include "graph_inputs.hpp"
 #include "memory/caching_allocator.hpp"
 #include "model/lowering.hpp"
 
@@ -32,27 +33,6 @@ std::optional<runtime::Device> gpu(std::string& why) {
     why += (why.empty() ? "" : "; ") + reason;
   }
   return std::nullopt;
-}
-
-// Seeded uniform data for every graph input, on the device.
-std::map<std::string, Tensor> inputs_for(runtime::Stream& stream, const Graph& g, std::uint64_t seed) {
-  std::map<std::string, Tensor> out;
-  for (const std::string& name : g.inputs) {
-    const Shape& shape = g.value(name).shape;
-    const auto desc = dnn::TensorDesc::contiguous(DType::f32, shape.data(), static_cast<int>(shape.size()));
-    const auto bytes = dnn::random_tensor(DType::f32, desc.elements(), seed++);
-    Tensor t = Tensor::empty(stream, desc);
-    t.copy_from_host(stream, bytes.data(), bytes.size());
-    out[name] = t;
-  }
-  return out;
-}
-
-std::map<std::string, std::vector<std::byte>> host_bytes(runtime::Stream& stream,
-                                                         const std::map<std::string, Tensor>& outputs) {
-  std::map<std::string, std::vector<std::byte>> out;
-  for (const auto& [name, t] : outputs) out[name] = to_host(stream, t).data;
-  return out;
 }
 
 // Two outputs, an input read twice, a view, a residual add: more than one fixed buffer each way.
@@ -69,25 +49,25 @@ void replays_match_eager(const runtime::Device& device, Graph graph) {
   runtime::Stream stream(device);
   Executor eager(graph, device);
   Executor captured(graph, device, ExecutorOptions{.capture = true});
-  const auto a = inputs_for(stream, graph, 11), b = inputs_for(stream, graph, 23),
-             c = inputs_for(stream, graph, 37);
+  const auto a = test::seeded_inputs(stream, graph, 11), b = test::seeded_inputs(stream, graph, 23),
+             c = test::seeded_inputs(stream, graph, 37);
 
   RunReport first, second, third;
-  const auto ga = host_bytes(stream, captured.run(stream, a, {}, &first));
+  const auto ga = test::host_bytes(stream, captured.run(stream, a, {}, &first));
   EXPECT_EQ(first.mode, RunMode::eager);
   EXPECT_FALSE(first.note.empty());
-  const auto gb = host_bytes(stream, captured.run(stream, b, {}, &second));
+  const auto gb = test::host_bytes(stream, captured.run(stream, b, {}, &second));
   ASSERT_EQ(second.mode, RunMode::graph_replay);
   EXPECT_GT(second.graph_nodes, 0u);
   EXPECT_GT(second.graph_pool_bytes, 0u);
   EXPECT_GT(second.peak_bytes, 0u);
   EXPECT_EQ(second.layers.size(), first.layers.size());
-  const auto gc = host_bytes(stream, captured.run(stream, c, {}, &third));
+  const auto gc = test::host_bytes(stream, captured.run(stream, c, {}, &third));
   EXPECT_EQ(third.mode, RunMode::graph_replay);
-  const auto ga2 = host_bytes(stream, captured.run(stream, a));
+  const auto ga2 = test::host_bytes(stream, captured.run(stream, a));
 
-  const auto eb = host_bytes(stream, eager.run(stream, b));
-  const auto ec = host_bytes(stream, eager.run(stream, c));
+  const auto eb = test::host_bytes(stream, eager.run(stream, b));
+  const auto ec = test::host_bytes(stream, eager.run(stream, c));
   EXPECT_EQ(gb, eb) << "the first replay differs from the eager run on the same input";
   EXPECT_EQ(gc, ec) << "a later replay differs from the eager run on the same input";
   EXPECT_EQ(ga2, ga) << "replaying the first input again differs from its eager run";
@@ -133,13 +113,13 @@ bool inside(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges
 void pool_is_isolated(const runtime::Device& device) {
   const Graph graph = build_model("tiny_cnn", 2, 32);
   runtime::Stream stream(device);
-  const auto in = inputs_for(stream, graph, 5);
+  const auto in = test::seeded_inputs(stream, graph, 5);
   std::map<std::string, std::vector<std::byte>> want;
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> pool;
   {
     Executor captured(graph, device, ExecutorOptions{.capture = true});
-    want = host_bytes(stream, captured.run(stream, in));  // eager
-    (void)captured.run(stream, in);                       // captures
+    want = test::host_bytes(stream, captured.run(stream, in));  // eager
+    (void)captured.run(stream, in);                             // captures
     pool = private_segments(device);
     ASSERT_FALSE(pool.empty());
 
@@ -151,7 +131,7 @@ void pool_is_isolated(const runtime::Device& device) {
     std::atomic<int> foreign_in_pool{0};
     std::thread noise([&] {
       runtime::Stream s2(device);
-      const auto other_in = inputs_for(s2, other_graph, 9);
+      const auto other_in = test::seeded_inputs(s2, other_graph, 9);
       while (!stop.load()) {
         for (const auto& [name, t] : other.run(s2, other_in))
           foreign_in_pool += inside(pool, t.data()) ? 1 : 0;
@@ -165,7 +145,8 @@ void pool_is_isolated(const runtime::Device& device) {
       }
     });
     for (int i = 0; i < 6; ++i) {
-      EXPECT_EQ(host_bytes(stream, captured.run(stream, in)), want) << "replay " << i << " was corrupted";
+      EXPECT_EQ(test::host_bytes(stream, captured.run(stream, in)), want)
+          << "replay " << i << " was corrupted";
       memory::Buffer same_stream = memory::allocate(stream, std::size_t{64} << 10);
       foreign_in_pool += inside(pool, same_stream.data()) ? 1 : 0;
     }
@@ -202,7 +183,7 @@ TEST(ExecutorGraph, AnInputOfAnotherShapeOrLayoutIsAnErrorNamingIt) {
   const Graph graph = build_model("tiny_cnn", 2, 32);
   runtime::Stream stream(cpu);
   Executor captured(graph, cpu, ExecutorOptions{.capture = true});
-  const auto in = inputs_for(stream, graph, 1);
+  const auto in = test::seeded_inputs(stream, graph, 1);
   (void)captured.run(stream, in);
   (void)captured.run(stream, in);  // captured now
 
@@ -217,7 +198,8 @@ TEST(ExecutorGraph, AnInputOfAnotherShapeOrLayoutIsAnErrorNamingIt) {
   message = error_of([&] { captured.run(stream, {}); });
   EXPECT_NE(message.find("'input' was not given"), std::string::npos) << message;
   // The graph still replays afterwards.
-  EXPECT_EQ(host_bytes(stream, captured.run(stream, in)), host_bytes(stream, captured.run(stream, in)));
+  EXPECT_EQ(test::host_bytes(stream, captured.run(stream, in)),
+            test::host_bytes(stream, captured.run(stream, in)));
 }
 
 // Replaces one op type's lowering for a test and puts the original back.
@@ -253,8 +235,8 @@ TEST(ExecutorGraph, AnOpThatWaitsForItsStreamCannotBeCapturedAndIsNamed) {
   const std::string relu = graph.nodes.back().label();
   runtime::Stream stream(cpu);
   Executor captured(graph, cpu, ExecutorOptions{.capture = true});
-  const auto in = inputs_for(stream, graph, 2);
-  const auto eager = host_bytes(stream, captured.run(stream, in));  // eager: waiting is allowed
+  const auto in = test::seeded_inputs(stream, graph, 2);
+  const auto eager = test::host_bytes(stream, captured.run(stream, in));  // eager: waiting is allowed
   for (int attempt = 0; attempt < 2; ++attempt) {
     const std::string message = error_of([&] { captured.run(stream, in); });
     EXPECT_NE(message.find(relu), std::string::npos) << message;
@@ -264,7 +246,7 @@ TEST(ExecutorGraph, AnOpThatWaitsForItsStreamCannotBeCapturedAndIsNamed) {
   EXPECT_FALSE(stream.impl().capturing());
   EXPECT_TRUE(private_segments(cpu).empty());
   Executor plain(graph, cpu);
-  EXPECT_EQ(host_bytes(stream, plain.run(stream, in)), eager);
+  EXPECT_EQ(test::host_bytes(stream, plain.run(stream, in)), eager);
 }
 
 TEST(ExecutorGraph, PerLayerTimingRunsEagerlyWithANote) {
@@ -272,7 +254,7 @@ TEST(ExecutorGraph, PerLayerTimingRunsEagerlyWithANote) {
   const Graph graph = build_model("tiny_cnn", 1, 32);
   runtime::Stream stream(cpu);
   Executor captured(graph, cpu, ExecutorOptions{.capture = true});
-  const auto in = inputs_for(stream, graph, 4);
+  const auto in = test::seeded_inputs(stream, graph, 4);
   (void)captured.run(stream, in);
   RunReport timed;
   (void)captured.run(stream, in, {.time_layers = true}, &timed);

@@ -13,28 +13,10 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/passes.hpp"
+#include "graph_inputs.hpp"
 
 namespace galley::model {
 namespace {
-
-std::map<std::string, Tensor> inputs_for(runtime::Stream& stream, const Graph& g, std::uint64_t seed) {
-  std::map<std::string, Tensor> out;
-  for (const std::string& name : g.inputs) {
-    const Shape& shape = g.value(name).shape;
-    const auto desc = dnn::TensorDesc::contiguous(DType::f32, shape.data(), static_cast<int>(shape.size()));
-    const auto bytes = dnn::random_tensor(DType::f32, desc.elements(), seed++);
-    Tensor t = Tensor::empty(stream, desc);
-    t.copy_from_host(stream, bytes.data(), bytes.size());
-    out[name] = t;
-  }
-  return out;
-}
-
-std::map<std::string, std::vector<std::byte>> host_bytes(runtime::Stream& stream, const std::map<std::string, Tensor>& tensors) {
-  std::map<std::string, std::vector<std::byte>> out;
-  for (const auto& [name, t] : tensors) out[name] = to_host(stream, t).data;
-  return out;
-}
 
 struct Compared {
   RunReport in_place, separate;
@@ -50,20 +32,22 @@ Compared expect_in_place_matches(const Graph& graph) {
   Executor captured(graph, cpu, ExecutorOptions{.capture = true});
   Compared reports;
   for (const std::uint64_t seed : {3u, 41u}) {
-    const auto in = inputs_for(stream, graph, seed);
-    const auto in_before = host_bytes(stream, in);
-    const auto want = host_bytes(stream, separate.run(stream, in, {}, &reports.separate));
-    EXPECT_EQ(host_bytes(stream, in), in_before) << "an out-of-place run changed its inputs";
-    const auto got = host_bytes(stream, in_place.run(stream, in, {}, &reports.in_place));
+    const auto in = test::seeded_inputs(stream, graph, seed);
+    const auto in_before = test::host_bytes(stream, in);
+    const auto want = test::host_bytes(stream, separate.run(stream, in, {}, &reports.separate));
+    EXPECT_EQ(test::host_bytes(stream, in), in_before) << "an out-of-place run changed its inputs";
+    const auto got = test::host_bytes(stream, in_place.run(stream, in, {}, &reports.in_place));
     EXPECT_EQ(got, want) << graph.name << ": in place differs from out of place (seed " << seed << ")";
-    EXPECT_EQ(host_bytes(stream, in), in_before) << graph.name << ": an in-place run overwrote a graph input";
+    EXPECT_EQ(test::host_bytes(stream, in), in_before)
+        << graph.name << ": an in-place run overwrote a graph input";
     // Graph mode: the first run is eager, the second captures and replays, the third replays.
     for (int run = 0; run < 3; ++run) {
       RunReport r;
-      EXPECT_EQ(host_bytes(stream, captured.run(stream, in, {}, &r)), want)
-          << graph.name << ": graph-mode run " << run << " (" << to_string(r.mode) << ") differs (seed " << seed << ")";
+      EXPECT_EQ(test::host_bytes(stream, captured.run(stream, in, {}, &r)), want)
+          << graph.name << ": graph-mode run " << run << " (" << to_string(r.mode) << ") differs (seed "
+          << seed << ")";
     }
-    EXPECT_EQ(host_bytes(stream, in), in_before) << graph.name << ": a replay overwrote a graph input";
+    EXPECT_EQ(test::host_bytes(stream, in), in_before) << graph.name << ": a replay overwrote a graph input";
   }
   return reports;
 }
@@ -124,8 +108,8 @@ TEST(ExecutorInPlace, AViewGraphOutputOutlivesTheRun) {
   const runtime::Device cpu = runtime::device("cpu");
   runtime::Stream stream(cpu);
   Executor exec(graph, cpu);
-  const auto out = exec.run(stream, inputs_for(stream, graph, 1));
-  const auto want = host_bytes(stream, out);
+  const auto out = exec.run(stream, test::seeded_inputs(stream, graph, 1));
+  const auto want = test::host_bytes(stream, out);
   // Blocks of the output's size, written over: a freed output block would be reused by them.
   std::vector<Tensor> others;
   const dnn::TensorDesc desc = out.at(y).desc();
@@ -134,7 +118,7 @@ TEST(ExecutorInPlace, AViewGraphOutputOutlivesTheRun) {
     others.push_back(Tensor::empty(stream, desc));
     others.back().copy_from_host(stream, ones.data(), ones.size() * sizeof(float));
   }
-  EXPECT_EQ(host_bytes(stream, out), want);
+  EXPECT_EQ(test::host_bytes(stream, out), want);
 }
 
 // Built networks with the passes the CLI runs (conv fusion leaves standalone adds and activations

@@ -12,29 +12,10 @@
 #include "galley/model/builder.hpp"
 #include "galley/model/executor.hpp"
 #include "galley/model/passes.hpp"
+#include "graph_inputs.hpp"
 
 namespace galley::model {
 namespace {
-
-std::map<std::string, Tensor> inputs_for(runtime::Stream& stream, const Graph& g, std::uint64_t seed) {
-  std::map<std::string, Tensor> out;
-  for (const std::string& name : g.inputs) {
-    const Shape& shape = g.value(name).shape;
-    const auto desc = dnn::TensorDesc::contiguous(DType::f32, shape.data(), static_cast<int>(shape.size()));
-    const auto bytes = dnn::random_tensor(DType::f32, desc.elements(), seed++);
-    Tensor t = Tensor::empty(stream, desc);
-    t.copy_from_host(stream, bytes.data(), bytes.size());
-    out[name] = t;
-  }
-  return out;
-}
-
-std::map<std::string, std::vector<std::byte>> host_bytes(runtime::Stream& stream,
-                                                         const std::map<std::string, Tensor>& tensors) {
-  std::map<std::string, std::vector<std::byte>> out;
-  for (const auto& [name, t] : tensors) out[name] = to_host(stream, t).data;
-  return out;
-}
 
 void expect_runs_agree(const std::string& name, std::int64_t size) {
   SCOPED_TRACE(name);
@@ -42,16 +23,18 @@ void expect_runs_agree(const std::string& name, std::int64_t size) {
   run_passes(graph);
   const runtime::Device cpu = runtime::device("cpu");
   runtime::Stream stream(cpu);
-  const auto in = inputs_for(stream, graph, 5);
+  const auto in = test::seeded_inputs(stream, graph, 5);
   Executor exec(graph, cpu);
-  const auto first = host_bytes(stream, exec.run(stream, in, {}));
-  const auto second = host_bytes(stream, exec.run(stream, in, {}));
+  const auto first = test::host_bytes(stream, exec.run(stream, in, {}));
+  const auto second = test::host_bytes(stream, exec.run(stream, in, {}));
   EXPECT_EQ(first, second) << "the run reading prepared weights differs from the run that prepared them";
   Executor other(graph, cpu);
-  EXPECT_EQ(host_bytes(stream, other.run(stream, in, {})), first) << "another executor's first run differs";
+  EXPECT_EQ(test::host_bytes(stream, other.run(stream, in, {})), first)
+      << "another executor's first run differs";
   // Other inputs through the same prepared weights.
-  const auto in2 = inputs_for(stream, graph, 77);
-  EXPECT_EQ(host_bytes(stream, exec.run(stream, in2, {})), host_bytes(stream, other.run(stream, in2, {})));
+  const auto in2 = test::seeded_inputs(stream, graph, 77);
+  EXPECT_EQ(test::host_bytes(stream, exec.run(stream, in2, {})),
+            test::host_bytes(stream, other.run(stream, in2, {})));
 }
 
 TEST(ExecutorPreparedWeights, RunsAgreeAcrossRunsAndExecutors) {
@@ -65,12 +48,12 @@ TEST(ExecutorPreparedWeights, GraphReplaysAgree) {
   run_passes(graph);
   const runtime::Device cpu = runtime::device("cpu");
   runtime::Stream stream(cpu);
-  const auto in = inputs_for(stream, graph, 9);
+  const auto in = test::seeded_inputs(stream, graph, 9);
   Executor eager(graph, cpu);
   Executor captured(graph, cpu, ExecutorOptions{.capture = true});
-  const auto want = host_bytes(stream, eager.run(stream, in, {}));
+  const auto want = test::host_bytes(stream, eager.run(stream, in, {}));
   for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(host_bytes(stream, captured.run(stream, in, {})), want) << "run " << i;
+    EXPECT_EQ(test::host_bytes(stream, captured.run(stream, in, {})), want) << "run " << i;
 }
 
 }  // namespace
