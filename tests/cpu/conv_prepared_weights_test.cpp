@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "dnn/conv_grid.hpp"
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/dnn/conv_solver.hpp"
@@ -28,19 +29,9 @@ using dnn::Layout;
 ConvProblem make(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t k,
                  std::int64_t f, std::int64_t pad, std::int64_t stride, std::int64_t g,
                  Layout layout = Layout::nchw) {
-  return ConvProblem{.n = n,
-                     .c = c,
-                     .h = h,
-                     .w = w,
-                     .k = k,
-                     .y = f,
-                     .x = f,
-                     .pad_h = pad,
-                     .pad_w = pad,
-                     .stride_h = stride,
-                     .stride_w = stride,
-                     .groups = g,
-                     .layout = layout};
+  ConvProblem p = test::geometry(n, c, h, w, k, f, f, pad, pad, stride, stride, 1, 1, g);
+  p.layout = layout;
+  return p;
 }
 
 // One problem's random tensors and the calls that run a named solver on them.
