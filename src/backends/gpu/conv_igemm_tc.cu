@@ -620,7 +620,7 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);
 }
 
-// The tuner's candidates beyond the model's plan: the tiles that won some problem on the H200 (the
+// The tuner's candidates beyond the model's plan: the tiles that have won some problem when measured (the
 // 128x64 one on N = 64 layers, 128x128 with BK 64 on large-M 1x1 layers, the 8-warp one where
 // 128x128 leaves multiprocessors idle), split-K where one split leaves multiprocessors idle, and the
 // Hopper wgmma tiles where the device has them: up to 15 plans, 25 with the wgmma tiles.
