@@ -17,9 +17,25 @@
 namespace galley::backends::cpu {
 
 ConvShape ConvShape::of(const dnn::ConvProblem& p) {
-  return ConvShape{p.n,        p.c,      p.h,          p.w,          p.k,          p.out_h(), p.out_w(),
-                   p.y,        p.x,      p.pad_h,      p.pad_w,      p.stride_h,   p.stride_w, p.dilation_h,
-                   p.dilation_w, p.groups, p.c / p.groups, p.k / p.groups, p.layout == dnn::Layout::nhwc};
+  return ConvShape{p.n,
+                   p.c,
+                   p.h,
+                   p.w,
+                   p.k,
+                   p.out_h(),
+                   p.out_w(),
+                   p.y,
+                   p.x,
+                   p.pad_h,
+                   p.pad_w,
+                   p.stride_h,
+                   p.stride_w,
+                   p.dilation_h,
+                   p.dilation_w,
+                   p.groups,
+                   p.c / p.groups,
+                   p.k / p.groups,
+                   p.layout == dnn::Layout::nhwc};
 }
 
 std::int64_t slot_count(std::int64_t tasks) {
@@ -68,13 +84,26 @@ std::shared_ptr<const float> PreparedSlot::floats(std::size_t count,
   return std::static_pointer_cast<const float>(data);
 }
 
-dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem, const runtime::Device& device) const {
+const float* prepared_or_scratch(const PreparedSlot* slot, std::size_t count, float* scratch,
+                                 const std::function<void(float*)>& fill,
+                                 std::shared_ptr<const float>& keep) {
+  if (slot == nullptr) {
+    fill(scratch);
+    return scratch;
+  }
+  keep = slot->floats(count, fill);
+  return keep.get();
+}
+
+dnn::Applicability CpuConvSolver::check(const dnn::ConvProblem& problem,
+                                        const runtime::Device& device) const {
   if (!device.is_cpu()) return dnn::Applicability::no("runs on cpu only, not " + device.name());
   if (problem.direction != dnn::ConvDirection::forward) {
     return dnn::Applicability::no(std::string("forward only, not ") + dnn::to_string(problem.direction));
   }
   if (problem.dtype != DType::f32 && problem.dtype != DType::f16 && problem.dtype != DType::bf16) {
-    return dnn::Applicability::no(std::string("dtype ") + to_string(problem.dtype) + " (valid: f32, f16, bf16)");
+    return dnn::Applicability::no(std::string("dtype ") + to_string(problem.dtype) +
+                                  " (valid: f32, f16, bf16)");
   }
   return check_f32(problem);
 }
@@ -85,7 +114,8 @@ std::int64_t CpuConvSolver::images_per_chunk(const dnn::ConvProblem& p) const {
   return std::clamp<std::int64_t>(fit, 1, p.n);
 }
 
-std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem, const runtime::Device& /*device*/) const {
+std::size_t CpuConvSolver::workspace_bytes(const dnn::ConvProblem& problem,
+                                           const runtime::Device& /*device*/) const {
   if (problem.dtype == DType::f32) return f32_workspace_bytes(problem);
   const std::int64_t nb = images_per_chunk(problem);
   const std::int64_t rest = problem.n % nb;
@@ -141,7 +171,8 @@ void CpuConvSolver::compute(const dnn::ConvProblem& problem, const dnn::ConvArgs
   }
 }
 
-void CpuConvSolver::run(runtime::Stream& stream, const dnn::ConvProblem& problem, const dnn::ConvArgs& args) const {
+void CpuConvSolver::run(runtime::Stream& stream, const dnn::ConvProblem& problem,
+                        const dnn::ConvArgs& args) const {
   const std::string op(name());
   problem.validate();
   if (const auto ok = check(problem, stream.device()); !ok) {
@@ -150,7 +181,8 @@ void CpuConvSolver::run(runtime::Stream& stream, const dnn::ConvProblem& problem
   if (args.x == nullptr) throw Error(Status::invalid_argument, op + ": x is null");
   if (args.w == nullptr) throw Error(Status::invalid_argument, op + ": w is null");
   if (args.y == nullptr) throw Error(Status::invalid_argument, op + ": y is null");
-  if (problem.epilogue.bias && args.bias == nullptr) throw Error(Status::invalid_argument, op + ": bias is null");
+  if (problem.epilogue.bias && args.bias == nullptr)
+    throw Error(Status::invalid_argument, op + ": bias is null");
   if (problem.epilogue.residual && args.residual == nullptr) {
     throw Error(Status::invalid_argument, op + ": residual is null");
   }
@@ -162,9 +194,7 @@ void CpuConvSolver::run(runtime::Stream& stream, const dnn::ConvProblem& problem
   }
   // The task outlives this call: capture the problem and pointers by value. Solvers are
   // registered for the life of the process, so `this` stays valid.
-  stream.launch(op, [&] {
-    stream.host_task([this, problem, args] { compute(problem, args); });
-  });
+  stream.launch(op, [&] { stream.host_task([this, problem, args] { compute(problem, args); }); });
 }
 
 }  // namespace galley::backends::cpu

@@ -17,13 +17,13 @@ namespace galley::backends::cpu {
 
 /// A problem's sizes as plain integers, in the names the kernels use.
 struct ConvShape {
-  std::int64_t n, c, h, w;     ///< input
-  std::int64_t k, ho, wo;      ///< output channels and size
-  std::int64_t r, s;           ///< filter height (y) and width (x)
-  std::int64_t ph, pw;         ///< padding
-  std::int64_t sh, sw;         ///< strides
-  std::int64_t dh, dw;         ///< dilations
-  std::int64_t g, cg, kg;      ///< groups, channels per group in and out
+  std::int64_t n, c, h, w;  ///< input
+  std::int64_t k, ho, wo;   ///< output channels and size
+  std::int64_t r, s;        ///< filter height (y) and width (x)
+  std::int64_t ph, pw;      ///< padding
+  std::int64_t sh, sw;      ///< strides
+  std::int64_t dh, dw;      ///< dilations
+  std::int64_t g, cg, kg;   ///< groups, channels per group in and out
   bool nhwc;
   static ConvShape of(const dnn::ConvProblem& problem);
 };
@@ -64,7 +64,9 @@ inline dnn::ConvProblem as_f32(dnn::ConvProblem problem, std::int64_t n) {
   return problem;
 }
 /// Element counts of x, y and w.
-inline std::size_t elems_x(const dnn::ConvProblem& p) { return static_cast<std::size_t>(p.n * p.c * p.h * p.w); }
+inline std::size_t elems_x(const dnn::ConvProblem& p) {
+  return static_cast<std::size_t>(p.n * p.c * p.h * p.w);
+}
 inline std::size_t elems_y(const dnn::ConvProblem& p) {
   return static_cast<std::size_t>(p.n * p.k * p.out_h() * p.out_w());
 }
@@ -84,7 +86,8 @@ struct StagingBuffers {
   float* y;
   void* rest;
 };
-inline StagingBuffers carve_staging(const dnn::ConvProblem& problem, const dnn::ConvProblem& chunk, void* workspace) {
+inline StagingBuffers carve_staging(const dnn::ConvProblem& problem, const dnn::ConvProblem& chunk,
+                                    void* workspace) {
   auto* base = static_cast<char*>(workspace);
   StagingBuffers b{};
   b.w = reinterpret_cast<float*>(base);
@@ -112,6 +115,12 @@ class PreparedSlot {
   dnn::PreparedWeights& slot_;
   std::string tag_;
 };
+
+/// w in a solver's own form, which fill() writes: kept in `slot` across calls when the call has
+/// one (`keep` then holds it alive for this call), else written to `scratch` (in the workspace) on
+/// every call.
+const float* prepared_or_scratch(const PreparedSlot* slot, std::size_t count, float* scratch,
+                                 const std::function<void(float*)>& fill, std::shared_ptr<const float>& keep);
 
 class CpuConvSolver : public dnn::ConvSolver {
  public:
@@ -145,8 +154,9 @@ class CpuConvSolver : public dnn::ConvSolver {
   /// is in cache where the algorithm can, else in one pass after it (epilogue->apply). `prepared`
   /// (null: none; given for f32 problems whose call has a slot) is where an algorithm that packs
   /// or transforms w may keep that form across calls; the workspace is sized as without it.
-  virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                           const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) const = 0;
+  virtual void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y,
+                           void* ws, const ConvEpilogueRunner* epilogue,
+                           const PreparedSlot* prepared) const = 0;
 
  private:
   std::int64_t images_per_chunk(const dnn::ConvProblem& problem) const;

@@ -24,10 +24,10 @@
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
-#include "backends/cpu/conv_epilogue.hpp"
-#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_blas.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
 #include "backends/cpu/sgemm_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -40,11 +40,11 @@ constexpr std::int64_t kMinPixels = 256;                    // keeps OpenBLAS's 
 constexpr std::int64_t kSmallPlane = 64;                    // output pixels per image
 
 struct Plan {
-  std::int64_t outer;       // NCHW: images x groups; NHWC: groups
-  std::int64_t pixels;      // output pixels per outer item (an image's, or the whole batch's)
-  std::int64_t chunks;      // pixel blocks per outer item
-  std::int64_t block;       // pixels per block (the last may be shorter)
-  std::int64_t patch;       // Cg * R * S
+  std::int64_t outer;   // NCHW: images x groups; NHWC: groups
+  std::int64_t pixels;  // output pixels per outer item (an image's, or the whole batch's)
+  std::int64_t chunks;  // pixel blocks per outer item
+  std::int64_t block;   // pixels per block (the last may be shorter)
+  std::int64_t patch;   // Cg * R * S
   std::int64_t slots;
   bool batched = false;     // NCHW small planes: images side by side, GEMM split over rows
   std::int64_t images = 0;  // batched: images per GEMM
@@ -138,7 +138,8 @@ void im2col_nchw_baseline(const ConvShape& s, const float* xn, std::int64_t p0, 
   }
 }
 
-void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col, std::int64_t ld) {
+void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
+                 std::int64_t ld) {
   if (cpu_has_avx512()) {
     avx512::im2col_nchw(s, xn, p0, p1, col, ld);
   } else {
@@ -147,7 +148,8 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
 }
 
 // Global pixels [p0, p1) of the batch into rows of R*S*Cg (channels gi*Cg.. of each pixel).
-void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1, float* col) {
+void im2col_nhwc(const ConvShape& s, const float* x, std::int64_t gi, std::int64_t p0, std::int64_t p1,
+                 float* col) {
   const std::int64_t patch = s.r * s.s * s.cg;
   const auto bytes = static_cast<std::size_t>(s.cg) * sizeof(float);
   for (std::int64_t p = p0; p < p1; ++p) {
@@ -206,8 +208,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
         const std::int64_t n = outer / s.g, gi = outer % s.g;
         avx512::implicit_gemm_nchw(s, x, w, y, n, gi, p0, p1);
         if (epilogue != nullptr) {
-          epilogue->apply_tile(y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo, n, gi * s.kg, p0, s.kg,
-                               p1 - p0);
+          epilogue->apply_tile(y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0, s.ho * s.wo, n, gi * s.kg, p0,
+                               s.kg, p1 - p0);
         }
       });
       return;
@@ -222,7 +224,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
     }
     const std::size_t slot_bytes = column_slot_bytes(p);
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
-      auto* col = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
+      auto* col =
+          reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
       const std::int64_t chunk = task % p.chunks, outer = task / p.chunks;
       const std::int64_t p0 = chunk * p.block, p1 = std::min(p.pixels, p0 + p.block);
       const std::int64_t gi = outer % s.g;
@@ -234,7 +237,8 @@ class ConvIm2colGemm final : public CpuConvSolver {
         const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, p0) : std::nullopt;
         sgemm(false, false, s.kg, p1 - p0, p.patch, 1.0f, wg, p.patch, col, p1 - p0, 0.0f, block, s.ho * s.wo,
               post ? &*post : nullptr);
-        if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
+        if (epilogue != nullptr && !post)
+          epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
       } else {
         im2col_nhwc(s, x, gi, p0, p1, col);
         float* const block = y + p0 * s.k + gi * s.kg;
@@ -247,27 +251,23 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
  private:
-
   // With a prepared slot the packed weights are made on the first call and read by later ones;
   // without, they are packed into the workspace on every call.
-  static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w, float* y,
-                                     void* ws, const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) {
+  static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w,
+                                     float* y, void* ws, const ConvEpilogueRunner* epilogue,
+                                     const PreparedSlot* prepared) {
     auto* base = static_cast<char*>(ws);
     const std::size_t slot_bytes = column_slot_bytes(p);
-    const auto after_slots = reinterpret_cast<std::uintptr_t>(base + static_cast<std::size_t>(p.slots) * slot_bytes);
+    const auto after_slots =
+        reinterpret_cast<std::uintptr_t>(base + static_cast<std::size_t>(p.slots) * slot_bytes);
     char* b_packs = reinterpret_cast<char*>((after_slots + 63) & ~std::uintptr_t{63});
     const std::size_t group_floats = packed_weight_bytes(s, p) / sizeof(float);
     const auto pack_weights = [&](float* out) { pack_weight_groups(w, s.g, s.kg, p.patch, out); };
     std::shared_ptr<const float> kept;
-    const float* packed = nullptr;
-    if (prepared != nullptr) {
-      kept = prepared->floats(static_cast<std::size_t>(s.g) * group_floats, pack_weights);
-      packed = kept.get();
-    } else {
-      auto* in_workspace = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(p.slots) * kBPackBytes);
-      pack_weights(in_workspace);
-      packed = in_workspace;
-    }
+    const float* packed = prepared_or_scratch(
+        prepared, static_cast<std::size_t>(s.g) * group_floats,
+        reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(p.slots) * kBPackBytes), pack_weights,
+        kept);
     run_slotted(p.outer * p.chunks, p.slots, [&](std::int64_t slot, std::int64_t task) {
       auto* col = reinterpret_cast<float*>(base + static_cast<std::size_t>(slot) * slot_bytes);
       auto* b_pack = reinterpret_cast<float*>(b_packs + static_cast<std::size_t>(slot) * kBPackBytes);
@@ -277,9 +277,11 @@ class ConvIm2colGemm final : public CpuConvSolver {
       im2col_nchw(s, x + (n * s.c + gi * s.cg) * s.h * s.w, p0, p1, col, p1 - p0);
       float* const block = y + (n * s.k + gi * s.kg) * s.ho * s.wo + p0;
       const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, gi * s.kg, p0) : std::nullopt;
-      avx512::sgemm_packed_a(s.kg, p1 - p0, p.patch, 1.0f, packed + static_cast<std::size_t>(gi) * group_floats, col,
-                             p1 - p0, 0.0f, block, s.ho * s.wo, b_pack, post ? &*post : nullptr);
-      if (epilogue != nullptr && !post) epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
+      avx512::sgemm_packed_a(s.kg, p1 - p0, p.patch, 1.0f,
+                             packed + static_cast<std::size_t>(gi) * group_floats, col, p1 - p0, 0.0f, block,
+                             s.ho * s.wo, b_pack, post ? &*post : nullptr);
+      if (epilogue != nullptr && !post)
+        epilogue->apply_tile(block, s.ho * s.wo, n, gi * s.kg, p0, s.kg, p1 - p0);
     });
   }
 
@@ -290,8 +292,9 @@ class ConvIm2colGemm final : public CpuConvSolver {
                               void* ws, const ConvEpilogueRunner* epilogue) {
     const std::int64_t plane = s.ho * s.wo;
     auto* col = static_cast<float*>(ws);
-    auto* staged = reinterpret_cast<float*>(static_cast<char*>(ws) +
-                                            align_up64(static_cast<std::size_t>(p.patch * p.images * plane) * sizeof(float)));
+    auto* staged = reinterpret_cast<float*>(
+        static_cast<char*>(ws) +
+        align_up64(static_cast<std::size_t>(p.patch * p.images * plane) * sizeof(float)));
     // Row blocks of W: a few per worker, at least 16 rows so each GEMM keeps its register tile.
     const std::int64_t row_blocks = block_count(s.kg, 16, 2 * gemm_workers());
     for (std::int64_t gi = 0; gi < s.g; ++gi) {
@@ -304,23 +307,23 @@ class ConvIm2colGemm final : public CpuConvSolver {
           }
         });
         if (count == 1) {
-          gemm_image_rows(s.kg, row_blocks, plane, p.patch, wg, col, y + (n0 * s.k + gi * s.kg) * plane, n0, gi * s.kg,
-                          epilogue);
+          gemm_image_rows(s.kg, row_blocks, plane, p.patch, wg, col, y + (n0 * s.k + gi * s.kg) * plane, n0,
+                          gi * s.kg, epilogue);
           continue;
         }
         for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
           for (std::int64_t b = lo; b < hi; ++b) {
             const std::int64_t k0 = s.kg * b / row_blocks, k1 = s.kg * (b + 1) / row_blocks;
-            sgemm(false, false, k1 - k0, ld, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, ld, 0.0f, staged + k0 * ld,
-                  ld);
+            sgemm(false, false, k1 - k0, ld, p.patch, 1.0f, wg + k0 * p.patch, p.patch, col, ld, 0.0f,
+                  staged + k0 * ld, ld);
             for (std::int64_t i = 0; i < count; ++i) {
               for (std::int64_t k = k0; k < k1; ++k) {
                 std::memcpy(y + ((n0 + i) * s.k + gi * s.kg + k) * plane, staged + k * ld + i * plane,
                             static_cast<std::size_t>(plane) * sizeof(float));
               }
               if (epilogue != nullptr) {
-                epilogue->apply_tile(y + ((n0 + i) * s.k + gi * s.kg + k0) * plane, plane, n0 + i, gi * s.kg + k0, 0,
-                                     k1 - k0, plane);
+                epilogue->apply_tile(y + ((n0 + i) * s.k + gi * s.kg + k0) * plane, plane, n0 + i,
+                                     gi * s.kg + k0, 0, k1 - k0, plane);
               }
             }
           }

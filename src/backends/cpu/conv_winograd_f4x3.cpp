@@ -11,8 +11,8 @@
 
 #include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
-#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_winograd_kernels.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -74,11 +74,12 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
   dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
     if (!cpu_has_avx2_fma()) return dnn::Applicability::no("needs AVX2 and FMA, which this CPU lacks");
     if (p.y != 3 || p.x != 3) {
-      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) + " is not 3x3");
+      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) +
+                                    " is not 3x3");
     }
     if (p.stride_h != 1 || p.stride_w != 1) {
-      return dnn::Applicability::no("stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
-                                    " is not 1");
+      return dnn::Applicability::no("stride " + std::to_string(p.stride_h) + "x" +
+                                    std::to_string(p.stride_w) + " is not 1");
     }
     if (p.groups != 1) return dnn::Applicability::no("groups " + std::to_string(p.groups) + " is not 1");
     return dnn::Applicability::yes();
@@ -126,13 +127,8 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
       });
     };
     std::shared_ptr<const float> kept;
-    const float* u = u_workspace;
-    if (prepared != nullptr) {
-      kept = prepared->floats(static_cast<std::size_t>(g.u_floats()), transform);
-      u = kept.get();
-    } else {
-      transform(u_workspace);
-    }
+    const float* u =
+        prepared_or_scratch(prepared, static_cast<std::size_t>(g.u_floats()), u_workspace, transform, kept);
 
     const std::int64_t c8 = g.cp / 8, kb16 = g.k16 / 16;
     const bool avx512 = cpu_has_avx512();
@@ -143,8 +139,8 @@ class ConvWinogradF4x3 final : public CpuConvSolver {
       parallel_for(0, groups * c8, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t t = lo; t < hi; ++t) {
           const std::int64_t tg = t / c8, cq = t % c8;
-          winograd::transform_input(g, x, first, tg * kTileGroup, std::min(count, tg * kTileGroup + kTileGroup),
-                                    cq * 8, v);
+          winograd::transform_input(g, x, first, tg * kTileGroup,
+                                    std::min(count, tg * kTileGroup + kTileGroup), cq * 8, v);
         }
       });
       if (avx512) {

@@ -95,18 +95,6 @@ using dnn::Applicability;
 using dnn::ConvDirection;
 using dnn::ConvProblem;
 
-/// The solver of each direction: one operation graph node of cuDNN's kind for it.
-const char* graph_solver_name(ConvDirection direction) {
-  switch (direction) {
-    case ConvDirection::backward_data:
-      return "cuda.conv.cudnn_graph_bwd_data";
-    case ConvDirection::backward_weights:
-      return "cuda.conv.cudnn_graph_bwd_weights";
-    case ConvDirection::forward:
-      break;
-  }
-  return kGraphSolverName;
-}
 constexpr std::size_t kWorkspaceCap = std::size_t(1) << 30;  // 1 GiB, as cuda.conv.cudnn
 constexpr int kMaxHeuristic = 8;
 constexpr int kMaxFallback = 4;
@@ -134,58 +122,54 @@ constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidResidu
 constexpr std::int64_t kUidVirtual = 100;              // the fused graph's intermediates: 100, 101, ...
 constexpr std::int64_t kAlignment = kTensorAlignment;  // bytes; run() checks the pointers
 
-/// cuDNN's operation node of a direction, and its attributes for the graph's x, w and y tensors
-/// (by forward's names, see kUidX), the convolution descriptor and the scales.
+/// What differs between the directions: the solver's name, cuDNN's operation node and its
+/// attributes for the graph's x, w and y tensors (by forward's names, see kUidX), the convolution
+/// descriptor and the scales, and the names of a call's pointers in GraphPointers' order.
 struct ConvOperation {
+  const char* solver;
   cudnnBackendDescriptorType_t type;
   cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
   const char* what;
+  std::array<const char*, 6> pointers;
 };
 
 ConvOperation conv_operation(ConvDirection direction) {
   switch (direction) {
     case ConvDirection::backward_data:
-      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+      return {"cuda.conv.cudnn_graph_bwd_data",
+              CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-              "conv backward-data operation"};
+              "conv backward-data operation",
+              {"dx", "w", "dy", "workspace", "bias", "residual"}};
     case ConvDirection::backward_weights:
-      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+      return {"cuda.conv.cudnn_graph_bwd_weights",
+              CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-              "conv backward-weights operation"};
+              "conv backward-weights operation",
+              {"x", "dw", "dy", "workspace", "bias", "residual"}};
     case ConvDirection::forward:
       break;
   }
-  return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+  return {kGraphSolverName,
+          CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
           CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-          "conv forward operation"};
-}
-
-/// The names of a call's pointers in GraphPointers' order, for messages.
-std::array<const char*, 6> pointer_names(ConvDirection direction) {
-  switch (direction) {
-    case ConvDirection::backward_data:
-      return {"dx", "w", "dy", "workspace", "bias", "residual"};
-    case ConvDirection::backward_weights:
-      return {"x", "dw", "dy", "workspace", "bias", "residual"};
-    case ConvDirection::forward:
-      break;
-  }
-  return {"x", "w", "y", "workspace", "bias", "residual"};
+          "conv forward operation",
+          {"x", "w", "y", "workspace", "bias", "residual"}};
 }
 
 std::string status_text(cudnnStatus_t status) { return cudnnGetErrorString(status); }
@@ -195,7 +179,7 @@ void check_cudnn(cudnnStatus_t status, const std::string& call) { check_backend(
 /// Prints "cuda.conv.cudnn_graph <key>: <what>" at debug level.
 void debug_log(const ConvProblem& p, const std::string& what) {
   if (log::enabled(log::Level::debug))
-    log::debug(std::string(graph_solver_name(p.direction)) + " " + p.key() + ": " + what);
+    log::debug(std::string(conv_operation(p.direction).solver) + " " + p.key() + ": " + what);
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -309,7 +293,7 @@ PointerSet* pointer_set(Plan& plan, const GraphPointers& pointers, cudnnStatus_t
 class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
  public:
   explicit GraphSolver(ConvDirection direction)
-      : direction_(direction), name_(graph_solver_name(direction)) {}
+      : direction_(direction), name_(conv_operation(direction).solver) {}
 
   // The config-less forms (list order, a named solver) run the first candidate.
   using dnn::TunableSolver<ConvProblem, EngineConfig>::run;
@@ -386,7 +370,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
     if (p.epilogue.residual && a.residual == nullptr)
       throw Error(Status::invalid_argument, name_ + ": the epilogue adds a residual but residual is null");
     const GraphPointers pointers = call_pointers(p, a, plan->workspace > 0 ? a.workspace : nullptr);
-    const auto names = pointer_names(p.direction);
+    const auto names = conv_operation(p.direction).pointers;
     for (std::size_t i : {0, 1, 2}) {
       if (pointers[i] == nullptr)
         throw Error(Status::invalid_argument, name_ + ": " + names[i] + " pointer is null");
@@ -603,7 +587,7 @@ class GraphSolver final : public dnn::TunableSolver<ConvProblem, EngineConfig> {
   /// that failed.
   std::unique_ptr<Entry> build(const ConvProblem& p, const runtime::Device& device) const {
     const gpu::ConvParams cp = gpu::make_params(p);
-    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, graph_solver_name(p.direction));
+    const cudnnDataType_t dt = cudnn_data_type(cp.dtype, conv_operation(p.direction).solver);
     CudnnHandle& h = handle(device);
     DeviceGuard guard(device.index());
     auto e = std::make_unique<Entry>();
