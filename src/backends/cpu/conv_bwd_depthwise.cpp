@@ -77,10 +77,17 @@ void data_depthwise(const ConvShape& s, const float* dy, const float* w, float* 
       for (std::int64_t t = 0; t < taps; ++t) turned[c * taps + t] = w[c * taps + taps - 1 - t];
     }
     const ConvShape f = as_forward(s);
-    const auto plane_fn = cpu_has_avx512() ? depthwise::nchw_plane_s1_avx512 : depthwise::nchw_plane_s1_avx2;
+    const bool avx512 = cpu_has_avx512();
     parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t nc = lo; nc < hi; ++nc) {
-        plane_fn(f, dy + nc * s.ho * s.wo, turned + nc % s.c * taps, dx + nc * s.h * s.w);
+        const float* dyc = dy + nc * s.ho * s.wo;
+        const float* turned_c = turned + nc % s.c * taps;
+        float* dxc = dx + nc * s.h * s.w;
+        if (avx512) {
+          depthwise::nchw_plane_s1_avx512(f, dyc, turned_c, dxc, nullptr);
+        } else {
+          depthwise::nchw_plane_s1_avx2(f, dyc, turned_c, dxc);
+        }
       }
     });
     return;

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/conv_base.hpp"
-#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -101,19 +103,24 @@ class ConvDepthwise final : public CpuConvSolver {
  protected:
   dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
     if (p.groups != p.c || p.groups == 1) {
-      return dnn::Applicability::no("groups " + std::to_string(p.groups) + " != channels " + std::to_string(p.c) +
-                                    ": not depthwise");
+      return dnn::Applicability::no("groups " + std::to_string(p.groups) + " != channels " +
+                                    std::to_string(p.c) + ": not depthwise");
     }
     if (p.k != p.c) {
-      return dnn::Applicability::no("channel multiplier " + std::to_string(p.k / p.c) + " (K " + std::to_string(p.k) +
-                                    " != C " + std::to_string(p.c) + "); only multiplier 1");
+      return dnn::Applicability::no("channel multiplier " + std::to_string(p.k / p.c) + " (K " +
+                                    std::to_string(p.k) + " != C " + std::to_string(p.c) +
+                                    "); only multiplier 1");
     }
     return dnn::Applicability::yes();  // any filter, stride, padding, dilation, both layouts
   }
 
   // NCHW with unit width stride reads the input planes in place (AVX2, or AVX-512 where the CPU
-  // has it); other strides, and CPUs without AVX2, go through a padded copy of each plane.
-  static bool direct_planes(const ConvShape& s) { return !s.nhwc && s.sw == 1 && cpu_has_avx2_fma(); }
+  // has it), width stride 2 too on AVX-512; other strides, and CPUs without AVX2, go through a
+  // padded copy of each plane.
+  static bool direct_planes(const ConvShape& s) {
+    if (s.nhwc || !cpu_has_avx2_fma()) return false;
+    return s.sw == 1 || (depthwise::nchw_plane_s2_fits(s) && cpu_has_avx512());
+  }
 
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
@@ -123,20 +130,33 @@ class ConvDepthwise final : public CpuConvSolver {
     return static_cast<std::size_t>(slot_count(s.n * s.c)) * align_up64(plane);
   }
 
-  // The epilogue on each output plane (NCHW) or row (NHWC) as soon as it is written.
+  // The epilogue in the AVX-512 plane loops' stores where it is a compare and a select, else on
+  // each output plane (NCHW) or row (NHWC) as soon as it is written.
   void compute_f32(const dnn::ConvProblem& problem, const float* x, const float* w, float* y, void* ws,
-                   const ConvEpilogueRunner* epilogue,
-                   const PreparedSlot* /*prepared*/) const override {
+                   const ConvEpilogueRunner* epilogue, const PreparedSlot* /*prepared*/) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
-    if (!s.nhwc && direct_planes(s)) {
-      const auto plane_fn = cpu_has_avx512() ? depthwise::nchw_plane_s1_avx512 : depthwise::nchw_plane_s1_avx2;
+    if (direct_planes(s)) {
+      const bool avx512 = cpu_has_avx512();
       parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t nc = lo; nc < hi; ++nc) {
-          plane_fn(s, x + nc * s.h * s.w, w + nc % s.c * s.r * s.s, y + nc * s.ho * s.wo);
-          if (epilogue != nullptr) {
-            epilogue->apply_tile(y + nc * s.ho * s.wo, s.ho * s.wo, nc / s.c, nc % s.c, 0, 1, s.ho * s.wo);
+          const std::int64_t n = nc / s.c, c = nc % s.c;
+          const float* xc = x + nc * s.h * s.w;
+          const float* wc = w + c * s.r * s.s;
+          float* out = y + nc * s.ho * s.wo;
+          if (!avx512) {
+            depthwise::nchw_plane_s1_avx2(s, xc, wc, out);
+            if (epilogue != nullptr) epilogue->apply_tile(out, s.ho * s.wo, n, c, 0, 1, s.ho * s.wo);
+            continue;
           }
+          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c, 0) : std::nullopt;
+          const avx512::PostOps* plane_post = post ? &*post : nullptr;
+          if (s.sw == 2) {
+            depthwise::nchw_plane_s2_avx512(s, xc, wc, out, plane_post);
+          } else {
+            depthwise::nchw_plane_s1_avx512(s, xc, wc, out, plane_post);
+          }
+          if (epilogue != nullptr && !post) epilogue->apply_tile(out, s.ho * s.wo, n, c, 0, 1, s.ho * s.wo);
         }
       });
       return;
@@ -145,7 +165,8 @@ class ConvDepthwise final : public CpuConvSolver {
       const depthwise::Plane plane = depthwise::Plane::of(s);
       const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(plane.floats()) * sizeof(float));
       run_slotted(s.n * s.c, slot_count(s.n * s.c), [&](std::int64_t slot, std::int64_t nc) {
-        auto* buf = reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
+        auto* buf =
+            reinterpret_cast<float*>(static_cast<char*>(ws) + static_cast<std::size_t>(slot) * slot_bytes);
         const std::int64_t c = nc % s.c;
         depthwise::build_plane(s, plane, x + nc * s.h * s.w, buf);
         float* out = y + nc * s.ho * s.wo;

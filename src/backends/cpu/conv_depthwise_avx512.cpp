@@ -1,16 +1,20 @@
-// AVX-512 loops of cpu.conv.depthwise for NCHW planes with unit width stride, read in place (see
+// AVX-512 loops of cpu.conv.depthwise for NCHW planes with width stride 1 or 2, read in place (see
 // conv_depthwise_kernels.hpp). Compiled with AVX-512 F/BW/VL/DQ; entered only after
 // cpu_has_avx512(). Masked loads read no lane outside the image row (and cannot fault there), so
 // the padding columns cost nothing and every 16-column step runs the same code; masked stores end
-// the row. Nothing here instantiates a standard-library template (see sgemm_avx512.cpp).
+// the row, after the epilogue's post-ops in registers, so a fused call does not read the plane
+// again. Nothing here instantiates a standard-library template (see sgemm_avx512.cpp).
 #include <immintrin.h>
 
 // GCC 12's _mm512_alignr_epi32 builds its pass-through operand from _mm512_undefined_epi32(), whose
-// deliberate self-initialisation trips -Wmaybe-uninitialized at every inlined use (a false positive:
-// the unmasked intrinsic never reads it). Silenced for this file only, so CI logs stay readable.
+// deliberate self-initialisation trips -Wmaybe-uninitialized or -Wuninitialized at every inlined use
+// (a false positive: the unmasked intrinsic never reads it). Silenced for this file only, so CI logs
+// stay readable.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "backends/cpu/avx512_lanes.hpp"
+#include "backends/cpu/avx512_post_ops.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
 
 namespace galley::backends::cpu::depthwise {
@@ -19,20 +23,46 @@ namespace {
 using avx512::lanes;
 using avx512::max64;
 using avx512::min64;
+using avx512::PostOps;
 
 // Lanes l of a 16-column step whose input column first + l lies in [0, w).
-inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) { return avx512::lane_range(-first, w - first); }
+inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) {
+  return avx512::lane_range(-first, w - first);
+}
 
+// Output row oh, the lanes `store` of the 16 columns from ow, finished by the plane's post-ops
+// (element oh * Wo + ow of its one-row C).
+[[gnu::always_inline]] inline void store_row(const ConvShape& s, const PostOps* post, float* out,
+                                             std::int64_t oh, std::int64_t ow, __mmask16 store, __m512 v) {
+  if (post != nullptr) {
+    __m512 r[1] = {v};
+    avx512::apply_post<1>(*post, 0, oh * s.wo + ow, r, store);
+    v = r[0];
+  }
+  _mm512_mask_storeu_ps(out + oh * s.wo + ow, store, v);
+}
+
+// The output rows [first, end) whose filter rows all lie inside the image: they take the blocked
+// loops, the rows above and below them the one-row loop that skips taps in the padding.
+struct InteriorRows {
+  std::int64_t first, end;
+  static InteriorRows of(const ConvShape& s) {
+    const std::int64_t first = min64(s.ho, (s.ph + s.sh - 1) / s.sh);
+    const std::int64_t last_in = s.h - 1 + s.ph - (s.r - 1) * s.dh;
+    return {first, last_in < 0 ? first : max64(first, min64(s.ho, last_in / s.sh + 1))};
+  }
+};
 
 // 3x3, unit stride and dilation: rows [oh, oh + kRows) x 16 columns from ow. Each input row is
 // loaded once per tap column and feeds every output row of the block it reaches; the nine
 // weights stay in registers (kRows + 9 + 1 zmm).
 template <int kRows, bool kEdge>
 void column_3x3(const ConvShape& s, const float* xc, const __m512 wv[9], std::int64_t oh, std::int64_t ow,
-                float* out) {
+                float* out, const PostOps* post) {
   __mmask16 mask[3];
 #pragma GCC unroll 3
-  for (int q = 0; q < 3; ++q) mask[q] = kEdge ? inside_mask(ow + q - s.pw, s.w) : static_cast<__mmask16>(0xffff);
+  for (int q = 0; q < 3; ++q)
+    mask[q] = kEdge ? inside_mask(ow + q - s.pw, s.w) : static_cast<__mmask16>(0xffff);
   __m512 acc[kRows];
 #pragma GCC unroll 16
   for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
@@ -53,49 +83,78 @@ void column_3x3(const ConvShape& s, const float* xc, const __m512 wv[9], std::in
   }
   const __mmask16 store = lanes(s.wo - ow);
 #pragma GCC unroll 16
-  for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_ps(out + (oh + i) * s.wo + ow, store, acc[i]);
+  for (int i = 0; i < kRows; ++i) store_row(s, post, out, oh + i, ow, store, acc[i]);
 }
 
 template <int kRows>
-void rows_3x3(const ConvShape& s, const float* xc, const __m512 wv[9], std::int64_t oh, float* out) {
+void rows_3x3(const ConvShape& s, const float* xc, const __m512 wv[9], std::int64_t oh, float* out,
+              const PostOps* post) {
   for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
     if (ow - s.pw >= 0 && ow + 17 - s.pw < s.w) {
-      column_3x3<kRows, false>(s, xc, wv, oh, ow, out);
+      column_3x3<kRows, false>(s, xc, wv, oh, ow, out, post);
     } else {
-      column_3x3<kRows, true>(s, xc, wv, oh, ow, out);
+      column_3x3<kRows, true>(s, xc, wv, oh, ow, out, post);
     }
   }
 }
 
-void plane_3x3(const ConvShape& s, const float* xc, const float* w, float* out) {
+void plane_3x3(const ConvShape& s, const float* xc, const float* w, float* out, const PostOps* post) {
   __m512 wv[9];
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
   constexpr int kRows = 14;  // 14 accumulator chains: enough FMAs in flight to hide their latency
   std::int64_t oh = 0;
-  for (; oh + kRows <= s.ho; oh += kRows) rows_3x3<kRows>(s, xc, wv, oh, out);
+  for (; oh + kRows <= s.ho; oh += kRows) rows_3x3<kRows>(s, xc, wv, oh, out, post);
   switch (s.ho - oh) {
-    case 13: rows_3x3<13>(s, xc, wv, oh, out); break;
-    case 12: rows_3x3<12>(s, xc, wv, oh, out); break;
-    case 11: rows_3x3<11>(s, xc, wv, oh, out); break;
-    case 10: rows_3x3<10>(s, xc, wv, oh, out); break;
-    case 9: rows_3x3<9>(s, xc, wv, oh, out); break;
-    case 8: rows_3x3<8>(s, xc, wv, oh, out); break;
-    case 7: rows_3x3<7>(s, xc, wv, oh, out); break;
-    case 6: rows_3x3<6>(s, xc, wv, oh, out); break;
-    case 5: rows_3x3<5>(s, xc, wv, oh, out); break;
-    case 4: rows_3x3<4>(s, xc, wv, oh, out); break;
-    case 3: rows_3x3<3>(s, xc, wv, oh, out); break;
-    case 2: rows_3x3<2>(s, xc, wv, oh, out); break;
-    case 1: rows_3x3<1>(s, xc, wv, oh, out); break;
-    default: break;
+    case 13:
+      rows_3x3<13>(s, xc, wv, oh, out, post);
+      break;
+    case 12:
+      rows_3x3<12>(s, xc, wv, oh, out, post);
+      break;
+    case 11:
+      rows_3x3<11>(s, xc, wv, oh, out, post);
+      break;
+    case 10:
+      rows_3x3<10>(s, xc, wv, oh, out, post);
+      break;
+    case 9:
+      rows_3x3<9>(s, xc, wv, oh, out, post);
+      break;
+    case 8:
+      rows_3x3<8>(s, xc, wv, oh, out, post);
+      break;
+    case 7:
+      rows_3x3<7>(s, xc, wv, oh, out, post);
+      break;
+    case 6:
+      rows_3x3<6>(s, xc, wv, oh, out, post);
+      break;
+    case 5:
+      rows_3x3<5>(s, xc, wv, oh, out, post);
+      break;
+    case 4:
+      rows_3x3<4>(s, xc, wv, oh, out, post);
+      break;
+    case 3:
+      rows_3x3<3>(s, xc, wv, oh, out, post);
+      break;
+    case 2:
+      rows_3x3<2>(s, xc, wv, oh, out, post);
+      break;
+    case 1:
+      rows_3x3<1>(s, xc, wv, oh, out, post);
+      break;
+    default:
+      break;
   }
 }
 
 // Any filter, height stride and dilations (width stride 1): kRows output rows x 16 columns, the
 // taps whose input row lies outside the image skipped (kRows == 1 near the top and bottom).
 template <int kRows>
-void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out) {
+void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out,
+              const PostOps* post) {
   std::int64_t r_lo = 0, r_hi = s.r;
   if (kRows == 1) {
     while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
@@ -120,7 +179,7 @@ void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t 
     }
     const __mmask16 store = lanes(s.wo - ow);
 #pragma GCC unroll 8
-    for (int i = 0; i < kRows; ++i) _mm512_mask_storeu_ps(out + (oh + i) * s.wo + ow, store, acc[i]);
+    for (int i = 0; i < kRows; ++i) store_row(s, post, out, oh + i, ow, store, acc[i]);
   }
 }
 
@@ -135,7 +194,8 @@ struct Rolling {
   const float* xc;
   const __m512* wv;
   float* out;
-  __mmask16 last;     // valid lanes of the last vector of a row
+  const PostOps* post;
+  __mmask16 last;      // valid lanes of the last vector of a row
   __m512 acc[3][kNv];  // output row o lives in slot o % 3
 
   // Input row j into the slots of output rows j+1 (filter row 0), j (1) and j-1 (2); the slot of
@@ -146,7 +206,8 @@ struct Rolling {
     const float* in = xc + j * s.w;
     __m512 v[kNv + 1];
 #pragma GCC unroll 4
-    for (int t = 0; t < kNv; ++t) v[t] = t == kNv - 1 ? _mm512_maskz_loadu_ps(last, in + 16 * t) : _mm512_loadu_ps(in + 16 * t);
+    for (int t = 0; t < kNv; ++t)
+      v[t] = t == kNv - 1 ? _mm512_maskz_loadu_ps(last, in + 16 * t) : _mm512_loadu_ps(in + 16 * t);
     v[kNv] = _mm512_setzero_ps();
     const bool has_next = j + 1 < s.ho, has_prev = j >= 1;
 #pragma GCC unroll 4
@@ -176,6 +237,7 @@ struct Rolling {
 
   template <int kSlotOut>
   void store(std::int64_t o) {
+    if (post != nullptr) avx512::apply_post<kNv>(*post, 0, o * s.wo, acc[kSlotOut], last);
     float* dst = out + o * s.wo;
 #pragma GCC unroll 4
     for (int t = 0; t < kNv; ++t) {
@@ -200,9 +262,15 @@ struct Rolling {
     if (j < s.h) row<1>(j++);
     // The last output row (H - 1) had its row below in the padding.
     switch ((s.h - 1) % 3) {
-      case 0: store<0>(s.h - 1); break;
-      case 1: store<1>(s.h - 1); break;
-      default: store<2>(s.h - 1); break;
+      case 0:
+        store<0>(s.h - 1);
+        break;
+      case 1:
+        store<1>(s.h - 1);
+        break;
+      default:
+        store<2>(s.h - 1);
+        break;
     }
   }
 };
@@ -212,39 +280,99 @@ bool rolling_fits(const ConvShape& s) {
          s.wo == s.w && s.ho == s.h && s.w <= 64;
 }
 
-void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, float* out) {
+void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, float* out, const PostOps* post) {
   __m512 wv[9];
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const std::int64_t vectors = (s.w + 15) / 16;
   const __mmask16 last = lanes(s.w - 16 * (vectors - 1));
   switch (vectors) {
-    case 4: Rolling<4>{s, xc, wv, out, last, {}}.plane(); break;
-    case 3: Rolling<3>{s, xc, wv, out, last, {}}.plane(); break;
-    case 2: Rolling<2>{s, xc, wv, out, last, {}}.plane(); break;
-    default: Rolling<1>{s, xc, wv, out, last, {}}.plane(); break;
+    case 4:
+      Rolling<4>{s, xc, wv, out, post, last, {}}.plane();
+      break;
+    case 3:
+      Rolling<3>{s, xc, wv, out, post, last, {}}.plane();
+      break;
+    case 2:
+      Rolling<2>{s, xc, wv, out, post, last, {}}.plane();
+      break;
+    default:
+      Rolling<1>{s, xc, wv, out, post, last, {}}.plane();
+      break;
+  }
+}
+
+// Width stride 2, unit width dilation: rows [oh, oh + kRows) x 16 columns from ow (kRows == 1
+// skips the taps whose input row lies in the padding). Output column ow + l, tap q reads input
+// column 2 (ow + l) + q - pw: lane l of the even (q even) or odd (q odd) columns of the 32 from
+// 2 ow + (q & ~1) - pw, so one pair of masked loads and two permutes serve taps q and q + 1.
+template <int kRows>
+void rows_s2(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out,
+             const PostOps* post) {
+  std::int64_t r_lo = 0, r_hi = s.r;
+  if (kRows == 1) {
+    while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
+    while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const std::int64_t row_step = s.sh * s.w;
+  for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
+    __m512 acc[kRows];
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+    for (std::int64_t q = 0; q < s.s; q += 2) {
+      const std::int64_t first = 2 * ow + q - s.pw;
+      const __mmask16 low = inside_mask(first, s.w), high = inside_mask(first + 16, s.w);
+      const bool pair = q + 1 < s.s;
+      for (std::int64_t r = r_lo; r < r_hi; ++r) {
+        const __m512 w_even = _mm512_set1_ps(w[r * s.s + q]);
+        const __m512 w_odd = pair ? _mm512_set1_ps(w[r * s.s + q + 1]) : _mm512_setzero_ps();
+        const float* src = xc + (oh * s.sh - s.ph + r * s.dh) * s.w + first;
+#pragma GCC unroll 8
+        for (int i = 0; i < kRows; ++i) {
+          const __m512 a = _mm512_maskz_loadu_ps(low, src + i * row_step);
+          const __m512 b = _mm512_maskz_loadu_ps(high, src + i * row_step + 16);
+          acc[i] = _mm512_fmadd_ps(w_even, _mm512_permutex2var_ps(a, even, b), acc[i]);
+          if (pair) acc[i] = _mm512_fmadd_ps(w_odd, _mm512_permutex2var_ps(a, odd, b), acc[i]);
+        }
+      }
+    }
+    const __mmask16 store = lanes(s.wo - ow);
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) store_row(s, post, out, oh + i, ow, store, acc[i]);
   }
 }
 
 }  // namespace
 
-void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out) {
+void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
+                          const PostOps* post) {
   if (rolling_fits(s)) {
-    plane_3x3_rolling(s, xc, w, out);
+    plane_3x3_rolling(s, xc, w, out, post);
     return;
   }
   if (s.r == 3 && s.s == 3 && s.sh == 1 && s.dh == 1 && s.dw == 1) {
-    plane_3x3(s, xc, w, out);
+    plane_3x3(s, xc, w, out, post);
     return;
   }
-  // Output rows whose filter rows all lie inside the image take the blocked loop.
-  const std::int64_t first = min64(s.ho, (s.ph + s.sh - 1) / s.sh);
-  const std::int64_t last_in = s.h - 1 + s.ph - (s.r - 1) * s.dh;
-  const std::int64_t end = last_in < 0 ? first : max64(first, min64(s.ho, last_in / s.sh + 1));
+  const InteriorRows rows = InteriorRows::of(s);
   std::int64_t oh = 0;
-  for (; oh < first; ++oh) rows_any<1>(s, xc, w, oh, out);
-  for (; oh + 4 <= end; oh += 4) rows_any<4>(s, xc, w, oh, out);
-  for (; oh < s.ho; ++oh) rows_any<1>(s, xc, w, oh, out);
+  for (; oh < rows.first; ++oh) rows_any<1>(s, xc, w, oh, out, post);
+  for (; oh + 4 <= rows.end; oh += 4) rows_any<4>(s, xc, w, oh, out, post);
+  for (; oh < s.ho; ++oh) rows_any<1>(s, xc, w, oh, out, post);
+}
+
+// Eight rows at a time where the plane has them: eight accumulator chains keep the FMA units busy
+// while the permutes, not the loads, bound the loop.
+void nchw_plane_s2_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
+                          const PostOps* post) {
+  const InteriorRows rows = InteriorRows::of(s);
+  std::int64_t oh = 0;
+  for (; oh < rows.first; ++oh) rows_s2<1>(s, xc, w, oh, out, post);
+  for (; oh + 8 <= rows.end; oh += 8) rows_s2<8>(s, xc, w, oh, out, post);
+  for (; oh + 4 <= rows.end; oh += 4) rows_s2<4>(s, xc, w, oh, out, post);
+  for (; oh < s.ho; ++oh) rows_s2<1>(s, xc, w, oh, out, post);
 }
 
 }  // namespace galley::backends::cpu::depthwise

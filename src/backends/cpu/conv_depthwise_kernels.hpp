@@ -1,11 +1,13 @@
 // Inner loops of cpu.conv.depthwise, one scalar and one AVX2 version of each (the AVX2 ones in
-// conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()), and an AVX-512 version of the
-// in-place unit-stride loop (conv_depthwise_avx512.cpp, only after cpu_has_avx512()).
+// conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()), and AVX-512 versions of the
+// in-place loops for width strides 1 and 2 (conv_depthwise_avx512.cpp, only after
+// cpu_has_avx512()), which also finish the plane with the convolution's epilogue as they store it.
 #pragma once
 
 #include <cstdint>
 
 #include "backends/cpu/conv_base.hpp"
+#include "backends/cpu/sgemm_avx512.hpp"
 
 namespace galley::backends::cpu::depthwise {
 
@@ -33,7 +35,18 @@ void nchw_plane_avx2(const ConvShape& s, const Plane& plane, const float* in, co
 /// loads at the left and right edges, skipped taps at the top and bottom. AVX2 only.
 void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, float* out);
 /// The same with 16-column AVX-512 steps (conv_depthwise_avx512.cpp, after cpu_has_avx512()).
-void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out);
+/// `post` (null: none) is the plane's epilogue as a one-row C[1 x Ho*Wo] (bias_per_row, its
+/// bias and residual pointers at this channel: ConvEpilogueRunner::gemm_post_ops(n, c, 0)),
+/// applied in registers before each store.
+void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
+                          const avx512::PostOps* post);
+
+/// Width stride 2 with unit width dilation (any filter, height stride, height dilation, padding)
+/// straight from the input plane: each tap's 16 columns are the even or odd lanes of two masked
+/// loads, split with one permute, so no strided copy of the plane is made. `post` as above.
+inline bool nchw_plane_s2_fits(const ConvShape& s) { return s.sw == 2 && s.dw == 1; }
+void nchw_plane_s2_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
+                          const avx512::PostOps* post);
 
 /// One output row (oh) of one NHWC image: y_row[Wo][C]. `xn` is the image, `wt` the filter
 /// repacked tap-major ([R*S][C]) so a vector of channels is contiguous.

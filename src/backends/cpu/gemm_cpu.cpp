@@ -38,6 +38,10 @@ using dnn::GemmProblem;
 // A block narrower than this wastes the kernel's packing; rows in multiples of the register tile.
 constexpr std::int64_t kMinBlockRows = 96;
 constexpr std::int64_t kMinBlockCols = 256;
+// A one-row product (a linear layer at batch 1) packs nothing and streams k floats of the weights
+// per column from memory: narrow blocks cost nothing there, and as many blocks as the pool splits
+// into keep every worker streaming until the end.
+constexpr std::int64_t kMinBlockColsOneRow = 32;
 // Blocks per worker: more than one, so a worker that wakes late still takes a share.
 constexpr std::int64_t kTasksPerWorker = 4;
 
@@ -61,9 +65,9 @@ void block_gemm(Kernel kernel, bool ta, bool tb, std::int64_t m, std::int64_t n,
     avx512::sgemm(ta, tb, m, n, k, alpha, x, ldx, y, ldy, beta, o, ldo, pack_buffer());
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, x, static_cast<int>(ldx), y, static_cast<int>(ldy), beta,
-              o, static_cast<int>(ldo));
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, x, static_cast<int>(ldx),
+              y, static_cast<int>(ldy), beta, o, static_cast<int>(ldo));
 }
 
 // Elements of the problem's tensor of `role` (0 when it has none).
@@ -103,7 +107,8 @@ class CpuGemm final : public dnn::GemmSolver {
     if (kernel_ == Kernel::avx512 && !cpu_has_avx512()) return Applicability::no("the CPU has no AVX-512");
     const GemmCall c = dnn::lower_gemm(p);
     for (const std::int64_t v : {c.m, c.n, c.k, c.ldx, c.ldy, c.ldo}) {
-      if (v > INT_MAX) return Applicability::no("a size or row pitch of " + std::to_string(v) + " exceeds BLAS's int");
+      if (v > INT_MAX)
+        return Applicability::no("a size or row pitch of " + std::to_string(v) + " exceeds BLAS's int");
     }
     return Applicability::yes();
   }
@@ -148,8 +153,8 @@ class CpuGemm final : public dnn::GemmSolver {
     if (p.dtype == DType::f32) {
       product(c, static_cast<const float*>(x), static_cast<const float*>(y), static_cast<float*>(out),
               static_cast<const float*>(args.bias));
-      if (dnn::has_bias_reduction(p)) column_sums(static_cast<const float*>(args.dc), p.batch * p.m, p.n,
-                                                  static_cast<float*>(args.dbias));
+      if (dnn::has_bias_reduction(p))
+        column_sums(static_cast<const float*>(args.dc), p.batch * p.m, p.n, static_cast<float*>(args.dbias));
       return;
     }
     auto* base = static_cast<std::byte*>(args.workspace);
@@ -179,9 +184,11 @@ class CpuGemm final : public dnn::GemmSolver {
   void product(const GemmCall& c, const float* x, const float* y, float* out, const float* bias) const {
     const std::int64_t workers = kernel_ == Kernel::openblas ? gemm_workers() : pool_size();
     const std::int64_t parallel = c.sum_batches ? 1 : c.batch;
-    const std::int64_t want = std::max<std::int64_t>(1, (kTasksPerWorker * workers + parallel - 1) / parallel);
+    const std::int64_t want =
+        std::max<std::int64_t>(1, (kTasksPerWorker * workers + parallel - 1) / parallel);
     const std::int64_t rb = block_count(c.m, kMinBlockRows, want);
-    const std::int64_t cb = block_count(c.n, kMinBlockCols, (want + rb - 1) / rb);
+    const std::int64_t cb =
+        block_count(c.n, c.m == 1 ? kMinBlockColsOneRow : kMinBlockCols, (want + rb - 1) / rb);
     const auto block = [&](std::int64_t b, std::int64_t blk, float beta, bool add_bias) {
       const std::int64_t r = blk / cb, col = blk % cb;
       const std::int64_t r0 = c.m * r / rb, r1 = c.m * (r + 1) / rb;
@@ -189,7 +196,8 @@ class CpuGemm final : public dnn::GemmSolver {
       const float* xb = x + b * c.stride_x + (c.trans_x ? r0 : r0 * c.ldx);
       const float* yb = y + b * c.stride_y + (c.trans_y ? c0 * c.ldy : c0);
       float* ob = out + b * c.stride_o + r0 * c.ldo + c0;
-      block_gemm(kernel_, c.trans_x, c.trans_y, r1 - r0, c1 - c0, c.k, c.alpha, xb, c.ldx, yb, c.ldy, beta, ob, c.ldo);
+      block_gemm(kernel_, c.trans_x, c.trans_y, r1 - r0, c1 - c0, c.k, c.alpha, xb, c.ldx, yb, c.ldy, beta,
+                 ob, c.ldo);
       if (add_bias) {
         for (std::int64_t i = 0; i < r1 - r0; ++i)
           for (std::int64_t j = 0; j < c1 - c0; ++j) ob[i * c.ldo + j] += bias[c0 + j];
@@ -222,7 +230,9 @@ class CpuGemm final : public dnn::GemmSolver {
 
 }  // namespace
 
-std::unique_ptr<dnn::GemmSolver> make_gemm_avx512() { return std::make_unique<CpuGemm>("cpu.gemm.avx512", Kernel::avx512); }
+std::unique_ptr<dnn::GemmSolver> make_gemm_avx512() {
+  return std::make_unique<CpuGemm>("cpu.gemm.avx512", Kernel::avx512);
+}
 std::unique_ptr<dnn::GemmSolver> make_gemm_openblas() {
   return std::make_unique<CpuGemm>("cpu.gemm.openblas", Kernel::openblas);
 }

@@ -7,12 +7,12 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
+#include "backends/cpu/avx512_post_ops.hpp"
 
 namespace galley::backends::cpu::avx512 {
 namespace {
 
 constexpr std::int64_t kVectors = kNr / 16;
-
 
 // A[rows x depth] (op applied) from row r0, column p0 into kMr-high panels, each laid out
 // depth-major (kMr consecutive floats per step of k); rows past `rows` are zero.
@@ -43,67 +43,10 @@ void pack_a(bool trans, const float* a, std::int64_t lda, std::int64_t r0, std::
   }
 }
 
-// The post-ops on row `row` of C, columns [col, col + 16 * kNv) held in r (the last vector's
-// valid lanes in `last`), in PostOps' order and with dnn::Activation's definitions, NaN included:
-// a compare that is false for NaN keeps the input, as the scalar definitions do.
-template <int kNv>
-[[gnu::always_inline]] inline void apply_post(const PostOps& post, std::int64_t row, std::int64_t col,
-                                              __m512 (&r)[kNv], __mmask16 last) {
-  if (post.bias != nullptr) {
-    if (post.bias_per_row) {
-      const __m512 b = _mm512_set1_ps(post.bias[row]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) r[v] = _mm512_add_ps(r[v], b);
-    } else {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) {
-        const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
-        r[v] = _mm512_add_ps(r[v], _mm512_maskz_loadu_ps(m, post.bias + col + 16 * v));
-      }
-    }
-  }
-  if (post.residual != nullptr) {
-    const float* res = post.residual + row * post.ld_residual + col;
-#pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) {
-      const __mmask16 m = v == kNv - 1 ? last : static_cast<__mmask16>(0xffff);
-      r[v] = _mm512_add_ps(r[v], _mm512_maskz_loadu_ps(m, res + 16 * v));
-    }
-  }
-  const __m512 zero = _mm512_setzero_ps();
-  switch (post.activation) {
-    case PostOps::Activation::none:
-      break;
-    case PostOps::Activation::relu:
-      // x < 0 ? 0 : x, written as a mask so NaN and -0 pass through as in the scalar form.
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) r[v] = _mm512_mask_mov_ps(r[v], _mm512_cmp_ps_mask(r[v], zero, _CMP_LT_OQ), zero);
-      break;
-    case PostOps::Activation::leaky_relu: {
-      const __m512 slope = _mm512_set1_ps(post.act_alpha);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) {
-        const __m512 negative = _mm512_mul_ps(r[v], slope);
-        r[v] = _mm512_mask_mov_ps(negative, _mm512_cmp_ps_mask(r[v], zero, _CMP_GT_OQ), r[v]);
-      }
-      break;
-    }
-    case PostOps::Activation::clip: {
-      const __m512 lo = _mm512_set1_ps(post.act_alpha), hi = _mm512_set1_ps(post.act_beta);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) {
-        const __m512 upper = _mm512_mask_mov_ps(r[v], _mm512_cmp_ps_mask(r[v], hi, _CMP_GT_OQ), hi);
-        r[v] = _mm512_mask_mov_ps(upper, _mm512_cmp_ps_mask(r[v], lo, _CMP_LT_OQ), lo);
-      }
-      break;
-    }
-  }
-}
-
 // B[depth x cols] (op applied) from row p0, column c0 into kNr-wide panels, each depth-major
 // (kNr consecutive floats per step of k); columns past `cols` are zero.
-void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::int64_t depth, std::int64_t c0,
-            std::int64_t cols, float* out) {
+void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::int64_t depth,
+            std::int64_t c0, std::int64_t cols, float* out) {
   for (std::int64_t j0 = 0; j0 < cols; j0 += kNr) {
     const std::int64_t w = min64(kNr, cols - j0);
     float* panel = out + j0 * depth;
@@ -152,9 +95,10 @@ void pack_b(bool trans, const float* b, std::int64_t ldb, std::int64_t p0, std::
 // `post` (null: none) is applied before the store; the tile's element (0, 0) is element (row0,
 // col0) of the whole C, which is what post's pointers address.
 template <int kNv, int kPanels, bool kDirectA = false>
-void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp, std::int64_t b_step,
-                  float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last, float alpha, float beta,
-                  const PostOps* post, std::int64_t row0, std::int64_t col0, std::int64_t lda = 0) {
+void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* __restrict bp,
+                  std::int64_t b_step, float* c, std::int64_t ldc, std::int64_t rows, __mmask16 last,
+                  float alpha, float beta, const PostOps* post, std::int64_t row0, std::int64_t col0,
+                  std::int64_t lda = 0) {
   static_assert(!kDirectA || kPanels == 1, "A is read in place for one panel only");
   constexpr int kRows = kPanels * static_cast<int>(kMr);
   const std::int64_t panel_step = kMr * depth;  // floats between consecutive A panels
@@ -214,13 +158,12 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
 // A panels per call as the panel's width allows.
 template <int kNv, int kPanels>
 void panel_column(std::int64_t kc, const float* a_pack, std::int64_t ir, std::int64_t mc, const float* bp,
-                  std::int64_t b_step, float* c,
-                  std::int64_t ldc, std::int64_t ic, std::int64_t jc, std::int64_t jr, __mmask16 last, float alpha,
-                  float beta, const PostOps* post) {
+                  std::int64_t b_step, float* c, std::int64_t ldc, std::int64_t ic, std::int64_t jc,
+                  std::int64_t jr, __mmask16 last, float alpha, float beta, const PostOps* post) {
   for (; ir < mc; ir += kPanels * kMr) {
     const std::int64_t rows = min64(kPanels * kMr, mc - ir);
-    micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, b_step, c + (ic + ir) * ldc + jc + jr, ldc, rows, last,
-                               alpha, beta, post, ic + ir, jc + jr);
+    micro_kernel<kNv, kPanels>(kc, a_pack + ir * kc, bp, b_step, c + (ic + ir) * ldc + jc + jr, ldc, rows,
+                               last, alpha, beta, post, ic + ir, jc + jr);
   }
 }
 
@@ -230,7 +173,8 @@ void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; j += 16) {
       const __mmask16 mask = lanes(n - j);
-      __m512 r[1] = {beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, c + i * ldc + j))};
+      __m512 r[1] = {beta == 0.0f ? _mm512_setzero_ps()
+                                  : _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(mask, c + i * ldc + j))};
       if (post != nullptr) apply_post<1>(*post, i, j, r, mask);
       _mm512_mask_storeu_ps(c + i * ldc + j, mask, r[0]);
     }
@@ -243,8 +187,8 @@ void scale_rows(std::int64_t m, std::int64_t n, float beta, float* c, std::int64
 // (first_row + ic) * kc, and `pack` needs only the B block.
 void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                   const float* a, std::int64_t lda, const float* a_whole, std::int64_t whole_rows,
-                  std::int64_t first_row, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc,
-                  float* pack, const PostOps* post) {
+                  std::int64_t first_row, const float* b, std::int64_t ldb, float beta, float* c,
+                  std::int64_t ldc, float* pack, const PostOps* post) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
     scale_rows(m, n, beta, c, ldc, post);
@@ -261,7 +205,7 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
     const std::int64_t nc = min64(kNc, n - jc);
     for (std::int64_t pc = 0; pc < k; pc += kKc) {
       const std::int64_t kc = min64(kKc, k - pc);
-      const float beta_now = pc == 0 ? beta : 1.0f;  // later slices add to what the first wrote
+      const float beta_now = pc == 0 ? beta : 1.0f;             // later slices add to what the first wrote
       const PostOps* post_now = pc + kc == k ? post : nullptr;  // on the finished sums only
       // Panel jr of this block starts at b_at + jr * b_col and steps b_step floats per k.
       const float* b_at = b_in_place ? b + pc * ldb + jc : b_pack;
@@ -294,11 +238,11 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
             const std::int64_t cols = min64(kNr, nc - jr);
             const float* bp = b_at + jr * b_col;
             if (direct && cols > 48) {
-              micro_kernel<4, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now,
-                                       post_now, row0, jc + jr, lda);
+              micro_kernel<4, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha,
+                                       beta_now, post_now, row0, jc + jr, lda);
             } else if (direct) {
-              micro_kernel<3, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha, beta_now,
-                                       post_now, row0, jc + jr, lda);
+              micro_kernel<3, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 32), alpha,
+                                       beta_now, post_now, row0, jc + jr, lda);
             } else if (cols > 48) {
               micro_kernel<4, 1>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha, beta_now,
                                  post_now, row0, jc + jr);
@@ -312,11 +256,11 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
           const std::int64_t cols = nc - wide_end;
           const float* bp = b_at + wide_end * b_col;
           if (cols > 16) {
-            panel_column<2, 2>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16), alpha,
-                               beta_now, post_now);
+            panel_column<2, 2>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols - 16),
+                               alpha, beta_now, post_now);
           } else {
-            panel_column<1, 4>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha, beta_now,
-                               post_now);
+            panel_column<1, 4>(kc, a_block, 0, mc, bp, b_step, c, ldc, ic, jc, wide_end, lanes(cols), alpha,
+                               beta_now, post_now);
           }
         }
       }
@@ -365,9 +309,9 @@ void row_times_transposed(std::int64_t n, std::int64_t k, float alpha, const flo
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
-           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, float* pack,
-           const PostOps* post) {
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+           std::int64_t ldc, float* pack, const PostOps* post) {
   if (m == 1 && !trans_a && trans_b && k > 0 && alpha != 0.0f) {
     row_times_transposed(n, k, alpha, a, b, ldb, beta, c);
     if (post != nullptr) scale_rows(1, n, 1.0f, c, ldc, post);  // beta 1: each element as it is
@@ -385,10 +329,12 @@ void apply_post_ops(std::int64_t m, std::int64_t n, float* c, std::int64_t ldc, 
 // block may read up to 3 panels past the rows: they exist, zero, and their products are dropped.
 constexpr std::int64_t kPackedASlack = 3 * kMr * kKc;
 
-std::int64_t packed_a_floats(std::int64_t m, std::int64_t k) { return (m + kMr - 1) / kMr * kMr * k + kPackedASlack; }
+std::int64_t packed_a_floats(std::int64_t m, std::int64_t k) {
+  return (m + kMr - 1) / kMr * kMr * k + kPackedASlack;
+}
 
-void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t r0, std::int64_t r1,
-                 float* out) {
+void pack_a_rows(const float* a, std::int64_t lda, std::int64_t m, std::int64_t k, std::int64_t r0,
+                 std::int64_t r1, float* out) {
   const std::int64_t m_panels = (m + kMr - 1) / kMr * kMr;
   r1 = min64(r1, m);
   if (r0 >= r1) return;
@@ -408,10 +354,11 @@ void sgemm_packed_a(std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
   gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, m, 0, b, ldb, beta, c, ldc, pack, post);
 }
 
-void sgemm_packed_a_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n, std::int64_t k,
-                         float alpha, const float* a_packed, const float* b, std::int64_t ldb, float beta, float* c,
-                         std::int64_t ldc, float* pack, const PostOps* post) {
-  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, whole_rows, r0, b, ldb, beta, c, ldc, pack, post);
+void sgemm_packed_a_rows(std::int64_t whole_rows, std::int64_t r0, std::int64_t m, std::int64_t n,
+                         std::int64_t k, float alpha, const float* a_packed, const float* b, std::int64_t ldb,
+                         float beta, float* c, std::int64_t ldc, float* pack, const PostOps* post) {
+  gemm_blocked(false, false, m, n, k, alpha, nullptr, 0, a_packed, whole_rows, r0, b, ldb, beta, c, ldc, pack,
+               post);
 }
 
 }  // namespace galley::backends::cpu::avx512
