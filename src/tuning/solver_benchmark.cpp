@@ -25,13 +25,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kMinRuns = 5;            // before a median is trusted at all
+constexpr int kMinRuns = 5;            // before a pace is trusted at all
 constexpr int kMaxRuns = 100;          // a noisy machine must not keep one solver forever
-constexpr double kStableRel = 0.01;    // the median moved by <= 1% ...
+constexpr double kStableRel = 0.01;    // the pace moved by <= 1% ...
 constexpr int kStableChecks = 2;       // ... this many runs in a row: stable
-// A best run this much slower than the best median cannot win: a solver's runs vary by a few
+// A best run this much slower than the best pace cannot win: a solver's runs vary by a few
 // percent, not by half. A solver with many configs (cuDNN's engine configs) brings many candidates
-// within 2x of each other, and timing each of them to a stable median would cost more than it
+// within 2x of each other, and timing each of them to a stable pace would cost more than it
 // could find.
 constexpr double kAbandonFactor = 1.5;
 constexpr int kDropAfterRounds = 2;    // ... judged after this many runs, so one unlucky run cannot
@@ -44,12 +44,12 @@ constexpr double kWarmupAbandonFactor = 4.0;
 // vendor library's start, loading a kernel module) is that large, so the solver is slow, and its
 // warm run would only spend the time box (a general kernel on a large problem: 300 ms a run).
 constexpr double kOneTimeCostMs = 100.0;
-// Candidates whose medians end within this of the best are near-ties: they get kRunoffRounds more
-// interleaved runs (in the box) before the ranking, since a stable median of 5-9 samples still
+// Candidates whose paces end within this of the best are near-ties: they get kRunoffRounds more
+// interleaved runs (in the box) before the ranking, since a stable pace of 5-9 samples still
 // moves by a few percent for 10-20 us calls whose rate the host's launch work sets.
 constexpr double kTieRel = 0.03;
 constexpr int kRunoffRounds = 12;
-// At most this many near-ties go to the runoff, the lowest medians first: configs of one engine
+// At most this many near-ties go to the runoff, the best paces first: configs of one engine
 // with different knobs can tie by the dozen, and which of them wins is worth little.
 constexpr int kMaxRunoff = 4;
 // One sample is a batch of back-to-back runs lasting about this long, divided by its size: a single
@@ -69,6 +69,16 @@ double median(std::vector<double> v) {
   if (v.size() % 2 == 1) return v[mid];
   const double upper = v[mid];
   return (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+}
+
+// The figure a candidate is timed and ranked by ("its pace" below). On the host, other processes'
+// work only ever adds to a sample (a descheduled pool worker stalls the whole parallel loop for
+// its time slice), so the fastest sample is the solver's own pace, while the median follows the
+// machine's load and can rank two solvers the wrong way round when a busy period lands on one of
+// them more than on the other. A GPU runs its kernels unshared, and there the median resists the
+// host's launch jitter, which moves samples both ways.
+double pace(const std::vector<double>& times, bool host) {
+  return host ? *std::min_element(times.begin(), times.end()) : median(times);
 }
 
 std::string size_text(std::size_t bytes) {
@@ -239,7 +249,7 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     std::vector<double> times;
     double cold_ms = 0;    // the first run, one-time costs included
     double warmup_ms = 0;  // the last untimed run: ranks a solver the box or the warm-up drop left untimed
-    double last_median = -1;
+    double last_pace = -1;
     int stable = 0;
     bool active = true;   // still timed in the rounds
     bool in_runoff = false;  // a near-tie, timed in the runoff rounds
@@ -355,30 +365,31 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     return any;
   };
   auto everyone = [](const Timed&) { return true; };
-  // The lowest median of the candidates timed so far (a dropped one's median is never the lowest).
-  auto lowest_median = [&] {
+  // The best pace of the candidates timed so far (a dropped one's is never the best).
+  const bool host = device.is_cpu();
+  auto best_pace = [&] {
     double lowest = std::numeric_limits<double>::infinity();
     for (const Timed& c : candidates)
-      if (!c.times.empty()) lowest = std::min(lowest, median(c.times));
+      if (!c.times.empty()) lowest = std::min(lowest, pace(c.times, host));
     return lowest;
   };
   for (int round = 1; round <= kMaxRuns && !time_box_hit; ++round) {
     if (!run_round(round, everyone)) break;
     for (Timed& c : candidates) {
       if (c.active && static_cast<int>(c.times.size()) >= kMinRuns) {
-        const double m = median(c.times);
-        c.stable = (c.last_median > 0 && std::abs(m - c.last_median) <= kStableRel * m) ? c.stable + 1 : 0;
-        c.last_median = m;
+        const double m = pace(c.times, host);
+        c.stable = (c.last_pace > 0 && std::abs(m - c.last_pace) <= kStableRel * m) ? c.stable + 1 : 0;
+        c.last_pace = m;
       }
     }
-    // Stop once every remaining candidate's median is stable. They stop together, so each one's
+    // Stop once every remaining candidate's pace is stable. They stop together, so each one's
     // runs stay interleaved with the others' to the end.
     bool all_stable = true;
     for (const Timed& c : candidates) all_stable = all_stable && (!c.active || c.stable >= kStableChecks);
     if (all_stable) break;
-    // After a few rounds, a candidate whose best run is far behind the best median cannot win.
+    // After a few rounds, a candidate whose best run is far behind the best pace cannot win.
     if (round >= kDropAfterRounds) {
-      const double best = lowest_median();
+      const double best = best_pace();
       for (Timed& c : candidates) {
         if (c.active && !c.times.empty() && *std::min_element(c.times.begin(), c.times.end()) > kAbandonFactor * best) {
           if (debug) log::debug("tune " + key + ": " + c.label + " dropped: more than " +
@@ -388,16 +399,16 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
       }
     }
   }
-  // Near-ties: more interleaved runs of the candidates whose medians ended within kTieRel of the
+  // Near-ties: more interleaved runs of the candidates whose paces ended within kTieRel of the
   // best one (chosen once, before the runoff).
-  const double best_median = lowest_median();
+  const double best = best_pace();
   std::string runoff_names;
   std::vector<Timed*> ties;
   for (Timed& c : candidates) {
-    if (c.active && !c.times.empty() && median(c.times) <= (1 + kTieRel) * best_median) ties.push_back(&c);
+    if (c.active && !c.times.empty() && pace(c.times, host) <= (1 + kTieRel) * best) ties.push_back(&c);
   }
   std::stable_sort(ties.begin(), ties.end(),
-                   [](const Timed* a, const Timed* b) { return median(a->times) < median(b->times); });
+                   [&](const Timed* a, const Timed* b) { return pace(a->times, host) < pace(b->times, host); });
   if (ties.size() > static_cast<std::size_t>(kMaxRunoff)) ties.resize(kMaxRunoff);
   for (Timed* c : ties) {
     c->in_runoff = true;
@@ -417,16 +428,16 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     if (c.failed) continue;
     // Cut off by the box, or dropped after its warm-up, before any timed run: the warm-up (a
     // pessimistic sample) ranks it.
-    const double m = c.times.empty() ? c.warmup_ms : median(c.times);
+    const double m = c.times.empty() ? c.warmup_ms : pace(c.times, host);
     if (debug) log::debug("tune " + key + ": " + c.label +
                           (c.times.empty() ? " ranked by its warm-up run, " + std::to_string(m) + " ms"
-                                           : " median " + std::to_string(m) + " ms over " +
+                                           : (host ? " fastest " : " median ") + std::to_string(m) + " ms over " +
                                                  std::to_string(c.times.size()) + " runs"));
     timings.push_back(Timing{c.candidate, m, c.ws_bytes, static_cast<int>(c.times.size())});
   }
   if (out_of_time()) time_box_hit = true;
   std::stable_sort(timings.begin(), timings.end(),
-                   [](const Timing& a, const Timing& b) { return a.median_ms < b.median_ms; });
+                   [](const Timing& a, const Timing& b) { return a.ms < b.ms; });
   return timings;
 }
 

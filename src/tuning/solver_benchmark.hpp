@@ -55,7 +55,7 @@ Candidates find_candidates(dnn::ProblemRef problem, const runtime::Device& devic
 /// One candidate's measurement.
 struct Timing {
   Candidate candidate;
-  double median_ms = 0;
+  double ms = 0;  ///< its pace: the fastest sample on the host, the median on a GPU
   std::size_t workspace_bytes = 0;
   int runs = 0;
 };

@@ -264,7 +264,7 @@ struct Tuner::Impl {
         if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
         seen.push_back(s);
         result.ranked.push_back(RankedSolver{
-            std::string(s->name()), t.median_ms, t.workspace_bytes,
+            std::string(s->name()), t.ms, t.workspace_bytes,
             t.candidate.config ? t.candidate.config_text : s->tuned_params_any(problem, device)});
       }
     }

@@ -162,6 +162,34 @@ class FallbackSolver final : public dnn::ConvSolver {
   FakeSolver base_{kFallback, 0.5};
 };
 
+// Busy-waits 0.5 ms on every third of its runs and 3 ms on the others: what a loaded host makes of
+// a 0.5 ms solver when another process takes its core for two samples in three.
+class JitterySolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kJittery; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    return base_.check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem&, const dnn::ConvArgs&) const override {
+    long count = 0;
+    {
+      std::lock_guard lock(g_runs_mutex);
+      count = ++runs()[kJittery];
+    }
+    const double ms = count % 3 == 0 ? 0.5 : 3.0;
+    stream.launch(kJittery, [&stream, ms] {
+      stream.host_task([ms] {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      });
+    });
+  }
+
+ private:
+  FakeSolver base_{kJittery, 0.5};
+};
+
 // Appended to the cpu list after ref.conv.direct; tests name the solvers they want (only_solvers),
 // and this order is what they see among these.
 const bool g_registered = [] {
@@ -178,6 +206,7 @@ const bool g_registered = [] {
   list.push_back(std::make_unique<FakeSolver>(kTwinB, 2.0, 0, false, false, true));
   list.push_back(std::make_unique<FallbackSolver>());
   list.push_back(std::make_unique<FakeSolver>(kGlacial, 150.0));
+  list.push_back(std::make_unique<JitterySolver>());
   list.push_back(std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
   dnn::register_solvers("cpu", dnn::OpKind::conv, std::move(list));
   return true;

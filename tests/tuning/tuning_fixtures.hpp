@@ -30,6 +30,8 @@ namespace galley::tuning::testing {
 //   test.conv.twin_a, test.conv.twin_b busy-wait 2 ms each (a near-tie)
 //   test.conv.slowprep sleeps 0.5 ms, rank 998 (first in list order); its first check() of a
 //                    problem takes 150 ms (a vendor library's plan search)
+//   test.conv.jittery busy-waits 0.5 ms on every third run and 3 ms on the others (a fast solver
+//                    on a host where another process takes its core two samples in three)
 // Each counts its runs.
 inline constexpr const char* kFast = "test.conv.fast";
 inline constexpr const char* kSlow = "test.conv.slow";
@@ -44,6 +46,7 @@ inline constexpr const char* kTwinB = "test.conv.twin_b";
 inline constexpr const char* kSlowPrep = "test.conv.slowprep";
 inline constexpr const char* kFallback = "test.conv.fallback";  // a naive fallback (is_fallback), 0.5 ms
 inline constexpr const char* kGlacial = "test.conv.glacial";    // 150 ms a run
+inline constexpr const char* kJittery = "test.conv.jittery";
 
 /// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
 std::string inner_params_adopted(const std::string& problem_key);

@@ -43,11 +43,13 @@ struct DeviceIdentity {
 
 /// One ranked entry of a problem's list.
 struct FindRecord {
-  std::string solver;               ///< solver name, e.g. "cpu.conv.winograd_f4x3"
-  double ms = 0;                    ///< median time; NaN when not timed (the only applicable solver)
+  std::string solver;  ///< solver name, e.g. "cpu.conv.winograd_f4x3"
+  /// Time per call as tuned (the fastest sample on the cpu, the median on a GPU); NaN when not
+  /// timed (the only applicable solver).
+  double ms = 0;
   std::size_t workspace_bytes = 0;
-  int rank = 0;                     ///< 0 = fastest
-  std::string params;               ///< the solver's inner choice (ConvSolver::tuned_params), often empty
+  int rank = 0;        ///< 0 = fastest
+  std::string params;  ///< the solver's inner choice (ConvSolver::tuned_params), often empty
 };
 
 /// A whole row, as listed, exported and imported.

@@ -44,9 +44,12 @@ struct TunerOptions {
 /// One entry of a ranked list.
 struct RankedSolver {
   std::string solver;
-  double ms = 0;  ///< median time; NaN when not timed (reference solver alone, or from a fast choice)
+  /// Time per call as tuned (the fastest sample on the cpu, the median on a GPU); NaN when not
+  /// timed (reference solver alone, or from a fast choice).
+  double ms = 0;
   std::size_t workspace_bytes = 0;
-  std::string params;  ///< the solver's inner choice: its config text (TunableSolver) or tuned_params(); often empty
+  std::string
+      params;  ///< the solver's inner choice: its config text (TunableSolver) or tuned_params(); often empty
 };
 
 /// Where a pick came from.
@@ -92,11 +95,11 @@ struct Rejection {
 
 /// What benchmarking one problem produced (tune(), `galley tune`).
 struct TuneResult {
-  std::vector<RankedSolver> ranked;   ///< best first; solvers cut by the time box are absent
-  std::string list_order_choice;      ///< the first applicable solver of the ordered list
-  std::vector<Rejection> rejected;    ///< check() said no, workspace too large, reference skipped
-  double tune_ms = 0;                 ///< wall time spent benchmarking
-  bool time_box_hit = false;          ///< the time box stopped benchmarking early
+  std::vector<RankedSolver> ranked;  ///< best first; solvers cut by the time box are absent
+  std::string list_order_choice;     ///< the first applicable solver of the ordered list
+  std::vector<Rejection> rejected;   ///< check() said no, workspace too large, reference skipped
+  double tune_ms = 0;                ///< wall time spent benchmarking
+  bool time_box_hit = false;         ///< the time box stopped benchmarking early
 };
 
 class Tuner {
