@@ -28,7 +28,7 @@ using sqlite::Failure;
 using sqlite::SqliteError;
 
 // Bump when the table changes; a file with a newer schema is left alone (read by nobody here).
-// 2: `params`, a solver's own inner choice (dnn::ConvSolver::tuned_params), added to version 1.
+// 2: `params`, a solver's inner choice (a TunableSolver's config as text), added to version 1.
 constexpr int kSchemaVersion = 2;
 
 constexpr const char* kCreateTable = R"(

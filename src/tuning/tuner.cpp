@@ -161,9 +161,8 @@ struct Tuner::Impl {
     if (auto it = cache.find(key); it != cache.end()) cache.erase(it);
   }
 
-  // Why a stored solver cannot be trusted now, or nothing when it can. Its stored inner choice is
-  // handed back first, so that check() of a solver with an inner search (a vendor library's plans)
-  // costs a plan build, not the search again.
+  // Why a stored solver cannot be trusted now, or nothing when it can. Its stored config is parsed
+  // first, so that check() and the workspace are those of the config that will run.
   std::optional<std::string> invalid(const FindRecord& record, ProblemRef problem, const runtime::Device& device,
                                      const SolverBase*& solver, dnn::ConfigHandle* config) {
     const std::string& name = record.solver;
@@ -173,17 +172,16 @@ struct Tuner::Impl {
         std::find(options.only_solvers.begin(), options.only_solvers.end(), name) == options.only_solvers.end()) {
       return "solver '" + name + "' is excluded by the solver filter";
     }
-    // A config the tuner chose (TunableSolver) parses back; otherwise the text is the solver's own
-    // remembered search result (tuned_params), which it adopts or searches again without.
+    // A config the tuner chose (TunableSolver) parses back. A row of a solver without configs may
+    // carry the text of an inner choice that an earlier build searched for itself: the solver is
+    // still the stored best, and runs as it does without a tuned choice.
     std::optional<dnn::ConfigHandle> parsed = solver->parse_config_any(problem, device, record.params);
     if (!parsed) {
       if (!solver->configs_any(problem, device).empty()) {
         return "stored config '" + record.params + "' of " + name + " is not valid here";
       }
-      if (!solver->use_tuned_params_any(problem, device, record.params)) {
-        log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
-                  " cannot be used here; the solver searches again");
-      }
+      log::info("stored inner choice '" + record.params + "' of " + name + " for " + problem.key() +
+                " is not a config of the solver now; it runs without one");
       parsed = dnn::ConfigHandle{};
     }
     const dnn::Applicability a = solver->check_any(problem, device);
@@ -263,9 +261,8 @@ struct Tuner::Impl {
         const SolverBase* s = t.candidate.solver;
         if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
         seen.push_back(s);
-        result.ranked.push_back(RankedSolver{
-            std::string(s->name()), t.ms, t.workspace_bytes,
-            t.candidate.config ? t.candidate.config_text : s->tuned_params_any(problem, device)});
+        result.ranked.push_back(RankedSolver{std::string(s->name()), t.ms, t.workspace_bytes,
+                                             t.candidate.config ? t.candidate.config_text : std::string()});
       }
     }
     result.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

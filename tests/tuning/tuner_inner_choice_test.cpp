@@ -1,5 +1,6 @@
-// A solver's inner choice stored beside its find-db row and handed back in a new process, the
-// pick on a hit that checks only the stored best, and Tuner::preload's startup warm-up.
+// A TunableSolver's config chosen by the tuner, stored beside its find-db row and handed back in a
+// new process; a stored config that is not valid any more; the pick on a hit that checks only the
+// stored best; and Tuner::preload's startup warm-up.
 #include <gtest/gtest.h>
 
 #include "galley/runtime/stream.hpp"
@@ -11,37 +12,57 @@ namespace {
 
 using namespace testing;
 
-TEST(TunerInnerChoice, StoredWithTheRowAndHandedBackToANewTuner) {
+TEST(TunerInnerChoice, TheTunerFindsTheFastestConfigStoresItAndHandsItBack) {
   TempDir dir;
   const auto p = small_problem(40);
   {
     Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kInner, kSlow}));
-    EXPECT_EQ(tuner.pick(p, cpu()).solver->name(), kInner);
+    const Pick pick = tuner.pick(p, cpu());
+    EXPECT_EQ(pick.solver->name(), kInner);
+    EXPECT_EQ(pick.config, "wait=0.3");  // not the preferred wait=1.5: the tuner timed them all
   }
   const auto rows = FindDb({dir.path() / "finddb.sqlite", {}}).lookup(p.key(), DeviceIdentity::of(cpu()));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].solver, kInner);
-  EXPECT_EQ(rows[0].params, "searched-" + p.key());
-  EXPECT_EQ(rows[1].params, "");  // test.conv.slow has no inner search
-  EXPECT_EQ(inner_params_adopted(p.key()), "");
+  EXPECT_EQ(rows[0].params, "wait=0.3");
+  EXPECT_EQ(rows[1].params, "");  // test.conv.slow has no configs
 
   Tuner fresh(options_in(dir.path(), FindMode::hybrid, {kInner, kSlow}));
+  const long runs = runs_of(kInner);
   const Pick pick = fresh.pick(p, cpu());
   EXPECT_EQ(pick.source, PickSource::user_db);
   EXPECT_EQ(pick.solver->name(), kInner);
-  EXPECT_EQ(inner_params_adopted(p.key()), "searched-" + p.key());
+  EXPECT_EQ(pick.config, "wait=0.3");
+  EXPECT_EQ(runs_of(kInner), runs);  // a hit: nothing timed
 }
 
-TEST(TunerInnerChoice, UnusableStoredChoiceStillHitsAndTheSolverSearchesAgain) {
+TEST(TunerInnerChoice, AStoredConfigThatIsNotValidNowIsTunedAgain) {
   TempDir dir;
   const auto p = small_problem(41);
   FindDb({dir.path() / "finddb.sqlite", {}})
-      .store(p.key(), DeviceIdentity::of(cpu()), {FindRecord{kInner, 0.5, 0, 0, "from-another-build"}});
+      .store(p.key(), DeviceIdentity::of(cpu()), {FindRecord{kInner, 0.5, 0, 0, "wait=9"}});
   Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kInner, kSlow}));
   const Pick pick = tuner.pick(p, cpu());
-  EXPECT_TRUE(pick.hit);  // the solver is still valid; only its inner choice is redone
-  EXPECT_EQ(pick.solver->name(), kInner);
-  EXPECT_EQ(inner_params_adopted(p.key()), "from-another-build");
+  EXPECT_FALSE(pick.hit);
+  EXPECT_EQ(pick.source, PickSource::tuned);
+  EXPECT_EQ(pick.config, "wait=0.3");
+  EXPECT_EQ(tuner.db().lookup(p.key(), DeviceIdentity::of(cpu()))[0].params, "wait=0.3");  // replaced
+}
+
+// A row that an earlier build wrote for a solver without configs, with the text of a search the
+// solver ran itself: the solver is still the stored best and runs as it does untuned.
+TEST(TunerInnerChoice, AnInnerChoiceOfASolverWithoutConfigsStillHits) {
+  TempDir dir;
+  const auto p = small_problem(39);
+  FindDb({dir.path() / "finddb.sqlite", {}})
+      .store(p.key(), DeviceIdentity::of(cpu()), {FindRecord{kFast, 1.0, 0, 0, "searched-by-an-older-build"}});
+  Tuner tuner(options_in(dir.path(), FindMode::hybrid, {kFast, kSlow}));
+  const long runs = runs_of(kFast) + runs_of(kSlow);
+  const Pick pick = tuner.pick(p, cpu());
+  EXPECT_TRUE(pick.hit);
+  EXPECT_EQ(pick.solver->name(), kFast);
+  EXPECT_EQ(pick.config, "");
+  EXPECT_EQ(runs_of(kFast) + runs_of(kSlow), runs);
 }
 
 TEST(TunerInnerChoice, PickOnAHitChecksOnlyTheBestAndRankedChecksTheRest) {
@@ -83,7 +104,7 @@ TEST(TunerPreload, RunsEveryStoredProblemOnceAndFillsTheCache) {
     FindDb db({dir.path() / "finddb.sqlite", {}});
     const auto id = DeviceIdentity::of(cpu());
     db.store(a.key(), id, {FindRecord{kFast, 1.0, 0, 0, ""}});
-    db.store(b.key(), id, {FindRecord{kInner, 0.5, 0, 0, "searched-" + b.key()}});
+    db.store(b.key(), id, {FindRecord{kInner, 0.5, 0, 0, "wait=0.8"}});
     db.store("conv-not-a-key", id, {FindRecord{kFast, 1.0, 0, 0, ""}});
     db.store(small_problem(46).key(), id, {FindRecord{"cpu.conv.removed_long_ago", 1.0, 0, 0, ""}});
   }
@@ -96,7 +117,7 @@ TEST(TunerPreload, RunsEveryStoredProblemOnceAndFillsTheCache) {
   ASSERT_EQ(r.skipped.size(), 2u);
   EXPECT_EQ(runs_of(kFast), fast_runs + 1);  // one warm run each, nothing benchmarked
   EXPECT_EQ(runs_of(kInner), inner_runs + 1);
-  EXPECT_EQ(inner_params_adopted(b.key()), "searched-" + b.key());
+  EXPECT_EQ(inner_config_ran(b.key()), "wait=0.8");  // the stored config, not the preferred one
   const Pick pick = tuner.pick(a, cpu());
   EXPECT_EQ(pick.source, PickSource::cache);
   EXPECT_EQ(pick.solver->name(), kFast);

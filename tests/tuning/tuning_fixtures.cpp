@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "galley/core/error.hpp"
@@ -77,34 +80,52 @@ class FakeSolver final : public dnn::ConvSolver {
   bool spins_;
 };
 
-std::map<std::string, std::string>& adopted_params() {
+std::atomic<long> g_counted_checks{0};
+
+// test.conv.inner's inner choice: how long a run busy-waits, as text "wait=<ms>".
+struct WaitConfig {
+  double ms = 0;
+  std::string to_string() const {
+    std::ostringstream out;
+    out << "wait=" << ms;
+    return out.str();
+  }
+  static std::optional<WaitConfig> parse(std::string_view text) {
+    constexpr std::string_view kPrefix = "wait=";
+    if (text.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+    const std::string number(text.substr(kPrefix.size()));
+    char* end = nullptr;
+    const double ms = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(ms > 0)) return std::nullopt;
+    return WaitConfig{ms};
+  }
+  friend bool operator==(const WaitConfig&, const WaitConfig&) = default;
+};
+
+std::map<std::string, std::string>& configs_ran() {
   static std::map<std::string, std::string> m;
   return m;
 }
-std::atomic<long> g_counted_checks{0};
 
-// A solver with an inner search that hands the tuner its winner (tuned_params), as a solver outside
-// the tree may (the ones here list their choices as a TunableSolver's configs instead).
-class InnerChoiceSolver final : public dnn::ConvSolver {
+// A solver with inner choices that the tuner searches (a TunableSolver): the one it prefers, run
+// without a tuned choice, is the slowest, so only the search finds the fastest.
+class InnerChoiceSolver final : public dnn::TunableSolver<dnn::ConvProblem, WaitConfig> {
  public:
   std::string_view name() const override { return kInner; }
   dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
-    return base_.check(p, d);
+    return FakeSolver(kInner, 0).check(p, d);
   }
-  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
-    base_.run(stream, p, args);
+  std::vector<WaitConfig> candidates(const dnn::ConvProblem&, const runtime::Device&) const override {
+    return {WaitConfig{1.5}, WaitConfig{0.3}, WaitConfig{0.8}};
   }
-  std::string tuned_params(const dnn::ConvProblem& p, const runtime::Device&) const override {
-    return "searched-" + p.key();
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args,
+           const WaitConfig& config) const override {
+    {
+      std::lock_guard lock(g_runs_mutex);
+      configs_ran()[p.key()] = config.to_string();
+    }
+    FakeSolver(kInner, config.ms, 0, false, false, true).run(stream, p, args);
   }
-  bool use_tuned_params(const dnn::ConvProblem& p, const runtime::Device&, std::string_view params) const override {
-    std::lock_guard lock(g_runs_mutex);
-    adopted_params()[p.key()] = std::string(params);
-    return params == "searched-" + p.key();
-  }
-
- private:
-  FakeSolver base_{kInner, 0.5};
 };
 
 // Counts check() calls: a pick on a find-db hit must not check the runners-up.
@@ -219,10 +240,10 @@ std::atomic<bool>& toggle_applicable() {
   return on;
 }
 
-std::string inner_params_adopted(const std::string& problem_key) {
+std::string inner_config_ran(const std::string& problem_key) {
   std::lock_guard lock(g_runs_mutex);
-  const auto it = adopted_params().find(problem_key);
-  return it == adopted_params().end() ? std::string() : it->second;
+  const auto it = configs_ran().find(problem_key);
+  return it == configs_ran().end() ? std::string() : it->second;
 }
 
 long checks_of_counted() { return g_counted_checks.load(); }

@@ -24,8 +24,8 @@ namespace galley::tuning::testing {
 //   test.conv.bigws  asks for 1 GiB of workspace
 //   test.conv.ref    a reference solver (sleeps 1 ms)
 //   test.conv.sleepy sleeps 40 ms (time-box tests)
-//   test.conv.inner  sleeps 0.5 ms and has an inner search: tuned_params() reports "searched-<key>",
-//                    use_tuned_params() records what it was handed (accepts only that form)
+//   test.conv.inner  a TunableSolver: configs "wait=1.5" (preferred), "wait=0.3", "wait=0.8", each
+//                    busy-waiting that long; records the config each problem last ran with
 //   test.conv.counted sleeps 2 ms and counts its check() calls
 //   test.conv.twin_a, test.conv.twin_b busy-wait 2 ms each (a near-tie)
 //   test.conv.slowprep sleeps 0.5 ms, rank 998 (first in list order); its first check() of a
@@ -48,8 +48,8 @@ inline constexpr const char* kFallback = "test.conv.fallback";  // a naive fallb
 inline constexpr const char* kGlacial = "test.conv.glacial";    // 150 ms a run
 inline constexpr const char* kJittery = "test.conv.jittery";
 
-/// What test.conv.inner's use_tuned_params() was last handed for `problem_key` ("" if never).
-std::string inner_params_adopted(const std::string& problem_key);
+/// The config test.conv.inner last ran `problem_key` with ("" if never).
+std::string inner_config_ran(const std::string& problem_key);
 /// check() calls of test.conv.counted so far.
 long checks_of_counted();
 

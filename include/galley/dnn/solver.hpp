@@ -62,9 +62,6 @@ class SolverBase {
   virtual std::optional<ConfigHandle> parse_config_any(ProblemRef problem, const runtime::Device& device,
                                                        std::string_view text) const = 0;
   virtual std::string detail_any(ProblemRef problem, const runtime::Device& device) const = 0;
-  virtual std::string tuned_params_any(ProblemRef problem, const runtime::Device& device) const = 0;
-  virtual bool use_tuned_params_any(ProblemRef problem, const runtime::Device& device,
-                                    std::string_view params) const = 0;
 };
 
 /// A solver of problems of type P.
@@ -84,20 +81,6 @@ class Solver : public SolverBase {
   virtual void run(runtime::Stream& stream, const P& problem, const Args& args) const = 0;
   /// Extra detail for results (e.g. the cuDNN engine chosen); empty by default.
   virtual std::string detail(const P& /*problem*/, const runtime::Device& /*device*/) const { return {}; }
-
-  // A solver that searches among its own variants on first use reports its choice as text, which
-  // the tuner stores beside the find-db row and hands back in a new process, so the search runs
-  // once per device, not once per process (MIOpen's perf-db). Solvers without one keep the defaults.
-
-  /// The inner choice made for `problem` on `device` (searching now if not done yet); empty when
-  /// the solver has none.
-  virtual std::string tuned_params(const P& /*problem*/, const runtime::Device& /*device*/) const { return {}; }
-  /// Adopts a choice tuned_params() gave in an earlier process. Returns false when it cannot be
-  /// used here (malformed, or the variant is gone); the solver then searches again on first use.
-  virtual bool use_tuned_params(const P& /*problem*/, const runtime::Device& /*device*/,
-                                std::string_view params) const {
-    return params.empty();
-  }
 
   /// A problem may carry fused parts that only some solvers implement (a convolution's epilogue):
   /// P says so with `std::string fused_parts() const`, empty when it has none. check_any() refuses
@@ -131,12 +114,6 @@ class Solver : public SolverBase {
     return parse_config(p.as<P>(), d, text);
   }
   std::string detail_any(ProblemRef p, const runtime::Device& d) const final { return detail(p.as<P>(), d); }
-  std::string tuned_params_any(ProblemRef p, const runtime::Device& d) const final {
-    return tuned_params(p.as<P>(), d);
-  }
-  bool use_tuned_params_any(ProblemRef p, const runtime::Device& d, std::string_view params) const final {
-    return use_tuned_params(p.as<P>(), d, params);
-  }
 
  protected:
   // The config-aware entry points, overridden by TunableSolver; here there is no config.

@@ -49,7 +49,7 @@ struct FindRecord {
   double ms = 0;
   std::size_t workspace_bytes = 0;
   int rank = 0;        ///< 0 = fastest
-  std::string params;  ///< the solver's inner choice (ConvSolver::tuned_params), often empty
+  std::string params;  ///< the solver's inner choice: its config text (TunableSolver), often empty
 };
 
 /// A whole row, as listed, exported and imported.

@@ -48,8 +48,7 @@ struct RankedSolver {
   /// timed (reference solver alone, or from a fast choice).
   double ms = 0;
   std::size_t workspace_bytes = 0;
-  std::string
-      params;  ///< the solver's inner choice: its config text (TunableSolver) or tuned_params(); often empty
+  std::string params;  ///< the solver's inner choice: its config text (TunableSolver); often empty
 };
 
 /// Where a pick came from.
