@@ -253,7 +253,7 @@ void plane_of(const MaxPoolPlane& g, const float* x, float* y, float* cols, cons
 
 }  // namespace
 
-void max_pool_plane(const MaxPoolPlane& g, const float* x, float* y, float* scratch, std::uint16_t* masks) {
+void max_pool_plane_edge_masks(const MaxPoolPlane& g, std::uint16_t* masks) {
   const std::int64_t blocks = max_pool_plane_pitch(g) / 16;
   for (std::int64_t b = 0; b < blocks; ++b) {
     for (std::int64_t half = 0; half < g.stride_w; ++half) {
@@ -263,10 +263,18 @@ void max_pool_plane(const MaxPoolPlane& g, const float* x, float* y, float* scra
       }
     }
   }
+}
+
+void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const float* x, float* y,
+                    float* scratch) {
+  // Whole cache lines for the column maxima: a vector stored across two lines and loaded back soon
+  // after is slower to forward.
+  const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
+  float* cols = scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
   if (g.stride_w == 2) {
-    plane_of<2>(g, x, y, scratch, masks);
+    plane_of<2>(g, x, y, cols, masks);
   } else {
-    plane_of<1>(g, x, y, scratch, masks);
+    plane_of<1>(g, x, y, cols, masks);
   }
 }
 

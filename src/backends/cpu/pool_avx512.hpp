@@ -29,19 +29,27 @@ inline bool max_pool_plane_fits(std::int64_t stride_w) { return stride_w == 1 ||
 /// Output columns rounded up to whole vectors: the row pitch of the column maxima.
 inline std::int64_t max_pool_plane_pitch(const MaxPoolPlane& g) { return (g.ow + 15) / 16 * 16; }
 
-/// Floats of scratch that max_pool_plane() needs: every input row's column maxima.
-inline std::int64_t max_pool_plane_scratch(const MaxPoolPlane& g) { return g.h * max_pool_plane_pitch(g); }
+/// Floats of scratch that max_pool_plane() needs: every input row's column maxima, and room to
+/// start them on a cache line.
+inline std::int64_t max_pool_plane_scratch(const MaxPoolPlane& g) {
+  return g.h * max_pool_plane_pitch(g) + 15;
+}
 
-/// Lane masks that max_pool_plane() needs: one per tap of each vector of windows.
+/// Lane masks of the taps that reach past a row's ends, the same for every plane of a problem: one
+/// per tap of each vector of windows.
 inline std::int64_t max_pool_plane_masks(const MaxPoolPlane& g) {
   return max_pool_plane_pitch(g) / 16 * g.stride_w * g.kernel_w;
 }
 
+/// Fills masks[max_pool_plane_masks(g)] for max_pool_plane().
+void max_pool_plane_edge_masks(const MaxPoolPlane& g, std::uint16_t* masks);
+
 /// y[oh][ow] = the maximum of x over the window under cpu.pool.direct's rule, by value: a NaN beats
 /// any number and an earlier NaN, a larger value wins, and of equal values (+0 and -0) the first in
-/// row-major window order; -inf for an empty window. scratch and masks (sized by the functions
-/// above) belong to one caller at a time; their contents on entry do not matter.
-void max_pool_plane(const MaxPoolPlane& g, const float* x, float* y, float* scratch, std::uint16_t* masks);
+/// row-major window order; -inf for an empty window. scratch (max_pool_plane_scratch(g) floats)
+/// belongs to one caller at a time; its contents on entry do not matter.
+void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const float* x, float* y,
+                    float* scratch);
 
 /// The sum of x[0, n), 16 lanes at a time in a fixed order (the same for every call with that n):
 /// a plane's sum for global average pooling, where a scalar chain per row would serialise.

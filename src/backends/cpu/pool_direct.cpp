@@ -347,14 +347,14 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       }
       const avx512::MaxPoolPlane g{
           s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
+      std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
+      avx512::max_pool_plane_edge_masks(g, masks.data());
       parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
         // Written before read, so left uninitialised.
         const auto scratch = std::make_unique_for_overwrite<float[]>(
             static_cast<std::size_t>(avx512::max_pool_plane_scratch(g)));
-        const auto masks = std::make_unique_for_overwrite<std::uint16_t[]>(
-            static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
         for (std::int64_t pl = p0; pl < p1; ++pl)
-          avx512::max_pool_plane(g, x + pl * plane_in, y + pl * plane_out, scratch.get(), masks.get());
+          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch.get());
       });
       return;
     }
