@@ -5,6 +5,8 @@
 // scatters into its own plane, nhwc gathers for each input the gradients of the outputs whose
 // windows hold it; so the result does not depend on the thread count. Max backward without kept
 // indices first finds the maxima again into the workspace, then proceeds as with kept indices.
+// On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
+// planes runs the kernels of pool_avx512.hpp instead.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -225,20 +227,33 @@ void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t e
   at = static_cast<std::int32_t>(at_bits);
 }
 
-// One output of the nchw forward, window by window (edges, adaptive and global windows).
+// One output of the nchw forward, window by window (edges, adaptive and global windows). A window
+// of whole rows (global pooling, adaptive pooling to one column) is one contiguous run of the
+// plane, scanned as a single wide row: its order is row-major order and its positions are the
+// plane's, so the maximum and index are the row-by-row scan's, and small planes (7x7) get the wide
+// rows' vector partials instead of a serial chain per 7-element row.
 template <class T>
 void forward_one(const Shape& s, const T* xp, const PoolAxis::Span& sh, const PoolAxis::Span& sw, float inv,
                  T* y, std::int32_t* idx) {
+  const bool whole_rows = sw.begin == 0 && sw.end == s.w;
   if (s.mode == PoolMode::max) {
     float best = -std::numeric_limits<float>::infinity();
     auto at = static_cast<std::int32_t>(sh.begin * s.w + sw.begin);
-    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih)
-      row_max(xp + ih * s.w, ih * s.w, sw.begin, sw.end, best, at);
+    if (whole_rows) {
+      row_max(xp, 0, sh.begin * s.w, sh.end * s.w, best, at);
+    } else {
+      for (std::int64_t ih = sh.begin; ih < sh.end; ++ih)
+        row_max(xp + ih * s.w, ih * s.w, sw.begin, sw.end, best, at);
+    }
     if (y != nullptr) *y = st<T>(best);
     if (idx != nullptr) *idx = at;
   } else {
     float sum = 0;
-    for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) sum += row_sum(xp + ih * s.w, sw.begin, sw.end);
+    if (whole_rows) {
+      sum = row_sum(xp, sh.begin * s.w, sh.end * s.w);
+    } else {
+      for (std::int64_t ih = sh.begin; ih < sh.end; ++ih) sum += row_sum(xp + ih * s.w, sw.begin, sw.end);
+    }
     *y = st<T>(sum * inv);
   }
 }
@@ -332,9 +347,24 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       }
       const avx512::MaxPoolPlane g{
           s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
+      std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
+      avx512::max_pool_plane_edge_masks(g, masks.data());
       parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+        // Written before read, so left uninitialised.
+        const auto scratch = std::make_unique_for_overwrite<float[]>(
+            static_cast<std::size_t>(avx512::max_pool_plane_scratch(g)));
         for (std::int64_t pl = p0; pl < p1; ++pl)
-          avx512::max_pool_plane(g, x + pl * plane_in, y + pl * plane_out);
+          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch.get());
+      });
+      return;
+    }
+    // f32 averages over whole planes (global pooling): the plane is one contiguous run.
+    const bool whole_plane = s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
+                             s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
+    if (s.mode != PoolMode::max && whole_plane && cpu_has_avx512()) {
+      const float k = inv[0];
+      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl) y[pl] = avx512::sum(x + pl * plane_in, plane_in) * k;
       });
       return;
     }

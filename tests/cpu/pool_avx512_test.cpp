@@ -1,0 +1,187 @@
+// cpu.pool.direct's AVX-512 paths against the reference: max pooling without indices (the fixed
+// windows' stream kernels, the generic per-tap kernel, and the rows with NaNs that fall back to the
+// full rule) bit for bit, and f32 averages over whole planes within rounding. The shapes put
+// windows across vector boundaries, past both ends of short and 1-wide rows, in ceil mode and with
+// padding wider than the row; the data has ties of +0 and -0 across rows and columns, -inf, and
+// NaNs with distinct payloads, so that taking the wrong one of equal values or of two NaNs shows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/conv_isa.hpp"
+#include "dnn/ref_pool.hpp"
+#include "galley/core/error.hpp"
+#include "galley/dnn/pool.hpp"
+#include "galley/dnn/solver.hpp"
+#include "galley/runtime/device.hpp"
+#include "galley/tensor.hpp"
+#include "random_floats.hpp"
+
+namespace galley::dnn {
+namespace {
+
+constexpr const char* kDirect = "cpu.pool.direct";
+
+float nan_with_payload(std::uint32_t payload) {
+  const std::uint32_t bits = 0x7fc00000u | (payload & 0x3fffffu);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+enum class Data { random, ties, ties_and_nans, one_nan_per_plane };
+
+std::vector<float> input(const PoolProblem& p, Data kind, std::uint32_t seed) {
+  const auto count = static_cast<std::size_t>(p.src_desc().elements());
+  std::vector<float> x = test::random_floats(count, seed);
+  std::mt19937 gen(seed);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float ties[] = {0.0f, -0.0f, 1.0f, -1.0f, -inf};
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t r = gen() % 1000;
+    if (kind == Data::ties || kind == Data::ties_and_nans) x[i] = ties[r % 5];
+    if (kind == Data::ties_and_nans && r < 40) x[i] = nan_with_payload(static_cast<std::uint32_t>(i) + 1);
+  }
+  if (kind == Data::one_nan_per_plane) {
+    // Every other plane gets one NaN, so planes and rows without one stay on the fast rule.
+    const auto plane = static_cast<std::size_t>(p.h * p.w);
+    for (std::size_t start = 0; start < count; start += 2 * plane)
+      x[start + gen() % plane] = nan_with_payload(7);
+  }
+  return x;
+}
+
+// The bits of y from `solver` and from the reference on the same input.
+void expect_same_bits(const PoolProblem& p, const std::vector<float>& x, const PoolSolver* solver,
+                      const std::string& what) {
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(ref, nullptr);
+  Tensor xt = Tensor::empty(stream, p.src_desc());
+  xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+  Tensor want = Tensor::empty(stream, p.dst_desc()), got = Tensor::empty(stream, p.dst_desc());
+  pooling_forward(stream, p, xt, want, nullptr, ref);
+  pooling_forward(stream, p, xt, got, nullptr, solver);
+  EXPECT_EQ(got.to_host<std::uint32_t>(stream), want.to_host<std::uint32_t>(stream))
+      << what << " " << p.key();
+}
+
+bool valid(const PoolProblem& p) {
+  try {
+    p.validate();
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(PoolAvx512, MaxValuesEqualTheReferenceBitForBit) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  ASSERT_NE(direct, nullptr);
+  struct Window {
+    std::int64_t kh, kw, ph, pw, sh, sw;
+    bool ceil;
+  };
+  const Window windows[] = {
+      {3, 3, 1, 1, 2, 2, false},  // ResNet's: the stream kernel, stride 2
+      {3, 3, 1, 1, 1, 1, false},  // the stream kernel, stride 1
+      {3, 3, 0, 0, 2, 2, true},  {3, 3, 0, 0, 1, 1, false},
+      {2, 2, 0, 0, 2, 2, false}, {2, 2, 0, 0, 2, 2, true},
+      {2, 2, 0, 0, 1, 1, true},  {2, 2, 1, 1, 2, 2, false},  // per-tap kernel from here
+      {5, 5, 2, 2, 2, 2, true},  {1, 7, 0, 3, 1, 1, false},
+      {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false},
+      {2, 3, 0, 1, 3, 1, false},  // rows between windows
+  };
+  const struct {
+    std::int64_t h, w;
+  } planes[] = {{1, 1},  {1, 2},   {5, 1},  {7, 13},  {9, 16}, {13, 17},
+                {6, 31}, {11, 32}, {8, 33}, {17, 47}, {5, 64}, {3, 97}};
+  int checked = 0;
+  std::uint32_t seed = 1;
+  for (const Window& win : windows) {
+    for (const auto& plane : planes) {
+      for (Data data : {Data::random, Data::ties, Data::ties_and_nans, Data::one_nan_per_plane}) {
+        PoolProblem p{.n = 1 + seed % 2,
+                      .c = 3,
+                      .h = plane.h,
+                      .w = plane.w,
+                      .kernel_h = win.kh,
+                      .kernel_w = win.kw,
+                      .pad_h = win.ph,
+                      .pad_w = win.pw,
+                      .stride_h = win.sh,
+                      .stride_w = win.sw,
+                      .ceil_mode = win.ceil};
+        if (!valid(p)) continue;
+        expect_same_bits(p, input(p, data, seed++), direct, "data " + std::to_string(static_cast<int>(data)));
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 400);  // the grid is not mostly invalid shapes
+}
+
+// The ResNet-50 stem's shape with a NaN in one row only, in each of the row's vectors in turn: the
+// row is redone under the full rule and the output rows after it fold under it.
+TEST(PoolAvx512, OneNaNAnywhereInTheStemsPlane) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  ASSERT_NE(direct, nullptr);
+  const PoolProblem p{
+      .n = 1, .c = 2, .h = 112, .w = 112, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+  for (const std::int64_t at : {0L, 15L, 16L, 40L * 112 + 63, 111L * 112 + 111, 112L * 112 + 57}) {
+    std::vector<float> x = test::random_floats(static_cast<std::size_t>(p.src_desc().elements()), 3);
+    x[static_cast<std::size_t>(at)] = nan_with_payload(5);
+    expect_same_bits(p, x, direct, "NaN at " + std::to_string(at));
+  }
+}
+
+TEST(PoolAvx512, AveragesOverWholePlanes) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  const struct {
+    std::int64_t h, w;
+  } planes[] = {{1, 1}, {1, 15}, {4, 4}, {1, 17}, {7, 7}, {5, 13}, {3, 32}, {11, 11}, {2, 33}};
+  std::uint32_t seed = 11;
+  for (const auto& plane : planes) {
+    for (PoolMode mode : {PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (PoolWindow window : {PoolWindow::global, PoolWindow::kernel}) {
+        PoolProblem p{.mode = mode, .window = window, .n = 1 + seed % 2, .c = 5, .h = plane.h, .w = plane.w};
+        if (window == PoolWindow::kernel) p.kernel_h = plane.h, p.kernel_w = plane.w;  // one window per plane
+        ASSERT_TRUE(valid(p)) << p.key();
+        std::vector<float> x = test::random_floats(static_cast<std::size_t>(p.src_desc().elements()), seed++);
+        x[0] = std::numeric_limits<float>::quiet_NaN();  // the first plane only
+        Tensor xt = Tensor::empty(stream, p.src_desc());
+        xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+        Tensor want = Tensor::empty(stream, p.dst_desc()), got = Tensor::empty(stream, p.dst_desc());
+        pooling_forward(stream, p, xt, want, nullptr, ref);
+        pooling_forward(stream, p, xt, got, nullptr, direct);
+        const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_TRUE(std::isnan(a[0])) << p.key();
+        // Inputs in [-1, 1) and at most 121 to a plane: summing in another order moves an average by
+        // well under 1e-6, while a lost or foreign element moves it by 1 / 121 or more.
+        for (std::size_t i = 1; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << p.key() << " plane " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace galley::dnn
