@@ -6,13 +6,6 @@
 // again. Nothing here instantiates a standard-library template (see sgemm_avx512.cpp).
 #include <immintrin.h>
 
-// GCC 12's _mm512_alignr_epi32 builds its pass-through operand from _mm512_undefined_epi32(), whose
-// deliberate self-initialisation trips -Wmaybe-uninitialized or -Wuninitialized at every inlined use
-// (a false positive: the unmasked intrinsic never reads it). Silenced for this file only, so CI logs
-// stay readable.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include "backends/cpu/avx512_lanes.hpp"
 #include "backends/cpu/avx512_post_ops.hpp"
 #include "backends/cpu/conv_depthwise_kernels.hpp"
