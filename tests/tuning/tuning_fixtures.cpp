@@ -211,6 +211,27 @@ class JitterySolver final : public dnn::ConvSolver {
   FakeSolver base_{kJittery, 0.5};
 };
 
+// Busy-waits 20 ms on its first two runs of each problem (the cold run and the first warm one),
+// 0.2 ms after: one-time costs that outlast the cold run.
+class SlowStartSolver final : public dnn::ConvSolver {
+ public:
+  std::string_view name() const override { return kSlowStart; }
+  dnn::Applicability check(const dnn::ConvProblem& p, const runtime::Device& d) const override {
+    return FakeSolver(kSlowStart, 0).check(p, d);
+  }
+  void run(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::ConvArgs& args) const override {
+    long seen = 0;
+    {
+      std::lock_guard lock(g_runs_mutex);
+      seen = ++runs_by_problem_[p.key()];
+    }
+    FakeSolver(kSlowStart, seen <= 2 ? 20.0 : 0.2, 0, false, false, true).run(stream, p, args);
+  }
+
+ private:
+  mutable std::map<std::string, long> runs_by_problem_;
+};
+
 // Appended to the cpu list after ref.conv.direct; tests name the solvers they want (only_solvers),
 // and this order is what they see among these.
 const bool g_registered = [] {
@@ -228,6 +249,7 @@ const bool g_registered = [] {
   list.push_back(std::make_unique<FallbackSolver>());
   list.push_back(std::make_unique<FakeSolver>(kGlacial, 150.0));
   list.push_back(std::make_unique<JitterySolver>());
+  list.push_back(std::make_unique<SlowStartSolver>());
   list.push_back(std::make_unique<FakeSolver>(kRef, 1.0, 0, true));
   dnn::register_solvers("cpu", dnn::OpKind::conv, std::move(list));
   return true;

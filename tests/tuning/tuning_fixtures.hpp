@@ -32,6 +32,8 @@ namespace galley::tuning::testing {
 //                    problem takes 150 ms (a vendor library's plan search)
 //   test.conv.jittery busy-waits 0.5 ms on every third run and 3 ms on the others (a fast solver
 //                    on a host where another process takes its core two samples in three)
+//   test.conv.slowstart busy-waits 20 ms on its first two runs of each problem, 0.2 ms after (a
+//                    fast solver whose first warm run still pays one-time costs)
 // Each counts its runs.
 inline constexpr const char* kFast = "test.conv.fast";
 inline constexpr const char* kSlow = "test.conv.slow";
@@ -47,6 +49,7 @@ inline constexpr const char* kSlowPrep = "test.conv.slowprep";
 inline constexpr const char* kFallback = "test.conv.fallback";  // a naive fallback (is_fallback), 0.5 ms
 inline constexpr const char* kGlacial = "test.conv.glacial";    // 150 ms a run
 inline constexpr const char* kJittery = "test.conv.jittery";
+inline constexpr const char* kSlowStart = "test.conv.slowstart";
 
 /// The config test.conv.inner last ran `problem_key` with ("" if never).
 std::string inner_config_ran(const std::string& problem_key);
