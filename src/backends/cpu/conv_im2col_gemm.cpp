@@ -13,8 +13,8 @@
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
 //
-// NCHW with too few pixel blocks to share evenly between the workers (batch 1 on a 14x14 or 28x28
-// output: three blocks of 80, 80 and 36 pixels for two workers, one idle a third of the time), and
+// NCHW with too few pixel blocks to share evenly between the workers (batch 1 on a 14x14 output:
+// three blocks of 80, 80 and 36 pixels for two workers, one idle a third of the time), and
 // batch 1 on a small plane: each image's columns are gathered whole, split over the workers by
 // channel, and gemm_1x1's product (conv_gemm_1x1.hpp) splits the GEMM into column and row blocks
 // that fill the workers evenly.
@@ -105,9 +105,11 @@ Plan make_plan(const ConvShape& s) {
     const auto per_image = static_cast<std::int64_t>(sizeof(float)) * p.patch * s.ho * s.wo;
     p.images = std::clamp<std::int64_t>(static_cast<std::int64_t>(kColumnBytes) / per_image, 1, s.n);
   }
-  // Side by side needs two images or more to gain over one image's GEMM; a few pixel blocks are
-  // spread evenly only by splitting the GEMM's rows too.
-  p.whole = !s.nhwc && (p.batched ? s.n == 1 : p.outer * p.chunks < 4 * workers) &&
+  // Side by side needs two images or more to gain over one image's GEMM; fewer than two pixel
+  // blocks per worker are spread evenly only by splitting the GEMM's rows too. With more, the
+  // blocks' own gathers, still in cache for their GEMMs, win over a whole image's buffer that
+  // each row block reads (and packs) again.
+  p.whole = !s.nhwc && (p.batched ? s.n == 1 : p.outer * p.chunks < 2 * workers) &&
             whole_image_column_bytes(s) <= kWholeImageBytes;
   if (p.whole) p.batched = false;
   return p;
