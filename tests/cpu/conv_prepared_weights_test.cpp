@@ -118,13 +118,14 @@ std::vector<ConvProblem> shapes_3x3() {
 }
 
 std::vector<ConvProblem> shapes_1x1() {
-  std::vector<ConvProblem> out = {make(1, 64, 56, 56, 256, 1, 0, 1, 1),
-                                  make(1, 17, 13, 11, 29, 1, 0, 1, 1),
-                                  make(1, 256, 14, 14, 1024, 1, 0, 1, 1),
-                                  make(2, 96, 9, 9, 43, 1, 0, 1, 1),
-                                  make(1, 30, 12, 12, 42, 1, 0, 1, 6),
-                                  make(1, 160, 7, 7, 960, 1, 0, 1, 1),
-                                  make(1, 23, 17, 17, 31, 1, 0, 1, 1, Layout::nhwc)};
+  std::vector<ConvProblem> out = {make(1, 64, 56, 56, 256, 1, 0, 1, 1), make(1, 17, 13, 11, 29, 1, 0, 1, 1),
+                                  make(1, 256, 14, 14, 1024, 1, 0, 1, 1), make(2, 96, 9, 9, 43, 1, 0, 1, 1),
+                                  make(1, 30, 12, 12, 42, 1, 0, 1, 6), make(1, 160, 7, 7, 960, 1, 0, 1, 1),
+                                  make(1, 23, 17, 17, 31, 1, 0, 1, 1, Layout::nhwc),
+                                  // Strided: the pixels on the grid gathered, then the same product.
+                                  make(1, 64, 28, 28, 130, 1, 0, 2, 1), make(3, 37, 15, 13, 41, 1, 0, 2, 1),
+                                  make(1, 64, 13, 14, 70, 1, 0, 2, 1),
+                                  make(2, 29, 17, 19, 23, 1, 0, 2, 1, Layout::nhwc)};
   ConvProblem fused = make(1, 64, 28, 28, 88, 1, 0, 1, 1);
   fused.epilogue = dnn::ConvEpilogue::with(dnn::Activation::clip, true, false);
   fused.epilogue.beta = 6;
@@ -162,6 +163,12 @@ TEST(CpuConvPreparedWeights, PackingSolversFillTheSlotOnce) {
   EXPECT_EQ(expect_prepared_matches("cpu.conv.gemm_1x1", make(1, 30, 12, 12, 42, 1, 0, 1, 6)), 1u);
   EXPECT_EQ(expect_prepared_matches("cpu.conv.im2col_gemm", make(1, 256, 14, 14, 256, 3, 1, 1, 1)), 1u);
   EXPECT_EQ(expect_prepared_matches("cpu.conv.im2col_gemm", make(1, 24, 23, 19, 57, 3, 1, 1, 3)), 1u);
+  // Strided 1x1 in several runs of gathered images, and images whose columns im2col_gemm gathers
+  // whole (stride 2 to 14x14 and 15x14) before gemm_1x1's product: one preparation for all.
+  EXPECT_EQ(expect_prepared_matches("cpu.conv.gemm_1x1", make(20, 1024, 21, 19, 24, 1, 0, 2, 1)), 1u);
+  EXPECT_EQ(expect_prepared_matches("cpu.conv.gemm_1x1", make(1, 64, 28, 28, 130, 1, 0, 2, 1)), 1u);
+  EXPECT_EQ(expect_prepared_matches("cpu.conv.im2col_gemm", make(1, 40, 28, 28, 67, 3, 1, 2, 1)), 1u);
+  EXPECT_EQ(expect_prepared_matches("cpu.conv.im2col_gemm", make(2, 37, 29, 27, 101, 3, 1, 2, 1)), 1u);
 }
 
 TEST(CpuConvPreparedWeights, AnotherSolverOrWeightsPreparesAgain) {

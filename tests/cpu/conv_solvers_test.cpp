@@ -117,6 +117,31 @@ TEST(CpuConvGemm1x1, SplitsRowsOfSmallBatchOnePlanes) {
   }
 }
 
+// Strided 1x1 (a downsample): the pixels on the stride's grid gathered, then the unit-stride paths
+// on them. Odd and prime sizes whose last row or column is off the grid, strides 2 and 3 and
+// unequal ones, channels not a multiple of 16 (the gather's channel blocks), groups, batch 1 (rows
+// split) and past one run of gathered images, 7x7-or-smaller outputs (the side-by-side path), f16.
+TEST(CpuConvGemm1x1, StridedGathersTheGrid) {
+  for (Layout l : kLayouts) {
+    expect_pass("cpu.conv.gemm_1x1", make(1, 37, 29, 27, 101, 1, 1, 0, 2, 1, 1, l));  // 15x14, batch 1
+    expect_pass("cpu.conv.gemm_1x1", make(2, 50, 28, 28, 67, 1, 1, 0, 2, 1, 1, l));   // 14x14
+    expect_pass("cpu.conv.gemm_1x1", make(3, 33, 14, 13, 70, 1, 1, 0, 2, 1, 1, l));   // 7x7: side by side
+    expect_pass("cpu.conv.gemm_1x1", make(1, 64, 13, 14, 130, 1, 1, 0, 2, 1, 1, l));  // 7x7, batch 1
+    expect_pass("cpu.conv.gemm_1x1", make(2, 42, 23, 19, 30, 1, 1, 0, 3, 1, 3, l));   // stride 3, groups
+    expect_pass("cpu.conv.gemm_1x1", make(1, 300, 31, 17, 97, 1, 1, 0, 2, 1, 1, l));  // C past one slice
+    ConvProblem unequal = make(2, 19, 17, 23, 29, 1, 1, 0, 1, 1, 1, l);
+    unequal.stride_h = 3;  // rows and columns apart by different steps
+    unequal.stride_w = 2;
+    expect_pass("cpu.conv.gemm_1x1", unequal);
+  }
+  // Images past one run of gathered pixels (4 MiB): three runs of 9, 9 and 2 images.
+  expect_pass("cpu.conv.gemm_1x1", make(20, 1024, 21, 19, 24, 1, 1, 0, 2, 1, 1));
+  expect_pass("cpu.conv.gemm_1x1", make(20, 1024, 21, 19, 24, 1, 1, 0, 2, 1, 1, Layout::nhwc));
+  for (DType d : {DType::f16, DType::bf16}) {
+    expect_pass("cpu.conv.gemm_1x1", make(2, 37, 29, 27, 41, 1, 1, 0, 2, 1, 1, Layout::nchw, d));
+  }
+}
+
 TEST(CpuConvSolvers, RowBlocksFillTheWorkers) {
   using backends::cpu::row_block_count;
   using backends::cpu::row_block_start;
@@ -144,7 +169,6 @@ TEST(CpuConvSolvers, RowBlocksFillTheWorkers) {
 
 TEST(CpuConvGemm1x1, RefusesWhatItCannotDo) {
   expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1), "not 1x1");
-  expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 1, 1, 0, 2, 1, 1), "stride");
   expect_refused("cpu.conv.gemm_1x1", make(1, 8, 8, 8, 8, 1, 1, 1, 1, 1, 1), "padding");
   auto p = make(1, 8, 8, 8, 8, 1, 1, 0, 1, 1, 1);
   p.dtype = DType::i8;
@@ -170,6 +194,14 @@ TEST(CpuConvIm2colGemm, MatchesReferenceOverShapes) {
     expect_pass("cpu.conv.im2col_gemm", make(1, 5, 37, 41, 7, 3, 3, 3, 2, 2, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(2, 6, 23, 69, 9, 5, 5, 4, 2, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", asymmetric(10, 20, 2, l));
+    // Stride 2 rows of up to four vectors gathered whole by masks (output widths 64, 33, 17, 7):
+    // pixel blocks that start and end inside a row (four images in two blocks each), dilated taps,
+    // padding past the reach, a 7x7 filter.
+    expect_pass("cpu.conv.im2col_gemm", make(4, 5, 57, 55, 23, 3, 3, 1, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(4, 3, 33, 65, 7, 3, 3, 2, 2, 2, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 5, 127, 128, 6, 1, 1, 0, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(2, 4, 33, 33, 9, 7, 7, 3, 2, 1, 1, l));
+    expect_pass("cpu.conv.im2col_gemm", make(1, 7, 13, 13, 11, 3, 3, 4, 2, 1, 1, l));
     expect_pass("cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2, l));   // small planes side by side
     expect_pass("cpu.conv.im2col_gemm", make(5, 512, 14, 14, 24, 3, 3, 1, 2, 1, 1, l)); // ... in two GEMMs
     expect_pass("cpu.conv.im2col_gemm", make(1, 61, 29, 23, 103, 3, 3, 1, 1, 1, 1, l)); // patch 549, K prime
@@ -233,24 +265,27 @@ TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
     const char* solver;
     ConvProblem shape;
   } cases[] = {
-      {"cpu.conv.gemm_1x1", make(1, 17, 13, 11, 23, 1, 1, 0, 1, 1, 1)},     // K 23: 6+6+6+5 rows, 143 pixels
-      {"cpu.conv.gemm_1x1", make(3, 29, 7, 11, 101, 1, 1, 0, 1, 1, 1)},     // K past one 96-row block
-      {"cpu.conv.gemm_1x1", make(2, 300, 5, 19, 37, 1, 1, 0, 1, 1, 1)},     // C in two 256-deep slices
-      {"cpu.conv.gemm_1x1", make(2, 34, 9, 9, 38, 1, 1, 0, 1, 1, 2)},       // groups of 19 channels
-      {"cpu.conv.gemm_1x1", make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 1)},       // small planes side by side
-      {"cpu.conv.im2col_gemm", make(1, 29, 17, 19, 37, 3, 3, 1, 1, 1, 1)},  // patch 261: two slices
-      {"cpu.conv.im2col_gemm", make(2, 5, 23, 13, 101, 3, 3, 1, 2, 1, 1)},  // strided, K 101
-      {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)}, // K > 128: B packed too
-      {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},    // small planes side by side
-      {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},  // implicit GEMM
-      {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)}, // batch 1: one pixel block
-      {"cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1)},     // batch 1: rows split
-      {"cpu.conv.gemm_1x1", make(1, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2)},       // batch 1 small plane: in place
-      {"cpu.conv.im2col_gemm", make(1, 24, 7, 5, 82, 3, 3, 1, 1, 1, 2)},    // ... and straight into y
+      {"cpu.conv.gemm_1x1", make(1, 17, 13, 11, 23, 1, 1, 0, 1, 1, 1)},      // K 23: 6+6+6+5 rows, 143 pixels
+      {"cpu.conv.gemm_1x1", make(3, 29, 7, 11, 101, 1, 1, 0, 1, 1, 1)},      // K past one 96-row block
+      {"cpu.conv.gemm_1x1", make(2, 300, 5, 19, 37, 1, 1, 0, 1, 1, 1)},      // C in two 256-deep slices
+      {"cpu.conv.gemm_1x1", make(2, 34, 9, 9, 38, 1, 1, 0, 1, 1, 2)},        // groups of 19 channels
+      {"cpu.conv.gemm_1x1", make(3, 40, 7, 7, 70, 1, 1, 0, 1, 1, 1)},        // small planes side by side
+      {"cpu.conv.im2col_gemm", make(1, 29, 17, 19, 37, 3, 3, 1, 1, 1, 1)},   // patch 261: two slices
+      {"cpu.conv.im2col_gemm", make(2, 5, 23, 13, 101, 3, 3, 1, 2, 1, 1)},   // strided, K 101
+      {"cpu.conv.im2col_gemm", make(2, 40, 21, 20, 151, 3, 3, 1, 2, 1, 1)},  // K > 128: B packed too
+      {"cpu.conv.im2col_gemm", make(3, 24, 7, 7, 40, 3, 3, 1, 1, 1, 2)},     // small planes side by side
+      {"cpu.conv.im2col_gemm", make(1, 13, 23, 19, 12, 3, 3, 1, 1, 1, 1)},   // implicit GEMM
+      {"cpu.conv.im2col_gemm", make(1, 37, 29, 27, 101, 3, 3, 1, 2, 1, 1)},  // batch 1: one pixel block
+      {"cpu.conv.gemm_1x1", make(1, 70, 13, 15, 97, 1, 1, 0, 1, 1, 1)},      // batch 1: rows split
+      {"cpu.conv.gemm_1x1", make(1, 40, 7, 7, 70, 1, 1, 0, 1, 1, 2)},        // batch 1 small plane: in place
+      {"cpu.conv.gemm_1x1", make(1, 37, 29, 27, 101, 1, 1, 0, 2, 1, 1)},     // strided: rows split
+      {"cpu.conv.gemm_1x1", make(3, 33, 14, 13, 70, 1, 1, 0, 2, 1, 1)},      // strided to 7x7, side by side
+      {"cpu.conv.gemm_1x1", make(20, 1024, 21, 19, 24, 1, 1, 0, 2, 1, 1)},   // strided, three runs of images
+      {"cpu.conv.im2col_gemm", make(1, 24, 7, 5, 82, 3, 3, 1, 1, 1, 2)},     // ... and straight into y
       {"cpu.conv.direct", make(2, 5, 12, 11, 19, 5, 3, 2, 2, 1, 1)},
-      {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},          // groups of 7 outputs
-      {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},     // planes read in place
-      {"cpu.conv.depthwise", make(1, 17, 31, 29, 17, 3, 3, 1, 2, 1, 17)},     // strided: padded planes
+      {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},       // groups of 7 outputs
+      {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},  // planes read in place
+      {"cpu.conv.depthwise", make(1, 17, 31, 29, 17, 3, 3, 1, 2, 1, 17)},  // strided: padded planes
   };
   for (const auto& c : cases) {
     for (Layout l : kLayouts) {

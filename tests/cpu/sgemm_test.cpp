@@ -138,6 +138,15 @@ std::vector<Case> cases() {
   out.push_back({37, 141, 300, false, true, 1.0f, 1.0f});
   out.push_back({23, 70, 9, true, false, 2.0f, -0.75f});
   out.push_back({23, 70, 0, false, false, 2.0f, 0.5f});  // k == 0 only scales C
+  // A read in place with a 49-column panel (48 columns in vectors, the last as dot products over
+  // k): slices of 256 and a short one, B packed (over 128 rows), the panel after a full one, and
+  // later slices added to C with beta.
+  for (const Case& t :
+       {Case{12, 49, 300, false, false, 1.0f, 0.0f}, Case{12, 49, 300, false, true, 1.0f, 0.0f},
+        Case{200, 49, 70, false, false, 1.0f, 0.0f}, Case{6, 113, 40, false, false, 1.0f, 0.0f},
+        Case{37, 49, 520, false, false, -0.5f, 1.0f}}) {
+    out.push_back(t);
+  }
   return out;
 }
 

@@ -50,6 +50,18 @@ TEST_F(BenchConvCli, JsonHasEveryFieldAndVerifies) {
   }
 }
 
+// --prepared gives each solver a prepared-weights slot: the verified run fills it, the timed runs
+// read it, and the output still matches the reference; the JSON says it was asked.
+TEST_F(BenchConvCli, PreparedWeightsVerify) {
+  const auto r = run("bench conv " + kSmall + " --device cpu --all-solvers -V 1 -i 2 --prepared --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["prepared"], true) << j.dump();
+  ASSERT_EQ(j["problems"].size(), 1u);
+  ASSERT_FALSE(j["problems"][0]["results"].empty());
+  for (const auto& res : j["problems"][0]["results"]) EXPECT_EQ(res["verified"], true) << res.dump();
+}
+
 TEST_F(BenchConvCli, EveryDirectionRunsAndVerifies) {
   // -F 0 is MIOpenDriver's "all three"; each direction is verified against its own reference,
   // in both layouts and a half type.

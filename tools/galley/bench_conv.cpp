@@ -62,6 +62,7 @@ struct ConvBenchArgs {
   std::string dtype, layout, device, solver, file;
   bool all_solvers = false;
   bool json = false;
+  bool prepared = false;
   // The fused epilogue (forward only): y = activ(conv + bias + residual).
   bool bias = false;
   bool residual = false;
@@ -210,6 +211,7 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
   out["iterations"] = options.iterations;
   out["warmup"] = options.warmup;
   out["verify"] = options.verify;
+  out["prepared"] = options.prepared;
   out["problems"] = nlohmann::json::array();
   for (const auto& p : problems) {
     nlohmann::json results = nlohmann::json::array();
@@ -245,11 +247,12 @@ nlohmann::json to_json(const std::vector<ConvBenchProblem>& problems, const runt
 
 void print_table(const std::vector<ConvBenchProblem>& problems, const runtime::Device& device,
                  const ConvBenchOptions& options, double geomean, int measured) {
-  std::printf("device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~1 ms, "
-              "divided by its size) after %d warm-up%s\n",
-              device.name().c_str(),
-              device.properties().name.c_str(), options.iterations, options.warmup,
-              options.verify ? ", verified against the reference of its direction" : "");
+  std::printf(
+      "device %s (%s), median of %d samples (each a batch of back-to-back calls lasting ~1 ms, "
+      "divided by its size) after %d warm-up%s%s\n",
+      device.name().c_str(), device.properties().name.c_str(), options.iterations, options.warmup,
+      options.verify ? ", verified against the reference of its direction" : "",
+      options.prepared ? ", weights prepared once per solver" : "");
   Table table({"problem", "solver", "ms", "TFLOP/s", "GB/s", "workspace", "verify", "detail"});
   for (const auto& p : problems) {
     const std::string name = p.tag.empty() ? p.problem.key() : p.tag;
@@ -323,7 +326,8 @@ int run_bench_conv(const ConvBenchArgs& args, const CLI::App& cmd) {
   }
   const runtime::Device device =
       args.device.empty() ? runtime::default_device() : runtime::device(args.device);
-  const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance};
+  const ConvBenchOptions options{args.iterations, args.warmup, args.verify == 1, args.tolerance,
+                                 args.prepared};
   runtime::Stream stream(device);
   const bool progress = !args.json && problems.size() > 1 && ::isatty(STDERR_FILENO);
 
@@ -405,6 +409,9 @@ const bool bench_conv_registered = register_command([](CLI::App& root) {
   cmd->add_flag("--all-solvers", args->all_solvers, "time every applicable solver except the reference");
   cmd->add_option("--file", args->file, "problem list, one MIOpenDriver line per problem, '# tag' kept");
   cmd->add_flag("--json", args->json, "machine-readable output");
+  cmd->add_flag(
+      "--prepared", args->prepared,
+      "forward: each solver keeps w in its own form across calls, as for a model's constant weights");
   cmd->add_flag("--bias", args->bias, "fused epilogue: add a bias per output channel (forward only)");
   cmd->add_flag("--residual", args->residual, "fused epilogue: add a tensor shaped as y (forward only)");
   cmd->add_option("--activ", args->activ,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <exception>
+#include <memory>
 
 #include "bench_stats.hpp"
 #include "dnn/ref_conv_backward.hpp"
@@ -10,6 +11,7 @@
 #include "dnn/tensor_data.hpp"
 #include "galley/core/error.hpp"
 #include "galley/core/hash.hpp"
+#include "galley/dnn/prepared_weights.hpp"
 #include "galley/memory/buffer.hpp"
 #include "memory_budget.hpp"
 
@@ -64,6 +66,9 @@ void measure(runtime::Stream& stream, const dnn::ConvProblem& p, const dnn::Conv
   dnn::ConvArgs args = dnn::ConvArgs::from(data.args);
   args.workspace = ws.data();
   args.workspace_bytes = result.workspace_bytes;
+  if (options.prepared && p.direction == dnn::ConvDirection::forward) {
+    args.prepared = std::make_shared<dnn::PreparedWeights>();
+  }
   const std::size_t out_bytes = data.output.desc.bytes();
 
   if (ref != nullptr) {

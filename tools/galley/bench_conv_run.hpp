@@ -17,6 +17,10 @@ struct ConvBenchOptions {
   int warmup = 1;        ///< untimed runs before timing (the verification run comes on top)
   bool verify = false;   ///< compare with ref.conv.direct on poisoned output
   double tolerance = 0;  ///< max relative error that passes; <= 0: dnn::conv_tolerance(dtype)
+  /// Forward: give each solver a prepared-weights slot of its own, as a model's constant weights
+  /// have, so a solver that packs or transforms w does it once (in the verification or warm-up
+  /// run) and the timed runs read that form.
+  bool prepared = false;
 };
 
 struct ConvBenchResult {

@@ -13,6 +13,12 @@
 // by side in one shared buffer and one GEMM, split over rows of W between the workers, computes
 // them all into a staging buffer that is then copied out per image.
 //
+// NCHW with too few pixel blocks to share evenly between the workers (batch 1 on a 14x14 output:
+// three blocks of 80, 80 and 36 pixels for two workers, one idle a third of the time), and
+// batch 1 on a small plane: each image's columns are gathered whole, split over the workers by
+// channel, and gemm_1x1's product (conv_gemm_1x1.hpp) splits the GEMM into column and row blocks
+// that fill the workers evenly.
+//
 // A fused f32 epilogue (bias, residual, activation) is applied by the AVX-512 SGEMM as it stores
 // each task's output block, where the kernel has the activation; else to the block right after its
 // GEMM wrote it, while it is in cache. The batched small-plane path applies it to each image's rows
@@ -26,6 +32,7 @@
 #include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
+#include "backends/cpu/conv_gemm_1x1.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/conv_solvers.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
@@ -38,6 +45,8 @@ namespace {
 constexpr std::size_t kColumnBytes = std::size_t{4} << 20;  // per worker: fits L2+L3 share
 constexpr std::int64_t kMinPixels = 256;                    // keeps OpenBLAS's N large enough
 constexpr std::int64_t kSmallPlane = 64;                    // output pixels per image
+// Bound on an image's whole column buffer (all groups): past it, per-block gathers.
+constexpr std::size_t kWholeImageBytes = std::size_t{32} << 20;
 
 struct Plan {
   std::int64_t outer;   // NCHW: images x groups; NHWC: groups
@@ -48,7 +57,28 @@ struct Plan {
   std::int64_t slots;
   bool batched = false;     // NCHW small planes: images side by side, GEMM split over rows
   std::int64_t images = 0;  // batched: images per GEMM
+  bool whole = false;       // NCHW: each image's columns gathered whole, then gemm_1x1's split
 };
+
+std::size_t whole_image_column_bytes(const ConvShape& s) {
+  return align_up64(static_cast<std::size_t>(s.c * s.r * s.s * s.ho * s.wo) * sizeof(float));
+}
+
+// The 1x1 convolution that an image's whole column buffer [C*R*S x Ho*Wo] and the weights
+// [K x Cg*R*S] per group make.
+ConvShape whole_image_view(const ConvShape& s) {
+  ConvShape v = s;
+  v.n = 1;
+  v.c = s.c * s.r * s.s;
+  v.cg = s.cg * s.r * s.s;
+  v.h = s.ho;
+  v.w = s.wo;
+  v.r = v.s = 1;
+  v.ph = v.pw = 0;
+  v.sh = v.sw = 1;
+  v.dh = v.dw = 1;
+  return v;
+}
 
 Plan make_plan(const ConvShape& s) {
   Plan p{};
@@ -75,6 +105,13 @@ Plan make_plan(const ConvShape& s) {
     const auto per_image = static_cast<std::int64_t>(sizeof(float)) * p.patch * s.ho * s.wo;
     p.images = std::clamp<std::int64_t>(static_cast<std::int64_t>(kColumnBytes) / per_image, 1, s.n);
   }
+  // Side by side needs two images or more to gain over one image's GEMM; fewer than two pixel
+  // blocks per worker are spread evenly only by splitting the GEMM's rows too. With more, the
+  // blocks' own gathers, still in cache for their GEMMs, win over a whole image's buffer that
+  // each row block reads (and packs) again.
+  p.whole = !s.nhwc && (p.batched ? s.n == 1 : p.outer * p.chunks < 2 * workers) &&
+            whole_image_column_bytes(s) <= kWholeImageBytes;
+  if (p.whole) p.batched = false;
   return p;
 }
 
@@ -182,6 +219,9 @@ class ConvIm2colGemm final : public CpuConvSolver {
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
     const Plan p = make_plan(s);
+    if (p.whole) {
+      return whole_image_column_bytes(s) + gemm_1x1_unit_stride_workspace_bytes(whole_image_view(s));
+    }
     if (p.batched) {
       const std::int64_t cols = p.images * s.ho * s.wo;
       return align_up64(static_cast<std::size_t>(p.patch * cols) * sizeof(float)) +
@@ -212,6 +252,10 @@ class ConvIm2colGemm final : public CpuConvSolver {
                                s.kg, p1 - p0);
         }
       });
+      return;
+    }
+    if (p.whole) {
+      compute_whole_images(s, x, w, y, ws, epilogue, prepared);
       return;
     }
     if (p.batched) {
@@ -251,6 +295,29 @@ class ConvIm2colGemm final : public CpuConvSolver {
   }
 
  private:
+  // Image by image: its columns, all groups, gathered by channel blocks over the pool, then the
+  // 1x1 product of them. With a prepared slot the packed weights are made on the first call.
+  static void compute_whole_images(const ConvShape& s, const float* x, const float* w, float* y, void* ws,
+                                   const ConvEpilogueRunner* epilogue, const PreparedSlot* prepared) {
+    const ConvShape view = whole_image_view(s);
+    const std::int64_t plane = s.ho * s.wo, taps = s.r * s.s;
+    auto* col = static_cast<float*>(ws);
+    void* rest = static_cast<char*>(ws) + whole_image_column_bytes(s);
+    // A few channel blocks per worker, so one that wakes late still takes a share.
+    const std::int64_t blocks = std::min<std::int64_t>(s.c, 4 * pool_size());
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t b = lo; b < hi; ++b) {
+          const std::int64_t c0 = s.c * b / blocks, c1 = s.c * (b + 1) / blocks;
+          ConvShape part = s;
+          part.cg = c1 - c0;
+          im2col_nchw(part, x + (n * s.c + c0) * s.h * s.w, 0, plane, col + c0 * taps * plane, plane);
+        }
+      });
+      gemm_1x1_unit_stride(view, col, w, y + n * s.k * plane, rest, epilogue, prepared, n);
+    }
+  }
+
   // With a prepared slot the packed weights are made on the first call and read by later ones;
   // without, they are packed into the workspace on every call.
   static void compute_packed_weights(const ConvShape& s, const Plan& p, const float* x, const float* w,

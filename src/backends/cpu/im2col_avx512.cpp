@@ -82,6 +82,66 @@ void flat_rows(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_
   }
 }
 
+// Stride 2 with output rows of at most kRowVectors * 16 pixels (ResNet's 56, 28, 14 and 7): a
+// whole output row is one to four masked pairs of loads and a permute per 16 pixels, the padding's
+// zeros included, with the masks worked out once per filter column. The plain loops below would
+// run their 7- or 14-float rows element by element.
+constexpr int kRowVectors = 4;
+constexpr std::int64_t kMaskedTaps = 16;  // filter widths the masks are kept for
+
+struct Stride2Masks {
+  __mmask16 lo[kRowVectors], hi[kRowVectors];  // input lanes of the even and odd halves
+};
+
+// Output columns [ow_lo, ow_hi) read inside the input row; the others are zero.
+Stride2Masks stride2_masks(std::int64_t wo, std::int64_t ow_lo, std::int64_t ow_hi) {
+  Stride2Masks m{};
+  for (int j = 0; j < kRowVectors; ++j) {
+    const std::int64_t ow = 16 * j;
+    const std::int64_t l0 = max64(0, ow_lo - ow), l1 = min64(min64(16, wo - ow), ow_hi - ow);
+    m.lo[j] = lane_range(2 * l0, 2 * l1 - 1);
+    m.hi[j] = lane_range(2 * l0 - 16, 2 * l1 - 17);
+  }
+  return m;
+}
+
+bool stride2_rows_fit(const ConvShape& s) {
+  return s.sw == 2 && s.wo <= 16 * kRowVectors && s.s <= kMaskedTaps;
+}
+
+// Output pixels [p0, p1) of one column-buffer row (channel plane xc, filter tap r, q), whose
+// first and last output rows may be partial: those go through row_segment, whole rows through the
+// masks.
+void stride2_row(const ConvShape& s, const float* xc, std::int64_t r, std::int64_t shift,
+                 const Stride2Masks& m, std::int64_t ow_lo, std::int64_t ow_hi, std::int64_t p0,
+                 std::int64_t p1, float* out) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const int vectors = static_cast<int>((s.wo + 15) / 16);
+  __mmask16 store[kRowVectors];
+  for (int j = 0; j < kRowVectors; ++j) store[j] = lanes(s.wo - 16 * j);
+  std::int64_t oh = p0 / s.wo, ow0 = p0 % s.wo;
+  for (std::int64_t p = p0; p < p1; ++oh, ow0 = 0) {
+    const std::int64_t count = min64(s.wo - ow0, p1 - p);
+    const std::int64_t ih = oh * s.sh - s.ph + r * s.dh;
+    const bool inside = ih >= 0 && ih < s.h;
+    float* row = out + (p - p0);
+    if (count != s.wo) {
+      row_segment(xc + (inside ? ih : 0) * s.w + shift, 2, ow0, count, inside ? ow_lo : 0, inside ? ow_hi : 0,
+                  row);
+    } else if (!inside) {
+      for (int j = 0; j < vectors; ++j) _mm512_mask_storeu_ps(row + 16 * j, store[j], _mm512_setzero_ps());
+    } else {
+      const float* in = xc + ih * s.w + shift;
+      for (int j = 0; j < vectors; ++j) {
+        const __m512 lo = _mm512_maskz_loadu_ps(m.lo[j], in + 32 * j);
+        const __m512 hi = _mm512_maskz_loadu_ps(m.hi[j], in + 32 * j + 16);
+        _mm512_mask_storeu_ps(row + 16 * j, store[j], _mm512_permutex2var_ps(lo, evens, hi));
+      }
+    }
+    p += count;
+  }
+}
+
 }  // namespace
 
 void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int64_t p1, float* col,
@@ -90,6 +150,26 @@ void im2col_nchw(const ConvShape& s, const float* xn, std::int64_t p0, std::int6
   // is one vector anyway and the per-row loop is faster.
   if (s.sw == 1 && s.sh == 1 && s.wo == s.w && s.w >= 14) {
     flat_rows(s, xn, p0, p1, col, ld);
+    return;
+  }
+  if (stride2_rows_fit(s)) {
+    std::int64_t ow_lo[kMaskedTaps], ow_hi[kMaskedTaps];
+    Stride2Masks masks[kMaskedTaps];
+    for (std::int64_t q = 0; q < s.s; ++q) {
+      const std::int64_t shift = q * s.dw - s.pw;
+      ow_lo[q] = min64(s.wo, max64(0, (-shift + 1) / 2));
+      const std::int64_t last = s.w - 1 - shift;
+      ow_hi[q] = last < 0 ? ow_lo[q] : max64(ow_lo[q], min64(s.wo, last / 2 + 1));
+      masks[q] = stride2_masks(s.wo, ow_lo[q], ow_hi[q]);
+    }
+    for (std::int64_t c = 0; c < s.cg; ++c) {
+      for (std::int64_t r = 0; r < s.r; ++r) {
+        for (std::int64_t q = 0; q < s.s; ++q) {
+          stride2_row(s, xn + c * s.h * s.w, r, q * s.dw - s.pw, masks[q], ow_lo[q], ow_hi[q], p0, p1,
+                      col + ((c * s.r + r) * s.s + q) * ld);
+        }
+      }
+    }
     return;
   }
   const std::int64_t oh_first = p0 / s.wo, ow_first = p0 % s.wo;

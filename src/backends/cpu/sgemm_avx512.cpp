@@ -154,6 +154,42 @@ void micro_kernel(std::int64_t depth, const float* __restrict ap, const float* _
   }
 }
 
+// One column of C beside a direct kernel's tile: c[i] (rows `rows`, ldc apart) = alpha * A[i, :]
+// . b + beta * c[i], then the post-ops at (row0 + i, col0), A's rows read in place (lda apart) and
+// b (`depth` floats) contiguous. A panel of 49 columns (a 7x7 plane) would otherwise take a whole
+// fourth vector of 16 lanes per step of k for its last column, a quarter of the FMAs for 1/49 of
+// the work; here each row is one dot product over 16 steps of k at a time, on rows of A the tile
+// has just brought into L1.
+void column_dots(std::int64_t depth, const float* a, std::int64_t lda, const float* b, float* c,
+                 std::int64_t ldc, std::int64_t rows, float alpha, float beta, const PostOps* post,
+                 std::int64_t row0, std::int64_t col0) {
+  __m512 acc[kMr];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) acc[i] = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < depth; p += 16) {
+    const __mmask16 m = lanes(depth - p);
+    const __m512 bv = _mm512_maskz_loadu_ps(m, b + p);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMr; ++i) {
+      if (i < rows) acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i * lda + p), bv, acc[i]);
+    }
+  }
+  const __mmask16 one = lanes(1);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    // The 16 lanes summed pairwise through memory (see row_times_transposed).
+    alignas(64) float lane[16];
+    _mm512_store_ps(lane, acc[i]);
+    for (int width = 8; width > 0; width /= 2) {
+      for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+    }
+    float* ci = c + i * ldc;
+    __m512 r[1] = {_mm512_mul_ps(_mm512_set1_ps(alpha), _mm512_set1_ps(lane[0]))};
+    if (beta != 0.0f) r[0] = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(one, ci), r[0]);
+    if (post != nullptr) apply_post<1>(*post, row0 + i, col0, r, one);
+    _mm512_mask_storeu_ps(ci, one, r[0]);
+  }
+}
+
 // The column panel at jr (cols wide) against A rows [ir, mc) of the packed block, taking as many
 // A panels per call as the panel's width allows.
 template <int kNv, int kPanels>
@@ -201,6 +237,10 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   // serves at most 22 A panels and the packing copy costs more than it saves; with more rows the
   // packed, contiguous panels win.
   const bool b_in_place = !trans_b && m <= 128;
+  // Column 48 of the current B panel, contiguous over k, for column_dots(); `last_for` is the
+  // panel it was copied from.
+  alignas(64) float last_column[kKc];
+  const float* last_for = nullptr;
   for (std::int64_t jc = 0; jc < n; jc += kNc) {
     const std::int64_t nc = min64(kNc, n - jc);
     for (std::int64_t pc = 0; pc < k; pc += kKc) {
@@ -211,6 +251,7 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
       const float* b_at = b_in_place ? b + pc * ldb + jc : b_pack;
       const std::int64_t b_step = b_in_place ? ldb : kNr, b_col = b_in_place ? 1 : kc;
       if (!b_in_place) pack_b(trans_b, b, ldb, pc, kc, jc, nc, b_pack);
+      last_for = nullptr;  // a packed block reuses the buffer's addresses
       for (std::int64_t ic = 0; ic < m; ic += kMc) {
         const std::int64_t mc = min64(kMc, m - ic);
         // Panels of 48-64 columns: one A panel in L1 swept across them. A narrower last panel
@@ -237,7 +278,17 @@ void gemm_blocked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
           for (std::int64_t jr = 0; jr < wide_end; jr += kNr) {
             const std::int64_t cols = min64(kNr, nc - jr);
             const float* bp = b_at + jr * b_col;
-            if (direct && cols > 48) {
+            if (direct && cols == 49) {
+              // 48 columns in three vectors, the 49th as dot products over k (column_dots).
+              if (last_for != bp) {
+                for (std::int64_t p = 0; p < kc; ++p) last_column[p] = bp[p * b_step + 48];
+                last_for = bp;
+              }
+              micro_kernel<3, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, 0xffff, alpha, beta_now,
+                                       post_now, row0, jc + jr, lda);
+              column_dots(kc, ap, lda, last_column, c_row + jr + 48, ldc, rows, alpha, beta_now, post_now,
+                          row0, jc + jr + 48);
+            } else if (direct && cols > 48) {
               micro_kernel<4, 1, true>(kc, ap, bp, b_step, c_row + jr, ldc, rows, lanes(cols - 48), alpha,
                                        beta_now, post_now, row0, jc + jr, lda);
             } else if (direct) {

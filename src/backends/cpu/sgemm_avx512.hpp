@@ -9,7 +9,8 @@
 // kMr x kNr tile of C (24 zmm registers) and doing 24 FMAs per 4 vector loads and 6 broadcasts.
 // Where packing does not pay it is skipped: a plain B is read in place when A has at most 128 rows,
 // a plain A when N is at most two panels; a ragged last column panel (<= 32 columns) takes
-// 24x16 or 12x32 tiles so it still keeps 24 accumulators busy. One row of A times a transposed B (a
+// 24x16 or 12x32 tiles so it still keeps 24 accumulators busy, and a 49-column panel (a 7x7
+// plane) with A in place takes 6x48 tiles and its last column as dot products over k. One row of A times a transposed B (a
 // fully connected layer at batch 1) is dot products over B's rows instead, with nothing packed.
 //
 // A PostOps descriptor makes the kernel finish C in registers as it stores the result of the last
