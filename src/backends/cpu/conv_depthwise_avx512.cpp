@@ -35,6 +35,17 @@ inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) {
   _mm512_mask_storeu_ps(out + oh * s.wo + ow, store, v);
 }
 
+// The filter rows [lo, hi) whose input row lies inside the image for output row oh.
+struct FilterRows {
+  std::int64_t lo, hi;
+  static FilterRows inside(const ConvShape& s, std::int64_t oh) {
+    std::int64_t lo = 0, hi = s.r;
+    while (lo < s.r && oh * s.sh - s.ph + lo * s.dh < 0) ++lo;
+    while (hi > lo && oh * s.sh - s.ph + (hi - 1) * s.dh >= s.h) --hi;
+    return {lo, hi};
+  }
+};
+
 // The output rows [first, end) whose filter rows all lie inside the image: they take the blocked
 // loops, the rows above and below them the one-row loop that skips taps in the padding.
 struct InteriorRows {
@@ -148,11 +159,8 @@ void plane_3x3(const ConvShape& s, const float* xc, const float* w, float* out, 
 template <int kRows>
 void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out,
               const PostOps* post) {
-  std::int64_t r_lo = 0, r_hi = s.r;
-  if (kRows == 1) {
-    while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
-    while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
-  }
+  const FilterRows taps = kRows == 1 ? FilterRows::inside(s, oh) : FilterRows{0, s.r};
+  const std::int64_t r_lo = taps.lo, r_hi = taps.hi;
   const std::int64_t row_step = s.sh * s.w;
   for (std::int64_t ow = 0; ow < s.wo; ow += 16) {
     __m512 acc[kRows];
@@ -302,11 +310,8 @@ void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, floa
 template <int kRows>
 void rows_s2(const ConvShape& s, const float* xc, const float* w, std::int64_t oh, float* out,
              const PostOps* post) {
-  std::int64_t r_lo = 0, r_hi = s.r;
-  if (kRows == 1) {
-    while (r_lo < s.r && oh * s.sh - s.ph + r_lo * s.dh < 0) ++r_lo;
-    while (r_hi > r_lo && oh * s.sh - s.ph + (r_hi - 1) * s.dh >= s.h) --r_hi;
-  }
+  const FilterRows taps = kRows == 1 ? FilterRows::inside(s, oh) : FilterRows{0, s.r};
+  const std::int64_t r_lo = taps.lo, r_hi = taps.hi;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const std::int64_t row_step = s.sh * s.w;
