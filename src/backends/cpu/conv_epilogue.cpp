@@ -74,7 +74,9 @@ void run_row(const F f, float* __restrict y, std::int64_t len, const float* __re
 
 ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const void* bias,
                                        const void* residual)
-    : problem_(problem), residual_(problem.epilogue.residual ? residual : nullptr) {
+    : problem_(problem),
+      pixels_(problem.out_h() * problem.out_w()),
+      residual_(problem.epilogue.residual ? residual : nullptr) {
   if (problem.epilogue.bias) {
     bias_.resize(static_cast<std::size_t>(problem.k));
     convert_to_f32(problem.dtype, bias, bias_.data(), bias_.size());
@@ -83,8 +85,7 @@ ConvEpilogueRunner::ConvEpilogueRunner(const dnn::ConvProblem& problem, const vo
   if (problem.dtype == DType::f32 && activation && sgemm_applies_post_ops()) {
     gemm_post_.emplace();
     gemm_post_->bias_per_row = problem.layout == dnn::Layout::nchw;
-    gemm_post_->ld_residual =
-        problem.layout == dnn::Layout::nchw ? problem.out_h() * problem.out_w() : problem.k;
+    gemm_post_->ld_residual = problem.layout == dnn::Layout::nchw ? pixels_ : problem.k;
     gemm_post_->activation = *activation;
     // Rounded to f32 as with_activation rounds them for the per-tile path.
     gemm_post_->act_alpha = static_cast<float>(problem.epilogue.alpha);
@@ -97,7 +98,7 @@ std::optional<avx512::PostOps> ConvEpilogueRunner::gemm_post_ops(std::int64_t n,
   if (!gemm_post_ || empty()) return std::nullopt;
   avx512::PostOps post = *gemm_post_;
   const dnn::ConvProblem& p = problem_;
-  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const std::int64_t k = p.k, pixels = pixels_;
   const bool nchw = p.layout == dnn::Layout::nchw;
   if (!bias_.empty()) post.bias = bias_.data() + k0;
   if (residual_ != nullptr) {
@@ -109,7 +110,7 @@ std::optional<avx512::PostOps> ConvEpilogueRunner::gemm_post_ops(std::int64_t n,
 
 void ConvEpilogueRunner::apply(std::int64_t n0, std::int64_t count, float* y32, void* out) const {
   const dnn::ConvProblem& p = problem_;
-  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const std::int64_t k = p.k, pixels = pixels_;
   const bool nchw = p.layout == dnn::Layout::nchw;
   const std::size_t esize = size_of(p.dtype);
   const bool f32 = p.dtype == DType::f32;
@@ -170,7 +171,7 @@ void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, s
     return;
   }
   const dnn::ConvProblem& p = problem_;
-  const std::int64_t k = p.k, pixels = p.out_h() * p.out_w();
+  const std::int64_t k = p.k, pixels = pixels_;
   const bool nchw = p.layout == dnn::Layout::nchw;
   const auto* residual = static_cast<const float*>(residual_);
   const auto body = [&](const auto& f) {

@@ -44,6 +44,8 @@ class ConvEpilogueRunner {
 
  private:
   dnn::ConvProblem problem_;
+  // Output pixels per image and channel, computed once: solvers ask for post-ops per plane or tile.
+  std::int64_t pixels_;
   std::vector<float> bias_;  // f32 copy, empty without a bias
   const void* residual_;     // in the problem's dtype
   // The GEMM's form of the epilogue with null pointers, when it can take it.
