@@ -144,14 +144,11 @@ class ConvDepthwise final : public CpuConvSolver {
           const float* xc = x + nc * s.h * s.w;
           const float* wc = w + c * s.r * s.s;
           float* out = y + nc * s.ho * s.wo;
+          const auto post = avx512 && epilogue != nullptr ? epilogue->gemm_post_ops(n, c, 0) : std::nullopt;
+          const avx512::PostOps* plane_post = post ? &*post : nullptr;
           if (!avx512) {
             depthwise::nchw_plane_s1_avx2(s, xc, wc, out);
-            if (epilogue != nullptr) epilogue->apply_tile(out, s.ho * s.wo, n, c, 0, 1, s.ho * s.wo);
-            continue;
-          }
-          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c, 0) : std::nullopt;
-          const avx512::PostOps* plane_post = post ? &*post : nullptr;
-          if (s.sw == 2) {
+          } else if (s.sw == 2) {
             depthwise::nchw_plane_s2_avx512(s, xc, wc, out, plane_post);
           } else {
             depthwise::nchw_plane_s1_avx512(s, xc, wc, out, plane_post);
