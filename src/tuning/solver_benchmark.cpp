@@ -232,6 +232,7 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   if (solvers.empty()) return timings;
   const std::string key = problem.key();
   const bool debug = log::enabled(log::Level::debug);
+  const bool host = device.is_cpu();
 
   runtime::Stream stream(device);
   const Clock::time_point scratch_from = Clock::now();
@@ -340,10 +341,12 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
     const auto far_behind = [&] {
       return best_warm > 0 && std::min(c.cold_ms, c.warmup_ms) > kWarmupAbandonFactor * best_warm;
     };
-    // One warm run can still carry one-time costs (a pool thread's first touch of its buffers, a
-    // prepared slot's first fill) or land on a busy host: a candidate runs warm once more before
-    // it is dropped, and keeps the faster of its warm runs.
-    if (far_behind() && c.ran_warm && !out_of_time()) {
+    // On the host one warm run can still carry one-time costs (a pool thread's first touch of its
+    // buffers, a prepared slot's first fill) or land on a busy machine: a candidate runs warm once
+    // more before it is dropped, and keeps the faster of its warm runs. A device run is timed by
+    // the device's own events, which other processes do not stretch, and a slow general kernel
+    // there would spend a whole run (tens of milliseconds on a large problem) to confirm itself.
+    if (host && far_behind() && c.ran_warm && !out_of_time()) {
       const double first_warm = c.warmup_ms;
       if (run_once(c, false)) c.warmup_ms = std::min(c.warmup_ms, first_warm);
     }
@@ -378,7 +381,6 @@ std::vector<Timing> time_solvers(dnn::ProblemRef problem, const runtime::Device&
   };
   auto everyone = [](const Timed&) { return true; };
   // The best pace of the candidates timed so far (a dropped one's is never the best).
-  const bool host = device.is_cpu();
   auto best_pace = [&] {
     double lowest = std::numeric_limits<double>::infinity();
     for (const Timed& c : candidates)
