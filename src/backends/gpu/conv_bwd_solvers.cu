@@ -5,17 +5,20 @@
 // so the numbers only order solvers of one direction; cuda's cuDNN backward solvers sit at 21, 22
 // and its cuBLAS ones at 41, 42):
 //   12 gpu.conv.bwd_data_depthwise   13 gpu.conv.bwd_weights_depthwise
+//   30 gpu.conv.bwd_data_tc (forward igemm_tc over dy)
 //   51 gpu.conv.bwd_data_igemm       52 gpu.conv.bwd_weights_igemm
 //   91 gpu.conv.bwd_data_direct      92 gpu.conv.bwd_weights_direct (each claims its whole direction)
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 
-#include "dnn/conv_backward_args.hpp"
 #include "conv_bwd_kernels.hpp"
-#include "conv_solvers.hpp"
 #include "conv_device.cuh"
+#include "conv_igemm_tc_tuning.hpp"
+#include "conv_solvers.hpp"
+#include "dnn/conv_backward_args.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
@@ -55,9 +58,10 @@ DeviceFacts facts(const runtime::Device& device) {
 }
 int sm_count(const runtime::Device& device) { return facts(device).sm_count; }
 
-class BwdSolver : public dnn::ConvSolver {
+template <typename Base>
+class BwdSolverOf : public Base {
  public:
-  BwdSolver(std::string name, std::string backend, ConvDirection direction)
+  BwdSolverOf(std::string name, std::string backend, ConvDirection direction)
       : name_(std::move(name)), backend_(std::move(backend)), direction_(direction) {}
   std::string_view name() const override { return name_; }
 
@@ -94,6 +98,8 @@ class BwdSolver : public dnn::ConvSolver {
   std::string name_, backend_;
   ConvDirection direction_;
 };
+
+using BwdSolver = BwdSolverOf<dnn::ConvSolver>;
 
 class BwdDataDirectSolver final : public BwdSolver {
  public:
@@ -256,8 +262,71 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
   }
 };
 
+// Backward-data on gpu.conv.igemm_tc's kernel (conv_bwd_data_tc.cu): its tile plans of the forward
+// view are this solver's configs, timed by the tuner as the forward solver's are.
+class BwdDataTcSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, IgemmTcConfig>> {
+ public:
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::run;
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::workspace_bytes;
+  explicit BwdDataTcSolver(std::string backend)
+      : BwdSolverOf("gpu.conv.bwd_data_tc", std::move(backend), ConvDirection::backward_data) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (auto why = bwd_data_tc_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    if (igemm_tc_has_mma() && facts(device).cuda_major < 8)
+      return Applicability::no("needs sm_80 or newer for mma.sync");
+    return Applicability::yes();
+  }
+  std::vector<IgemmTcConfig> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams view = bwd_data_tc_view(make_params(p));
+    std::vector<IgemmTcConfig> out;
+    for (const IgemmTcConfig& c : igemm_tc_candidates(view, sm_count(device))) {
+      const IgemmPlan plan = igemm_tc_plan_for(view, c.tile, c.splits);
+      const IgemmTcConfig runs{plan.tile, plan.splits};
+      if (std::find(out.begin(), out.end(), runs) == out.end()) out.push_back(runs);
+    }
+    return out;
+  }
+  bool valid(const ConvProblem& p, const runtime::Device& device,
+             const IgemmTcConfig& config) const override {
+    const ConvParams view = bwd_data_tc_view(make_params(p));
+    if (!igemm_tc_config_usable(view, sm_count(device), config)) return false;
+    const IgemmPlan plan = igemm_tc_plan_for(view, config.tile, config.splits);
+    return plan.tile == config.tile && plan.splits == config.splits;
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device&,
+                              const IgemmTcConfig& config) const override {
+    const ConvParams cp = make_params(p);
+    return bwd_data_tc_layout(cp, igemm_tc_plan_for(bwd_data_tc_view(cp), config.tile, config.splits))
+        .workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+           const IgemmTcConfig& config) const override {
+    const ConvParams cp = make_params(p);
+    const IgemmPlan plan = igemm_tc_plan_for(bwd_data_tc_view(cp), config.tile, config.splits);
+    require_workspace(a, bwd_data_tc_layout(cp, plan).workspace_bytes);
+    const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
+    enqueue(stream, [&](void* s) { launch_conv_bwd_data_tc(cp, plan, t.dy, t.w, t.dx, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvParams cp = make_params(p);
+    const ConvParams view = bwd_data_tc_view(cp);
+    const IgemmTcConfig first = candidates(p, device).front();
+    const IgemmPlan plan = igemm_tc_plan_for(view, first.tile, first.splits);
+    const std::string note = igemm_tc_channel_note(view);
+    return std::string(cp.stride_h == 1 && cp.stride_w == 1
+                           ? "forward igemm_tc over dy, filter flipped"
+                           : "forward 1x1 igemm_tc on the stride grid, scattered") +
+           ", " + (plan.wgmma ? "wgmma m64nNk16, " : "mma.sync m16n8k16, ") + plan.describe() +
+           (note.empty() ? "" : ", " + note);
+  }
+};
+
 }  // namespace
 
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_tc(std::string_view backend) {
+  return std::make_unique<BwdDataTcSolver>(std::string(backend));
+}
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend) {
   return std::make_unique<BwdDataDepthwiseSolver>(std::string(backend));
 }

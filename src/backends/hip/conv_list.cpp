@@ -22,6 +22,7 @@ void register_conv_list() {
   list.push_back(make_conv_gemm_1x1(b));
   list.push_back(make_conv_igemm_f32_nchw(b));
   list.push_back(make_conv_igemm_f32(b));
+  list.push_back(make_conv_bwd_data_tc(b));
   list.push_back(make_conv_bwd_data_igemm(b));
   list.push_back(make_conv_bwd_weights_igemm(b));
   list.push_back(make_conv_direct(b));
