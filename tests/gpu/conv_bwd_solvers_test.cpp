@@ -372,6 +372,8 @@ std::vector<DepthwiseCase> depthwise_cases() {
           {geometry(2, 8, 13, 7, 8, 7, 7, 3, 3, 1, 1, 1, 1, 8), true, false},        // 7x7: general weights
           {geometry(3, 17, 13, 7, 17, 3, 3, 1, 1, 2, 2, 1, 1, 17), false, true},     // stride 2
           {geometry(2, 6, 13, 9, 6, 3, 3, 1, 1, 1, 2, 1, 1, 6), false, true},        // stride 1 x 2
+          {geometry(2, 6, 13, 11, 6, 3, 3, 1, 1, 3, 3, 1, 1, 6), false, true},       // stride 3
+          {geometry(2, 8, 13, 11, 8, 3, 3, 2, 2, 2, 2, 2, 2, 8), false, true},       // stride 2, dilation 2
           {geometry(3, 3, 13, 7, 3, 5, 5, 2, 2, 2, 2, 1, 1, 3), false, true},        // 5x5 stride 2
           {geometry(1, 8, 13, 7, 8, 3, 3, 3, 3, 1, 1, 1, 1, 8), false, true},        // pad 3 > 2
           {geometry(3, 8, 13, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 8), false, false},      // multiplier 2

@@ -4,7 +4,7 @@
 //
 // Backward-data: where the problem allows, the forward depthwise kernels run it on a flipped filter
 // (conv_bwd_depthwise_flip.cu). Elsewhere (strides, multipliers, large padding) one thread per dx
-// element gathers its channel's dy taps; unit stride skips the divisibility test, and tensors below
+// element gathers its channel's dy taps; strides 1 and 2 are compile-time constants, and tensors below
 // 2^31 elements take 32-bit index math (64-bit division is a long software sequence).
 // Backward-weights: 3x3 and 5x5 filters with multiplier 1 take the row-strip kernel
 // (conv_bwd_depthwise_weights_strips.cu). The general kernel here: a block owns channels x up to 16
@@ -22,11 +22,14 @@ constexpr int kThreads = 256;
 constexpr int kTapsPerBlock = 16;
 constexpr std::uintptr_t kFlipAlign = 16;
 
-template <typename T, bool kNhwc, bool kUnitStride, typename Index>
+// kStride: the stride on both axes when known at compile time (1 skips the divisibility test, 2
+// makes it a bit test and a shift), 0 when read from cp.
+template <typename T, bool kNhwc, int kStride, typename Index>
 __global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w,
                                           T* __restrict__ dx, Index total) {
   const Index C = cp.c, H = cp.h, W = cp.w, K = cp.k, P = cp.p, Q = cp.q;
   const int RS = cp.r * cp.s;
+  const Index stride_h = kStride > 0 ? kStride : cp.stride_h, stride_w = kStride > 0 ? kStride : cp.stride_w;
   for (Index idx = Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x); idx < total;
        idx += Index(gridDim.x) * Index(blockDim.x)) {
     Index n, c, h, ww;
@@ -49,17 +52,17 @@ __global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ d
     for (int r = 0; r < cp.r; ++r) {
       Index op = h + cp.pad_h - Index(r) * cp.dil_h;
       if (op < 0) continue;
-      if (!kUnitStride) {
-        if (op % cp.stride_h != 0) continue;
-        op /= cp.stride_h;
+      if (kStride != 1) {
+        if (op % stride_h != 0) continue;
+        op /= stride_h;
       }
       if (op >= P) continue;
       for (int s = 0; s < cp.s; ++s) {
         Index oq = ww + cp.pad_w - Index(s) * cp.dil_w;
         if (oq < 0) continue;
-        if (!kUnitStride) {
-          if (oq % cp.stride_w != 0) continue;
-          oq /= cp.stride_w;
+        if (kStride != 1) {
+          if (oq % stride_w != 0) continue;
+          oq /= stride_w;
         }
         if (oq >= Q) continue;
         for (int m = 0; m < cp.kg; ++m) {
@@ -170,7 +173,6 @@ void launch_conv_bwd_data_depthwise(const ConvParams& p, const DepthwiseBwdDataP
   }
   const std::int64_t total = p.x_elems();
   const std::int64_t blocks = std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535LL * 32);
-  const bool unit = p.stride_h == 1 && p.stride_w == 1;
   // 32-bit indices need every index the kernel forms (dx, dy and weight offsets, and the grid-stride
   // loop's next index, below total + grid threads) to stay below 2^31.
   const bool narrow = too_large_for_int32(p).empty() && total + blocks * kThreads < (std::int64_t(1) << 31);
@@ -182,10 +184,15 @@ void launch_conv_bwd_data_depthwise(const ConvParams& p, const DepthwiseBwdDataP
     const GpuStream s = as_stream(stream);
     auto run = [&](auto index_tag) {
       using Index = decltype(index_tag);
-      auto kernel = p.nhwc ? (unit ? bwd_data_depthwise_kernel<T, true, true, Index>
-                                   : bwd_data_depthwise_kernel<T, true, false, Index>)
-                           : (unit ? bwd_data_depthwise_kernel<T, false, true, Index>
-                                   : bwd_data_depthwise_kernel<T, false, false, Index>);
+      auto pick = [&](auto stride_tag) {
+        constexpr int kStride = decltype(stride_tag)::value;
+        return p.nhwc ? bwd_data_depthwise_kernel<T, true, kStride, Index>
+                      : bwd_data_depthwise_kernel<T, false, kStride, Index>;
+      };
+      const bool square = p.stride_h == p.stride_w;
+      auto kernel = square && p.stride_h == 1   ? pick(std::integral_constant<int, 1>{})
+                    : square && p.stride_h == 2 ? pick(std::integral_constant<int, 2>{})
+                                                : pick(std::integral_constant<int, 0>{});
       kernel<<<unsigned(blocks), kThreads, 0, s>>>(p, dyt, wt, dxt, Index(total));
     };
     if (narrow)
