@@ -5,8 +5,8 @@
 // for both) and keeps all r * s tap sums in registers while it walks tasks of `band` output rows x
 // kCols output columns: per output row it loads the strip's dy values and, per filter row, the x
 // values they touch (kCols + s - 1 neighbouring columns at unit stride and dilation, each feeding up
-// to s taps). That is a few loads per pixel and no index division in the inner loop; the old kernel
-// divided 64-bit pixel indices and re-derived every tap's address for every pixel.
+// to s taps). That is a few loads per pixel, each x value loaded once per filter row rather than
+// once per tap, and no index division in the inner loop.
 //
 // Blocks: nhwc, neighbouring channel vectors (contiguous in memory, so warps load whole lines) x
 // lanes; nchw, one channel x 256 lanes, consecutive lanes on consecutive strips of a row. Grid:
