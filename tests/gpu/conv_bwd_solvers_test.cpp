@@ -341,6 +341,100 @@ TEST_P(ConvBackwardGpuCheck, ShortWorkspaceIsAnError) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConvBackwardGpuCheck, ::testing::Values("cuda", "hip"));
 
+// The depthwise backward solvers on the shapes that pick each of their paths. Backward-data runs the
+// forward depthwise kernels on a flipped filter when the stride is 1, the multiplier 1 and
+// pad <= (filter - 1) * dilation, and gathers otherwise; backward-weights runs the row-strip kernel
+// for 3x3 and 5x5 filters with multiplier 1 and the general kernel otherwise. Channel counts that
+// are not multiples of 8 (or even), prime sizes, batches of 1 and 3, and a 144-channel layer whose
+// nhwc half reaches the forward tile and staged-rows kernels with every padding they are handed.
+struct DepthwiseCase {
+  ConvProblem p;
+  bool flipped;  // backward-data on the forward kernels
+  bool strips;   // backward-weights on the row-strip kernel
+};
+
+std::vector<DepthwiseCase> depthwise_cases() {
+  //                   n   c    h   w   k    y  x  p  q  u  v  l  j  g
+  return {{geometry(1, 3, 13, 7, 3, 3, 3, 0, 0, 1, 1, 1, 1, 3), true, true},         // pad 0: pad' 2
+          {geometry(3, 17, 13, 7, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17), true, true},      // pad 1
+          {geometry(1, 17, 13, 7, 17, 3, 3, 2, 2, 1, 1, 1, 1, 17), true, true},      // pad 2: pad' 0
+          {geometry(3, 2, 13, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2), true, true},         // two channels
+          {geometry(3, 17, 13, 11, 17, 3, 3, 2, 2, 1, 1, 2, 2, 17), true, true},     // dilation 2
+          {geometry(2, 6, 13, 9, 6, 3, 3, 1, 0, 1, 1, 2, 1, 6), true, true},         // dilation 2 x 1
+          {geometry(3, 8, 13, 7, 8, 3, 3, 0, 2, 1, 1, 1, 1, 8), true, true},         // pads 0 x 2
+          {geometry(3, 3, 13, 7, 3, 5, 5, 2, 2, 1, 1, 1, 1, 3), true, true},         // 5x5 pad 2
+          {geometry(1, 144, 13, 7, 144, 5, 5, 1, 1, 1, 1, 1, 1, 144), true, true},   // 5x5 pad 1
+          {geometry(2, 144, 13, 7, 144, 3, 3, 0, 0, 1, 1, 1, 1, 144), true, true},   // 144 channels, pad' 2
+          {geometry(1, 144, 13, 7, 144, 3, 3, 1, 1, 1, 1, 1, 1, 144), true, true},   // 144 channels, pad 1
+          {geometry(3, 144, 28, 28, 144, 3, 3, 1, 1, 1, 1, 1, 1, 144), true, true},  // many slices
+          {geometry(6, 144, 56, 56, 144, 3, 3, 1, 1, 1, 1, 1, 1, 144), true, true},  // bands of rows
+          {geometry(3, 16, 14, 14, 16, 3, 3, 2, 2, 1, 1, 1, 1, 16), true, true},     // 16 channels, pad' 0
+          {geometry(2, 8, 13, 7, 8, 7, 7, 3, 3, 1, 1, 1, 1, 8), true, false},        // 7x7: general weights
+          {geometry(3, 17, 13, 7, 17, 3, 3, 1, 1, 2, 2, 1, 1, 17), false, true},     // stride 2
+          {geometry(2, 6, 13, 9, 6, 3, 3, 1, 1, 1, 2, 1, 1, 6), false, true},        // stride 1 x 2
+          {geometry(2, 6, 13, 11, 6, 3, 3, 1, 1, 3, 3, 1, 1, 6), false, true},       // stride 3
+          {geometry(2, 8, 13, 11, 8, 3, 3, 2, 2, 2, 2, 2, 2, 8), false, true},       // stride 2, dilation 2
+          {geometry(3, 3, 13, 7, 3, 5, 5, 2, 2, 2, 2, 1, 1, 3), false, true},        // 5x5 stride 2
+          {geometry(1, 8, 13, 7, 8, 3, 3, 3, 3, 1, 1, 1, 1, 8), false, true},        // pad 3 > 2
+          {geometry(3, 8, 13, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 8), false, false},      // multiplier 2
+          {geometry(2, 3, 13, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1, 3), false, false}};      // multiplier 2, stride 2
+}
+
+using DepthwiseParam = std::tuple<std::string, DType, Layout>;
+
+class ConvBackwardDepthwiseGpu : public ::testing::TestWithParam<DepthwiseParam> {};
+
+// Each case takes the path it is meant to (by the solver's detail()) and matches the reference, on
+// NaN-poisoned output and workspace, with the inputs left unchanged.
+TEST_P(ConvBackwardDepthwiseGpu, EveryPathMatchesTheReference) {
+  const auto& [backend, dtype, layout] = GetParam();
+  std::string why;
+  const auto device = galley::testing::first_device(backend, why);
+  if (!device) GTEST_SKIP() << why;
+  runtime::Stream stream(*device);
+  const auto cases = depthwise_cases();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    for (ConvDirection direction : {ConvDirection::backward_data, ConvDirection::backward_weights}) {
+      const bool data = direction == ConvDirection::backward_data;
+      ConvProblem p = cases[i].p;
+      p.direction = direction, p.dtype = dtype, p.layout = layout;
+      const char* name = data ? kDataSolvers[0] : kWeightsSolvers[0];
+      const ConvSolver* s = find_conv_solver(backend, name);
+      ASSERT_NE(s, nullptr) << name;
+      const Applicability a = s->check(p, *device);
+      ASSERT_TRUE(a) << name << " refused " << p.key() << ": " << a.reason;
+      const std::string detail = s->detail(p, *device);
+      const bool fast = detail.find(data ? "flipped filter" : "column strips") != std::string::npos;
+      EXPECT_EQ(fast, data ? cases[i].flipped : cases[i].strips)
+          << name << " on " << p.key() << ": " << detail;
+      const HostCase c = make_case(p, 9000 + 2 * i);
+      std::string error;
+      std::vector<std::byte> got;
+      try {
+        got = run_solver(*s, stream, p, c, &error);
+      } catch (const Error& e) {
+        ADD_FAILURE() << name << " on " << p.key() << " threw: " << e.what();
+        continue;
+      }
+      const Comparison cmp =
+          compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+      EXPECT_TRUE(cmp.passed && error.empty())
+          << name << " on " << p.key() << " (" << detail << "): " << cmp.summary << " " << error;
+    }
+  }
+}
+
+std::string depthwise_param_name(const ::testing::TestParamInfo<DepthwiseParam>& info) {
+  return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param)) + "_" +
+         to_string(std::get<2>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConvBackwardDepthwiseGpu,
+                         ::testing::Combine(::testing::Values("cuda", "hip"),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(Layout::nchw, Layout::nhwc)),
+                         depthwise_param_name);
+
 // cuDNN's graph API backward: every engine config the solver lists for the tuner (not only the
 // default the grid above runs) matches the reference, in the formats its forward counterpart is
 // checked in.

@@ -2,11 +2,16 @@
 // input channel per group, a weight's offset is k * r * s + tap in both layouts (KCRS and KRSC
 // coincide), and each kernel reads one channel's few weights many times.
 //
-// Backward-data: one thread per dx element gathers its channel's dy taps; unit stride skips the
-// divisibility test. Backward-weights: a block owns channels x up to 16 taps and reduces over a
-// slice of the (n, p, q) pixels; nchw blocks hold one channel with all 256 threads along pixels
-// (contiguous in memory), nhwc blocks hold 32 neighbouring channels (contiguous) x 8 pixel lanes.
-// Slices beyond one write fp32 partials that launch_bwd_splitk_sum adds in a fixed order.
+// Backward-data: where the problem allows, the forward depthwise kernels run it on a flipped filter
+// (conv_bwd_depthwise_flip.cu). Elsewhere (strides, multipliers, large padding) one thread per dx
+// element gathers its channel's dy taps; strides 1 and 2 are compile-time constants, and tensors below
+// 2^31 elements take 32-bit index math (64-bit division is a long software sequence).
+// Backward-weights: 3x3 and 5x5 filters with multiplier 1 take the row-strip kernel
+// (conv_bwd_depthwise_weights_strips.cu). The general kernel here: a block owns channels x up to 16
+// taps and reduces over a slice of the (n, p, q) pixels; nchw blocks hold one channel with all 256
+// threads along pixels (contiguous in memory), nhwc blocks hold 32 neighbouring channels
+// (contiguous) x 8 pixel lanes. Slices beyond one write fp32 partials that launch_bwd_splitk_sum adds
+// in a fixed order.
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
 
@@ -15,25 +20,29 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kTapsPerBlock = 16;
+constexpr std::uintptr_t kFlipAlign = 16;
 
-template <typename T, bool kNhwc, bool kUnitStride>
+// kStride: the stride on both axes when known at compile time (1 skips the divisibility test, 2
+// makes it a bit test and a shift), 0 when read from cp.
+template <typename T, bool kNhwc, int kStride, typename Index>
 __global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w,
-                                          T* __restrict__ dx, std::int64_t total) {
-  const std::int64_t C = cp.c, H = cp.h, W = cp.w, K = cp.k, P = cp.p, Q = cp.q;
+                                          T* __restrict__ dx, Index total) {
+  const Index C = cp.c, H = cp.h, W = cp.w, K = cp.k, P = cp.p, Q = cp.q;
   const int RS = cp.r * cp.s;
-  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += std::int64_t(gridDim.x) * blockDim.x) {
-    std::int64_t n, c, h, ww;
+  const Index stride_h = kStride > 0 ? kStride : cp.stride_h, stride_w = kStride > 0 ? kStride : cp.stride_w;
+  for (Index idx = Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x); idx < total;
+       idx += Index(gridDim.x) * Index(blockDim.x)) {
+    Index n, c, h, ww;
     if (kNhwc) {
       c = idx % C;
-      std::int64_t t = idx / C;
+      Index t = idx / C;
       ww = t % W;
       t /= W;
       h = t % H;
       n = t / H;
     } else {
       ww = idx % W;
-      std::int64_t t = idx / W;
+      Index t = idx / W;
       h = t % H;
       t /= H;
       c = t % C;
@@ -41,25 +50,24 @@ __global__ void bwd_data_depthwise_kernel(ConvParams cp, const T* __restrict__ d
     }
     float acc = 0.f;
     for (int r = 0; r < cp.r; ++r) {
-      std::int64_t op = h + cp.pad_h - std::int64_t(r) * cp.dil_h;
+      Index op = h + cp.pad_h - Index(r) * cp.dil_h;
       if (op < 0) continue;
-      if (!kUnitStride) {
-        if (op % cp.stride_h != 0) continue;
-        op /= cp.stride_h;
+      if (kStride != 1) {
+        if (op % stride_h != 0) continue;
+        op /= stride_h;
       }
       if (op >= P) continue;
       for (int s = 0; s < cp.s; ++s) {
-        std::int64_t oq = ww + cp.pad_w - std::int64_t(s) * cp.dil_w;
+        Index oq = ww + cp.pad_w - Index(s) * cp.dil_w;
         if (oq < 0) continue;
-        if (!kUnitStride) {
-          if (oq % cp.stride_w != 0) continue;
-          oq /= cp.stride_w;
+        if (kStride != 1) {
+          if (oq % stride_w != 0) continue;
+          oq /= stride_w;
         }
         if (oq >= Q) continue;
         for (int m = 0; m < cp.kg; ++m) {
-          const std::int64_t k = c * cp.kg + m;
-          const std::int64_t dy_idx =
-              kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
+          const Index k = c * cp.kg + m;
+          const Index dy_idx = kNhwc ? ((n * P + op) * Q + oq) * K + k : ((n * K + k) * P + op) * Q + oq;
           acc += ldg_f32(dy + dy_idx) * ldg_f32(w + k * RS + r * cp.s + s);
         }
       }
@@ -140,24 +148,63 @@ int channels_per_block(const ConvParams& p) { return p.nhwc ? 32 : 1; }
 
 }  // namespace
 
-void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
-                                    void* stream) {
+DepthwiseBwdDataPlan plan_conv_bwd_data_depthwise(const ConvParams& p) {
+  DepthwiseBwdDataPlan plan;
+  plan.flipped = p.groups == p.c && p.cg == 1 && p.kg == 1 && p.k == p.c && p.stride_h == 1 &&
+                 p.stride_w == 1 && p.pad_h >= 0 && p.pad_w >= 0 && p.pad_h <= (p.r - 1) * p.dil_h &&
+                 p.pad_w <= (p.s - 1) * p.dil_w && too_large_for_int32(p).empty();
+  // The flipped filter, plus room to align it to 16 bytes for the forward kernels' vector loads.
+  if (plan.flipped) plan.workspace_bytes = std::size_t(p.w_elems()) * size_of(p.dtype) + kFlipAlign;
+  return plan;
+}
+
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const DepthwiseBwdDataPlan& plan, const void* dy,
+                                    const void* w, void* dx, void* workspace, void* stream) {
+  if (plan.flipped) {
+    if (workspace == nullptr)
+      throw Error(Status::invalid_argument,
+                  "gpu.conv.bwd_data_depthwise: the flipped filter needs a workspace of " +
+                      std::to_string(plan.workspace_bytes) + " bytes, got none");
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(workspace);
+    void* flipped = reinterpret_cast<void*>((at + kFlipAlign - 1) / kFlipAlign * kFlipAlign);
+    launch_flip_depthwise_filter(p, w, flipped, stream);
+    launch_conv_depthwise(depthwise_bwd_data_as_forward(p), dy, flipped, dx, stream);
+    return;
+  }
   const std::int64_t total = p.x_elems();
   const std::int64_t blocks = std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535LL * 32);
-  const bool unit = p.stride_h == 1 && p.stride_w == 1;
+  // 32-bit indices need every index the kernel forms (dx, dy and weight offsets, and the grid-stride
+  // loop's next index, below total + grid threads) to stay below 2^31.
+  const bool narrow = too_large_for_int32(p).empty() && total + blocks * kThreads < (std::int64_t(1) << 31);
   dispatch_dtype(p.dtype, "gpu.conv.bwd_data_depthwise", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    auto kernel =
-        p.nhwc
-            ? (unit ? bwd_data_depthwise_kernel<T, true, true> : bwd_data_depthwise_kernel<T, true, false>)
-            : (unit ? bwd_data_depthwise_kernel<T, false, true> : bwd_data_depthwise_kernel<T, false, false>);
-    kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
-        p, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), total);
+    const T* dyt = static_cast<const T*>(dy);
+    const T* wt = static_cast<const T*>(w);
+    T* dxt = static_cast<T*>(dx);
+    const GpuStream s = as_stream(stream);
+    auto run = [&](auto index_tag) {
+      using Index = decltype(index_tag);
+      auto pick = [&](auto stride_tag) {
+        constexpr int kStride = decltype(stride_tag)::value;
+        return p.nhwc ? bwd_data_depthwise_kernel<T, true, kStride, Index>
+                      : bwd_data_depthwise_kernel<T, false, kStride, Index>;
+      };
+      const bool square = p.stride_h == p.stride_w;
+      auto kernel = square && p.stride_h == 1   ? pick(std::integral_constant<int, 1>{})
+                    : square && p.stride_h == 2 ? pick(std::integral_constant<int, 2>{})
+                                                : pick(std::integral_constant<int, 0>{});
+      kernel<<<unsigned(blocks), kThreads, 0, s>>>(p, dyt, wt, dxt, Index(total));
+    };
+    if (narrow)
+      run(int{});
+    else
+      run(std::int64_t{});
   });
   check_launch("gpu.conv.bwd_data_depthwise");
 }
 
 DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count) {
+  if (bwd_weights_depthwise_strips_apply(p)) return plan_bwd_weights_depthwise_strips(p, sm_count);
   // Enough blocks for about four per multiprocessor, each keeping at least 4096 pixels to add so the
   // partials' extra pass stays small next to the reduction itself.
   const std::int64_t base_blocks =
@@ -174,6 +221,7 @@ DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int
 void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
                                        const void* x, const void* dy, void* dw, void* workspace,
                                        void* stream) {
+  if (plan.strips) return launch_bwd_weights_depthwise_strips(p, plan, x, dy, dw, workspace, stream);
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_depthwise: a plan of " +
                                               std::to_string(plan.splits) + " slices needs a workspace of " +
@@ -191,6 +239,16 @@ void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWe
   });
   check_launch("gpu.conv.bwd_weights_depthwise");
   if (plan.splits > 1) launch_bwd_splitk_sum(p.dtype, p.w_elems(), plan.splits, partial, dw, stream);
+}
+
+std::string DepthwiseBwdWeightsPlan::describe(const ConvParams& p) const {
+  std::string s;
+  if (strips)
+    s = std::string(p.nhwc ? "neighbouring channels" : "one channel") + " x 4-column strips of " +
+        std::to_string(band) + " rows a thread, all taps in registers";
+  else
+    s = std::string(p.nhwc ? "32 channels x 8 pixel lanes" : "one channel x 256 pixel lanes") + " a block";
+  return s + ", " + std::to_string(splits) + " pixel slice" + (splits > 1 ? "s" : "");
 }
 
 }  // namespace galley::backends::gpu

@@ -21,18 +21,47 @@ void launch_conv_bwd_weights_direct(const ConvParams& p, const void* x, const vo
                                     void* stream);
 
 // Depthwise (groups == c, any channel multiplier k / c).
-void launch_conv_bwd_data_depthwise(const ConvParams& p, const void* dy, const void* w, void* dx,
-                                    void* stream);
+/// How gpu.conv.bwd_data_depthwise runs a problem. `flipped`: unit stride, multiplier 1,
+/// pad <= (r - 1) * dilation on both axes and 32-bit tensors, where dx is the forward depthwise
+/// convolution of dy with the spatially flipped filter and padding (r - 1) * dilation - pad, run by
+/// launch_conv_depthwise on a flipped copy of w in the workspace. Else one thread per dx element
+/// gathers its dy taps.
+struct DepthwiseBwdDataPlan {
+  bool flipped = false;
+  std::size_t workspace_bytes = 0;
+};
+DepthwiseBwdDataPlan plan_conv_bwd_data_depthwise(const ConvParams& p);
+void launch_conv_bwd_data_depthwise(const ConvParams& p, const DepthwiseBwdDataPlan& plan, const void* dy,
+                                    const void* w, void* dx, void* workspace, void* stream);
+/// The forward problem whose output is `p`'s dx when plan_conv_bwd_data_depthwise(p).flipped: input
+/// dy (n x k x p x q), output dx (n x c x h x w), same filter size and dilation, padding
+/// (r - 1) * dilation - pad, unit stride.
+ConvParams depthwise_bwd_data_as_forward(const ConvParams& p);
+/// Writes w (k x 1 x r x s) with each filter's taps in reverse order: tap (i, j) of the copy is
+/// tap (r - 1 - i, s - 1 - j) of w.
+void launch_flip_depthwise_filter(const ConvParams& p, const void* w, void* flipped, void* stream);
+
 /// How gpu.conv.bwd_weights_depthwise splits its reduction over (n, p, q); the fp32 partials of a
-/// split run live in the workspace and are summed in a fixed order.
+/// split run live in the workspace and are summed in a fixed order. `strips`: 3x3 or 5x5 filters,
+/// multiplier 1, 32-bit tensors, run by the row-strip kernel (conv_bwd_depthwise_weights_strips.cu)
+/// in tasks of `band` output rows x 4 columns; else the general kernel.
 struct DepthwiseBwdWeightsPlan {
+  bool strips = false;
+  int band = 0;
   int splits = 1;
   std::size_t workspace_bytes = 0;
+  std::string describe(const ConvParams& p) const;
 };
 DepthwiseBwdWeightsPlan plan_conv_bwd_weights_depthwise(const ConvParams& p, int sm_count);
 void launch_conv_bwd_weights_depthwise(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
                                        const void* x, const void* dy, void* dw, void* workspace,
                                        void* stream);
+/// The row-strip kernel's half of the two above (called by them when plan.strips).
+bool bwd_weights_depthwise_strips_apply(const ConvParams& p);
+DepthwiseBwdWeightsPlan plan_bwd_weights_depthwise_strips(const ConvParams& p, int sm_count);
+void launch_bwd_weights_depthwise_strips(const ConvParams& p, const DepthwiseBwdWeightsPlan& plan,
+                                         const void* x, const void* dy, void* dw, void* workspace,
+                                         void* stream);
 
 /// True when the backward implicit GEMMs run `dtype` on tensor cores (mma.sync m16n8k16, sm_80 or
 /// newer): f16 and bf16 in the cuda build. f32, and every dtype on HIP, take the fp32 SIMT main loop.

@@ -17,6 +17,7 @@
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
 #include "conv_igemm_tc_tuning.hpp"
+#include "conv_kernel_detail.cuh"
 #include "conv_solvers.hpp"
 #include "dnn/conv_backward_args.hpp"
 #include "galley/dnn/solver.hpp"
@@ -153,12 +154,22 @@ class BwdDataDepthwiseSolver final : public BwdSolver {
     if (auto why = not_depthwise(p); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
   }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device&) const override {
+    return plan_conv_bwd_data_depthwise(make_params(p)).workspace_bytes;
+  }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
     const ConvParams cp = make_params(p);
+    const DepthwiseBwdDataPlan plan = plan_conv_bwd_data_depthwise(cp);
+    require_workspace(a, plan.workspace_bytes);
     const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
-    enqueue(stream, [&](void* s) { launch_conv_bwd_data_depthwise(cp, t.dy, t.w, t.dx, s); });
+    enqueue(stream,
+            [&](void* s) { launch_conv_bwd_data_depthwise(cp, plan, t.dy, t.w, t.dx, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device&) const override {
+    const ConvParams cp = make_params(p);
+    if (plan_conv_bwd_data_depthwise(cp).flipped)
+      return "forward depthwise kernel on the flipped filter: " +
+             depthwise_detail(depthwise_bwd_data_as_forward(cp));
     return std::string("one thread per dx element") +
            (p.stride_h == 1 && p.stride_w == 1 ? ", unit stride" : ", strided gather");
   }
@@ -186,9 +197,7 @@ class BwdWeightsDepthwiseSolver final : public BwdSolver {
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
-    const DepthwiseBwdWeightsPlan plan = plan_conv_bwd_weights_depthwise(cp, sm_count(device));
-    return std::string(cp.nhwc ? "32 channels x 8 pixel lanes" : "one channel x 256 pixel lanes") +
-           " a block, " + std::to_string(plan.splits) + " pixel slice" + (plan.splits > 1 ? "s" : "");
+    return plan_conv_bwd_weights_depthwise(cp, sm_count(device)).describe(cp);
   }
 };
 
