@@ -34,7 +34,7 @@ def op_commands(n, c):
         ("mul", f"eltwise --op mul --shape {dims} --shape1 {dims} -F 0"),
         ("bnorm_infer", f"bnorm {shape} -F 2"),
         ("bnorm_train", f"bnorm {shape} -F 1 -b 1"),
-        ("gnorm", f"gnorm {shape} -g 32 -F 0"),
+        ("gnorm", f"gnorm {shape} -g {32 if c % 32 == 0 else 16} -F 0"),
         ("maxpool", f"pool -m max {shape} -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 0"),
         ("avgpool", f"pool -m avg_in {shape} -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 0"),
         ("global_avgpool", f"pool -m avg_in --global {shape} -F 0"),
