@@ -491,78 +491,93 @@ TEST(CudnnGraphBackward, EveryListedConfigMatchesTheReference) {
   }
 }
 
-// gpu.conv.bwd_data_tc: backward-data as a forward convolution on igemm_tc's kernel. It claims f16/bf16
-// NHWC with unit stride (pad within the filter's extent) and 1x1 filters with a stride, refuses the
-// rest naming why, and every tile plan it lists (mma.sync, wgmma, split-K) matches the reference.
-TEST(BwdDataTc, ClaimsUnitStrideAndStrided1x1AndEveryConfigMatchesTheReference) {
+// gpu.conv.bwd_data_via_*: backward-data run by a forward solver on dy with the flipped filter. Each
+// takes what its forward solver takes of the views (unit stride, 1x1 filters with a stride), every
+// config it lists (the forward solver's tile plans) matches the reference, and what cannot be viewed
+// as a forward convolution is refused naming why.
+TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   std::string why;
   const auto device = galley::testing::first_device("cuda", why);
   if (!device) GTEST_SKIP() << "no CUDA device: " << why;
-  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_data_tc");
-  ASSERT_NE(s, nullptr);
+  std::vector<const ConvSolver*> solvers;
+  for (const ConvSolver* s : conv_solvers("cuda"))
+    if (std::string_view(s->name()).starts_with("gpu.conv.bwd_data_via_")) solvers.push_back(s);
+  ASSERT_GE(solvers.size(), 6u);
   runtime::Stream stream(*device);
-  auto data = [](ConvProblem p, DType dtype = DType::f16, Layout layout = Layout::nhwc) {
-    p.direction = ConvDirection::backward_data, p.dtype = dtype, p.layout = layout;
-    return p;
-  };
   //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
-  const ConvProblem taken[] = {
-      data(geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1)),  // odd sizes, 3x3
-      data(geometry(1, 7, 11, 11, 5, 3, 3, 2, 2, 1, 1, 2, 2, 1)),    // dilated; channels not a multiple of 8
-      data(geometry(3, 17, 13, 7, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1)),   // 1x1, odd channels, batch 3
-      data(geometry(2, 32, 13, 11, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1)),  // 1x1 stride 2, odd plane
-      data(geometry(1, 16, 10, 9, 24, 1, 1, 0, 0, 3, 2, 1, 1, 1)),   // 1x1 strides 3 x 2
-      data(geometry(1, 8, 9, 11, 16, 5, 5, 1, 2, 1, 1, 1, 1, 1)),    // 5x5, pads below the extent
-      data(geometry(1, 16, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1)),     // a 1x1 plane under a 3x3 filter
-      data(geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1), DType::bf16),  // long k: split-K plans
-  };
-  int configs_run = 0;
-  for (std::size_t i = 0; i < std::size(taken); ++i) {
-    for (DType dtype : {DType::f16, DType::bf16}) {
-      ConvProblem p = taken[i];
-      p.dtype = dtype;
-      const Applicability a = s->check(p, *device);
-      ASSERT_TRUE(a) << p.key() << ": " << a.reason;
-      const ProblemRef ref = ProblemRef::of(p);
-      const std::vector<std::string> texts = s->configs_any(ref, *device);
-      ASSERT_FALSE(texts.empty()) << p.key();
-      const HostCase c = make_case(p, 700 + 2 * i);
-      for (const std::string& text : texts) {
-        const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
-        ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
-        std::string error;
-        const auto got = run_solver(*s, stream, p, c, &error, config->get());
-        const Comparison cmp =
-            compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
-        EXPECT_TRUE(cmp.passed && error.empty()) << text << " on " << p.key() << " (" << s->detail(p, *device)
-                                                 << "): " << cmp.summary << " " << error;
-        ++configs_run;
+  const ConvProblem shapes[] = {
+      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // odd sizes, 3x3
+      geometry(1, 7, 11, 11, 5, 3, 3, 2, 2, 1, 1, 2, 2, 1),     // dilated; channels not a multiple of 8
+      geometry(3, 17, 13, 7, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1),    // 1x1, odd channels, batch 3
+      geometry(2, 32, 13, 11, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, odd plane
+      geometry(1, 16, 10, 9, 24, 1, 1, 0, 0, 3, 2, 1, 1, 1),    // 1x1 strides 3 x 2
+      geometry(1, 8, 9, 11, 16, 5, 5, 1, 2, 1, 1, 1, 1, 1),     // 5x5, pads below the extent
+      geometry(1, 16, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),      // a 1x1 plane under a 3x3 filter
+      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // long k: split-K plans
+      geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1)};  // a ResNet-like 3x3 (winograd's)
+  const std::pair<DType, Layout> formats[] = {{DType::f16, Layout::nhwc},
+                                              {DType::bf16, Layout::nhwc},
+                                              {DType::f16, Layout::nchw},
+                                              {DType::f32, Layout::nchw},
+                                              {DType::f32, Layout::nhwc}};
+  std::map<std::string, int> runs;
+  for (const ConvSolver* s : solvers) {
+    for (const auto& [dtype, layout] : formats) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = ConvDirection::backward_data, p.dtype = dtype, p.layout = layout;
+        const Applicability a = s->check(p, *device);
+        if (!a) {
+          EXPECT_FALSE(a.reason.empty()) << s->name() << " " << p.key();
+          continue;
+        }
+        const ProblemRef ref = ProblemRef::of(p);
+        const std::vector<std::string> texts = s->configs_any(ref, *device);
+        ASSERT_FALSE(texts.empty()) << s->name() << " " << p.key();
+        const HostCase c = make_case(p, 700 + 2 * i);
+        for (const std::string& text : texts) {
+          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
+          ASSERT_TRUE(config.has_value())
+              << s->name() << ": " << text << " does not parse back for " << p.key();
+          std::string error;
+          const auto got = run_solver(*s, stream, p, c, &error, config->get());
+          const Comparison cmp =
+              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+          EXPECT_TRUE(cmp.passed && error.empty())
+              << s->name() << " " << text << " on " << p.key() << " (" << s->detail(p, *device)
+              << "): " << cmp.summary << " " << error;
+          ++runs[std::string(s->name())];
+        }
       }
     }
   }
-  std::printf("[ info ] gpu.conv.bwd_data_tc: %d configs run against the reference\n", configs_run);
+  for (const ConvSolver* s : solvers) {
+    std::printf("[ info ] %s: %d configs run against the reference\n", std::string(s->name()).c_str(),
+                runs[std::string(s->name())]);
+  }
+  // The tensor-core and f32 1x1 paths must have taken part of the grid.
+  for (const char* name : {"gpu.conv.bwd_data_via_igemm_tc", "gpu.conv.bwd_data_via_gemm_1x1"})
+    EXPECT_GT(runs[name], 0) << name;
 
-  const ConvProblem base = data(geometry(2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1));
-  struct Refusal {
-    ConvProblem problem;
-    const char* names;
-  };
-  ConvProblem forward = base, nchw = base, f32 = base, grouped = base, strided = base, padded = base,
-              weights = base;
+  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_data_via_igemm_tc");
+  ASSERT_NE(s, nullptr);
+  ConvProblem base = geometry(2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+  base.direction = ConvDirection::backward_data, base.dtype = DType::f16, base.layout = Layout::nhwc;
+  ASSERT_TRUE(s->check(base, *device)) << s->check(base, *device).reason;
+  ConvProblem forward = base, weights = base, nchw = base, grouped = base, strided = base, padded = base;
   forward.direction = ConvDirection::forward;
   weights.direction = ConvDirection::backward_weights;
   nchw.layout = Layout::nchw;
-  f32.dtype = DType::f32;
   grouped.groups = 2;
   strided.stride_h = strided.stride_w = 2;
   padded.y = padded.x = 1;  // 1x1 with padding 1: beyond the filter's extent
-  const Refusal refusals[] = {{forward, "forward"}, {weights, "backward_weights"}, {nchw, "nhwc"},
-                              {f32, "f16 or bf16"}, {grouped, "groups"},           {strided, "stride"},
-                              {padded, "padding"}};
-  for (const Refusal& r : refusals) {
-    const Applicability a = s->check(r.problem, *device);
-    EXPECT_FALSE(a) << "claims " << r.problem.key();
-    EXPECT_NE(a.reason.find(r.names), std::string::npos) << r.problem.key() << ": " << a.reason;
+  const std::pair<ConvProblem, const char*> refusals[] = {{forward, "forward"}, {weights, "backward_weights"},
+                                                          {nchw, "nhwc"},       {grouped, "groups"},
+                                                          {strided, "stride"},  {padded, "padding"}};
+  for (const auto& [problem, names] : refusals) {
+    const Applicability a = s->check(problem, *device);
+    EXPECT_FALSE(a) << "claims " << problem.key();
+    EXPECT_NE(a.reason.find(names), std::string::npos) << problem.key() << ": " << a.reason;
   }
 }
 

@@ -92,21 +92,14 @@ BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count);
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream);
 
-// gpu.conv.bwd_data_tc (conv_bwd_data_tc.cu): backward-data run as a forward convolution of dy on
-// gpu.conv.igemm_tc's kernel, f16/bf16 NHWC, groups 1, unit stride or a 1x1 filter without padding.
-/// Empty when the problem (backward-data) can run that way, else why not.
-std::string bwd_data_tc_refusal(const ConvParams& p);
-/// The forward problem over dy that gives dx (unit stride) or its compact stride-grid part (1x1):
-/// channels k in, c out, the filter flipped with padding dil * (r - 1) - pad.
-ConvParams bwd_data_tc_view(const ConvParams& p);
-/// Where the workspace holds the flipped filter (at 0), the compact product (1x1 strided only) and
-/// the implicit GEMM's own workspace (`plan` is igemm_tc's plan of the view).
-struct BwdDataTcLayout {
-  std::size_t compact_offset = 0, gemm_offset = 0, workspace_bytes = 0;
-};
-BwdDataTcLayout bwd_data_tc_layout(const ConvParams& p, const IgemmPlan& plan);
-void launch_conv_bwd_data_tc(const ConvParams& p, const IgemmPlan& plan, const void* dy, const void* w,
-                             void* dx, void* workspace, void* stream);
+// Backward-data through a forward solver (conv_bwd_data_as_forward.cu), groups 1, unit stride or a
+// 1x1 filter without padding, any layout and dtype.
+/// w (p's layout, k x c x r x s) to the forward view's filter: k and c swapped, both spatial axes
+/// reversed, in the same layout.
+void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void* stream);
+/// dx (p's x, in p's layout) from the compact forward product on the stride grid (n x c x p x q in
+/// p's layout): those pixels copied, every other one zero.
+void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream);
 
 /// Folds an fp32 column matrix (launch_im2col's layout, groups == 1) into dx, as p.dtype:
 /// cuda.conv.cublas_bwd_data's second pass.

@@ -5,7 +5,7 @@
 // so the numbers only order solvers of one direction; cuda's cuDNN backward solvers sit at 21, 22
 // and its cuBLAS ones at 41, 42):
 //   12 gpu.conv.bwd_data_depthwise   13 gpu.conv.bwd_weights_depthwise
-//   30 gpu.conv.bwd_data_tc (forward igemm_tc over dy)
+//   gpu.conv.bwd_data_via_<forward solver>: backward-data run by a forward solver (see the class)
 //   51 gpu.conv.bwd_data_igemm       52 gpu.conv.bwd_weights_igemm
 //   91 gpu.conv.bwd_data_direct      92 gpu.conv.bwd_weights_direct (each claims its whole direction)
 #include <algorithm>
@@ -13,10 +13,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
-#include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
 #include "conv_solvers.hpp"
 #include "dnn/conv_backward_args.hpp"
@@ -28,9 +29,11 @@ namespace galley::backends::gpu {
 namespace {
 
 using dnn::Applicability;
+using dnn::ConfigHandle;
 using dnn::ConvArgs;
 using dnn::ConvDirection;
 using dnn::ConvProblem;
+using dnn::ProblemRef;
 
 struct DeviceFacts {
   int sm_count = 1;
@@ -271,70 +274,170 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
   }
 };
 
-// Backward-data on gpu.conv.igemm_tc's kernel (conv_bwd_data_tc.cu): its tile plans of the forward
-// view are this solver's configs, timed by the tuner as the forward solver's are.
-class BwdDataTcSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, IgemmTcConfig>> {
+// The inner choice of a backward-data solver that runs a forward solver: that solver's own config
+// text, or "default" when it has none.
+struct ForwardChoice {
+  std::string text;
+  std::string to_string() const { return text; }
+  static std::optional<ForwardChoice> parse(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    return ForwardChoice{std::string(text)};
+  }
+  friend bool operator==(const ForwardChoice&, const ForwardChoice&) = default;
+};
+constexpr std::string_view kForwardDefault = "default";
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu), run by the forward
+// solver `forward_name` of the same backend: its kernels, its tile plans (the tuner's configs here as
+// there) and its refusals. Groups 1, and unit stride with padding within the filter's dilated extent,
+// or a 1x1 filter without padding and any stride (its stride grid scattered into dx).
+class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, ForwardChoice>> {
  public:
-  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::run;
-  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::workspace_bytes;
-  explicit BwdDataTcSolver(std::string backend)
-      : BwdSolverOf("gpu.conv.bwd_data_tc", std::move(backend), ConvDirection::backward_data) {}
+  using dnn::TunableSolver<ConvProblem, ForwardChoice>::run;
+  using dnn::TunableSolver<ConvProblem, ForwardChoice>::workspace_bytes;
+  BwdDataAsForwardSolver(std::string name, std::string backend, std::string forward_name)
+      : BwdSolverOf(std::move(name), backend, ConvDirection::backward_data),
+        backend_(std::move(backend)),
+        forward_name_(std::move(forward_name)) {}
+
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (auto why = bwd_data_tc_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
-    if (igemm_tc_has_mma() && facts(device).cuda_major < 8)
-      return Applicability::no("needs sm_80 or newer for mma.sync");
+    if (auto why = view_refusal(p); !why.empty()) return Applicability::no(why);
+    const dnn::ConvSolver* f = forward();
+    if (f == nullptr) return Applicability::no(forward_name_ + " is not registered on " + backend_);
+    const Applicability a = f->check(forward_view(p), device);
+    if (!a) return Applicability::no(forward_name_ + " refuses the forward view: " + a.reason);
     return Applicability::yes();
   }
-  std::vector<IgemmTcConfig> candidates(const ConvProblem& p, const runtime::Device& device) const override {
-    const ConvParams view = bwd_data_tc_view(make_params(p));
-    std::vector<IgemmTcConfig> out;
-    for (const IgemmTcConfig& c : igemm_tc_candidates(view, sm_count(device))) {
-      const IgemmPlan plan = igemm_tc_plan_for(view, c.tile, c.splits);
-      const IgemmTcConfig runs{plan.tile, plan.splits};
-      if (std::find(out.begin(), out.end(), runs) == out.end()) out.push_back(runs);
-    }
+  std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    std::vector<ForwardChoice> out;
+    for (std::string& text : forward()->configs_any(ProblemRef::of(forward_view(p)), device))
+      out.push_back(ForwardChoice{std::move(text)});
+    if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
     return out;
   }
   bool valid(const ConvProblem& p, const runtime::Device& device,
-             const IgemmTcConfig& config) const override {
-    const ConvParams view = bwd_data_tc_view(make_params(p));
-    if (!igemm_tc_config_usable(view, sm_count(device), config)) return false;
-    const IgemmPlan plan = igemm_tc_plan_for(view, config.tile, config.splits);
-    return plan.tile == config.tile && plan.splits == config.splits;
+             const ForwardChoice& choice) const override {
+    if (choice.text == kForwardDefault)
+      return forward()->configs_any(ProblemRef::of(forward_view(p)), device).empty();
+    return forward()->parse_config_any(ProblemRef::of(forward_view(p)), device, choice.text).has_value();
   }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device&,
-                              const IgemmTcConfig& config) const override {
-    const ConvParams cp = make_params(p);
-    return bwd_data_tc_layout(cp, igemm_tc_plan_for(bwd_data_tc_view(cp), config.tile, config.splits))
-        .workspace_bytes;
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
+                              const ForwardChoice& choice) const override {
+    const ConvProblem view = forward_view(p);
+    const std::optional<ConfigHandle> config = forward_config(view, device, choice);
+    return layout(p).forward_offset +
+           forward()->workspace_bytes_any(ProblemRef::of(view), device, config ? config->get() : nullptr);
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
-           const IgemmTcConfig& config) const override {
-    const ConvParams cp = make_params(p);
-    const IgemmPlan plan = igemm_tc_plan_for(bwd_data_tc_view(cp), config.tile, config.splits);
-    require_workspace(a, bwd_data_tc_layout(cp, plan).workspace_bytes);
+           const ForwardChoice& choice) const override {
+    const ConvProblem view = forward_view(p);
+    const std::optional<ConfigHandle> config = forward_config(view, stream.device(), choice);
+    const void* config_ptr = config ? config->get() : nullptr;
+    const WorkspaceLayout l = layout(p);
+    const std::size_t forward_ws =
+        forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config_ptr);
+    require_workspace(a, l.forward_offset + forward_ws);
     const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
-    enqueue(stream, [&](void* s) { launch_conv_bwd_data_tc(cp, plan, t.dy, t.w, t.dx, a.workspace, s); });
+    const ConvParams cp = make_params(p);
+    auto* base = static_cast<unsigned char*>(a.workspace);
+    void* flipped = base;
+    void* compact = l.strided ? base + l.compact_offset : nullptr;
+    enqueue(stream, [&](void* s) { launch_flip_filter(cp, t.w, flipped, s); });
+    dnn::OpArgs fa;
+    fa.set(dnn::ArgId::src, t.dy);
+    fa.set(dnn::ArgId::wei, flipped);
+    fa.set(dnn::ArgId::dst, l.strided ? compact : t.dx);
+    fa.workspace = forward_ws > 0 ? base + l.forward_offset : nullptr;
+    fa.workspace_bytes = forward_ws;
+    forward()->run_any(stream, ProblemRef::of(view), fa, config_ptr);
+    if (l.strided) enqueue(stream, [&](void* s) { launch_scatter_stride_grid(cp, compact, t.dx, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const ConvParams cp = make_params(p);
-    const ConvParams view = bwd_data_tc_view(cp);
-    const IgemmTcConfig first = candidates(p, device).front();
-    const IgemmPlan plan = igemm_tc_plan_for(view, first.tile, first.splits);
-    const std::string note = igemm_tc_channel_note(view);
-    return std::string(cp.stride_h == 1 && cp.stride_w == 1
-                           ? "forward igemm_tc over dy, filter flipped"
-                           : "forward 1x1 igemm_tc on the stride grid, scattered") +
-           ", " + (plan.wgmma ? "wgmma m64nNk16, " : "mma.sync m16n8k16, ") + plan.describe() +
-           (note.empty() ? "" : ", " + note);
+    const bool strided = p.stride_h != 1 || p.stride_w != 1;
+    return std::string(strided ? "stride grid as a forward 1x1 convolution of dy, scattered; "
+                               : "forward convolution of dy with the flipped filter; ") +
+           forward_name_ + ": " + forward()->detail(forward_view(p), device);
   }
+
+ private:
+  struct WorkspaceLayout {
+    bool strided = false;
+    std::size_t compact_offset = 0, forward_offset = 0;
+  };
+  static WorkspaceLayout layout(const ConvProblem& p) {
+    WorkspaceLayout l;
+    l.strided = p.stride_h != 1 || p.stride_w != 1;
+    const std::size_t elem = size_of(p.dtype);
+    l.compact_offset = aligned(std::size_t(p.w_desc().elements()) * elem);
+    l.forward_offset =
+        l.compact_offset +
+        (l.strided ? aligned(std::size_t(p.y_desc().elements()) / std::size_t(p.k) * std::size_t(p.c) * elem)
+                   : 0);
+    return l;
+  }
+  static std::string view_refusal(const ConvProblem& p) {
+    if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
+    if (p.stride_h == 1 && p.stride_w == 1) {
+      if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
+        return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
+               " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
+      return {};
+    }
+    if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return {};
+    return "stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+           " with a filter larger than 1x1 or padding (needs unit stride, or a 1x1 filter without padding)";
+  }
+  // The forward problem over dy whose output is dx (unit stride) or dx's stride grid (1x1).
+  static ConvProblem forward_view(const ConvProblem& p) {
+    ConvProblem v = p;
+    v.direction = ConvDirection::forward;
+    v.epilogue = {};
+    v.c = p.k;
+    v.k = p.c;
+    v.h = p.out_h();
+    v.w = p.out_w();
+    v.stride_h = v.stride_w = 1;
+    if (p.stride_h == 1 && p.stride_w == 1) {
+      v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
+      v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
+    } else {
+      v.pad_h = v.pad_w = 0;
+      v.dilation_h = v.dilation_w = 1;
+    }
+    return v;
+  }
+  std::optional<ConfigHandle> forward_config(const ConvProblem& view, const runtime::Device& device,
+                                             const ForwardChoice& choice) const {
+    if (choice.text == kForwardDefault) return std::nullopt;
+    std::optional<ConfigHandle> config =
+        forward()->parse_config_any(ProblemRef::of(view), device, choice.text);
+    if (!config)
+      throw Error(Status::invalid_argument, std::string(name()) + ": '" + choice.text +
+                                                "' is not a config of " + forward_name_ + " for " +
+                                                view.key());
+    return config;
+  }
+  const dnn::ConvSolver* forward() const {
+    const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, forward_name_);
+    if (f == nullptr) throw Error(Status::not_found, forward_name_ + " is not registered on " + backend_);
+    return f;
+  }
+
+  std::string backend_, forward_name_;
 };
 
 }  // namespace
 
-std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_tc(std::string_view backend) {
-  return std::make_unique<BwdDataTcSolver>(std::string(backend));
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view backend,
+                                                               std::string_view forward) {
+  std::string name(forward);
+  const std::string prefix = "gpu.conv.";
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  return std::make_unique<BwdDataAsForwardSolver>("gpu.conv.bwd_data_via_" + name, std::string(backend),
+                                                  std::string(forward));
 }
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend) {
   return std::make_unique<BwdDataDepthwiseSolver>(std::string(backend));

@@ -24,8 +24,10 @@ std::unique_ptr<dnn::ConvSolver> make_conv_direct(std::string_view backend);
 /// The backward directions' single-source solvers.
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise(std::string_view backend);
-/// Backward-data on igemm_tc's forward kernel (f16/bf16 NHWC, unit stride or 1x1 without padding).
-std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_tc(std::string_view backend);
+/// Backward-data run by the forward solver named `forward` ("gpu.conv.igemm_tc") on a view of dy with
+/// the flipped filter, named "gpu.conv.bwd_data_via_igemm_tc": groups 1, unit stride or 1x1 filters.
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view backend,
+                                                               std::string_view forward);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_igemm(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_igemm(std::string_view backend);
 /// Claim every backward problem: the last backward entries of a GPU list.
