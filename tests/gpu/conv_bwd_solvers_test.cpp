@@ -581,5 +581,72 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   }
 }
 
+// gpu.conv.bwd_weights_via_igemm_tc: backward-weights as one forward product over x and dy with the
+// batch innermost. Every plan it lists (the large split-K counts included) matches the reference in
+// both layouts; strides, dilations, groups and f32 are refused naming why.
+TEST(BwdWeightsViaIgemmTc, EveryConfigMatchesTheReference) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_weights_via_igemm_tc");
+  ASSERT_NE(s, nullptr);
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {
+      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // odd plane, 3x3
+      geometry(3, 17, 13, 7, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1),   // 1x1, odd channels, batch 3
+      geometry(1, 8, 9, 11, 16, 5, 5, 2, 1, 1, 1, 1, 1, 1),    // 5x5, uneven pads, batch 1
+      geometry(8, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // long reduction: the large split-K plans
+      geometry(2, 16, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1)};    // a 1x1 plane under a 3x3 filter
+  int configs_run = 0;
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (Layout layout : {Layout::nhwc, Layout::nchw}) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = ConvDirection::backward_weights, p.dtype = dtype, p.layout = layout;
+        const Applicability a = s->check(p, *device);
+        ASSERT_TRUE(a) << p.key() << ": " << a.reason;
+        const ProblemRef ref = ProblemRef::of(p);
+        const std::vector<std::string> texts = s->configs_any(ref, *device);
+        ASSERT_FALSE(texts.empty()) << p.key();
+        const HostCase c = make_case(p, 900 + 2 * i);
+        for (const std::string& text : texts) {
+          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
+          ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
+          std::string error;
+          const auto got = run_solver(*s, stream, p, c, &error, config->get());
+          const Comparison cmp =
+              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+          EXPECT_TRUE(cmp.passed && error.empty())
+              << text << " on " << p.key() << " (" << s->detail(p, *device) << "): " << cmp.summary << " "
+              << error;
+          ++configs_run;
+        }
+      }
+    }
+  }
+  std::printf("[ info ] gpu.conv.bwd_weights_via_igemm_tc: %d configs run against the reference\n",
+              configs_run);
+
+  ConvProblem base = geometry(2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+  base.direction = ConvDirection::backward_weights, base.dtype = DType::f16, base.layout = Layout::nhwc;
+  ConvProblem data = base, strided = base, dilated = base, grouped = base, f32 = base;
+  data.direction = ConvDirection::backward_data;
+  strided.stride_h = 2;
+  dilated.dilation_w = 2;
+  grouped.groups = 2;
+  f32.dtype = DType::f32;
+  const std::pair<ConvProblem, const char*> refusals[] = {{data, "backward_data"},
+                                                          {strided, "stride"},
+                                                          {dilated, "dilation"},
+                                                          {grouped, "groups"},
+                                                          {f32, "f16 or bf16"}};
+  for (const auto& [problem, names] : refusals) {
+    const Applicability a = s->check(problem, *device);
+    EXPECT_FALSE(a) << "claims " << problem.key();
+    EXPECT_NE(a.reason.find(names), std::string::npos) << problem.key() << ": " << a.reason;
+  }
+}
+
 }  // namespace
 }  // namespace galley::dnn

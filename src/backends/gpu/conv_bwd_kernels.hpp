@@ -101,6 +101,10 @@ void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void*
 /// p's layout): those pixels copied, every other one zero.
 void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream);
 
+/// in (A, M, B) -> out (B, M, A), packed, in `dtype` (conv_swap_outer_inner.cu); M <= 65535.
+void launch_swap_outer_inner(DType dtype, const void* in, void* out, std::int64_t A, std::int64_t M,
+                             std::int64_t B, void* stream);
+
 /// Folds an fp32 column matrix (launch_im2col's layout, groups == 1) into dx, as p.dtype:
 /// cuda.conv.cublas_bwd_data's second pass.
 void launch_bwd_col2im(const ConvParams& p, const float* col, void* dx, void* stream);

@@ -313,16 +313,17 @@ class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvP
   }
   std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
     std::vector<ForwardChoice> out;
-    for (std::string& text : forward()->configs_any(ProblemRef::of(forward_view(p)), device))
+    const ConvProblem view = forward_view(p);
+    for (std::string& text : forward()->configs_any(ProblemRef::of(view), device))
       out.push_back(ForwardChoice{std::move(text)});
     if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
     return out;
   }
   bool valid(const ConvProblem& p, const runtime::Device& device,
              const ForwardChoice& choice) const override {
-    if (choice.text == kForwardDefault)
-      return forward()->configs_any(ProblemRef::of(forward_view(p)), device).empty();
-    return forward()->parse_config_any(ProblemRef::of(forward_view(p)), device, choice.text).has_value();
+    const ConvProblem view = forward_view(p);
+    if (choice.text == kForwardDefault) return forward()->configs_any(ProblemRef::of(view), device).empty();
+    return forward()->parse_config_any(ProblemRef::of(view), device, choice.text).has_value();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
                               const ForwardChoice& choice) const override {
@@ -429,6 +430,157 @@ class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvP
   std::string backend_, forward_name_;
 };
 
+// Backward-weights as one forward convolution on gpu.conv.igemm_tc's kernel, unit stride and
+// dilation, groups 1: dw[k][c][r][s] = sum over n, p, q of x[n][c][r + p - pad][s + q - pad] dy[n][k][p][q]
+// is a forward convolution whose images are x's channels (C of them), whose input channels are the
+// batch (N), whose filter is dy (K x P x Q x N) and whose output is C x R x S x K. The workspace holds
+// x and dy with the batch moved innermost and that output, transposed into dw after. The product
+// reduces over N * P * Q for few outputs, so the plans add split-K counts far beyond the forward
+// list's (up to 64).
+class BwdWeightsViaIgemmTcSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, ForwardChoice>> {
+ public:
+  using dnn::TunableSolver<ConvProblem, ForwardChoice>::run;
+  using dnn::TunableSolver<ConvProblem, ForwardChoice>::workspace_bytes;
+  explicit BwdWeightsViaIgemmTcSolver(std::string backend)
+      : BwdSolverOf("gpu.conv.bwd_weights_via_igemm_tc", backend, ConvDirection::backward_weights),
+        backend_(std::move(backend)) {}
+
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (p.groups != 1) return Applicability::no("groups " + std::to_string(p.groups) + " (needs 1)");
+    if (p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1)
+      return Applicability::no("stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+                               ", dilation " + std::to_string(p.dilation_h) + "x" +
+                               std::to_string(p.dilation_w) + " (needs unit stride and dilation)");
+    if (p.out_h() * p.out_w() > 65535)
+      return Applicability::no("dy's plane of " + std::to_string(p.out_h() * p.out_w()) +
+                               " pixels exceeds the transpose's grid (65535)");
+    const dnn::ConvSolver* f = forward();
+    if (f == nullptr) return Applicability::no(std::string(kForward) + " is not registered on " + backend_);
+    const Applicability a = f->check(forward_view(p), device);
+    if (!a) return Applicability::no(std::string(kForward) + " refuses the forward view: " + a.reason);
+    return Applicability::yes();
+  }
+  std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    const ConvProblem view = forward_view(p);
+    const ProblemRef ref = ProblemRef::of(view);
+    std::vector<ForwardChoice> out;
+    auto add = [&](std::string text) {
+      for (const ForwardChoice& c : out)
+        if (c.text == text) return;
+      if (forward()->parse_config_any(ref, device, text)) out.push_back(ForwardChoice{std::move(text)});
+    };
+    // Long reductions first: each split keeps at least 8 steps of 64 products.
+    const std::int64_t steps = (p.n * p.out_h() * p.out_w() + 63) / 64;
+    for (int splits : {16, 32, 64, 8})
+      if (steps / splits >= 8)
+        for (int tile : {1, 5, 2}) add("tile=" + std::to_string(tile) + ",splits=" + std::to_string(splits));
+    for (std::string& text : forward()->configs_any(ref, device)) add(std::move(text));
+    if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
+    return out;
+  }
+  bool valid(const ConvProblem& p, const runtime::Device& device,
+             const ForwardChoice& choice) const override {
+    const ConvProblem view = forward_view(p);
+    const ProblemRef ref = ProblemRef::of(view);
+    if (choice.text == kForwardDefault) return forward()->configs_any(ref, device).empty();
+    return forward()->parse_config_any(ref, device, choice.text).has_value();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
+                              const ForwardChoice& choice) const override {
+    const ConvProblem view = forward_view(p);
+    const std::optional<ConfigHandle> config = forward_config(view, device, choice);
+    return layout(p).forward_offset +
+           forward()->workspace_bytes_any(ProblemRef::of(view), device, config ? config->get() : nullptr);
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+           const ForwardChoice& choice) const override {
+    const ConvProblem view = forward_view(p);
+    const std::optional<ConfigHandle> config = forward_config(view, stream.device(), choice);
+    const void* config_ptr = config ? config->get() : nullptr;
+    const WorkspaceLayout l = layout(p);
+    const std::size_t forward_ws =
+        forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config_ptr);
+    require_workspace(a, l.forward_offset + forward_ws);
+    const dnn::BackwardWeightsArgs t = dnn::backward_weights_args(a);
+    auto* base = static_cast<unsigned char*>(a.workspace);
+    void* xv = base;
+    void* dyv = base + l.dy_offset;
+    void* product = base + l.product_offset;
+    const bool nhwc = p.layout == dnn::Layout::nhwc;
+    const std::int64_t hw = p.h * p.w, pq = p.out_h() * p.out_w(), rs = p.y * p.x;
+    enqueue(stream, [&](void* s) {
+      // x: (N, HW, C) or (N, 1, CHW) -> (C, H, W, N); dy: (N, PQ, K) or (N, 1, KPQ) -> (K, P, Q, N).
+      launch_swap_outer_inner(p.dtype, t.x, xv, p.n, nhwc ? hw : 1, nhwc ? p.c : p.c * hw, s);
+      launch_swap_outer_inner(p.dtype, t.dy, dyv, p.n, nhwc ? pq : 1, nhwc ? p.k : p.k * pq, s);
+    });
+    dnn::OpArgs fa;
+    fa.set(dnn::ArgId::src, xv);
+    fa.set(dnn::ArgId::wei, dyv);
+    fa.set(dnn::ArgId::dst, product);
+    fa.workspace = forward_ws > 0 ? base + l.forward_offset : nullptr;
+    fa.workspace_bytes = forward_ws;
+    forward()->run_any(stream, ProblemRef::of(view), fa, config_ptr);
+    enqueue(stream, [&](void* s) {
+      // (C, RS, K) -> KRSC (K, RS, C), or as (CRS, 1, K) -> KCRS (K, 1, CRS).
+      launch_swap_outer_inner(p.dtype, product, t.dw, nhwc ? p.c : p.c * rs, nhwc ? rs : 1, p.k, s);
+    });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    return std::string(
+               "x and dy with the batch innermost, one forward product over it, transposed into dw; ") +
+           kForward + ": " + forward()->detail(forward_view(p), device);
+  }
+
+ private:
+  static constexpr const char* kForward = "gpu.conv.igemm_tc";
+  struct WorkspaceLayout {
+    std::size_t dy_offset = 0, product_offset = 0, forward_offset = 0;
+  };
+  static WorkspaceLayout layout(const ConvProblem& p) {
+    const std::size_t elem = size_of(p.dtype);
+    WorkspaceLayout l;
+    l.dy_offset = aligned(std::size_t(p.x_desc().elements()) * elem);
+    l.product_offset = l.dy_offset + aligned(std::size_t(p.y_desc().elements()) * elem);
+    l.forward_offset = l.product_offset + aligned(std::size_t(p.w_desc().elements()) * elem);
+    return l;
+  }
+  static ConvProblem forward_view(const ConvProblem& p) {
+    ConvProblem v;
+    v.n = p.c;
+    v.c = p.n;
+    v.h = p.h;
+    v.w = p.w;
+    v.k = p.k;
+    v.y = p.out_h();
+    v.x = p.out_w();
+    v.pad_h = p.pad_h;
+    v.pad_w = p.pad_w;
+    v.dtype = p.dtype;
+    v.layout = dnn::Layout::nhwc;
+    v.direction = ConvDirection::forward;
+    return v;
+  }
+  std::optional<ConfigHandle> forward_config(const ConvProblem& view, const runtime::Device& device,
+                                             const ForwardChoice& choice) const {
+    if (choice.text == kForwardDefault) return std::nullopt;
+    std::optional<ConfigHandle> config =
+        forward()->parse_config_any(ProblemRef::of(view), device, choice.text);
+    if (!config)
+      throw Error(Status::invalid_argument, std::string(name()) + ": '" + choice.text +
+                                                "' is not a config of " + kForward + " for " + view.key());
+    return config;
+  }
+  const dnn::ConvSolver* forward() const {
+    const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, kForward);
+    if (f == nullptr)
+      throw Error(Status::not_found, std::string(kForward) + " is not registered on " + backend_);
+    return f;
+  }
+
+  std::string backend_;
+};
+
 }  // namespace
 
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view backend,
@@ -438,6 +590,9 @@ std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view 
   if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
   return std::make_unique<BwdDataAsForwardSolver>("gpu.conv.bwd_data_via_" + name, std::string(backend),
                                                   std::string(forward));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_via_igemm_tc(std::string_view backend) {
+  return std::make_unique<BwdWeightsViaIgemmTcSolver>(std::string(backend));
 }
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend) {
   return std::make_unique<BwdDataDepthwiseSolver>(std::string(backend));

@@ -28,6 +28,9 @@ std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise(std::string_vie
 /// the flipped filter, named "gpu.conv.bwd_data_via_igemm_tc": groups 1, unit stride or 1x1 filters.
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view backend,
                                                                std::string_view forward);
+/// Backward-weights (unit stride and dilation, groups 1) as one forward product on igemm_tc's kernel
+/// over x and dy with the batch moved innermost: "gpu.conv.bwd_weights_via_igemm_tc".
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_via_igemm_tc(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_igemm(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_igemm(std::string_view backend);
 /// Claim every backward problem: the last backward entries of a GPU list.
