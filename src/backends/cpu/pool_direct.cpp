@@ -6,7 +6,9 @@
 // windows hold it; so the result does not depend on the thread count. Max backward without kept
 // indices first finds the maxima again into the workspace, then proceeds as with kept indices.
 // On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
-// planes runs the kernels of pool_avx512.hpp instead.
+// planes runs the kernels of pool_avx512.hpp instead, and f32 nchw averages over kernel windows of
+// column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp. Backward
+// of averages over whole planes broadcasts each plane's share.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -123,6 +126,46 @@ std::vector<float> inverse_divisors(const Shape& s) {
     }
   }
   return inv;
+}
+
+// Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
+bool avg_takes_avx512(const Shape& s) {
+  return s.mode != PoolMode::max && !s.nhwc && !s.aw.adaptive &&
+         avx512::avg_pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
+}
+
+// Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
+// window tables pool_avg_avx512.hpp takes and scratch prepared once per share.
+template <class Body>
+void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
+      covers(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
+  }
+  const avx512::AvgPoolPlane g{s.h,
+                               s.w,
+                               s.oh,
+                               s.ow,
+                               s.aw.kernel,
+                               s.aw.stride,
+                               s.aw.pad,
+                               rows.data(),
+                               rows.data() + s.oh,
+                               covers.data(),
+                               covers.data() + s.h,
+                               inv.data()};
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    const auto scratch =
+        std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(avx512::avg_pool_plane_scratch(g)));
+    avx512::avg_pool_plane_prepare(g, scratch.get());
+    body(g, scratch.get(), p0, p1);
+  });
 }
 
 // Whether (v, i) beats the maximum so far (best, at) under the problem's rule, in a form that does
@@ -358,6 +401,14 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       });
       return;
     }
+    if (y != nullptr && avg_takes_avx512(s)) {
+      for_avg_planes(s, inv,
+                     [&](const avx512::AvgPoolPlane& g, float* scratch, std::int64_t p0, std::int64_t p1) {
+                       for (std::int64_t pl = p0; pl < p1; ++pl)
+                         avx512::avg_pool_plane_forward(g, x + pl * plane_in, y + pl * plane_out, scratch);
+                     });
+      return;
+    }
     // f32 averages over whole planes (global pooling): the plane is one contiguous run.
     const bool whole_plane = s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
@@ -452,6 +503,25 @@ template <class T>
 void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
                    const std::vector<float>& inv) {
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  if (s.mode != PoolMode::max && s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
+      s.span_w[0].begin == 0 && s.span_w[0].end == s.w) {
+    // A window of the whole plane (global pooling): every input gets the output's share.
+    parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pl = p0; pl < p1; ++pl)
+        std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
+    });
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (avg_takes_avx512(s)) {
+      for_avg_planes(s, inv,
+                     [&](const avx512::AvgPoolPlane& g, float* scratch, std::int64_t p0, std::int64_t p1) {
+                       for (std::int64_t pl = p0; pl < p1; ++pl)
+                         avx512::avg_pool_plane_backward(g, dy + pl * plane_out, dx + pl * plane_in, scratch);
+                     });
+      return;
+    }
+  }
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> acc(static_cast<std::size_t>(plane_in));
     for (std::int64_t pl = p0; pl < p1; ++pl) {
