@@ -7,8 +7,9 @@
 // indices first finds the maxima again into the workspace, then proceeds as with kept indices.
 // On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
 // planes runs the kernels of pool_avx512.hpp instead, and f32 nchw averages over kernel windows of
-// column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp. Backward
-// of averages over whole planes broadcasts each plane's share.
+// column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp, and f32
+// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp. Backward of
+// averages over whole planes broadcasts each plane's share.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -25,6 +26,7 @@
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
+#include "backends/cpu/pool_max_backward_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
@@ -592,6 +594,48 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
+// f32 nchw max backward on the gather kernel of pool_max_backward_avx512.hpp, with the kept indices
+// or finding the maxima from x; false where the kernel does not take the problem.
+bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kept, const float* dy,
+                         float* dx) {
+  if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
+      !avx512::max_pool_backward_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
+    return false;
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
+      covers(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
+  }
+  const avx512::MaxPoolBackwardPlane g{s.h,
+                                       s.w,
+                                       s.oh,
+                                       s.ow,
+                                       s.aw.kernel,
+                                       s.aw.stride,
+                                       s.aw.pad,
+                                       rows.data(),
+                                       rows.data() + s.oh,
+                                       covers.data(),
+                                       covers.data() + s.h};
+  const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    const auto scratch = std::make_unique_for_overwrite<float[]>(
+        static_cast<std::size_t>(avx512::max_pool_backward_scratch(g)));
+    avx512::max_pool_backward_prepare(g, scratch.get());
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      avx512::max_pool_plane_backward(g, kept == nullptr ? x + pl * plane_in : nullptr,
+                                      kept == nullptr ? nullptr : kept + pl * plane_out, dy + pl * plane_out,
+                                      dx + pl * plane_in, scratch.get());
+    }
+  });
+  return true;
+}
+
 template <class T>
 void compute(const PoolProblem& p, const PoolArgs& a) {
   const Shape s = shape_of(p);
@@ -602,6 +646,12 @@ void compute(const PoolProblem& p, const PoolArgs& a) {
     fwd(s, static_cast<const T*>(a.src), static_cast<T*>(a.dst),
         p.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, inv);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (max_backward_avx512(s, static_cast<const float*>(a.src),
+                            p.keep_indices ? static_cast<const std::int32_t*>(a.indices) : nullptr,
+                            static_cast<const float*>(a.diff_dst), static_cast<float*>(a.diff_src)))
+      return;
   }
   const std::int32_t* idx = nullptr;
   if (p.mode == PoolMode::max) {
