@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
@@ -508,9 +509,16 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   if (s.mode != PoolMode::max && s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
       s.span_w[0].begin == 0 && s.span_w[0].end == s.w) {
     // A window of the whole plane (global pooling): every input gets the output's share.
+    const bool bypass_cache =
+        s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
     parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pl = p0; pl < p1; ++pl)
-        std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
+      for (std::int64_t pl = p0; pl < p1; ++pl) {
+        if constexpr (std::is_same_v<T, float>) {
+          fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
+        } else {
+          std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
+        }
+      }
     });
     return;
   }
