@@ -206,6 +206,23 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
   const std::int64_t rows = s.nhwc ? s.n * s.hw : s.n * s.c;
   const std::int64_t len = s.nhwc ? s.c : s.hw;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / len);
+  if (s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512()) {
+    parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {
+        const std::int64_t first = row * len;
+        float* o = static_cast<float*>(out) + first;
+        const float* uv = static_cast<const float*>(u) + first;
+        if (v != nullptr) {
+          avx512::plane_map_two(uv, static_cast<const float*>(v) + first, o, len, a[row],
+                                b != nullptr ? b[row] : 0.f, center[row], c0[row]);
+        } else {
+          avx512::plane_map_one(uv, o, len, a[row], center[row], center_lo != nullptr ? center_lo[row] : 0.f,
+                                c0[row]);
+        }
+      }
+    });
+    return;
+  }
   parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
     std::vector<float> bu(kBlock), bv(kBlock), bo(kBlock);
     for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {

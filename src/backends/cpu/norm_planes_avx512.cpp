@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/avx512_lanes.hpp"
+
 namespace galley::backends::cpu::avx512 {
 namespace {
 
@@ -81,6 +83,28 @@ void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double 
   }
   sum_g = sg.total() + tail_g;
   sum_gx = sx.total() + tail_x;
+}
+
+void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo,
+                   float c0) {
+  const __m512 ka = _mm512_set1_ps(a), km = _mm512_set1_ps(center), kl = _mm512_set1_ps(center_lo),
+               kc = _mm512_set1_ps(c0);
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, u + i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(ka, _mm512_sub_ps(_mm512_sub_ps(x, km), kl), kc));
+  }
+}
+
+void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
+                   float c0) {
+  const __m512 ka = _mm512_set1_ps(a), kb = _mm512_set1_ps(b), km = _mm512_set1_ps(center),
+               kc = _mm512_set1_ps(c0);
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, u + i), y = _mm512_maskz_loadu_ps(m, v + i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(ka, x, _mm512_fmadd_ps(kb, _mm512_sub_ps(y, km), kc)));
+  }
 }
 
 }  // namespace galley::backends::cpu::avx512
