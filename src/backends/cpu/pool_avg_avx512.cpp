@@ -80,10 +80,17 @@ const __m512i kHighPairs = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 2
 
 // The sum of rows [begin, end) of x (pitch w) over the 16 columns from c, zeros at and past w.
 inline __m512 rows_sum(const float* x, std::int64_t w, std::int64_t begin, std::int64_t end, std::int64_t c) {
+  if (begin == end) return _mm512_setzero_ps();
+  const float* p = x + begin * w + c;
+  if (c + 16 <= w) {
+    __m512 acc = _mm512_loadu_ps(p);
+    for (std::int64_t ih = begin + 1; ih < end; ++ih) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p += w));
+    return acc;
+  }
   const __mmask16 m = lanes(w - c);
-  __m512 acc = _mm512_setzero_ps();
-  for (std::int64_t ih = begin; ih < end; ++ih)
-    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, x + ih * w + c));
+  __m512 acc = _mm512_maskz_loadu_ps(m, p);
+  for (std::int64_t ih = begin + 1; ih < end; ++ih)
+    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, p += w));
   return acc;
 }
 
@@ -172,6 +179,72 @@ void spread_row(const AvgPoolPlane& g, const Layout& l, const TapOffsets& taps, 
   }
 }
 
+// The forward of 3-wide windows of stride 2 padded by 1 (ResNet's), without the scratch: output
+// column j's taps are columns 2j - 1, 2j and 2j + 1, the odd stream one lane back and the even and
+// odd streams, so one lane shift of registers replaces a store of the streams and three reloads.
+void forward_3_wide_stride_2(const AvgPoolPlane& g, const float* x, float* y) {
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
+    const float* inv = g.inverse_divisor + oh * g.ow;
+    float* yr = y + oh * g.ow;
+    __m512i prev_odd = _mm512_setzero_si512();  // column -1 is padding
+    for (std::int64_t j = 0; j < g.ow; j += 16) {
+      const __m512 a = rows_sum(x, g.w, begin, end, 2 * j), b = rows_sum(x, g.w, begin, end, 2 * j + 16);
+      const __m512 even = _mm512_permutex2var_ps(a, kEvens, b), odd = _mm512_permutex2var_ps(a, kOdds, b);
+      const __m512i odd_bits = _mm512_castps_si512(odd);
+      const __m512 left = _mm512_castsi512_ps(_mm512_alignr_epi32(odd_bits, prev_odd, 15));
+      prev_odd = odd_bits;
+      const __mmask16 m = lanes(g.ow - j);
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(left, even), odd);
+      _mm512_mask_storeu_ps(yr + j, m, _mm512_mul_ps(sum, _mm512_maskz_loadu_ps(m, inv + j)));
+    }
+  }
+}
+
+// rows[oh] = output row oh's scaled gradient spread over its windows' columns, every output row.
+void spread_rows(const AvgPoolPlane& g, const Layout& l, const float* dy, float* base, float* rows) {
+  float* grad = base + l.grad;
+  float* streams = base + l.spread;
+  const TapOffsets taps = tap_offsets(g, l);
+  for (std::int64_t oh0 = 0; oh0 < g.oh; oh0 += kBatch) {
+    const std::int64_t count = min64(kBatch, g.oh - oh0);
+    for (std::int64_t b = 0; b < count; ++b) {
+      const float* gr = dy + (oh0 + b) * g.ow;
+      const float* inv = g.inverse_divisor + (oh0 + b) * g.ow;
+      float* out = grad + b * l.grad_row + l.grad_margin;
+      for (std::int64_t j = 0; j < l.out_pitch; j += 16) {
+        const __mmask16 m = lanes(g.ow - j);
+        _mm512_store_ps(out + j,
+                        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, gr + j), _mm512_maskz_loadu_ps(m, inv + j)));
+      }
+    }
+    for (std::int64_t b = 0; b < count; ++b)
+      spread_row(g, l, taps, grad + b * l.grad_row, streams, rows + (oh0 + b) * l.row_pitch);
+  }
+}
+
+// spread_rows() for 3-wide windows of stride 2 padded by 1, in registers: input column 2m takes
+// output m's gradient, column 2m + 1 those of outputs m and m + 1.
+void spread_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const float* dy, float* rows) {
+  const auto scaled = [&](std::int64_t oh, std::int64_t j) {
+    const __mmask16 m = lanes(g.ow - j);
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + oh * g.ow + j),
+                                             _mm512_maskz_loadu_ps(m, g.inverse_divisor + oh * g.ow + j)));
+  };
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    float* row = rows + oh * l.row_pitch;
+    __m512i cur = scaled(oh, 0);
+    for (std::int64_t m = 0; m < l.stream_pitch; m += 16) {
+      const __m512i next = scaled(oh, m + 16);
+      const __m512 even = _mm512_castsi512_ps(cur);
+      const __m512 odd = _mm512_add_ps(even, _mm512_castsi512_ps(_mm512_alignr_epi32(next, cur, 1)));
+      _mm512_store_ps(row + 2 * m, _mm512_permutex2var_ps(even, kLowPairs, odd));
+      _mm512_store_ps(row + 2 * m + 16, _mm512_permutex2var_ps(even, kHighPairs, odd));
+      cur = next;
+    }
+  }
+}
+
 }  // namespace
 
 std::int64_t avg_pool_plane_scratch(const AvgPoolPlane& g) { return layout_of(g).total + 16; }
@@ -183,6 +256,10 @@ void avg_pool_plane_prepare(const AvgPoolPlane& g, float* scratch) {
 }
 
 void avg_pool_plane_forward(const AvgPoolPlane& g, const float* x, float* y, float* scratch) {
+  if (g.kernel_w == 3 && g.stride_w == 2 && g.pad_w == 1) {
+    forward_3_wide_stride_2(g, x, y);
+    return;
+  }
   const Layout l = layout_of(g);
   float* streams = aligned(scratch) + l.in_streams;
   const TapOffsets taps = tap_offsets(g, l);
@@ -203,24 +280,11 @@ void avg_pool_plane_forward(const AvgPoolPlane& g, const float* x, float* y, flo
 void avg_pool_plane_backward(const AvgPoolPlane& g, const float* dy, float* dx, float* scratch) {
   const Layout l = layout_of(g);
   float* base = aligned(scratch);
-  float* grad = base + l.grad;
-  float* streams = base + l.spread;
   float* rows = base + l.rows;
-  const TapOffsets taps = tap_offsets(g, l);
-  for (std::int64_t oh0 = 0; oh0 < g.oh; oh0 += kBatch) {
-    const std::int64_t count = min64(kBatch, g.oh - oh0);
-    for (std::int64_t b = 0; b < count; ++b) {
-      const float* gr = dy + (oh0 + b) * g.ow;
-      const float* inv = g.inverse_divisor + (oh0 + b) * g.ow;
-      float* out = grad + b * l.grad_row + l.grad_margin;
-      for (std::int64_t j = 0; j < l.out_pitch; j += 16) {
-        const __mmask16 m = lanes(g.ow - j);
-        _mm512_store_ps(out + j,
-                        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, gr + j), _mm512_maskz_loadu_ps(m, inv + j)));
-      }
-    }
-    for (std::int64_t b = 0; b < count; ++b)
-      spread_row(g, l, taps, grad + b * l.grad_row, streams, rows + (oh0 + b) * l.row_pitch);
+  if (g.kernel_w == 3 && g.stride_w == 2 && g.pad_w == 1) {
+    spread_3_wide_stride_2(g, l, dy, rows);
+  } else {
+    spread_rows(g, l, dy, base, rows);
   }
   for (std::int64_t ih = 0; ih < g.h; ++ih) {
     const std::int64_t first = g.cover_first[ih], last = g.cover_last[ih];

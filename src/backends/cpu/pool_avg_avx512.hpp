@@ -5,7 +5,8 @@
 // output row's scaled gradient over its windows' columns and then adds, for each input row, the
 // spread rows of the outputs covering it. A row of stride 2 is split into its even and odd
 // columns, so every tap is one unaligned load of a zero-padded stream: no per-element index
-// arithmetic, no scatter, and padding is zeros that need no masks.
+// arithmetic, no scatter, and padding is zeros that need no masks. ResNet's window (3 wide, stride
+// 2, padded by 1) shifts the streams in registers instead of storing and reloading them.
 #pragma once
 
 #include <cstdint>
