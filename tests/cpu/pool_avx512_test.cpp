@@ -183,5 +183,183 @@ TEST(PoolAvx512, AveragesOverWholePlanes) {
   }
 }
 
+// The separable average kernels, forward and backward, with and without the padding counted:
+// windows that reach past both ends of a row, ceil mode, rows no window holds, odd planes and
+// channel counts, and planes wider than two vectors.
+TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  struct Window {
+    std::int64_t kh, kw, ph, pw, sh, sw;
+    bool ceil;
+  };
+  const Window windows[] = {
+      {3, 3, 1, 1, 2, 2, false}, {3, 3, 1, 1, 2, 2, true},  {3, 3, 1, 1, 1, 1, false},
+      {3, 3, 0, 0, 2, 2, true},  {2, 2, 0, 0, 2, 2, false}, {5, 5, 2, 2, 2, 2, true},
+      {1, 7, 0, 3, 1, 1, false}, {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false},
+      {2, 3, 0, 1, 3, 1, false}, {4, 4, 1, 2, 2, 2, true},
+  };
+  const struct {
+    std::int64_t n, c, h, w;
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1}, {1, 3, 5, 64},
+                {1, 2, 9, 33},  {1, 3, 56, 56}, {1, 2, 4, 32}};
+  int checked = 0;
+  std::uint32_t seed = 21;
+  for (const Window& win : windows) {
+    for (const auto& shape : shapes) {
+      for (PoolMode mode : {PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+        PoolProblem p{.mode = mode,
+                      .n = shape.n,
+                      .c = shape.c,
+                      .h = shape.h,
+                      .w = shape.w,
+                      .kernel_h = win.kh,
+                      .kernel_w = win.kw,
+                      .pad_h = win.ph,
+                      .pad_w = win.pw,
+                      .stride_h = win.sh,
+                      .stride_w = win.sw,
+                      .ceil_mode = win.ceil};
+        if (!valid(p)) continue;
+        const std::vector<float> x =
+            test::random_floats(static_cast<std::size_t>(p.src_desc().elements()), seed++);
+        const std::vector<float> dy =
+            test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+        Tensor xt = Tensor::empty(stream, p.src_desc()), dyt = Tensor::empty(stream, p.dst_desc());
+        xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+        dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+        Tensor want = Tensor::empty(stream, p.dst_desc()), got = Tensor::empty(stream, p.dst_desc());
+        pooling_forward(stream, p, xt, want, nullptr, ref);
+        pooling_forward(stream, p, xt, got, nullptr, direct);
+        Tensor want_dx = Tensor::empty(stream, p.src_desc()), got_dx = Tensor::empty(stream, p.src_desc());
+        pooling_backward(stream, p, dyt, want_dx, nullptr, nullptr, ref);
+        pooling_backward(stream, p, dyt, got_dx, nullptr, nullptr, direct);
+        // Inputs in [-1, 1) and at most 25 to a window, at most 9 windows to an input: another order
+        // of the sums moves a result by well under 1e-5, while a lost or foreign tap moves it by
+        // 1 / 25 of an input or more.
+        const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+        for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << p.key() << " y " << i;
+        const std::vector<float> da = got_dx.to_host<float>(stream), db = want_dx.to_host<float>(stream);
+        for (std::size_t i = 0; i < da.size(); ++i) ASSERT_NEAR(da[i], db[i], 1e-5) << p.key() << " dx " << i;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 80);
+}
+
+// Backward of averages over whole planes broadcasts each plane's share.
+TEST(PoolAvx512, BackwardOfAveragesOverWholePlanes) {
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  const struct {
+    std::int64_t n, c, h, w;
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 7}, {1, 1, 1, 1}, {1, 5, 1, 33}};
+  std::uint32_t seed = 41;
+  for (const auto& shape : shapes) {
+    const PoolProblem p{.mode = PoolMode::avg_include_pad,
+                        .window = PoolWindow::global,
+                        .n = shape.n,
+                        .c = shape.c,
+                        .h = shape.h,
+                        .w = shape.w};
+    ASSERT_TRUE(valid(p)) << p.key();
+    const std::vector<float> dy =
+        test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+    Tensor dyt = Tensor::empty(stream, p.dst_desc());
+    dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+    Tensor want = Tensor::empty(stream, p.src_desc()), got = Tensor::empty(stream, p.src_desc());
+    pooling_backward(stream, p, dyt, want, nullptr, nullptr, ref);
+    pooling_backward(stream, p, dyt, got, nullptr, nullptr, direct);
+    const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-7) << p.key() << " dx " << i;
+  }
+}
+
+// Max backward on the gather kernel, finding the maxima again and from kept indices (some of them
+// moved outside their windows, which must contribute nothing), against the reference: ties of +0
+// and -0, -inf windows and NaNs decide which input takes each gradient.
+TEST(PoolAvx512, MaxBackwardMatchesTheReference) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  struct Window {
+    std::int64_t kh, kw, ph, pw, sh, sw;
+    bool ceil;
+  };
+  const Window windows[] = {
+      {3, 3, 1, 1, 2, 2, false}, {3, 3, 1, 1, 1, 1, false},   {3, 3, 0, 0, 2, 2, true},
+      {2, 2, 0, 0, 2, 2, false}, {5, 5, 2, 2, 2, 2, true},    {1, 7, 0, 3, 1, 1, false},
+      {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false}, {2, 3, 0, 1, 3, 1, false},
+  };
+  const struct {
+    std::int64_t n, c, h, w;
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1}, {1, 3, 5, 64}, {1, 2, 9, 33}, {1, 3, 56, 56}};
+  int checked = 0;
+  std::uint32_t seed = 61;
+  for (const Window& win : windows) {
+    for (const auto& shape : shapes) {
+      for (Data data : {Data::random, Data::ties_and_nans}) {
+        for (bool keep : {false, true}) {
+          PoolProblem p{.n = shape.n,
+                        .c = shape.c,
+                        .h = shape.h,
+                        .w = shape.w,
+                        .kernel_h = win.kh,
+                        .kernel_w = win.kw,
+                        .pad_h = win.ph,
+                        .pad_w = win.pw,
+                        .stride_h = win.sh,
+                        .stride_w = win.sw,
+                        .ceil_mode = win.ceil,
+                        .keep_indices = keep};
+          if (!valid(p)) continue;
+          const std::vector<float> x = input(p, data, seed++);
+          const std::vector<float> dy =
+              test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+          Tensor xt = Tensor::empty(stream, p.src_desc()), dyt = Tensor::empty(stream, p.dst_desc());
+          xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+          dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+          Tensor want = Tensor::empty(stream, p.src_desc()), got = Tensor::empty(stream, p.src_desc());
+          if (keep) {
+            Tensor y = Tensor::empty(stream, p.dst_desc()), idx = Tensor::empty(stream, p.indices_desc());
+            pooling_forward(stream, p, xt, y, &idx, ref);
+            std::vector<std::int32_t> moved = idx.to_host<std::int32_t>(stream);
+            for (std::size_t i = 0; i < moved.size(); i += 5)
+              moved[i] = static_cast<std::int32_t>((i * 7) % (p.h * p.w));
+            idx.copy_from_host(stream, moved.data(), moved.size() * sizeof(std::int32_t));
+            pooling_backward(stream, p, dyt, want, nullptr, &idx, ref);
+            pooling_backward(stream, p, dyt, got, nullptr, &idx, direct);
+          } else {
+            pooling_backward(stream, p, dyt, want, &xt, nullptr, ref);
+            pooling_backward(stream, p, dyt, got, &xt, nullptr, direct);
+          }
+          // Gradients in [-1, 1), at most 25 to an input: another order of the sums moves an
+          // element by well under 1e-5, a gradient at the wrong element by far more.
+          const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+          for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << p.key() << " dx " << i;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 150);
+}
+
 }  // namespace
 }  // namespace galley::dnn

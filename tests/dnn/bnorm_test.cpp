@@ -237,7 +237,8 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
 }
 
 TEST(BnormCpuSolvers, EveryFormDtypeLayoutAndOddShapeMatchesTheReference) {
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 1}, {4, 8, 4, 2}};
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},  {3, 23, 1, 1},
+                                    {4, 8, 4, 2},   {1, 3, 56, 56}, {2, 5, 1, 33}};
   int checked = 0;
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     if (s->is_reference()) continue;

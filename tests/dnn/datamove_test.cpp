@@ -302,6 +302,11 @@ TEST(DataMoveCpu, TransposeOtherRanksAndTiles) {
   expect_cpu_solvers_exact(TransposeProblem{DType::i8, {4, 1, 3, 1, 33}, {4, 3, 2, 0, 1}});
   // ShuffleNet's channel shuffle: [n, g, c/g, h, w] -> [n, c/g, g, h, w].
   expect_cpu_solvers_exact(TransposeProblem{DType::f32, {2, 3, 8, 7, 7}, {0, 2, 1, 3, 4}});
+  // NCHW <-> NHWC with whole 16 x 16 register blocks, and whole blocks beside partial ones.
+  expect_cpu_solvers_exact(TransposeProblem{DType::f32, {1, 80, 56, 56}, {0, 2, 3, 1}});
+  expect_cpu_solvers_exact(TransposeProblem{DType::f32, {1, 56, 56, 80}, {0, 3, 1, 2}});
+  expect_cpu_solvers_exact(TransposeProblem{DType::f32, {2, 48, 5, 13}, {0, 2, 3, 1}});
+  expect_cpu_solvers_exact(TransposeProblem{DType::f32, {1, 33, 47}, {0, 2, 1}});
 }
 
 TEST(DataMoveCpu, PadEverySideBothDirections) {

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/norm_planes_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
 namespace galley::backends::cpu::norm {
@@ -62,6 +64,24 @@ double centered_squares_of(const float* v, std::int64_t n, double center) {
 
 void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
                        const double* center, double* out0, double* out1) {
+  if (s.dtype == DType::f32 && cpu_has_avx512()) {
+    // A plane is one contiguous run: summed whole, 16 double lanes at a time.
+    const auto* xf = static_cast<const float*>(x);
+    const auto* gf = static_cast<const float*>(dy);
+    parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t p = lo; p < hi; ++p) {
+        const float* xp = xf + p * s.hw;
+        if (what == PlaneSum::sum) {
+          out0[p] = avx512::plane_sum(xp, s.hw);
+        } else if (what == PlaneSum::centered_squares) {
+          out0[p] = avx512::plane_centered_squares(xp, s.hw, center[p]);
+        } else {
+          avx512::plane_gradient_sums(gf + p * s.hw, xp, s.hw, center[p], out0[p], out1[p]);
+        }
+      }
+    });
+    return;
+  }
   parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
     std::vector<float> bx(kBlock), bdy(kBlock);
     for (std::int64_t p = lo; p < hi; ++p) {
@@ -186,6 +206,23 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
   const std::int64_t rows = s.nhwc ? s.n * s.hw : s.n * s.c;
   const std::int64_t len = s.nhwc ? s.c : s.hw;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / len);
+  if (s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512()) {
+    parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {
+        const std::int64_t first = row * len;
+        float* o = static_cast<float*>(out) + first;
+        const float* uv = static_cast<const float*>(u) + first;
+        if (v != nullptr) {
+          avx512::plane_map_two(uv, static_cast<const float*>(v) + first, o, len, a[row],
+                                b != nullptr ? b[row] : 0.f, center[row], c0[row]);
+        } else {
+          avx512::plane_map_one(uv, o, len, a[row], center[row], center_lo != nullptr ? center_lo[row] : 0.f,
+                                c0[row]);
+        }
+      }
+    });
+    return;
+  }
   parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
     std::vector<float> bu(kBlock), bv(kBlock), bo(kBlock);
     for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {

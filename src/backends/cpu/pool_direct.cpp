@@ -6,7 +6,10 @@
 // windows hold it; so the result does not depend on the thread count. Max backward without kept
 // indices first finds the maxima again into the workspace, then proceeds as with kept indices.
 // On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
-// planes runs the kernels of pool_avx512.hpp instead.
+// planes runs the kernels of pool_avx512.hpp instead, and f32 nchw averages over kernel windows of
+// column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp, and f32
+// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp. Backward of
+// averages over whole planes broadcasts each plane's share.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -20,8 +23,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
+#include "backends/cpu/pool_max_backward_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
@@ -112,10 +118,33 @@ Shape shape_of(const PoolProblem& p) {
   return s;
 }
 
-// 1 / divisor of every output position of a plane (the same for every plane).
+// 1 / divisor of every output position of a plane (the same for every plane). Both divisors are a
+// row factor times a column factor; while their products are exact in f32 the table is one
+// vectorisable loop of those factors rather than a division chain per output.
 std::vector<float> inverse_divisors(const Shape& s) {
   std::vector<float> inv(static_cast<std::size_t>(s.oh * s.ow), 1.0f);
   if (s.mode == PoolMode::max) return inv;
+  const PoolAxis::Span whole{0, 1, 1};
+  std::vector<float> fh(static_cast<std::size_t>(s.oh)), fw(static_cast<std::size_t>(s.ow));
+  std::int64_t largest_h = 0, largest_w = 0;
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    const std::int64_t d = dnn::pool_divisor(s.mode, s.span_h[oh], whole);
+    fh[static_cast<std::size_t>(oh)] = static_cast<float>(d);
+    largest_h = std::max(largest_h, d);
+  }
+  for (std::int64_t ow = 0; ow < s.ow; ++ow) {
+    const std::int64_t d = dnn::pool_divisor(s.mode, whole, s.span_w[ow]);
+    fw[static_cast<std::size_t>(ow)] = static_cast<float>(d);
+    largest_w = std::max(largest_w, d);
+  }
+  if (largest_h * largest_w < (std::int64_t{1} << 24)) {
+    for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+      float* row = inv.data() + oh * s.ow;
+      const float h = fh[static_cast<std::size_t>(oh)];
+      for (std::int64_t ow = 0; ow < s.ow; ++ow) row[ow] = 1.0f / (h * fw[static_cast<std::size_t>(ow)]);
+    }
+    return inv;
+  }
   for (std::int64_t oh = 0; oh < s.oh; ++oh) {
     const PoolAxis::Span& sh = s.span_h[oh];
     for (std::int64_t ow = 0; ow < s.ow; ++ow) {
@@ -123,6 +152,46 @@ std::vector<float> inverse_divisors(const Shape& s) {
     }
   }
   return inv;
+}
+
+// Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
+bool avg_takes_avx512(const Shape& s) {
+  return s.mode != PoolMode::max && !s.nhwc && !s.aw.adaptive &&
+         avx512::avg_pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
+}
+
+// Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
+// window tables pool_avg_avx512.hpp takes and scratch prepared once per share.
+template <class Body>
+void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
+      covers(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
+  }
+  const avx512::AvgPoolPlane g{s.h,
+                               s.w,
+                               s.oh,
+                               s.ow,
+                               s.aw.kernel,
+                               s.aw.stride,
+                               s.aw.pad,
+                               rows.data(),
+                               rows.data() + s.oh,
+                               covers.data(),
+                               covers.data() + s.h,
+                               inv.data()};
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    const auto scratch =
+        std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(avx512::avg_pool_plane_scratch(g)));
+    avx512::avg_pool_plane_prepare(g, scratch.get());
+    body(g, scratch.get(), p0, p1);
+  });
 }
 
 // Whether (v, i) beats the maximum so far (best, at) under the problem's rule, in a form that does
@@ -358,6 +427,14 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       });
       return;
     }
+    if (y != nullptr && avg_takes_avx512(s)) {
+      for_avg_planes(s, inv,
+                     [&](const avx512::AvgPoolPlane& g, float* scratch, std::int64_t p0, std::int64_t p1) {
+                       for (std::int64_t pl = p0; pl < p1; ++pl)
+                         avx512::avg_pool_plane_forward(g, x + pl * plane_in, y + pl * plane_out, scratch);
+                     });
+      return;
+    }
     // f32 averages over whole planes (global pooling): the plane is one contiguous run.
     const bool whole_plane = s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
@@ -452,6 +529,32 @@ template <class T>
 void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
                    const std::vector<float>& inv) {
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  if (s.mode != PoolMode::max && s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
+      s.span_w[0].begin == 0 && s.span_w[0].end == s.w) {
+    // A window of the whole plane (global pooling): every input gets the output's share.
+    const bool bypass_cache =
+        s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
+    parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pl = p0; pl < p1; ++pl) {
+        if constexpr (std::is_same_v<T, float>) {
+          fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
+        } else {
+          std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
+        }
+      }
+    });
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (avg_takes_avx512(s)) {
+      for_avg_planes(s, inv,
+                     [&](const avx512::AvgPoolPlane& g, float* scratch, std::int64_t p0, std::int64_t p1) {
+                       for (std::int64_t pl = p0; pl < p1; ++pl)
+                         avx512::avg_pool_plane_backward(g, dy + pl * plane_out, dx + pl * plane_in, scratch);
+                     });
+      return;
+    }
+  }
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     std::vector<float> acc(static_cast<std::size_t>(plane_in));
     for (std::int64_t pl = p0; pl < p1; ++pl) {
@@ -522,6 +625,48 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
+// f32 nchw max backward on the gather kernel of pool_max_backward_avx512.hpp, with the kept indices
+// or finding the maxima from x; false where the kernel does not take the problem.
+bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kept, const float* dy,
+                         float* dx) {
+  if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
+      !avx512::max_pool_backward_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
+    return false;
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
+      covers(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
+  }
+  const avx512::MaxPoolBackwardPlane g{s.h,
+                                       s.w,
+                                       s.oh,
+                                       s.ow,
+                                       s.aw.kernel,
+                                       s.aw.stride,
+                                       s.aw.pad,
+                                       rows.data(),
+                                       rows.data() + s.oh,
+                                       covers.data(),
+                                       covers.data() + s.h};
+  const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    const auto scratch = std::make_unique_for_overwrite<float[]>(
+        static_cast<std::size_t>(avx512::max_pool_backward_scratch(g)));
+    avx512::max_pool_backward_prepare(g, scratch.get());
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      avx512::max_pool_plane_backward(g, kept == nullptr ? x + pl * plane_in : nullptr,
+                                      kept == nullptr ? nullptr : kept + pl * plane_out, dy + pl * plane_out,
+                                      dx + pl * plane_in, scratch.get());
+    }
+  });
+  return true;
+}
+
 template <class T>
 void compute(const PoolProblem& p, const PoolArgs& a) {
   const Shape s = shape_of(p);
@@ -532,6 +677,12 @@ void compute(const PoolProblem& p, const PoolArgs& a) {
     fwd(s, static_cast<const T*>(a.src), static_cast<T*>(a.dst),
         p.keep_indices ? static_cast<std::int32_t*>(a.indices) : nullptr, inv);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (max_backward_avx512(s, static_cast<const float*>(a.src),
+                            p.keep_indices ? static_cast<const std::int32_t*>(a.indices) : nullptr,
+                            static_cast<const float*>(a.diff_dst), static_cast<float*>(a.diff_src)))
+      return;
   }
   const std::int32_t* idx = nullptr;
   if (p.mode == PoolMode::max) {

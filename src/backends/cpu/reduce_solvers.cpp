@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -195,6 +196,8 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
     softmax_kernels::best().load(p.dtype, a.diff_dst, dy.data(), p.dst_elements());
     for (float& v : dy) v *= scale;
     const std::int64_t segs = (m.row + kSegment - 1) / kSegment;
+    const bool bypass_cache =
+        p.src_elements() * static_cast<std::int64_t>(size_of(p.dtype)) >= kBypassCacheBytes;
     parallel_for(0, m.out_rows * m.reduced * segs, [&](std::int64_t t0, std::int64_t t1) {
       std::vector<float> row;
       for (std::int64_t t = t0; t < t1; ++t) {
@@ -202,6 +205,12 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
         const std::int64_t r = rj / m.reduced, j = rj % m.reduced;
         const std::int64_t n = std::min(kSegment, m.row - s0);
         const float* from = nullptr;
+        if (m.inner_reduced && p.dtype == DType::f32) {
+          // The broadcast written in place: a staging row would write every element twice.
+          fill_f32(static_cast<float*>(a.diff_src) + m.offset(r, j) + s0, n, dy[static_cast<std::size_t>(r)],
+                   bypass_cache);
+          continue;
+        }
         if (m.inner_reduced) {
           row.assign(static_cast<std::size_t>(n), dy[static_cast<std::size_t>(r)]);
           from = row.data();

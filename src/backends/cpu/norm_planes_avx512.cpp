@@ -1,0 +1,110 @@
+// See norm_planes_avx512.hpp. Compiled with AVX-512 F/BW/VL/DQ; nothing here instantiates a
+// standard-library template (see sgemm_avx512.cpp).
+#include "backends/cpu/norm_planes_avx512.hpp"
+
+#include <immintrin.h>
+
+#include "backends/cpu/avx512_lanes.hpp"
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+// Four accumulators of 8 doubles, merged pairwise.
+struct Lanes {
+  __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd(), c = _mm512_setzero_pd(), d = _mm512_setzero_pd();
+  double total() const {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a, b), _mm512_add_pd(c, d)));
+  }
+};
+
+inline __m512d low_half(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+inline __m512d high_half(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+}  // namespace
+
+double plane_sum(const float* v, std::int64_t n) {
+  Lanes l;
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 p = _mm512_loadu_ps(v + i), q = _mm512_loadu_ps(v + i + 16);
+    l.a = _mm512_add_pd(l.a, low_half(p));
+    l.b = _mm512_add_pd(l.b, high_half(p));
+    l.c = _mm512_add_pd(l.c, low_half(q));
+    l.d = _mm512_add_pd(l.d, high_half(q));
+  }
+  double tail = 0;
+  for (; i < n; ++i) tail += v[i];
+  return l.total() + tail;
+}
+
+double plane_centered_squares(const float* v, std::int64_t n, double center) {
+  Lanes l;
+  const __m512d m = _mm512_set1_pd(center);
+  const auto add = [&](__m512d& acc, __m512d x) {
+    const __m512d d = _mm512_sub_pd(x, m);
+    acc = _mm512_fmadd_pd(d, d, acc);
+  };
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 p = _mm512_loadu_ps(v + i), q = _mm512_loadu_ps(v + i + 16);
+    add(l.a, low_half(p));
+    add(l.b, high_half(p));
+    add(l.c, low_half(q));
+    add(l.d, high_half(q));
+  }
+  double tail = 0;
+  for (; i < n; ++i) {
+    const double d = v[i] - center;
+    tail += d * d;
+  }
+  return l.total() + tail;
+}
+
+void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double center, double& sum_g,
+                         double& sum_gx) {
+  Lanes sg, sx;
+  const __m512d m = _mm512_set1_pd(center);
+  const auto add = [&](__m512d& acc_g, __m512d& acc_x, __m512d gv, __m512d xv) {
+    acc_g = _mm512_add_pd(acc_g, gv);
+    acc_x = _mm512_fmadd_pd(gv, _mm512_sub_pd(xv, m), acc_x);
+  };
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 gp = _mm512_loadu_ps(g + i), xp = _mm512_loadu_ps(x + i);
+    add(sg.a, sx.a, low_half(gp), low_half(xp));
+    add(sg.b, sx.b, high_half(gp), high_half(xp));
+  }
+  double tail_g = 0, tail_x = 0;
+  for (; i < n; ++i) {
+    tail_g += g[i];
+    tail_x += static_cast<double>(g[i]) * (x[i] - center);
+  }
+  sum_g = sg.total() + tail_g;
+  sum_gx = sx.total() + tail_x;
+}
+
+void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo,
+                   float c0) {
+  const __m512 ka = _mm512_set1_ps(a), km = _mm512_set1_ps(center), kl = _mm512_set1_ps(center_lo),
+               kc = _mm512_set1_ps(c0);
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, u + i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(ka, _mm512_sub_ps(_mm512_sub_ps(x, km), kl), kc));
+  }
+}
+
+void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
+                   float c0) {
+  const __m512 ka = _mm512_set1_ps(a), kb = _mm512_set1_ps(b), km = _mm512_set1_ps(center),
+               kc = _mm512_set1_ps(c0);
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, u + i), y = _mm512_maskz_loadu_ps(m, v + i);
+    _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(ka, x, _mm512_fmadd_ps(kb, _mm512_sub_ps(y, km), kc)));
+  }
+}
+
+}  // namespace galley::backends::cpu::avx512

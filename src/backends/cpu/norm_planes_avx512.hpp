@@ -1,0 +1,29 @@
+// The per-plane loops of norm_planes.cpp for f32 nchw with AVX-512 (norm_planes_avx512.cpp, entered
+// only after cpu_has_avx512()). The sums keep 16 double lanes in four accumulators, so consecutive
+// vectors' additions overlap, merged in a fixed order, so a result depends on the data and its
+// length alone; the maps take 16 floats a step.
+#pragma once
+
+#include <cstdint>
+
+namespace galley::backends::cpu::avx512 {
+
+/// The sum of v[0, n) in double.
+double plane_sum(const float* v, std::int64_t n);
+
+/// The sum of (v - center)^2 over v[0, n) in double.
+double plane_centered_squares(const float* v, std::int64_t n, double center);
+
+/// sum_g = the sum of g[0, n), sum_gx = the sum of g * (x - center), in double.
+void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double center, double& sum_g,
+                         double& sum_gx);
+
+/// o[i] = a * ((u[i] - center) - center_lo) + c0 for i in [0, n); o may be u.
+void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo,
+                   float c0);
+
+/// o[i] = a * u[i] + b * (v[i] - center) + c0 for i in [0, n); o may be u or v.
+void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
+                   float c0);
+
+}  // namespace galley::backends::cpu::avx512

@@ -1,0 +1,52 @@
+// Average pooling of NCHW f32 planes with AVX-512 (pool_avg_avx512.cpp, entered only after
+// cpu_has_avx512()) for cpu.pool.direct, forward and backward, windows of column stride 1 or 2.
+// Both directions are separable. Forward adds, for each output row, its window's input rows (16
+// columns per vector) and then sums that one row over each window's columns; backward spreads each
+// output row's scaled gradient over its windows' columns and then adds, for each input row, the
+// spread rows of the outputs covering it. A row of stride 2 is split into its even and odd
+// columns, so every tap is one unaligned load of a zero-padded stream: no per-element index
+// arithmetic, no scatter, and padding is zeros that need no masks. ResNet's window (3 wide, stride
+// 2, padded by 1) shifts the streams in registers instead of storing and reloading them.
+#pragma once
+
+#include <cstdint>
+
+namespace galley::backends::cpu::avx512 {
+
+/// The geometry of one plane's average pooling, the same for every plane of a problem. The window
+/// of output (oh, ow) is rows [row_begin[oh], row_end[oh]) and columns ow * stride_w - pad_w +
+/// [0, kernel_w) clipped to [0, w); input row ih lies in the windows of output rows
+/// [cover_first[ih], cover_last[ih]] (empty when first > last).
+struct AvgPoolPlane {
+  std::int64_t h, w, oh, ow;
+  std::int64_t kernel_w, stride_w, pad_w;
+  const std::int64_t* row_begin;    ///< [oh]
+  const std::int64_t* row_end;      ///< [oh]
+  const std::int64_t* cover_first;  ///< [h]
+  const std::int64_t* cover_last;   ///< [h]
+  const float* inverse_divisor;     ///< [oh * ow]: 1 / the divisor of each output
+};
+
+/// The widest window the kernels take.
+inline constexpr std::int64_t kMaxTaps = 64;
+
+/// True for the windows the kernels take: column stride 1 or 2, at most kMaxTaps columns.
+inline bool avg_pool_plane_fits(std::int64_t stride_w, std::int64_t kernel_w) {
+  return (stride_w == 1 || stride_w == 2) && kernel_w <= kMaxTaps;
+}
+
+/// Floats of scratch avg_pool_plane_forward() and avg_pool_plane_backward() need.
+std::int64_t avg_pool_plane_scratch(const AvgPoolPlane& g);
+
+/// Zeroes the scratch before a caller's first plane: the margins of the padded streams are read as
+/// padding and never written again, so one call serves every later plane of the same geometry.
+void avg_pool_plane_prepare(const AvgPoolPlane& g, float* scratch);
+
+/// y[oh][ow] = the sum of x over the window times inverse_divisor[oh * ow + ow].
+void avg_pool_plane_forward(const AvgPoolPlane& g, const float* x, float* y, float* scratch);
+
+/// dx[ih][iw] = the sum, over the outputs whose windows hold (ih, iw), of dy times the output's
+/// inverse divisor.
+void avg_pool_plane_backward(const AvgPoolPlane& g, const float* dy, float* dx, float* scratch);
+
+}  // namespace galley::backends::cpu::avx512
