@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/eltwise_loops.hpp"
 #include "backends/cpu/eltwise_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/eltwise_geometry.hpp"
@@ -70,42 +71,6 @@ const float* load(DType dtype, const void* base, std::int64_t offset, std::int64
   return buf;
 }
 
-// kXStep, kYStep: 1 where the input advances with dst, 0 where it is one value for the segment
-// (a bias), which the compiler then hoists out of the loop.
-template <EltwiseOp kOp, int kXStep, int kYStep>
-void forward_segment(const float* x, const float* y, float* out, std::int64_t n, float alpha, float beta) {
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float u = alpha * x[j * kXStep], v = beta * y[j * kYStep];
-    if constexpr (kOp == EltwiseOp::add) out[j] = u + v;
-    if constexpr (kOp == EltwiseOp::sub) out[j] = u - v;
-    if constexpr (kOp == EltwiseOp::mul) out[j] = u * v;
-    if constexpr (kOp == EltwiseOp::div) out[j] = u / v;
-  }
-}
-
-template <EltwiseOp kOp>
-void forward_segment(const float* x, bool x_steps, const float* y, bool y_steps, float* out, std::int64_t n,
-                     float alpha, float beta) {
-  if (x_steps && y_steps) return forward_segment<kOp, 1, 1>(x, y, out, n, alpha, beta);
-  if (x_steps) return forward_segment<kOp, 1, 0>(x, y, out, n, alpha, beta);
-  if (y_steps) return forward_segment<kOp, 0, 1>(x, y, out, n, alpha, beta);
-  return forward_segment<kOp, 0, 0>(x, y, out, n, alpha, beta);
-}
-
-void forward_segment(EltwiseOp op, const float* x, bool x_steps, const float* y, bool y_steps, float* out,
-                     std::int64_t n, float alpha, float beta) {
-  switch (op) {
-    case EltwiseOp::add:
-      return forward_segment<EltwiseOp::add>(x, x_steps, y, y_steps, out, n, alpha, beta);
-    case EltwiseOp::sub:
-      return forward_segment<EltwiseOp::sub>(x, x_steps, y, y_steps, out, n, alpha, beta);
-    case EltwiseOp::mul:
-      return forward_segment<EltwiseOp::mul>(x, x_steps, y, y_steps, out, n, alpha, beta);
-    case EltwiseOp::div:
-      return forward_segment<EltwiseOp::div>(x, x_steps, y, y_steps, out, n, alpha, beta);
-  }
-}
-
 void store(DType dtype, const float* values, void* base, std::int64_t offset, std::int64_t n) {
   auto* p = static_cast<unsigned char*>(base) + static_cast<std::size_t>(offset) * size_of(dtype);
   if (dtype == DType::f32 && reinterpret_cast<const void*>(values) == p) return;
@@ -116,6 +81,7 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const EltwiseGeometry g = dnn::eltwise_geometry(p);
   const int last = g.rank - 1;
   const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
+  const EltwiseLoops& loops = eltwise_loops();
   parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
     thread_local std::vector<float> bufs(3 * kSegment);
     float* xa = bufs.data();
@@ -127,59 +93,18 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
       const float* x = load(p.dtype, args.a, s.a, g.a_stride[last], s.n, xa);
       const float* y = load(p.dtype, args.b, s.b, g.b_stride[last], s.n, xb);
       float* out = p.dtype == DType::f32 ? static_cast<float*>(args.dst) + s.e : xo;
-      forward_segment(p.op, x, g.a_stride[last] != 0, y, g.b_stride[last] != 0, out, s.n, p.alpha, p.beta);
+      loops.forward(p.op, x, g.a_stride[last] != 0, y, g.b_stride[last] != 0, out, s.n, p.alpha, p.beta);
       store(p.dtype, out, args.dst, s.e, s.n);
       e += s.n;
     }
   });
 }
 
-// The gradient each dst element sends to input `which` (0: a, 1: b), for `n` elements; x and y
-// advance by kXStep and kYStep (0: one value for the segment), as in forward_segment.
-template <int kXStep, int kYStep>
-void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, const float* y,
-                      float* out, std::int64_t n) {
-  const float alpha = p.alpha, beta = p.beta;
-  switch (p.op) {
-    case EltwiseOp::add:
-    case EltwiseOp::sub: {
-      const float s = which == 0 ? alpha : (p.op == EltwiseOp::add ? beta : -beta);
-      for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * s;
-      return;
-    }
-    case EltwiseOp::mul: {
-      const float s = alpha * beta;
-      if (which == 0) {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (s * y[j * kYStep]);
-      } else {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (s * x[j * kXStep]);
-      }
-      return;
-    }
-    case EltwiseOp::div:
-      if (which == 0) {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (alpha / (beta * y[j * kYStep]));
-      } else {
-        for (std::int64_t j = 0; j < n; ++j) {
-          out[j] = -dy[j] * ((alpha * x[j * kXStep]) / (beta * y[j * kYStep]) / y[j * kYStep]);
-        }
-      }
-      return;
-  }
-}
-
-void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, bool x_steps,
-                      const float* y, bool y_steps, float* out, std::int64_t n) {
-  if (x_steps && y_steps) return gradient_segment<1, 1>(p, which, dy, x, y, out, n);
-  if (x_steps) return gradient_segment<1, 0>(p, which, dy, x, y, out, n);
-  if (y_steps) return gradient_segment<0, 1>(p, which, dy, x, y, out, n);
-  return gradient_segment<0, 0>(p, which, dy, x, y, out, n);
-}
-
 struct BackwardContext {
   const EltwiseProblem& p;
   const EltwiseArgs& args;
   const EltwiseGeometry& g;
+  const EltwiseLoops& loops;
   bool reads_inputs;
   // A gradient over dy, a or b: the first gradient of a segment, written out, would change what
   // the second reads, so both are staged through buffers as for f16.
@@ -197,7 +122,7 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
   float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment,
         *bo2 = bo + kSegment;
   const int last = c.g.rank - 1;
-  // What gradient_segment reads: mul's gradient of one input is the other; div's of b needs both.
+  // What the gradient loops read: mul's gradient of one input is the other; div's of b needs both.
   const auto reads_a = [&](int w) { return c.reads_inputs && w == 1; };
   const auto reads_b = [&](int w) { return c.reads_inputs && (w == 0 || c.p.op == EltwiseOp::div); };
   const bool needs_a = reads_a(which) || (also >= 0 && reads_a(also));
@@ -214,27 +139,14 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
     const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
     float* out = f32 && which_dense ? static_cast<float*>(which_grad) + s.e : bo;
     float* out2 = f32 ? static_cast<float*>(also_grad) + s.e : bo2;
-    gradient_segment(c.p, which, dy, x, x_steps, y, y_steps, out, s.n);
+    c.loops.gradient(c.p.op, which, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out, s.n);
     fn(s, out);
     if (also >= 0) {
-      gradient_segment(c.p, also, dy, x, x_steps, y, y_steps, out2, s.n);
+      c.loops.gradient(c.p.op, also, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out2, s.n);
       store(c.p.dtype, out2, also_grad, s.e, s.n);
     }
     e += s.n;
   }
-}
-
-// Sum of n floats in 8 independent lanes (fast, and more accurate than one running sum).
-double lane_sum(const float* v, std::int64_t n) {
-  float lanes[8] = {};
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += v[j + l];
-  }
-  double sum = 0;
-  for (; j < n; ++j) sum += v[j];
-  for (float l : lanes) sum += l;
-  return sum;
 }
 
 // The gradient of input `which`, and of input `also` (>= 0: it has dst's shape) in the same pass.
@@ -260,7 +172,7 @@ void backward_input(const BackwardContext& c, int which, int also) {
     return [&, acc, base](const Segment& s, const float* v) {
       const std::int64_t xo = (which == 0 ? s.a : s.b) - base;
       if (xs[last] == 0) {
-        acc[xo] += lane_sum(v, s.n);
+        acc[xo] += c.loops.lane_sum(v, s.n);
       } else {
         for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += v[j];
       }
@@ -328,7 +240,11 @@ void backward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const auto aliases = [&](const void* grad) {
     return grad != nullptr && (grad == args.dy || grad == args.a || grad == args.b);
   };
-  const BackwardContext c{p, args, g, p.op == EltwiseOp::mul || p.op == EltwiseOp::div,
+  const BackwardContext c{p,
+                          args,
+                          g,
+                          eltwise_loops(),
+                          p.op == EltwiseOp::mul || p.op == EltwiseOp::div,
                           aliases(args.da) || aliases(args.db)};
   // One pass over dy where an input has dst's shape (equal shapes, a bias, a residual).
   if (g.a_full()) {
