@@ -111,7 +111,8 @@ struct BackwardContext {
   bool outputs_alias_inputs;
 };
 
-// The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values).
+// The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values,
+// factor), the gradients being values[j] * factor.
 // With `also` >= 0, the gradient of that input (which has dst's shape) is written on the way, so
 // dy is read once for both. With `which_dense` (input `which` has dst's shape too) and f32, the
 // values are computed straight into that gradient, as `also`'s are, so fn finds them in place.
@@ -132,6 +133,12 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
   void* also_grad = also == 0 ? c.args.da : c.args.db;
   const bool x_steps = c.g.a_stride[last] != 0, y_steps = c.g.b_stride[last] != 0;
   const std::int64_t longest = f32 && which_dense ? kBlock : kSegment;
+  // add and sub send dy times a constant to each input: where input `which` is one value for the
+  // whole segment (a bias), its share is that constant times the sum of dy, with no pass that
+  // writes the products out first.
+  const bool additive = c.p.op == EltwiseOp::add || c.p.op == EltwiseOp::sub;
+  const bool sums_dy = additive && !which_dense && (which == 0 ? !x_steps : !y_steps);
+  const float add_factor = which == 0 ? c.p.alpha : (c.p.op == EltwiseOp::add ? c.p.beta : -c.p.beta);
   for (std::int64_t e = lo; e < hi;) {
     const Segment s = segment_at(c.g, e, hi, longest);
     const float* dy = load(c.p.dtype, c.args.dy, s.e, 1, s.n, bdy);
@@ -139,8 +146,12 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
     const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
     float* out = f32 && which_dense ? static_cast<float*>(which_grad) + s.e : bo;
     float* out2 = f32 ? static_cast<float*>(also_grad) + s.e : bo2;
-    c.loops.gradient(c.p.op, which, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out, s.n);
-    fn(s, out);
+    if (sums_dy) {
+      fn(s, dy, add_factor);
+    } else {
+      c.loops.gradient(c.p.op, which, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out, s.n);
+      fn(s, out, 1.0f);
+    }
     if (also >= 0) {
       c.loops.gradient(c.p.op, also, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out2, s.n);
       store(c.p.dtype, out2, also_grad, s.e, s.n);
@@ -162,19 +173,19 @@ void backward_input(const BackwardContext& c, int which, int also) {
     const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
     parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
       walk_gradients(c, which, also, true, lo * kBlock, std::min(hi * kBlock, g.elements),
-                     [&](const Segment& s, const float* v) { store(dtype, v, grad, s.e, s.n); });
+                     [&](const Segment& s, const float* v, float) { store(dtype, v, grad, s.e, s.n); });
     });
     return;
   }
 
   // Adds one segment's gradients into `acc`, which holds x's elements from `base` on.
   const auto accumulate = [&](double* acc, std::int64_t base) {
-    return [&, acc, base](const Segment& s, const float* v) {
+    return [&, acc, base](const Segment& s, const float* v, float factor) {
       const std::int64_t xo = (which == 0 ? s.a : s.b) - base;
       if (xs[last] == 0) {
-        acc[xo] += c.loops.lane_sum(v, s.n);
+        acc[xo] += factor * c.loops.lane_sum(v, s.n);
       } else {
-        for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += v[j];
+        for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += factor * v[j];
       }
     };
   };
