@@ -43,7 +43,8 @@ void expect_error(Fn&& fn, std::initializer_list<std::string_view> fragments) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
-    for (auto f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << f << " in: " << e.what();
+    for (auto f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << f << " in: " << e.what();
   }
 }
 
@@ -56,17 +57,15 @@ double forward_of(const ActivProblem& p, double x) {
   return with_activation<double>(p.activation, p.alpha, p.beta, [&](auto f) { return f.forward(x); });
 }
 double backward_of(const ActivProblem& p, double dy, double x) {
-  return with_activation<double>(p.activation, p.alpha, p.beta, [&](auto f) {
-    return f.backward(dy, p.reads_dst() ? f.forward(x) : x);
-  });
+  return with_activation<double>(p.activation, p.alpha, p.beta,
+                                 [&](auto f) { return f.backward(dy, p.reads_dst() ? f.forward(x) : x); });
 }
 float forward_f32(const ActivProblem& p, float x) {
   return with_activation<float>(p.activation, p.alpha, p.beta, [&](auto f) { return f.forward(x); });
 }
 float backward_f32(const ActivProblem& p, float dy, float x) {
-  return with_activation<float>(p.activation, p.alpha, p.beta, [&](auto f) {
-    return f.backward(dy, p.reads_dst() ? f.forward(x) : x);
-  });
+  return with_activation<float>(p.activation, p.alpha, p.beta,
+                                [&](auto f) { return f.backward(dy, p.reads_dst() ? f.forward(x) : x); });
 }
 
 // Runs `solver` on host f32 memory: forward y = f(x), backward dx from dy and x (or y = f(x)).
@@ -136,8 +135,9 @@ TEST(ActivProblem, KeyRoundTrip) {
   leaky.alpha = -2.5e-7;
   ActivProblem elu = row(Activation::elu, {1, 2, 3, 4, 5, 6});
   elu.alpha = 0.1;
-  const ActivProblem cases[] = {clip, leaky, elu, row(Activation::gelu_tanh, {100003}),
-                                ActivProblem::packed(Activation::relu, DType::f32, Layout::nchw, 1, 3, 31, 29)};
+  const ActivProblem cases[] = {
+      clip, leaky, elu, row(Activation::gelu_tanh, {100003}),
+      ActivProblem::packed(Activation::relu, DType::f32, Layout::nchw, 1, 3, 31, 29)};
   for (const ActivProblem& p : cases) {
     SCOPED_TRACE(p.key());
     const ActivProblem back = ActivProblem::parse_key(p.key());
@@ -218,7 +218,11 @@ TEST(ActivProblem, ValidationNamesTheField) {
   p = row(Activation::relu, {3});
   p.activation = static_cast<Activation>(200);
   expect_error([&] { p.validate(); }, {"activation 200"});
-  expect_error([] { ActivProblem::contiguous(Activation::relu, DType::f32, {1, 2, 3, 4, 5, 6, 7}); }, {"rank 7"});
+  expect_error(
+      [] {
+        ActivProblem::contiguous(Activation::relu, DType::f32, {1, 2, 3, 4, 5, 6, 7});
+      },
+      {"rank 7"});
 }
 
 TEST(ActivProblem, FiguresAndDescriptors) {
@@ -232,12 +236,14 @@ TEST(ActivProblem, FiguresAndDescriptors) {
   EXPECT_LE(p.tolerance(), 2e-3);
   EXPECT_EQ(row(Activation::relu, {7, 129}).desc(), TensorDesc::contiguous(DType::f32, {7, 129}));
   const std::string line = p.bench_command(cpu(), "cpu.activ.blocked");
-  EXPECT_EQ(line, "galley bench activ -m silu -A 0 -B 0 -n 2 -c 3 -H 5 -W 7 -F 2 --dtype f16 --layout nhwc "
-                  "--device cpu --solver cpu.activ.blocked");
+  EXPECT_EQ(line,
+            "galley bench activ -m silu -A 0 -B 0 -n 2 -c 3 -H 5 -W 7 -F 2 --dtype f16 --layout nhwc "
+            "--device cpu --solver cpu.activ.blocked");
   ActivProblem clip = row(Activation::clip, {7, 129});
   clip.alpha = -1;
   clip.beta = 1.5;
-  EXPECT_EQ(clip.bench_command(cpu()), "galley bench activ -m clip -A -1 -B 1.5 --shape 7,129 -F 1 --dtype f32 --device cpu");
+  EXPECT_EQ(clip.bench_command(cpu()),
+            "galley bench activ -m clip -A -1 -B 1.5 --shape 7,129 -F 1 --dtype f32 --device cpu");
 }
 
 TEST(ActivProblem, OfDescriptorFindsTheLayout) {
@@ -245,7 +251,8 @@ TEST(ActivProblem, OfDescriptorFindsTheLayout) {
       ActivProblem::of(Activation::relu, TensorDesc::packed(DType::bf16, Layout::nhwc, 2, 3, 4, 5), 0, 0);
   EXPECT_EQ(nhwc.layout, Layout::nhwc);
   EXPECT_EQ(nhwc.dtype, DType::bf16);
-  const ActivProblem r3 = ActivProblem::of(Activation::elu, TensorDesc::contiguous(DType::f32, {3, 4, 5}), 1, 0);
+  const ActivProblem r3 =
+      ActivProblem::of(Activation::elu, TensorDesc::contiguous(DType::f32, {3, 4, 5}), 1, 0);
   EXPECT_EQ(r3.rank, 3);
   EXPECT_EQ(r3.layout, Layout::nchw);
   TensorDesc strided = TensorDesc::contiguous(DType::f32, {3, 4});
@@ -318,7 +325,8 @@ TEST(ActivReference, BackwardMatchesFiniteDifferences) {
       const double h = 1e-5;
       const double fd = (forward_of(p, x + h) - forward_of(p, x - h)) / (2 * h);
       const double dy = 1.25;
-      EXPECT_NEAR(backward_of(p, dy, x), dy * fd, 1e-7 * (1 + std::abs(fd))) << to_string(a) << " at x = " << x;
+      EXPECT_NEAR(backward_of(p, dy, x), dy * fd, 1e-7 * (1 + std::abs(fd)))
+          << to_string(a) << " at x = " << x;
       ++checked;
     }
   }
@@ -368,7 +376,8 @@ TEST(ActivReference, ParametersAreTakenAsFloat) {
 // Large |x| saturates; it never makes NaN (in float, where exp and x^3 overflow), on every solver.
 TEST(ActivExtremes, LargeInputsGiveNoNaN) {
   const float big = std::numeric_limits<float>::max();
-  const std::vector<float> xs = {1e4f, -1e4f, 88.8f, -88.8f, 200.f, -200.f, 1e20f, -1e20f, 1e30f, -1e30f, big, -big};
+  const std::vector<float> xs = {1e4f,  -1e4f,  88.8f, -88.8f, 200.f, -200.f,
+                                 1e20f, -1e20f, 1e30f, -1e30f, big,   -big};
   const std::vector<float> dys(xs.size(), 0.75f);
   for (Activation a : {Activation::sigmoid, Activation::tanh, Activation::gelu_erf, Activation::gelu_tanh,
                        Activation::silu, Activation::elu, Activation::hardswish, Activation::hardsigmoid}) {
@@ -406,10 +415,10 @@ TEST(ActivExtremes, NaNPropagatesAsInTorch) {
   };
   const float dy = 2.f;
   const Case cases[] = {
-      {Activation::relu, dy},          {Activation::leaky_relu, dy * 0.01f}, {Activation::clip, dy},
-      {Activation::elu, dy},           {Activation::sigmoid, nan},           {Activation::tanh, nan},
-      {Activation::gelu_erf, nan},     {Activation::gelu_tanh, nan},         {Activation::silu, nan},
-      {Activation::hardswish, dy},     {Activation::hardsigmoid, 0.f},
+      {Activation::relu, dy},      {Activation::leaky_relu, dy * 0.01f}, {Activation::clip, dy},
+      {Activation::elu, dy},       {Activation::sigmoid, nan},           {Activation::tanh, nan},
+      {Activation::gelu_erf, nan}, {Activation::gelu_tanh, nan},         {Activation::silu, nan},
+      {Activation::hardswish, dy}, {Activation::hardsigmoid, 0.f},
   };
   for (const Case& c : cases) {
     const ActivProblem p = row(c.a, {3});
@@ -440,12 +449,14 @@ TEST(ActivVectorMath, AccurateEverywhereAndNaNPropagates) {
     const double e = std::exp(static_cast<double>(x));
     if (e > 1.3e-38 && e < 3.4e38) worst_exp = std::max(worst_exp, std::abs(FastMath::exp(x) - e) / e);
     const double em1 = std::expm1(static_cast<double>(x));
-    if (em1 < 3.4e38) worst_expm1 = std::max(worst_expm1, std::abs(FastMath::expm1(x) - em1) / std::abs(em1 ? em1 : 1));
+    if (em1 < 3.4e38)
+      worst_expm1 = std::max(worst_expm1, std::abs(FastMath::expm1(x) - em1) / std::abs(em1 ? em1 : 1));
     const double th = std::tanh(static_cast<double>(x));
     worst_tanh = std::max(worst_tanh, std::abs(FastMath::tanh(x) - th) / std::abs(th ? th : 1));
     worst_erf = std::max(worst_erf, std::abs(FastMath::erf(x) - std::erf(static_cast<double>(x))));
   }
-  for (float x = -1e-3f; x <= 1e-3f; x += 1.3e-6f) {  // near 0, where expm1 and tanh keep their relative accuracy
+  for (float x = -1e-3f; x <= 1e-3f;
+       x += 1.3e-6f) {  // near 0, where expm1 and tanh keep their relative accuracy
     const double em1 = std::expm1(static_cast<double>(x));
     if (em1 != 0) worst_expm1 = std::max(worst_expm1, std::abs(FastMath::expm1(x) - em1) / std::abs(em1));
     const double th = std::tanh(static_cast<double>(x));
@@ -513,6 +524,19 @@ TEST(ActivConformance, EveryCpuSolverMatchesTheReference) {
     }
   }
   EXPECT_EQ(checked, 11 * 3 * 6 * 2);
+}
+
+// The AVX2 loops, which an AVX-512 machine does not take unless capped.
+TEST(ActivConformance, Avx2LoopsMatchTheReference) {
+  const IsaCap cap(backends::cpu::CpuIsa::avx2);
+  const auto solvers = cpu_solvers();
+  for (const ActivProblem& p : conformance_problems()) {
+    for (const ActivSolver* s : solvers) {
+      if (s->is_reference()) continue;
+      const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+    }
+  }
 }
 
 // The baseline loops (no AVX2, no F16C), which the AVX2 machines that run the tests never take.
@@ -584,7 +608,8 @@ TEST(ActivEntryPoints, RunInPlaceAndNameTheBadTensor) {
   for (std::size_t i = 0; i < host.size(); ++i) EXPECT_EQ(dx[i], host[i] > 0 ? 1.f : 0.f) << i;
 
   Tensor wrong = Tensor::empty(stream, TensorDesc::packed(DType::f32, Layout::nchw, 1, 3, 5, 6));
-  expect_error([&] { activation_forward(stream, p, x, wrong); }, {"activation_forward", "y (output)", "f32[1,3,5,6]"});
+  expect_error([&] { activation_forward(stream, p, x, wrong); },
+               {"activation_forward", "y (output)", "f32[1,3,5,6]"});
   Tensor half = Tensor::empty(stream, TensorDesc::packed(DType::f16, Layout::nchw, 1, 3, 5, 7));
   expect_error([&] { activation_backward(stream, p, dy, half, dy); }, {"y (forward output)", "f16"});
   ActivProblem silu = p;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
 #include "dnn/eltwise_geometry.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_eltwise.hpp"
@@ -358,6 +359,41 @@ TEST(EltwiseCpu, OtherRanksAndLongReductions) {
       for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
         expect_matches_reference(problem(op, a, b, DType::f32, Layout::nchw, d));
         expect_matches_reference(problem(op, a, b, DType::bf16, Layout::nchw, d));
+      }
+    }
+  }
+}
+
+// Restores the cpu ISA level when a test ends, however it ends.
+struct IsaCap {
+  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
+  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
+};
+
+// Over the solver's parallel block and staging segment, with odd sizes (vector tails), a bias on
+// each side and a broadcast of every kind the f32 loops take as one value or as a stepping span,
+// at every ISA level the loops are built for (a machine with AVX-512 takes the others only when
+// capped).
+TEST(EltwiseCpu, LargeOddShapesAtEveryIsaLevel) {
+  const Shape full{2, 37, 41, 43};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{full, full},
+                                                       {full, {1, 37, 1, 1}},
+                                                       {{1, 37, 1, 1}, full},
+                                                       {full, {1, 1, 41, 43}},
+                                                       {full, {2, 1, 1, 1}},
+                                                       {full, {1, 1, 1, 43}},
+                                                       {full, {1}}};
+  for (const auto cap :
+       {backends::cpu::CpuIsa::avx512, backends::cpu::CpuIsa::avx2, backends::cpu::CpuIsa::scalar}) {
+    const IsaCap capped(cap);
+    SCOPED_TRACE(std::string(backends::cpu::to_string(cap)));
+    for (EltwiseOp op : kOps) {
+      for (const auto& [a, b] : shapes) {
+        for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
+          EltwiseProblem p = problem(op, a, b, DType::f32, Layout::nchw, d);
+          p.alpha = 1.5f;
+          expect_matches_reference(p);
+        }
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_softmax.hpp"
 #include "galley/core/error.hpp"
@@ -70,8 +71,10 @@ TEST(SoftmaxProblem, KeysRoundTrip) {
   }
   EXPECT_EQ(problems[1].key(), "softmax-B-f16-nhwc-logsoftmax-a3-s2x3x4x5");
   // The repro line; tests/cli/softmax_reduce_cli_test.cpp runs it and finds this key.
-  EXPECT_EQ(make({2, 3, 4, 5}, 2, SoftmaxAlgorithm::log_softmax, DType::bf16, Layout::nhwc, true).bench_command(cpu()),
-            "galley bench softmax --shape 2x3x4x5 --axis 2 --log -F 2 --dtype bf16 --layout nhwc --device cpu");
+  EXPECT_EQ(
+      make({2, 3, 4, 5}, 2, SoftmaxAlgorithm::log_softmax, DType::bf16, Layout::nhwc, true)
+          .bench_command(cpu()),
+      "galley bench softmax --shape 2x3x4x5 --axis 2 --log -F 2 --dtype bf16 --layout nhwc --device cpu");
   EXPECT_NE(problems[0].hash(), problems[1].hash());
   for (const char* bad :
        {"softmax-F-f32-nchw-softmax-a1", "softmax-X-f32-nchw-softmax-a1-s2x3",
@@ -192,9 +195,7 @@ TEST(SoftmaxReference, BackwardMatchesCentralDifferences) {
   }
 }
 
-TEST(SoftmaxSolvers, CpuMatchReferenceOnEveryAxisLayoutAndDtype) {
-  const auto names = cpu_solvers();
-  ASSERT_EQ(names.size(), 2u);
+std::vector<SoftmaxProblem> conformance_problems() {
   std::vector<SoftmaxProblem> problems;
   for (const auto& dims :
        std::vector<std::vector<std::int64_t>>{{1, 17, 31, 29}, {2, 3, 5, 7}, {3, 23, 1, 1}}) {
@@ -220,13 +221,37 @@ TEST(SoftmaxSolvers, CpuMatchReferenceOnEveryAxisLayoutAndDtype) {
         for (bool backward : {false, true})
           problems.push_back(make(dims, axis, algo, dtype, Layout::nchw, backward));
   }
-  for (const SoftmaxProblem& p : problems) {
+  return problems;
+}
+
+void expect_cpu_solvers_match_reference() {
+  const auto names = cpu_solvers();
+  ASSERT_EQ(names.size(), 2u);
+  for (const SoftmaxProblem& p : conformance_problems()) {
     for (const auto& name : names) {
       const SolverBase* s = find_solver("cpu", OpKind::softmax, name);
       if (!s->check_any(ProblemRef::of(p), cpu())) continue;
       const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
       EXPECT_TRUE(v.passed) << name << " " << p.key() << ": " << v.summary;
     }
+  }
+}
+
+TEST(SoftmaxSolvers, CpuMatchReferenceOnEveryAxisLayoutAndDtype) { expect_cpu_solvers_match_reference(); }
+
+// Restores the cpu ISA level when a test ends, however it ends.
+struct IsaCap {
+  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
+  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
+};
+
+// The loops are built once per ISA level; a machine with AVX-512 takes the lower builds only when
+// capped.
+TEST(SoftmaxSolvers, EveryIsaBuildMatchesTheReference) {
+  for (const auto cap : {backends::cpu::CpuIsa::avx2, backends::cpu::CpuIsa::scalar}) {
+    const IsaCap capped(cap);
+    SCOPED_TRACE(std::string(backends::cpu::to_string(cap)));
+    expect_cpu_solvers_match_reference();
   }
 }
 
@@ -284,6 +309,43 @@ TEST(SoftmaxSolvers, InfinitiesAsPyTorch) {
             << name;
         for (int i = 3; i < 12; ++i)
           EXPECT_TRUE(std::isnan(got[i])) << name << " element " << i << " = " << got[i];
+      }
+    }
+  }
+}
+
+// Rows longer than one vector, with the special value in the vector part or in the tail, which
+// the cpu loops take through a padded lane array: the reference's result, NaN for NaN.
+TEST(SoftmaxSolvers, InfinitiesInRowTailsAsPyTorch) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr int kRow = 37;
+  std::vector<float> x;
+  for (int r = 0; r < 8; ++r) {
+    for (int i = 0; i < kRow; ++i) x.push_back(0.25f * static_cast<float>((i * 7 + r) % 11) - 1.0f);
+  }
+  x[0 * kRow + 35] = nan;
+  x[1 * kRow + 3] = nan;
+  x[2 * kRow + 36] = -inf;
+  x[3 * kRow + 2] = -inf;
+  for (int i = 0; i < kRow; ++i) x[4 * kRow + i] = -inf;
+  x[5 * kRow + 34] = inf;
+  x[6 * kRow + 1] = inf;
+  for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
+    const SoftmaxProblem p = make({8, kRow}, 1, algo);
+    std::vector<float> ref(x.size());
+    reference_softmax_forward(p, x.data(), ref.data());
+    for (const auto& name : cpu_solvers()) {
+      const auto y = forward_on_cpu(p, x, find_solver("cpu", OpKind::softmax, name));
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        if (std::isnan(ref[i])) {
+          EXPECT_TRUE(std::isnan(y[i])) << name << " " << p.key() << " element " << i << " = " << y[i];
+        } else if (std::isinf(ref[i])) {
+          EXPECT_EQ(y[i], ref[i]) << name << " " << p.key() << " element " << i;
+        } else {
+          EXPECT_NEAR(y[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i])))
+              << name << " " << p.key() << " element " << i;
+        }
       }
     }
   }

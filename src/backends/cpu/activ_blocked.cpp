@@ -1,6 +1,6 @@
 // cpu.activ.blocked: an activation as one pass over memory, threaded over blocks of elements; the
-// loops are activ_kernels.hpp's, run from activ_blocked_avx2.cpp where the CPU has AVX2 and FMA,
-// else from here for baseline x86-64.
+// loops are activ_kernels.hpp's, run from activ_blocked_avx512.cpp where the CPU has AVX-512, from
+// activ_blocked_avx2.cpp where it has AVX2 and FMA, else from here for baseline x86-64.
 //
 // GCC honours IEEE trapping by default, so it will not turn `c ? a : b` into a vector select when
 // it has sunk the computation of a or b into the branch (it would then be speculative), and the
@@ -35,10 +35,12 @@ constexpr std::int64_t kParallelElements = 1 << 15;
 
 void compute(const ActivProblem& p, const ActivArgs& a) {
   const std::int64_t count = p.elements();
-  const bool avx2 = cpu_has_avx2_fma();
+  const CpuIsa isa = cpu_isa();
   const bool f16c = cpu_has_f16c();
   const auto range = [&](std::int64_t begin, std::int64_t end) {
-    if (avx2) {
+    if (isa == CpuIsa::avx512) {
+      activ_range_avx512(p, a, begin, end);
+    } else if (isa == CpuIsa::avx2) {
       activ_range_avx2(p, a, begin, end);
     } else {
       ActivKernels<VectorMath<BaselineIsa>>::range(p, a, begin, end, f16c);
@@ -69,7 +71,7 @@ class ActivBlocked final : public dnn::ActivSolver {
   }
 
   std::string detail(const ActivProblem&, const runtime::Device&) const override {
-    return std::string(cpu_has_avx2_fma() ? "avx2" : "baseline") + ", blocks of " + std::to_string(kActivBlock) +
+    return std::string(to_string(cpu_isa())) + ", blocks of " + std::to_string(kActivBlock) +
            " elements over " + std::to_string(pool_size()) + " threads";
   }
 };

@@ -1,6 +1,7 @@
 // The loops of cpu.activ.blocked, as a template over the elementary-function policy, included by
-// activ_blocked.cpp (baseline x86-64) and activ_blocked_avx2.cpp (AVX2 + FMA + F16C), each with
-// its own internal Math type (see activ_vector_math.hpp), so each file's copy is its own.
+// activ_blocked.cpp (baseline x86-64), activ_blocked_avx2.cpp (AVX2 + FMA + F16C) and
+// activ_blocked_avx512.cpp (AVX-512), each with its own internal Math type (see activ_vector_math.hpp), so
+// each file's copy is its own.
 //
 // A call's elements are cut into blocks of kActivBlock; f16/bf16 blocks are widened to float on
 // the stack, computed and narrowed back, so the inner loop is always a plain float loop over an
@@ -23,7 +24,10 @@ namespace galley::backends::cpu {
 inline constexpr std::int64_t kActivBlock = 2048;
 
 /// Elements [begin, end) of one activation call, on the calling thread.
-void activ_range_avx2(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin, std::int64_t end);
+void activ_range_avx2(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin,
+                      std::int64_t end);
+void activ_range_avx512(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin,
+                        std::int64_t end);
 
 template <class Math>
 struct ActivKernels {
@@ -37,7 +41,8 @@ struct ActivKernels {
     for (std::int64_t i = 0; i < n; ++i) dx[i] = f.backward(dy[i], v[i]);
   }
 
-  static void widen(DType dtype, const void* src, std::int64_t offset, float* dst, std::int64_t count, bool f16c) {
+  static void widen(DType dtype, const void* src, std::int64_t offset, float* dst, std::int64_t count,
+                    bool f16c) {
     const auto* in = static_cast<const std::uint16_t*>(src) + offset;
     const auto n = static_cast<std::size_t>(count);
     if (f16c) {
@@ -49,7 +54,8 @@ struct ActivKernels {
     }
   }
 
-  static void narrow(DType dtype, const float* src, void* dst, std::int64_t offset, std::int64_t count, bool f16c) {
+  static void narrow(DType dtype, const float* src, void* dst, std::int64_t offset, std::int64_t count,
+                     bool f16c) {
     auto* out = static_cast<std::uint16_t*>(dst) + offset;
     const auto n = static_cast<std::size_t>(count);
     if (f16c) {

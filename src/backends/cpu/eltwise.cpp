@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/eltwise_loops.hpp"
 #include "backends/cpu/eltwise_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/eltwise_geometry.hpp"
@@ -37,12 +38,13 @@ struct Segment {
   std::int64_t e = 0, n = 0, a = 0, b = 0;
 };
 
-Segment segment_at(const EltwiseGeometry& g, std::int64_t e, std::int64_t end) {
+// `longest` is kSegment where values are staged through buffers; dense f32 needs none.
+Segment segment_at(const EltwiseGeometry& g, std::int64_t e, std::int64_t end, std::int64_t longest) {
   const int last = g.rank - 1;
   const std::int64_t inner = g.dims[last];
   std::int64_t row = e / inner;
   const std::int64_t col = e - row * inner;
-  Segment s{e, std::min({end - e, inner - col, kSegment}), col * g.a_stride[last], col * g.b_stride[last]};
+  Segment s{e, std::min({end - e, inner - col, longest}), col * g.a_stride[last], col * g.b_stride[last]};
   for (int k = last - 1; k >= 0 && row > 0; --k) {
     const std::int64_t i = row % g.dims[k];
     row /= g.dims[k];
@@ -52,46 +54,21 @@ Segment segment_at(const EltwiseGeometry& g, std::int64_t e, std::int64_t end) {
   return s;
 }
 
-// `n` values of `dtype` at `base + offset` as floats: the memory itself for dense f32, else `buf`
-// (one value repeated when `stride` is 0).
+std::int64_t longest_segment(DType dtype) { return dtype == DType::f32 ? kBlock : kSegment; }
+
+// `n` values of `dtype` at `base + offset` as floats: the memory itself for f32, else `buf`. Where
+// `stride` is 0 that is one value, which the loops read as x[0] for every element.
 const float* load(DType dtype, const void* base, std::int64_t offset, std::int64_t stride, std::int64_t n,
                   float* buf) {
   const std::size_t elem = size_of(dtype);
   const auto* p = static_cast<const unsigned char*>(base) + static_cast<std::size_t>(offset) * elem;
+  if (dtype == DType::f32) return reinterpret_cast<const float*>(p);
   if (stride == 0) {
-    float v;
-    convert_to_f32(dtype, p, &v, 1);
-    std::fill_n(buf, n, v);
+    convert_to_f32(dtype, p, buf, 1);
     return buf;
   }
-  if (dtype == DType::f32) return reinterpret_cast<const float*>(p);
   convert_to_f32(dtype, p, buf, static_cast<std::size_t>(n));
   return buf;
-}
-
-template <EltwiseOp kOp>
-void forward_segment(const float* x, const float* y, float* out, std::int64_t n, float alpha, float beta) {
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float u = alpha * x[j], v = beta * y[j];
-    if constexpr (kOp == EltwiseOp::add) out[j] = u + v;
-    if constexpr (kOp == EltwiseOp::sub) out[j] = u - v;
-    if constexpr (kOp == EltwiseOp::mul) out[j] = u * v;
-    if constexpr (kOp == EltwiseOp::div) out[j] = u / v;
-  }
-}
-
-void forward_segment(EltwiseOp op, const float* x, const float* y, float* out, std::int64_t n, float alpha,
-                     float beta) {
-  switch (op) {
-    case EltwiseOp::add:
-      return forward_segment<EltwiseOp::add>(x, y, out, n, alpha, beta);
-    case EltwiseOp::sub:
-      return forward_segment<EltwiseOp::sub>(x, y, out, n, alpha, beta);
-    case EltwiseOp::mul:
-      return forward_segment<EltwiseOp::mul>(x, y, out, n, alpha, beta);
-    case EltwiseOp::div:
-      return forward_segment<EltwiseOp::div>(x, y, out, n, alpha, beta);
-  }
 }
 
 void store(DType dtype, const float* values, void* base, std::int64_t offset, std::int64_t n) {
@@ -104,6 +81,7 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const EltwiseGeometry g = dnn::eltwise_geometry(p);
   const int last = g.rank - 1;
   const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
+  const EltwiseLoops& loops = eltwise_loops();
   parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
     thread_local std::vector<float> bufs(3 * kSegment);
     float* xa = bufs.data();
@@ -111,92 +89,75 @@ void forward(const EltwiseProblem& p, const EltwiseArgs& args) {
     float* xo = xb + kSegment;
     const std::int64_t end = std::min(hi * kBlock, g.elements);
     for (std::int64_t e = lo * kBlock; e < end;) {
-      const Segment s = segment_at(g, e, end);
+      const Segment s = segment_at(g, e, end, longest_segment(p.dtype));
       const float* x = load(p.dtype, args.a, s.a, g.a_stride[last], s.n, xa);
       const float* y = load(p.dtype, args.b, s.b, g.b_stride[last], s.n, xb);
       float* out = p.dtype == DType::f32 ? static_cast<float*>(args.dst) + s.e : xo;
-      forward_segment(p.op, x, y, out, s.n, p.alpha, p.beta);
+      loops.forward(p.op, x, g.a_stride[last] != 0, y, g.b_stride[last] != 0, out, s.n, p.alpha, p.beta);
       store(p.dtype, out, args.dst, s.e, s.n);
       e += s.n;
     }
   });
 }
 
-// The gradient each dst element sends to input `which` (0: a, 1: b), for `n` elements.
-void gradient_segment(const EltwiseProblem& p, int which, const float* dy, const float* x, const float* y,
-                      float* out, std::int64_t n) {
-  const float alpha = p.alpha, beta = p.beta;
-  switch (p.op) {
-    case EltwiseOp::add:
-    case EltwiseOp::sub: {
-      const float s = which == 0 ? alpha : (p.op == EltwiseOp::add ? beta : -beta);
-      for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * s;
-      return;
-    }
-    case EltwiseOp::mul: {
-      const float s = alpha * beta;
-      const float* other = which == 0 ? y : x;
-      for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (s * other[j]);
-      return;
-    }
-    case EltwiseOp::div:
-      if (which == 0) {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = dy[j] * (alpha / (beta * y[j]));
-      } else {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = -dy[j] * ((alpha * x[j]) / (beta * y[j]) / y[j]);
-      }
-      return;
-  }
-}
-
 struct BackwardContext {
   const EltwiseProblem& p;
   const EltwiseArgs& args;
   const EltwiseGeometry& g;
+  const EltwiseLoops& loops;
   bool reads_inputs;
+  // A gradient over dy, a or b: the first gradient of a segment, written out, would change what
+  // the second reads, so both are staged through buffers as for f16.
+  bool outputs_alias_inputs;
 };
 
-// The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values).
+// The gradients of dst elements [lo, hi) for input `which`, per segment: fn(segment, values,
+// factor), the gradients being values[j] * factor.
 // With `also` >= 0, the gradient of that input (which has dst's shape) is written on the way, so
-// dy is read once for both.
+// dy is read once for both. With `which_dense` (input `which` has dst's shape too) and f32, the
+// values are computed straight into that gradient, as `also`'s are, so fn finds them in place.
 template <typename Fn>
-void walk_gradients(const BackwardContext& c, int which, int also, std::int64_t lo, std::int64_t hi, Fn fn) {
+void walk_gradients(const BackwardContext& c, int which, int also, bool which_dense, std::int64_t lo,
+                    std::int64_t hi, Fn fn) {
   thread_local std::vector<float> bufs(5 * kSegment);
   float *bdy = bufs.data(), *ba = bdy + kSegment, *bb = ba + kSegment, *bo = bb + kSegment,
         *bo2 = bo + kSegment;
   const int last = c.g.rank - 1;
-  // What gradient_segment reads: mul's gradient of one input is the other; div's of b needs both.
+  // What the gradient loops read: mul's gradient of one input is the other; div's of b needs both.
   const auto reads_a = [&](int w) { return c.reads_inputs && w == 1; };
   const auto reads_b = [&](int w) { return c.reads_inputs && (w == 0 || c.p.op == EltwiseOp::div); };
   const bool needs_a = reads_a(which) || (also >= 0 && reads_a(also));
   const bool needs_b = reads_b(which) || (also >= 0 && reads_b(also));
+  const bool f32 = c.p.dtype == DType::f32 && !c.outputs_alias_inputs;
+  void* which_grad = which == 0 ? c.args.da : c.args.db;
   void* also_grad = also == 0 ? c.args.da : c.args.db;
+  const bool x_steps = c.g.a_stride[last] != 0, y_steps = c.g.b_stride[last] != 0;
+  const std::int64_t longest = f32 && which_dense ? kBlock : kSegment;
+  // add and sub send dy times a constant to each input: where input `which` is one value for the
+  // whole segment (a bias), its share is that constant times the sum of dy, with no pass that
+  // writes the products out first.
+  const bool additive = c.p.op == EltwiseOp::add || c.p.op == EltwiseOp::sub;
+  const bool sums_dy = additive && !which_dense && (which == 0 ? !x_steps : !y_steps);
+  const float add_factor = which == 0 ? c.p.alpha : (c.p.op == EltwiseOp::add ? c.p.beta : -c.p.beta);
   for (std::int64_t e = lo; e < hi;) {
-    const Segment s = segment_at(c.g, e, hi);
+    const Segment s = segment_at(c.g, e, hi, longest);
     const float* dy = load(c.p.dtype, c.args.dy, s.e, 1, s.n, bdy);
     const float* x = needs_a ? load(c.p.dtype, c.args.a, s.a, c.g.a_stride[last], s.n, ba) : nullptr;
     const float* y = needs_b ? load(c.p.dtype, c.args.b, s.b, c.g.b_stride[last], s.n, bb) : nullptr;
-    gradient_segment(c.p, which, dy, x, y, bo, s.n);
-    fn(s, bo);
+    float* out = f32 && which_dense ? static_cast<float*>(which_grad) + s.e : bo;
+    float* out2 = f32 ? static_cast<float*>(also_grad) + s.e : bo2;
+    if (sums_dy) {
+      fn(s, dy, add_factor);
+    } else {
+      c.loops.gradient(c.p.op, which, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out, s.n);
+      fn(s, out, 1.0f);
+    }
     if (also >= 0) {
-      gradient_segment(c.p, also, dy, x, y, bo2, s.n);
-      store(c.p.dtype, bo2, also_grad, s.e, s.n);
+      c.loops.gradient(c.p.op, also, c.p.alpha, c.p.beta, dy, x, x_steps, y, y_steps, out2, s.n);
+      store(c.p.dtype, out2, also_grad, s.e, s.n);
     }
     e += s.n;
   }
-}
-
-// Sum of n floats in 8 independent lanes (fast, and more accurate than one running sum).
-double lane_sum(const float* v, std::int64_t n) {
-  float lanes[8] = {};
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += v[j + l];
-  }
-  double sum = 0;
-  for (; j < n; ++j) sum += v[j];
-  for (float l : lanes) sum += l;
-  return sum;
 }
 
 // The gradient of input `which`, and of input `also` (>= 0: it has dst's shape) in the same pass.
@@ -211,23 +172,20 @@ void backward_input(const BackwardContext& c, int which, int also) {
   if (count == g.elements) {  // not broadcast: a map over dst
     const std::int64_t blocks = (g.elements + kBlock - 1) / kBlock;
     parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
-      walk_gradients(c, which, also, lo * kBlock, std::min(hi * kBlock, g.elements),
-                     [&](const Segment& s, const float* v) {
-                       convert_from_f32(dtype, v, static_cast<unsigned char*>(grad) + s.e * size_of(dtype),
-                                        static_cast<std::size_t>(s.n));
-                     });
+      walk_gradients(c, which, also, true, lo * kBlock, std::min(hi * kBlock, g.elements),
+                     [&](const Segment& s, const float* v, float) { store(dtype, v, grad, s.e, s.n); });
     });
     return;
   }
 
   // Adds one segment's gradients into `acc`, which holds x's elements from `base` on.
   const auto accumulate = [&](double* acc, std::int64_t base) {
-    return [&, acc, base](const Segment& s, const float* v) {
+    return [&, acc, base](const Segment& s, const float* v, float factor) {
       const std::int64_t xo = (which == 0 ? s.a : s.b) - base;
       if (xs[last] == 0) {
-        acc[xo] += lane_sum(v, s.n);
+        acc[xo] += factor * c.loops.lane_sum(v, s.n);
       } else {
-        for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += v[j];
+        for (std::int64_t j = 0; j < s.n; ++j) acc[xo + j] += factor * v[j];
       }
     };
   };
@@ -261,7 +219,7 @@ void backward_input(const BackwardContext& c, int which, int also) {
         const std::int64_t base = i * xs[k0];
         for (std::int64_t o = 0; o < outer; ++o) {
           const std::int64_t start = (o * g.dims[k0] + i) * inner;
-          walk_gradients(c, which, also, start, start + inner, accumulate(acc.data(), base));
+          walk_gradients(c, which, also, false, start, start + inner, accumulate(acc.data(), base));
         }
         write(acc.data(), base, per_index);
       }
@@ -278,7 +236,7 @@ void backward_input(const BackwardContext& c, int which, int also) {
     for (std::int64_t part = lo; part < hi; ++part) {
       const std::int64_t start = part * span;
       const std::int64_t end = std::min(g.elements, start + span);
-      walk_gradients(c, which, also, start, end, accumulate(partial.data() + part * count, 0));
+      walk_gradients(c, which, also, false, start, end, accumulate(partial.data() + part * count, 0));
     }
   });
   for (std::int64_t part = 1; part < parts; ++part) {
@@ -290,7 +248,15 @@ void backward_input(const BackwardContext& c, int which, int also) {
 
 void backward(const EltwiseProblem& p, const EltwiseArgs& args) {
   const EltwiseGeometry g = dnn::eltwise_geometry(p);
-  const BackwardContext c{p, args, g, p.op == EltwiseOp::mul || p.op == EltwiseOp::div};
+  const auto aliases = [&](const void* grad) {
+    return grad != nullptr && (grad == args.dy || grad == args.a || grad == args.b);
+  };
+  const BackwardContext c{p,
+                          args,
+                          g,
+                          eltwise_loops(),
+                          p.op == EltwiseOp::mul || p.op == EltwiseOp::div,
+                          aliases(args.da) || aliases(args.db)};
   // One pass over dy where an input has dst's shape (equal shapes, a bias, a residual).
   if (g.a_full()) {
     backward_input(c, 1, 0);

@@ -6,6 +6,16 @@
 
 namespace galley::backends::cpu::softmax_kernels {
 
-const Kernels& best() { return cpu_has_avx2_fma() ? avx2::kernels() : scalar::kernels(); }
+const Kernels& best() {
+  switch (cpu_isa()) {
+    case CpuIsa::avx512:
+      return avx512::kernels();
+    case CpuIsa::avx2:
+      return avx2::kernels();
+    case CpuIsa::scalar:
+      break;
+  }
+  return scalar::kernels();
+}
 
 }  // namespace galley::backends::cpu::softmax_kernels

@@ -1,7 +1,8 @@
 // Inner loops of the cpu softmax and reduce solvers on f32 rows, written as plain loops the
-// compiler vectorises: compiled twice from softmax_reduce_kernels.inc, for the baseline ISA
-// (namespace scalar, softmax_reduce_kernels.cpp) and for AVX2 + FMA (namespace avx2,
-// softmax_reduce_kernels_avx2.cpp, entered only after cpu_has_avx2_fma()).
+// compiler vectorises: compiled three times from softmax_reduce_kernels.inc, for the baseline ISA
+// (namespace scalar, softmax_reduce_kernels.cpp), for AVX2 + FMA (namespace avx2,
+// softmax_reduce_kernels_avx2.cpp, entered only after cpu_has_avx2_fma()) and for AVX-512
+// (namespace avx512, softmax_reduce_kernels_avx512.cpp, only after cpu_has_avx512()).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ namespace scalar {
 const Kernels& kernels();
 }
 namespace avx2 {
+const Kernels& kernels();
+}
+namespace avx512 {
 const Kernels& kernels();
 }
 
