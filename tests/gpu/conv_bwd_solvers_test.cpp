@@ -122,6 +122,33 @@ std::int64_t output_elements(const ConvProblem& p) {
   return p.direction == ConvDirection::backward_data ? p.x_desc().elements() : p.w_desc().elements();
 }
 
+/// Runs `s` on `p` (seeded by `seed`) with every config it lists, each against the reference; returns
+/// how many ran. Each failure names the solver, the config and the problem.
+int expect_every_config_matches(const ConvSolver& s, runtime::Stream& stream, const ConvProblem& p,
+                                std::uint64_t seed) {
+  const runtime::Device& device = stream.device();
+  const ProblemRef ref = ProblemRef::of(p);
+  const std::vector<std::string> texts = s.configs_any(ref, device);
+  EXPECT_FALSE(texts.empty()) << s.name() << " lists no config for " << p.key();
+  const HostCase c = make_case(p, seed);
+  int ran = 0;
+  for (const std::string& text : texts) {
+    const std::optional<ConfigHandle> config = s.parse_config_any(ref, device, text);
+    if (!config) {
+      ADD_FAILURE() << s.name() << ": " << text << " does not parse back for " << p.key();
+      continue;
+    }
+    std::string error;
+    const auto got = run_solver(s, stream, p, c, &error, config->get());
+    const Comparison cmp =
+        compare_outputs(p.dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+    EXPECT_TRUE(cmp.passed && error.empty()) << s.name() << " " << text << " on " << p.key() << " ("
+                                             << s.detail(p, device) << "): " << cmp.summary << " " << error;
+    ++ran;
+  }
+  return ran;
+}
+
 // The solvers a case runs: Galley's own kernels or the vendor libraries' (cuDNN, cuBLAS). Two
 // groups, so a sanitizer pass over Galley's kernels need not sit through the vendor kernels too
 // (racecheck makes cuDNN's backward kernels run for minutes).
@@ -469,21 +496,8 @@ TEST(CudnnGraphBackward, EveryListedConfigMatchesTheReference) {
           std::printf("[ info ] %s refused %s: %s\n", name, p.key().c_str(), a.reason.c_str());
           continue;
         }
-        const std::vector<std::string> texts = s->configs_any(ref, *device);
-        ASSERT_FALSE(texts.empty()) << name << " " << p.key();
-        EXPECT_LE(texts.size(), 12u) << name << " " << p.key();
-        const HostCase c = make_case(p, 500 + 2 * i);
-        for (const std::string& text : texts) {
-          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
-          ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
-          std::string error;
-          const auto got = run_solver(*s, stream, p, c, &error, config->get());
-          const Comparison cmp =
-              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
-          EXPECT_TRUE(cmp.passed && error.empty())
-              << name << " " << text << " on " << p.key() << ": " << cmp.summary << " " << error;
-          ++configs_run;
-        }
+        EXPECT_LE(s->configs_any(ref, *device).size(), 12u) << name << " " << p.key();
+        configs_run += expect_every_config_matches(*s, stream, p, 500 + 2 * i);
       }
     }
     std::printf("[ info ] %s: %d configs run against the reference\n", name, configs_run);
@@ -531,23 +545,7 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
           EXPECT_FALSE(a.reason.empty()) << s->name() << " " << p.key();
           continue;
         }
-        const ProblemRef ref = ProblemRef::of(p);
-        const std::vector<std::string> texts = s->configs_any(ref, *device);
-        ASSERT_FALSE(texts.empty()) << s->name() << " " << p.key();
-        const HostCase c = make_case(p, 700 + 2 * i);
-        for (const std::string& text : texts) {
-          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
-          ASSERT_TRUE(config.has_value())
-              << s->name() << ": " << text << " does not parse back for " << p.key();
-          std::string error;
-          const auto got = run_solver(*s, stream, p, c, &error, config->get());
-          const Comparison cmp =
-              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
-          EXPECT_TRUE(cmp.passed && error.empty())
-              << s->name() << " " << text << " on " << p.key() << " (" << s->detail(p, *device)
-              << "): " << cmp.summary << " " << error;
-          ++runs[std::string(s->name())];
-        }
+        runs[std::string(s->name())] += expect_every_config_matches(*s, stream, p, 700 + 2 * i);
       }
     }
   }
@@ -606,22 +604,7 @@ TEST(BwdWeightsViaIgemmTc, EveryConfigMatchesTheReference) {
         p.direction = ConvDirection::backward_weights, p.dtype = dtype, p.layout = layout;
         const Applicability a = s->check(p, *device);
         ASSERT_TRUE(a) << p.key() << ": " << a.reason;
-        const ProblemRef ref = ProblemRef::of(p);
-        const std::vector<std::string> texts = s->configs_any(ref, *device);
-        ASSERT_FALSE(texts.empty()) << p.key();
-        const HostCase c = make_case(p, 900 + 2 * i);
-        for (const std::string& text : texts) {
-          const std::optional<ConfigHandle> config = s->parse_config_any(ref, *device, text);
-          ASSERT_TRUE(config.has_value()) << text << " does not parse back for " << p.key();
-          std::string error;
-          const auto got = run_solver(*s, stream, p, c, &error, config->get());
-          const Comparison cmp =
-              compare_outputs(dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
-          EXPECT_TRUE(cmp.passed && error.empty())
-              << text << " on " << p.key() << " (" << s->detail(p, *device) << "): " << cmp.summary << " "
-              << error;
-          ++configs_run;
-        }
+        configs_run += expect_every_config_matches(*s, stream, p, 900 + 2 * i);
       }
     }
   }

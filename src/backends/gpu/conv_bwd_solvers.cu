@@ -289,33 +289,31 @@ constexpr std::string_view kForwardDefault = "default";
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu), run by the forward
-// solver `forward_name` of the same backend: its kernels, its tile plans (the tuner's configs here as
-// there) and its refusals. Groups 1, and unit stride with padding within the filter's dilated extent,
-// or a 1x1 filter without padding and any stride (its stride grid scattered into dx).
-class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, ForwardChoice>> {
+// A backward solver that computes its direction as one forward convolution of a view of its
+// tensors, run by the forward solver `forward_name` of the same backend: its kernels, its refusals
+// and its tile plans (the tuner's configs here as there). The subclass says what the view is, what
+// its own part of the workspace holds (before the forward solver's part) and which extra plans to
+// offer.
+class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, ForwardChoice>> {
  public:
   using dnn::TunableSolver<ConvProblem, ForwardChoice>::run;
   using dnn::TunableSolver<ConvProblem, ForwardChoice>::workspace_bytes;
-  BwdDataAsForwardSolver(std::string name, std::string backend, std::string forward_name)
-      : BwdSolverOf(std::move(name), backend, ConvDirection::backward_data),
+  ViaForwardSolver(std::string name, std::string backend, ConvDirection direction, std::string forward_name)
+      : BwdSolverOf(std::move(name), backend, direction),
         backend_(std::move(backend)),
         forward_name_(std::move(forward_name)) {}
 
-  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
-    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (auto why = view_refusal(p); !why.empty()) return Applicability::no(why);
-    const dnn::ConvSolver* f = forward();
-    if (f == nullptr) return Applicability::no(forward_name_ + " is not registered on " + backend_);
-    const Applicability a = f->check(forward_view(p), device);
-    if (!a) return Applicability::no(forward_name_ + " refuses the forward view: " + a.reason);
-    return Applicability::yes();
-  }
   std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
-    std::vector<ForwardChoice> out;
     const ConvProblem view = forward_view(p);
-    for (std::string& text : forward()->configs_any(ProblemRef::of(view), device))
-      out.push_back(ForwardChoice{std::move(text)});
+    const ProblemRef ref = ProblemRef::of(view);
+    std::vector<ForwardChoice> out;
+    auto add = [&](std::string text) {
+      for (const ForwardChoice& c : out)
+        if (c.text == text) return;
+      if (forward()->parse_config_any(ref, device, text)) out.push_back(ForwardChoice{std::move(text)});
+    };
+    for (std::string& text : extra_plans(p)) add(std::move(text));
+    for (std::string& text : forward()->configs_any(ref, device)) add(std::move(text));
     if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
     return out;
   }
@@ -329,87 +327,48 @@ class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvP
                               const ForwardChoice& choice) const override {
     const ConvProblem view = forward_view(p);
     const std::optional<ConfigHandle> config = forward_config(view, device, choice);
-    return layout(p).forward_offset +
+    return own_workspace(p) +
            forward()->workspace_bytes_any(ProblemRef::of(view), device, config ? config->get() : nullptr);
   }
-  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
-           const ForwardChoice& choice) const override {
+
+ protected:
+  virtual ConvProblem forward_view(const ConvProblem& p) const = 0;
+  /// Bytes of the workspace before the forward solver's part (256-byte aligned).
+  virtual std::size_t own_workspace(const ConvProblem& p) const = 0;
+  /// Plans worth timing beyond the forward solver's own list, as its config texts.
+  virtual std::vector<std::string> extra_plans(const ConvProblem&) const { return {}; }
+
+  /// Empty when the forward solver exists and takes the view, else why not.
+  std::string forward_refusal(const ConvProblem& p, const runtime::Device& device) const {
+    const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, forward_name_);
+    if (f == nullptr) return forward_name_ + " is not registered on " + backend_;
+    const Applicability a = f->check(forward_view(p), device);
+    return a ? std::string() : forward_name_ + " refuses the forward view: " + a.reason;
+  }
+  /// The forward solver's run of the view on `src` and `wei` into `dst`, with its part of the
+  /// workspace (checked against `a` first).
+  void run_forward(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+                   const ForwardChoice& choice, const void* src, const void* wei, void* dst) const {
     const ConvProblem view = forward_view(p);
     const std::optional<ConfigHandle> config = forward_config(view, stream.device(), choice);
     const void* config_ptr = config ? config->get() : nullptr;
-    const WorkspaceLayout l = layout(p);
+    const std::size_t own = own_workspace(p);
     const std::size_t forward_ws =
         forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config_ptr);
-    require_workspace(a, l.forward_offset + forward_ws);
-    const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
-    const ConvParams cp = make_params(p);
-    auto* base = static_cast<unsigned char*>(a.workspace);
-    void* flipped = base;
-    void* compact = l.strided ? base + l.compact_offset : nullptr;
-    enqueue(stream, [&](void* s) { launch_flip_filter(cp, t.w, flipped, s); });
+    require_workspace(a, own + forward_ws);
     dnn::OpArgs fa;
-    fa.set(dnn::ArgId::src, t.dy);
-    fa.set(dnn::ArgId::wei, flipped);
-    fa.set(dnn::ArgId::dst, l.strided ? compact : t.dx);
-    fa.workspace = forward_ws > 0 ? base + l.forward_offset : nullptr;
+    fa.set(dnn::ArgId::src, src);
+    fa.set(dnn::ArgId::wei, wei);
+    fa.set(dnn::ArgId::dst, dst);
+    fa.workspace = forward_ws > 0 ? static_cast<unsigned char*>(a.workspace) + own : nullptr;
     fa.workspace_bytes = forward_ws;
     forward()->run_any(stream, ProblemRef::of(view), fa, config_ptr);
-    if (l.strided) enqueue(stream, [&](void* s) { launch_scatter_stride_grid(cp, compact, t.dx, s); });
   }
-  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    const bool strided = p.stride_h != 1 || p.stride_w != 1;
-    return std::string(strided ? "stride grid as a forward 1x1 convolution of dy, scattered; "
-                               : "forward convolution of dy with the flipped filter; ") +
-           forward_name_ + ": " + forward()->detail(forward_view(p), device);
+  std::string forward_detail(const ConvProblem& p, const runtime::Device& device) const {
+    return forward_name_ + ": " + forward()->detail(forward_view(p), device);
   }
 
  private:
-  struct WorkspaceLayout {
-    bool strided = false;
-    std::size_t compact_offset = 0, forward_offset = 0;
-  };
-  static WorkspaceLayout layout(const ConvProblem& p) {
-    WorkspaceLayout l;
-    l.strided = p.stride_h != 1 || p.stride_w != 1;
-    const std::size_t elem = size_of(p.dtype);
-    l.compact_offset = aligned(std::size_t(p.w_desc().elements()) * elem);
-    l.forward_offset =
-        l.compact_offset +
-        (l.strided ? aligned(std::size_t(p.y_desc().elements()) / std::size_t(p.k) * std::size_t(p.c) * elem)
-                   : 0);
-    return l;
-  }
-  static std::string view_refusal(const ConvProblem& p) {
-    if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
-    if (p.stride_h == 1 && p.stride_w == 1) {
-      if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
-        return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
-               " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
-      return {};
-    }
-    if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return {};
-    return "stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
-           " with a filter larger than 1x1 or padding (needs unit stride, or a 1x1 filter without padding)";
-  }
-  // The forward problem over dy whose output is dx (unit stride) or dx's stride grid (1x1).
-  static ConvProblem forward_view(const ConvProblem& p) {
-    ConvProblem v = p;
-    v.direction = ConvDirection::forward;
-    v.epilogue = {};
-    v.c = p.k;
-    v.k = p.c;
-    v.h = p.out_h();
-    v.w = p.out_w();
-    v.stride_h = v.stride_w = 1;
-    if (p.stride_h == 1 && p.stride_w == 1) {
-      v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
-      v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
-    } else {
-      v.pad_h = v.pad_w = 0;
-      v.dilation_h = v.dilation_w = 1;
-    }
-    return v;
-  }
   std::optional<ConfigHandle> forward_config(const ConvProblem& view, const runtime::Device& device,
                                              const ForwardChoice& choice) const {
     if (choice.text == kForwardDefault) return std::nullopt;
@@ -430,6 +389,85 @@ class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvP
   std::string backend_, forward_name_;
 };
 
+// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu). Groups 1, and unit
+// stride with padding within the filter's dilated extent, or a 1x1 filter without padding and any
+// stride (its stride grid scattered into dx). Workspace: the flipped filter, then (strided) the
+// compact product.
+class BwdDataAsForwardSolver final : public ViaForwardSolver {
+ public:
+  using ViaForwardSolver::run;
+  BwdDataAsForwardSolver(std::string name, std::string backend, std::string forward_name)
+      : ViaForwardSolver(std::move(name), std::move(backend), ConvDirection::backward_data,
+                         std::move(forward_name)) {}
+
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (auto why = view_refusal(p); !why.empty()) return Applicability::no(why);
+    if (auto why = forward_refusal(p, device); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+           const ForwardChoice& choice) const override {
+    require_workspace(a, own_workspace(p));
+    const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
+    const ConvParams cp = make_params(p);
+    auto* base = static_cast<unsigned char*>(a.workspace);
+    void* flipped = base;
+    void* compact = strided(p) ? base + compact_offset(p) : nullptr;
+    enqueue(stream, [&](void* s) { launch_flip_filter(cp, t.w, flipped, s); });
+    run_forward(stream, p, a, choice, t.dy, flipped, strided(p) ? compact : t.dx);
+    if (strided(p)) enqueue(stream, [&](void* s) { launch_scatter_stride_grid(cp, compact, t.dx, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    return std::string(strided(p) ? "stride grid as a forward 1x1 convolution of dy, scattered; "
+                                  : "forward convolution of dy with the flipped filter; ") +
+           forward_detail(p, device);
+  }
+
+ protected:
+  // The forward problem over dy whose output is dx (unit stride) or dx's stride grid (1x1).
+  ConvProblem forward_view(const ConvProblem& p) const override {
+    ConvProblem v = p;
+    v.direction = ConvDirection::forward;
+    v.epilogue = {};
+    v.c = p.k;
+    v.k = p.c;
+    v.h = p.out_h();
+    v.w = p.out_w();
+    v.stride_h = v.stride_w = 1;
+    if (strided(p)) {
+      v.pad_h = v.pad_w = 0;
+      v.dilation_h = v.dilation_w = 1;
+    } else {
+      v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
+      v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
+    }
+    return v;
+  }
+  std::size_t own_workspace(const ConvProblem& p) const override {
+    const std::size_t compact = std::size_t(p.n * p.out_h() * p.out_w() * p.c) * size_of(p.dtype);
+    return compact_offset(p) + (strided(p) ? aligned(compact) : 0);
+  }
+
+ private:
+  static bool strided(const ConvProblem& p) { return p.stride_h != 1 || p.stride_w != 1; }
+  static std::size_t compact_offset(const ConvProblem& p) {
+    return aligned(std::size_t(p.w_desc().elements()) * size_of(p.dtype));
+  }
+  static std::string view_refusal(const ConvProblem& p) {
+    if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
+    if (!strided(p)) {
+      if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
+        return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
+               " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
+      return {};
+    }
+    if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return {};
+    return "stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
+           " with a filter larger than 1x1 or padding (needs unit stride, or a 1x1 filter without padding)";
+  }
+};
+
 // Backward-weights as one forward convolution on gpu.conv.igemm_tc's kernel, unit stride and
 // dilation, groups 1: dw[k][c][r][s] = sum over n, p, q of x[n][c][r + p - pad][s + q - pad] dy[n][k][p][q]
 // is a forward convolution whose images are x's channels (C of them), whose input channels are the
@@ -437,13 +475,12 @@ class BwdDataAsForwardSolver final : public BwdSolverOf<dnn::TunableSolver<ConvP
 // x and dy with the batch moved innermost and that output, transposed into dw after. The product
 // reduces over N * P * Q for few outputs, so the plans add split-K counts far beyond the forward
 // list's (up to 64).
-class BwdWeightsViaIgemmTcSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, ForwardChoice>> {
+class BwdWeightsViaIgemmTcSolver final : public ViaForwardSolver {
  public:
-  using dnn::TunableSolver<ConvProblem, ForwardChoice>::run;
-  using dnn::TunableSolver<ConvProblem, ForwardChoice>::workspace_bytes;
+  using ViaForwardSolver::run;
   explicit BwdWeightsViaIgemmTcSolver(std::string backend)
-      : BwdSolverOf("gpu.conv.bwd_weights_via_igemm_tc", backend, ConvDirection::backward_weights),
-        backend_(std::move(backend)) {}
+      : ViaForwardSolver("gpu.conv.bwd_weights_via_igemm_tc", std::move(backend),
+                         ConvDirection::backward_weights, "gpu.conv.igemm_tc") {}
 
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
@@ -455,58 +492,17 @@ class BwdWeightsViaIgemmTcSolver final : public BwdSolverOf<dnn::TunableSolver<C
     if (p.out_h() * p.out_w() > 65535)
       return Applicability::no("dy's plane of " + std::to_string(p.out_h() * p.out_w()) +
                                " pixels exceeds the transpose's grid (65535)");
-    const dnn::ConvSolver* f = forward();
-    if (f == nullptr) return Applicability::no(std::string(kForward) + " is not registered on " + backend_);
-    const Applicability a = f->check(forward_view(p), device);
-    if (!a) return Applicability::no(std::string(kForward) + " refuses the forward view: " + a.reason);
+    if (auto why = forward_refusal(p, device); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
-  }
-  std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
-    const ConvProblem view = forward_view(p);
-    const ProblemRef ref = ProblemRef::of(view);
-    std::vector<ForwardChoice> out;
-    auto add = [&](std::string text) {
-      for (const ForwardChoice& c : out)
-        if (c.text == text) return;
-      if (forward()->parse_config_any(ref, device, text)) out.push_back(ForwardChoice{std::move(text)});
-    };
-    // Long reductions first: each split keeps at least 8 steps of 64 products.
-    const std::int64_t steps = (p.n * p.out_h() * p.out_w() + 63) / 64;
-    for (int splits : {16, 32, 64, 8})
-      if (steps / splits >= 8)
-        for (int tile : {1, 5, 2}) add("tile=" + std::to_string(tile) + ",splits=" + std::to_string(splits));
-    for (std::string& text : forward()->configs_any(ref, device)) add(std::move(text));
-    if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
-    return out;
-  }
-  bool valid(const ConvProblem& p, const runtime::Device& device,
-             const ForwardChoice& choice) const override {
-    const ConvProblem view = forward_view(p);
-    const ProblemRef ref = ProblemRef::of(view);
-    if (choice.text == kForwardDefault) return forward()->configs_any(ref, device).empty();
-    return forward()->parse_config_any(ref, device, choice.text).has_value();
-  }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
-                              const ForwardChoice& choice) const override {
-    const ConvProblem view = forward_view(p);
-    const std::optional<ConfigHandle> config = forward_config(view, device, choice);
-    return layout(p).forward_offset +
-           forward()->workspace_bytes_any(ProblemRef::of(view), device, config ? config->get() : nullptr);
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
            const ForwardChoice& choice) const override {
-    const ConvProblem view = forward_view(p);
-    const std::optional<ConfigHandle> config = forward_config(view, stream.device(), choice);
-    const void* config_ptr = config ? config->get() : nullptr;
-    const WorkspaceLayout l = layout(p);
-    const std::size_t forward_ws =
-        forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config_ptr);
-    require_workspace(a, l.forward_offset + forward_ws);
+    require_workspace(a, own_workspace(p));
     const dnn::BackwardWeightsArgs t = dnn::backward_weights_args(a);
     auto* base = static_cast<unsigned char*>(a.workspace);
     void* xv = base;
-    void* dyv = base + l.dy_offset;
-    void* product = base + l.product_offset;
+    void* dyv = base + dy_offset(p);
+    void* product = base + product_offset(p);
     const bool nhwc = p.layout == dnn::Layout::nhwc;
     const std::int64_t hw = p.h * p.w, pq = p.out_h() * p.out_w(), rs = p.y * p.x;
     enqueue(stream, [&](void* s) {
@@ -514,38 +510,19 @@ class BwdWeightsViaIgemmTcSolver final : public BwdSolverOf<dnn::TunableSolver<C
       launch_swap_outer_inner(p.dtype, t.x, xv, p.n, nhwc ? hw : 1, nhwc ? p.c : p.c * hw, s);
       launch_swap_outer_inner(p.dtype, t.dy, dyv, p.n, nhwc ? pq : 1, nhwc ? p.k : p.k * pq, s);
     });
-    dnn::OpArgs fa;
-    fa.set(dnn::ArgId::src, xv);
-    fa.set(dnn::ArgId::wei, dyv);
-    fa.set(dnn::ArgId::dst, product);
-    fa.workspace = forward_ws > 0 ? base + l.forward_offset : nullptr;
-    fa.workspace_bytes = forward_ws;
-    forward()->run_any(stream, ProblemRef::of(view), fa, config_ptr);
+    run_forward(stream, p, a, choice, xv, dyv, product);
     enqueue(stream, [&](void* s) {
       // (C, RS, K) -> KRSC (K, RS, C), or as (CRS, 1, K) -> KCRS (K, 1, CRS).
       launch_swap_outer_inner(p.dtype, product, t.dw, nhwc ? p.c : p.c * rs, nhwc ? rs : 1, p.k, s);
     });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    return std::string(
-               "x and dy with the batch innermost, one forward product over it, transposed into dw; ") +
-           kForward + ": " + forward()->detail(forward_view(p), device);
+    return "x and dy with the batch innermost, one forward product over it, transposed into dw; " +
+           forward_detail(p, device);
   }
 
- private:
-  static constexpr const char* kForward = "gpu.conv.igemm_tc";
-  struct WorkspaceLayout {
-    std::size_t dy_offset = 0, product_offset = 0, forward_offset = 0;
-  };
-  static WorkspaceLayout layout(const ConvProblem& p) {
-    const std::size_t elem = size_of(p.dtype);
-    WorkspaceLayout l;
-    l.dy_offset = aligned(std::size_t(p.x_desc().elements()) * elem);
-    l.product_offset = l.dy_offset + aligned(std::size_t(p.y_desc().elements()) * elem);
-    l.forward_offset = l.product_offset + aligned(std::size_t(p.w_desc().elements()) * elem);
-    return l;
-  }
-  static ConvProblem forward_view(const ConvProblem& p) {
+ protected:
+  ConvProblem forward_view(const ConvProblem& p) const override {
     ConvProblem v;
     v.n = p.c;
     v.c = p.n;
@@ -561,24 +538,27 @@ class BwdWeightsViaIgemmTcSolver final : public BwdSolverOf<dnn::TunableSolver<C
     v.direction = ConvDirection::forward;
     return v;
   }
-  std::optional<ConfigHandle> forward_config(const ConvProblem& view, const runtime::Device& device,
-                                             const ForwardChoice& choice) const {
-    if (choice.text == kForwardDefault) return std::nullopt;
-    std::optional<ConfigHandle> config =
-        forward()->parse_config_any(ProblemRef::of(view), device, choice.text);
-    if (!config)
-      throw Error(Status::invalid_argument, std::string(name()) + ": '" + choice.text +
-                                                "' is not a config of " + kForward + " for " + view.key());
-    return config;
+  std::size_t own_workspace(const ConvProblem& p) const override {
+    return product_offset(p) + aligned(std::size_t(p.w_desc().elements()) * size_of(p.dtype));
   }
-  const dnn::ConvSolver* forward() const {
-    const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, kForward);
-    if (f == nullptr)
-      throw Error(Status::not_found, std::string(kForward) + " is not registered on " + backend_);
-    return f;
+  // Long reductions: each split keeps at least 8 steps of 64 products.
+  std::vector<std::string> extra_plans(const ConvProblem& p) const override {
+    std::vector<std::string> out;
+    const std::int64_t steps = (p.n * p.out_h() * p.out_w() + 63) / 64;
+    for (int splits : {16, 32, 64, 8})
+      if (steps / splits >= 8)
+        for (int tile : {1, 5, 2})
+          out.push_back("tile=" + std::to_string(tile) + ",splits=" + std::to_string(splits));
+    return out;
   }
 
-  std::string backend_;
+ private:
+  static std::size_t dy_offset(const ConvProblem& p) {
+    return aligned(std::size_t(p.x_desc().elements()) * size_of(p.dtype));
+  }
+  static std::size_t product_offset(const ConvProblem& p) {
+    return dy_offset(p) + aligned(std::size_t(p.y_desc().elements()) * size_of(p.dtype));
+  }
 };
 
 }  // namespace
