@@ -207,16 +207,22 @@ class ConvDepthwise final : public CpuConvSolver {
       const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(block.floats()) * sizeof(float));
       const std::int64_t blocks_per_image = (s.c + 15) / 16, tasks = channel_block_tasks(s);
       char* first_line = static_cast<char*>(ws) + (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
-      run_slotted(tasks, slot_count(tasks), [&](std::int64_t slot, std::int64_t task) {
-        auto* scratch = reinterpret_cast<float*>(first_line + static_cast<std::size_t>(slot) * slot_bytes);
-        const std::int64_t n = task / blocks_per_image, c0 = task % blocks_per_image * 16;
-        const std::int64_t channels = std::min<std::int64_t>(16, s.c - c0);
-        float* out = y + (n * s.c + c0) * s.ho * s.wo;
-        const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c0, 0) : std::nullopt;
-        depthwise::nchw_channel_block_avx512(s, block, x + (n * s.c + c0) * s.h * s.w, w + c0 * 9, channels,
-                                             out, scratch, post ? &*post : nullptr);
-        if (epilogue != nullptr && !post)
-          epilogue->apply_tile(out, s.ho * s.wo, n, c0, 0, channels, s.ho * s.wo);
+      const std::int64_t slots = slot_count(tasks);
+      // Each slot a fixed, even share of the blocks, as the plane loops' parallel_for splits them.
+      parallel_for(0, slots, [&](std::int64_t slot_lo, std::int64_t slot_hi) {
+        for (std::int64_t slot = slot_lo; slot < slot_hi; ++slot) {
+          auto* scratch = reinterpret_cast<float*>(first_line + static_cast<std::size_t>(slot) * slot_bytes);
+          for (std::int64_t task = slot * tasks / slots; task < (slot + 1) * tasks / slots; ++task) {
+            const std::int64_t n = task / blocks_per_image, c0 = task % blocks_per_image * 16;
+            const std::int64_t channels = std::min<std::int64_t>(16, s.c - c0);
+            float* out = y + (n * s.c + c0) * s.ho * s.wo;
+            const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c0, 0) : std::nullopt;
+            depthwise::nchw_channel_block_avx512(s, block, x + (n * s.c + c0) * s.h * s.w, w + c0 * 9,
+                                                 channels, out, scratch, post ? &*post : nullptr);
+            if (epilogue != nullptr && !post)
+              epilogue->apply_tile(out, s.ho * s.wo, n, c0, 0, channels, s.ho * s.wo);
+          }
+        }
       });
       return;
     }
