@@ -348,6 +348,10 @@ TEST(CpuConvDepthwise, SmallPlanesMatchReference) {
     expect_pass("cpu.conv.depthwise", make(1, c, 3, 3, c, 3, 3, 1, 2, 1, c));
     expect_pass("cpu.conv.depthwise", make(1, c, 15, 11, c, 3, 3, 0, 2, 1, c));
   }
+  for (DType d : kDtypes) {  // f16 and bf16 run the f32 loops on staged copies
+    expect_pass("cpu.conv.depthwise", make(2, 17, 7, 7, 17, 3, 3, 1, 1, 1, 17, Layout::nchw, d));
+    expect_pass("cpu.conv.depthwise", make(2, 17, 14, 14, 17, 3, 3, 1, 2, 1, 17, Layout::nchw, d));
+  }
   auto oblong = make(2, 19, 13, 3, 19, 3, 3, 1, 1, 1, 19);
   expect_pass("cpu.conv.depthwise", oblong);
   oblong.h = 16;
