@@ -1,10 +1,10 @@
 // The channel-blocked loop of cpu.conv.depthwise for small NCHW planes (see ChannelBlock in
 // conv_depthwise_kernels.hpp). Compiled with AVX-512 F/BW/VL/DQ; entered only after
-// cpu_has_avx512(). A 7x7 or 14x14 plane fills a 16-column row only partly, and a plane loop's
-// few rows give it too few independent accumulators to keep the FMA units busy; 16 channels per
-// vector fill every lane and give each 16-pixel step sixteen independent accumulators, for the
-// price of two 16x16 transposes per 16 pixels. Nothing here instantiates a standard-library
-// template (see sgemm_avx512.cpp).
+// cpu_has_avx512(). With 16 channels per vector a stride is only addressing, where a plane loop
+// splits every input row into even and odd columns with loads and permutes for each pair of
+// taps, and every lane is used however narrow the plane; the price is two 16x16 transposes per
+// 16 pixels in and out, which the saved permutes and lanes repay on small strided planes.
+// Nothing here instantiates a standard-library template (see sgemm_avx512.cpp).
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"

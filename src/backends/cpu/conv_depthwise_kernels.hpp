@@ -72,12 +72,12 @@ struct PackedPlane {
 void nchw_planes_packed_avx512(const ConvShape& s, const PackedPlane& packed, const float* x, const float* w,
                                std::int64_t planes, float* y, const avx512::PostOps* post);
 
-/// Sixteen channels of one NCHW image at a time, for planes too small to fill 16-column rows:
-/// their planes are transposed into a zero-padded copy laid out [rows][cols][16 channels], where
-/// each tap of a 3x3 filter is one FMA over 16 channels for one output pixel, so no lane is spent
-/// on a row's width or edges; the outputs, 16 pixels at a time, are transposed back into the 16
-/// output planes with the epilogue applied before the stores. 3x3 filters with unit dilation, any
-/// stride and padding.
+/// Sixteen channels of one NCHW image at a time, for small strided planes: their planes are
+/// transposed into a zero-padded copy laid out [rows][cols][16 channels], where each tap of a 3x3
+/// filter is one FMA over 16 channels for one output pixel, so no lane is spent on a row's width
+/// or edges and a stride is only addressing; the sums, 16 pixels at a time, are transposed back
+/// into the 16 output planes with the epilogue applied before the stores. 3x3 filters with unit
+/// dilation, any stride and padding.
 struct ChannelBlock {
   std::int64_t rows;        ///< padded rows: every input row a tap reads, zero outside the image
   std::int64_t cols;        ///< padded columns, likewise

@@ -3,8 +3,8 @@
 // cpu_has_avx512(). A row-per-vector loop fills 7 of 16 lanes on a 7x7 plane and has only a few
 // rows' accumulators to overlap; the plane read as one flat run fills every vector but the last,
 // and its vectors are independent FMA chains. Each input vector is loaded once; the taps' shifted
-// copies are made in registers. Nothing here instantiates a
-// standard-library template (see sgemm_avx512.cpp).
+// copies are made in registers. Nothing here instantiates a standard-library template (see
+// sgemm_avx512.cpp).
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
