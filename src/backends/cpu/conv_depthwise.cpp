@@ -155,16 +155,18 @@ class ConvDepthwise final : public CpuConvSolver {
     if (!depthwise::PackedPlane::fits(s) || !cpu_has_avx512()) return false;
     return 3 * ((s.h * s.w + 15) / 16) <= 2 * s.h;
   }
+  static std::int64_t channel_block_tasks(const ConvShape& s) { return s.n * ((s.c + 15) / 16); }
   // Width stride 2 through 16-channel blocks, whose stride costs nothing, where the plane loop
-  // spends two loads and two permutes per pair of taps; up to a padded block of 256 KiB (a 62x62
-  // input), past which the block no longer stays in L2 and the plane loop wins again.
-  static constexpr std::size_t kMaxChannelBlockBytes = std::size_t{256} << 10;
+  // spends two loads and two permutes per pair of taps; while all workers' blocks together take
+  // at most 512 KiB: the two workers of the AVX-512 hosts measured behave as if they shared one
+  // 1 MiB L2, and past that (a 56x56 input on two workers, a 112x112 one on one) the blocks spill
+  // from it and the plane loop wins again.
+  static constexpr std::size_t kMaxChannelBlockBytes = std::size_t{512} << 10;
   static bool channel_blocks(const ConvShape& s) {
     if (!depthwise::channel_block_fits(s) || s.sw != 2 || !cpu_has_avx512()) return false;
-    return static_cast<std::size_t>(depthwise::ChannelBlock::of(s).padded_floats()) * sizeof(float) <=
-           kMaxChannelBlockBytes;
+    const auto block = static_cast<std::size_t>(depthwise::ChannelBlock::of(s).floats()) * sizeof(float);
+    return static_cast<std::size_t>(slot_count(channel_block_tasks(s))) * block <= kMaxChannelBlockBytes;
   }
-  static std::int64_t channel_block_tasks(const ConvShape& s) { return s.n * ((s.c + 15) / 16); }
 
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
