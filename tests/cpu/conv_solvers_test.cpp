@@ -331,7 +331,7 @@ TEST(CpuConvDepthwise, MatchesReference) {
 // The small-plane loops at AVX-512 (the lower levels take the plane loops): 3x3 "same" planes read
 // as packed runs (7x7, prime and oblong sizes, the narrowest width, a run ending in a full
 // vector) and width stride 2 through 16-channel blocks (14 -> 7, 28 -> 14, odd and prime inputs,
-// unpadded, a 56x56 input, height stride 1), over channel counts that leave the last block part
+// unpadded, a 40x40 input, height stride 1), over channel counts that leave the last block part
 // full or fill it, batch 1 and 2.
 TEST(CpuConvDepthwise, SmallPlanesMatchReference) {
   for (const std::int64_t c : {3, 16, 17, 33}) {
@@ -357,7 +357,7 @@ TEST(CpuConvDepthwise, SmallPlanesMatchReference) {
   oblong.h = 16;
   oblong.w = 4;  // 64 pixels: the last packed vector full
   expect_pass("cpu.conv.depthwise", oblong);
-  expect_pass("cpu.conv.depthwise", make(1, 24, 56, 56, 24, 3, 3, 1, 2, 1, 24));
+  expect_pass("cpu.conv.depthwise", make(1, 24, 40, 40, 24, 3, 3, 1, 2, 1, 24));
   auto height_stride_1 = make(1, 20, 9, 12, 20, 3, 3, 1, 2, 1, 20);
   height_stride_1.stride_h = 1;
   expect_pass("cpu.conv.depthwise", height_stride_1);
