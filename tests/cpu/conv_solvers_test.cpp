@@ -330,9 +330,9 @@ TEST(CpuConvDepthwise, MatchesReference) {
 
 // The small-plane loops at AVX-512 (the lower levels take the plane loops): 3x3 "same" planes read
 // as packed runs (7x7, prime and oblong sizes, the narrowest width, a run ending in a full
-// vector) and width stride 2 through 16-channel blocks (14 -> 7, 28 -> 14, odd and prime inputs,
-// unpadded, a 40x40 input, height stride 1), over channel counts that leave the last block part
-// full or fill it, batch 1 and 2.
+// vector) and width stride 2 through 16-channel blocks (14 -> 7, odd and prime inputs, unpadded;
+// 28 -> 14, a 40x40 input and height stride 1 take them on one worker, the plane loop on more),
+// over channel counts that leave the last block part full or fill it, batch 1 and 2.
 TEST(CpuConvDepthwise, SmallPlanesMatchReference) {
   for (const std::int64_t c : {3, 16, 17, 33}) {
     for (const std::int64_t n : {1, 2}) {

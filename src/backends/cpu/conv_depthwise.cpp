@@ -162,10 +162,15 @@ class ConvDepthwise final : public CpuConvSolver {
   // 1 MiB L2, and past that (a 56x56 input on two workers, a 112x112 one on one) the blocks spill
   // from it and the plane loop wins again.
   static constexpr std::size_t kMaxChannelBlockBytes = std::size_t{512} << 10;
+  // With more than one worker only for outputs of at most half a vector per row: the plane loop's
+  // latency-bound chains gain from a second worker where the block loop, bound by its shuffles
+  // and FMAs, gains little (14x14 outputs ran slower through blocks on two workers, 7x7 faster).
   static bool channel_blocks(const ConvShape& s) {
     if (!depthwise::channel_block_fits(s) || s.sw != 2 || !cpu_has_avx512()) return false;
+    const std::int64_t workers = slot_count(channel_block_tasks(s));
+    if (workers > 1 && s.wo > 8) return false;
     const auto block = static_cast<std::size_t>(depthwise::ChannelBlock::of(s).floats()) * sizeof(float);
-    return static_cast<std::size_t>(slot_count(channel_block_tasks(s))) * block <= kMaxChannelBlockBytes;
+    return static_cast<std::size_t>(workers) * block <= kMaxChannelBlockBytes;
   }
 
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
