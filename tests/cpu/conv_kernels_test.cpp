@@ -4,6 +4,7 @@
 // F16C/AVX2 conversions are checked bit for bit against galley/core/dtype.hpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -233,6 +234,145 @@ TEST(CpuConvKernels, DepthwisePostOpsInStoresMatchAPassAfter) {
                                static_cast<std::int64_t>(count), post);
         run(fused.data(), &post);
         EXPECT_EQ(fused.back(), 7.0f) << "wrote past the plane";
+        ASSERT_EQ(std::memcmp(after.data(), fused.data(), count * sizeof(float)), 0);
+        if (residual) {
+          EXPECT_TRUE(std::isnan(fused[count / 2])) << "a NaN residual must reach the output";
+        }
+      }
+    }
+  }
+}
+
+// The per-channel scalar loop on each plane's padded copy: what the small-plane loops must match.
+std::vector<float> scalar_planes(const ConvShape& s, std::int64_t planes, const std::vector<float>& x,
+                                 const std::vector<float>& w) {
+  const depthwise::Plane plane = depthwise::Plane::of(s);
+  std::vector<float> buf(static_cast<std::size_t>(plane.floats()));
+  std::vector<float> out(static_cast<std::size_t>(planes * s.ho * s.wo));
+  for (std::int64_t c = 0; c < planes; ++c) {
+    depthwise::build_plane(s, plane, x.data() + c * s.h * s.w, buf.data());
+    depthwise::nchw_plane_scalar(s, plane, buf.data(), w.data() + c * 9, out.data() + c * s.ho * s.wo);
+  }
+  return out;
+}
+
+// Both planes NaN at the same places, the rest within fp32 rounding of the nine-term sums.
+void expect_same_planes(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << what << " NaN mismatch at " << i;
+    if (!std::isnan(want[i]))
+      ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+// One small-plane loop over `planes` channels of one image into y (one spare float after it).
+// The channel-block loop runs over blocks of 16 with its scratch poisoned with NaN first, so a
+// padding position it failed to zero, or a stale sum it stored, shows.
+void run_small_planes(bool packed, const ConvShape& s, std::int64_t planes, const std::vector<float>& x,
+                      const std::vector<float>& w, std::vector<float>& y, const avx512::PostOps* post) {
+  const std::int64_t in = s.h * s.w, out = s.ho * s.wo;
+  if (packed) {
+    depthwise::nchw_planes_packed_avx512(s, depthwise::PackedPlane::of(s), x.data(), w.data(), planes,
+                                         y.data(), post);
+    return;
+  }
+  const depthwise::ChannelBlock block = depthwise::ChannelBlock::of(s);
+  std::vector<float> scratch(static_cast<std::size_t>(block.floats() + 16), NAN);
+  // 64-byte aligned start inside the vector.
+  const auto misalign = reinterpret_cast<std::uintptr_t>(scratch.data()) % 64 / sizeof(float);
+  float* aligned = scratch.data() + (misalign == 0 ? 0 : 16 - misalign);
+  for (std::int64_t c0 = 0; c0 < planes; c0 += 16) {
+    avx512::PostOps block_post;
+    if (post != nullptr) {
+      block_post = *post;
+      if (block_post.bias != nullptr) block_post.bias += c0;
+      if (block_post.residual != nullptr) block_post.residual += c0 * out;
+    }
+    depthwise::nchw_channel_block_avx512(s, block, x.data() + c0 * in, w.data() + c0 * 9,
+                                         std::min<std::int64_t>(16, planes - c0), y.data() + c0 * out,
+                                         aligned, post != nullptr ? &block_post : nullptr);
+  }
+}
+
+// The packed 3x3 "same" loop and the 16-channel block loop against the scalar loop, planes
+// side by side as in an image: channel counts that leave a block part full (1, 17, 33) or fill it,
+// prime and oblong planes, the narrowest widths, strides 1 and 2 (the block loop), unpadded. A
+// NaN input pixel must reach exactly the outputs whose taps cover it.
+TEST(CpuConvKernels, DepthwiseSmallPlanesMatchScalar) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const ConvShape shapes[] = {plane_shape(7, 7, 3, 3, 1, 1, 1, 1),   plane_shape(13, 13, 3, 3, 1, 1, 1, 1),
+                              plane_shape(5, 11, 3, 3, 1, 1, 1, 1),  plane_shape(16, 4, 3, 3, 1, 1, 1, 1),
+                              plane_shape(3, 2, 3, 3, 1, 1, 1, 1),   plane_shape(1, 15, 3, 3, 1, 1, 1, 1),
+                              plane_shape(14, 14, 3, 3, 1, 1, 2, 1), plane_shape(13, 13, 3, 3, 1, 1, 2, 1),
+                              plane_shape(28, 28, 3, 3, 1, 1, 2, 1), plane_shape(7, 7, 3, 3, 1, 1, 2, 1),
+                              plane_shape(2, 3, 3, 3, 1, 1, 2, 1),   plane_shape(17, 11, 3, 3, 0, 0, 2, 1),
+                              plane_shape(9, 12, 3, 3, 2, 1, 1, 1),  plane_shape(11, 9, 3, 3, 2, 2, 3, 1)};
+  for (const ConvShape& shape : shapes) {
+    for (const bool packed : {true, false}) {
+      ConvShape s = shape;
+      if (packed) {  // plane_shape makes width stride 2; the packed loop takes unit strides
+        s.sw = 1;
+        s.wo = s.w + 2 * s.pw - 2;
+      }
+      if (packed ? !depthwise::PackedPlane::fits(s) : !depthwise::channel_block_fits(s)) continue;
+      for (const std::int64_t planes : {1, 16, 17, 33}) {
+        SCOPED_TRACE(std::string(packed ? "packed" : "channel block") + " h=" + std::to_string(s.h) +
+                     " w=" + std::to_string(s.w) + " pad=" + std::to_string(s.ph) + "," +
+                     std::to_string(s.pw) + " sh=" + std::to_string(s.sh) + " sw=" + std::to_string(s.sw) +
+                     " planes=" + std::to_string(planes));
+        auto x = random_floats(static_cast<std::size_t>(planes * s.h * s.w), 21);
+        const auto w = random_floats(static_cast<std::size_t>(planes * 9), 22);
+        for (const bool nan : {false, true}) {
+          if (nan) x[static_cast<std::size_t>((planes - 1) * s.h * s.w + s.h * s.w / 2)] = NAN;
+          const std::size_t count = static_cast<std::size_t>(planes * s.ho * s.wo);
+          std::vector<float> got(count + 1, 7.0f);
+          run_small_planes(packed, s, planes, x, w, got, nullptr);
+          EXPECT_EQ(got.back(), 7.0f) << "wrote past the planes";
+          got.pop_back();
+          expect_same_planes(got, scalar_planes(s, planes, x, w), packed ? "packed" : "channel block");
+        }
+      }
+    }
+  }
+}
+
+// The epilogue in the small-plane loops' stores is bit for bit the one applied to the stored
+// planes afterwards: a bias per channel, the residual and each compare-and-select activation,
+// with a NaN residual passing through.
+TEST(CpuConvKernels, DepthwiseSmallPlanePostOpsMatchAPassAfter) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  using Act = avx512::PostOps::Activation;
+  ConvShape packed_shape = plane_shape(7, 7, 3, 3, 1, 1, 1, 1);
+  packed_shape.sw = 1;
+  packed_shape.wo = 7;
+  ASSERT_TRUE(depthwise::PackedPlane::fits(packed_shape));
+  const ConvShape block_shape = plane_shape(14, 14, 3, 3, 1, 1, 2, 1);
+  const std::int64_t planes = 21;
+  for (const bool packed : {true, false}) {
+    const ConvShape& s = packed ? packed_shape : block_shape;
+    for (const Act act : {Act::none, Act::relu, Act::leaky_relu, Act::clip}) {
+      for (const bool residual : {false, true}) {
+        SCOPED_TRACE(std::string(packed ? "packed" : "channel block") + " act=" +
+                     std::to_string(static_cast<int>(act)) + " residual=" + std::to_string(residual));
+        const std::size_t count = static_cast<std::size_t>(planes * s.ho * s.wo);
+        const auto x = random_floats(static_cast<std::size_t>(planes * s.h * s.w), 23);
+        const auto w = random_floats(static_cast<std::size_t>(planes * 9), 24);
+        const auto bias = random_floats(static_cast<std::size_t>(planes), 25);
+        auto res = random_floats(count, 26);
+        res[count / 2] = NAN;
+        avx512::PostOps post;
+        post.bias = bias.data();
+        post.residual = residual ? res.data() : nullptr;
+        post.ld_residual = s.ho * s.wo;
+        post.activation = act;
+        post.act_alpha = act == Act::clip ? -0.5f : 0.1f;
+        post.act_beta = 0.5f;
+        std::vector<float> after(count + 1, 7.0f), fused(count + 1, 7.0f);
+        run_small_planes(packed, s, planes, x, w, after, nullptr);
+        avx512::apply_post_ops(planes, s.ho * s.wo, after.data(), s.ho * s.wo, post);
+        run_small_planes(packed, s, planes, x, w, fused, &post);
+        EXPECT_EQ(fused.back(), 7.0f) << "wrote past the planes";
         ASSERT_EQ(std::memcmp(after.data(), fused.data(), count * sizeof(float)), 0);
         if (residual) {
           EXPECT_TRUE(std::isnan(fused[count / 2])) << "a NaN residual must reach the output";

@@ -286,6 +286,8 @@ TEST(CpuConvSolvers, FusedEpilogueMatchesReference) {
       {"cpu.conv.direct", make(1, 12, 9, 13, 21, 3, 3, 1, 1, 2, 3)},       // groups of 7 outputs
       {"cpu.conv.depthwise", make(2, 19, 13, 17, 19, 3, 3, 1, 1, 1, 19)},  // planes read in place
       {"cpu.conv.depthwise", make(1, 17, 31, 29, 17, 3, 3, 1, 2, 1, 17)},  // strided: padded planes
+      {"cpu.conv.depthwise", make(2, 33, 7, 7, 33, 3, 3, 1, 1, 1, 33)},    // small planes packed
+      {"cpu.conv.depthwise", make(2, 17, 14, 13, 17, 3, 3, 1, 2, 1, 17)},  // stride 2: channel blocks
   };
   for (const auto& c : cases) {
     for (Layout l : kLayouts) {
@@ -324,6 +326,41 @@ TEST(CpuConvDepthwise, MatchesReference) {
     std::swap(wide_stride.stride_h, wide_stride.stride_w);  // stride 1 x 2: the padded-plane path
     expect_pass("cpu.conv.depthwise", wide_stride);
   }
+}
+
+// The small-plane loops at AVX-512 (the lower levels take the plane loops): 3x3 "same" planes read
+// as packed runs (7x7, prime and oblong sizes, the narrowest width, a run ending in a full
+// vector) and width stride 2 through 16-channel blocks (14 -> 7, odd and prime inputs, unpadded;
+// 28 -> 14, a 40x40 input and height stride 1 take them on one worker, the plane loop on more),
+// over channel counts that leave the last block part full or fill it, batch 1 and 2.
+TEST(CpuConvDepthwise, SmallPlanesMatchReference) {
+  for (const std::int64_t c : {3, 16, 17, 33}) {
+    for (const std::int64_t n : {1, 2}) {
+      expect_pass("cpu.conv.depthwise", make(n, c, 7, 7, c, 3, 3, 1, 1, 1, c));
+      expect_pass("cpu.conv.depthwise", make(n, c, 14, 14, c, 3, 3, 1, 2, 1, c));
+      expect_pass("cpu.conv.depthwise", make(n, c, 13, 13, c, 3, 3, 1, 2, 1, c));
+    }
+    expect_pass("cpu.conv.depthwise", make(1, c, 5, 5, c, 3, 3, 1, 1, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 9, 9, c, 3, 3, 1, 1, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 2, 2, c, 3, 3, 1, 1, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 28, 28, c, 3, 3, 1, 2, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 7, 7, c, 3, 3, 1, 2, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 3, 3, c, 3, 3, 1, 2, 1, c));
+    expect_pass("cpu.conv.depthwise", make(1, c, 15, 11, c, 3, 3, 0, 2, 1, c));
+  }
+  for (DType d : kDtypes) {  // f16 and bf16 run the f32 loops on staged copies
+    expect_pass("cpu.conv.depthwise", make(2, 17, 7, 7, 17, 3, 3, 1, 1, 1, 17, Layout::nchw, d));
+    expect_pass("cpu.conv.depthwise", make(2, 17, 14, 14, 17, 3, 3, 1, 2, 1, 17, Layout::nchw, d));
+  }
+  auto oblong = make(2, 19, 13, 3, 19, 3, 3, 1, 1, 1, 19);
+  expect_pass("cpu.conv.depthwise", oblong);
+  oblong.h = 16;
+  oblong.w = 4;  // 64 pixels: the last packed vector full
+  expect_pass("cpu.conv.depthwise", oblong);
+  expect_pass("cpu.conv.depthwise", make(1, 24, 40, 40, 24, 3, 3, 1, 2, 1, 24));
+  auto height_stride_1 = make(1, 20, 9, 12, 20, 3, 3, 1, 2, 1, 20);
+  height_stride_1.stride_h = 1;
+  expect_pass("cpu.conv.depthwise", height_stride_1);
 }
 
 TEST(CpuConvDepthwise, RefusesNonDepthwise) {

@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/sgemm_avx512.hpp"
+#include "dnn/activation_math.hpp"
 #include "galley/core/error.hpp"
 #include "random_floats.hpp"
 
@@ -332,6 +334,43 @@ TEST(CpuSgemm, Avx512PostOpsInPlaceKeepNanAndNegativeZero) {
     EXPECT_EQ(c[3], act == Act::relu ? 3.0f : (act == Act::leaky_relu ? 3.0f : 1.0f));
     EXPECT_EQ(c[4], 0.5f);
     EXPECT_EQ(c[5], 7.0f);  // padding
+  }
+}
+
+// relu and clip in the post-ops equal the scalar definitions bit for bit on the values where a
+// vector min/max could differ from a compare and select: NaN, both zeros, the bounds themselves,
+// and clip bounds that are zeros of either sign (relu6's 0 included).
+TEST(CpuSgemm, Avx512PostOpsReluAndClipMatchTheScalarDefinitions) {
+  if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const std::vector<float> values = {NAN,     -NAN,     0.0f,      -0.0f, 6.0f,  7.0f, -1.0f, 0.5f, 1e-40f,
+                                     -1e-40f, INFINITY, -INFINITY, 3.0f,  -6.0f, 1.0f, -2.5f, 6.5f};
+  const struct {
+    Act act;
+    float alpha, beta;
+  } cases[] = {{Act::relu, 0, 0},           {Act::clip, 0.0f, 6.0f},  {Act::clip, -0.0f, 0.0f},
+               {Act::clip, 0.0f, -0.0f},    {Act::clip, -1.0f, 1.0f}, {Act::clip, 6.0f, 6.0f},
+               {Act::clip, -INFINITY, 0.0f}};
+  for (const auto& k : cases) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(k.act)) + " " + std::to_string(k.alpha) + ".." +
+                 std::to_string(k.beta));
+    std::vector<float> c = values;
+    avx512::PostOps post;
+    post.activation = k.act;
+    post.act_alpha = k.alpha;
+    post.act_beta = k.beta;
+    avx512::apply_post_ops(1, static_cast<std::int64_t>(c.size()), c.data(),
+                           static_cast<std::int64_t>(c.size()), post);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float want = k.act == Act::relu
+                             ? dnn::activ_math::Relu<float>{0, 0}.forward(values[i])
+                             : dnn::activ_math::Clip<float>{k.alpha, k.beta}.forward(values[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(c[i])) << "input " << values[i];
+      } else {
+        EXPECT_EQ(std::memcmp(&c[i], &want, sizeof(float)), 0)
+            << "input " << values[i] << ": " << c[i] << " want " << want;
+      }
+    }
   }
 }
 

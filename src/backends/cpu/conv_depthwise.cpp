@@ -1,7 +1,9 @@
 // cpu.conv.depthwise: groups == C == K (one filter per channel). Each output element costs R*S
 // multiply-adds over data that is read once, so the loops aim at memory bandwidth: NCHW works a
 // whole channel plane at a time from an L1-sized padded copy (no bounds checks in the inner
-// loop, any stride read contiguously); NHWC runs over contiguous channel vectors.
+// loop, any stride read contiguously); NHWC runs over contiguous channel vectors. Planes too
+// small to fill a vector per row take one of two AVX-512 loops instead: 3x3 "same" planes read
+// as flat runs of pixels, and width stride 2 through blocks of 16 channels per vector.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -28,6 +30,30 @@ Plane Plane::of(const ConvShape& s) {
   p.row_stride = vec_wo + max_shift;
   p.phase_stride = p.rows * p.row_stride;
   return p;
+}
+
+PackedPlane PackedPlane::of(const ConvShape& s) {
+  PackedPlane packed{};
+  const std::int64_t pixels = s.h * s.w;
+  packed.vectors = std::min((pixels + 15) / 16, kMaxVectors);  // whole only where fits(s)
+  for (std::int64_t v = 0; v < packed.vectors; ++v) {
+    for (std::int64_t dy = -1; dy <= 1; ++dy) {
+      for (std::int64_t dx = -1; dx <= 1; ++dx) {
+        std::uint16_t mask = 0;
+        for (std::int64_t lane = 0; lane < 16; ++lane) {
+          const std::int64_t p = v * 16 + lane, row = p / s.w + dy, col = p % s.w + dx;
+          if (p < pixels && row >= 0 && row < s.h && col >= 0 && col < s.w) mask |= std::uint16_t(1u << lane);
+        }
+        packed.masks[v][(dy + 1) * 3 + dx + 1] = mask;
+      }
+    }
+  }
+  return packed;
+}
+
+ChannelBlock ChannelBlock::of(const ConvShape& s) {
+  return {std::max(s.ph + s.h, (s.ho - 1) * s.sh + s.r), std::max(s.pw + s.w, (s.wo - 1) * s.sw + s.s),
+          (s.ho * s.wo + 15) / 16 * 16 * 16};
 }
 
 void build_plane(const ConvShape& s, const Plane& plane, const float* xc, float* out) {
@@ -122,8 +148,38 @@ class ConvDepthwise final : public CpuConvSolver {
     return s.sw == 1 || (depthwise::nchw_plane_s2_fits(s) && cpu_has_avx512());
   }
 
+  // Small 3x3 "same" planes as flat runs of pixels where that takes clearly fewer vectors than one
+  // per row: a packed vector costs about one and a half row steps (eight permutes where a row
+  // takes two), and on AVX-512 hosts the packed loop wins up to 9x9 planes and loses from 10x10.
+  static bool packed_planes(const ConvShape& s) {
+    if (!depthwise::PackedPlane::fits(s) || !cpu_has_avx512()) return false;
+    return 3 * ((s.h * s.w + 15) / 16) <= 2 * s.h;
+  }
+  static std::int64_t channel_block_tasks(const ConvShape& s) { return s.n * ((s.c + 15) / 16); }
+  // Width stride 2 through 16-channel blocks, whose stride costs nothing, where the plane loop
+  // spends two loads and two permutes per pair of taps; while all workers' blocks together take
+  // at most 512 KiB: the two workers of the AVX-512 hosts measured behave as if they shared one
+  // 1 MiB L2, and past that (a 56x56 input on two workers, a 112x112 one on one) the blocks spill
+  // from it and the plane loop wins again.
+  static constexpr std::size_t kMaxChannelBlockBytes = std::size_t{512} << 10;
+  // With more than one worker only for outputs of at most half a vector per row: the plane loop's
+  // latency-bound chains gain from a second worker where the block loop, bound by its shuffles
+  // and FMAs, gains little (14x14 outputs ran slower through blocks on two workers, 7x7 faster).
+  static bool channel_blocks(const ConvShape& s) {
+    if (!depthwise::channel_block_fits(s) || s.sw != 2 || !cpu_has_avx512()) return false;
+    const std::int64_t workers = slot_count(channel_block_tasks(s));
+    if (workers > 1 && s.wo > 8) return false;
+    const auto block = static_cast<std::size_t>(depthwise::ChannelBlock::of(s).floats()) * sizeof(float);
+    return static_cast<std::size_t>(workers) * block <= kMaxChannelBlockBytes;
+  }
+
   std::size_t f32_workspace_bytes(const dnn::ConvProblem& problem) const override {
     const ConvShape s = ConvShape::of(problem);
+    if (channel_blocks(s)) {
+      const auto block = static_cast<std::size_t>(depthwise::ChannelBlock::of(s).floats()) * sizeof(float);
+      // Slack to start the blocks on a cache line, which the workspace need not.
+      return static_cast<std::size_t>(slot_count(channel_block_tasks(s))) * align_up64(block) + 64;
+    }
     if (s.nhwc) return align_up64(static_cast<std::size_t>(s.r * s.s * s.c) * sizeof(float));
     if (direct_planes(s)) return 0;
     const auto plane = static_cast<std::size_t>(depthwise::Plane::of(s).floats()) * sizeof(float);
@@ -136,6 +192,47 @@ class ConvDepthwise final : public CpuConvSolver {
                    const ConvEpilogueRunner* epilogue, const PreparedSlot* /*prepared*/) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
+    if (packed_planes(s)) {
+      const depthwise::PackedPlane packed = depthwise::PackedPlane::of(s);
+      const std::int64_t pixels = s.h * s.w;
+      parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
+        // One call per image's share of the range: the post-ops address one image's channels.
+        while (lo < hi) {
+          const std::int64_t n = lo / s.c, c0 = lo % s.c, planes = std::min(hi - lo, s.c - c0);
+          float* out = y + lo * pixels;
+          const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c0, 0) : std::nullopt;
+          depthwise::nchw_planes_packed_avx512(s, packed, x + lo * pixels, w + c0 * 9, planes, out,
+                                               post ? &*post : nullptr);
+          if (epilogue != nullptr && !post) epilogue->apply_tile(out, pixels, n, c0, 0, planes, pixels);
+          lo += planes;
+        }
+      });
+      return;
+    }
+    if (channel_blocks(s)) {
+      const depthwise::ChannelBlock block = depthwise::ChannelBlock::of(s);
+      const std::size_t slot_bytes = align_up64(static_cast<std::size_t>(block.floats()) * sizeof(float));
+      const std::int64_t blocks_per_image = (s.c + 15) / 16, tasks = channel_block_tasks(s);
+      char* first_line = static_cast<char*>(ws) + (64 - reinterpret_cast<std::uintptr_t>(ws) % 64) % 64;
+      const std::int64_t slots = slot_count(tasks);
+      // Each slot a fixed, even share of the blocks, as the plane loops' parallel_for splits them.
+      parallel_for(0, slots, [&](std::int64_t slot_lo, std::int64_t slot_hi) {
+        for (std::int64_t slot = slot_lo; slot < slot_hi; ++slot) {
+          auto* scratch = reinterpret_cast<float*>(first_line + static_cast<std::size_t>(slot) * slot_bytes);
+          for (std::int64_t task = slot * tasks / slots; task < (slot + 1) * tasks / slots; ++task) {
+            const std::int64_t n = task / blocks_per_image, c0 = task % blocks_per_image * 16;
+            const std::int64_t channels = std::min<std::int64_t>(16, s.c - c0);
+            float* out = y + (n * s.c + c0) * s.ho * s.wo;
+            const auto post = epilogue != nullptr ? epilogue->gemm_post_ops(n, c0, 0) : std::nullopt;
+            depthwise::nchw_channel_block_avx512(s, block, x + (n * s.c + c0) * s.h * s.w, w + c0 * 9,
+                                                 channels, out, scratch, post ? &*post : nullptr);
+            if (epilogue != nullptr && !post)
+              epilogue->apply_tile(out, s.ho * s.wo, n, c0, 0, channels, s.ho * s.wo);
+          }
+        }
+      });
+      return;
+    }
     if (direct_planes(s)) {
       const bool avx512 = cpu_has_avx512();
       parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {

@@ -1,7 +1,9 @@
 // Inner loops of cpu.conv.depthwise, one scalar and one AVX2 version of each (the AVX2 ones in
 // conv_depthwise_avx2.cpp, called only after cpu_has_avx2_fma()), and AVX-512 versions of the
 // in-place loops for width strides 1 and 2 (conv_depthwise_avx512.cpp, only after
-// cpu_has_avx512()), which also finish the plane with the convolution's epilogue as they store it.
+// cpu_has_avx512()), which also finish the plane with the convolution's epilogue as they store it,
+// as do the AVX-512 loops for small planes (conv_depthwise_packed_avx512.cpp,
+// conv_depthwise_channel_block_avx512.cpp).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,53 @@ void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, f
 inline bool nchw_plane_s2_fits(const ConvShape& s) { return s.sw == 2 && s.dw == 1; }
 void nchw_plane_s2_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
                           const avx512::PostOps* post);
+
+/// A small 3x3 "same" plane (padding 1, unit strides and dilation) read as one flat run of
+/// H*W floats, 16 consecutive pixels per vector whatever the width, so a 7x7 plane takes 4
+/// vectors where one per row takes 7. The input pixel of output pixel p under tap (dy, dx) is
+/// p + dy*W + dx; `masks[v][t]` keeps the lanes of vector v whose tap t lies inside the image, so
+/// each tap is one in-register shift and one masked FMA. Widths 2 to 15, so that a shift of
+/// W + 1 stays within the next vector. Built once per problem.
+struct PackedPlane {
+  static constexpr std::int64_t kMaxVectors = 16;
+  std::int64_t vectors;                 ///< ceil(H*W / 16)
+  std::uint16_t masks[kMaxVectors][9];  ///< per vector and tap (dy+1)*3 + dx+1
+  static bool fits(const ConvShape& s) {
+    return !s.nhwc && s.r == 3 && s.s == 3 && s.ph == 1 && s.pw == 1 && s.sh == 1 && s.sw == 1 && s.dh == 1 &&
+           s.dw == 1 && s.w >= 2 && s.w <= 15 && s.h * s.w <= 16 * kMaxVectors;
+  }
+  static PackedPlane of(const ConvShape& s);
+};
+/// `planes` consecutive planes of one image from channel c0 (`x`, `y` at its plane, `w` at its
+/// filter). `post` (null: none) as in nchw_channel_block_avx512: row i is channel c0 + i. AVX-512
+/// only (conv_depthwise_packed_avx512.cpp).
+void nchw_planes_packed_avx512(const ConvShape& s, const PackedPlane& packed, const float* x, const float* w,
+                               std::int64_t planes, float* y, const avx512::PostOps* post);
+
+/// Sixteen channels of one NCHW image at a time, for small strided planes: their planes are
+/// transposed into a zero-padded copy laid out [rows][cols][16 channels], where each tap of a 3x3
+/// filter is one FMA over 16 channels for one output pixel, so no lane is spent on a row's width
+/// or edges and a stride is only addressing; the sums, 16 pixels at a time, are transposed back
+/// into the 16 output planes with the epilogue applied before the stores. 3x3 filters with unit
+/// dilation, any stride and padding.
+struct ChannelBlock {
+  std::int64_t rows;        ///< padded rows: every input row a tap reads, zero outside the image
+  std::int64_t cols;        ///< padded columns, likewise
+  std::int64_t sum_floats;  ///< the outputs' sums, pixel-major, rounded up to whole transposes
+  std::int64_t padded_floats() const { return rows * cols * 16; }
+  std::int64_t floats() const { return padded_floats() + sum_floats; }
+  static ChannelBlock of(const ConvShape& s);
+};
+inline bool channel_block_fits(const ConvShape& s) {
+  return !s.nhwc && s.r == 3 && s.s == 3 && s.dh == 1 && s.dw == 1;
+}
+/// Channels [c0, c0 + channels) of one image, channels <= 16: `x` and `y` at channel c0's plane,
+/// `w` at its filter (KCRS, one 3x3 per channel), `scratch` ChannelBlock::floats() floats private
+/// to the caller (best on a cache line). `post` (null: none) is the epilogue as a C[channels x Ho*Wo]
+/// with a bias per row (ConvEpilogueRunner::gemm_post_ops(n, c0, 0)). AVX-512 only
+/// (conv_depthwise_channel_block_avx512.cpp).
+void nchw_channel_block_avx512(const ConvShape& s, const ChannelBlock& block, const float* x, const float* w,
+                               std::int64_t channels, float* y, float* scratch, const avx512::PostOps* post);
 
 /// One output row (oh) of one NHWC image: y_row[Wo][C]. `xn` is the image, `wt` the filter
 /// repacked tap-major ([R*S][C]) so a vector of channels is contiguous.
