@@ -5,36 +5,10 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
+#include "backends/cpu/avx512_transpose.hpp"
 
 namespace galley::backends::cpu::avx512 {
 namespace {
-
-// r[i] = row i of a 16 x 16 block on entry, column i on return. Interleaving pairs of rows, then
-// pairs of pairs, leaves each 128-bit lane k of vector 4 i + j holding column 4 k + j of rows
-// 4 i .. 4 i + 3; two rounds of 128-bit lane shuffles gather each column's four lanes.
-inline void transpose_in_registers(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 even_lanes = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    const __m512 odd_lanes = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 even_lanes_hi = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 odd_lanes_hi = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    r[j] = _mm512_shuffle_f32x4(even_lanes, even_lanes_hi, 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(even_lanes, even_lanes_hi, 0xdd);
-    r[4 + j] = _mm512_shuffle_f32x4(odd_lanes, odd_lanes_hi, 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(odd_lanes, odd_lanes_hi, 0xdd);
-  }
-}
 
 // One block of up to 16 x 16; the parts past rows or cols are neither read nor written.
 inline void block(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
@@ -42,14 +16,14 @@ inline void block(const float* src, std::int64_t src_stride, float* dst, std::in
   __m512 r[16];
   if (rows == 16 && cols == 16) {
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_stride);
-    transpose_in_registers(r);
+    transpose16x16(r);
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * dst_stride, r[i]);
     return;
   }
   const __mmask16 in = lanes(cols), out = lanes(rows);
   for (int i = 0; i < 16; ++i)
     r[i] = i < rows ? _mm512_maskz_loadu_ps(in, src + i * src_stride) : _mm512_setzero_ps();
-  transpose_in_registers(r);
+  transpose16x16(r);
   for (int i = 0; i < cols; ++i) _mm512_mask_storeu_ps(dst + i * dst_stride, out, r[i]);
 }
 
