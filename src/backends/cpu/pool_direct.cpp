@@ -160,20 +160,28 @@ bool avg_takes_avx512(const Shape& s) {
          avx512::avg_pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
 }
 
+// The AVX-512 plane kernels' row tables: each output row's first and past-the-end input rows
+// (rows[oh], rows[oh + oh_count]) and each input row's first and last covering output rows.
+struct WindowRowTables {
+  std::vector<std::int64_t> rows, covers;
+  explicit WindowRowTables(const Shape& s)
+      : rows(static_cast<std::size_t>(2 * s.oh)), covers(static_cast<std::size_t>(2 * s.h)) {
+    for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+      rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+      rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+    }
+    for (std::int64_t ih = 0; ih < s.h; ++ih) {
+      covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+      covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
+    }
+  }
+};
+
 // Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
 // window tables pool_avg_avx512.hpp takes and scratch prepared once per share.
 template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
-      covers(static_cast<std::size_t>(2 * s.h));
-  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-  }
-  for (std::int64_t ih = 0; ih < s.h; ++ih) {
-    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
-    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
-  }
+  const WindowRowTables t(s);
   const avx512::AvgPoolPlane g{s.h,
                                s.w,
                                s.oh,
@@ -181,10 +189,10 @@ void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& b
                                s.aw.kernel,
                                s.aw.stride,
                                s.aw.pad,
-                               rows.data(),
-                               rows.data() + s.oh,
-                               covers.data(),
-                               covers.data() + s.h,
+                               t.rows.data(),
+                               t.rows.data() + s.oh,
+                               t.covers.data(),
+                               t.covers.data() + s.h,
                                inv.data()};
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     const auto scratch =
@@ -632,16 +640,7 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
       !avx512::max_pool_backward_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
     return false;
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh)),
-      covers(static_cast<std::size_t>(2 * s.h));
-  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-    rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-    rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-  }
-  for (std::int64_t ih = 0; ih < s.h; ++ih) {
-    covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
-    covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
-  }
+  const WindowRowTables t(s);
   const avx512::MaxPoolBackwardPlane g{s.h,
                                        s.w,
                                        s.oh,
@@ -649,10 +648,10 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
                                        s.aw.kernel,
                                        s.aw.stride,
                                        s.aw.pad,
-                                       rows.data(),
-                                       rows.data() + s.oh,
-                                       covers.data(),
-                                       covers.data() + s.h};
+                                       t.rows.data(),
+                                       t.rows.data() + s.oh,
+                                       t.covers.data(),
+                                       t.covers.data() + s.h};
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     const auto scratch = std::make_unique_for_overwrite<float[]>(
