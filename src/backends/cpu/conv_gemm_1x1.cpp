@@ -30,10 +30,21 @@ namespace {
 
 // Fewer columns per GEMM than this and OpenBLAS's packing overhead dominates.
 constexpr std::int64_t kMinColumns = 256;
+// The AVX-512 SGEMM on prepared weights packs only its own block's columns of x: blocks down to
+// this many columns let two workers split a small plane's pixels (each then streams half of x
+// from L2), where splitting the rows of W would have each stream all of it.
+constexpr std::int64_t kMinPackedColumns = 64;
 // GEMM tasks per worker: more than one, so a worker that wakes late still takes a share.
 constexpr std::int64_t kTasksPerWorker = 4;
 constexpr std::int64_t kSmallPlane = 64;
 constexpr std::size_t kGatherBytes = std::size_t{4} << 20;  // bound on the side-by-side copy
+
+// Start of column block b of `blocks` over `columns`, on a multiple of 16 (one vector) so no block
+// but the last ends in a part-filled vector.
+std::int64_t column_block_start(std::int64_t columns, std::int64_t b, std::int64_t blocks) {
+  const std::int64_t vectors = (columns + 15) / 16;
+  return std::min(columns, 16 * (vectors * b / blocks));
+}
 
 std::int64_t images_per_gemm(const ConvShape& s) {
   const auto per_image = static_cast<std::int64_t>(sizeof(float)) * s.cg * s.h * s.w;
@@ -166,17 +177,19 @@ void gemm_1x1_unit_stride(const ConvShape& s, const float* x, const float* w, fl
     return;
   }
   if (!s.nhwc) {
+    const bool packed_sgemm = prepared != nullptr && sgemm_applies_post_ops();
     // Tasks are (image, group, column block, row block); columns are split only when images x
     // groups give the workers too few tasks, rows of W only when the columns cannot be (a
     // plane under two kMinColumns blocks at batch 1).
     const std::int64_t outer = s.n * s.g;
-    const std::int64_t cols = block_count(hw, kMinColumns, (kTasksPerWorker * workers + outer - 1) / outer);
+    const std::int64_t min_columns = packed_sgemm ? kMinPackedColumns : kMinColumns;
+    const std::int64_t cols = block_count(hw, min_columns, (kTasksPerWorker * workers + outer - 1) / outer);
     const std::int64_t rows = row_block_count(outer * cols, s.kg, workers);
     // With a prepared slot every group's weights are packed once for all calls, not by each
     // task's GEMM again for its column block.
     std::shared_ptr<const float> packed;
     const std::size_t group_floats = packed_group_floats(s.kg, s.cg);
-    if (prepared != nullptr && sgemm_applies_post_ops()) {
+    if (packed_sgemm) {
       packed = prepared->floats(static_cast<std::size_t>(s.g) * group_floats,
                                 [&](float* out) { pack_weight_groups(w, s.g, s.kg, s.cg, out); });
     }
@@ -184,7 +197,7 @@ void gemm_1x1_unit_stride(const ConvShape& s, const float* x, const float* w, fl
       for (std::int64_t t = lo; t < hi; ++t) {
         const std::int64_t row = t % rows, col = t / rows % cols, ng = t / rows / cols;
         const std::int64_t gi = ng % s.g, n = ng / s.g;
-        const std::int64_t c0 = hw * col / cols, c1 = hw * (col + 1) / cols;
+        const std::int64_t c0 = column_block_start(hw, col, cols), c1 = column_block_start(hw, col + 1, cols);
         const std::int64_t k0 = row_block_start(s.kg, row, rows), k1 = row_block_start(s.kg, row + 1, rows);
         float* const tile = y + (n * s.k + gi * s.kg + k0) * hw + c0;
         const auto post =
@@ -232,7 +245,8 @@ class ConvGemm1x1 final : public CpuConvSolver {
  protected:
   dnn::Applicability check_f32(const dnn::ConvProblem& p) const override {
     if (p.y != 1 || p.x != 1) {
-      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) + " is not 1x1");
+      return dnn::Applicability::no("filter " + std::to_string(p.y) + "x" + std::to_string(p.x) +
+                                    " is not 1x1");
     }
     if (p.pad_h != 0 || p.pad_w != 0) {
       return dnn::Applicability::no("padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
