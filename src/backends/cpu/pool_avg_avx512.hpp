@@ -11,29 +11,14 @@
 
 #include <cstdint>
 
+#include "backends/cpu/pool_plane_windows.hpp"
+
 namespace galley::backends::cpu::avx512 {
 
-/// The geometry of one plane's average pooling, the same for every plane of a problem. The window
-/// of output (oh, ow) is rows [row_begin[oh], row_end[oh]) and columns ow * stride_w - pad_w +
-/// [0, kernel_w) clipped to [0, w); input row ih lies in the windows of output rows
-/// [cover_first[ih], cover_last[ih]] (empty when first > last).
-struct AvgPoolPlane {
-  std::int64_t h, w, oh, ow;
-  std::int64_t kernel_w, stride_w, pad_w;
-  const std::int64_t* row_begin;    ///< [oh]
-  const std::int64_t* row_end;      ///< [oh]
-  const std::int64_t* cover_first;  ///< [h]
-  const std::int64_t* cover_last;   ///< [h]
-  const float* inverse_divisor;     ///< [oh * ow]: 1 / the divisor of each output
+/// One plane's average pooling: its windows and 1 / the divisor of each output ([oh * ow]).
+struct AvgPoolPlane : PoolPlaneWindows {
+  const float* inverse_divisor;
 };
-
-/// The widest window the kernels take.
-inline constexpr std::int64_t kMaxTaps = 64;
-
-/// True for the windows the kernels take: column stride 1 or 2, at most kMaxTaps columns.
-inline bool avg_pool_plane_fits(std::int64_t stride_w, std::int64_t kernel_w) {
-  return (stride_w == 1 || stride_w == 2) && kernel_w <= kMaxTaps;
-}
 
 /// Floats of scratch avg_pool_plane_forward() and avg_pool_plane_backward() need.
 std::int64_t avg_pool_plane_scratch(const AvgPoolPlane& g);

@@ -157,13 +157,15 @@ std::vector<float> inverse_divisors(const Shape& s) {
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
 bool avg_takes_avx512(const Shape& s) {
   return s.mode != PoolMode::max && !s.nhwc && !s.aw.adaptive &&
-         avx512::avg_pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
+         avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
 }
 
-// The AVX-512 plane kernels' row tables: each output row's first and past-the-end input rows
-// (rows[oh], rows[oh + oh_count]) and each input row's first and last covering output rows.
+// The AVX-512 plane kernels' window tables: each output row's first and past-the-end input rows
+// (rows[oh], rows[oh + oh_count]) and each input row's first and last covering output rows, and
+// the geometry that points into them (valid while this lives).
 struct WindowRowTables {
   std::vector<std::int64_t> rows, covers;
+  avx512::PoolPlaneWindows windows;
   explicit WindowRowTables(const Shape& s)
       : rows(static_cast<std::size_t>(2 * s.oh)), covers(static_cast<std::size_t>(2 * s.h)) {
     for (std::int64_t oh = 0; oh < s.oh; ++oh) {
@@ -174,7 +176,20 @@ struct WindowRowTables {
       covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
       covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
     }
+    windows = {s.h,
+               s.w,
+               s.oh,
+               s.ow,
+               s.aw.kernel,
+               s.aw.stride,
+               s.aw.pad,
+               rows.data(),
+               rows.data() + s.oh,
+               covers.data(),
+               covers.data() + s.h};
   }
+  WindowRowTables(const WindowRowTables&) = delete;
+  WindowRowTables& operator=(const WindowRowTables&) = delete;
 };
 
 // Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
@@ -182,18 +197,7 @@ struct WindowRowTables {
 template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
   const WindowRowTables t(s);
-  const avx512::AvgPoolPlane g{s.h,
-                               s.w,
-                               s.oh,
-                               s.ow,
-                               s.aw.kernel,
-                               s.aw.stride,
-                               s.aw.pad,
-                               t.rows.data(),
-                               t.rows.data() + s.oh,
-                               t.covers.data(),
-                               t.covers.data() + s.h,
-                               inv.data()};
+  const avx512::AvgPoolPlane g{t.windows, inv.data()};
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     const auto scratch =
         std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(avx512::avg_pool_plane_scratch(g)));
@@ -638,20 +642,10 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
 bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kept, const float* dy,
                          float* dx) {
   if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
-      !avx512::max_pool_backward_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
+      !avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
     return false;
   const WindowRowTables t(s);
-  const avx512::MaxPoolBackwardPlane g{s.h,
-                                       s.w,
-                                       s.oh,
-                                       s.ow,
-                                       s.aw.kernel,
-                                       s.aw.stride,
-                                       s.aw.pad,
-                                       t.rows.data(),
-                                       t.rows.data() + s.oh,
-                                       t.covers.data(),
-                                       t.covers.data() + s.h};
+  const avx512::MaxPoolBackwardPlane& g = t.windows;
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     const auto scratch = std::make_unique_for_overwrite<float[]>(

@@ -61,9 +61,9 @@ float* aligned(float* scratch) {
 // column that reaches the stream's element 0 through the tap.
 struct Taps {
   std::int64_t count;
-  std::int64_t forward[kMaxPoolBackwardTaps];
+  std::int64_t forward[kMaxTaps];
   std::int64_t per_stream[2];
-  std::int64_t backward[kMaxPoolBackwardTaps];
+  std::int64_t backward[kMaxTaps];
 };
 
 Taps taps_of(const MaxPoolBackwardPlane& g, const Layout& l) {

@@ -9,29 +9,11 @@
 
 #include <cstdint>
 
+#include "backends/cpu/pool_plane_windows.hpp"
+
 namespace galley::backends::cpu::avx512 {
 
-/// The geometry of one plane's max pooling, the same for every plane of a problem. The window of
-/// output (oh, ow) is rows [row_begin[oh], row_end[oh]) and columns ow * stride_w - pad_w + [0,
-/// kernel_w) clipped to [0, w); input row ih lies in the windows of output rows [cover_first[ih],
-/// cover_last[ih]] (empty when first > last).
-struct MaxPoolBackwardPlane {
-  std::int64_t h, w, oh, ow;
-  std::int64_t kernel_w, stride_w, pad_w;
-  const std::int64_t* row_begin;    ///< [oh]
-  const std::int64_t* row_end;      ///< [oh]
-  const std::int64_t* cover_first;  ///< [h]
-  const std::int64_t* cover_last;   ///< [h]
-};
-
-/// The widest window the kernel takes.
-inline constexpr std::int64_t kMaxPoolBackwardTaps = 64;
-
-/// True for the windows the kernel takes: column stride 1 or 2, at most kMaxPoolBackwardTaps
-/// columns.
-inline bool max_pool_backward_fits(std::int64_t stride_w, std::int64_t kernel_w) {
-  return (stride_w == 1 || stride_w == 2) && kernel_w <= kMaxPoolBackwardTaps;
-}
+using MaxPoolBackwardPlane = PoolPlaneWindows;
 
 /// Floats of scratch max_pool_plane_backward() needs.
 std::int64_t max_pool_backward_scratch(const MaxPoolBackwardPlane& g);
