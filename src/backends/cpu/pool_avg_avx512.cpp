@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
+#include "backends/cpu/pool_plane_streams.hpp"
 
 namespace galley::backends::cpu::avx512 {
 namespace {
@@ -18,12 +19,6 @@ namespace {
 // that straddles two recent stores cannot take their data from the store buffer and waits for them
 // to reach the cache, so the stores of a whole batch go first.
 constexpr std::int64_t kBatch = 8;
-
-std::int64_t round16(std::int64_t n) { return (n + 15) / 16 * 16; }
-
-// floor(a / stride) for the strides the kernels take (1 and 2), without a division: this runs for
-// every tap of every plane.
-std::int64_t floor_div(std::int64_t a, std::int64_t stride) { return stride == 1 ? a : a >> 1; }
 
 struct Tap {
   std::int64_t stream, shift;
@@ -52,25 +47,20 @@ struct Layout {
 Layout layout_of(const AvgPoolPlane& g) {
   Layout l{};
   const std::int64_t s = g.stride_w;
-  const std::int64_t shift_min = floor_div(-g.pad_w, s), shift_max = floor_div(g.kernel_w - 1 - g.pad_w, s);
-  l.stream_pitch = round16(floor_div(g.w + s - 1, s));
-  l.out_pitch = round16(g.ow);
+  const PlaneStreams p = plane_streams(g);
+  l.stream_pitch = p.stream_pitch;
+  l.out_pitch = p.out_pitch;
   l.row_pitch = s * l.stream_pitch;
-  l.in_margin = round16(max64(0, -shift_min));
-  l.in_stream = l.in_margin + round16(max64(l.stream_pitch, l.out_pitch + max64(0, shift_max)));
-  l.grad_margin = round16(max64(0, shift_max));
-  l.grad_row = l.grad_margin + round16(max64(l.out_pitch, l.stream_pitch + max64(0, -shift_min)));
+  l.in_margin = p.in_margin;
+  l.in_stream = p.in_stream;
+  l.grad_margin = p.out_margin;
+  l.grad_row = p.out_row;
   l.in_streams = 0;
   l.grad = l.in_streams + kBatch * s * l.in_stream;
   l.spread = l.grad + kBatch * l.grad_row;
   l.rows = l.spread + s * l.stream_pitch;
   l.total = l.rows + g.oh * l.row_pitch;
   return l;
-}
-
-float* aligned(float* scratch) {
-  const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
-  return scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
 }
 
 const __m512i kEvens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);

@@ -11,14 +11,10 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
+#include "backends/cpu/pool_plane_streams.hpp"
 
 namespace galley::backends::cpu::avx512 {
 namespace {
-
-std::int64_t round16(std::int64_t n) { return (n + 15) / 16 * 16; }
-
-// floor(a / stride) for the strides the kernel takes (1 and 2), without a division.
-std::int64_t floor_div(std::int64_t a, std::int64_t stride) { return stride == 1 ? a : a >> 1; }
 
 // Where each part of the scratch lies, in 4-byte elements from its 64-byte-aligned start; every
 // part is a whole number of vectors. The input rows' streams, each with `in_margin` elements of
@@ -35,25 +31,20 @@ struct Layout {
 Layout layout_of(const MaxPoolBackwardPlane& g) {
   Layout l{};
   const std::int64_t s = g.stride_w;
-  const std::int64_t shift_min = floor_div(-g.pad_w, s), shift_max = floor_div(g.kernel_w - 1 - g.pad_w, s);
-  l.stream_pitch = round16(floor_div(g.w + s - 1, s));
-  l.out_pitch = round16(g.ow);
-  l.in_margin = round16(max64(0, -shift_min));
-  l.in_stream = l.in_margin + round16(max64(l.stream_pitch, l.out_pitch + max64(0, shift_max)));
+  const PlaneStreams p = plane_streams(g);
+  l.stream_pitch = p.stream_pitch;
+  l.out_pitch = p.out_pitch;
+  l.in_margin = p.in_margin;
+  l.in_stream = p.in_stream;
   l.in_row = s * l.in_stream;
-  l.out_margin = round16(max64(0, shift_max));
-  l.out_row = l.out_margin + round16(max64(l.out_pitch, l.stream_pitch + max64(0, -shift_min)));
+  l.out_margin = p.out_margin;
+  l.out_row = p.out_row;
   l.streams = 0;
   l.positions = l.streams + g.h * l.in_row;
   l.grads = l.positions + g.oh * l.out_row;
   l.dx_streams = l.grads + g.oh * l.out_row;
   l.total = l.dx_streams + s * l.stream_pitch;
   return l;
-}
-
-float* aligned(float* scratch) {
-  const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
-  return scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
 }
 
 // Each tap's offset, worked out once per plane: forward, from an input row's streams to the tap's
