@@ -5,7 +5,7 @@ read once, each output written once), against the machine's memcpy bandwidth mea
 run (`galley bench transfer --device cpu`, counted as read + write); and the GEMM solvers against
 OpenBLAS (`cpu.gemm.openblas`) on square and network-shaped products.
 
-  bench/cpu_op_figures.py --galley build/cpu/bin/galley [--rounds 3] [--sizes small,mid,large]
+  bench/cpu_op_figures.py --galley build/cpu/bin/galley [--rounds 3] [--sizes small,mid,large] [--ops relu,gelu]
 
 Each op's figure is its best solver's median (`galley bench ... --all-solvers --json`); with several
 rounds, the median over rounds of each round's ratio, so the machine's drift between one op's run
@@ -91,6 +91,7 @@ def main():
     ap.add_argument("--sizes", default="small,mid,large")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--ops", default="", help="comma-separated op names to run (default: all)")
     opts = ap.parse_args()
 
     rows = {}  # (size, op, key) -> list of (ratio, gbps, solver, memcpy)
@@ -99,6 +100,8 @@ def main():
             n, c = SIZES[size]
             memcpy = memcpy_rw_gbps(opts.galley, n * c * 56 * 56 * 4)
             for op, args in op_commands(n, c):
+                if opts.ops and op not in opts.ops.split(","):
+                    continue
                 cmd = [opts.galley, "bench", *args.split(), "--device", "cpu", "--dtype", "f32",
                        "--all-solvers", "--json", "-i", str(opts.iters)]
                 try:
