@@ -172,7 +172,10 @@ TEST(CpuConvKernels, DepthwiseStride2Avx512MatchesScalar) {
                              plane_shape(33, 33, 3, 3, 0, 0, 2, 1), plane_shape(37, 65, 5, 5, 2, 2, 2, 1),
                              plane_shape(23, 17, 2, 2, 0, 0, 2, 1), plane_shape(19, 40, 1, 1, 0, 0, 2, 1),
                              plane_shape(13, 47, 7, 7, 3, 3, 2, 1), plane_shape(11, 9, 4, 4, 5, 6, 1, 1),
-                             plane_shape(41, 35, 3, 3, 1, 1, 3, 2), plane_shape(57, 113, 3, 3, 2, 1, 1, 1)}) {
+                             plane_shape(41, 35, 3, 3, 1, 1, 3, 2), plane_shape(57, 113, 3, 3, 2, 1, 1, 1),
+                             // 3x3 stride-2 "same" rows of 1 to 4 vectors and past them
+                             plane_shape(128, 128, 3, 3, 1, 1, 2, 1), plane_shape(6, 97, 3, 3, 1, 1, 2, 1),
+                             plane_shape(30, 33, 3, 3, 1, 1, 2, 1), plane_shape(9, 130, 3, 3, 1, 1, 2, 1)}) {
     SCOPED_TRACE("h=" + std::to_string(s.h) + " w=" + std::to_string(s.w) + " r=" + std::to_string(s.r) +
                  " s=" + std::to_string(s.s) + " pad=" + std::to_string(s.ph) + "," + std::to_string(s.pw) +
                  " sh=" + std::to_string(s.sh) + " dh=" + std::to_string(s.dh));
@@ -198,10 +201,10 @@ TEST(CpuConvKernels, DepthwiseStride2Avx512MatchesScalar) {
 TEST(CpuConvKernels, DepthwisePostOpsInStoresMatchAPassAfter) {
   if (cpu_isa_supported() < CpuIsa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   using Act = avx512::PostOps::Activation;
-  const ConvShape shapes[] = {shape(1, 13, 29, 1, 3, 3, 1, 1, 1, 1, false),
-                              shape(1, 9, 70, 1, 3, 3, 1, 1, 1, 1, false),
-                              shape(1, 17, 23, 1, 5, 5, 2, 1, 1, 1, false),
-                              plane_shape(29, 31, 3, 3, 1, 1, 2, 1), plane_shape(8, 8, 5, 5, 2, 2, 2, 1)};
+  const ConvShape shapes[] = {
+      shape(1, 13, 29, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 9, 70, 1, 3, 3, 1, 1, 1, 1, false),
+      shape(1, 17, 23, 1, 5, 5, 2, 1, 1, 1, false), plane_shape(29, 31, 3, 3, 1, 1, 2, 1),
+      plane_shape(8, 8, 5, 5, 2, 2, 2, 1),          plane_shape(20, 70, 3, 3, 1, 1, 2, 1)};
   for (const ConvShape& s : shapes) {
     for (const Act act : {Act::none, Act::relu, Act::leaky_relu, Act::clip}) {
       for (const bool residual : {false, true}) {

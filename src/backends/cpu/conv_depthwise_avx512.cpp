@@ -342,6 +342,121 @@ void rows_s2(const ConvShape& s, const float* xc, const float* w, std::int64_t o
   }
 }
 
+// 3x3, stride 2, padding 1 (MobileNet's downsampling layers) on output rows of at most 64
+// columns: each input row is loaded once as kNv pairs of vectors and split into its even and odd
+// columns (two permutes), and the odd columns shifted by one lane give the left taps, so a row
+// costs 2 loads and 3 shuffles per 16 outputs where rows_s2 spends 4 loads and 3 permutes per
+// output row and filter row. Odd input rows serve two output rows: row 2oh + 1 finishes output
+// row oh (filter row 2) and starts row oh + 1 (filter row 0), kept in `carry`.
+template <int kNv>
+struct RollingS2 {
+  const ConvShape& s;
+  const float* xc;
+  const __m512* wv;
+  float* out;
+  const PostOps* post;
+  __mmask16 low[kNv], high[kNv];  // valid lanes of the two input vectors of each block
+  __mmask16 last;                 // valid output lanes of the last block
+
+  // Input row j as the left (column 2c - 1), middle (2c) and right (2c + 1) taps of the output
+  // columns c of every block.
+  [[gnu::always_inline]] void taps(std::int64_t j, __m512 left[kNv], __m512 mid[kNv],
+                                   __m512 right[kNv]) const {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const float* in = xc + j * s.w;
+    __m512 before = _mm512_setzero_ps();  // column -1 is padding
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) {
+      const __m512 a = _mm512_maskz_loadu_ps(low[t], in + 32 * t);
+      const __m512 b = _mm512_maskz_loadu_ps(high[t], in + 32 * t + 16);
+      mid[t] = _mm512_permutex2var_ps(a, even, b);
+      right[t] = _mm512_permutex2var_ps(a, odd, b);
+      left[t] = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(right[t]), _mm512_castps_si512(before), 15));
+      before = right[t];
+    }
+  }
+
+  void plane() const {
+    __m512 carry[kNv];  // output row oh's sum over input row 2oh - 1 (filter row 0)
+#pragma GCC unroll 4
+    for (int t = 0; t < kNv; ++t) carry[t] = _mm512_setzero_ps();
+    for (std::int64_t oh = 0; oh < s.ho; ++oh) {
+      __m512 left[kNv], mid[kNv], right[kNv], acc[kNv];
+      taps(2 * oh, left, mid, right);
+#pragma GCC unroll 4
+      for (int t = 0; t < kNv; ++t) {
+        acc[t] = _mm512_fmadd_ps(wv[3], left[t], carry[t]);
+        acc[t] = _mm512_fmadd_ps(wv[4], mid[t], acc[t]);
+        acc[t] = _mm512_fmadd_ps(wv[5], right[t], acc[t]);
+      }
+      if (2 * oh + 1 < s.h) {
+        taps(2 * oh + 1, left, mid, right);
+#pragma GCC unroll 4
+        for (int t = 0; t < kNv; ++t) {
+          // Filter row 2 in a chain of its own, added once, so that a row's sum waits on three
+          // dependent FMAs and an add instead of six FMAs.
+          __m512 below = _mm512_mul_ps(wv[6], left[t]);
+          below = _mm512_fmadd_ps(wv[7], mid[t], below);
+          below = _mm512_fmadd_ps(wv[8], right[t], below);
+          acc[t] = _mm512_add_ps(acc[t], below);
+          carry[t] = _mm512_mul_ps(wv[0], left[t]);
+          carry[t] = _mm512_fmadd_ps(wv[1], mid[t], carry[t]);
+          carry[t] = _mm512_fmadd_ps(wv[2], right[t], carry[t]);
+        }
+      }
+      if (post != nullptr) avx512::apply_post<kNv>(*post, 0, oh * s.wo, acc, last);
+      float* dst = out + oh * s.wo;
+#pragma GCC unroll 4
+      for (int t = 0; t < kNv; ++t) {
+        if (t == kNv - 1) {
+          _mm512_mask_storeu_ps(dst + 16 * t, last, acc[t]);
+        } else {
+          _mm512_storeu_ps(dst + 16 * t, acc[t]);
+        }
+      }
+    }
+  }
+};
+
+bool rolling_s2_fits(const ConvShape& s) {
+  return s.r == 3 && s.s == 3 && s.sh == 2 && s.sw == 2 && s.dh == 1 && s.dw == 1 && s.ph == 1 && s.pw == 1 &&
+         s.ho == (s.h - 1) / 2 + 1 && s.wo == (s.w - 1) / 2 + 1 && s.wo <= 64;
+}
+
+template <int kNv>
+void plane_3x3_s2_rolling(const ConvShape& s, const float* xc, const __m512 wv[9], float* out,
+                          const PostOps* post) {
+  RollingS2<kNv> rolling{s, xc, wv, out, post, {}, {}, lanes(s.wo - 16 * (kNv - 1))};
+#pragma GCC unroll 4
+  for (int t = 0; t < kNv; ++t) {
+    rolling.low[t] = lanes(s.w - 32 * t);
+    rolling.high[t] = lanes(s.w - 32 * t - 16);
+  }
+  rolling.plane();
+}
+
+void plane_3x3_s2(const ConvShape& s, const float* xc, const float* w, float* out, const PostOps* post) {
+  __m512 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  switch ((s.wo + 15) / 16) {
+    case 4:
+      plane_3x3_s2_rolling<4>(s, xc, wv, out, post);
+      break;
+    case 3:
+      plane_3x3_s2_rolling<3>(s, xc, wv, out, post);
+      break;
+    case 2:
+      plane_3x3_s2_rolling<2>(s, xc, wv, out, post);
+      break;
+    default:
+      plane_3x3_s2_rolling<1>(s, xc, wv, out, post);
+      break;
+  }
+}
+
 }  // namespace
 
 void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
@@ -365,6 +480,10 @@ void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, f
 // while the permutes, not the loads, bound the loop.
 void nchw_plane_s2_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
                           const PostOps* post) {
+  if (rolling_s2_fits(s)) {
+    plane_3x3_s2(s, xc, w, out, post);
+    return;
+  }
   const InteriorRows rows = InteriorRows::of(s);
   std::int64_t oh = 0;
   for (; oh < rows.first; ++oh) rows_s2<1>(s, xc, w, oh, out, post);
