@@ -506,7 +506,8 @@ TEST(CudnnGraphBackward, EveryListedConfigMatchesTheReference) {
 }
 
 // gpu.conv.bwd_data_via_*: backward-data run by a forward solver on dy with the flipped filter. Each
-// takes what its forward solver takes of the views (unit stride, 1x1 filters with a stride), every
+// takes what its forward solver takes of the views (unit stride, 1x1 filters with a stride, dy spread
+// onto the stride grid for other strided filters), every
 // config it lists (the forward solver's tile plans) matches the reference, and what cannot be viewed
 // as a forward convolution is refused naming why.
 TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
@@ -520,15 +521,19 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   runtime::Stream stream(*device);
   //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
   const ConvProblem shapes[] = {
-      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // odd sizes, 3x3
-      geometry(1, 7, 11, 11, 5, 3, 3, 2, 2, 1, 1, 2, 2, 1),     // dilated; channels not a multiple of 8
-      geometry(3, 17, 13, 7, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1),    // 1x1, odd channels, batch 3
-      geometry(2, 32, 13, 11, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, odd plane
-      geometry(1, 16, 10, 9, 24, 1, 1, 0, 0, 3, 2, 1, 1, 1),    // 1x1 strides 3 x 2
-      geometry(1, 8, 9, 11, 16, 5, 5, 1, 2, 1, 1, 1, 1, 1),     // 5x5, pads below the extent
-      geometry(1, 16, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),      // a 1x1 plane under a 3x3 filter
-      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // long k: split-K plans
-      geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1)};  // a ResNet-like 3x3 (winograd's)
+      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // odd sizes, 3x3
+      geometry(1, 7, 11, 11, 5, 3, 3, 2, 2, 1, 1, 2, 2, 1),    // dilated; channels not a multiple of 8
+      geometry(3, 17, 13, 7, 23, 1, 1, 0, 0, 1, 1, 1, 1, 1),   // 1x1, odd channels, batch 3
+      geometry(2, 32, 13, 11, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),  // 1x1 stride 2, odd plane
+      geometry(1, 16, 10, 9, 24, 1, 1, 0, 0, 3, 2, 1, 1, 1),   // 1x1 strides 3 x 2
+      geometry(1, 8, 9, 11, 16, 5, 5, 1, 2, 1, 1, 1, 1, 1),    // 5x5, pads below the extent
+      geometry(1, 16, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),     // a 1x1 plane under a 3x3 filter
+      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // long k: split-K plans
+      geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // a ResNet-like 3x3 (winograd's)
+      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // 3x3 stride 2, odd plane: dy spread
+      geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // a ResNet-like 3x3 stride 2
+      geometry(1, 8, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1),   // 7x7 stride 2 (a stem)
+      geometry(1, 8, 15, 16, 8, 3, 3, 2, 1, 3, 2, 2, 1, 1)};   // strides 3 x 2, dilated rows
   const std::pair<DType, Layout> formats[] = {{DType::f16, Layout::nhwc},
                                               {DType::bf16, Layout::nhwc},
                                               {DType::f16, Layout::nchw},
@@ -569,9 +574,10 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   grouped.groups = 2;
   strided.stride_h = strided.stride_w = 2;
   padded.y = padded.x = 1;  // 1x1 with padding 1: beyond the filter's extent
+  strided.pad_h = 3;        // stride 2 and a pad past the 3x3 filter's extent
   const std::pair<ConvProblem, const char*> refusals[] = {{forward, "forward"}, {weights, "backward_weights"},
                                                           {nchw, "nhwc"},       {grouped, "groups"},
-                                                          {strided, "stride"},  {padded, "padding"}};
+                                                          {strided, "padding"}, {padded, "padding"}};
   for (const auto& [problem, names] : refusals) {
     const Applicability a = s->check(problem, *device);
     EXPECT_FALSE(a) << "claims " << problem.key();

@@ -389,10 +389,13 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
   std::string backend_, forward_name_;
 };
 
-// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu). Groups 1, and unit
-// stride with padding within the filter's dilated extent, or a 1x1 filter without padding and any
-// stride (its stride grid scattered into dx). Workspace: the flipped filter, then (strided) the
-// compact product.
+// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu). Groups 1, padding
+// within the filter's dilated extent. Unit stride: a forward convolution of dy itself. A 1x1 filter
+// with a stride and no padding: the stride grid of dx as a 1x1 product, scattered. Any other
+// stride: dy spread onto the stride grid of a zero plane (as a transposed convolution does), then
+// the unit-stride view of that plane; it costs stride_h x stride_w the product, the price of running
+// the strided layers on the forward solvers' kernels. Workspace: the flipped filter, then the
+// compact product (1x1) or the spread dy.
 class BwdDataAsForwardSolver final : public ViaForwardSolver {
  public:
   using ViaForwardSolver::run;
@@ -413,19 +416,39 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     const ConvParams cp = make_params(p);
     auto* base = static_cast<unsigned char*>(a.workspace);
     void* flipped = base;
-    void* compact = strided(p) ? base + compact_offset(p) : nullptr;
+    void* staged = base + staged_offset(p);
     enqueue(stream, [&](void* s) { launch_flip_filter(cp, t.w, flipped, s); });
-    run_forward(stream, p, a, choice, t.dy, flipped, strided(p) ? compact : t.dx);
-    if (strided(p)) enqueue(stream, [&](void* s) { launch_scatter_stride_grid(cp, compact, t.dx, s); });
+    switch (path(p)) {
+      case Path::unit_stride:
+        run_forward(stream, p, a, choice, t.dy, flipped, t.dx);
+        break;
+      case Path::stride_grid_1x1:
+        run_forward(stream, p, a, choice, t.dy, flipped, staged);
+        enqueue(stream, [&](void* s) { launch_scatter_stride_grid(cp, staged, t.dx, s); });
+        break;
+      case Path::spread_dy: {
+        // The scatter kernel's view: a "dx" of dy's channels and the spread plane's size, whose
+        // stride grid is dy.
+        ConvParams spread = cp;
+        spread.c = cp.k;
+        spread.h = spread_extent(p.h, p.pad_h, p.dilation_h, p.y);
+        spread.w = spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+        enqueue(stream, [&](void* s) { launch_scatter_stride_grid(spread, t.dy, staged, s); });
+        run_forward(stream, p, a, choice, staged, flipped, t.dx);
+        break;
+      }
+    }
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    return std::string(strided(p) ? "stride grid as a forward 1x1 convolution of dy, scattered; "
-                                  : "forward convolution of dy with the flipped filter; ") +
-           forward_detail(p, device);
+    const char* how = "forward convolution of dy with the flipped filter; ";
+    if (path(p) == Path::stride_grid_1x1) how = "stride grid as a forward 1x1 convolution of dy, scattered; ";
+    if (path(p) == Path::spread_dy)
+      how = "dy spread onto the stride grid, then a unit-stride forward convolution; ";
+    return how + forward_detail(p, device);
   }
 
  protected:
-  // The forward problem over dy whose output is dx (unit stride) or dx's stride grid (1x1).
+  // The forward problem whose output is dx (unit stride, spread dy) or dx's stride grid (1x1).
   ConvProblem forward_view(const ConvProblem& p) const override {
     ConvProblem v = p;
     v.direction = ConvDirection::forward;
@@ -435,36 +458,59 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     v.h = p.out_h();
     v.w = p.out_w();
     v.stride_h = v.stride_w = 1;
-    if (strided(p)) {
+    if (path(p) == Path::stride_grid_1x1) {
       v.pad_h = v.pad_w = 0;
       v.dilation_h = v.dilation_w = 1;
-    } else {
-      v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
-      v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
+      return v;
     }
+    if (path(p) == Path::spread_dy) {
+      v.h = spread_extent(p.h, p.pad_h, p.dilation_h, p.y);
+      v.w = spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+    }
+    v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
+    v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
     return v;
   }
   std::size_t own_workspace(const ConvProblem& p) const override {
-    const std::size_t compact = std::size_t(p.n * p.out_h() * p.out_w() * p.c) * size_of(p.dtype);
-    return compact_offset(p) + (strided(p) ? aligned(compact) : 0);
+    std::size_t staged = 0;
+    if (path(p) == Path::stride_grid_1x1) {
+      staged = std::size_t(p.n * p.out_h() * p.out_w() * p.c) * size_of(p.dtype);
+    } else if (path(p) == Path::spread_dy) {
+      staged = std::size_t(p.n * p.k) * std::size_t(spread_extent(p.h, p.pad_h, p.dilation_h, p.y)) *
+               std::size_t(spread_extent(p.w, p.pad_w, p.dilation_w, p.x)) * size_of(p.dtype);
+    }
+    return staged_offset(p) + aligned(staged);
   }
 
  private:
-  static bool strided(const ConvProblem& p) { return p.stride_h != 1 || p.stride_w != 1; }
-  static std::size_t compact_offset(const ConvProblem& p) {
+  enum class Path { unit_stride, stride_grid_1x1, spread_dy };
+  static Path path(const ConvProblem& p) {
+    if (p.stride_h == 1 && p.stride_w == 1) return Path::unit_stride;
+    if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return Path::stride_grid_1x1;
+    return Path::spread_dy;
+  }
+  // Rows (or columns) of the spread plane: those a unit-stride convolution padded by
+  // dil * (r - 1) - pad needs to give `extent` outputs. Its row i * stride holds dy's row i; the
+  // rest, the bottom rows the forward windows never reached included, are zero.
+  static std::int64_t spread_extent(std::int64_t extent, std::int64_t pad, std::int64_t dil, std::int64_t r) {
+    return extent + 2 * pad - dil * (r - 1);
+  }
+  static std::size_t staged_offset(const ConvProblem& p) {
     return aligned(std::size_t(p.w_desc().elements()) * size_of(p.dtype));
   }
   static std::string view_refusal(const ConvProblem& p) {
     if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
-    if (!strided(p)) {
-      if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
-        return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
-               " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
-      return {};
+    if (path(p) == Path::stride_grid_1x1) return {};
+    if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
+      return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
+             " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
+    if (path(p) == Path::spread_dy) {
+      const std::int64_t spread = p.n * p.k * spread_extent(p.h, p.pad_h, p.dilation_h, p.y) *
+                                  spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+      if (spread > std::numeric_limits<int>::max())
+        return "spread dy of " + std::to_string(spread) + " elements (beyond the kernels' 32-bit indexing)";
     }
-    if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return {};
-    return "stride " + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) +
-           " with a filter larger than 1x1 or padding (needs unit stride, or a 1x1 filter without padding)";
+    return {};
   }
 };
 
