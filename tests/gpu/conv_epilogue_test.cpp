@@ -72,6 +72,24 @@ std::vector<ConvProblem> problems() {
       }
     }
   }
+  // f32 NCHW with bias, residual and relu, which gpu.conv.gemm_1x1 and gpu.conv.igemm_f32_nchw apply
+  // in their kernel's store: 4-pixel vector stores (planes of 96 and 196 pixels), scalar ones (35),
+  // and a long reduction over a 7x7 plane that the planner splits (the epilogue then a pass after).
+  const ConvProblem store_shapes[] = {
+      {.n = 2, .c = 32, .h = 8, .w = 12, .k = 40},
+      {.n = 1, .c = 24, .h = 5, .w = 7, .k = 20},
+      {.n = 2, .c = 64, .h = 14, .w = 14, .k = 64, .y = 3, .x = 3, .pad_h = 1, .pad_w = 1},
+      {.n = 1, .c = 1024, .h = 7, .w = 7, .k = 64}};
+  const ConvEpilogue store_epilogues[] = {ConvEpilogue::with(Activation::relu, true, true),
+                                          ConvEpilogue::with(Activation::relu, true, false),
+                                          ConvEpilogue{.residual = true}};
+  for (const ConvProblem& shape : store_shapes) {
+    for (const ConvEpilogue& e : store_epilogues) {
+      ConvProblem p = shape;
+      p.epilogue = e;
+      out.push_back(p);
+    }
+  }
   return out;
 }
 

@@ -34,8 +34,8 @@ struct Tile {
 // Efficiencies fitted to sweeps of bench/gemm_1x1_tiles.cu (every tile at split-K 1, 2 and 4 over
 // ResNet-50's 1x1 layers): the half-size tiles reach ~0.55 of 128x128's per-block rate, 64x64
 // ~0.45. Tile 0 (BK 8) is never planned: tile 1's doubled BK halves its barriers per MAC.
-constexpr Tile kTiles[] = {{128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.55},
-                           {64, 128, 16, 0.55}, {64, 64, 16, 0.45}};
+constexpr Tile kTiles[] = {
+    {128, 128, 8, 1.0}, {128, 128, 16, 1.0}, {128, 64, 16, 0.55}, {64, 128, 16, 0.55}, {64, 64, 16, 0.45}};
 constexpr int kTileCount = 5;
 
 /// kVecB: the pixels of X load as float4 (stride 1, P*Q % 4 == 0); otherwise each thread gathers 4
@@ -46,8 +46,9 @@ constexpr int kTileCount = 5;
 /// loads as float4 along C) and each pixel's input row/column is checked per tap.
 template <int BM, int BN, int BK, bool kVecB, bool kTaps>
 __global__ void __launch_bounds__(kThreads, 2)
-    gemm_1x1_kernel(ConvParams cp, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                    int m_tiles, int n_tiles, int steps_per_split) {
+    gemm_1x1_kernel(ConvParams cp, const float* __restrict__ x, const float* __restrict__ w,
+                    float* __restrict__ y, int m_tiles, int n_tiles, int steps_per_split,
+                    Gemm1x1StoreEpilogue epilogue) {
   constexpr int TM = BM / 16, TN = BN / 16;
   constexpr int kPadA = BM + 4, kPadB = BN + 4;  // +4 floats: conflict-free float4 reads, alignment kept
   constexpr int kAQuadsPerRow = BK / 4;          // float4s of one weight row in a step
@@ -103,7 +104,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (j < pixels) {
       const int nn = j / PQ, pq = j - nn * PQ;
       const int pp = pq / cp.q, qq = pq - pp * cp.q;
-      const int ih0 = pp * cp.stride_h - (kTaps ? cp.pad_h : 0), iw0 = qq * cp.stride_w - (kTaps ? cp.pad_w : 0);
+      const int ih0 = pp * cp.stride_h - (kTaps ? cp.pad_h : 0),
+                iw0 = qq * cp.stride_w - (kTaps ? cp.pad_w : 0);
       b_off[e] = nn * C * HW + ih0 * cp.w + iw0;
       if (kTaps) b_corner[e] = (unsigned(ih0 + 32768) << 16) | unsigned(iw0 + 32768);
     } else {
@@ -141,7 +143,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) {
         const int ih = int(b_corner[e] >> 16) - 32768 + dh;
         const int iw = int(b_corner[e] & 0xffffu) - 32768 + dw;
-        b_at[e] = unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w) ? b_off[e] + dh * cp.w + dw : -1;
+        b_at[e] =
+            unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w) ? b_off[e] + dh * cp.w + dw : -1;
       }
 #pragma unroll
       for (int i = 0; i < kBQuads; ++i) {
@@ -253,22 +256,42 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();
   }
 
-  // Epilogue: y[n][m][pq]. With P*Q % 4 == 0 a thread's 4 adjacent columns are 4 adjacent pixels of
-  // one image, 16-byte aligned: one float4 store per row.
-  const bool vec_y = PQ % 4 == 0 && (reinterpret_cast<std::uintptr_t>(y) & 15) == 0;
+  // The fused epilogue, in the order of the separate pass (conv_epilogue.cu): + bias, + residual,
+  // then relu as dnn::Relu (NaN passes). The flags are the same for every thread: no divergence.
+  const float* const residual = epilogue.residual;
+  auto finish = [&](float v, int m, std::int64_t at) {
+    if (epilogue.bias != nullptr) v += __ldg(epilogue.bias + m);
+    if (residual != nullptr) v += __ldg(residual + at);
+    return epilogue.relu && v < 0.f ? 0.f : v;
+  };
+  // Stores: y[n][m][pq]. With P*Q % 4 == 0 a thread's 4 adjacent columns are 4 adjacent pixels of
+  // one image, 16-byte aligned: one float4 store (and residual load) per row.
+  const bool vec_y = PQ % 4 == 0 && (reinterpret_cast<std::uintptr_t>(y) & 15) == 0 &&
+                     (reinterpret_cast<std::uintptr_t>(residual) & 15) == 0;
 #pragma unroll
   for (int h = 0; h < TN / 4; ++h) {
     const int jg = j0 + h * (BN / 2) + tx * 4;
     if (jg >= pixels) continue;
     if (vec_y) {
       const int nn = jg / PQ, pq = jg - nn * PQ;
-      float* y_col = y + nn * K * PQ + pq;
+      const std::int64_t col = std::int64_t(nn) * K * PQ + pq;
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
         const int m = m0 + (i / 4) * (BM / 2) + ty * 4 + (i % 4);
-        if (m < K)
-          *reinterpret_cast<float4*>(y_col + m * PQ) =
-              make_float4(acc[i][h * 4 + 0], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+        if (m >= K) continue;
+        const std::int64_t at = col + std::int64_t(m) * PQ;
+        float4 v = make_float4(acc[i][h * 4 + 0], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+        if (epilogue.bias != nullptr || residual != nullptr || epilogue.relu) {
+          const float b = epilogue.bias != nullptr ? __ldg(epilogue.bias + m) : 0.f;
+          const float4 r = residual != nullptr ? __ldg(reinterpret_cast<const float4*>(residual + at))
+                                               : make_float4(0.f, 0.f, 0.f, 0.f);
+          auto one = [&](float a, float res) {
+            const float s = a + b + res;
+            return epilogue.relu && s < 0.f ? 0.f : s;
+          };
+          v = make_float4(one(v.x, r.x), one(v.y, r.y), one(v.z, r.z), one(v.w, r.w));
+        }
+        *reinterpret_cast<float4*>(y + at) = v;
       }
     } else {
 #pragma unroll
@@ -276,11 +299,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int j = jg + e;
         if (j >= pixels) break;
         const int nn = j / PQ, pq = j - nn * PQ;
-        float* y_col = y + nn * K * PQ + pq;
+        const std::int64_t col = std::int64_t(nn) * K * PQ + pq;
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const int m = m0 + (i / 4) * (BM / 2) + ty * 4 + (i % 4);
-          if (m < K) y_col[m * PQ] = acc[i][h * 4 + e];
+          if (m < K) y[col + std::int64_t(m) * PQ] = finish(acc[i][h * 4 + e], m, col + std::int64_t(m) * PQ);
         }
       }
     }
@@ -288,8 +311,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 /// Weights KCRS -> [tap][K][C] for the kTaps kernel, one thread per element, writes coalesced.
-__global__ void __launch_bounds__(kThreads) rearrange_weights_kernel(ConvParams p, const float* __restrict__ w,
-                                                                     float* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    rearrange_weights_kernel(ConvParams p, const float* __restrict__ w, float* __restrict__ out) {
   const int taps = p.r * p.s;
   const std::int64_t total = std::int64_t(p.k) * p.c * taps;
   for (std::int64_t i = std::int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total;
@@ -306,30 +329,33 @@ bool needs_taps(const ConvParams& p) { return p.r != 1 || p.s != 1 || p.pad_h !=
 std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 template <int BM, int BN, int BK>
-void launch_tile(const ConvParams& p, int splits, const float* x, const float* w, float* y, GpuStream stream) {
+void launch_tile(const ConvParams& p, int splits, const float* x, const float* w, float* y,
+                 const Gemm1x1StoreEpilogue& epilogue, GpuStream stream) {
   const int m_tiles = ceil_div(p.k, BM), n_tiles = ceil_div(p.pixels(), BN);
   const bool taps = needs_taps(p);
   const int steps_per_split = ceil_div(std::int64_t(ceil_div(p.c, BK)) * (taps ? p.r * p.s : 1), splits);
   const std::int64_t blocks = std::int64_t(m_tiles) * n_tiles * splits;
   if (blocks > 0x7fffffff)
-    throw Error(Status::unsupported, "gpu.conv.gemm_1x1: " + std::to_string(blocks) + " blocks exceed grid.x");
+    throw Error(Status::unsupported,
+                "gpu.conv.gemm_1x1: " + std::to_string(blocks) + " blocks exceed grid.x");
   const bool vec_b = p.stride_h == 1 && p.stride_w == 1 && (p.p * p.q) % 4 == 0 &&
                      (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
   if (taps)
-    gemm_1x1_kernel<BM, BN, BK, false, true><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
-                                                                                            steps_per_split);
+    gemm_1x1_kernel<BM, BN, BK, false, true>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles, steps_per_split, epilogue);
   else if (vec_b)
-    gemm_1x1_kernel<BM, BN, BK, true, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
-                                                                                            steps_per_split);
+    gemm_1x1_kernel<BM, BN, BK, true, false>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles, steps_per_split, epilogue);
   else
-    gemm_1x1_kernel<BM, BN, BK, false, false><<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles,
-                                                                                             steps_per_split);
+    gemm_1x1_kernel<BM, BN, BK, false, false>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(p, x, w, y, m_tiles, n_tiles, steps_per_split, epilogue);
 }
 
 }  // namespace
 
 std::string gemm_1x1_refusal(const ConvParams& p) {
-  if (p.r != 1 || p.s != 1) return "filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + " (needs 1x1)";
+  if (p.r != 1 || p.s != 1)
+    return "filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + " (needs 1x1)";
   if (p.pad_h != 0 || p.pad_w != 0)
     return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) + " (needs none)";
   if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
@@ -355,7 +381,8 @@ std::string igemm_f32_nchw_refusal(const ConvParams& p) {
 }
 
 std::string Gemm1x1Plan::describe() const {
-  std::string d = "tile " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(bk) + " channels a step";
+  std::string d = "tile " + std::to_string(bm) + "x" + std::to_string(bn) + ", " + std::to_string(bk) +
+                  " channels a step";
   if (splits > 1) d += ", split-k " + std::to_string(splits);
   return d;
 }
@@ -376,7 +403,8 @@ Gemm1x1Plan gemm_1x1_plan_for(const ConvParams& p, int tile, int splits) {
   // Workspace: the rearranged weights (kTaps), then the split-K partials.
   plan.partial_offset = plan.taps ? align256(std::size_t(p.w_elems()) * sizeof(float)) : 0;
   plan.workspace_bytes =
-      plan.partial_offset + (plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0);
+      plan.partial_offset +
+      (plan.splits > 1 ? std::size_t(plan.splits) * std::size_t(p.y_elems()) * sizeof(float) : 0);
   return plan;
 }
 
@@ -398,7 +426,8 @@ Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
       if (plan.splits != want) break;  // fewer steps than splits
       const std::int64_t waves = (tiles * plan.splits + slots - 1) / slots;
       const double channels = double(ceil_div(plan.steps, plan.splits)) * tile.bk;
-      double time = double(waves) * 2.0 * tile.bm * tile.bn * channels / (tile.efficiency * kChipRate / slots);
+      double time =
+          double(waves) * 2.0 * tile.bm * tile.bn * channels / (tile.efficiency * kChipRate / slots);
       if (plan.splits > 1) time += double(plan.splits + 1) * double(p.y_elems()) * 4.0 / kSplitBandwidth;
       if (time < best_time * 0.97) {  // near ties go to the earlier: larger tile, fewer splits
         best_time = time;
@@ -410,9 +439,14 @@ Gemm1x1Plan plan_gemm_1x1(const ConvParams& p, int sm_count) {
 }
 
 void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
-                          void* workspace, void* stream) {
+                          void* workspace, void* stream, const Gemm1x1StoreEpilogue& epilogue) {
+  if (plan.splits > 1 && (epilogue.bias != nullptr || epilogue.residual != nullptr || epilogue.relu))
+    throw Error(Status::invalid_argument, "gpu.conv.gemm_1x1: a split-K plan (" +
+                                              std::to_string(plan.splits) +
+                                              " splits) cannot apply an epilogue in its store");
   if (p.dtype != DType::f32)
-    throw Error(Status::unsupported, std::string("gpu.conv.gemm_1x1: dtype ") + to_string(p.dtype) + " (needs f32)");
+    throw Error(Status::unsupported,
+                std::string("gpu.conv.gemm_1x1: dtype ") + to_string(p.dtype) + " (needs f32)");
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.gemm_1x1: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");
@@ -432,11 +466,21 @@ void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const vo
     wf = rearranged;
   }
   switch (plan.tile) {
-    case 0: launch_tile<128, 128, 8>(p, plan.splits, xf, wf, out, s); break;
-    case 1: launch_tile<128, 128, 16>(p, plan.splits, xf, wf, out, s); break;
-    case 2: launch_tile<128, 64, 16>(p, plan.splits, xf, wf, out, s); break;
-    case 3: launch_tile<64, 128, 16>(p, plan.splits, xf, wf, out, s); break;
-    default: launch_tile<64, 64, 16>(p, plan.splits, xf, wf, out, s); break;
+    case 0:
+      launch_tile<128, 128, 8>(p, plan.splits, xf, wf, out, epilogue, s);
+      break;
+    case 1:
+      launch_tile<128, 128, 16>(p, plan.splits, xf, wf, out, epilogue, s);
+      break;
+    case 2:
+      launch_tile<128, 64, 16>(p, plan.splits, xf, wf, out, epilogue, s);
+      break;
+    case 3:
+      launch_tile<64, 128, 16>(p, plan.splits, xf, wf, out, epilogue, s);
+      break;
+    default:
+      launch_tile<64, 64, 16>(p, plan.splits, xf, wf, out, epilogue, s);
+      break;
   }
   check_launch("gpu.conv.gemm_1x1");
   if (plan.splits > 1) launch_splitk_reduce(p, plan.splits, partial, y, stream);

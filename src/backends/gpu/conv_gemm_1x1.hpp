@@ -35,10 +35,20 @@ Gemm1x1Plan gemm_1x1_plan_for(const ConvParams& p, int tile, int splits);
 /// How many tiles the kernel has (for measurement tools).
 int gemm_1x1_tile_count();
 
+/// What the kernel can apply in its own store, before y is written: y = relu?(conv + bias[k] +
+/// residual), f32, the residual shaped as y. Only without split-K (whose partial sums are not y);
+/// the solver runs any other epilogue as a pass after the kernel.
+struct Gemm1x1StoreEpilogue {
+  const float* bias = nullptr;      ///< [K], or null
+  const float* residual = nullptr;  ///< shaped as y, or null
+  bool relu = false;
+};
+
 /// Enqueues the kernel (and split-K's reduce) on `stream` (cudaStream_t / hipStream_t); throws
 /// Error(backend_error) if a launch fails. x, w, y are device pointers of p.x_elems(), p.w_elems(),
-/// p.y_elems() floats; workspace holds plan.workspace_bytes (may be null when that is 0).
+/// p.y_elems() floats; workspace holds plan.workspace_bytes (may be null when that is 0). A
+/// non-empty `epilogue` needs plan.splits == 1 (Error(invalid_argument) otherwise).
 void launch_conv_gemm_1x1(const ConvParams& p, const Gemm1x1Plan& plan, const void* x, const void* w, void* y,
-                          void* workspace, void* stream);
+                          void* workspace, void* stream, const Gemm1x1StoreEpilogue& epilogue = {});
 
 }  // namespace galley::backends::gpu

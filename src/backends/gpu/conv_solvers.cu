@@ -234,11 +234,31 @@ class Gemm1x1KernelSolver : public GpuSolver {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
+    if (!p.epilogue.empty() && fused_in_store(p, plan)) {
+      const Gemm1x1StoreEpilogue epilogue{
+          .bias = p.epilogue.bias ? static_cast<const float*>(a.bias) : nullptr,
+          .residual = p.epilogue.residual ? static_cast<const float*>(a.residual) : nullptr,
+          .relu = p.epilogue.activation == dnn::Activation::relu};
+      stream.launch(name_, [&] {
+        ScopedDevice device(stream.device().index());
+        launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, stream.native_handle(), epilogue);
+      });
+      return;
+    }
     enqueue_fused(stream, p, a,
                   [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
   }
 
  protected:
+  // Bias, residual and relu go into the kernel's store where there is one store of y (no split-K);
+  // other activations, and split-K's partial sums, take the separate pass after it.
+  static bool fused_in_store(const ConvProblem& p, const Gemm1x1Plan& plan) {
+    return plan.splits == 1 && (!p.epilogue.activation || *p.epilogue.activation == dnn::Activation::relu);
+  }
+  std::string epilogue_detail(const ConvProblem& p, const Gemm1x1Plan& plan) const {
+    if (p.epilogue.empty()) return {};
+    return fused_in_store(p, plan) ? ", epilogue in the store" : ", epilogue as a pass after";
+  }
   PlanMemo<Gemm1x1Plan> plans_{plan_gemm_1x1};
 };
 
@@ -254,8 +274,9 @@ class Gemm1x1Solver final : public Gemm1x1KernelSolver {
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     const ConvParams cp = make_params(p);
     const bool vec_x = cp.stride_h == 1 && cp.stride_w == 1 && (cp.p * cp.q) % 4 == 0;
-    return "fp32 SIMT SGEMM per image, " + plans_.get(p, device).describe() +
-           (vec_x ? ", float4 pixels" : ", scalar pixel gather");
+    const Gemm1x1Plan plan = plans_.get(p, device);
+    return "fp32 SIMT SGEMM per image, " + plan.describe() +
+           (vec_x ? ", float4 pixels" : ", scalar pixel gather") + epilogue_detail(p, plan);
   }
 };
 
@@ -269,8 +290,9 @@ class IgemmF32NchwSolver final : public Gemm1x1KernelSolver {
     return Applicability::yes();
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const Gemm1x1Plan plan = plans_.get(p, device);
     return "fp32 SIMT implicit GEMM, tap by tap, weights to [tap][K][C] in the workspace, " +
-           plans_.get(p, device).describe();
+           plan.describe() + epilogue_detail(p, plan);
   }
 };
 
