@@ -35,6 +35,22 @@ inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) {
   _mm512_mask_storeu_ps(out + oh * s.wo + ow, store, v);
 }
 
+// Output row o as kNv vectors (the last one's lanes `last`), finished by the plane's post-ops.
+template <int kNv>
+[[gnu::always_inline]] inline void store_row_vectors(const ConvShape& s, const PostOps* post, float* out,
+                                                     std::int64_t o, __mmask16 last, __m512 (&acc)[kNv]) {
+  if (post != nullptr) avx512::apply_post<kNv>(*post, 0, o * s.wo, acc, last);
+  float* dst = out + o * s.wo;
+#pragma GCC unroll 4
+  for (int t = 0; t < kNv; ++t) {
+    if (t == kNv - 1) {
+      _mm512_mask_storeu_ps(dst + 16 * t, last, acc[t]);
+    } else {
+      _mm512_storeu_ps(dst + 16 * t, acc[t]);
+    }
+  }
+}
+
 // The filter rows [lo, hi) whose input row lies inside the image for output row oh.
 struct FilterRows {
   std::int64_t lo, hi;
@@ -238,16 +254,7 @@ struct Rolling {
 
   template <int kSlotOut>
   void store(std::int64_t o) {
-    if (post != nullptr) avx512::apply_post<kNv>(*post, 0, o * s.wo, acc[kSlotOut], last);
-    float* dst = out + o * s.wo;
-#pragma GCC unroll 4
-    for (int t = 0; t < kNv; ++t) {
-      if (t == kNv - 1) {
-        _mm512_mask_storeu_ps(dst + 16 * t, last, acc[kSlotOut][t]);
-      } else {
-        _mm512_storeu_ps(dst + 16 * t, acc[kSlotOut][t]);
-      }
-    }
+    store_row_vectors<kNv>(s, post, out, o, last, acc[kSlotOut]);
   }
 
   void plane() {
@@ -406,16 +413,7 @@ struct RollingS2 {
           carry[t] = _mm512_fmadd_ps(wv[2], right[t], carry[t]);
         }
       }
-      if (post != nullptr) avx512::apply_post<kNv>(*post, 0, oh * s.wo, acc, last);
-      float* dst = out + oh * s.wo;
-#pragma GCC unroll 4
-      for (int t = 0; t < kNv; ++t) {
-        if (t == kNv - 1) {
-          _mm512_mask_storeu_ps(dst + 16 * t, last, acc[t]);
-        } else {
-          _mm512_storeu_ps(dst + 16 * t, acc[t]);
-        }
-      }
+      store_row_vectors<kNv>(s, post, out, oh, last, acc);
     }
   }
 };
