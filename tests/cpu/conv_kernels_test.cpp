@@ -120,10 +120,13 @@ TEST(CpuConvKernels, DepthwiseAvx512MatchesScalar) {
         shape(1, 9, 15, 1, 3, 3, 2, 1, 1, 1, false), shape(1, 31, 33, 1, 3, 3, 1, 1, 1, 1, false),
         shape(1, 17, 23, 1, 5, 5, 2, 1, 1, 1, false), shape(1, 9, 40, 1, 3, 3, 2, 1, 2, 1, false),
         shape(1, 11, 13, 1, 7, 7, 3, 1, 1, 1, false), shape(1, 8, 4, 1, 3, 3, 3, 1, 1, 1, false),
-        // The rolling 3x3 loop (padding 1, W <= 64): one and two rows, widths at and past a vector.
+        // The rolling 3x3 loop (padding 1): one and two rows, widths at and past a vector, and rows
+        // of several 64-column strips (each strip's edge columns read from its neighbours).
         shape(1, 1, 20, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 2, 64, 1, 3, 3, 1, 1, 1, 1, false),
         shape(1, 4, 16, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 5, 17, 1, 3, 3, 1, 1, 1, 1, false),
-        shape(1, 7, 65, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 29, 1, 1, 3, 3, 1, 1, 1, 1, false)}) {
+        shape(1, 7, 65, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 29, 1, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 112, 112, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 3, 128, 1, 3, 3, 1, 1, 1, 1, false),
+        shape(1, 6, 129, 1, 3, 3, 1, 1, 1, 1, false), shape(1, 5, 200, 1, 3, 3, 1, 1, 1, 1, false)}) {
     SCOPED_TRACE("h=" + std::to_string(s.h) + " w=" + std::to_string(s.w) + " r=" + std::to_string(s.r) +
                  " pad=" + std::to_string(s.ph) + " dil=" + std::to_string(s.dh));
     const depthwise::Plane plane = depthwise::Plane::of(s);

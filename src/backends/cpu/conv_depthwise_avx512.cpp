@@ -35,12 +35,14 @@ inline __mmask16 inside_mask(std::int64_t first, std::int64_t w) {
   _mm512_mask_storeu_ps(out + oh * s.wo + ow, store, v);
 }
 
-// Output row o as kNv vectors (the last one's lanes `last`), finished by the plane's post-ops.
+// Output row o from column c0 as kNv vectors (the last one's lanes `last`), finished by the
+// plane's post-ops.
 template <int kNv>
 [[gnu::always_inline]] inline void store_row_vectors(const ConvShape& s, const PostOps* post, float* out,
-                                                     std::int64_t o, __mmask16 last, __m512 (&acc)[kNv]) {
-  if (post != nullptr) avx512::apply_post<kNv>(*post, 0, o * s.wo, acc, last);
-  float* dst = out + o * s.wo;
+                                                     std::int64_t o, std::int64_t c0, __mmask16 last,
+                                                     __m512 (&acc)[kNv]) {
+  if (post != nullptr) avx512::apply_post<kNv>(*post, 0, o * s.wo + c0, acc, last);
+  float* dst = out + o * s.wo + c0;
 #pragma GCC unroll 4
   for (int t = 0; t < kNv; ++t) {
     if (t == kNv - 1) {
@@ -200,11 +202,12 @@ void rows_any(const ConvShape& s, const float* xc, const float* w, std::int64_t 
   }
 }
 
-// 3x3 "same" (padding 1, unit strides and dilation) on rows of at most 64 columns: each input row
+// 3x3 "same" (padding 1, unit strides and dilation) in strips of at most 64 columns: each input row
 // is loaded once as kNv vectors and its column neighbours are made in registers (valignd), and
 // it is added to the three output rows it reaches, whose accumulators rotate through three slots.
 // Per output row that is kNv loads and stores for 9 * kNv FMAs, where the blocked loop above
-// loads every input vector three times at shifted, mostly line-crossing addresses.
+// loads every input vector three times at shifted, mostly line-crossing addresses. A strip's
+// edge columns come from its neighbours: one more load on each side per row.
 template <int kNv>
 struct Rolling {
   const ConvShape& s;
@@ -212,7 +215,9 @@ struct Rolling {
   const __m512* wv;
   float* out;
   const PostOps* post;
-  __mmask16 last;      // valid lanes of the last vector of a row
+  std::int64_t c0;     // the strip's first column
+  __mmask16 last;      // valid lanes of the strip's last vector
+  __mmask16 beyond;    // valid lanes of the vector right of the strip (none at the row's end)
   __m512 acc[3][kNv];  // output row o lives in slot o % 3
 
   // Input row j into the slots of output rows j+1 (filter row 0), j (1) and j-1 (2); the slot of
@@ -220,16 +225,18 @@ struct Rolling {
   template <int kSlot>
   void row(std::int64_t j) {
     constexpr int kNext = (kSlot + 1) % 3, kPrev = (kSlot + 2) % 3;
-    const float* in = xc + j * s.w;
+    const float* in = xc + j * s.w + c0;
     __m512 v[kNv + 1];
 #pragma GCC unroll 4
     for (int t = 0; t < kNv; ++t)
       v[t] = t == kNv - 1 ? _mm512_maskz_loadu_ps(last, in + 16 * t) : _mm512_loadu_ps(in + 16 * t);
-    v[kNv] = _mm512_setzero_ps();
+    // The columns beside the strip: the neighbours of its first and last outputs.
+    v[kNv] = _mm512_maskz_loadu_ps(beyond, in + 16 * kNv);
+    const __m512 left_of_strip = c0 > 0 ? _mm512_loadu_ps(in - 16) : _mm512_setzero_ps();
     const bool has_next = j + 1 < s.ho, has_prev = j >= 1;
 #pragma GCC unroll 4
     for (int t = 0; t < kNv; ++t) {
-      const __m512 before = t == 0 ? _mm512_setzero_ps() : v[t - 1];
+      const __m512 before = t == 0 ? left_of_strip : v[t - 1];
       // Columns c-1, c, c+1 of the 16 outputs at c = 16t.
       const __m512 left = _mm512_castsi512_ps(
           _mm512_alignr_epi32(_mm512_castps_si512(v[t]), _mm512_castps_si512(before), 15));
@@ -254,7 +261,7 @@ struct Rolling {
 
   template <int kSlotOut>
   void store(std::int64_t o) {
-    store_row_vectors<kNv>(s, post, out, o, last, acc[kSlotOut]);
+    store_row_vectors<kNv>(s, post, out, o, c0, last, acc[kSlotOut]);
   }
 
   void plane() {
@@ -285,28 +292,33 @@ struct Rolling {
 
 bool rolling_fits(const ConvShape& s) {
   return s.r == 3 && s.s == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.ph == 1 && s.pw == 1 &&
-         s.wo == s.w && s.ho == s.h && s.w <= 64;
+         s.wo == s.w && s.ho == s.h;
 }
 
 void plane_3x3_rolling(const ConvShape& s, const float* xc, const float* w, float* out, const PostOps* post) {
   __m512 wv[9];
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
-  const std::int64_t vectors = (s.w + 15) / 16;
-  const __mmask16 last = lanes(s.w - 16 * (vectors - 1));
-  switch (vectors) {
-    case 4:
-      Rolling<4>{s, xc, wv, out, post, last, {}}.plane();
-      break;
-    case 3:
-      Rolling<3>{s, xc, wv, out, post, last, {}}.plane();
-      break;
-    case 2:
-      Rolling<2>{s, xc, wv, out, post, last, {}}.plane();
-      break;
-    default:
-      Rolling<1>{s, xc, wv, out, post, last, {}}.plane();
-      break;
+  // Strips of at most 64 columns (4 vectors): 3 x 4 accumulators, 9 weights and 5 input vectors fill
+  // the 32 registers.
+  for (std::int64_t c0 = 0; c0 < s.w; c0 += 64) {
+    const std::int64_t vectors = min64(4, (s.w - c0 + 15) / 16);
+    const __mmask16 last = lanes(s.w - c0 - 16 * (vectors - 1));
+    const __mmask16 beyond = lanes(s.w - c0 - 16 * vectors);
+    switch (vectors) {
+      case 4:
+        Rolling<4>{s, xc, wv, out, post, c0, last, beyond, {}}.plane();
+        break;
+      case 3:
+        Rolling<3>{s, xc, wv, out, post, c0, last, beyond, {}}.plane();
+        break;
+      case 2:
+        Rolling<2>{s, xc, wv, out, post, c0, last, beyond, {}}.plane();
+        break;
+      default:
+        Rolling<1>{s, xc, wv, out, post, c0, last, beyond, {}}.plane();
+        break;
+    }
   }
 }
 
@@ -413,7 +425,7 @@ struct RollingS2 {
           carry[t] = _mm512_fmadd_ps(wv[2], right[t], carry[t]);
         }
       }
-      store_row_vectors<kNv>(s, post, out, oh, last, acc);
+      store_row_vectors<kNv>(s, post, out, oh, 0, last, acc);
     }
   }
 };
