@@ -2,8 +2,12 @@
 // bf16 are staged through f32 per row or column block, the loops are softmax_reduce_kernels'.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/softmax_columns_avx512.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -102,6 +106,10 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
  public:
   std::string_view name() const override { return "cpu.softmax.strided"; }
   std::string detail(const SoftmaxProblem& p, const runtime::Device&) const override {
+    if (uses_avx512_columns(p)) {
+      return "avx512, " + std::to_string(avx512::softmax_columns_block(p.axis_size())) +
+             "-column blocks through L1";
+    }
     return "vectorised across " + std::to_string(block_width(p)) + "-column blocks after the axis";
   }
 
@@ -115,7 +123,47 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
     return std::min(width, p.inner());
   }
 
+  static bool uses_avx512_columns(const SoftmaxProblem& p) {
+    return p.dtype == DType::f32 && cpu_has_avx512();
+  }
+
+  // f32 on AVX-512: blocks of a few vectors of columns, each taken through all its rows while they
+  // sit in L1; threaded over (outer index, block), each thread's consecutive blocks of one outer
+  // index in one kernel call so that it can fetch the next block ahead.
+  static void compute_avx512_columns(const SoftmaxProblem& p, const SoftmaxArgs& a) {
+    const std::int64_t len = p.axis_size(), inner = p.inner(), outer = p.outer();
+    const std::int64_t block = avx512::softmax_columns_block(len);
+    const std::int64_t blocks = (inner + block - 1) / block;
+    const bool log = p.algorithm == SoftmaxAlgorithm::log_softmax;
+    void* out = p.backward ? a.diff_src : a.dst;
+    // Outputs far beyond the caches are written around them (a plain store would first read each
+    // line); the non-temporal stores need every block's rows to start 64-byte aligned.
+    const bool bypass_cache = outer * len * inner * std::int64_t{4} >= kBypassCacheBytes && inner % 16 == 0 &&
+                              reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
+    const std::int64_t staging = avx512::softmax_columns_staging(len);
+    parallel_for(0, outer * blocks, [&](std::int64_t t0, std::int64_t t1) {
+      std::vector<float> stage(p.backward ? 0 : static_cast<std::size_t>(staging));
+      for (std::int64_t t = t0; t < t1;) {
+        const std::int64_t o = t / blocks, b0 = t % blocks;
+        const std::int64_t b1 = std::min(blocks, b0 + (t1 - t));
+        const std::int64_t c0 = b0 * block, width = std::min(inner, b1 * block) - c0;
+        const std::int64_t base = o * len * inner + c0;
+        if (!p.backward) {
+          avx512::softmax_columns_forward(static_cast<const float*>(a.src) + base, static_cast<float*>(a.dst) + base,
+                                          inner, len, width, log, stage.data(), bypass_cache);
+        } else {
+          avx512::softmax_columns_backward(static_cast<const float*>(a.diff_dst) + base,
+                                           static_cast<const float*>(a.dst) + base,
+                                           static_cast<float*>(a.diff_src) + base, inner, len, width, log,
+                                           bypass_cache);
+        }
+        t += b1 - b0;
+      }
+    });
+  }
+
   void compute(const SoftmaxProblem& p, const SoftmaxArgs& a) const override {
+    if (uses_avx512_columns(p)) return compute_avx512_columns(p, a);
     const auto& k = softmax_kernels::best();
     const std::int64_t len = p.axis_size(), inner = p.inner(), outer = p.outer();
     const std::int64_t width = block_width(p);
