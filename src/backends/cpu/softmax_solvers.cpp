@@ -141,21 +141,25 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
     const bool bypass_cache = outer * len * inner * std::int64_t{4} >= kBypassCacheBytes && inner % 16 == 0 &&
                               reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
     const std::int64_t staging = avx512::softmax_columns_staging(len);
-    parallel_for(0, outer * blocks, [&](std::int64_t t0, std::int64_t t1) {
+    // One contiguous share per thread, the same each call: a thread then finds its share of a
+    // cache-sized tensor still in its own L2 from the previous call.
+    const std::int64_t units = outer * blocks;
+    const std::int64_t shares = std::min<std::int64_t>(pool_size(), units);
+    parallel_for(0, shares, [&](std::int64_t s0, std::int64_t s1) {
       std::vector<float> stage(p.backward ? 0 : static_cast<std::size_t>(staging));
-      for (std::int64_t t = t0; t < t1;) {
+      for (std::int64_t t = units * s0 / shares, t1 = units * s1 / shares; t < t1;) {
         const std::int64_t o = t / blocks, b0 = t % blocks;
         const std::int64_t b1 = std::min(blocks, b0 + (t1 - t));
         const std::int64_t c0 = b0 * block, width = std::min(inner, b1 * block) - c0;
         const std::int64_t base = o * len * inner + c0;
         if (!p.backward) {
-          avx512::softmax_columns_forward(static_cast<const float*>(a.src) + base, static_cast<float*>(a.dst) + base,
-                                          inner, len, width, log, stage.data(), bypass_cache);
+          avx512::softmax_columns_forward(static_cast<const float*>(a.src) + base,
+                                          static_cast<float*>(a.dst) + base, inner, len, width, log,
+                                          stage.data(), bypass_cache);
         } else {
-          avx512::softmax_columns_backward(static_cast<const float*>(a.diff_dst) + base,
-                                           static_cast<const float*>(a.dst) + base,
-                                           static_cast<float*>(a.diff_src) + base, inner, len, width, log,
-                                           bypass_cache);
+          avx512::softmax_columns_backward(
+              static_cast<const float*>(a.diff_dst) + base, static_cast<const float*>(a.dst) + base,
+              static_cast<float*>(a.diff_src) + base, inner, len, width, log, bypass_cache);
         }
         t += b1 - b0;
       }
