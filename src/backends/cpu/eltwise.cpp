@@ -132,12 +132,14 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
   void* which_grad = which == 0 ? c.args.da : c.args.db;
   void* also_grad = also == 0 ? c.args.da : c.args.db;
   const bool x_steps = c.g.a_stride[last] != 0, y_steps = c.g.b_stride[last] != 0;
-  const std::int64_t longest = f32 && which_dense ? kBlock : kSegment;
   // add and sub send dy times a constant to each input: where input `which` is one value for the
   // whole segment (a bias), its share is that constant times the sum of dy, with no pass that
   // writes the products out first.
   const bool additive = c.p.op == EltwiseOp::add || c.p.op == EltwiseOp::sub;
   const bool sums_dy = additive && !which_dense && (which == 0 ? !x_steps : !y_steps);
+  // f32 segments that stage nothing (dense gradients written in place, or a bias's sum of dy) run
+  // to the end of their row: per-segment work is then paid once per row, not per kSegment.
+  const std::int64_t longest = f32 && (which_dense || sums_dy) ? kBlock : kSegment;
   const float add_factor = which == 0 ? c.p.alpha : (c.p.op == EltwiseOp::add ? c.p.beta : -c.p.beta);
   for (std::int64_t e = lo; e < hi;) {
     const Segment s = segment_at(c.g, e, hi, longest);
