@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/eltwise_loops.hpp"
 #include "backends/cpu/eltwise_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -214,14 +215,15 @@ void backward_input(const BackwardContext& c, int which, int also) {
   // Only worth it with enough indices to share out and long runs of dst behind each.
   if (k0 >= 0 && g.dims[k0] >= 4 && inner >= kSegment) {
     const std::int64_t per_index = xs[k0];  // x elements behind one index of dim k0
-    // One contiguous share of the indices per thread, the same every call: a thread finds its
-    // share of a cache-sized dy and gradient where it left them, in its own L2.
+    // Split as datamove_shares.hpp says, by the bytes of dy and the gradients.
     const std::int64_t indices = g.dims[k0];
-    const std::int64_t shares = std::min<std::int64_t>(pool_size(), indices);
+    const std::int64_t shares =
+        thread_shares(indices, (also >= 0 ? 2 : 1) * g.elements * static_cast<std::int64_t>(size_of(dtype)));
     parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
       std::vector<double> acc(static_cast<std::size_t>(per_index));
-      for (std::int64_t i = indices * first_share / shares, end = indices * end_share / shares; i < end;
-           ++i) {
+      for (std::int64_t i = share_begin(indices, shares, first_share),
+                        end = share_begin(indices, shares, end_share);
+           i < end; ++i) {
         std::fill(acc.begin(), acc.end(), 0.0);
         const std::int64_t base = i * xs[k0];
         for (std::int64_t o = 0; o < outer; ++o) {

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/reduce_fill_avx512.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
@@ -201,13 +202,14 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
     const bool bypass_cache =
         p.src_elements() * static_cast<std::int64_t>(size_of(p.dtype)) >= kBypassCacheBytes;
     const bool avx512 = cpu_has_avx512();
-    // One contiguous share per thread, the same every call: a thread finds its share of a
-    // cache-sized output still in its own L2 instead of taking each line from the other core.
     const std::int64_t units = m.out_rows * m.reduced * segs;
-    const std::int64_t shares = std::min<std::int64_t>(pool_size(), units);
+    const std::int64_t shares = thread_shares(
+        units, (p.src_elements() + p.dst_elements()) * static_cast<std::int64_t>(size_of(p.dtype)));
     parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
       std::vector<float> row;
-      for (std::int64_t t = units * first_share / shares, t1 = units * end_share / shares; t < t1; ++t) {
+      for (std::int64_t t = share_begin(units, shares, first_share),
+                        t1 = share_begin(units, shares, end_share);
+           t < t1; ++t) {
         const std::int64_t s0 = (t % segs) * kSegment, rj = t / segs;
         const std::int64_t r = rj / m.reduced, j = rj % m.reduced;
         const std::int64_t n = std::min(kSegment, m.row - s0);

@@ -3,8 +3,7 @@
 #include "backends/cpu/softmax_columns_avx512.hpp"
 
 #include <immintrin.h>
-
-#include <cmath>
+#include <math.h>
 
 #include "backends/cpu/avx512_lanes.hpp"
 
@@ -104,7 +103,9 @@ void forward_block(const float* x, float* y, std::int64_t ld, std::int64_t len, 
     for (int v = 0; v < kVectors; ++v) {
       alignas(64) float lanes_of_sum[16];
       _mm512_store_ps(lanes_of_sum, s[v]);
-      for (float& l : lanes_of_sum) l = std::log(l);
+      // logf, the C library's: an inline C++ overload compiled here could be the copy the linker
+      // keeps for every caller.
+      for (float& l : lanes_of_sum) l = logf(l);
       log_sum[v] = _mm512_load_ps(lanes_of_sum);
     }
     for (std::int64_t k = 0; k < len; ++k) {

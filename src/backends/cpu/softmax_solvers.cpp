@@ -9,6 +9,7 @@
 
 #include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/softmax_columns_avx512.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
@@ -130,8 +131,9 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
   }
 
   // f32 on AVX-512: blocks of a few vectors of columns, each taken through all its rows while they
-  // sit in L1; threaded over (outer index, block), each thread's consecutive blocks of one outer
-  // index in one kernel call so that it can fetch the next block ahead.
+  // sit in L1; threaded over (outer index, block) as datamove_shares.hpp says, each thread's
+  // consecutive blocks of one outer index in one kernel call so that it can fetch the next block
+  // ahead.
   static void compute_avx512_columns(const SoftmaxProblem& p, const SoftmaxArgs& a) {
     const std::int64_t len = p.axis_size(), inner = p.inner(), outer = p.outer();
     const std::int64_t block = avx512::softmax_columns_block(len);
@@ -143,15 +145,15 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
     const bool bypass_cache = outer * len * inner * std::int64_t{4} >= kBypassCacheBytes && inner % 16 == 0 &&
                               reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
     const std::int64_t staging = avx512::softmax_columns_staging(len);
-    // One contiguous share per thread, the same each call: a thread then finds its share of a
-    // cache-sized tensor still in its own L2 from the previous call.
     const std::int64_t units = outer * blocks;
-    const std::int64_t shares = std::min<std::int64_t>(pool_size(), units);
+    const std::int64_t shares = thread_shares(units, outer * len * inner * (p.backward ? 12 : 8));
     parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
       // Written before it is read: no zero fill, which would cost a few percent of a 1 MB softmax.
       const std::unique_ptr<float[]> stage(p.backward ? nullptr
                                                       : new float[static_cast<std::size_t>(staging)]);
-      for (std::int64_t t = units * first_share / shares, t1 = units * end_share / shares; t < t1;) {
+      for (std::int64_t t = share_begin(units, shares, first_share),
+                        t1 = share_begin(units, shares, end_share);
+           t < t1;) {
         const std::int64_t o = t / blocks, b0 = t % blocks;
         const std::int64_t b1 = std::min(blocks, b0 + (t1 - t));
         const std::int64_t c0 = b0 * block, width = std::min(inner, b1 * block) - c0;
