@@ -13,7 +13,7 @@ namespace {
 // Up to this many vectors of columns per block: their maxima and sums stay in registers.
 constexpr int kMaxVectors = 8;
 // A block's input rows (or, in backward, dy's and y's) plus its staged exponentials: 32 KB of the
-// 48 KB L1, the rest left to the next block's prefetched lines on their way in.
+// 48 KB L1, the rest left to y's lines and the stack.
 constexpr std::int64_t kBlockFloats = 4096;
 // Beyond this, staging would leave L2 too; the exponentials are staged in y instead.
 constexpr std::int64_t kMaxStagingFloats = 64 * 1024;
@@ -60,8 +60,8 @@ inline void store_row(__mmask16 mask, float* p, __m512 v) {
   }
 }
 
-// Lines of the next block, fetched into L2 while this block computes: the block's rows lie ld
-// apart, each a short run the hardware prefetchers do not pick up.
+// Lines of the next block, asked into L2 while this block computes: the block's rows lie ld
+// apart, in runs too short for the hardware prefetchers to follow.
 inline void prefetch_row(const float* next_row, int vectors) {
   if (next_row == nullptr) return;
   for (int v = 0; v < vectors; ++v)
@@ -70,8 +70,8 @@ inline void prefetch_row(const float* next_row, int vectors) {
 
 // One block of `width` <= 16 * kVectors columns. `next` is the next block's first row (nullptr:
 // none); `e` stages the exponentials, its rows `lde` floats apart (it may be y itself). Softmax and
-// log-softmax are separate instantiations: the log's library call would otherwise make GCC keep the maxima in
-// memory through every loop.
+// log-softmax are separate instantiations: the log's library call would otherwise make GCC keep
+// the maxima in memory through every loop.
 template <int kVectors, bool kLog, Access kAccess>
 void forward_block(const float* x, float* y, std::int64_t ld, std::int64_t len, std::int64_t width, float* e,
                    std::int64_t lde, const float* next) {
