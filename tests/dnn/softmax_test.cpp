@@ -351,6 +351,69 @@ TEST(SoftmaxSolvers, InfinitiesInRowTailsAsPyTorch) {
   }
 }
 
+// Shapes aimed at the AVX-512 column blocks of cpu.softmax.strided: several blocks per row with a
+// partial last one (NCHW over 80 channels of 17 x 19), one-vector blocks (300 channels), an axis
+// too long to stage its exponentials beside the block (5000), short axes with 8-vector blocks, and
+// an output of 16 MiB, which the blocks write around the caches.
+TEST(SoftmaxSolvers, StridedColumnBlocksMatchTheReference) {
+  const std::vector<std::pair<std::vector<std::int64_t>, int>> shapes = {
+      {{2, 80, 17, 19}, 1}, {{1, 300, 5, 7}, 1},  {{2, 5000, 3}, 1},
+      {{1, 3, 40, 40}, 1},  {{3, 17, 31, 29}, 1}, {{1, 64, 256, 256}, 1}};
+  for (const auto& [dims, axis] : shapes) {
+    for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
+      for (bool backward : {false, true}) {
+        const SoftmaxProblem p = make(dims, axis, algo, DType::f32, Layout::nchw, backward);
+        for (const auto& name : cpu_solvers()) {
+          const SolverBase* s = find_solver("cpu", OpKind::softmax, name);
+          if (!s->check_any(ProblemRef::of(p), cpu())) continue;
+          const OpVerification v = check_against_reference(cpu(), ProblemRef::of(p), *s);
+          EXPECT_TRUE(v.passed) << name << " " << p.key() << ": " << v.summary;
+        }
+      }
+    }
+  }
+}
+
+// Special values in the columns of a strided softmax (the axis first, 300 columns after it), in
+// whole blocks and in the partial last one: the reference's result, NaN for NaN.
+TEST(SoftmaxSolvers, InfinitiesInStridedColumnsAsPyTorch) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr int kLen = 8, kColumns = 300;
+  std::vector<float> x;
+  for (int r = 0; r < kLen; ++r) {
+    for (int c = 0; c < kColumns; ++c) x.push_back(0.25f * static_cast<float>((c * 7 + r) % 11) - 1.0f);
+  }
+  const auto at = [&](int row, int column) -> float& {
+    return x[static_cast<std::size_t>(row * kColumns + column)];
+  };
+  for (int column : {5, 290}) at(2, column) = nan;
+  for (int column : {6, 291}) at(0, column) = -inf;
+  for (int column : {130, 295})
+    for (int r = 0; r < kLen; ++r) at(r, column) = -inf;
+  for (int column : {131, 292}) at(3, column) = inf;
+  for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
+    const SoftmaxProblem p = make({kLen, kColumns}, 0, algo);
+    std::vector<float> ref(x.size());
+    reference_softmax_forward(p, x.data(), ref.data());
+    for (const auto& name : cpu_solvers()) {
+      const SolverBase* s = find_solver("cpu", OpKind::softmax, name);
+      if (!s->check_any(ProblemRef::of(p), cpu())) continue;
+      const auto y = forward_on_cpu(p, x, s);
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        if (std::isnan(ref[i])) {
+          EXPECT_TRUE(std::isnan(y[i])) << name << " " << p.key() << " element " << i << " = " << y[i];
+        } else if (std::isinf(ref[i])) {
+          EXPECT_EQ(y[i], ref[i]) << name << " " << p.key() << " element " << i;
+        } else {
+          EXPECT_NEAR(y[i], ref[i], 1e-5 * std::max(1.0f, std::abs(ref[i])))
+              << name << " " << p.key() << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(SoftmaxEntryPoints, MismatchedTensorsAreNamed) {
   runtime::Stream stream(cpu());
   const SoftmaxProblem p = make({2, 3}, 1);

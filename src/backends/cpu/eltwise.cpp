@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/eltwise_loops.hpp"
 #include "backends/cpu/eltwise_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -132,12 +133,14 @@ void walk_gradients(const BackwardContext& c, int which, int also, bool which_de
   void* which_grad = which == 0 ? c.args.da : c.args.db;
   void* also_grad = also == 0 ? c.args.da : c.args.db;
   const bool x_steps = c.g.a_stride[last] != 0, y_steps = c.g.b_stride[last] != 0;
-  const std::int64_t longest = f32 && which_dense ? kBlock : kSegment;
   // add and sub send dy times a constant to each input: where input `which` is one value for the
   // whole segment (a bias), its share is that constant times the sum of dy, with no pass that
   // writes the products out first.
   const bool additive = c.p.op == EltwiseOp::add || c.p.op == EltwiseOp::sub;
   const bool sums_dy = additive && !which_dense && (which == 0 ? !x_steps : !y_steps);
+  // f32 segments that stage nothing (dense gradients written in place, or a bias's sum of dy) run
+  // to the end of their row: per-segment work is then paid once per row, not per kSegment.
+  const std::int64_t longest = f32 && (which_dense || sums_dy) ? kBlock : kSegment;
   const float add_factor = which == 0 ? c.p.alpha : (c.p.op == EltwiseOp::add ? c.p.beta : -c.p.beta);
   for (std::int64_t e = lo; e < hi;) {
     const Segment s = segment_at(c.g, e, hi, longest);
@@ -212,9 +215,15 @@ void backward_input(const BackwardContext& c, int which, int also) {
   // Only worth it with enough indices to share out and long runs of dst behind each.
   if (k0 >= 0 && g.dims[k0] >= 4 && inner >= kSegment) {
     const std::int64_t per_index = xs[k0];  // x elements behind one index of dim k0
-    parallel_for(0, g.dims[k0], [&](std::int64_t lo, std::int64_t hi) {
+    // Split as datamove_shares.hpp says, by the bytes of dy and the gradients.
+    const std::int64_t indices = g.dims[k0];
+    const std::int64_t shares =
+        thread_shares(indices, (also >= 0 ? 2 : 1) * g.elements * static_cast<std::int64_t>(size_of(dtype)));
+    parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
       std::vector<double> acc(static_cast<std::size_t>(per_index));
-      for (std::int64_t i = lo; i < hi; ++i) {
+      for (std::int64_t i = share_begin(indices, shares, first_share),
+                        end = share_begin(indices, shares, end_share);
+           i < end; ++i) {
         std::fill(acc.begin(), acc.end(), 0.0);
         const std::int64_t base = i * xs[k0];
         for (std::int64_t o = 0; o < outer; ++o) {

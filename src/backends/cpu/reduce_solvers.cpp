@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "backends/cpu/broadcast_fill.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
+#include "backends/cpu/reduce_fill_avx512.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -198,17 +201,28 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
     const std::int64_t segs = (m.row + kSegment - 1) / kSegment;
     const bool bypass_cache =
         p.src_elements() * static_cast<std::int64_t>(size_of(p.dtype)) >= kBypassCacheBytes;
-    parallel_for(0, m.out_rows * m.reduced * segs, [&](std::int64_t t0, std::int64_t t1) {
+    const bool avx512 = cpu_has_avx512();
+    const std::int64_t units = m.out_rows * m.reduced * segs;
+    const std::int64_t shares = thread_shares(
+        units, (p.src_elements() + p.dst_elements()) * static_cast<std::int64_t>(size_of(p.dtype)));
+    parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
       std::vector<float> row;
-      for (std::int64_t t = t0; t < t1; ++t) {
+      for (std::int64_t t = share_begin(units, shares, first_share),
+                        t1 = share_begin(units, shares, end_share);
+           t < t1; ++t) {
         const std::int64_t s0 = (t % segs) * kSegment, rj = t / segs;
         const std::int64_t r = rj / m.reduced, j = rj % m.reduced;
         const std::int64_t n = std::min(kSegment, m.row - s0);
         const float* from = nullptr;
         if (m.inner_reduced && p.dtype == DType::f32) {
           // The broadcast written in place: a staging row would write every element twice.
-          fill_f32(static_cast<float*>(a.diff_src) + m.offset(r, j) + s0, n, dy[static_cast<std::size_t>(r)],
-                   bypass_cache);
+          float* out = static_cast<float*>(a.diff_src) + m.offset(r, j) + s0;
+          const float value = dy[static_cast<std::size_t>(r)];
+          if (avx512) {
+            avx512::fill_f32(out, n, value, bypass_cache);
+          } else {
+            fill_f32(out, n, value, bypass_cache);
+          }
           continue;
         }
         if (m.inner_reduced) {

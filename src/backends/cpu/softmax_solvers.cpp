@@ -1,9 +1,16 @@
 // cpu.softmax.rows and cpu.softmax.strided: the problem as [outer, axis, inner] in memory; f16 and
-// bf16 are staged through f32 per row or column block, the loops are softmax_reduce_kernels'.
+// bf16 are staged through f32 per row or column block, the loops are softmax_reduce_kernels'. f32
+// along a strided axis on AVX-512 takes softmax_columns_avx512's L1-sized column blocks instead.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
+#include "backends/cpu/softmax_columns_avx512.hpp"
 #include "backends/cpu/softmax_reduce_kernels.hpp"
 #include "backends/cpu/softmax_reduce_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -102,6 +109,10 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
  public:
   std::string_view name() const override { return "cpu.softmax.strided"; }
   std::string detail(const SoftmaxProblem& p, const runtime::Device&) const override {
+    if (uses_avx512_columns(p)) {
+      return "avx512, " + std::to_string(avx512::softmax_columns_block(p.axis_size())) +
+             "-column blocks through L1";
+    }
     return "vectorised across " + std::to_string(block_width(p)) + "-column blocks after the axis";
   }
 
@@ -115,7 +126,54 @@ class SoftmaxStrided final : public CpuSoftmaxSolver {
     return std::min(width, p.inner());
   }
 
+  static bool uses_avx512_columns(const SoftmaxProblem& p) {
+    return p.dtype == DType::f32 && cpu_has_avx512();
+  }
+
+  // f32 on AVX-512: blocks of a few vectors of columns, each taken through all its rows while they
+  // sit in L1; threaded over (outer index, block) as datamove_shares.hpp says, each thread's
+  // consecutive blocks of one outer index in one kernel call so that it can fetch the next block
+  // ahead.
+  static void compute_avx512_columns(const SoftmaxProblem& p, const SoftmaxArgs& a) {
+    const std::int64_t len = p.axis_size(), inner = p.inner(), outer = p.outer();
+    const std::int64_t block = avx512::softmax_columns_block(len);
+    const std::int64_t blocks = (inner + block - 1) / block;
+    const bool log = p.algorithm == SoftmaxAlgorithm::log_softmax;
+    void* out = p.backward ? a.diff_src : a.dst;
+    // Outputs far beyond the caches are written around them (a plain store would first read each
+    // line); the non-temporal stores need every block's rows to start 64-byte aligned.
+    const bool bypass_cache = outer * len * inner * std::int64_t{4} >= kBypassCacheBytes && inner % 16 == 0 &&
+                              reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
+    const std::int64_t staging = avx512::softmax_columns_staging(len);
+    const std::int64_t units = outer * blocks;
+    const std::int64_t shares = thread_shares(units, outer * len * inner * (p.backward ? 12 : 8));
+    parallel_for(0, shares, [&](std::int64_t first_share, std::int64_t end_share) {
+      // Written before it is read: no zero fill, which would cost a few percent of a 1 MB softmax.
+      const std::unique_ptr<float[]> stage(p.backward ? nullptr
+                                                      : new float[static_cast<std::size_t>(staging)]);
+      for (std::int64_t t = share_begin(units, shares, first_share),
+                        t1 = share_begin(units, shares, end_share);
+           t < t1;) {
+        const std::int64_t o = t / blocks, b0 = t % blocks;
+        const std::int64_t b1 = std::min(blocks, b0 + (t1 - t));
+        const std::int64_t c0 = b0 * block, width = std::min(inner, b1 * block) - c0;
+        const std::int64_t base = o * len * inner + c0;
+        if (!p.backward) {
+          avx512::softmax_columns_forward(static_cast<const float*>(a.src) + base,
+                                          static_cast<float*>(a.dst) + base, inner, len, width, log,
+                                          stage.get(), bypass_cache);
+        } else {
+          avx512::softmax_columns_backward(
+              static_cast<const float*>(a.diff_dst) + base, static_cast<const float*>(a.dst) + base,
+              static_cast<float*>(a.diff_src) + base, inner, len, width, log, bypass_cache);
+        }
+        t += b1 - b0;
+      }
+    });
+  }
+
   void compute(const SoftmaxProblem& p, const SoftmaxArgs& a) const override {
+    if (uses_avx512_columns(p)) return compute_avx512_columns(p, a);
     const auto& k = softmax_kernels::best();
     const std::int64_t len = p.axis_size(), inner = p.inner(), outer = p.outer();
     const std::int64_t width = block_width(p);
