@@ -6,8 +6,8 @@
 // A call's elements are cut into blocks of kActivBlock; f16/bf16 blocks are widened to float on
 // the stack, computed and narrowed back, so the inner loop is always a plain float loop: a file's
 // hand-written one where its Spans policy has one (the AVX-512 file's, activ_spans_avx512.hpp),
-// else one over an activation_math functor, which the compiler vectorises. Reading a block before writing it makes
-// in-place calls (y == x, dx == dy) safe.
+// else one over an activation_math functor, which the compiler vectorises. Reading a block before writing it
+// makes in-place calls (y == x, dx == dy) safe.
 #pragma once
 
 #include <algorithm>
