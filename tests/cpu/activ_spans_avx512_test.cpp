@@ -3,6 +3,8 @@
 // conditioned, absolute accuracy elsewhere, the saturated values at large |x|, signed zeros,
 // denormals, inf and NaN as PyTorch's formulas give them, every span length's masked tail, and
 // in-place calls.
+#include "backends/cpu/activ_spans_avx512.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,14 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/activ_spans_avx512.hpp"
 #include "backends/cpu/conv_isa.hpp"
 
 namespace galley::backends::cpu {
 namespace {
 
-using dnn::ActivDirection;
 using dnn::Activation;
+using dnn::ActivDirection;
 
 struct Case {
   Activation activation;
@@ -51,7 +52,8 @@ std::vector<float> run(const Case& c, const std::vector<float>& x, float dy) {
   const std::vector<float> dys(x.size(), dy);
   const bool forward = c.direction == ActivDirection::forward;
   EXPECT_TRUE(avx512::activ_span(c.activation, c.direction, forward ? x.data() : dys.data(),
-                                 forward ? nullptr : x.data(), out.data(), static_cast<std::int64_t>(x.size())));
+                                 forward ? nullptr : x.data(), out.data(),
+                                 static_cast<std::int64_t>(x.size())));
   return out;
 }
 
@@ -101,8 +103,8 @@ TEST_F(ActivSpansAvx512, AccurateOverTheWholeRange) {
 TEST_F(ActivSpansAvx512, ExtremesAndSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max(), denormal = 1e-39f;
-  const std::vector<float> xs = {0.f,   -0.f,   denormal, -denormal, 1e4f, -1e4f, 1e30f, -1e30f,
-                                 big,   -big,   88.8f,    -88.8f,    200.f, -200.f, 6.f,  -6.f};
+  const std::vector<float> xs = {0.f, -0.f, denormal, -denormal, 1e4f,  -1e4f,  1e30f, -1e30f,
+                                 big, -big, 88.8f,    -88.8f,    200.f, -200.f, 6.f,   -6.f};
   const float dy = 0.75f;
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name);
@@ -155,8 +157,8 @@ TEST_F(ActivSpansAvx512, EveryTailLengthAndInPlace) {
         dy[i] = std::cos(static_cast<float>(i) * 0.3f);
       }
       std::vector<float> out(x.size(), -7.f);
-      avx512::activ_span(c.activation, c.direction, forward ? x.data() : dy.data(), forward ? nullptr : x.data(),
-                         out.data(), n);
+      avx512::activ_span(c.activation, c.direction, forward ? x.data() : dy.data(),
+                         forward ? nullptr : x.data(), out.data(), n);
       for (std::size_t i = 0; i < x.size(); ++i) {
         if (i < static_cast<std::size_t>(n)) {
           EXPECT_NEAR(out[i], expected(c, dy[i], x[i]), 1e-6) << "n = " << n << ", i = " << i;

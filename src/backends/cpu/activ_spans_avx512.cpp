@@ -9,8 +9,8 @@
 namespace galley::backends::cpu::avx512 {
 namespace {
 
-using dnn::ActivDirection;
 using dnn::Activation;
+using dnn::ActivDirection;
 
 inline __m512 splat(float v) { return _mm512_set1_ps(v); }
 
@@ -37,7 +37,8 @@ inline __m512 exp_of_clamped(__m512 v) {
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   // r = sign * v - n ln 2 with ln 2 = 0.693359375 - 2.12194440e-4: the first part has 9
   // significant bits, so n times it is exact and r loses nothing to cancellation.
-  __m512 r = kSign < 0 ? _mm512_fnmsub_ps(n, splat(0.693359375f), v) : _mm512_fnmadd_ps(n, splat(0.693359375f), v);
+  __m512 r =
+      kSign < 0 ? _mm512_fnmsub_ps(n, splat(0.693359375f), v) : _mm512_fnmadd_ps(n, splat(0.693359375f), v);
   r = _mm512_fnmadd_ps(n, splat(-2.12194440e-4f), r);
   // e^r on [-ln 2 / 2, ln 2 / 2]: a degree-5 fit of relative error 9e-8 (1.5 ulp), one term fewer
   // than Cephes' expf.
@@ -63,7 +64,9 @@ struct SigmoidParts {
   __m512 z, denominator;
   __mmask16 negative;
   explicit SigmoidParts(__m512 x)
-      : z(exp_nonpositive(negative_abs(x))), denominator(_mm512_add_ps(splat(1.f), z)), negative(sign_set(x)) {}
+      : z(exp_nonpositive(negative_abs(x))),
+        denominator(_mm512_add_ps(splat(1.f), z)),
+        negative(sign_set(x)) {}
   /// The numerator of sigmoid(x) times v: v for x >= 0, v * z below.
   __m512 numerator_times(__m512 v) const { return _mm512_mask_mul_ps(v, negative, v, z); }
   /// The numerator of sigmoid(-x) times v.
@@ -158,14 +161,15 @@ void backward_loop(const float* dy, const float* x, float* dx, std::int64_t n) {
   }
   if (i < n) {
     const __mmask16 m = lanes(n - i);
-    _mm512_mask_storeu_ps(dx + i, m, K::of(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, x + i)));
+    _mm512_mask_storeu_ps(dx + i, m,
+                          K::of(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, x + i)));
   }
 }
 
 }  // namespace
 
-bool activ_span(Activation activation, ActivDirection direction, const float* in0, const float* in1, float* out,
-                std::int64_t n) {
+bool activ_span(Activation activation, ActivDirection direction, const float* in0, const float* in1,
+                float* out, std::int64_t n) {
   const bool forward = direction == ActivDirection::forward;
   switch (activation) {
     case Activation::sigmoid:

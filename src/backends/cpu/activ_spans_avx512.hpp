@@ -22,7 +22,7 @@ namespace galley::backends::cpu::avx512 {
 /// One f32 span of `activation` in `direction`: forward out = f(in0); backward out = dx from
 /// in0 = dy and in1 = x. Returns false, touching nothing, for an activation without a loop here.
 /// out may be in0 or in1 (the same index is read before it is written).
-bool activ_span(dnn::Activation activation, dnn::ActivDirection direction, const float* in0,
-                const float* in1, float* out, std::int64_t n);
+bool activ_span(dnn::Activation activation, dnn::ActivDirection direction, const float* in0, const float* in1,
+                float* out, std::int64_t n);
 
 }  // namespace galley::backends::cpu::avx512
