@@ -1,8 +1,9 @@
 // cpu.bnorm.planes and cpu.gnorm.planes: batch and group norm from the same two plane loops
-// (norm_planes.hpp). Statistics are two-pass (plane sums, then sums of squares about the mean), in
-// double, so a constant channel has variance exactly 0 and a mean of 1e4 costs no precision; the
+// (norm_planes.hpp). Statistics take one pass (sums and sums of squares about a pivot from the data,
+// in double), so a constant channel has variance exactly 0 and a mean of 1e4 costs no precision; the
 // elementwise passes run in f32. A statistic gathers planes: batch norm's channel c those of every
 // image, group norm's (image, group) those of the group's channels.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -30,26 +31,44 @@ struct StatMap {
   }
 };
 
-/// Batch statistics: mean and biased variance per statistic.
+/// Batch statistics: mean and biased variance per statistic, in one pass over x. Each statistic's
+/// sums are taken about a pivot, the first value of its first plane, so that they stay small where
+/// the mean is large: var = S2 / N - (S1 / N)^2 with S1 = sum (x - pivot), S2 = sum (x - pivot)^2
+/// loses to cancellation only about (mean - pivot)^2 / var times double's 1e-16, and a pivot drawn
+/// from the data sits within a few deviations of the mean. A constant statistic has every term 0,
+/// so its variance is exactly 0.
 void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vector<double>& mean,
                 std::vector<double>& var) {
   const auto planes = static_cast<std::size_t>(s.n * s.c);
-  std::vector<double> sums(planes), center(planes);
-  mean.assign(static_cast<std::size_t>(m.stats), 0.0);
-  var.assign(mean.size(), 0.0);
-  norm::plane_reduce(s, PlaneSum::sum, x, nullptr, nullptr, sums.data(), nullptr);
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      mean[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
-  for (double& v : mean) v /= m.count;
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      center[static_cast<std::size_t>(i * s.c + ch)] = mean[static_cast<std::size_t>(m.of(i, ch, s.c))];
-  norm::plane_reduce(s, PlaneSum::centered_squares, x, nullptr, center.data(), sums.data(), nullptr);
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      var[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
-  for (double& v : var) v /= m.count;
+  std::vector<double> s1(planes), s2(planes), center(planes);
+  std::vector<double> pivot(static_cast<std::size_t>(m.stats), 0.0);
+  std::vector<bool> pivot_set(pivot.size(), false);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
+      if (!pivot_set[st]) {
+        pivot[st] = norm::plane_value(s, x, i * s.c + ch, 0);
+        pivot_set[st] = true;
+      }
+      center[static_cast<std::size_t>(i * s.c + ch)] = pivot[st];
+    }
+  }
+  norm::plane_reduce(s, PlaneSum::shifted_moments, x, nullptr, center.data(), s1.data(), s2.data());
+  std::vector<double> sum1(pivot.size(), 0.0), sum2(pivot.size(), 0.0);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
+      sum1[st] += s1[static_cast<std::size_t>(i * s.c + ch)];
+      sum2[st] += s2[static_cast<std::size_t>(i * s.c + ch)];
+    }
+  }
+  mean.assign(pivot.size(), 0.0);
+  var.assign(pivot.size(), 0.0);
+  for (std::size_t st = 0; st < pivot.size(); ++st) {
+    const double shift = sum1[st] / m.count;
+    mean[st] = pivot[st] + shift;
+    var[st] = std::max(0.0, sum2[st] / m.count - shift * shift);
+  }
 }
 
 /// y = (x - mean) * invstd * scale + shift, per plane.
@@ -156,7 +175,7 @@ class BnormPlanes final : public dnn::BatchNormSolver {
     stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
   }
   std::string detail(const dnn::BatchNormProblem&, const runtime::Device&) const override {
-    return "two-pass statistics in double, f32 elementwise";
+    return "one-pass pivoted statistics in double, f32 elementwise";
   }
 
  private:
@@ -200,7 +219,7 @@ class GnormPlanes final : public dnn::GroupNormSolver {
     stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
   }
   std::string detail(const dnn::GroupNormProblem&, const runtime::Device&) const override {
-    return "two-pass statistics in double, f32 elementwise";
+    return "one-pass pivoted statistics in double, f32 elementwise";
   }
 
  private:
