@@ -326,6 +326,34 @@ TEST(BnormCpuSolvers, LargeMeanStaysAccurate) {
   }
 }
 
+// The cpu statistics sum about a pivot, the first value of each channel: here that value is an
+// outlier 1e3 deviations away and the channel's mean is 1e4, and the statistics still match the
+// double reference. Wide enough (17 channels) for the per-channel passes, narrow (2) for the
+// plane-major ones.
+TEST(BnormCpuSolvers, OutlierPivotStaysAccurate) {
+  const BatchNormSolver* ref = find_solver_for<BatchNormProblem>("cpu", kRefBnormName);
+  ASSERT_NE(ref, nullptr);
+  for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
+    if (s->is_reference()) continue;
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      for (std::int64_t c : {2, 17}) {
+        const BatchNormProblem p =
+            problem(3, c, 9, 11, DType::f32, l, BatchNormMode::training, NormDirection::forward);
+        std::vector<float> x = norm_test::uniform(static_cast<std::size_t>(3 * c * 99), -0.5f, 0.5f, 11);
+        for (float& v : x) v += 1e4f;
+        for (std::int64_t ch = 0; ch < c; ++ch)
+          x[static_cast<std::size_t>(l == Layout::nchw ? ch * 99 : ch)] += 300.f;
+        const auto got = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, x}});
+        const auto want = norm_test::run_solver(cpu(), ProblemRef::of(p), *ref, {{ArgId::src, x}});
+        SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_mean), want.at(ArgId::saved_mean)), 1e-6);
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)), 1e-5);
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5);
+      }
+    }
+  }
+}
+
 TEST(BnormEntryPoints, TrainingInferenceAndBackwardOnTensors) {
   runtime::Stream stream(cpu());
   const BatchNormProblem p{.n = 2, .c = 3, .h = 4, .w = 5};
