@@ -45,11 +45,15 @@ struct StatMap {
 };
 
 /// Whether to run a statistic's passes back to back, one statistic per task (f32 nchw with
-/// AVX-512, and statistics enough to keep the pool busy): its planes are still in the core's cache
-/// when the second pass reads them, so x (and dy) come from memory once instead of twice. The
-/// result is the same bit for bit: each statistic sums its planes in the same order either way.
+/// AVX-512, statistics enough to keep the pool busy, and each statistic's planes one run of
+/// memory: group norm's, or batch norm's of a single image): its planes are still in the core's
+/// cache when the second pass reads them, so x (and dy) come from memory once instead of twice.
+/// Batch norm's planes of several images lie a whole image apart; read one channel at a time they
+/// become many short streams, which memory serves worse than the plane-major passes' single one.
+/// The result is the same bit for bit: each statistic sums its planes in the same order either way.
 bool by_statistic(const PlaneShape& s, const StatMap& m) {
-  return s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512() && m.stats >= 4 * pool_size();
+  const bool contiguous = m.groups != 0 || s.n == 1;
+  return contiguous && s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512() && m.stats >= 4 * pool_size();
 }
 
 /// Batch statistics: mean and biased variance per statistic, in one pass over x. Each statistic's
