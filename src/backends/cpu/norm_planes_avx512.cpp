@@ -76,7 +76,8 @@ void plane_shifted_moments(const float* v, std::int64_t n, double center, double
   Lanes l1, l2;
   std::int64_t i = 0;
   for (; i + 16 * kRun <= n; i += 16 * kRun) {
-    __m512 a1 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), b2 = _mm512_setzero_ps();
+    __m512 a1 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+           b2 = _mm512_setzero_ps();
     for (std::int64_t k = 0; k < kRun; k += 2) {
       const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(v + i + 16 * k), m);
       const __m512 e = _mm512_sub_ps(_mm512_loadu_ps(v + i + 16 * k + 16), m);
