@@ -100,6 +100,26 @@ TEST_F(ActivSpansAvx512, AccurateOverTheWholeRange) {
   }
 }
 
+// The tails, where the results are tiny but must keep their relative accuracy (a log-likelihood
+// takes their log): sigmoid and silu down to x = -87, where 1 / (1 + exp(-x)) is still above the
+// denormals, and silu's derivative there.
+TEST_F(ActivSpansAvx512, TailsKeepTheirRelativeAccuracy) {
+  std::vector<float> xs;
+  for (float x = -87.f; x <= -5.f; x += 0.0071f) xs.push_back(x);
+  for (const Case& c : {kCases[0], kCases[1], kCases[2]}) {
+    SCOPED_TRACE(c.name);
+    const auto got = run(c, xs, 0.75f);
+    double worst = 0;
+    float at = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double want = expected(c, 0.75, xs[i]);
+      const double rel = std::abs(got[i] - want) / std::abs(want);
+      if (rel > worst) worst = rel, at = xs[i];
+    }
+    EXPECT_LT(worst, 6e-7) << "at x = " << at;
+  }
+}
+
 TEST_F(ActivSpansAvx512, ExtremesAndSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max(), denormal = 1e-39f;
