@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "dnn/norm_test_util.hpp"
@@ -237,8 +238,9 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
 }
 
 TEST(BnormCpuSolvers, EveryFormDtypeLayoutAndOddShapeMatchesTheReference) {
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},  {3, 23, 1, 1},
-                                    {4, 8, 4, 2},   {1, 3, 56, 56}, {2, 5, 1, 33}};
+  // {1, 19, 9, 13}: one image and channels enough for the cpu solver's per-channel passes.
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 1}, {4, 8, 4, 2},
+                                    {1, 3, 56, 56}, {2, 5, 1, 33}, {1, 19, 9, 13}};
   int checked = 0;
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     if (s->is_reference()) continue;
@@ -322,6 +324,33 @@ TEST(BnormCpuSolvers, LargeMeanStaysAccurate) {
       // The noise is uniform in [-0.5, 0.5): variance about 1/12.
       EXPECT_NEAR(1 / (double(want.at(ArgId::saved_invstd)[0]) * want.at(ArgId::saved_invstd)[0]), 1.0 / 12,
                   0.02);
+    }
+  }
+}
+
+// The cpu statistics sum about a pivot, the first value of each channel: here that value is an
+// outlier 1e3 deviations away and the channel's mean is 1e4, and the statistics still match the
+// double reference, with the plane-major passes and (one image, 17 channels) the per-channel ones.
+TEST(BnormCpuSolvers, OutlierPivotStaysAccurate) {
+  const BatchNormSolver* ref = find_solver_for<BatchNormProblem>("cpu", kRefBnormName);
+  ASSERT_NE(ref, nullptr);
+  for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
+    if (s->is_reference()) continue;
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+      for (const auto [n, c] : {std::pair<std::int64_t, std::int64_t>{3, 2}, {3, 17}, {1, 17}}) {
+        const BatchNormProblem p =
+            problem(n, c, 9, 11, DType::f32, l, BatchNormMode::training, NormDirection::forward);
+        std::vector<float> x = norm_test::uniform(static_cast<std::size_t>(n * c * 99), -0.5f, 0.5f, 11);
+        for (float& v : x) v += 1e4f;
+        for (std::int64_t ch = 0; ch < c; ++ch)
+          x[static_cast<std::size_t>(l == Layout::nchw ? ch * 99 : ch)] += 300.f;
+        const auto got = norm_test::run_solver(cpu(), ProblemRef::of(p), *s, {{ArgId::src, x}});
+        const auto want = norm_test::run_solver(cpu(), ProblemRef::of(p), *ref, {{ArgId::src, x}});
+        SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_mean), want.at(ArgId::saved_mean)), 1e-6);
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)), 1e-5);
+        EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5);
+      }
     }
   }
 }

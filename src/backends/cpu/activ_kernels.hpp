@@ -4,9 +4,10 @@
 // each file's copy is its own.
 //
 // A call's elements are cut into blocks of kActivBlock; f16/bf16 blocks are widened to float on
-// the stack, computed and narrowed back, so the inner loop is always a plain float loop over an
-// activation_math functor, which the compiler vectorises. Reading a block before writing it makes
-// in-place calls (y == x, dx == dy) safe.
+// the stack, computed and narrowed back, so the inner loop is always a plain float loop: a file's
+// hand-written one where its Spans policy has one (the AVX-512 file's, activ_spans_avx512.hpp),
+// else one over an activation_math functor, which the compiler vectorises. Reading a block before writing it
+// makes in-place calls (y == x, dx == dy) safe.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +30,15 @@ void activ_range_avx2(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::
 void activ_range_avx512(const dnn::ActivProblem& p, const dnn::ActivArgs& a, std::int64_t begin,
                         std::int64_t end);
 
-template <class Math>
+/// The span policy of a file without hand-written loops: every span goes to the functor loop.
+struct FunctorSpansOnly {
+  static bool span(dnn::Activation, dnn::ActivDirection, const float*, const float*, float*, std::int64_t) {
+    return false;
+  }
+};
+
+/// `Spans::span` may take an f32 span itself (returning true) before the functor loop would.
+template <class Math, class Spans = FunctorSpansOnly>
 struct ActivKernels {
   template <class F>
   static void forward_span(const F f, const float* x, float* y, std::int64_t n) {
@@ -78,10 +87,15 @@ struct ActivKernels {
       const auto* i0 = static_cast<const float*>(in0);
       const auto* i1 = static_cast<const float*>(in1);
       auto* o = static_cast<float*>(out);
+      const std::int64_t n = end - begin;
+      if (Spans::span(p.activation, p.direction, i0 + begin, i1 != nullptr ? i1 + begin : nullptr, o + begin,
+                      n)) {
+        return;
+      }
       if (forward) {
-        forward_span(f, i0 + begin, o + begin, end - begin);
+        forward_span(f, i0 + begin, o + begin, n);
       } else {
-        backward_span(f, i0 + begin, i1 + begin, o + begin, end - begin);
+        backward_span(f, i0 + begin, i1 + begin, o + begin, n);
       }
       return;
     }
@@ -91,11 +105,13 @@ struct ActivKernels {
     for (std::int64_t s = begin; s < end; s += kActivBlock) {
       const std::int64_t n = std::min(kActivBlock, end - s);
       widen(p.dtype, in0, s, b0, n, f16c);
-      if (forward) {
-        forward_span(f, b0, bo, n);
-      } else {
-        widen(p.dtype, in1, s, b1, n, f16c);
-        backward_span(f, b0, b1, bo, n);
+      if (!forward) widen(p.dtype, in1, s, b1, n, f16c);
+      if (!Spans::span(p.activation, p.direction, b0, b1, bo, n)) {
+        if (forward) {
+          forward_span(f, b0, bo, n);
+        } else {
+          backward_span(f, b0, b1, bo, n);
+        }
       }
       narrow(p.dtype, bo, out, s, n, f16c);
     }

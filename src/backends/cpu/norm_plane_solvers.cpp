@@ -1,14 +1,18 @@
 // cpu.bnorm.planes and cpu.gnorm.planes: batch and group norm from the same two plane loops
-// (norm_planes.hpp). Statistics are two-pass (plane sums, then sums of squares about the mean), in
-// double, so a constant channel has variance exactly 0 and a mean of 1e4 costs no precision; the
+// (norm_planes.hpp). Statistics take one pass (sums and sums of squares about a pivot from the data,
+// in double), so a constant channel has variance exactly 0 and a mean of 1e4 costs no precision; the
 // elementwise passes run in f32. A statistic gathers planes: batch norm's channel c those of every
 // image, group norm's (image, group) those of the group's channels.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/norm_planes.hpp"
+#include "backends/cpu/norm_planes_avx512.hpp"
 #include "backends/cpu/norm_solvers.hpp"
+#include "backends/cpu/thread_pool.hpp"
 #include "galley/core/error.hpp"
 
 namespace galley::backends::cpu {
@@ -28,28 +32,68 @@ struct StatMap {
   std::int64_t of(std::int64_t image, std::int64_t channel, std::int64_t c) const {
     return groups == 0 ? channel : image * groups + channel / (c / groups);
   }
+  /// Statistic st's planes: `count` of them from `first`, `stride` apart, in the order in which
+  /// the plane-major loops below meet them (so sums over them come out the same).
+  struct Planes {
+    std::int64_t first, stride, count;
+  };
+  Planes planes_of(std::int64_t st, std::int64_t n, std::int64_t c) const {
+    if (groups == 0) return {st, c, n};
+    const std::int64_t per_group = c / groups;
+    return {(st / groups) * c + (st % groups) * per_group, 1, per_group};
+  }
 };
 
-/// Batch statistics: mean and biased variance per statistic.
+/// Whether to run a statistic's passes back to back, one statistic per task (f32 nchw with
+/// AVX-512, statistics enough to keep the pool busy, and each statistic's planes one run of
+/// memory: group norm's, or batch norm's of a single image): its planes are still in the core's
+/// cache when the second pass reads them, so x (and dy) come from memory once instead of twice.
+/// Batch norm's planes of several images lie a whole image apart; read one channel at a time they
+/// become many short streams, which memory serves worse than the plane-major passes' single one.
+/// The result is the same bit for bit: each statistic sums its planes in the same order either way.
+bool by_statistic(const PlaneShape& s, const StatMap& m) {
+  const bool contiguous = m.groups != 0 || s.n == 1;
+  return contiguous && s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512() && m.stats >= 4 * pool_size();
+}
+
+/// Batch statistics: mean and biased variance per statistic, in one pass over x. Each statistic's
+/// sums are taken about a pivot, the first value of its first plane, so that they stay small where
+/// the mean is large: var = S2 / N - (S1 / N)^2 with S1 = sum (x - pivot), S2 = sum (x - pivot)^2
+/// loses to cancellation only about (mean - pivot)^2 / var times double's 1e-16, and a pivot drawn
+/// from the data sits within a few deviations of the mean. A constant statistic has every term 0,
+/// so its variance is exactly 0.
 void statistics(const PlaneShape& s, const StatMap& m, const void* x, std::vector<double>& mean,
                 std::vector<double>& var) {
   const auto planes = static_cast<std::size_t>(s.n * s.c);
-  std::vector<double> sums(planes), center(planes);
-  mean.assign(static_cast<std::size_t>(m.stats), 0.0);
-  var.assign(mean.size(), 0.0);
-  norm::plane_reduce(s, PlaneSum::sum, x, nullptr, nullptr, sums.data(), nullptr);
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      mean[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
-  for (double& v : mean) v /= m.count;
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      center[static_cast<std::size_t>(i * s.c + ch)] = mean[static_cast<std::size_t>(m.of(i, ch, s.c))];
-  norm::plane_reduce(s, PlaneSum::centered_squares, x, nullptr, center.data(), sums.data(), nullptr);
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      var[static_cast<std::size_t>(m.of(i, ch, s.c))] += sums[static_cast<std::size_t>(i * s.c + ch)];
-  for (double& v : var) v /= m.count;
+  std::vector<double> s1(planes), s2(planes), center(planes);
+  std::vector<double> pivot(static_cast<std::size_t>(m.stats), 0.0);
+  std::vector<bool> pivot_set(pivot.size(), false);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
+      if (!pivot_set[st]) {
+        pivot[st] = norm::plane_value(s, x, i * s.c + ch, 0);
+        pivot_set[st] = true;
+      }
+      center[static_cast<std::size_t>(i * s.c + ch)] = pivot[st];
+    }
+  }
+  norm::plane_reduce(s, PlaneSum::shifted_moments, x, nullptr, center.data(), s1.data(), s2.data());
+  std::vector<double> sum1(pivot.size(), 0.0), sum2(pivot.size(), 0.0);
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    for (std::int64_t ch = 0; ch < s.c; ++ch) {
+      const auto st = static_cast<std::size_t>(m.of(i, ch, s.c));
+      sum1[st] += s1[static_cast<std::size_t>(i * s.c + ch)];
+      sum2[st] += s2[static_cast<std::size_t>(i * s.c + ch)];
+    }
+  }
+  mean.assign(pivot.size(), 0.0);
+  var.assign(pivot.size(), 0.0);
+  for (std::size_t st = 0; st < pivot.size(); ++st) {
+    const double shift = sum1[st] / m.count;
+    mean[st] = pivot[st] + shift;
+    var[st] = std::max(0.0, sum2[st] / m.count - shift * shift);
+  }
 }
 
 /// y = (x - mean) * invstd * scale + shift, per plane.
@@ -73,9 +117,49 @@ void normalise(const PlaneShape& s, const StatMap& m, const NormArgs& a, const s
   norm::plane_map(s, a.x, nullptr, mul.data(), nullptr, center.data(), center_lo.data(), add.data(), a.y);
 }
 
+/// forward_training for by_statistic() shapes: per statistic, its moments, then its planes mapped.
+std::vector<double> forward_training_by_statistic(const PlaneShape& s, const StatMap& m, const NormArgs& a,
+                                                  double epsilon) {
+  const auto* x = static_cast<const float*>(a.x);
+  auto* y = static_cast<float*>(a.y);
+  const auto* scale = static_cast<const float*>(a.scale);
+  const auto* shift = static_cast<const float*>(a.shift);
+  auto* saved_mean = static_cast<float*>(a.saved_mean);
+  auto* saved_invstd = static_cast<float*>(a.saved_invstd);
+  std::vector<double> var(static_cast<std::size_t>(m.stats));
+  parallel_for(0, m.stats, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t st = lo; st < hi; ++st) {
+      const StatMap::Planes planes = m.planes_of(st, s.n, s.c);
+      const double pivot = x[planes.first * s.hw];
+      double sum1 = 0, sum2 = 0;
+      for (std::int64_t k = 0; k < planes.count; ++k) {
+        double s1 = 0, s2 = 0;
+        avx512::plane_shifted_moments(x + (planes.first + k * planes.stride) * s.hw, s.hw, pivot, s1, s2);
+        sum1 += s1;
+        sum2 += s2;
+      }
+      const double shift_of_mean = sum1 / m.count;
+      const double mean = pivot + shift_of_mean;
+      const double v = std::max(0.0, sum2 / m.count - shift_of_mean * shift_of_mean);
+      const double invstd = 1.0 / std::sqrt(v + epsilon);
+      var[static_cast<std::size_t>(st)] = v;
+      saved_mean[st] = static_cast<float>(mean);
+      saved_invstd[st] = static_cast<float>(invstd);
+      const float mean_hi = static_cast<float>(mean), mean_lo = static_cast<float>(mean - mean_hi);
+      for (std::int64_t k = 0; k < planes.count; ++k) {
+        const std::int64_t p = planes.first + k * planes.stride, ch = p % s.c;
+        avx512::plane_map_one(x + p * s.hw, y + p * s.hw, s.hw, static_cast<float>(invstd * scale[ch]),
+                              mean_hi, mean_lo, shift[ch]);
+      }
+    }
+  });
+  return var;
+}
+
 /// Batch statistics, saved_mean/saved_invstd, y; returns the biased variance for the running update.
 std::vector<double> forward_training(const PlaneShape& s, const StatMap& m, const NormArgs& a,
                                      double epsilon) {
+  if (by_statistic(s, m)) return forward_training_by_statistic(s, m, a, epsilon);
   std::vector<double> mean, var;
   statistics(s, m, a.x, mean, var);
   std::vector<double> invstd(var.size());
@@ -98,10 +182,39 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
   const auto* saved_mean = static_cast<const float*>(a.saved_mean);
   const auto* saved_invstd = static_cast<const float*>(a.saved_invstd);
   std::vector<double> center(planes), sum_dy(planes), sum_dyx(planes);
-  for (std::int64_t i = 0; i < s.n; ++i)
-    for (std::int64_t ch = 0; ch < s.c; ++ch)
-      center[static_cast<std::size_t>(i * s.c + ch)] = saved_mean[m.of(i, ch, s.c)];
-  norm::plane_reduce(s, PlaneSum::gradient, a.x, a.dy, center.data(), sum_dy.data(), sum_dyx.data());
+  if (by_statistic(s, m)) {
+    // Per statistic: its planes' sums, then dx over the same planes while they are in cache; dscale
+    // and dshift follow below from the per-plane sums, in the same order as otherwise.
+    const auto* x = static_cast<const float*>(a.x);
+    const auto* dy = static_cast<const float*>(a.dy);
+    auto* dx = static_cast<float*>(a.dx);
+    parallel_for(0, m.stats, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t st = lo; st < hi; ++st) {
+        const StatMap::Planes pl = m.planes_of(st, s.n, s.c);
+        const double r = saved_invstd[st], mu = saved_mean[st];
+        double sum_g = 0, sum_gx = 0;
+        for (std::int64_t k = 0; k < pl.count; ++k) {
+          const std::int64_t p = pl.first + k * pl.stride, ch = p % s.c;
+          const auto pi = static_cast<std::size_t>(p);
+          avx512::plane_gradient_sums(dy + p * s.hw, x + p * s.hw, s.hw, mu, sum_dy[pi], sum_dyx[pi]);
+          sum_g += scale[ch] * sum_dy[pi];
+          sum_gx += scale[ch] * sum_dyx[pi] * r;
+        }
+        const float kb = static_cast<float>(-r * r * sum_gx / m.count);
+        const float kc = static_cast<float>(-r * sum_g / m.count);
+        for (std::int64_t k = 0; k < pl.count; ++k) {
+          const std::int64_t p = pl.first + k * pl.stride, ch = p % s.c;
+          avx512::plane_map_two(dy + p * s.hw, x + p * s.hw, dx + p * s.hw, s.hw,
+                                static_cast<float>(r * scale[ch]), kb, static_cast<float>(mu), kc);
+        }
+      }
+    });
+  } else {
+    for (std::int64_t i = 0; i < s.n; ++i)
+      for (std::int64_t ch = 0; ch < s.c; ++ch)
+        center[static_cast<std::size_t>(i * s.c + ch)] = saved_mean[m.of(i, ch, s.c)];
+    norm::plane_reduce(s, PlaneSum::gradient, a.x, a.dy, center.data(), sum_dy.data(), sum_dyx.data());
+  }
 
   // Per statistic: sum of g and of g * xhat; per channel: dscale, dshift.
   std::vector<double> sum_g(static_cast<std::size_t>(m.stats), 0.0), sum_gx(sum_g.size(), 0.0);
@@ -121,6 +234,7 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
     static_cast<float*>(a.dscale)[ch] = static_cast<float>(dscale[static_cast<std::size_t>(ch)]);
     static_cast<float*>(a.dshift)[ch] = static_cast<float>(dshift[static_cast<std::size_t>(ch)]);
   }
+  if (by_statistic(s, m)) return;  // dx is done
   std::vector<float> ka(planes), kb(planes), km(planes), kc(planes);
   for (std::int64_t i = 0; i < s.n; ++i) {
     for (std::int64_t ch = 0; ch < s.c; ++ch) {
@@ -156,7 +270,7 @@ class BnormPlanes final : public dnn::BatchNormSolver {
     stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
   }
   std::string detail(const dnn::BatchNormProblem&, const runtime::Device&) const override {
-    return "two-pass statistics in double, f32 elementwise";
+    return "one-pass pivoted statistics in double, f32 elementwise";
   }
 
  private:
@@ -200,7 +314,7 @@ class GnormPlanes final : public dnn::GroupNormSolver {
     stream.launch(name(), [&] { stream.host_task([p, a] { compute(p, a); }); });
   }
   std::string detail(const dnn::GroupNormProblem&, const runtime::Device&) const override {
-    return "two-pass statistics in double, f32 elementwise";
+    return "one-pass pivoted statistics in double, f32 elementwise";
   }
 
  private:

@@ -1,6 +1,7 @@
 #include "backends/cpu/norm_planes.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
@@ -62,6 +63,24 @@ double centered_squares_of(const float* v, std::int64_t n, double center) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+std::pair<double, double> shifted_moments_of(const float* v, std::int64_t n, double center) {
+  double l1[4] = {}, l2[4] = {};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const double d = v[i + j] - center;
+      l1[j] += d;
+      l2[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = v[i] - center;
+    l1[0] += d;
+    l2[0] += d * d;
+  }
+  return {(l1[0] + l1[1]) + (l1[2] + l1[3]), (l2[0] + l2[1]) + (l2[2] + l2[3])};
+}
+
 void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
                        const double* center, double* out0, double* out1) {
   if (s.dtype == DType::f32 && cpu_has_avx512()) {
@@ -75,6 +94,8 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
           out0[p] = avx512::plane_sum(xp, s.hw);
         } else if (what == PlaneSum::centered_squares) {
           out0[p] = avx512::plane_centered_squares(xp, s.hw, center[p]);
+        } else if (what == PlaneSum::shifted_moments) {
+          avx512::plane_shifted_moments(xp, s.hw, center[p], out0[p], out1[p]);
         } else {
           avx512::plane_gradient_sums(gf + p * s.hw, xp, s.hw, center[p], out0[p], out1[p]);
         }
@@ -93,6 +114,12 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
       } else if (what == PlaneSum::centered_squares) {
         as_floats(s.dtype, x, first, s.hw, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) {
           a += centered_squares_of(v, n, center[p]);
+        });
+      } else if (what == PlaneSum::shifted_moments) {
+        as_floats(s.dtype, x, first, s.hw, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) {
+          const auto [m1, m2] = shifted_moments_of(v, n, center[p]);
+          a += m1;
+          b += m2;
         });
       } else {
         const double m = center[p];
@@ -131,7 +158,7 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
                        const double* center, double* out0, double* out1) {
   const std::int64_t chunks = std::clamp<std::int64_t>((kChunksPerBatch + s.n - 1) / s.n, 1, s.hw);
   const std::int64_t per_chunk = (s.hw + chunks - 1) / chunks;
-  const bool two = what == PlaneSum::gradient;
+  const bool two = what == PlaneSum::gradient || what == PlaneSum::shifted_moments;
   const auto plane_count = static_cast<std::size_t>(s.c);
   std::vector<double> partial(static_cast<std::size_t>(s.n * chunks) * plane_count * (two ? 2 : 1), 0.0);
   parallel_for(0, s.n * chunks, [&](std::int64_t lo, std::int64_t hi) {
@@ -153,6 +180,14 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
             for (std::int64_t i = 0; i < n; ++i) {
               const double d = v[i] - ctr[off + i];
               acc0[off + i] += d * d;
+            }
+          });
+        } else if (what == PlaneSum::shifted_moments) {
+          as_floats(s.dtype, x, first, s.c, bx.data(), [&](const float* v, std::int64_t n, std::int64_t off) {
+            for (std::int64_t i = 0; i < n; ++i) {
+              const double d = v[i] - ctr[off + i];
+              acc0[off + i] += d;
+              acc1[off + i] += d * d;
             }
           });
         } else {
@@ -198,6 +233,14 @@ void plane_reduce(const PlaneShape& shape, PlaneSum what, const void* x, const v
   } else {
     plane_reduce_nchw(shape, what, x, dy, center, out0, out1);
   }
+}
+
+float plane_value(const PlaneShape& s, const void* x, std::int64_t plane, std::int64_t pixel) {
+  const std::int64_t image = plane / s.c, channel = plane % s.c;
+  const std::int64_t element = s.nhwc ? (image * s.hw + pixel) * s.c + channel : plane * s.hw + pixel;
+  float value;
+  convert_to_f32(s.dtype, at(s.dtype, x, element), &value, 1);
+  return value;
 }
 
 void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a, const float* b,

@@ -20,6 +20,7 @@ struct PlaneShape {
 enum class PlaneSum {
   sum,               ///< out0[p] = sum x
   centered_squares,  ///< out0[p] = sum (x - center[p])^2
+  shifted_moments,   ///< out0[p] = sum (x - center[p]), out1[p] = sum (x - center[p])^2
   gradient,          ///< out0[p] = sum dy, out1[p] = sum dy * (x - center[p])
 };
 
@@ -27,6 +28,9 @@ enum class PlaneSum {
 /// results never depend on the thread count). Parallel over the cpu pool.
 void plane_reduce(const PlaneShape& shape, PlaneSum what, const void* x, const void* dy, const double* center,
                   double* out0, double* out1);
+
+/// Element `pixel` of plane p as f32, whatever the layout and dtype.
+float plane_value(const PlaneShape& shape, const void* x, std::int64_t plane, std::int64_t pixel);
 
 /// out = a[p] * ((u - center[p]) - center_lo[p]) + c0[p], or with v: a[p] * u + b[p] * (v - center[p])
 /// + c0[p], elementwise in f32 and rounded once to the shape's dtype. Subtracting the centre first

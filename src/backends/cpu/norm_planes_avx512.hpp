@@ -14,6 +14,9 @@ double plane_sum(const float* v, std::int64_t n);
 /// The sum of (v - center)^2 over v[0, n) in double.
 double plane_centered_squares(const float* v, std::int64_t n, double center);
 
+/// s1 = the sum of v - center, s2 = the sum of (v - center)^2 over v[0, n), in double, in one pass.
+void plane_shifted_moments(const float* v, std::int64_t n, double center, double& s1, double& s2);
+
 /// sum_g = the sum of g[0, n), sum_gx = the sum of g * (x - center), in double.
 void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double center, double& sum_g,
                          double& sum_gx);

@@ -1,0 +1,192 @@
+// See activ_spans_avx512.hpp. Compiled with AVX-512 F/BW/VL/DQ; nothing here instantiates a
+// standard-library template (see sgemm_avx512.cpp).
+#include "backends/cpu/activ_spans_avx512.hpp"
+
+#include <immintrin.h>
+
+#include "backends/cpu/avx512_lanes.hpp"
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+using dnn::Activation;
+using dnn::ActivDirection;
+
+inline __m512 splat(float v) { return _mm512_set1_ps(v); }
+
+// max and min return their second operand when either is NaN; the input goes second so NaN stays.
+inline __m512 at_least(float lo, __m512 v) { return _mm512_max_ps(splat(lo), v); }
+inline __m512 at_most(float hi, __m512 v) { return _mm512_min_ps(splat(hi), v); }
+
+/// -|v|: the sign bit set.
+inline __m512 negative_abs(__m512 v) {
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
+}
+
+/// Lanes whose sign bit is set (negative numbers and -0).
+inline __mmask16 sign_set(__m512 v) { return _mm512_movepi32_mask(_mm512_castps_si512(v)); }
+
+/// e^(sign * v), sign = -1 or +1, for v already clamped so that sign * v lies in [-104, 89]: below
+/// -104 e^t is 0 in float (under half the smallest denormal), above 88.73 it is inf, and the clamp
+/// keeps n and r finite for infinite inputs. NaN goes through as NaN. The negation is folded into
+/// the reduction rather than spent on its own instruction: these loops are bound by instruction
+/// count, so each one saved counts.
+template <int kSign>
+inline __m512 exp_of_clamped(__m512 v) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, splat(kSign * 1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = sign * v - n ln 2 in one fused step with ln 2 rounded to f32. Its rounding error, 1.9e-9,
+  // times n is the result's extra relative error: under an ulp while |n| <= 30 (results above
+  // 1e-9), 3e-7 at worst (n = -150, results near the denormals), where these activations' tails
+  // need no more; the second step of Cephes' two-part ln 2 would cost a tenth of the loop.
+  const __m512 r = kSign < 0 ? _mm512_fnmsub_ps(n, splat(0.693147180559945f), v)
+                             : _mm512_fnmadd_ps(n, splat(0.693147180559945f), v);
+  // e^r on [-ln 2 / 2, ln 2 / 2]: a degree-5 fit of relative error 9e-8 (1.5 ulp), one term fewer
+  // than Cephes' expf.
+  __m512 p = splat(8.29031261e-3f);
+  p = _mm512_fmadd_ps(p, r, splat(4.18979303e-2f));
+  p = _mm512_fmadd_ps(p, r, splat(1.66676362e-1f));
+  p = _mm512_fmadd_ps(p, r, splat(4.99991495e-1f));
+  p = _mm512_fmadd_ps(p, r, splat(9.99999707e-1f));
+  p = _mm512_fmadd_ps(p, r, splat(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/// e^t for t <= 0.
+inline __m512 exp_nonpositive(__m512 t) { return exp_of_clamped<1>(at_least(-104.f, t)); }
+
+/// e^-x for any x.
+inline __m512 exp_of_minus(__m512 x) { return exp_of_clamped<-1>(at_most(104.f, at_least(-89.f, x))); }
+
+/// For the derivative: sigmoid(x) and 1 - sigmoid(x) = sigmoid(-x), each to its own relative
+/// accuracy, from z = exp(-|x|), which never overflows: sigmoid is 1 / (1 + z) for x >= 0 and
+/// z / (1 + z) below, and 1 - sigmoid swaps the numerators.
+struct SigmoidParts {
+  __m512 z, denominator;
+  __mmask16 negative;
+  explicit SigmoidParts(__m512 x)
+      : z(exp_nonpositive(negative_abs(x))),
+        denominator(_mm512_add_ps(splat(1.f), z)),
+        negative(sign_set(x)) {}
+  /// The numerator of sigmoid(x) times v: v for x >= 0, v * z below.
+  __m512 numerator_times(__m512 v) const { return _mm512_mask_mul_ps(v, negative, v, z); }
+  /// The numerator of sigmoid(-x) times v.
+  __m512 complement_numerator_times(__m512 v) const {
+    return _mm512_mask_mul_ps(v, static_cast<__mmask16>(~negative), v, z);
+  }
+};
+
+// VectorMath::erf's rational fit, erf(w) = w P(w^2) / Q(w^2) on [-4, 4], lowest power first.
+constexpr double kErfP[] = {-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
+                            -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
+                            -2.72614225801306e-10};
+constexpr double kErfQ[] = {-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
+                            -2.13374055278905e-04, -1.45660718464996e-05};
+constexpr double kSqrtHalf = 0.70710678118654752440;
+
+// gelu needs erf(x / sqrt 2) / 2 = x P'(x^2) / Q'(x^2): the powers of 1/2 and the factor
+// sqrt(1/2) / 2 are folded into the coefficients, which saves two products a vector.
+constexpr float erf_half_p(int k) { return static_cast<float>(kErfP[k] * kSqrtHalf * 0.5 / (1 << k)); }
+constexpr float erf_half_q(int k) { return static_cast<float>(kErfQ[k] / (1 << k)); }
+
+/// erf(x / sqrt 2) / 2 from x and x2 = x * x. The fit is evaluated at x2 clamped to 32 (x = 4 sqrt 2,
+/// where erf is 1 in float) and its value then clamped to [-1/2, 1/2]. Past the clamp x P'(32) /
+/// Q'(32) only grows with |x| (to inf for infinite x), so the result is exactly +-1/2 there; at the
+/// clamp the fit overshoots 1/2 by an ulp, so it is +-1/2 there too. Hence 1/2 + erf / 2 is exactly 0
+/// for very negative x, as the functor's libm erf gives, not a remainder that x would magnify.
+/// NaN stays NaN through both clamps.
+inline __m512 half_erf_of_scaled(__m512 x, __m512 x2) {
+  const __m512 w = at_most(32.f, x2);
+  __m512 p = splat(erf_half_p(6));
+  for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, w, splat(erf_half_p(k)));
+  __m512 q = splat(erf_half_q(4));
+  for (int k = 3; k >= 0; --k) q = _mm512_fmadd_ps(q, w, splat(erf_half_q(k)));
+  return at_most(0.5f, at_least(-0.5f, _mm512_div_ps(_mm512_mul_ps(x, p), q)));
+}
+
+// ln(1 / sqrt(2 pi)): exp(-x^2 / 2 + it) is the normal pdf.
+constexpr float kLogInvSqrt2Pi = -0.91893853320467274178f;
+
+// Each kernel maps up to 16 lanes; the loops below run it over a span, the last vector masked.
+// 1 / (1 + exp(-x)) as the functors write it: accurate everywhere, and exp's inf for x < -88.7
+// gives exactly 0. A division: on the cpus this runs on the divider works beside the pipes that
+// the exp keeps busy, and costs less than a reciprocal estimate and its Newton step.
+struct SigmoidForward {
+  static __m512 of(__m512 x) { return _mm512_div_ps(splat(1.f), _mm512_add_ps(splat(1.f), exp_of_minus(x))); }
+};
+struct SiluForward {
+  // x / (1 + exp(-x)); -inf gives -inf / inf = NaN, as in PyTorch.
+  static __m512 of(__m512 x) { return _mm512_div_ps(x, _mm512_add_ps(splat(1.f), exp_of_minus(x))); }
+};
+struct SiluBackward {
+  // dy * s * (1 + x * (1 - s)) = dy * a * (d + x * b) / d^2 with s = a / d and 1 - s = b / d.
+  static __m512 of(__m512 dy, __m512 x) {
+    const SigmoidParts s(x);
+    const __m512 d = s.denominator;
+    const __m512 top =
+        _mm512_mul_ps(s.numerator_times(dy), _mm512_fmadd_ps(x, s.complement_numerator_times(splat(1.f)), d));
+    return _mm512_div_ps(top, _mm512_mul_ps(d, d));
+  }
+};
+struct GeluErfForward {
+  // x * (1/2 + erf(x / sqrt 2) / 2).
+  static __m512 of(__m512 x) {
+    return _mm512_mul_ps(x, _mm512_add_ps(splat(0.5f), half_erf_of_scaled(x, _mm512_mul_ps(x, x))));
+  }
+};
+struct GeluErfBackward {
+  // dy * (cdf + x * pdf).
+  static __m512 of(__m512 dy, __m512 x) {
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const __m512 cdf = _mm512_add_ps(splat(0.5f), half_erf_of_scaled(x, x2));
+    const __m512 pdf = exp_nonpositive(_mm512_fmadd_ps(x2, splat(-0.5f), splat(kLogInvSqrt2Pi)));
+    return _mm512_mul_ps(dy, _mm512_fmadd_ps(x, pdf, cdf));
+  }
+};
+
+template <class K>
+void forward_loop(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, K::of(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(y + i, m, K::of(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+template <class K>
+void backward_loop(const float* dy, const float* x, float* dx, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dx + i, K::of(_mm512_loadu_ps(dy + i), _mm512_loadu_ps(x + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(dx + i, m,
+                          K::of(_mm512_maskz_loadu_ps(m, dy + i), _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+}  // namespace
+
+bool activ_span(Activation activation, ActivDirection direction, const float* in0, const float* in1,
+                float* out, std::int64_t n) {
+  const bool forward = direction == ActivDirection::forward;
+  switch (activation) {
+    case Activation::sigmoid:
+      // Backward reads y and is one product; the generic loop is already at memory speed.
+      if (!forward) return false;
+      forward_loop<SigmoidForward>(in0, out, n);
+      return true;
+    case Activation::silu:
+      forward ? forward_loop<SiluForward>(in0, out, n) : backward_loop<SiluBackward>(in0, in1, out, n);
+      return true;
+    case Activation::gelu_erf:
+      forward ? forward_loop<GeluErfForward>(in0, out, n) : backward_loop<GeluErfBackward>(in0, in1, out, n);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace galley::backends::cpu::avx512
