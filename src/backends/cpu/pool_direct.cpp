@@ -8,8 +8,10 @@
 // On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
 // planes runs the kernels of pool_avx512.hpp instead, and f32 nchw averages over kernel windows of
 // column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp, and f32
-// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp. Backward of
-// averages over whole planes broadcasts each plane's share.
+// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp, or, finding the
+// maxima again over windows 3 columns wide of stride 2 padded by 1, the one-pass kernel of
+// pool_max_backward_k3s2_avx512.hpp. Backward of averages over whole planes broadcasts each
+// plane's share.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -28,6 +30,7 @@
 #include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
 #include "backends/cpu/pool_max_backward_avx512.hpp"
+#include "backends/cpu/pool_max_backward_k3s2_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
@@ -69,6 +72,37 @@ template <>
 BFloat st<BFloat>(float v) {
   return {float_to_bfloat16(v)};
 }
+
+// Scratch floats of one thread's share of a call, kept by the thread between calls up to
+// kKeptFloats: a fresh allocation per share faults its pages in again, which on small problems costs
+// as much as the kernels. Two slots, for a share that needs two scratches at once; no kernel runs
+// another pooling call inside its share, so a slot has one user at a time.
+class ThreadScratch {
+ public:
+  enum Slot { kFirst, kSecond };
+  explicit ThreadScratch(Slot slot) : slot_(slot) {}
+  // At least `floats` floats; their contents on return are whatever the slot held.
+  float* get(std::int64_t floats) {
+    const auto n = static_cast<std::size_t>(floats);
+    if (n > kKeptFloats) {
+      if (own_size_ < n) own_ = std::make_unique_for_overwrite<float[]>(n), own_size_ = n;
+      return own_.get();
+    }
+    thread_local std::unique_ptr<float[]> kept[2];
+    thread_local std::size_t kept_size[2] = {0, 0};
+    if (kept_size[slot_] < n) {
+      kept[slot_] = std::make_unique_for_overwrite<float[]>(n);
+      kept_size[slot_] = n;
+    }
+    return kept[slot_].get();
+  }
+
+ private:
+  static constexpr std::size_t kKeptFloats = std::size_t{1} << 18;
+  Slot slot_;
+  std::unique_ptr<float[]> own_;
+  std::size_t own_size_ = 0;
+};
 
 struct Cover {
   std::int64_t first, last;
@@ -199,10 +233,10 @@ void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& b
   const WindowRowTables t(s);
   const avx512::AvgPoolPlane g{t.windows, inv.data()};
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-    const auto scratch =
-        std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(avx512::avg_pool_plane_scratch(g)));
-    avx512::avg_pool_plane_prepare(g, scratch.get());
-    body(g, scratch.get(), p0, p1);
+    ThreadScratch slot(ThreadScratch::kFirst);
+    float* scratch = slot.get(avx512::avg_pool_plane_scratch(g));
+    avx512::avg_pool_plane_prepare(g, scratch);
+    body(g, scratch, p0, p1);
   });
 }
 
@@ -431,11 +465,11 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
       parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-        // Written before read, so left uninitialised.
-        const auto scratch = std::make_unique_for_overwrite<float[]>(
-            static_cast<std::size_t>(avx512::max_pool_plane_scratch(g)));
+        // Written before read, so its contents on entry do not matter.
+        ThreadScratch slot(ThreadScratch::kFirst);
+        float* scratch = slot.get(avx512::max_pool_plane_scratch(g));
         for (std::int64_t pl = p0; pl < p1; ++pl)
-          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch.get());
+          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch);
       });
       return;
     }
@@ -637,8 +671,10 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
-// f32 nchw max backward on the gather kernel of pool_max_backward_avx512.hpp, with the kept indices
-// or finding the maxima from x; false where the kernel does not take the problem.
+// f32 nchw max backward on the AVX-512 kernels: without kept indices, windows 3 columns wide of
+// column stride 2 padded by 1 take the one-pass kernel of pool_max_backward_k3s2_avx512.hpp, and its
+// planes holding a NaN and all other windows the gather of pool_max_backward_avx512.hpp, with the
+// kept indices or finding the maxima from x; false where neither takes the problem.
 bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kept, const float* dy,
                          float* dx) {
   if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
@@ -647,14 +683,23 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   const WindowRowTables t(s);
   const avx512::MaxPoolBackwardPlane& g = t.windows;
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
+  const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
   parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-    const auto scratch = std::make_unique_for_overwrite<float[]>(
-        static_cast<std::size_t>(avx512::max_pool_backward_scratch(g)));
-    avx512::max_pool_backward_prepare(g, scratch.get());
-    for (std::int64_t pl = p0; pl < p1; ++pl) {
+    ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
+    bool gather_prepared = false;
+    const auto gather = [&](std::int64_t pl) {
+      float* scratch = gather_scratch.get(avx512::max_pool_backward_scratch(g));
+      if (!gather_prepared) avx512::max_pool_backward_prepare(g, scratch), gather_prepared = true;
       avx512::max_pool_plane_backward(g, kept == nullptr ? x + pl * plane_in : nullptr,
                                       kept == nullptr ? nullptr : kept + pl * plane_out, dy + pl * plane_out,
-                                      dx + pl * plane_in, scratch.get());
+                                      dx + pl * plane_in, scratch);
+    };
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      if (one_pass && avx512::max_pool_plane_backward_k3s2(
+                          g, x + pl * plane_in, dy + pl * plane_out, dx + pl * plane_in,
+                          one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g))))
+        continue;
+      gather(pl);
     }
   });
   return true;

@@ -1,0 +1,202 @@
+// See pool_max_backward_k3s2_avx512.hpp. Compiled with AVX-512 F/BW/VL/DQ; nothing here
+// instantiates a standard-library template (see sgemm_avx512.cpp).
+//
+// Output column j's taps are input columns 2j - 1, 2j and 2j + 1: lane j of the odd stream one
+// lane back (column -1 is padding), of the even stream and of the odd stream. Without NaNs the
+// rule is "take when strictly greater", so a tap's lane mask is one compare, and the running
+// maximum one max instruction (its choice between +0 and -0 does not matter: they compare equal).
+#include "backends/cpu/pool_max_backward_k3s2_avx512.hpp"
+
+#include <immintrin.h>
+
+#include "backends/cpu/avx512_lanes.hpp"
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+const __m512i kEvens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+const __m512i kOdds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+const __m512i kLowPairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+const __m512i kHighPairs = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+
+// The most rows of a window the kernel takes.
+constexpr std::int64_t kMaxWindowRows = 8;
+
+// The most rows any output row's window holds.
+std::int64_t window_rows(const PoolPlaneWindows& g) {
+  std::int64_t most = 0;
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) most = max64(most, g.row_end[oh] - g.row_begin[oh]);
+  return most;
+}
+
+// Where each part of the scratch lies, in 4-byte elements from its 64-byte-aligned start, all
+// whole vectors: every input row's three-column maxima and which column gave each (kLeft, kEven,
+// kOdd; 16 outputs a vector); the gradient sums, as even and odd column streams, of the dx rows a
+// later output row's window still holds (a ring of window_rows() rows); one output row's codes of
+// where each maximum lies, and a block of no position after them.
+struct Layout {
+  std::int64_t blocks;  // vectors of 16 outputs in a row
+  std::int64_t ring;    // rows in the ring of open dx rows
+  std::int64_t row_maxima, columns, open_rows, codes, total;
+};
+
+Layout layout_of(const PoolPlaneWindows& g) {
+  Layout l{};
+  l.blocks = (g.ow + 15) / 16;
+  l.ring = window_rows(g);
+  l.row_maxima = 0;
+  l.columns = l.row_maxima + g.h * l.blocks * 16;
+  l.open_rows = l.columns + g.h * l.blocks * 16;
+  l.codes = l.open_rows + l.ring * l.blocks * 32;
+  l.total = l.codes + (l.blocks + 1) * 16;
+  return l;
+}
+
+float* aligned(float* scratch) {
+  const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
+  return scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
+}
+
+// Which of output j's taps holds the maximum of its row: column 2j - 1, 2j or 2j + 1. Codes of
+// a window position are 4 * (row in the window) + tap; kNowhere matches none.
+constexpr int kLeft = 0, kEven = 1, kOdd = 2, kNowhere = -1;
+
+// Every input row's three-column maxima and their taps; false when x holds a NaN.
+bool reduce_rows(const PoolPlaneWindows& g, const Layout& l, const float* x, float* maxima,
+                 std::int32_t* columns) {
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512i left_tap = _mm512_set1_epi32(kLeft), even_tap = _mm512_set1_epi32(kEven),
+                odd_tap = _mm512_set1_epi32(kOdd);
+  __mmask16 nan = 0;
+  for (std::int64_t ih = 0; ih < g.h; ++ih) {
+    const float* row = x + ih * g.w;
+    __m512i prev_odd = _mm512_castps_si512(neg_inf);
+    for (std::int64_t m = 0; m < l.blocks; ++m) {
+      const std::int64_t c = 32 * m;
+      const __m512 a = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c), row + c);
+      const __m512 b = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c - 16), row + c + 16);
+      nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+      const __m512 even = _mm512_permutex2var_ps(a, kEvens, b);
+      const __m512 odd = _mm512_permutex2var_ps(a, kOdds, b);
+      const __m512i odd_bits = _mm512_castps_si512(odd);
+      const __m512 left = _mm512_castsi512_ps(_mm512_alignr_epi32(odd_bits, prev_odd, 15));
+      prev_odd = odd_bits;
+      // Output 0's first tap is the padding column, which any element of the row beats.
+      const __mmask16 take_even = _mm512_cmp_ps_mask(even, left, _CMP_GT_OQ) | (m == 0 ? 1 : 0);
+      const __m512 best = _mm512_max_ps(even, left);
+      const __mmask16 take_odd = _mm512_cmp_ps_mask(odd, best, _CMP_GT_OQ);
+      const std::int64_t at = (ih * l.blocks + m) * 16;
+      _mm512_store_ps(maxima + at, _mm512_max_ps(odd, best));
+      _mm512_store_si512(
+          columns + at,
+          _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(left_tap, take_even, even_tap), take_odd, odd_tap));
+    }
+  }
+  return nan == 0;
+}
+
+// codes[m]: where the maximum of each output of block m of output row oh lies, kNowhere past ow;
+// the window's rows [begin, begin + rows) in order, the first row holding the largest row maximum.
+void find_codes(const PoolPlaneWindows& g, const Layout& l, const float* maxima, const std::int32_t* columns,
+                std::int64_t begin, std::int64_t rows, std::int32_t* codes) {
+  for (std::int64_t m = 0; m < l.blocks; ++m) {
+    const std::int64_t top = (begin * l.blocks + m) * 16, pitch = l.blocks * 16;
+    __m512 best = _mm512_load_ps(maxima + top);
+    __m512i code = _mm512_load_si512(columns + top);
+    for (std::int64_t r = 1; r < rows; ++r) {
+      const __m512 v = _mm512_load_ps(maxima + top + r * pitch);
+      const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+      best = _mm512_max_ps(v, best);
+      code = _mm512_mask_add_epi32(code, take, _mm512_load_si512(columns + top + r * pitch),
+                                   _mm512_set1_epi32(static_cast<std::int32_t>(4 * r)));
+    }
+    _mm512_store_si512(codes + 16 * m,
+                       _mm512_mask_mov_epi32(_mm512_set1_epi32(kNowhere), lanes(g.ow - 16 * m), code));
+  }
+  _mm512_store_si512(codes + 16 * l.blocks, _mm512_set1_epi32(kNowhere));
+}
+
+// Output row oh's gradients `dy` into the dx rows [begin, begin + rows) of its window. A row whose
+// sums started at an earlier output row continues them from the ring; a row no later output row
+// reaches is interleaved into dx, the others go to the ring (whole aligned vectors, which a later
+// load takes straight from the store buffer, where a masked store to dx read back would wait).
+void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::int32_t* codes, const float* dy,
+                       std::int64_t oh, std::int64_t written, float* ring, float* dx) {
+  const std::int64_t begin = g.row_begin[oh], rows = g.row_end[oh] - begin;
+  const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
+  float* open[kMaxWindowRows];
+  for (std::int64_t r = 0; r < rows; ++r) open[r] = ring + (begin + r) % l.ring * l.blocks * 32;
+  for (std::int64_t m = 0; m < l.blocks; ++m) {
+    const std::int64_t j = 16 * m, c = 2 * j;
+    const __m512 grad = _mm512_maskz_loadu_ps(lanes(g.ow - j), dy + j);
+    const __m512 next = _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
+    const __m512 shifted =
+        _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(grad), 1));
+    const __m512i code = _mm512_load_si512(codes + j);
+    const __m512i next_code = _mm512_alignr_epi32(_mm512_load_si512(codes + j + 16), code, 1);
+    const __mmask16 lo_in = lanes(g.w - c), hi_in = lanes(g.w - c - 16);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t ih = begin + r;
+      const auto row_code = [&](int tap) {
+        return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap));
+      };
+      // The sums run in the general kernel's order, so kept indices (which take that kernel) and
+      // finding the maxima again give the same bits: from +0, each output row in turn, output
+      // j + 1 (through its left tap) before output j.
+      float* sums = open[r] + 32 * m;
+      __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
+      if (ih < written) even = _mm512_load_ps(sums), odd = _mm512_load_ps(sums + 16);
+      even = _mm512_mask_add_ps(even, _mm512_cmpeq_epi32_mask(code, row_code(kEven)), even, grad);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(next_code, row_code(kLeft)), odd, shifted);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(code, row_code(kOdd)), odd, grad);
+      if (ih >= next_begin) {
+        _mm512_store_ps(sums, even);
+        _mm512_store_ps(sums + 16, odd);
+      } else {
+        float* out = dx + ih * g.w + c;
+        _mm512_mask_storeu_ps(out, lo_in, _mm512_permutex2var_ps(even, kLowPairs, odd));
+        _mm512_mask_storeu_ps(out + 16, hi_in, _mm512_permutex2var_ps(even, kHighPairs, odd));
+      }
+    }
+  }
+}
+
+void zero_rows(const PoolPlaneWindows& g, std::int64_t begin, std::int64_t end, float* dx) {
+  for (std::int64_t i = begin * g.w; i < end * g.w; i += 16)
+    _mm512_mask_storeu_ps(dx + i, lanes(end * g.w - i), _mm512_setzero_ps());
+}
+
+}  // namespace
+
+bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g) {
+  if (g.kernel_w != 3 || g.stride_w != 2 || g.pad_w != 1) return false;
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int64_t rows = g.row_end[oh] - g.row_begin[oh];
+    if (rows < 1 || rows > kMaxWindowRows) return false;
+  }
+  return true;
+}
+
+std::int64_t max_pool_backward_k3s2_scratch(const PoolPlaneWindows& g) { return layout_of(g).total + 16; }
+
+bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, const float* dy, float* dx,
+                                  float* scratch) {
+  const Layout l = layout_of(g);
+  float* base = aligned(scratch);
+  float* maxima = base + l.row_maxima;
+  auto* columns = reinterpret_cast<std::int32_t*>(base + l.columns);
+  auto* codes = reinterpret_cast<std::int32_t*>(base + l.codes);
+  if (!reduce_rows(g, l, x, maxima, columns)) return false;
+  std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
+    if (begin > written) zero_rows(g, written, begin, dx);
+    find_codes(g, l, maxima, columns, begin, end - begin, codes);
+    spread_output_row(g, l, codes, dy + oh * g.ow, oh, written, base + l.open_rows, dx);
+    written = max64(written, end);
+  }
+  zero_rows(g, written, g.h, dx);
+  return true;
+}
+
+}  // namespace galley::backends::cpu::avx512
