@@ -695,10 +695,15 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
                                       dx + pl * plane_in, scratch);
     };
     for (std::int64_t pl = p0; pl < p1; ++pl) {
-      if (one_pass && avx512::max_pool_plane_backward_k3s2(
-                          g, x + pl * plane_in, dy + pl * plane_out, dx + pl * plane_in,
-                          one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g))))
-        continue;
+      if (one_pass) {
+        avx512::NextPlane next;
+        if (pl + 1 < p1)
+          next = {x + (pl + 1) * plane_in, dy + (pl + 1) * plane_out, dx + (pl + 1) * plane_in};
+        if (avx512::max_pool_plane_backward_k3s2(
+                g, x + pl * plane_in, dy + pl * plane_out, dx + pl * plane_in, next,
+                one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g))))
+          continue;
+      }
       gather(pl);
     }
   });

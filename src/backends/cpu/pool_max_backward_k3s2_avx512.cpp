@@ -166,6 +166,13 @@ void zero_rows(const PoolPlaneWindows& g, std::int64_t begin, std::int64_t end, 
     _mm512_mask_storeu_ps(dx + i, lanes(end * g.w - i), _mm512_setzero_ps());
 }
 
+// Asks for the cache lines [first, last) of the n floats at p, clipped to them.
+void prefetch_lines(const float* p, std::int64_t n, std::int64_t first, std::int64_t last) {
+  const std::int64_t lines = (n + 15) / 16;
+  for (std::int64_t i = first; i < min64(last, lines); ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
+}
+
 }  // namespace
 
 bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g) {
@@ -180,15 +187,24 @@ bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g) {
 std::int64_t max_pool_backward_k3s2_scratch(const PoolPlaneWindows& g) { return layout_of(g).total + 16; }
 
 bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, const float* dy, float* dx,
-                                  float* scratch) {
+                                  const NextPlane& next, float* scratch) {
   const Layout l = layout_of(g);
   float* base = aligned(scratch);
   float* maxima = base + l.row_maxima;
   auto* columns = reinterpret_cast<std::int32_t*>(base + l.columns);
   auto* codes = reinterpret_cast<std::int32_t*>(base + l.codes);
   if (!reduce_rows(g, l, x, maxima, columns)) return false;
+  // The next plane's lines, a share with each output row, so that their misses overlap this
+  // plane's work: left to the hardware, a plane's first loads and stores wait for memory.
+  const std::int64_t x_lines = (g.h * g.w + 15) / 16, dy_lines = (g.oh * g.ow + 15) / 16;
+  const std::int64_t x_step = (x_lines + g.oh - 1) / g.oh, dy_step = (dy_lines + g.oh - 1) / g.oh;
   std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    if (next.x != nullptr) {
+      prefetch_lines(next.x, g.h * g.w, oh * x_step, (oh + 1) * x_step);
+      prefetch_lines(next.dy, g.oh * g.ow, oh * dy_step, (oh + 1) * dy_step);
+      prefetch_lines(next.dx, g.h * g.w, oh * x_step, (oh + 1) * x_step);
+    }
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     if (begin > written) zero_rows(g, written, begin, dx);
     find_codes(g, l, maxima, columns, begin, end - begin, codes);

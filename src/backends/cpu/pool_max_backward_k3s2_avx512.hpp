@@ -25,11 +25,19 @@ bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g);
 /// Floats of scratch max_pool_plane_backward_k3s2() needs (no preparation).
 std::int64_t max_pool_backward_k3s2_scratch(const PoolPlaneWindows& g);
 
+/// The plane a caller runs next, whose lines the kernel prefetches while it works; all null for
+/// none.
+struct NextPlane {
+  const float* x = nullptr;
+  const float* dy = nullptr;
+  const float* dx = nullptr;
+};
+
 /// dx = the gradient of max pooling given dy, each output's maximum found from x under the forward
 /// rule (a larger value wins, of equal values the first in row-major window order). Returns false,
 /// leaving dx unwritten, when x holds a NaN: the caller then takes the general kernel. scratch
 /// belongs to one caller at a time; its contents on entry do not matter.
 bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, const float* dy, float* dx,
-                                  float* scratch);
+                                  const NextPlane& next, float* scratch);
 
 }  // namespace galley::backends::cpu::avx512
