@@ -264,7 +264,13 @@ TEST(PoolAvx512, BackwardOfAveragesOverWholePlanes) {
   ASSERT_NE(ref, nullptr);
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 7}, {1, 1, 1, 1}, {1, 5, 1, 33}};
+  } shapes[] = {{1, 3, 31, 29},
+                {2, 17, 7, 7},
+                {1, 1, 1, 1},
+                {1, 5, 1, 33},
+                {1, 23, 11, 13},
+                // Past the size that writes around the caches.
+                {1, 2, 1030, 2050}};
   std::uint32_t seed = 41;
   for (const auto& shape : shapes) {
     const PoolProblem p{.mode = PoolMode::avg_include_pad,

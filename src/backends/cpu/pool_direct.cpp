@@ -580,9 +580,14 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
     // A window of the whole plane (global pooling): every input gets the output's share.
     const bool bypass_cache =
         s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
+    const bool avx512_fill = std::is_same_v<T, float> && cpu_has_avx512();
     parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pl = p0; pl < p1; ++pl) {
         if constexpr (std::is_same_v<T, float>) {
+          if (avx512_fill) {
+            avx512::fill(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
+            continue;
+          }
           fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
         } else {
           std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));

@@ -124,38 +124,46 @@ void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::in
                        std::int64_t oh, std::int64_t written, float* ring, float* dx) {
   const std::int64_t begin = g.row_begin[oh], rows = g.row_end[oh] - begin;
   const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
-  float* open[kMaxWindowRows];
-  for (std::int64_t r = 0; r < rows; ++r) open[r] = ring + (begin + r) % l.ring * l.blocks * 32;
-  for (std::int64_t m = 0; m < l.blocks; ++m) {
-    const std::int64_t j = 16 * m, c = 2 * j;
-    const __m512 grad = _mm512_maskz_loadu_ps(lanes(g.ow - j), dy + j);
-    const __m512 next = _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
-    const __m512 shifted =
-        _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(grad), 1));
-    const __m512i code = _mm512_load_si512(codes + j);
-    const __m512i next_code = _mm512_alignr_epi32(_mm512_load_si512(codes + j + 16), code, 1);
-    const __mmask16 lo_in = lanes(g.w - c), hi_in = lanes(g.w - c - 16);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t ih = begin + r;
-      const auto row_code = [&](int tap) {
-        return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap));
-      };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t ih = begin + r;
+    float* sums = ring + ih % l.ring * l.blocks * 32;
+    float* out = dx + ih * g.w;
+    const bool continued = ih < written, last = ih < next_begin;
+    const auto row_code = [&](int tap) { return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap)); };
+    const __m512i left_code = row_code(kLeft), even_code = row_code(kEven), odd_code = row_code(kOdd);
+    __m512i code = _mm512_load_si512(codes);
+    __m512 grad = _mm512_maskz_loadu_ps(lanes(g.ow), dy);
+    for (std::int64_t m = 0; m < l.blocks; ++m, sums += 32) {
+      const std::int64_t j = 16 * m, c = 2 * j;
+      const __m512i next_code = _mm512_load_si512(codes + j + 16);
+      const __m512 next_grad = _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
+      // Lane j: output j + 1's gradient and code, for column 2j + 1, output j + 1's left tap.
+      const __m512 shifted = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(next_grad), _mm512_castps_si512(grad), 1));
+      const __m512i shifted_code = _mm512_alignr_epi32(next_code, code, 1);
       // The sums run in the general kernel's order, so kept indices (which take that kernel) and
       // finding the maxima again give the same bits: from +0, each output row in turn, output
       // j + 1 (through its left tap) before output j.
-      float* sums = open[r] + 32 * m;
       __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
-      if (ih < written) even = _mm512_load_ps(sums), odd = _mm512_load_ps(sums + 16);
-      even = _mm512_mask_add_ps(even, _mm512_cmpeq_epi32_mask(code, row_code(kEven)), even, grad);
-      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(next_code, row_code(kLeft)), odd, shifted);
-      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(code, row_code(kOdd)), odd, grad);
-      if (ih >= next_begin) {
+      if (continued) even = _mm512_load_ps(sums), odd = _mm512_load_ps(sums + 16);
+      even = _mm512_mask_add_ps(even, _mm512_cmpeq_epi32_mask(code, even_code), even, grad);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(shifted_code, left_code), odd, shifted);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(code, odd_code), odd, grad);
+      code = next_code;
+      grad = next_grad;
+      if (!last) {
         _mm512_store_ps(sums, even);
         _mm512_store_ps(sums + 16, odd);
+        continue;
+      }
+      const __m512 lo = _mm512_permutex2var_ps(even, kLowPairs, odd);
+      const __m512 hi = _mm512_permutex2var_ps(even, kHighPairs, odd);
+      if (c + 32 <= g.w) {
+        _mm512_storeu_ps(out + c, lo);
+        _mm512_storeu_ps(out + c + 16, hi);
       } else {
-        float* out = dx + ih * g.w + c;
-        _mm512_mask_storeu_ps(out, lo_in, _mm512_permutex2var_ps(even, kLowPairs, odd));
-        _mm512_mask_storeu_ps(out + 16, hi_in, _mm512_permutex2var_ps(even, kHighPairs, odd));
+        _mm512_mask_storeu_ps(out + c, lanes(g.w - c), lo);
+        _mm512_mask_storeu_ps(out + c + 16, lanes(g.w - c - 16), hi);
       }
     }
   }
