@@ -188,6 +188,17 @@ std::vector<float> inverse_divisors(const Shape& s) {
   return inv;
 }
 
+// Runs body(p0, p1) over the planes [0, planes) in one contiguous share per pool thread, so that a
+// thread takes the same planes in every call of a problem: between calls they stay in the caches
+// of the core that last touched them, where the pool's finer chunks, taken by whichever thread
+// comes first, move them between cores on every call of a problem that fits the caches.
+template <class Body>
+void for_plane_shares(std::int64_t planes, const Body& body) {
+  const std::int64_t shares = std::min<std::int64_t>(planes, pool_size());
+  parallel_for(0, shares,
+               [&](std::int64_t s0, std::int64_t s1) { body(planes * s0 / shares, planes * s1 / shares); });
+}
+
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
 bool avg_takes_avx512(const Shape& s) {
   return s.mode != PoolMode::max && !s.nhwc && !s.aw.adaptive &&
@@ -232,7 +243,7 @@ template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
   const WindowRowTables t(s);
   const avx512::AvgPoolPlane g{t.windows, inv.data()};
-  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+  for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch slot(ThreadScratch::kFirst);
     float* scratch = slot.get(avx512::avg_pool_plane_scratch(g));
     avx512::avg_pool_plane_prepare(g, scratch);
@@ -464,7 +475,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
           s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
-      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
         // Written before read, so its contents on entry do not matter.
         ThreadScratch slot(ThreadScratch::kFirst);
         float* scratch = slot.get(avx512::max_pool_plane_scratch(g));
@@ -486,7 +497,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
     if (s.mode != PoolMode::max && whole_plane && cpu_has_avx512()) {
       const float k = inv[0];
-      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl) y[pl] = avx512::sum(x + pl * plane_in, plane_in) * k;
       });
       return;
@@ -581,7 +592,7 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
     const bool bypass_cache =
         s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
     const bool avx512_fill = std::is_same_v<T, float> && cpu_has_avx512();
-    parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pl = p0; pl < p1; ++pl) {
         if constexpr (std::is_same_v<T, float>) {
           if (avx512_fill) {
@@ -689,7 +700,7 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   const avx512::MaxPoolBackwardPlane& g = t.windows;
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
-  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+  for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
     bool gather_prepared = false;
     const auto gather = [&](std::int64_t pl) {
