@@ -200,15 +200,27 @@ TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
     bool ceil;
   };
   const Window windows[] = {
-      {3, 3, 1, 1, 2, 2, false}, {3, 3, 1, 1, 2, 2, true},  {3, 3, 1, 1, 1, 1, false},
-      {3, 3, 0, 0, 2, 2, true},  {2, 2, 0, 0, 2, 2, false}, {5, 5, 2, 2, 2, 2, true},
-      {1, 7, 0, 3, 1, 1, false}, {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false},
-      {2, 3, 0, 1, 3, 1, false}, {4, 4, 1, 2, 2, 2, true},
+      {3, 3, 1, 1, 2, 2, false},
+      {3, 3, 1, 1, 2, 2, true},
+      {3, 3, 1, 1, 1, 1, false},
+      {3, 3, 0, 0, 2, 2, true},
+      {2, 2, 0, 0, 2, 2, false},
+      {5, 5, 2, 2, 2, 2, true},
+      {1, 7, 0, 3, 1, 1, false},
+      {3, 1, 1, 0, 2, 1, false},
+      {1, 20, 0, 10, 1, 2, false},
+      {2, 3, 0, 1, 3, 1, false},
+      {4, 4, 1, 2, 2, 2, true},
+      // The one-pass backward's windows (3 columns, stride 2, padding 1) under other row windows:
+      // rows shared by up to four output rows, rows no window holds.
+      {5, 3, 2, 1, 1, 2, false},
+      {1, 3, 0, 1, 3, 2, false},
+      {2, 3, 1, 1, 2, 2, true},
   };
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1}, {1, 3, 5, 64},
-                {1, 2, 9, 33},  {1, 3, 56, 56}, {1, 2, 4, 32}};
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1},  {1, 3, 5, 64}, {1, 2, 9, 33},
+                {1, 3, 56, 56}, {1, 2, 4, 32},  {1, 2, 6, 97}, {1, 23, 4, 30}};
   int checked = 0;
   std::uint32_t seed = 21;
   for (const Window& win : windows) {

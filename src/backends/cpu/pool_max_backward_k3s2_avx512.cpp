@@ -73,8 +73,15 @@ bool reduce_rows(const PoolPlaneWindows& g, const Layout& l, const float* x, flo
     __m512i prev_odd = _mm512_castps_si512(neg_inf);
     for (std::int64_t m = 0; m < l.blocks; ++m) {
       const std::int64_t c = 32 * m;
-      const __m512 a = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c), row + c);
-      const __m512 b = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c - 16), row + c + 16);
+      // Masked loads only at the row's end: a masked load with a fill costs more than a plain one.
+      __m512 a, b;
+      if (c + 32 <= g.w) {
+        a = _mm512_loadu_ps(row + c);
+        b = _mm512_loadu_ps(row + c + 16);
+      } else {
+        a = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c), row + c);
+        b = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c - 16), row + c + 16);
+      }
       nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
       const __m512 even = _mm512_permutex2var_ps(a, kEvens, b);
       const __m512 odd = _mm512_permutex2var_ps(a, kOdds, b);
@@ -136,7 +143,8 @@ void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::in
     for (std::int64_t m = 0; m < l.blocks; ++m, sums += 32) {
       const std::int64_t j = 16 * m, c = 2 * j;
       const __m512i next_code = _mm512_load_si512(codes + j + 16);
-      const __m512 next_grad = _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
+      const __m512 next_grad = j + 32 <= g.ow ? _mm512_loadu_ps(dy + j + 16)
+                                              : _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
       // Lane j: output j + 1's gradient and code, for column 2j + 1, output j + 1's left tap.
       const __m512 shifted = _mm512_castsi512_ps(
           _mm512_alignr_epi32(_mm512_castps_si512(next_grad), _mm512_castps_si512(grad), 1));
