@@ -245,6 +245,7 @@ void backward_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const floa
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
     if (begin > written) zero_rows(g, written, begin, dx);
+    const std::int64_t first_slot = begin % ring_rows;
     __m512i cur = scaled(oh, 0);
     for (std::int64_t m = 0; m < l.stream_pitch; m += 16) {
       const __m512i next = scaled(oh, m + 16);
@@ -254,8 +255,9 @@ void backward_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const floa
       const __m512 lo = _mm512_permutex2var_ps(even, kLowPairs, odd);
       const __m512 hi = _mm512_permutex2var_ps(even, kHighPairs, odd);
       const std::int64_t c = 2 * m;
-      for (std::int64_t ih = begin; ih < end; ++ih) {
-        float* open = ring + ih % ring_rows * l.row_pitch + c;
+      std::int64_t slot = first_slot;  // ih's row of the ring, without a division per row
+      for (std::int64_t ih = begin; ih < end; ++ih, slot = slot + 1 == ring_rows ? 0 : slot + 1) {
+        float* open = ring + slot * l.row_pitch + c;
         __m512 row_lo = lo, row_hi = hi;
         if (ih < written) {
           row_lo = _mm512_add_ps(_mm512_load_ps(open), row_lo);
