@@ -726,10 +726,45 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   return true;
 }
 
+// A problem's sizes, window tables and inverse divisors.
+struct Tables {
+  PoolProblem problem;
+  Shape shape;
+  std::vector<float> inv;
+  explicit Tables(const PoolProblem& p) : problem(p), shape(shape_of(p)), inv(inverse_divisors(shape)) {}
+};
+
+// The tables of p, kept by the calling thread for the last few problems it ran: models and
+// benchmarks run the same problems again and again (forward and backward in turn), and remaking the
+// tables, with their divisions per row, column and output, costs a tenth of a 1 MB call. Tables of
+// more outputs than kKeptOutputs are made for the call alone, so a thread keeps little memory.
+class TablesCache {
+ public:
+  const Tables& get(const PoolProblem& p) {
+    if (p.out_h() * p.out_w() > kKeptOutputs) return *(alone_ = std::make_unique<Tables>(p));
+    for (const auto& t : kept_) {
+      if (t && t->problem == p) return *t;
+    }
+    auto& slot = kept_[next_];
+    next_ = (next_ + 1) % kSlots;
+    slot = std::make_unique<Tables>(p);
+    return *slot;
+  }
+
+ private:
+  static constexpr std::int64_t kKeptOutputs = std::int64_t{1} << 16;
+  static constexpr std::size_t kSlots = 4;
+  std::unique_ptr<Tables> kept_[kSlots];
+  std::size_t next_ = 0;
+  std::unique_ptr<Tables> alone_;
+};
+
 template <class T>
 void compute(const PoolProblem& p, const PoolArgs& a) {
-  const Shape s = shape_of(p);
-  const std::vector<float> inv = inverse_divisors(s);
+  thread_local TablesCache cache;
+  const Tables& tables = cache.get(p);
+  const Shape& s = tables.shape;
+  const std::vector<float>& inv = tables.inv;
   const auto fwd = s.nhwc ? forward_nhwc<T> : forward_nchw<T>;
   const auto bwd = s.nhwc ? backward_nhwc<T> : backward_nchw<T>;
   if (p.direction == dnn::PoolDirection::forward) {
