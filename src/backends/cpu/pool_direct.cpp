@@ -119,6 +119,10 @@ struct Shape {
   std::vector<Cover> cover_h, cover_w;
   // Output columns [ow_lo, ow_hi) whose windows are whole kernels inside the row (nchw fast path).
   std::int64_t ow_lo = 0, ow_hi = 0;
+  // The AVX-512 plane kernels' row tables: each output row's first and past-the-end input rows
+  // (window_rows[oh], window_rows[oh + oh_count]) and each input row's first and last covering
+  // output rows (window_covers[ih], window_covers[h + ih]).
+  std::vector<std::int64_t> window_rows, window_covers;
 };
 
 Shape shape_of(const PoolProblem& p) {
@@ -135,6 +139,10 @@ Shape shape_of(const PoolProblem& p) {
           {},
           {},
           {},
+          {},
+          0,
+          0,
+          {},
           {}};
   for (std::int64_t o = 0; o < s.oh; ++o) s.span_h.push_back(s.ah.span(o));
   for (std::int64_t o = 0; o < s.ow; ++o) s.span_w.push_back(s.aw.span(o));
@@ -148,6 +156,16 @@ Shape shape_of(const PoolProblem& p) {
     while (s.ow_lo < s.ow && s.ow_lo * s.aw.stride - s.aw.pad < 0) ++s.ow_lo;
     s.ow_hi = s.ow_lo;
     while (s.ow_hi < s.ow && s.ow_hi * s.aw.stride - s.aw.pad + s.aw.kernel <= s.w) ++s.ow_hi;
+  }
+  s.window_rows.resize(static_cast<std::size_t>(2 * s.oh));
+  s.window_covers.resize(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    s.window_rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    s.window_rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    s.window_covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    s.window_covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
   }
   return s;
 }
@@ -205,44 +223,26 @@ bool avg_takes_avx512(const Shape& s) {
          avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
 }
 
-// The AVX-512 plane kernels' window tables: each output row's first and past-the-end input rows
-// (rows[oh], rows[oh + oh_count]) and each input row's first and last covering output rows, and
-// the geometry that points into them (valid while this lives).
-struct WindowRowTables {
-  std::vector<std::int64_t> rows, covers;
-  avx512::PoolPlaneWindows windows;
-  explicit WindowRowTables(const Shape& s)
-      : rows(static_cast<std::size_t>(2 * s.oh)), covers(static_cast<std::size_t>(2 * s.h)) {
-    for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-      rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-      rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-    }
-    for (std::int64_t ih = 0; ih < s.h; ++ih) {
-      covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
-      covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
-    }
-    windows = {s.h,
-               s.w,
-               s.oh,
-               s.ow,
-               s.aw.kernel,
-               s.aw.stride,
-               s.aw.pad,
-               rows.data(),
-               rows.data() + s.oh,
-               covers.data(),
-               covers.data() + s.h};
-  }
-  WindowRowTables(const WindowRowTables&) = delete;
-  WindowRowTables& operator=(const WindowRowTables&) = delete;
-};
+// The AVX-512 plane kernels' windows, pointing into s's row tables.
+avx512::PoolPlaneWindows plane_windows(const Shape& s) {
+  return {s.h,
+          s.w,
+          s.oh,
+          s.ow,
+          s.aw.kernel,
+          s.aw.stride,
+          s.aw.pad,
+          s.window_rows.data(),
+          s.window_rows.data() + s.oh,
+          s.window_covers.data(),
+          s.window_covers.data() + s.h};
+}
 
 // Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
 // window tables pool_avg_avx512.hpp takes and scratch prepared once per share.
 template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
-  const WindowRowTables t(s);
-  const avx512::AvgPoolPlane g{t.windows, inv.data()};
+  const avx512::AvgPoolPlane g{plane_windows(s), inv.data()};
   for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch slot(ThreadScratch::kFirst);
     float* scratch = slot.get(avx512::avg_pool_plane_scratch(g));
@@ -466,13 +466,15 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
     // f32 max values alone (inference): whole vectors of outputs, no index beside each value.
     if (s.mode == PoolMode::max && y != nullptr && idx == nullptr && !s.aw.adaptive &&
         avx512::max_pool_plane_fits(s.aw.stride) && cpu_has_avx512()) {
-      std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh));
-      for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-        rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-        rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-      }
-      const avx512::MaxPoolPlane g{
-          s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
+      const avx512::MaxPoolPlane g{s.h,
+                                   s.w,
+                                   s.oh,
+                                   s.ow,
+                                   s.aw.kernel,
+                                   s.aw.stride,
+                                   s.aw.pad,
+                                   s.window_rows.data(),
+                                   s.window_rows.data() + s.oh};
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
       for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
@@ -696,8 +698,7 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
       !avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
     return false;
-  const WindowRowTables t(s);
-  const avx512::MaxPoolBackwardPlane& g = t.windows;
+  const avx512::MaxPoolBackwardPlane g = plane_windows(s);
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
   for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
