@@ -175,7 +175,12 @@ bool column_maxima_fixed(const MaxPoolPlane& g, const float* row, float* out) {
   for (int s = 0; s < kStride; ++s) prev[s] = _mm512_set1_ps(-__builtin_inff());
   load_block(0, cur);
   for (std::int64_t m = 0; m < blocks; ++m) {
-    load_block(m + 1, next);
+    // A block past the row's end is all -inf; loading it would cost as much as a block of data.
+    if ((m + 1) * 16 * kStride < w) {
+      load_block(m + 1, next);
+    } else {
+      for (int s = 0; s < kStride; ++s) next[s] = _mm512_set1_ps(-__builtin_inff());
+    }
     const __m512 first = fixed_tap<kStride, kPad, 0>(prev, cur, next);
     _mm512_storeu_ps(out + 16 * m, fold_fixed_taps<kStride, kKernel, kPad>(first, prev, cur, next));
     for (int s = 0; s < kStride; ++s) prev[s] = cur[s], cur[s] = next[s];
