@@ -704,6 +704,8 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
     bool gather_prepared = false;
+    float* const one_pass_floats =
+        one_pass ? one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g)) : nullptr;
     const auto gather = [&](std::int64_t pl) {
       float* scratch = gather_scratch.get(avx512::max_pool_backward_scratch(g));
       if (!gather_prepared) avx512::max_pool_backward_prepare(g, scratch), gather_prepared = true;
@@ -716,9 +718,8 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
         avx512::NextPlane next;
         if (pl + 1 < p1)
           next = {x + (pl + 1) * plane_in, dy + (pl + 1) * plane_out, dx + (pl + 1) * plane_in};
-        if (avx512::max_pool_plane_backward_k3s2(
-                g, x + pl * plane_in, dy + pl * plane_out, dx + pl * plane_in, next,
-                one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g))))
+        if (avx512::max_pool_plane_backward_k3s2(g, x + pl * plane_in, dy + pl * plane_out,
+                                                 dx + pl * plane_in, next, one_pass_floats))
           continue;
       }
       gather(pl);
