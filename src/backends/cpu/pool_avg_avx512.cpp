@@ -241,11 +241,16 @@ void backward_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const floa
     return _mm512_castps_si512(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, gr), _mm512_maskz_loadu_ps(m, inv)));
   };
   std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
+  // Row begin's place in the ring (begin mod ring_rows), followed as the windows move down rather
+  // than divided for: a division per row costs as much as a row's work.
+  std::int64_t first_slot = g.row_begin[0] % ring_rows;
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
     if (begin > written) zero_rows(g, written, begin, dx);
-    const std::int64_t first_slot = begin % ring_rows;
+    if (oh > 0) {
+      for (first_slot += begin - g.row_begin[oh - 1]; first_slot >= ring_rows;) first_slot -= ring_rows;
+    }
     __m512i cur = scaled(oh, 0);
     for (std::int64_t m = 0; m < l.stream_pitch; m += 16) {
       const __m512i next = scaled(oh, m + 16);

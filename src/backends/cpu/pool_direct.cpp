@@ -689,6 +689,9 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
+// Inputs from this size on are taken to come from memory rather than the caches.
+constexpr std::int64_t kPrefetchBytes = std::int64_t{4} << 20;
+
 // f32 nchw max backward on the AVX-512 kernels: without kept indices, windows 3 columns wide of
 // column stride 2 padded by 1 take the one-pass kernel of pool_max_backward_k3s2_avx512.hpp, and its
 // planes holding a NaN and all other windows the gather of pool_max_backward_avx512.hpp, with the
@@ -701,6 +704,9 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   const avx512::MaxPoolBackwardPlane g = plane_windows(s);
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
+  // Prefetching the next plane pays where the planes come from memory; within the caches its
+  // instructions cost a tenth of the kernel.
+  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) >= kPrefetchBytes;
   for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
     bool gather_prepared = false;
@@ -716,7 +722,7 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
     for (std::int64_t pl = p0; pl < p1; ++pl) {
       if (one_pass) {
         avx512::NextPlane next;
-        if (pl + 1 < p1)
+        if (prefetch && pl + 1 < p1)
           next = {x + (pl + 1) * plane_in, dy + (pl + 1) * plane_out, dx + (pl + 1) * plane_in};
         if (avx512::max_pool_plane_backward_k3s2(g, x + pl * plane_in, dy + pl * plane_out,
                                                  dx + pl * plane_in, next, one_pass_floats))

@@ -19,9 +19,6 @@ const __m512i kOdds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 2
 const __m512i kLowPairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
 const __m512i kHighPairs = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 
-// The most rows of a window the kernel takes.
-constexpr std::int64_t kMaxWindowRows = 8;
-
 // The most rows any output row's window holds.
 std::int64_t window_rows(const PoolPlaneWindows& g) {
   std::int64_t most = 0;
@@ -123,17 +120,20 @@ void find_codes(const PoolPlaneWindows& g, const Layout& l, const float* maxima,
   _mm512_store_si512(codes + 16 * l.blocks, _mm512_set1_epi32(kNowhere));
 }
 
-// Output row oh's gradients `dy` into the dx rows [begin, begin + rows) of its window. A row whose
-// sums started at an earlier output row continues them from the ring; a row no later output row
+// Output row oh's gradients `dy` into the dx rows [begin, begin + rows) of its window, begin's row
+// of the ring being begin_slot. A row whose sums started at an earlier output row continues them
+// from the ring; a row no later output row
 // reaches is interleaved into dx, the others go to the ring (whole aligned vectors, which a later
 // load takes straight from the store buffer, where a masked store to dx read back would wait).
 void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::int32_t* codes, const float* dy,
-                       std::int64_t oh, std::int64_t written, float* ring, float* dx) {
+                       std::int64_t oh, std::int64_t written, float* ring, std::int64_t begin_slot,
+                       float* dx) {
   const std::int64_t begin = g.row_begin[oh], rows = g.row_end[oh] - begin;
   const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
-  for (std::int64_t r = 0; r < rows; ++r) {
+  std::int64_t slot = begin_slot;
+  for (std::int64_t r = 0; r < rows; ++r, slot = slot + 1 == l.ring ? 0 : slot + 1) {
     const std::int64_t ih = begin + r;
-    float* sums = ring + ih % l.ring * l.blocks * 32;
+    float* sums = ring + slot * l.blocks * 32;
     float* out = dx + ih * g.w;
     const bool continued = ih < written, last = ih < next_begin;
     const auto row_code = [&](int tap) { return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap)); };
@@ -195,7 +195,7 @@ bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g) {
   if (g.kernel_w != 3 || g.stride_w != 2 || g.pad_w != 1) return false;
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
     const std::int64_t rows = g.row_end[oh] - g.row_begin[oh];
-    if (rows < 1 || rows > kMaxWindowRows) return false;
+    if (rows < 1) return false;
   }
   return true;
 }
@@ -215,6 +215,9 @@ bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, con
   const std::int64_t x_lines = (g.h * g.w + 15) / 16, dy_lines = (g.oh * g.ow + 15) / 16;
   const std::int64_t x_step = (x_lines + g.oh - 1) / g.oh, dy_step = (dy_lines + g.oh - 1) / g.oh;
   std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
+  // Row ih's place in the ring is ih mod l.ring, followed as the windows move down rather than
+  // divided for: a division per row costs as much as a row's work.
+  std::int64_t begin_slot = g.row_begin[0] % l.ring;
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
     if (next.x != nullptr) {
       prefetch_lines(next.x, g.h * g.w, oh * x_step, (oh + 1) * x_step);
@@ -223,8 +226,11 @@ bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, con
     }
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     if (begin > written) zero_rows(g, written, begin, dx);
+    if (oh > 0) {
+      for (begin_slot += begin - g.row_begin[oh - 1]; begin_slot >= l.ring;) begin_slot -= l.ring;
+    }
     find_codes(g, l, maxima, columns, begin, end - begin, codes);
-    spread_output_row(g, l, codes, dy + oh * g.ow, oh, written, base + l.open_rows, dx);
+    spread_output_row(g, l, codes, dy + oh * g.ow, oh, written, base + l.open_rows, begin_slot, dx);
     written = max64(written, end);
   }
   zero_rows(g, written, g.h, dx);
