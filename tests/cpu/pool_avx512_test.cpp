@@ -392,5 +392,44 @@ TEST(PoolAvx512, MaxBackwardMatchesTheReference) {
   EXPECT_GT(checked, 150);
 }
 
+// One plane whose scratch is larger than a thread keeps between calls, and a batch large enough to
+// prefetch the next plane: the one-pass max backward against the reference.
+TEST(PoolAvx512, MaxBackwardOfLargePlanes) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  const struct { std::int64_t n, c, h, w; } shapes[] = {{1, 1, 1030, 2050}, {2, 160, 56, 56}};
+  std::uint32_t seed = 91;
+  for (const auto& shape : shapes) {
+    const PoolProblem p{.n = shape.n,
+                        .c = shape.c,
+                        .h = shape.h,
+                        .w = shape.w,
+                        .kernel_h = 3,
+                        .kernel_w = 3,
+                        .pad_h = 1,
+                        .pad_w = 1,
+                        .stride_h = 2,
+                        .stride_w = 2};
+    ASSERT_TRUE(valid(p)) << p.key();
+    const std::vector<float> x = input(p, Data::ties, seed++);
+    const std::vector<float> dy =
+        test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+    Tensor xt = Tensor::empty(stream, p.src_desc()), dyt = Tensor::empty(stream, p.dst_desc());
+    xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+    dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+    Tensor want = Tensor::empty(stream, p.src_desc()), got = Tensor::empty(stream, p.src_desc());
+    pooling_backward(stream, p, dyt, want, &xt, nullptr, ref);
+    pooling_backward(stream, p, dyt, got, &xt, nullptr, direct);
+    const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << p.key() << " dx " << i;
+  }
+}
+
 }  // namespace
 }  // namespace galley::dnn
