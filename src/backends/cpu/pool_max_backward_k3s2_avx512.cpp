@@ -58,27 +58,50 @@ float* aligned(float* scratch) {
 // a window position are 4 * (row in the window) + tap; kNowhere matches none.
 constexpr int kLeft = 0, kEven = 1, kOdd = 2, kNowhere = -1;
 
+// Masked loads and stores cost several times a plain one on some AVX-512 CPUs (AMD Zen 4), so
+// the row ends take plain ones wherever the vector stays inside the plane: a load then blends the
+// columns past the row away, and a store writes past the row into the next ones, which are written
+// after it (rows go out in order); only the plane's end is masked.
+
+// The 16 floats p[0, 16) with those from `valid` on (past the row) replaced by fill; end is the
+// plane's end.
+inline __m512 load_row(const float* p, std::int64_t valid, const float* end, __m512 fill) {
+  if (valid >= 16) return _mm512_loadu_ps(p);
+  if (p + 16 <= end) return _mm512_mask_mov_ps(fill, lanes(valid), _mm512_loadu_ps(p));
+  return _mm512_mask_loadu_ps(fill, lanes(valid), p);
+}
+
+// 16 gradients from p, whatever lies past the row: the lanes past ow have no position and take
+// none of them.
+inline __m512 load_gradients(const float* p, const float* end) {
+  if (p + 16 <= end) return _mm512_loadu_ps(p);
+  return _mm512_maskz_loadu_ps(lanes(end - p), p);
+}
+
+// p[0, valid) = v's first lanes, and past the row whatever v holds where the plane goes on.
+inline void store_row(float* p, std::int64_t valid, const float* end, __m512 v) {
+  if (valid >= 16 || p + 16 <= end) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, lanes(valid), v);
+  }
+}
+
 // Every input row's three-column maxima and their taps; false when x holds a NaN.
 bool reduce_rows(const PoolPlaneWindows& g, const Layout& l, const float* x, float* maxima,
                  std::int32_t* columns) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512i left_tap = _mm512_set1_epi32(kLeft), even_tap = _mm512_set1_epi32(kEven),
                 odd_tap = _mm512_set1_epi32(kOdd);
+  const float* const x_end = x + g.h * g.w;
   __mmask16 nan = 0;
   for (std::int64_t ih = 0; ih < g.h; ++ih) {
     const float* row = x + ih * g.w;
     __m512i prev_odd = _mm512_castps_si512(neg_inf);
     for (std::int64_t m = 0; m < l.blocks; ++m) {
       const std::int64_t c = 32 * m;
-      // Masked loads only at the row's end: a masked load with a fill costs more than a plain one.
-      __m512 a, b;
-      if (c + 32 <= g.w) {
-        a = _mm512_loadu_ps(row + c);
-        b = _mm512_loadu_ps(row + c + 16);
-      } else {
-        a = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c), row + c);
-        b = _mm512_mask_loadu_ps(neg_inf, lanes(g.w - c - 16), row + c + 16);
-      }
+      const __m512 a = load_row(row + c, g.w - c, x_end, neg_inf);
+      const __m512 b = load_row(row + c + 16, g.w - c - 16, x_end, neg_inf);
       nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
       const __m512 even = _mm512_permutex2var_ps(a, kEvens, b);
       const __m512 odd = _mm512_permutex2var_ps(a, kOdds, b);
@@ -126,8 +149,9 @@ void find_codes(const PoolPlaneWindows& g, const Layout& l, const float* maxima,
 // reaches is interleaved into dx, the others go to the ring (whole aligned vectors, which a later
 // load takes straight from the store buffer, where a masked store to dx read back would wait).
 void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::int32_t* codes, const float* dy,
-                       std::int64_t oh, std::int64_t written, float* ring, std::int64_t begin_slot,
-                       float* dx) {
+                       const float* dy_end, std::int64_t oh, std::int64_t written, float* ring,
+                       std::int64_t begin_slot, float* dx) {
+  const float* const dx_end = dx + g.h * g.w;
   const std::int64_t begin = g.row_begin[oh], rows = g.row_end[oh] - begin;
   const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
   std::int64_t slot = begin_slot;
@@ -139,12 +163,11 @@ void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::in
     const auto row_code = [&](int tap) { return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap)); };
     const __m512i left_code = row_code(kLeft), even_code = row_code(kEven), odd_code = row_code(kOdd);
     __m512i code = _mm512_load_si512(codes);
-    __m512 grad = _mm512_maskz_loadu_ps(lanes(g.ow), dy);
+    __m512 grad = load_gradients(dy, dy_end);
     for (std::int64_t m = 0; m < l.blocks; ++m, sums += 32) {
       const std::int64_t j = 16 * m, c = 2 * j;
       const __m512i next_code = _mm512_load_si512(codes + j + 16);
-      const __m512 next_grad = j + 32 <= g.ow ? _mm512_loadu_ps(dy + j + 16)
-                                              : _mm512_maskz_loadu_ps(lanes(g.ow - j - 16), dy + j + 16);
+      const __m512 next_grad = load_gradients(dy + j + 16, dy_end);
       // Lane j: output j + 1's gradient and code, for column 2j + 1, output j + 1's left tap.
       const __m512 shifted = _mm512_castsi512_ps(
           _mm512_alignr_epi32(_mm512_castps_si512(next_grad), _mm512_castps_si512(grad), 1));
@@ -166,13 +189,8 @@ void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::in
       }
       const __m512 lo = _mm512_permutex2var_ps(even, kLowPairs, odd);
       const __m512 hi = _mm512_permutex2var_ps(even, kHighPairs, odd);
-      if (c + 32 <= g.w) {
-        _mm512_storeu_ps(out + c, lo);
-        _mm512_storeu_ps(out + c + 16, hi);
-      } else {
-        _mm512_mask_storeu_ps(out + c, lanes(g.w - c), lo);
-        _mm512_mask_storeu_ps(out + c + 16, lanes(g.w - c - 16), hi);
-      }
+      store_row(out + c, g.w - c, dx_end, lo);
+      if (c + 16 < g.w) store_row(out + c + 16, g.w - c - 16, dx_end, hi);
     }
   }
 }
@@ -230,7 +248,8 @@ bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, con
       for (begin_slot += begin - g.row_begin[oh - 1]; begin_slot >= l.ring;) begin_slot -= l.ring;
     }
     find_codes(g, l, maxima, columns, begin, end - begin, codes);
-    spread_output_row(g, l, codes, dy + oh * g.ow, oh, written, base + l.open_rows, begin_slot, dx);
+    spread_output_row(g, l, codes, dy + oh * g.ow, dy + g.oh * g.ow, oh, written, base + l.open_rows,
+                      begin_slot, dx);
     written = max64(written, end);
   }
   zero_rows(g, written, g.h, dx);
