@@ -211,7 +211,7 @@ TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
       {1, 20, 0, 10, 1, 2, false},
       {2, 3, 0, 1, 3, 1, false},
       {4, 4, 1, 2, 2, 2, true},
-      // The one-pass backward's windows (3 columns, stride 2, padding 1) under other row windows:
+      // ResNet's column windows (3 columns, stride 2, padding 1) under other row windows:
       // rows shared by up to four output rows, rows no window holds.
       {5, 3, 2, 1, 1, 2, false},
       {1, 3, 0, 1, 3, 2, false},

@@ -30,18 +30,11 @@ inline Tap tap_of(const AvgPoolPlane& g, std::int64_t kx) {
   return {d - e * g.stride_w, e};
 }
 
-// The most input rows any output row's window holds.
-std::int64_t window_rows(const AvgPoolPlane& g) {
-  std::int64_t most = 0;
-  for (std::int64_t oh = 0; oh < g.oh; ++oh) most = max64(most, g.row_end[oh] - g.row_begin[oh]);
-  return most;
-}
-
 // Where each part of the scratch lies, in floats from its 64-byte-aligned start; every part is a
 // whole number of vectors. Forward: the streams of a batch of output rows' row sums, each with
 // `in_margin` zeros before its data. Backward: a batch of scaled gradient
 // rows, each with `grad_margin` zeros before it, the spread streams, then the spread rows of every
-// output row (for ResNet's window, a ring of the dx rows later output rows still add to).
+// output row.
 struct Layout {
   std::int64_t stream_pitch;  // one stream's elements, rounded up to whole vectors
   std::int64_t out_pitch;     // output columns, rounded up
@@ -66,7 +59,7 @@ Layout layout_of(const AvgPoolPlane& g) {
   l.grad = l.in_streams + kBatch * s * l.in_stream;
   l.spread = l.grad + kBatch * l.grad_row;
   l.rows = l.spread + s * l.stream_pitch;
-  l.total = l.rows + max64(g.oh, window_rows(g)) * l.row_pitch;
+  l.total = l.rows + g.oh * l.row_pitch;
   return l;
 }
 
@@ -220,69 +213,26 @@ void spread_rows(const AvgPoolPlane& g, const Layout& l, const float* dy, float*
   }
 }
 
-void zero_rows(const AvgPoolPlane& g, std::int64_t begin, std::int64_t end, float* dx) {
-  for (std::int64_t i = begin * g.w; i < end * g.w; i += 16)
-    _mm512_mask_storeu_ps(dx + i, lanes(end * g.w - i), _mm512_setzero_ps());
-}
-
-// The backward of 3-wide windows of stride 2 padded by 1 in one pass over dx: each output row's
-// gradient is spread in registers (input column 2m takes output m's gradient, column 2m + 1 those
-// of outputs m and m + 1) and added straight into the rows of its window. A row that a later output
-// row still adds to waits in the ring (whole aligned vectors); the others go to dx, each element
-// written once, with no spread rows stored and read back and no zero-fill.
-void backward_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const float* dy, float* dx,
-                              float* ring) {
-  const std::int64_t ring_rows = window_rows(g);
+// spread_rows() for 3-wide windows of stride 2 padded by 1, in registers: input column 2m takes
+// output m's gradient, column 2m + 1 those of outputs m and m + 1.
+void spread_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const float* dy, float* rows) {
   const auto scaled = [&](std::int64_t oh, std::int64_t j) {
-    const float* gr = dy + oh * g.ow + j;
-    const float* inv = g.inverse_divisor + oh * g.ow + j;
-    if (j + 16 <= g.ow) return _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(gr), _mm512_loadu_ps(inv)));
     const __mmask16 m = lanes(g.ow - j);
-    return _mm512_castps_si512(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, gr), _mm512_maskz_loadu_ps(m, inv)));
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + oh * g.ow + j),
+                                             _mm512_maskz_loadu_ps(m, g.inverse_divisor + oh * g.ow + j)));
   };
-  std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
-  // Row begin's place in the ring (begin mod ring_rows), followed as the windows move down rather
-  // than divided for: a division per row costs as much as a row's work.
-  std::int64_t first_slot = g.row_begin[0] % ring_rows;
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
-    const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
-    const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
-    if (begin > written) zero_rows(g, written, begin, dx);
-    if (oh > 0) {
-      for (first_slot += begin - g.row_begin[oh - 1]; first_slot >= ring_rows;) first_slot -= ring_rows;
-    }
+    float* row = rows + oh * l.row_pitch;
     __m512i cur = scaled(oh, 0);
     for (std::int64_t m = 0; m < l.stream_pitch; m += 16) {
       const __m512i next = scaled(oh, m + 16);
       const __m512 even = _mm512_castsi512_ps(cur);
       const __m512 odd = _mm512_add_ps(even, _mm512_castsi512_ps(_mm512_alignr_epi32(next, cur, 1)));
+      _mm512_store_ps(row + 2 * m, _mm512_permutex2var_ps(even, kLowPairs, odd));
+      _mm512_store_ps(row + 2 * m + 16, _mm512_permutex2var_ps(even, kHighPairs, odd));
       cur = next;
-      const __m512 lo = _mm512_permutex2var_ps(even, kLowPairs, odd);
-      const __m512 hi = _mm512_permutex2var_ps(even, kHighPairs, odd);
-      const std::int64_t c = 2 * m;
-      std::int64_t slot = first_slot;  // ih's row of the ring, without a division per row
-      for (std::int64_t ih = begin; ih < end; ++ih, slot = slot + 1 == ring_rows ? 0 : slot + 1) {
-        float* open = ring + slot * l.row_pitch + c;
-        __m512 row_lo = lo, row_hi = hi;
-        if (ih < written) {
-          row_lo = _mm512_add_ps(_mm512_load_ps(open), row_lo);
-          row_hi = _mm512_add_ps(_mm512_load_ps(open + 16), row_hi);
-        }
-        if (ih >= next_begin) {
-          _mm512_store_ps(open, row_lo);
-          _mm512_store_ps(open + 16, row_hi);
-        } else if (c + 32 <= g.w) {
-          _mm512_storeu_ps(dx + ih * g.w + c, row_lo);
-          _mm512_storeu_ps(dx + ih * g.w + c + 16, row_hi);
-        } else {
-          _mm512_mask_storeu_ps(dx + ih * g.w + c, lanes(g.w - c), row_lo);
-          _mm512_mask_storeu_ps(dx + ih * g.w + c + 16, lanes(g.w - c - 16), row_hi);
-        }
-      }
     }
-    written = max64(written, end);
   }
-  zero_rows(g, written, g.h, dx);
 }
 
 }  // namespace
@@ -322,10 +272,10 @@ void avg_pool_plane_backward(const AvgPoolPlane& g, const float* dy, float* dx, 
   float* base = aligned(scratch);
   float* rows = base + l.rows;
   if (g.kernel_w == 3 && g.stride_w == 2 && g.pad_w == 1) {
-    backward_3_wide_stride_2(g, l, dy, dx, rows);
-    return;
+    spread_3_wide_stride_2(g, l, dy, rows);
+  } else {
+    spread_rows(g, l, dy, base, rows);
   }
-  spread_rows(g, l, dy, base, rows);
   for (std::int64_t ih = 0; ih < g.h; ++ih) {
     const std::int64_t first = g.cover_first[ih], last = g.cover_last[ih];
     float* out = dx + ih * g.w;
