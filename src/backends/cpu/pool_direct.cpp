@@ -207,12 +207,22 @@ std::vector<float> inverse_divisors(const Shape& s) {
   return inv;
 }
 
-// Runs body(p0, p1) over the planes [0, planes) in one contiguous share per pool thread, so that a
-// thread takes the same planes in every call of a problem: between calls they stay in the caches
-// of the core that last touched them, where the pool's finer chunks, taken by whichever thread
-// comes first, move them between cores on every call of a problem that fits the caches.
+// Inputs below this size are taken to stay in the caches between calls, larger ones to come from
+// memory.
+constexpr std::int64_t kCachedBytes = std::int64_t{4} << 20;
+
+// Runs body(p0, p1) over the f32 planes of s. Planes that stay in the caches go in one contiguous
+// share per pool thread, so that a thread takes the same planes on every call of a problem and
+// finds them in its core's cache, where the pool's finer chunks, taken by whichever thread comes
+// first, move them between cores. Planes that come from memory anyway keep the finer chunks, which
+// even out a thread that other work on the machine holds up.
 template <class Body>
-void for_plane_shares(std::int64_t planes, const Body& body) {
+void for_plane_shares(const Shape& s, const Body& body) {
+  const std::int64_t planes = s.n * s.c;
+  if (planes * s.h * s.w * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes) {
+    parallel_for(0, planes, body);
+    return;
+  }
   const std::int64_t shares = std::min<std::int64_t>(planes, pool_size());
   parallel_for(0, shares,
                [&](std::int64_t s0, std::int64_t s1) { body(planes * s0 / shares, planes * s1 / shares); });
@@ -244,7 +254,7 @@ avx512::PoolPlaneWindows plane_windows(const Shape& s) {
 template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
   const avx512::AvgPoolPlane g{plane_windows(s), inv.data()};
-  for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+  for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch slot(ThreadScratch::kFirst);
     float* scratch = slot.get(avx512::avg_pool_plane_scratch(g));
     avx512::avg_pool_plane_prepare(g, scratch);
@@ -478,7 +488,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
                                    s.window_rows.data() + s.oh};
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
-      for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
         // Written before read, so its contents on entry do not matter.
         ThreadScratch slot(ThreadScratch::kFirst);
         float* scratch = slot.get(avx512::max_pool_plane_scratch(g));
@@ -500,7 +510,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
     if (s.mode != PoolMode::max && whole_plane && cpu_has_avx512()) {
       const float k = inv[0];
-      for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl) y[pl] = avx512::sum(x + pl * plane_in, plane_in) * k;
       });
       return;
@@ -595,7 +605,7 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
     const bool bypass_cache =
         s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
     const bool avx512_fill = std::is_same_v<T, float> && cpu_has_avx512();
-    for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pl = p0; pl < p1; ++pl) {
         if constexpr (std::is_same_v<T, float>) {
           if (avx512_fill) {
@@ -690,9 +700,6 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
-// Inputs from this size on are taken to come from memory rather than the caches.
-constexpr std::int64_t kPrefetchBytes = std::int64_t{4} << 20;
-
 // f32 nchw max backward on the AVX-512 kernels: without kept indices, windows 3 columns wide of
 // column stride 2 padded by 1 take the one-pass kernel of pool_max_backward_k3s2_avx512.hpp, and its
 // planes holding a NaN and all other windows the gather of pool_max_backward_avx512.hpp, with the
@@ -707,8 +714,8 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
   // Prefetching the next plane pays where the planes come from memory; within the caches its
   // instructions cost a tenth of the kernel.
-  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) >= kPrefetchBytes;
-  for_plane_shares(s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes;
+  for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
     bool gather_prepared = false;
     float* const one_pass_floats =
