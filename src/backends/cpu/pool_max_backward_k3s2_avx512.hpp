@@ -4,12 +4,14 @@
 //
 // The rule's maximum is separable: over the windows' rows in order, each row's first maximum, and of
 // those rows the first that holds the largest. So each input row is split once into its even and
-// odd columns and reduced to its three-column maxima and which column won (two lane masks), shared
-// by the output rows whose windows hold it; each output row then picks its winning row with one
-// comparison per further row, and writes every dx row of its window from lane masks: dx column 2j
-// takes output j's gradient, column 2j + 1 those of outputs j and j + 1. Every dx element is
-// written once per output row that covers it, with no zero-fill pass and no position compares.
-// A plane whose x holds a NaN is left to the general kernel (pool_max_backward_avx512.hpp).
+// odd columns and reduced to its three-column maxima and which column won, shared by the output
+// rows whose windows hold it; each output row then picks its winning row with one comparison per
+// further row, which gives each output a code of where its maximum lies, and adds its gradients
+// into the dx rows of its window by comparing codes: dx column 2j takes output j's gradient,
+// column 2j + 1 those of outputs j and j + 1. A dx row that a later output row still reaches waits
+// in a small ring; every dx element is stored once, with no zero-fill pass, no scratch of the
+// whole plane's positions and no position compares per tap. A plane whose x holds a NaN is left to
+// the general kernel (pool_max_backward_avx512.hpp).
 #pragma once
 
 #include <cstdint>
