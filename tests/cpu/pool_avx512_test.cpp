@@ -200,15 +200,27 @@ TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
     bool ceil;
   };
   const Window windows[] = {
-      {3, 3, 1, 1, 2, 2, false}, {3, 3, 1, 1, 2, 2, true},  {3, 3, 1, 1, 1, 1, false},
-      {3, 3, 0, 0, 2, 2, true},  {2, 2, 0, 0, 2, 2, false}, {5, 5, 2, 2, 2, 2, true},
-      {1, 7, 0, 3, 1, 1, false}, {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false},
-      {2, 3, 0, 1, 3, 1, false}, {4, 4, 1, 2, 2, 2, true},
+      {3, 3, 1, 1, 2, 2, false},
+      {3, 3, 1, 1, 2, 2, true},
+      {3, 3, 1, 1, 1, 1, false},
+      {3, 3, 0, 0, 2, 2, true},
+      {2, 2, 0, 0, 2, 2, false},
+      {5, 5, 2, 2, 2, 2, true},
+      {1, 7, 0, 3, 1, 1, false},
+      {3, 1, 1, 0, 2, 1, false},
+      {1, 20, 0, 10, 1, 2, false},
+      {2, 3, 0, 1, 3, 1, false},
+      {4, 4, 1, 2, 2, 2, true},
+      // ResNet's column windows (3 columns, stride 2, padding 1) under other row windows:
+      // rows shared by up to four output rows, rows no window holds.
+      {5, 3, 2, 1, 1, 2, false},
+      {1, 3, 0, 1, 3, 2, false},
+      {2, 3, 1, 1, 2, 2, true},
   };
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1}, {1, 3, 5, 64},
-                {1, 2, 9, 33},  {1, 3, 56, 56}, {1, 2, 4, 32}};
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1},  {1, 3, 5, 64}, {1, 2, 9, 33},
+                {1, 3, 56, 56}, {1, 2, 4, 32},  {1, 2, 6, 97}, {1, 23, 4, 30}};
   int checked = 0;
   std::uint32_t seed = 21;
   for (const Window& win : windows) {
@@ -264,7 +276,13 @@ TEST(PoolAvx512, BackwardOfAveragesOverWholePlanes) {
   ASSERT_NE(ref, nullptr);
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 7}, {1, 1, 1, 1}, {1, 5, 1, 33}};
+  } shapes[] = {{1, 3, 31, 29},
+                {2, 17, 7, 7},
+                {1, 1, 1, 1},
+                {1, 5, 1, 33},
+                {1, 23, 11, 13},
+                // Past the size that writes around the caches.
+                {1, 2, 1030, 2050}};
   std::uint32_t seed = 41;
   for (const auto& shape : shapes) {
     const PoolProblem p{.mode = PoolMode::avg_include_pad,
@@ -303,18 +321,31 @@ TEST(PoolAvx512, MaxBackwardMatchesTheReference) {
     bool ceil;
   };
   const Window windows[] = {
-      {3, 3, 1, 1, 2, 2, false}, {3, 3, 1, 1, 1, 1, false},   {3, 3, 0, 0, 2, 2, true},
-      {2, 2, 0, 0, 2, 2, false}, {5, 5, 2, 2, 2, 2, true},    {1, 7, 0, 3, 1, 1, false},
-      {3, 1, 1, 0, 2, 1, false}, {1, 20, 0, 10, 1, 2, false}, {2, 3, 0, 1, 3, 1, false},
+      {3, 3, 1, 1, 2, 2, false},
+      {3, 3, 1, 1, 1, 1, false},
+      {3, 3, 0, 0, 2, 2, true},
+      {2, 2, 0, 0, 2, 2, false},
+      {5, 5, 2, 2, 2, 2, true},
+      {1, 7, 0, 3, 1, 1, false},
+      {3, 1, 1, 0, 2, 1, false},
+      {1, 20, 0, 10, 1, 2, false},
+      {2, 3, 0, 1, 3, 1, false},
+      // The one-pass kernel's windows (3 columns, stride 2, padding 1) under other row windows:
+      // rows shared by up to four output rows, rows no window holds, ceil mode.
+      {5, 3, 2, 1, 1, 2, false},
+      {1, 3, 0, 1, 3, 2, false},
+      {3, 3, 1, 1, 2, 2, true},
+      {2, 3, 1, 1, 2, 2, true},
   };
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1}, {1, 3, 5, 64}, {1, 2, 9, 33}, {1, 3, 56, 56}};
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1},  {1, 3, 5, 64},
+                {1, 2, 9, 33},  {1, 3, 56, 56}, {1, 2, 6, 97}, {1, 23, 4, 30}};
   int checked = 0;
   std::uint32_t seed = 61;
   for (const Window& win : windows) {
     for (const auto& shape : shapes) {
-      for (Data data : {Data::random, Data::ties_and_nans}) {
+      for (Data data : {Data::random, Data::ties, Data::ties_and_nans, Data::one_nan_per_plane}) {
         for (bool keep : {false, true}) {
           PoolProblem p{.n = shape.n,
                         .c = shape.c,
@@ -359,6 +390,45 @@ TEST(PoolAvx512, MaxBackwardMatchesTheReference) {
     }
   }
   EXPECT_GT(checked, 150);
+}
+
+// One plane whose scratch is larger than a thread keeps between calls, and a batch large enough to
+// prefetch the next plane: the one-pass max backward against the reference.
+TEST(PoolAvx512, MaxBackwardOfLargePlanes) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  const PoolSolver* ref = find_solver_for<PoolProblem>("cpu", kRefPoolName);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(ref, nullptr);
+  const struct { std::int64_t n, c, h, w; } shapes[] = {{1, 1, 1030, 2050}, {2, 160, 56, 56}};
+  std::uint32_t seed = 91;
+  for (const auto& shape : shapes) {
+    const PoolProblem p{.n = shape.n,
+                        .c = shape.c,
+                        .h = shape.h,
+                        .w = shape.w,
+                        .kernel_h = 3,
+                        .kernel_w = 3,
+                        .pad_h = 1,
+                        .pad_w = 1,
+                        .stride_h = 2,
+                        .stride_w = 2};
+    ASSERT_TRUE(valid(p)) << p.key();
+    const std::vector<float> x = input(p, Data::ties, seed++);
+    const std::vector<float> dy =
+        test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+    Tensor xt = Tensor::empty(stream, p.src_desc()), dyt = Tensor::empty(stream, p.dst_desc());
+    xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+    dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+    Tensor want = Tensor::empty(stream, p.src_desc()), got = Tensor::empty(stream, p.src_desc());
+    pooling_backward(stream, p, dyt, want, &xt, nullptr, ref);
+    pooling_backward(stream, p, dyt, got, &xt, nullptr, direct);
+    const std::vector<float> a = got.to_host<float>(stream), b = want.to_host<float>(stream);
+    for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << p.key() << " dx " << i;
+  }
 }
 
 }  // namespace

@@ -175,7 +175,12 @@ bool column_maxima_fixed(const MaxPoolPlane& g, const float* row, float* out) {
   for (int s = 0; s < kStride; ++s) prev[s] = _mm512_set1_ps(-__builtin_inff());
   load_block(0, cur);
   for (std::int64_t m = 0; m < blocks; ++m) {
-    load_block(m + 1, next);
+    // A block past the row's end is all -inf; loading it would cost as much as a block of data.
+    if ((m + 1) * 16 * kStride < w) {
+      load_block(m + 1, next);
+    } else {
+      for (int s = 0; s < kStride; ++s) next[s] = _mm512_set1_ps(-__builtin_inff());
+    }
     const __m512 first = fixed_tap<kStride, kPad, 0>(prev, cur, next);
     _mm512_storeu_ps(out + 16 * m, fold_fixed_taps<kStride, kKernel, kPad>(first, prev, cur, next));
     for (int s = 0; s < kStride; ++s) prev[s] = cur[s], cur[s] = next[s];
@@ -289,6 +294,30 @@ float sum(const float* x, std::int64_t n) {
   if (i + 16 <= n) a = _mm512_add_ps(a, _mm512_loadu_ps(x + i)), i += 16;
   if (i < n) b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(lanes(n - i), x + i));
   return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+}
+
+void fill(float* dst, std::int64_t n, float v, bool bypass_cache) {
+  const __m512 vv = _mm512_set1_ps(v);
+  const auto head = static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64 / 4);
+  if (head >= n) {
+    _mm512_mask_storeu_ps(dst, lanes(n), vv);
+    return;
+  }
+  _mm512_mask_storeu_ps(dst, lanes(head), vv);
+  std::int64_t i = head;
+  if (bypass_cache) {
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, vv);
+    _mm_sfence();
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      _mm512_store_ps(dst + i, vv);
+      _mm512_store_ps(dst + i + 16, vv);
+      _mm512_store_ps(dst + i + 32, vv);
+      _mm512_store_ps(dst + i + 48, vv);
+    }
+    for (; i + 16 <= n; i += 16) _mm512_store_ps(dst + i, vv);
+  }
+  if (i < n) _mm512_mask_storeu_ps(dst + i, lanes(n - i), vv);
 }
 
 }  // namespace galley::backends::cpu::avx512

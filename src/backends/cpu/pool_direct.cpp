@@ -8,8 +8,10 @@
 // On AVX-512 CPUs the f32 nchw forward of max values without indices and of averages over whole
 // planes runs the kernels of pool_avx512.hpp instead, and f32 nchw averages over kernel windows of
 // column stride 1 or 2, forward and backward, the separable ones of pool_avg_avx512.hpp, and f32
-// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp. Backward of
-// averages over whole planes broadcasts each plane's share.
+// nchw max backward over such windows the gather of pool_max_backward_avx512.hpp, or, finding the
+// maxima again over windows 3 columns wide of stride 2 padded by 1, the one-pass kernel of
+// pool_max_backward_k3s2_avx512.hpp. Backward of averages over whole planes broadcasts each
+// plane's share.
 #include <algorithm>
 #include <bit>
 #if defined(__SSE2__)
@@ -28,6 +30,7 @@
 #include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
 #include "backends/cpu/pool_max_backward_avx512.hpp"
+#include "backends/cpu/pool_max_backward_k3s2_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
@@ -70,6 +73,38 @@ BFloat st<BFloat>(float v) {
   return {float_to_bfloat16(v)};
 }
 
+// Scratch floats of one thread's share of a call, kept by the thread between calls up to
+// kKeptFloats: a fresh allocation per share (and the page faults of memory the allocator handed
+// back to the system) shows in profiles of problems of a megabyte. Two slots, for a share that
+// needs two scratches at once; no kernel runs another pooling call inside its share, so a slot has
+// one user at a time.
+class ThreadScratch {
+ public:
+  enum Slot { kFirst, kSecond };
+  explicit ThreadScratch(Slot slot) : slot_(slot) {}
+  // At least `floats` floats; their contents on return are whatever the slot held.
+  float* get(std::int64_t floats) {
+    const auto n = static_cast<std::size_t>(floats);
+    if (n > kKeptFloats) {
+      if (own_size_ < n) own_ = std::make_unique_for_overwrite<float[]>(n), own_size_ = n;
+      return own_.get();
+    }
+    thread_local std::unique_ptr<float[]> kept[2];
+    thread_local std::size_t kept_size[2] = {0, 0};
+    if (kept_size[slot_] < n) {
+      kept[slot_] = std::make_unique_for_overwrite<float[]>(n);
+      kept_size[slot_] = n;
+    }
+    return kept[slot_].get();
+  }
+
+ private:
+  static constexpr std::size_t kKeptFloats = std::size_t{1} << 18;
+  Slot slot_;
+  std::unique_ptr<float[]> own_;
+  std::size_t own_size_ = 0;
+};
+
 struct Cover {
   std::int64_t first, last;
 };
@@ -85,6 +120,10 @@ struct Shape {
   std::vector<Cover> cover_h, cover_w;
   // Output columns [ow_lo, ow_hi) whose windows are whole kernels inside the row (nchw fast path).
   std::int64_t ow_lo = 0, ow_hi = 0;
+  // The AVX-512 plane kernels' row tables: each output row's first and past-the-end input rows
+  // (window_rows[oh], window_rows[oh + oh_count]) and each input row's first and last covering
+  // output rows (window_covers[ih], window_covers[h + ih]).
+  std::vector<std::int64_t> window_rows, window_covers;
 };
 
 Shape shape_of(const PoolProblem& p) {
@@ -101,6 +140,10 @@ Shape shape_of(const PoolProblem& p) {
           {},
           {},
           {},
+          {},
+          0,
+          0,
+          {},
           {}};
   for (std::int64_t o = 0; o < s.oh; ++o) s.span_h.push_back(s.ah.span(o));
   for (std::int64_t o = 0; o < s.ow; ++o) s.span_w.push_back(s.aw.span(o));
@@ -114,6 +157,16 @@ Shape shape_of(const PoolProblem& p) {
     while (s.ow_lo < s.ow && s.ow_lo * s.aw.stride - s.aw.pad < 0) ++s.ow_lo;
     s.ow_hi = s.ow_lo;
     while (s.ow_hi < s.ow && s.ow_hi * s.aw.stride - s.aw.pad + s.aw.kernel <= s.w) ++s.ow_hi;
+  }
+  s.window_rows.resize(static_cast<std::size_t>(2 * s.oh));
+  s.window_covers.resize(static_cast<std::size_t>(2 * s.h));
+  for (std::int64_t oh = 0; oh < s.oh; ++oh) {
+    s.window_rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
+    s.window_rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
+  }
+  for (std::int64_t ih = 0; ih < s.h; ++ih) {
+    s.window_covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
+    s.window_covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
   }
   return s;
 }
@@ -154,55 +207,58 @@ std::vector<float> inverse_divisors(const Shape& s) {
   return inv;
 }
 
+// Inputs below this size are taken to stay in the caches between calls, larger ones to come from
+// memory.
+constexpr std::int64_t kCachedBytes = std::int64_t{4} << 20;
+
+// Runs body(p0, p1) over the f32 planes of s. Planes that stay in the caches go in one contiguous
+// share per pool thread, so that a thread takes the same planes on every call of a problem and
+// finds them in its core's cache, where the pool's finer chunks, taken by whichever thread comes
+// first, move them between cores. Planes that come from memory anyway keep the finer chunks, which
+// even out a thread that other work on the machine holds up.
+template <class Body>
+void for_plane_shares(const Shape& s, const Body& body) {
+  const std::int64_t planes = s.n * s.c;
+  if (planes * s.h * s.w * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes) {
+    parallel_for(0, planes, body);
+    return;
+  }
+  const std::int64_t shares = std::min<std::int64_t>(planes, pool_size());
+  parallel_for(0, shares,
+               [&](std::int64_t s0, std::int64_t s1) { body(planes * s0 / shares, planes * s1 / shares); });
+}
+
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
 bool avg_takes_avx512(const Shape& s) {
   return s.mode != PoolMode::max && !s.nhwc && !s.aw.adaptive &&
          avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) && cpu_has_avx512();
 }
 
-// The AVX-512 plane kernels' window tables: each output row's first and past-the-end input rows
-// (rows[oh], rows[oh + oh_count]) and each input row's first and last covering output rows, and
-// the geometry that points into them (valid while this lives).
-struct WindowRowTables {
-  std::vector<std::int64_t> rows, covers;
-  avx512::PoolPlaneWindows windows;
-  explicit WindowRowTables(const Shape& s)
-      : rows(static_cast<std::size_t>(2 * s.oh)), covers(static_cast<std::size_t>(2 * s.h)) {
-    for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-      rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-      rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-    }
-    for (std::int64_t ih = 0; ih < s.h; ++ih) {
-      covers[static_cast<std::size_t>(ih)] = s.cover_h[ih].first;
-      covers[static_cast<std::size_t>(s.h + ih)] = s.cover_h[ih].last;
-    }
-    windows = {s.h,
-               s.w,
-               s.oh,
-               s.ow,
-               s.aw.kernel,
-               s.aw.stride,
-               s.aw.pad,
-               rows.data(),
-               rows.data() + s.oh,
-               covers.data(),
-               covers.data() + s.h};
-  }
-  WindowRowTables(const WindowRowTables&) = delete;
-  WindowRowTables& operator=(const WindowRowTables&) = delete;
-};
+// The AVX-512 plane kernels' windows, pointing into s's row tables.
+avx512::PoolPlaneWindows plane_windows(const Shape& s) {
+  return {s.h,
+          s.w,
+          s.oh,
+          s.ow,
+          s.aw.kernel,
+          s.aw.stride,
+          s.aw.pad,
+          s.window_rows.data(),
+          s.window_rows.data() + s.oh,
+          s.window_covers.data(),
+          s.window_covers.data() + s.h};
+}
 
 // Runs body(geometry, scratch, p0, p1) over the planes [p0, p1) of each thread's share, with the
 // window tables pool_avg_avx512.hpp takes and scratch prepared once per share.
 template <class Body>
 void for_avg_planes(const Shape& s, const std::vector<float>& inv, const Body& body) {
-  const WindowRowTables t(s);
-  const avx512::AvgPoolPlane g{t.windows, inv.data()};
-  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-    const auto scratch =
-        std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(avx512::avg_pool_plane_scratch(g)));
-    avx512::avg_pool_plane_prepare(g, scratch.get());
-    body(g, scratch.get(), p0, p1);
+  const avx512::AvgPoolPlane g{plane_windows(s), inv.data()};
+  for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
+    ThreadScratch slot(ThreadScratch::kFirst);
+    float* scratch = slot.get(avx512::avg_pool_plane_scratch(g));
+    avx512::avg_pool_plane_prepare(g, scratch);
+    body(g, scratch, p0, p1);
   });
 }
 
@@ -421,21 +477,23 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
     // f32 max values alone (inference): whole vectors of outputs, no index beside each value.
     if (s.mode == PoolMode::max && y != nullptr && idx == nullptr && !s.aw.adaptive &&
         avx512::max_pool_plane_fits(s.aw.stride) && cpu_has_avx512()) {
-      std::vector<std::int64_t> rows(static_cast<std::size_t>(2 * s.oh));
-      for (std::int64_t oh = 0; oh < s.oh; ++oh) {
-        rows[static_cast<std::size_t>(oh)] = s.span_h[oh].begin;
-        rows[static_cast<std::size_t>(s.oh + oh)] = s.span_h[oh].end;
-      }
-      const avx512::MaxPoolPlane g{
-          s.h, s.w, s.oh, s.ow, s.aw.kernel, s.aw.stride, s.aw.pad, rows.data(), rows.data() + s.oh};
+      const avx512::MaxPoolPlane g{s.h,
+                                   s.w,
+                                   s.oh,
+                                   s.ow,
+                                   s.aw.kernel,
+                                   s.aw.stride,
+                                   s.aw.pad,
+                                   s.window_rows.data(),
+                                   s.window_rows.data() + s.oh};
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
-      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-        // Written before read, so left uninitialised.
-        const auto scratch = std::make_unique_for_overwrite<float[]>(
-            static_cast<std::size_t>(avx512::max_pool_plane_scratch(g)));
+      for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
+        // Written before read, so its contents on entry do not matter.
+        ThreadScratch slot(ThreadScratch::kFirst);
+        float* scratch = slot.get(avx512::max_pool_plane_scratch(g));
         for (std::int64_t pl = p0; pl < p1; ++pl)
-          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch.get());
+          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch);
       });
       return;
     }
@@ -452,7 +510,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
     if (s.mode != PoolMode::max && whole_plane && cpu_has_avx512()) {
       const float k = inv[0];
-      parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+      for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
         for (std::int64_t pl = p0; pl < p1; ++pl) y[pl] = avx512::sum(x + pl * plane_in, plane_in) * k;
       });
       return;
@@ -546,9 +604,14 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
     // A window of the whole plane (global pooling): every input gets the output's share.
     const bool bypass_cache =
         s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
-    parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
+    const bool avx512_fill = std::is_same_v<T, float> && cpu_has_avx512();
+    for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pl = p0; pl < p1; ++pl) {
         if constexpr (std::is_same_v<T, float>) {
+          if (avx512_fill) {
+            avx512::fill(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
+            continue;
+          }
           fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
         } else {
           std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
@@ -637,33 +700,88 @@ void backward_nhwc(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
   });
 }
 
-// f32 nchw max backward on the gather kernel of pool_max_backward_avx512.hpp, with the kept indices
-// or finding the maxima from x; false where the kernel does not take the problem.
+// f32 nchw max backward on the AVX-512 kernels: without kept indices, windows 3 columns wide of
+// column stride 2 padded by 1 take the one-pass kernel of pool_max_backward_k3s2_avx512.hpp, and its
+// planes holding a NaN and all other windows the gather of pool_max_backward_avx512.hpp, with the
+// kept indices or finding the maxima from x; false where neither takes the problem.
 bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kept, const float* dy,
                          float* dx) {
   if (s.mode != PoolMode::max || s.nhwc || s.aw.adaptive ||
       !avx512::pool_plane_fits(s.aw.stride, s.aw.kernel) || !cpu_has_avx512())
     return false;
-  const WindowRowTables t(s);
-  const avx512::MaxPoolBackwardPlane& g = t.windows;
+  const avx512::MaxPoolBackwardPlane g = plane_windows(s);
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
-  parallel_for(0, s.n * s.c, [&](std::int64_t p0, std::int64_t p1) {
-    const auto scratch = std::make_unique_for_overwrite<float[]>(
-        static_cast<std::size_t>(avx512::max_pool_backward_scratch(g)));
-    avx512::max_pool_backward_prepare(g, scratch.get());
-    for (std::int64_t pl = p0; pl < p1; ++pl) {
+  const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
+  // Prefetching the next plane pays where the planes come from memory; within the caches its
+  // instructions cost a tenth of the kernel.
+  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes;
+  for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
+    ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
+    bool gather_prepared = false;
+    float* const one_pass_floats =
+        one_pass ? one_pass_scratch.get(avx512::max_pool_backward_k3s2_scratch(g)) : nullptr;
+    const auto gather = [&](std::int64_t pl) {
+      float* scratch = gather_scratch.get(avx512::max_pool_backward_scratch(g));
+      if (!gather_prepared) avx512::max_pool_backward_prepare(g, scratch), gather_prepared = true;
       avx512::max_pool_plane_backward(g, kept == nullptr ? x + pl * plane_in : nullptr,
                                       kept == nullptr ? nullptr : kept + pl * plane_out, dy + pl * plane_out,
-                                      dx + pl * plane_in, scratch.get());
+                                      dx + pl * plane_in, scratch);
+    };
+    for (std::int64_t pl = p0; pl < p1; ++pl) {
+      if (one_pass) {
+        avx512::NextPlane next;
+        if (prefetch && pl + 1 < p1)
+          next = {x + (pl + 1) * plane_in, dy + (pl + 1) * plane_out, dx + (pl + 1) * plane_in};
+        if (avx512::max_pool_plane_backward_k3s2(g, x + pl * plane_in, dy + pl * plane_out,
+                                                 dx + pl * plane_in, next, one_pass_floats))
+          continue;
+      }
+      gather(pl);
     }
   });
   return true;
 }
 
+// A problem's sizes, window tables and inverse divisors.
+struct Tables {
+  PoolProblem problem;
+  Shape shape;
+  std::vector<float> inv;
+  explicit Tables(const PoolProblem& p) : problem(p), shape(shape_of(p)), inv(inverse_divisors(shape)) {}
+};
+
+// The tables of p, kept by the calling thread for the last few problems it ran: models and
+// benchmarks run the same problems again and again (forward and backward in turn), and remaking
+// the tables, with their divisions per row, column and output, costs about a microsecond per call.
+// Tables of more outputs than kKeptOutputs are made for the call alone, so a thread keeps little
+// memory.
+class TablesCache {
+ public:
+  const Tables& get(const PoolProblem& p) {
+    if (p.out_h() * p.out_w() > kKeptOutputs) return *(alone_ = std::make_unique<Tables>(p));
+    for (const auto& t : kept_) {
+      if (t && t->problem == p) return *t;
+    }
+    auto& slot = kept_[next_];
+    next_ = (next_ + 1) % kSlots;
+    slot = std::make_unique<Tables>(p);
+    return *slot;
+  }
+
+ private:
+  static constexpr std::int64_t kKeptOutputs = std::int64_t{1} << 16;
+  static constexpr std::size_t kSlots = 4;
+  std::unique_ptr<Tables> kept_[kSlots];
+  std::size_t next_ = 0;
+  std::unique_ptr<Tables> alone_;
+};
+
 template <class T>
 void compute(const PoolProblem& p, const PoolArgs& a) {
-  const Shape s = shape_of(p);
-  const std::vector<float> inv = inverse_divisors(s);
+  thread_local TablesCache cache;
+  const Tables& tables = cache.get(p);
+  const Shape& s = tables.shape;
+  const std::vector<float>& inv = tables.inv;
   const auto fwd = s.nhwc ? forward_nhwc<T> : forward_nchw<T>;
   const auto bwd = s.nhwc ? backward_nhwc<T> : backward_nchw<T>;
   if (p.direction == dnn::PoolDirection::forward) {

@@ -1,0 +1,259 @@
+// See pool_max_backward_k3s2_avx512.hpp. Compiled with AVX-512 F/BW/VL/DQ; nothing here
+// instantiates a standard-library template (see sgemm_avx512.cpp).
+//
+// Output column j's taps are input columns 2j - 1, 2j and 2j + 1: lane j of the odd stream one
+// lane back (column -1 is padding), of the even stream and of the odd stream. Without NaNs the
+// rule is "take when strictly greater", so a tap's lane mask is one compare, and the running
+// maximum one max instruction (its choice between +0 and -0 does not matter: they compare equal).
+#include "backends/cpu/pool_max_backward_k3s2_avx512.hpp"
+
+#include <immintrin.h>
+
+#include "backends/cpu/avx512_lanes.hpp"
+
+namespace galley::backends::cpu::avx512 {
+namespace {
+
+const __m512i kEvens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+const __m512i kOdds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+const __m512i kLowPairs = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+const __m512i kHighPairs = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+
+// The most rows any output row's window holds.
+std::int64_t window_rows(const PoolPlaneWindows& g) {
+  std::int64_t most = 0;
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) most = max64(most, g.row_end[oh] - g.row_begin[oh]);
+  return most;
+}
+
+// Where each part of the scratch lies, in 4-byte elements from its 64-byte-aligned start, all
+// whole vectors: every input row's three-column maxima and which column gave each (kLeft, kEven,
+// kOdd; 16 outputs a vector); the gradient sums, as even and odd column streams, of the dx rows a
+// later output row's window still holds (a ring of window_rows() rows); one output row's codes of
+// where each maximum lies, and a block of no position after them.
+struct Layout {
+  std::int64_t blocks;  // vectors of 16 outputs in a row
+  std::int64_t ring;    // rows in the ring of open dx rows
+  std::int64_t row_maxima, columns, open_rows, codes, total;
+};
+
+Layout layout_of(const PoolPlaneWindows& g) {
+  Layout l{};
+  l.blocks = (g.ow + 15) / 16;
+  l.ring = window_rows(g);
+  l.row_maxima = 0;
+  l.columns = l.row_maxima + g.h * l.blocks * 16;
+  l.open_rows = l.columns + g.h * l.blocks * 16;
+  l.codes = l.open_rows + l.ring * l.blocks * 32;
+  l.total = l.codes + (l.blocks + 1) * 16;
+  return l;
+}
+
+float* aligned(float* scratch) {
+  const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
+  return scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
+}
+
+// Which of output j's taps holds the maximum of its row: column 2j - 1, 2j or 2j + 1. Codes of
+// a window position are 4 * (row in the window) + tap; kNowhere matches none.
+constexpr int kLeft = 0, kEven = 1, kOdd = 2, kNowhere = -1;
+
+// Masked loads and stores cost several times a plain one on some AVX-512 CPUs (AMD Zen 4), so
+// the row ends take plain ones wherever the vector stays inside the plane: a load then blends the
+// columns past the row away, and a store writes past the row into the next ones, which are written
+// after it (rows go out in order); only the plane's end is masked.
+
+// The 16 floats p[0, 16) with those from `valid` on (past the row) replaced by fill; end is the
+// plane's end.
+inline __m512 load_row(const float* p, std::int64_t valid, const float* end, __m512 fill) {
+  if (valid >= 16) return _mm512_loadu_ps(p);
+  if (p + 16 <= end) return _mm512_mask_mov_ps(fill, lanes(valid), _mm512_loadu_ps(p));
+  return _mm512_mask_loadu_ps(fill, lanes(valid), p);
+}
+
+// 16 gradients from p, whatever lies past the row: the lanes past ow have no position and take
+// none of them.
+inline __m512 load_gradients(const float* p, const float* end) {
+  if (p + 16 <= end) return _mm512_loadu_ps(p);
+  return _mm512_maskz_loadu_ps(lanes(end - p), p);
+}
+
+// p[0, valid) = v's first lanes, and past the row whatever v holds where the plane goes on.
+inline void store_row(float* p, std::int64_t valid, const float* end, __m512 v) {
+  if (valid >= 16 || p + 16 <= end) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, lanes(valid), v);
+  }
+}
+
+// Every input row's three-column maxima and their taps; false when x holds a NaN.
+bool reduce_rows(const PoolPlaneWindows& g, const Layout& l, const float* x, float* maxima,
+                 std::int32_t* columns) {
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  const __m512i left_tap = _mm512_set1_epi32(kLeft), even_tap = _mm512_set1_epi32(kEven),
+                odd_tap = _mm512_set1_epi32(kOdd);
+  const float* const x_end = x + g.h * g.w;
+  __mmask16 nan = 0;
+  for (std::int64_t ih = 0; ih < g.h; ++ih) {
+    const float* row = x + ih * g.w;
+    __m512i prev_odd = _mm512_castps_si512(neg_inf);
+    for (std::int64_t m = 0; m < l.blocks; ++m) {
+      const std::int64_t c = 32 * m;
+      const __m512 a = load_row(row + c, g.w - c, x_end, neg_inf);
+      const __m512 b = load_row(row + c + 16, g.w - c - 16, x_end, neg_inf);
+      nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+      const __m512 even = _mm512_permutex2var_ps(a, kEvens, b);
+      const __m512 odd = _mm512_permutex2var_ps(a, kOdds, b);
+      const __m512i odd_bits = _mm512_castps_si512(odd);
+      const __m512 left = _mm512_castsi512_ps(_mm512_alignr_epi32(odd_bits, prev_odd, 15));
+      prev_odd = odd_bits;
+      // Output 0's first tap is the padding column, which any element of the row beats.
+      const __mmask16 take_even = _mm512_cmp_ps_mask(even, left, _CMP_GT_OQ) | (m == 0 ? 1 : 0);
+      const __m512 best = _mm512_max_ps(even, left);
+      const __mmask16 take_odd = _mm512_cmp_ps_mask(odd, best, _CMP_GT_OQ);
+      const std::int64_t at = (ih * l.blocks + m) * 16;
+      _mm512_store_ps(maxima + at, _mm512_max_ps(odd, best));
+      _mm512_store_si512(
+          columns + at,
+          _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(left_tap, take_even, even_tap), take_odd, odd_tap));
+    }
+  }
+  return nan == 0;
+}
+
+// codes[m]: where the maximum of each output of block m of output row oh lies, kNowhere past ow;
+// the window's rows [begin, begin + rows) in order, the first row holding the largest row maximum.
+void find_codes(const PoolPlaneWindows& g, const Layout& l, const float* maxima, const std::int32_t* columns,
+                std::int64_t begin, std::int64_t rows, std::int32_t* codes) {
+  for (std::int64_t m = 0; m < l.blocks; ++m) {
+    const std::int64_t top = (begin * l.blocks + m) * 16, pitch = l.blocks * 16;
+    __m512 best = _mm512_load_ps(maxima + top);
+    __m512i code = _mm512_load_si512(columns + top);
+    for (std::int64_t r = 1; r < rows; ++r) {
+      const __m512 v = _mm512_load_ps(maxima + top + r * pitch);
+      const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+      best = _mm512_max_ps(v, best);
+      code = _mm512_mask_add_epi32(code, take, _mm512_load_si512(columns + top + r * pitch),
+                                   _mm512_set1_epi32(static_cast<std::int32_t>(4 * r)));
+    }
+    _mm512_store_si512(codes + 16 * m,
+                       _mm512_mask_mov_epi32(_mm512_set1_epi32(kNowhere), lanes(g.ow - 16 * m), code));
+  }
+  _mm512_store_si512(codes + 16 * l.blocks, _mm512_set1_epi32(kNowhere));
+}
+
+// Output row oh's gradients `dy` into the dx rows [begin, begin + rows) of its window, begin's row
+// of the ring being begin_slot. A row whose sums started at an earlier output row continues them
+// from the ring; a row no later output row
+// reaches is interleaved into dx, the others go to the ring (whole aligned vectors, which a later
+// load takes straight from the store buffer, where a masked store to dx read back would wait).
+void spread_output_row(const PoolPlaneWindows& g, const Layout& l, const std::int32_t* codes, const float* dy,
+                       const float* dy_end, std::int64_t oh, std::int64_t written, float* ring,
+                       std::int64_t begin_slot, float* dx) {
+  const float* const dx_end = dx + g.h * g.w;
+  const std::int64_t begin = g.row_begin[oh], rows = g.row_end[oh] - begin;
+  const std::int64_t next_begin = oh + 1 < g.oh ? g.row_begin[oh + 1] : g.h;
+  std::int64_t slot = begin_slot;
+  for (std::int64_t r = 0; r < rows; ++r, slot = slot + 1 == l.ring ? 0 : slot + 1) {
+    const std::int64_t ih = begin + r;
+    float* sums = ring + slot * l.blocks * 32;
+    float* out = dx + ih * g.w;
+    const bool continued = ih < written, last = ih < next_begin;
+    const auto row_code = [&](int tap) { return _mm512_set1_epi32(static_cast<std::int32_t>(4 * r + tap)); };
+    const __m512i left_code = row_code(kLeft), even_code = row_code(kEven), odd_code = row_code(kOdd);
+    __m512i code = _mm512_load_si512(codes);
+    __m512 grad = load_gradients(dy, dy_end);
+    for (std::int64_t m = 0; m < l.blocks; ++m, sums += 32) {
+      const std::int64_t j = 16 * m, c = 2 * j;
+      const __m512i next_code = _mm512_load_si512(codes + j + 16);
+      const __m512 next_grad = load_gradients(dy + j + 16, dy_end);
+      // Lane j: output j + 1's gradient and code, for column 2j + 1, output j + 1's left tap.
+      const __m512 shifted = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(next_grad), _mm512_castps_si512(grad), 1));
+      const __m512i shifted_code = _mm512_alignr_epi32(next_code, code, 1);
+      // The sums run in the general kernel's order, so kept indices (which take that kernel) and
+      // finding the maxima again give the same bits: from +0, each output row in turn, output
+      // j + 1 (through its left tap) before output j.
+      __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
+      if (continued) even = _mm512_load_ps(sums), odd = _mm512_load_ps(sums + 16);
+      even = _mm512_mask_add_ps(even, _mm512_cmpeq_epi32_mask(code, even_code), even, grad);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(shifted_code, left_code), odd, shifted);
+      odd = _mm512_mask_add_ps(odd, _mm512_cmpeq_epi32_mask(code, odd_code), odd, grad);
+      code = next_code;
+      grad = next_grad;
+      if (!last) {
+        _mm512_store_ps(sums, even);
+        _mm512_store_ps(sums + 16, odd);
+        continue;
+      }
+      const __m512 lo = _mm512_permutex2var_ps(even, kLowPairs, odd);
+      const __m512 hi = _mm512_permutex2var_ps(even, kHighPairs, odd);
+      store_row(out + c, g.w - c, dx_end, lo);
+      if (c + 16 < g.w) store_row(out + c + 16, g.w - c - 16, dx_end, hi);
+    }
+  }
+}
+
+void zero_rows(const PoolPlaneWindows& g, std::int64_t begin, std::int64_t end, float* dx) {
+  for (std::int64_t i = begin * g.w; i < end * g.w; i += 16)
+    _mm512_mask_storeu_ps(dx + i, lanes(end * g.w - i), _mm512_setzero_ps());
+}
+
+// Asks for the cache lines [first, last) of the n floats at p, clipped to them.
+void prefetch_lines(const float* p, std::int64_t n, std::int64_t first, std::int64_t last) {
+  const std::int64_t lines = (n + 15) / 16;
+  for (std::int64_t i = first; i < min64(last, lines); ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
+}
+
+}  // namespace
+
+bool max_pool_backward_k3s2_fits(const PoolPlaneWindows& g) {
+  if (g.kernel_w != 3 || g.stride_w != 2 || g.pad_w != 1) return false;
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int64_t rows = g.row_end[oh] - g.row_begin[oh];
+    if (rows < 1) return false;
+  }
+  return true;
+}
+
+std::int64_t max_pool_backward_k3s2_scratch(const PoolPlaneWindows& g) { return layout_of(g).total + 16; }
+
+bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, const float* dy, float* dx,
+                                  const NextPlane& next, float* scratch) {
+  const Layout l = layout_of(g);
+  float* base = aligned(scratch);
+  float* maxima = base + l.row_maxima;
+  auto* columns = reinterpret_cast<std::int32_t*>(base + l.columns);
+  auto* codes = reinterpret_cast<std::int32_t*>(base + l.codes);
+  if (!reduce_rows(g, l, x, maxima, columns)) return false;
+  // The next plane's lines, a share with each output row, so that their misses overlap this
+  // plane's work: left to the hardware, a plane's first loads and stores wait for memory.
+  const std::int64_t x_lines = (g.h * g.w + 15) / 16, dy_lines = (g.oh * g.ow + 15) / 16;
+  const std::int64_t x_step = (x_lines + g.oh - 1) / g.oh, dy_step = (dy_lines + g.oh - 1) / g.oh;
+  std::int64_t written = 0;  // the rows below it have their sums begun, in the ring or in dx
+  // Row ih's place in the ring is ih mod l.ring, followed as the windows move down rather than
+  // divided for: a division per row costs as much as a row's work.
+  std::int64_t begin_slot = g.row_begin[0] % l.ring;
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    if (next.x != nullptr) {
+      prefetch_lines(next.x, g.h * g.w, oh * x_step, (oh + 1) * x_step);
+      prefetch_lines(next.dy, g.oh * g.ow, oh * dy_step, (oh + 1) * dy_step);
+      prefetch_lines(next.dx, g.h * g.w, oh * x_step, (oh + 1) * x_step);
+    }
+    const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
+    if (begin > written) zero_rows(g, written, begin, dx);
+    if (oh > 0) {
+      for (begin_slot += begin - g.row_begin[oh - 1]; begin_slot >= l.ring;) begin_slot -= l.ring;
+    }
+    find_codes(g, l, maxima, columns, begin, end - begin, codes);
+    spread_output_row(g, l, codes, dy + oh * g.ow, dy + g.oh * g.ow, oh, written, base + l.open_rows,
+                      begin_slot, dx);
+    written = max64(written, end);
+  }
+  zero_rows(g, written, g.h, dx);
+  return true;
+}
+
+}  // namespace galley::backends::cpu::avx512
