@@ -296,28 +296,4 @@ float sum(const float* x, std::int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
 }
 
-void fill(float* dst, std::int64_t n, float v, bool bypass_cache) {
-  const __m512 vv = _mm512_set1_ps(v);
-  const auto head = static_cast<std::int64_t>((64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64 / 4);
-  if (head >= n) {
-    _mm512_mask_storeu_ps(dst, lanes(n), vv);
-    return;
-  }
-  _mm512_mask_storeu_ps(dst, lanes(head), vv);
-  std::int64_t i = head;
-  if (bypass_cache) {
-    for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, vv);
-    _mm_sfence();
-  } else {
-    for (; i + 64 <= n; i += 64) {
-      _mm512_store_ps(dst + i, vv);
-      _mm512_store_ps(dst + i + 16, vv);
-      _mm512_store_ps(dst + i + 32, vv);
-      _mm512_store_ps(dst + i + 48, vv);
-    }
-    for (; i + 16 <= n; i += 16) _mm512_store_ps(dst + i, vv);
-  }
-  if (i < n) _mm512_mask_storeu_ps(dst + i, lanes(n - i), vv);
-}
-
 }  // namespace galley::backends::cpu::avx512

@@ -55,10 +55,4 @@ void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const flo
 /// a plane's sum for global average pooling, where a scalar chain per row would serialise.
 float sum(const float* x, std::int64_t n);
 
-/// dst[0, n) = v, whole aligned vectors of 16 at a time (the backward of global average pooling
-/// broadcasts each plane's share, a pure stream of stores, for which the baseline's 16-byte
-/// stores take four times as many instructions and, within the caches, about twice the time); with
-/// bypass_cache those go non-temporally and are fenced before return.
-void fill(float* dst, std::int64_t n, float v, bool bypass_cache);
-
 }  // namespace galley::backends::cpu::avx512

@@ -32,6 +32,7 @@
 #include "backends/cpu/pool_max_backward_avx512.hpp"
 #include "backends/cpu/pool_max_backward_k3s2_avx512.hpp"
 #include "backends/cpu/pool_solvers.hpp"
+#include "backends/cpu/reduce_fill_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/pool_geometry.hpp"
 #include "galley/core/error.hpp"
@@ -609,7 +610,7 @@ void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
       for (std::int64_t pl = p0; pl < p1; ++pl) {
         if constexpr (std::is_same_v<T, float>) {
           if (avx512_fill) {
-            avx512::fill(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
+            avx512::fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
             continue;
           }
           fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);

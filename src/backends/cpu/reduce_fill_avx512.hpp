@@ -1,7 +1,7 @@
-// The broadcast of a reduction's backward (one value over a run of f32) with AVX-512 stores
-// (reduce_fill_avx512.cpp, entered only after cpu_has_avx512()): whole 64-byte lines per store,
-// where the baseline build's fill stores 16 bytes at a time and a cache-sized output is bound by
-// the store count.
+// One value over a run of f32 (the backward broadcast of a reduction or of global average pooling)
+// with AVX-512 stores (reduce_fill_avx512.cpp, entered only after cpu_has_avx512()): whole 64-byte
+// lines per store, where the baseline build's fill stores 16 bytes at a time and a cache-sized
+// output is bound by the store count.
 #pragma once
 
 #include <cstdint>
