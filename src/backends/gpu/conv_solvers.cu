@@ -115,13 +115,13 @@ class GpuSolverOf : public Base {
                                                 " bytes, needs " + std::to_string(needed));
   }
   // The solver's kernels (`body`), then the problem's fused epilogue, if any, as one pass over y on
-  // the same stream (conv_epilogue.hpp).
+  // the same stream (conv_epilogue.hpp), unless the body's kernel applied it in its store.
   void enqueue_fused(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
-                     const std::function<void(void*)>& body) const {
+                     const std::function<void(void*)>& body, bool body_applies_epilogue = false) const {
     stream.launch(name_, [&] {
       ScopedDevice device(stream.device().index());
       body(stream.native_handle());
-      launch_conv_epilogue(p, a.y, a.bias, a.residual, stream.native_handle());
+      if (!body_applies_epilogue) launch_conv_epilogue(p, a.y, a.bias, a.residual, stream.native_handle());
     });
   }
 
@@ -234,19 +234,16 @@ class Gemm1x1KernelSolver : public GpuSolver {
     const ConvParams cp = make_params(p);
     const Gemm1x1Plan plan = plans_.get(p, stream.device());
     require_workspace(a, plan.workspace_bytes);
-    if (!p.epilogue.empty() && fused_in_store(p, plan)) {
-      const Gemm1x1StoreEpilogue epilogue{
-          .bias = p.epilogue.bias ? static_cast<const float*>(a.bias) : nullptr,
-          .residual = p.epilogue.residual ? static_cast<const float*>(a.residual) : nullptr,
-          .relu = p.epilogue.activation == dnn::Activation::relu};
-      stream.launch(name_, [&] {
-        ScopedDevice device(stream.device().index());
-        launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, stream.native_handle(), epilogue);
-      });
-      return;
+    const bool in_store = !p.epilogue.empty() && fused_in_store(p, plan);
+    Gemm1x1StoreEpilogue epilogue;
+    if (in_store) {
+      epilogue.bias = p.epilogue.bias ? static_cast<const float*>(a.bias) : nullptr;
+      epilogue.residual = p.epilogue.residual ? static_cast<const float*>(a.residual) : nullptr;
+      epilogue.relu = p.epilogue.activation == dnn::Activation::relu;
     }
-    enqueue_fused(stream, p, a,
-                  [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s); });
+    enqueue_fused(
+        stream, p, a,
+        [&](void* s) { launch_conv_gemm_1x1(cp, plan, a.x, a.w, a.y, a.workspace, s, epilogue); }, in_store);
   }
 
  protected:
