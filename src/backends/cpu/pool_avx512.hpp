@@ -11,17 +11,14 @@
 
 #include <cstdint>
 
+#include "backends/cpu/pool_plane_windows.hpp"
+
 namespace galley::backends::cpu::avx512 {
 
-/// The geometry of one plane's max pooling; the window of output (oh, ow) is rows [row_begin[oh],
-/// row_end[oh]) and columns ow * stride_w - pad_w + [0, kernel_w) clipped to [0, w). The row
-/// windows move down monotonically (both ends nondecreasing in oh), as every window kind's do.
-struct MaxPoolPlane {
-  std::int64_t h, w, oh, ow;
-  std::int64_t kernel_w, stride_w, pad_w;
-  const std::int64_t* row_begin;  ///< [oh]
-  const std::int64_t* row_end;    ///< [oh]
-};
+/// The geometry of one plane's max pooling: the windows the other plane kernels take, of which max
+/// pooling reads the rows and columns (not the cover tables). The row windows move down
+/// monotonically (both ends nondecreasing in oh), as every window kind's do.
+using MaxPoolPlane = PoolPlaneWindows;
 
 /// True for the column strides max_pool_plane() takes (1 and 2).
 inline bool max_pool_plane_fits(std::int64_t stride_w) { return stride_w == 1 || stride_w == 2; }

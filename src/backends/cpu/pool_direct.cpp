@@ -478,15 +478,7 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
     // f32 max values alone (inference): whole vectors of outputs, no index beside each value.
     if (s.mode == PoolMode::max && y != nullptr && idx == nullptr && !s.aw.adaptive &&
         avx512::max_pool_plane_fits(s.aw.stride) && cpu_has_avx512()) {
-      const avx512::MaxPoolPlane g{s.h,
-                                   s.w,
-                                   s.oh,
-                                   s.ow,
-                                   s.aw.kernel,
-                                   s.aw.stride,
-                                   s.aw.pad,
-                                   s.window_rows.data(),
-                                   s.window_rows.data() + s.oh};
+      const avx512::MaxPoolPlane g = plane_windows(s);
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
       for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
