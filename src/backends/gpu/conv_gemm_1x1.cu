@@ -259,10 +259,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   // The fused epilogue, in the order of the separate pass (conv_epilogue.cu): + bias, + residual,
   // then relu as dnn::Relu (NaN passes). The flags are the same for every thread: no divergence.
   const float* const residual = epilogue.residual;
-  auto finish = [&](float v, int m, std::int64_t at) {
-    if (epilogue.bias != nullptr) v += __ldg(epilogue.bias + m);
-    if (residual != nullptr) v += __ldg(residual + at);
-    return epilogue.relu && v < 0.f ? 0.f : v;
+  const bool fused = epilogue.bias != nullptr || residual != nullptr || epilogue.relu;
+  auto bias_of = [&](int m) { return epilogue.bias != nullptr ? __ldg(epilogue.bias + m) : 0.f; };
+  auto finish = [&](float v, float bias, float res) {
+    const float s = v + bias + res;
+    return epilogue.relu && s < 0.f ? 0.f : s;
   };
   // Stores: y[n][m][pq]. With P*Q % 4 == 0 a thread's 4 adjacent columns are 4 adjacent pixels of
   // one image, 16-byte aligned: one float4 store (and residual load) per row.
@@ -281,15 +282,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (m >= K) continue;
         const std::int64_t at = col + std::int64_t(m) * PQ;
         float4 v = make_float4(acc[i][h * 4 + 0], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
-        if (epilogue.bias != nullptr || residual != nullptr || epilogue.relu) {
-          const float b = epilogue.bias != nullptr ? __ldg(epilogue.bias + m) : 0.f;
+        if (fused) {
+          const float b = bias_of(m);
           const float4 r = residual != nullptr ? __ldg(reinterpret_cast<const float4*>(residual + at))
                                                : make_float4(0.f, 0.f, 0.f, 0.f);
-          auto one = [&](float a, float res) {
-            const float s = a + b + res;
-            return epilogue.relu && s < 0.f ? 0.f : s;
-          };
-          v = make_float4(one(v.x, r.x), one(v.y, r.y), one(v.z, r.z), one(v.w, r.w));
+          v = make_float4(finish(v.x, b, r.x), finish(v.y, b, r.y), finish(v.z, b, r.z), finish(v.w, b, r.w));
         }
         *reinterpret_cast<float4*>(y + at) = v;
       }
@@ -303,7 +300,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const int m = m0 + (i / 4) * (BM / 2) + ty * 4 + (i % 4);
-          if (m < K) y[col + std::int64_t(m) * PQ] = finish(acc[i][h * 4 + e], m, col + std::int64_t(m) * PQ);
+          if (m >= K) continue;
+          const std::int64_t at = col + std::int64_t(m) * PQ;
+          const float v = acc[i][h * 4 + e];
+          y[at] = fused ? finish(v, bias_of(m), residual != nullptr ? __ldg(residual + at) : 0.f) : v;
         }
       }
     }
