@@ -431,8 +431,8 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
         // stride grid is dy.
         ConvParams spread = cp;
         spread.c = cp.k;
-        spread.h = spread_extent(p.h, p.pad_h, p.dilation_h, p.y);
-        spread.w = spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+        spread.h = int(spread_rows(p));
+        spread.w = int(spread_cols(p));
         enqueue(stream, [&](void* s) { launch_scatter_stride_grid(spread, t.dy, staged, s); });
         run_forward(stream, p, a, choice, staged, flipped, t.dx);
         break;
@@ -464,8 +464,8 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
       return v;
     }
     if (path(p) == Path::spread_dy) {
-      v.h = spread_extent(p.h, p.pad_h, p.dilation_h, p.y);
-      v.w = spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+      v.h = spread_rows(p);
+      v.w = spread_cols(p);
     }
     v.pad_h = p.dilation_h * (p.y - 1) - p.pad_h;
     v.pad_w = p.dilation_w * (p.x - 1) - p.pad_w;
@@ -476,8 +476,7 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     if (path(p) == Path::stride_grid_1x1) {
       staged = std::size_t(p.n * p.out_h() * p.out_w() * p.c) * size_of(p.dtype);
     } else if (path(p) == Path::spread_dy) {
-      staged = std::size_t(p.n * p.k) * std::size_t(spread_extent(p.h, p.pad_h, p.dilation_h, p.y)) *
-               std::size_t(spread_extent(p.w, p.pad_w, p.dilation_w, p.x)) * size_of(p.dtype);
+      staged = std::size_t(spread_elements(p)) * size_of(p.dtype);
     }
     return staged_offset(p) + aligned(staged);
   }
@@ -495,6 +494,16 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
   static std::int64_t spread_extent(std::int64_t extent, std::int64_t pad, std::int64_t dil, std::int64_t r) {
     return extent + 2 * pad - dil * (r - 1);
   }
+  static std::int64_t spread_rows(const ConvProblem& p) {
+    return spread_extent(p.h, p.pad_h, p.dilation_h, p.y);
+  }
+  static std::int64_t spread_cols(const ConvProblem& p) {
+    return spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+  }
+  /// Elements of the spread dy: dy's images and channels over the spread plane.
+  static std::int64_t spread_elements(const ConvProblem& p) {
+    return p.n * p.k * spread_rows(p) * spread_cols(p);
+  }
   static std::size_t staged_offset(const ConvProblem& p) {
     return aligned(std::size_t(p.w_desc().elements()) * size_of(p.dtype));
   }
@@ -505,8 +514,7 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
       return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
              " beyond the filter's dilated extent less one (the flipped filter would need a negative pad)";
     if (path(p) == Path::spread_dy) {
-      const std::int64_t spread = p.n * p.k * spread_extent(p.h, p.pad_h, p.dilation_h, p.y) *
-                                  spread_extent(p.w, p.pad_w, p.dilation_w, p.x);
+      const std::int64_t spread = spread_elements(p);
       if (spread > std::numeric_limits<int>::max())
         return "spread dy of " + std::to_string(spread) + " elements (beyond the kernels' 32-bit indexing)";
     }
