@@ -140,8 +140,8 @@ void CpuStream::worker_loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       running_task_ = true;
-      if (queue_.size() == kQueueLowWater) space_available_.notify_all();
     }
+    space_available_.notify_one();
     std::exception_ptr failure;
     try {
       task();
@@ -163,8 +163,8 @@ void CpuStream::submit(std::function<void()> task) {
     captured_.push_back(std::move(task));
     return;
   }
-  if (std::this_thread::get_id() != worker_id_ && queue_.size() >= kMaxQueuedTasks) {
-    space_available_.wait(lock, [&] { return queue_.size() <= kQueueLowWater; });
+  if (std::this_thread::get_id() != worker_id_) {
+    space_available_.wait(lock, [&] { return queue_.size() < kMaxQueuedTasks; });
   }
   queue_.push_back(std::move(task));
   work_available_.notify_one();

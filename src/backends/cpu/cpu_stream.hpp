@@ -69,10 +69,6 @@ class StreamSet {
 /// (about a thousand launches), so a loop that enqueues faster than the stream runs waits instead
 /// of growing memory without limit.
 inline constexpr std::size_t kMaxQueuedTasks = 1024;
-/// A submit() that found the queue full sleeps until the worker has taken it down to this many: it
-/// then enqueues a burst instead of being woken for every task the worker takes (a futex wake a
-/// task, a third busy thread beside a kernel's two on a two-core machine).
-inline constexpr std::size_t kQueueLowWater = kMaxQueuedTasks / 2;
 
 class CpuStream final : public runtime::StreamImpl {
  public:
