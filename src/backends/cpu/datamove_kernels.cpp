@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "backends/cpu/transpose_avx512.hpp"
 #include "galley/core/error.hpp"
@@ -108,12 +109,26 @@ std::int64_t grain_of(std::int64_t elements_per_unit, std::size_t element_bytes)
   return std::max<std::int64_t>(1, kGrainBytes / unit_bytes);
 }
 
-// Runs body(first, last) over [0, units) in chunks of about `grain` units.
+// Runs body(first, last) over [0, units) in chunks of about `grain` units; a tensor whose `bytes`
+// (read and written) fit the cores' caches in one share per thread (datamove_shares.hpp).
 template <class Body>
-void parallel_units(std::int64_t units, std::int64_t grain, Body&& body) {
+void parallel_units(std::int64_t units, std::int64_t grain, std::int64_t bytes, Body&& body) {
+  if (bytes <= kThreadShareBytes) {
+    const std::int64_t shares = thread_shares(units, bytes);
+    parallel_for(0, shares, [&](std::int64_t lo, std::int64_t hi) {
+      body(share_begin(units, shares, lo), share_begin(units, shares, hi));
+    });
+    return;
+  }
   const std::int64_t chunks = (units + grain - 1) / grain;
   parallel_for(0, chunks,
                [&](std::int64_t lo, std::int64_t hi) { body(lo * grain, std::min(units, hi * grain)); });
+}
+
+// Bytes a copy plan reads and writes.
+template <class S, class D>
+std::int64_t moved_bytes(const CopyPlan& p) {
+  return p.elements() * static_cast<std::int64_t>(sizeof(S) + sizeof(D));
 }
 
 // Src offset of the `row`-th row of dims[0..rank-1), last dim excluded.
@@ -131,7 +146,7 @@ void copy_rows(const CopyPlan& p, const S* src, D* dst) {
   const int last = p.rank - 1;
   const std::int64_t len = p.dims[last], stride = p.src_strides[last];
   const std::int64_t rows = p.elements() / len;
-  parallel_units(rows, grain_of(len, sizeof(D)), [&](std::int64_t first, std::int64_t end) {
+  parallel_units(rows, grain_of(len, sizeof(D)), moved_bytes<S, D>(p), [&](std::int64_t first, std::int64_t end) {
     for (std::int64_t r = first; r < end; ++r) {
       const S* s = src + row_offset(p, r, last);
       D* d = dst + r * len;
@@ -167,7 +182,7 @@ void copy_tiled(const CopyPlan& p, int a, const S* src, D* dst) {
   for (int i = 0; i < nb; ++i) batches *= p.dims[bdims[i]];
   const std::int64_t ta = (la + kTile - 1) / kTile, tb = (lb + kTile - 1) / kTile;
   const std::int64_t units = batches * ta * tb;
-  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))),
+  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))), moved_bytes<S, D>(p),
                  [&](std::int64_t first, std::int64_t end) {
                    for (std::int64_t u = first; u < end; ++u) {
                      std::int64_t t = u;
@@ -207,7 +222,7 @@ template <class S, class D>
 void copy_typed(const CopyPlan& p, const S* src, D* dst) {
   if (p.rank == 1 && p.src_strides[0] == 1) {
     const std::int64_t n = p.dims[0];
-    parallel_units(n, grain_of(1, sizeof(D)), [&](std::int64_t first, std::int64_t end) {
+    parallel_units(n, grain_of(1, sizeof(D)), moved_bytes<S, D>(p), [&](std::int64_t first, std::int64_t end) {
       copy_run(src + p.src_offset + first, dst + first, end - first);
     });
     return;
@@ -251,7 +266,7 @@ void run_parts(const dnn::PartsPlan& plan, bool concat, void* whole, void* const
   std::byte* w = static_cast<std::byte*>(whole);
   const std::int64_t row_bytes = plan.row * e;
   std::int64_t avg_bytes = std::max<std::int64_t>(1, row_bytes / per_row);
-  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes),
+  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes), 2 * plan.outer * row_bytes,
                  [&](std::int64_t first, std::int64_t end) {
                    std::int64_t row = first / per_row, k = first % per_row;
                    std::size_t part = static_cast<std::size_t>(
@@ -287,7 +302,9 @@ void pad_typed(const dnn::PadPlan& p, const T* src, T* dst, T value) {
   const std::int64_t len = p.padded[last], inner = p.small[last], before = p.before[last];
   std::int64_t rows = 1;
   for (int k = 0; k < last; ++k) rows *= p.padded[k];
-  parallel_units(rows, grain_of(len, sizeof(T)), [&](std::int64_t first, std::int64_t end) {
+  // The padded tensor is written and at most as much read.
+  const std::int64_t bytes = 2 * rows * len * static_cast<std::int64_t>(sizeof(T));
+  parallel_units(rows, grain_of(len, sizeof(T)), bytes, [&](std::int64_t first, std::int64_t end) {
     for (std::int64_t r = first; r < end; ++r) {
       T* d = dst + r * len;
       // The src row of this dst row, or none when it lies in an outer dim's padding.
