@@ -27,6 +27,7 @@
 
 #include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/pool_avg_avx512.hpp"
 #include "backends/cpu/pool_avx512.hpp"
 #include "backends/cpu/pool_max_backward_avx512.hpp"
@@ -208,25 +209,17 @@ std::vector<float> inverse_divisors(const Shape& s) {
   return inv;
 }
 
-// Inputs below this size are taken to stay in the caches between calls, larger ones to come from
-// memory.
-constexpr std::int64_t kCachedBytes = std::int64_t{4} << 20;
-
-// Runs body(p0, p1) over the f32 planes of s. Planes that stay in the caches go in one contiguous
-// share per pool thread, so that a thread takes the same planes on every call of a problem and
-// finds them in its core's cache, where the pool's finer chunks, taken by whichever thread comes
-// first, move them between cores. Planes that come from memory anyway keep the finer chunks, which
-// even out a thread that other work on the machine holds up.
+// Runs body(p0, p1) over the f32 planes of s, split as datamove_shares.hpp says: planes that stay
+// in the caches go in one contiguous share per pool thread, the same on every call of a problem,
+// and planes that come from memory anyway in the pool's finer chunks.
 template <class Body>
 void for_plane_shares(const Shape& s, const Body& body) {
   const std::int64_t planes = s.n * s.c;
-  if (planes * s.h * s.w * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes) {
-    parallel_for(0, planes, body);
-    return;
-  }
-  const std::int64_t shares = std::min<std::int64_t>(planes, pool_size());
-  parallel_for(0, shares,
-               [&](std::int64_t s0, std::int64_t s1) { body(planes * s0 / shares, planes * s1 / shares); });
+  const std::int64_t bytes = planes * (s.h * s.w + s.oh * s.ow) * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t shares = thread_shares(planes, bytes);
+  parallel_for(0, shares, [&](std::int64_t s0, std::int64_t s1) {
+    body(share_begin(planes, shares, s0), share_begin(planes, shares, s1));
+  });
 }
 
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
@@ -707,7 +700,7 @@ bool max_backward_avx512(const Shape& s, const float* x, const std::int32_t* kep
   const bool one_pass = kept == nullptr && avx512::max_pool_backward_k3s2_fits(g);
   // Prefetching the next plane pays where the planes come from memory; within the caches its
   // instructions cost a tenth of the kernel.
-  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) >= kCachedBytes;
+  const bool prefetch = s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) > kThreadShareBytes;
   for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
     ThreadScratch gather_scratch(ThreadScratch::kFirst), one_pass_scratch(ThreadScratch::kSecond);
     bool gather_prepared = false;
