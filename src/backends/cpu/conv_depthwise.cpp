@@ -15,6 +15,7 @@
 #include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/conv_solvers.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/im2col_avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -192,10 +193,13 @@ class ConvDepthwise final : public CpuConvSolver {
                    const ConvEpilogueRunner* epilogue, const PreparedSlot* /*prepared*/) const override {
     const ConvShape s = ConvShape::of(problem);
     const bool avx2 = cpu_has_avx2_fma();
+    // Input and output planes, for the split of the plane loops (datamove_shares.hpp).
+    const std::int64_t plane_bytes =
+        s.n * s.c * (s.h * s.w + s.ho * s.wo) * static_cast<std::int64_t>(sizeof(float));
     if (packed_planes(s)) {
       const depthwise::PackedPlane packed = depthwise::PackedPlane::of(s);
       const std::int64_t pixels = s.h * s.w;
-      parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
+      parallel_for_shares(s.n * s.c, plane_bytes, [&](std::int64_t lo, std::int64_t hi) {
         // One call per image's share of the range: the post-ops address one image's channels.
         while (lo < hi) {
           const std::int64_t n = lo / s.c, c0 = lo % s.c, planes = std::min(hi - lo, s.c - c0);
@@ -235,7 +239,7 @@ class ConvDepthwise final : public CpuConvSolver {
     }
     if (direct_planes(s)) {
       const bool avx512 = cpu_has_avx512();
-      parallel_for(0, s.n * s.c, [&](std::int64_t lo, std::int64_t hi) {
+      parallel_for_shares(s.n * s.c, plane_bytes, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t nc = lo; nc < hi; ++nc) {
           const std::int64_t n = nc / s.c, c = nc % s.c;
           const float* xc = x + nc * s.h * s.w;

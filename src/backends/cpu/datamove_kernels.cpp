@@ -114,10 +114,7 @@ std::int64_t grain_of(std::int64_t elements_per_unit, std::size_t element_bytes)
 template <class Body>
 void parallel_units(std::int64_t units, std::int64_t grain, std::int64_t bytes, Body&& body) {
   if (bytes <= kThreadShareBytes) {
-    const std::int64_t shares = thread_shares(units, bytes);
-    parallel_for(0, shares, [&](std::int64_t lo, std::int64_t hi) {
-      body(share_begin(units, shares, lo), share_begin(units, shares, hi));
-    });
+    parallel_for_shares(units, bytes, body);
     return;
   }
   const std::int64_t chunks = (units + grain - 1) / grain;

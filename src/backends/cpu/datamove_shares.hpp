@@ -27,4 +27,14 @@ inline std::int64_t share_begin(std::int64_t units, std::int64_t shares, std::in
   return shares == units ? share : units * share / shares;
 }
 
+/// parallel_for over [0, units) in the pieces thread_shares() gives for a tensor of `bytes`: body
+/// gets ranges of units.
+template <class Body>
+void parallel_for_shares(std::int64_t units, std::int64_t bytes, const Body& body) {
+  const std::int64_t shares = thread_shares(units, bytes);
+  parallel_for(0, shares, [&](std::int64_t lo, std::int64_t hi) {
+    body(share_begin(units, shares, lo), share_begin(units, shares, hi));
+  });
+}
+
 }  // namespace galley::backends::cpu

@@ -215,11 +215,7 @@ std::vector<float> inverse_divisors(const Shape& s) {
 template <class Body>
 void for_plane_shares(const Shape& s, const Body& body) {
   const std::int64_t planes = s.n * s.c;
-  const std::int64_t bytes = planes * (s.h * s.w + s.oh * s.ow) * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t shares = thread_shares(planes, bytes);
-  parallel_for(0, shares, [&](std::int64_t s0, std::int64_t s1) {
-    body(share_begin(planes, shares, s0), share_begin(planes, shares, s1));
-  });
+  parallel_for_shares(planes, planes * (s.h * s.w + s.oh * s.ow) * static_cast<std::int64_t>(sizeof(float)), body);
 }
 
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
