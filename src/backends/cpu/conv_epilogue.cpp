@@ -8,6 +8,7 @@
 #include "backends/cpu/conv_base.hpp"
 #include "backends/cpu/conv_blas.hpp"
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "dnn/activation_dispatch.hpp"
 
@@ -198,7 +199,7 @@ void ConvEpilogueRunner::apply_tile(float* y, std::int64_t ld, std::int64_t n, s
 void gemm_image_rows(std::int64_t rows, std::int64_t row_blocks, std::int64_t cols, std::int64_t depth,
                      const float* w, const float* b, float* y, std::int64_t n, std::int64_t k_first,
                      const ConvEpilogueRunner* epilogue) {
-  for_gemm_tasks(0, row_blocks, [&](std::int64_t lo, std::int64_t hi) {
+  const auto body = [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t block = lo; block < hi; ++block) {
       const std::int64_t k0 = row_block_start(rows, block, row_blocks);
       const std::int64_t k1 = row_block_start(rows, block + 1, row_blocks);
@@ -208,7 +209,14 @@ void gemm_image_rows(std::int64_t rows, std::int64_t row_blocks, std::int64_t co
             post ? &*post : nullptr);
       if (epilogue != nullptr && !post) epilogue->apply_tile(tile, cols, n, k_first + k0, 0, k1 - k0, cols);
     }
-  });
+  };
+  if (blas_threaded()) {
+    for_gemm_tasks(0, row_blocks, body);
+    return;
+  }
+  // Output rows by thread share where the image fits the caches (datamove_shares.hpp), so the op
+  // after it, split the same way, finds each thread's channels in that thread's cache.
+  parallel_for_shares(row_blocks, (rows + depth) * cols * static_cast<std::int64_t>(sizeof(float)), body);
 }
 
 }  // namespace galley::backends::cpu

@@ -35,6 +35,7 @@ int configured_threads() {
 // for kSpin after finishing one, and the caller polls for the last chunk before it sleeps: back-
 // to-back jobs (the phases of one kernel, consecutive ops on a stream) find everyone awake.
 constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr int kChunksPerThread = 4;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,11 +50,11 @@ class Pool {
   // When the system refuses threads (RLIMIT_NPROC, memory for stacks), the pool keeps those it
   // got and says so: fewer threads is slower, never wrong. size_ counts the workers that exist,
   // because run() splits work by it and waits for every chunk.
-  explicit Pool(int threads) : size_(1) {
+  explicit Pool(int threads) : size_(1), claimed_(static_cast<std::size_t>(std::max(threads, 1)) * kChunksPerThread) {
     workers_.reserve(static_cast<std::size_t>(threads > 1 ? threads - 1 : 0));
     for (int i = 1; i < threads; ++i) {
       try {
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, i] { worker_loop(i); });
       } catch (const std::system_error& e) {
         log::warn("cpu thread pool: could not start thread " + std::to_string(i + 1) + " of " +
                   std::to_string(threads) + " (" + e.what() + "); running with " + std::to_string(i) +
@@ -77,14 +78,13 @@ class Pool {
   void run(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t, std::int64_t)>& body) {
     std::lock_guard job_lock(job_mutex_);
     const std::int64_t total = end - begin;
-    const std::int64_t chunks = std::min<std::int64_t>(total, static_cast<std::int64_t>(size_) * 4);
+    const std::int64_t chunks = std::min<std::int64_t>(total, static_cast<std::int64_t>(size_) * kChunksPerThread);
     {
       std::lock_guard lock(mutex_);
       body_ = &body;
       begin_ = begin;
       total_ = total;
       chunks_ = chunks;
-      next_chunk_ = 0;
       done_chunks_ = 0;
       error_ = nullptr;
       ++generation_;
@@ -92,7 +92,7 @@ class Pool {
       posted_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
-    work_until_done();
+    work_until_done(0);
     for (const auto until = std::chrono::steady_clock::now() + kSpin;
          done_posted_.load(std::memory_order_acquire) != chunks && std::chrono::steady_clock::now() < until;) {
       cpu_relax();
@@ -104,7 +104,7 @@ class Pool {
   }
 
  private:
-  void worker_loop() {
+  void worker_loop(int self) {
     t_in_region = true;
     std::uint64_t seen = 0;
     for (;;) {
@@ -118,24 +118,44 @@ class Pool {
         if (stopping_) return;
         seen = generation_;
       }
-      work_until_done();
+      work_until_done(self);
     }
   }
 
-  void work_until_done() {
+  // Claims chunk c for job `generation`: each chunk's slot holds the last job that claimed it, and
+  // jobs only grow, so a thread still holding an older job's parameters claims nothing new.
+  bool claim(std::int64_t c, std::uint64_t generation) {
+    std::atomic<std::uint64_t>& slot = claimed_[static_cast<std::size_t>(c)];
+    std::uint64_t seen = slot.load(std::memory_order_relaxed);
+    while (seen < generation) {
+      if (slot.compare_exchange_weak(seen, generation, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
+  // Thread `self` (the caller 0, worker i the (i+1)-th) runs its own share of the chunks first,
+  // then whatever the others have not started.
+  void work_until_done(int self) {
+    const std::function<void(std::int64_t, std::int64_t)>* body;
+    std::int64_t begin, total, chunks;
+    std::uint64_t generation;
+    {
+      std::lock_guard lock(mutex_);
+      if (body_ == nullptr) return;
+      body = body_;
+      begin = begin_;
+      total = total_;
+      chunks = chunks_;
+      generation = generation_;
+    }
     const bool was_in_region = t_in_region;
     t_in_region = true;
-    for (;;) {
-      std::int64_t chunk;
-      const std::function<void(std::int64_t, std::int64_t)>* body;
-      {
-        std::lock_guard lock(mutex_);
-        if (body_ == nullptr || next_chunk_ >= chunks_) break;
-        chunk = next_chunk_++;
-        body = body_;
-      }
-      const std::int64_t lo = begin_ + total_ * chunk / chunks_;
-      const std::int64_t hi = begin_ + total_ * (chunk + 1) / chunks_;
+    const std::int64_t home = chunks * self / size_;
+    for (std::int64_t i = 0; i < chunks; ++i) {
+      const std::int64_t chunk = (home + i) % chunks;
+      if (!claim(chunk, generation)) continue;
+      const std::int64_t lo = begin + total * chunk / chunks;
+      const std::int64_t hi = begin + total * (chunk + 1) / chunks;
       try {
         (*body)(lo, hi);
       } catch (...) {
@@ -159,7 +179,8 @@ class Pool {
   std::atomic<std::uint64_t> posted_{0};       // generation_, readable without the lock
   std::atomic<std::int64_t> done_posted_{0};   // done_chunks_, readable without the lock
   const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
-  std::int64_t begin_ = 0, total_ = 0, chunks_ = 0, next_chunk_ = 0, done_chunks_ = 0;
+  std::int64_t begin_ = 0, total_ = 0, chunks_ = 0, done_chunks_ = 0;
+  std::vector<std::atomic<std::uint64_t>> claimed_;  // per chunk: the last job that claimed it
   std::exception_ptr error_;
 };
 
