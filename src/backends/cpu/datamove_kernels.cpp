@@ -143,17 +143,18 @@ void copy_rows(const CopyPlan& p, const S* src, D* dst) {
   const int last = p.rank - 1;
   const std::int64_t len = p.dims[last], stride = p.src_strides[last];
   const std::int64_t rows = p.elements() / len;
-  parallel_units(rows, grain_of(len, sizeof(D)), moved_bytes<S, D>(p), [&](std::int64_t first, std::int64_t end) {
-    for (std::int64_t r = first; r < end; ++r) {
-      const S* s = src + row_offset(p, r, last);
-      D* d = dst + r * len;
-      if (stride == 1) {
-        copy_run(s, d, len);
-      } else {
-        for (std::int64_t i = 0; i < len; ++i) d[i] = cast<S, D>(s[i * stride]);
-      }
-    }
-  });
+  parallel_units(rows, grain_of(len, sizeof(D)), moved_bytes<S, D>(p),
+                 [&](std::int64_t first, std::int64_t end) {
+                   for (std::int64_t r = first; r < end; ++r) {
+                     const S* s = src + row_offset(p, r, last);
+                     D* d = dst + r * len;
+                     if (stride == 1) {
+                       copy_run(s, d, len);
+                     } else {
+                       for (std::int64_t i = 0; i < len; ++i) d[i] = cast<S, D>(s[i * stride]);
+                     }
+                   }
+                 });
 }
 
 // The unit-stride dim `a` and the last dim swap: both tensors are read and written a cache-sized
@@ -219,9 +220,10 @@ template <class S, class D>
 void copy_typed(const CopyPlan& p, const S* src, D* dst) {
   if (p.rank == 1 && p.src_strides[0] == 1) {
     const std::int64_t n = p.dims[0];
-    parallel_units(n, grain_of(1, sizeof(D)), moved_bytes<S, D>(p), [&](std::int64_t first, std::int64_t end) {
-      copy_run(src + p.src_offset + first, dst + first, end - first);
-    });
+    parallel_units(n, grain_of(1, sizeof(D)), moved_bytes<S, D>(p),
+                   [&](std::int64_t first, std::int64_t end) {
+                     copy_run(src + p.src_offset + first, dst + first, end - first);
+                   });
     return;
   }
   const int a = p.unit_stride_dim();
@@ -263,8 +265,8 @@ void run_parts(const dnn::PartsPlan& plan, bool concat, void* whole, void* const
   std::byte* w = static_cast<std::byte*>(whole);
   const std::int64_t row_bytes = plan.row * e;
   std::int64_t avg_bytes = std::max<std::int64_t>(1, row_bytes / per_row);
-  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes), 2 * plan.outer * row_bytes,
-                 [&](std::int64_t first, std::int64_t end) {
+  parallel_units(plan.outer * per_row, std::max<std::int64_t>(1, kGrainBytes / avg_bytes),
+                 2 * plan.outer * row_bytes, [&](std::int64_t first, std::int64_t end) {
                    std::int64_t row = first / per_row, k = first % per_row;
                    std::size_t part = static_cast<std::size_t>(
                        std::upper_bound(first_unit.begin(), first_unit.end(), k) - first_unit.begin() - 1);

@@ -215,7 +215,8 @@ std::vector<float> inverse_divisors(const Shape& s) {
 template <class Body>
 void for_plane_shares(const Shape& s, const Body& body) {
   const std::int64_t planes = s.n * s.c;
-  parallel_for_shares(planes, planes * (s.h * s.w + s.oh * s.ow) * static_cast<std::int64_t>(sizeof(float)), body);
+  parallel_for_shares(planes, planes * (s.h * s.w + s.oh * s.ow) * static_cast<std::int64_t>(sizeof(float)),
+                      body);
 }
 
 // Whether a problem's f32 nchw averages take the separable kernels of pool_avg_avx512.hpp.
