@@ -3,7 +3,7 @@
 
 namespace galley {
 
-/// "MAJOR.MINOR.PATCH".
+/// "MAJOR.MINOR.PATCH", with "+g<revision>" (and ".dirty") when built from a git checkout.
 const char* version_string() noexcept;
 
 }  // namespace galley
