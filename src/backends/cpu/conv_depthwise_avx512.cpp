@@ -469,6 +469,13 @@ void plane_3x3_s2(const ConvShape& s, const float* xc, const float* w, float* ou
 
 }  // namespace
 
+void prefetch_for_write_avx512(const void* p, std::int64_t bytes) {
+  const char* line = static_cast<const char*>(p);
+  // Inline assembly: GCC emits PREFETCHW for __builtin_prefetch only with -mprfchw, which this
+  // file's AVX-512 flags do not imply although every AVX-512 CPU has the instruction.
+  for (std::int64_t b = 0; b < bytes; b += 64) __asm__ volatile("prefetchw (%0)" : : "r"(line + b));
+}
+
 void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
                           const PostOps* post) {
   if (rolling_fits(s)) {

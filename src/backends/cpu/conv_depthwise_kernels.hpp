@@ -43,6 +43,13 @@ void nchw_plane_s1_avx2(const ConvShape& s, const float* xc, const float* w, flo
 void nchw_plane_s1_avx512(const ConvShape& s, const float* xc, const float* w, float* out,
                           const avx512::PostOps* post);
 
+/// Asks for the cache lines of `bytes` from `p` in a writable state (PREFETCHW, which every
+/// AVX-512 CPU has; conv_depthwise_avx512.cpp, after cpu_has_avx512()). Inside a network another
+/// core read a plane's output lines last (the 1x1 layer after a depthwise one reads every
+/// channel), so each first store would wait for the line to be taken back from it; asked for a
+/// few planes ahead, that wait overlaps the planes in between.
+void prefetch_for_write_avx512(const void* p, std::int64_t bytes);
+
 /// Width stride 2 with unit width dilation (any filter, height stride, height dilation, padding)
 /// straight from the input plane: each tap's 16 columns are the even or odd lanes of two masked
 /// loads, split with one permute, so no strided copy of the plane is made. `post` as above.
