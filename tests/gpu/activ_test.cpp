@@ -1,7 +1,8 @@
 // Every GPU activation solver (gpu.activ.eltwise on cuda and hip, cuda.activ.cudnn) against
 // ref.activ: every activation, both directions, f32/f16/bf16, odd shapes, both layouts; the
-// scalar path (misaligned pointers, sizes not a multiple of 8); in-place calls; large and NaN
-// inputs as on the cpu. Skips without a device of the backend.
+// vector path's full and partial tiles at small and full block sizes; the scalar path (misaligned
+// pointers, sizes not a multiple of 8); in-place calls; large and NaN inputs as on the cpu. Skips
+// without a device of the backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,6 +39,10 @@ std::vector<ActivProblem> problems() {
           ActivProblem::contiguous(a, dt, {23, 179}),
           ActivProblem::contiguous(a, dt, {(1 << 18) + 3}),
       };
+      // Large enough for full-size blocks, with a partial last tile and an element tail.
+      if (a == Activation::relu || a == Activation::gelu_erf) {
+        shapes.push_back(ActivProblem::contiguous(a, dt, {8 * (1024 * 530 + 100) + 5}));
+      }
       if (a == Activation::leaky_relu) shapes[1].alpha = -0.2;
       // Lower bound 0, so cuDNN's clipped relu takes it; an upper bound inside the data that no
       // stored value equals, since a vendor need not take PyTorch's side at the bound itself.
@@ -84,7 +89,7 @@ TEST_P(GpuActiv, EverySolverMatchesTheReference) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 11 * 3 * 6 * 2);
+  EXPECT_GE(checked, 11 * 3 * 6 * 2 + 2 * 3 * 2);
 }
 
 // Runs `s` on device copies of host data at `offset` bytes into each buffer; returns the output.
@@ -139,24 +144,27 @@ std::vector<std::byte> reference_of(const ActivProblem& p, const std::vector<std
   return out;
 }
 
-// Misaligned pointers take the scalar kernel; in-place calls write what they read.
+// Misaligned pointers take the scalar kernel; in-place calls write what they read (also through a
+// partial last tile: 300 vectors of 8).
 TEST_P(GpuActiv, MisalignedAndInPlaceCallsMatchTheReference) {
   for (const ActivSolver* s : solvers_) {
     for (Activation act : all_activations()) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
         for (ActivDirection d : {ActivDirection::forward, ActivDirection::backward}) {
-          ActivProblem p = ActivProblem::contiguous(act, dt, {4099});
-          p.direction = d;
-          if (!s->check(p, *device_)) continue;
-          SCOPED_TRACE(std::string(s->name()) + " " + p.key());
-          const auto in0 = random_tensor(dt, p.elements(), 3);
-          const auto in1 = random_tensor(dt, p.elements(), 4);
-          const auto want = reference_of(p, in0, in1);
-          for (const std::size_t offset : {std::size_t(0), size_of(dt), 3 * size_of(dt)}) {
-            for (const bool in_place : {false, true}) {
-              const auto got = run_on(*device_, *s, p, in0, in1, offset, in_place);
-              const Comparison c = compare_outputs(dt, got.data(), want.data(), p.elements(), p.tolerance());
-              EXPECT_TRUE(c.passed) << "offset " << offset << (in_place ? " in place: " : ": ") << c.summary;
+          for (const std::int64_t n : {std::int64_t(4099), std::int64_t(8 * 300 + 5)}) {
+            ActivProblem p = ActivProblem::contiguous(act, dt, {n});
+            p.direction = d;
+            if (!s->check(p, *device_)) continue;
+            SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+            const auto in0 = random_tensor(dt, p.elements(), 3);
+            const auto in1 = random_tensor(dt, p.elements(), 4);
+            const auto want = reference_of(p, in0, in1);
+            for (const std::size_t offset : {std::size_t(0), size_of(dt), 3 * size_of(dt)}) {
+              for (const bool in_place : {false, true}) {
+                const auto got = run_on(*device_, *s, p, in0, in1, offset, in_place);
+                const Comparison c = compare_outputs(dt, got.data(), want.data(), p.elements(), p.tolerance());
+                EXPECT_TRUE(c.passed) << "offset " << offset << (in_place ? " in place: " : ": ") << c.summary;
+              }
             }
           }
         }

@@ -1,6 +1,7 @@
 // Every GPU eltwise solver (gpu.eltwise.*, cuda.eltwise.cudnn) against the cpu reference: every
 // broadcast pattern of rank 4, odd sizes, every dtype and layout, both directions; the broadcast
-// kernel claims everything; in place; backward reductions are deterministic. Skips without a device.
+// kernel claims everything; the one-pass backward paths (column sums, paired gradients); in place;
+// backward reductions are deterministic. Skips without a device.
 #include "galley/dnn/eltwise.hpp"
 
 #include <gtest/gtest.h>
@@ -117,6 +118,42 @@ TEST_P(EltwiseGpu, LargeShapesAndOtherRanks) {
   }
   for (EltwiseDirection d : {EltwiseDirection::forward, EltwiseDirection::backward}) {
     expect_all_match(problem(EltwiseOp::add, {8, 64, 56, 56}, {1, 64, 1, 1}, DType::bf16, Layout::nhwc, d));
+  }
+}
+
+// The column sum (an input broadcast along every dim but channels-last C): channel counts of one,
+// a few and more than 32 vectors (a partial column block), C not a multiple of a vector (the
+// general reduction), batch 1 and odd spatial sizes, segments from one to many; either input
+// broadcast, with the other's gradient written in the same pass. And equal shapes, whose two
+// gradients come from one pass: sizes with a partial last tile and an element tail.
+TEST_P(EltwiseGpu, ColumnSumsAndPairedGradients) {
+  const std::vector<std::pair<Shape, Shape>> columns = {
+      {{1, 8, 31, 29}, {1, 8, 1, 1}},     {{1, 24, 31, 29}, {1, 24, 1, 1}}, {{2, 520, 7, 9}, {1, 520, 1, 1}},
+      {{4, 256, 28, 28}, {1, 256, 1, 1}}, {{3, 12, 5, 3}, {1, 12, 1, 1}},   {{2, 36, 1, 1}, {1, 36, 1, 1}},
+      {{1, 40, 2, 2}, {1, 40, 1, 1}}};
+  for (EltwiseOp op : kOps) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+      for (const auto& [a, b] : columns) {
+        EltwiseProblem p = problem(op, a, b, dtype, Layout::nhwc, EltwiseDirection::backward);
+        p.alpha = 1.25f;
+        p.beta = -0.75f;
+        expect_all_match(p);
+        std::swap(p.a, p.b);
+        expect_all_match(p);
+      }
+      for (const Shape& s : std::vector<Shape>{{1}, {13}, {3, 1000}, {2, 8 * 1024 * 5 + 8 * 77 + 3}}) {
+        EltwiseProblem p = problem(op, s, s, dtype, Layout::nchw, EltwiseDirection::backward);
+        p.alpha = 0.5f;
+        expect_all_match(p);
+        p.direction = EltwiseDirection::forward;
+        expect_all_match(p);
+      }
+    }
+  }
+  // Rank 2, the bias along the inner dim, in the row-major layout.
+  for (DType dtype : {DType::f32, DType::f16}) {
+    expect_all_match(
+        problem(EltwiseOp::mul, {3001, 64}, {64}, dtype, Layout::nchw, EltwiseDirection::backward));
   }
 }
 

@@ -158,6 +158,21 @@ TEST_P(GpuSoftmaxReduce, ReduceSolversMatchReference) {
       for (bool backward : {false, true})
         problems.push_back(make(dims, axes, ReduceOp::mean, dtype, backward));
   }
+  // The column kernel (one reduced group, the innermost kept, whole 16-byte vectors): rows of one,
+  // a few and more than 32 vectors, one chunk and many, with and without an outer kept group; and
+  // rows that are no whole number of vectors (reduce_cols).
+  for (const auto& [dims, axes] :
+       std::vector<std::pair<std::vector<std::int64_t>, unsigned>>{{{4, 56, 56, 256}, 0b0110},
+                                                                   {{1, 31, 29, 24}, 0b0110},
+                                                                   {{3, 100, 520}, 0b010},
+                                                                   {{2, 7, 8}, 0b010},
+                                                                   {{5000, 16}, 0b01},
+                                                                   {{2, 3, 40, 5, 16}, 0b00110},
+                                                                   {{3, 77, 12}, 0b010}}) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean})
+        problems.push_back(make(dims, axes, op, dtype, false));
+  }
   const auto solvers = dnn::solvers_of(GetParam(), dnn::OpKind::reduce);
   ASSERT_GE(solvers.size(), 1u);
   for (const ReduceProblem& p : problems) {

@@ -5,8 +5,15 @@
 //
 // Vector width: 16 bytes per load and store (4 f32 or 8 f16/bf16) wherever the pointers are
 // 16-byte aligned and rows are whole vectors; a broadcast input along the innermost dim is one
-// scalar load per vector. Reductions are deterministic: each block sums a fixed part in a fixed
-// tree, partials are added in order by a second kernel; no atomics.
+// scalar load per vector. The dense kernel gives each thread kUnroll vectors per step with every
+// load issued before any arithmetic, so several loads are in flight per thread. Backward reads dy
+// once where it can: both gradients of equal-shaped inputs come from one pass, and a bias-like
+// gradient (a column sum) writes the other input's gradient as it goes. Reductions are
+// deterministic: each block sums a fixed part in a fixed tree, partials are added in order by a
+// second kernel; no atomics.
+#include <algorithm>
+#include <type_traits>
+
 #include "conv_device.cuh"
 #include "eltwise_kernels.hpp"
 
@@ -17,6 +24,11 @@ using dnn::EltwiseOp;
 
 constexpr int kThreads = 256;
 constexpr std::uint32_t kMaxBlocks = 4096;
+// The dense vector kernel: blocks no smaller than this (its block 0 takes the last n % 8 elements),
+// the tiles it wants before shrinking them, and its grid's cap.
+constexpr unsigned kMinDenseThreads = 64;
+constexpr std::uint64_t kMinDenseTiles = 512;
+constexpr std::uint64_t kMaxDenseBlocks = 65535 * 16;
 
 // The value dst, da or db takes at one element, from dy (backward), x = a and y = b there.
 template <int kWhat, EltwiseOp kOp>
@@ -117,6 +129,112 @@ __global__ void dense_kernel(F fn, const T* dy, const T* a, const T* b, T* dst, 
   }
 }
 
+// No second output: the kernels below that can write two maps write one.
+struct NoMap {
+  static constexpr bool kReadsDy = false, kReadsA = false, kReadsB = false;
+  __device__ __forceinline__ float operator()(float, float, float) const { return 0.f; }
+};
+
+// Vectors per thread per step in the vector kernels: 64 bytes of each tensor in flight per thread.
+constexpr int kUnroll = 4;
+
+// kU vectors of one input, each either 16 bytes at its offset (the input advances with dst) or one
+// value there (broadcast along the inner dim). issue() only loads; the values are converted after
+// every input's loads are issued, so they are all in flight together.
+template <typename T, int kU>
+struct InputVecs {
+  uint4 raw[kU];
+  float one[kU];
+
+  __device__ __forceinline__ void issue(const T* base, const std::int64_t (&offset)[kU], bool vector) {
+    if (vector) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) raw[u] = *reinterpret_cast<const uint4*>(base + offset[u]);
+    } else {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) one[u] = to_f32(base[offset[u]]);
+    }
+  }
+  __device__ __forceinline__ void get(int u, bool vector, float* out) const {
+    if (vector) {
+      const T* v = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+      for (int i = 0; i < Vec<T>::kWidth; ++i) out[i] = to_f32(v[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < Vec<T>::kWidth; ++i) out[i] = one[u];
+    }
+  }
+};
+
+// Vectors at dst element offsets e[0..kU) of the dense walk: loads of every input first, then
+// dst = fn and (unless G is NoMap) dst2 = gn at each. a and b advance with dst (stride 1) or stay
+// at their single value (stride 0).
+template <int kU, typename T, typename F, typename G>
+__device__ __forceinline__ void dense_vectors(const F& fn, const G& gn, const T* dy, const T* a, const T* b,
+                                              T* dst, T* dst2, const std::int64_t (&e)[kU], std::int64_t sa,
+                                              std::int64_t sb) {
+  constexpr int kV = Vec<T>::kWidth;
+  constexpr bool kDy = F::kReadsDy || G::kReadsDy, kA = F::kReadsA || G::kReadsA,
+                 kB = F::kReadsB || G::kReadsB;
+  InputVecs<T, kU> g, x, y;
+  std::int64_t ea[kU], eb[kU];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) ea[u] = e[u] * sa, eb[u] = e[u] * sb;
+  if constexpr (kDy) g.issue(dy, e, true);
+  if constexpr (kA) x.issue(a, ea, sa != 0);
+  if constexpr (kB) y.issue(b, eb, sb != 0);
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    float vg[kV] = {}, vx[kV] = {}, vy[kV] = {}, out[kV], out2[kV];
+    if constexpr (kDy) g.get(u, true, vg);
+    if constexpr (kA) x.get(u, sa != 0, vx);
+    if constexpr (kB) y.get(u, sb != 0, vy);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      out[i] = fn(vg[i], vx[i], vy[i]);
+      out2[i] = gn(vg[i], vx[i], vy[i]);
+    }
+    store_vec(dst + e[u], out);
+    if constexpr (!std::is_same_v<G, NoMap>) store_vec(dst2 + e[u], out2);
+  }
+}
+
+// dst = fn(dy, a, b) and, unless G is NoMap, dst2 = gn(dy, a, b) over dst walked as one flat range,
+// with 16-byte vectors: tiles of kUnroll * blockDim vectors (consecutive threads on consecutive
+// vectors, so each warp-wide access is contiguous), the partial last tile by the block next in
+// turn, the last n % kWidth elements one by one.
+template <typename T, typename F, typename G>
+__global__ void dense_vec_kernel(F fn, G gn, const T* dy, const T* a, const T* b, T* dst, T* dst2,
+                                 std::uint32_t n, std::int64_t sa, std::int64_t sb) {
+  constexpr int kV = Vec<T>::kWidth;
+  const std::uint32_t vectors = n / kV;
+  const std::uint32_t tile = kUnroll * blockDim.x;
+  const std::uint32_t full_tiles = vectors / tile;
+  for (std::uint32_t t = blockIdx.x; t < full_tiles; t += gridDim.x) {
+    std::int64_t e[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = (std::int64_t(t) * tile + u * blockDim.x + threadIdx.x) * kV;
+    dense_vectors<kUnroll>(fn, gn, dy, a, b, dst, dst2, e, sa, sb);
+  }
+  if (blockIdx.x == full_tiles % gridDim.x) {
+    for (std::uint32_t v = full_tiles * tile + threadIdx.x; v < vectors; v += blockDim.x) {
+      const std::int64_t e[1] = {std::int64_t(v) * kV};
+      dense_vectors<1>(fn, gn, dy, a, b, dst, dst2, e, sa, sb);
+    }
+  }
+  if (blockIdx.x == 0) {
+    const std::uint32_t e = vectors * kV + threadIdx.x;
+    if (e < n) {
+      const float g = F::kReadsDy || G::kReadsDy ? to_f32(dy[e]) : 0.f;
+      const float x = F::kReadsA || G::kReadsA ? to_f32(a[e * sa]) : 0.f;
+      const float y = F::kReadsB || G::kReadsB ? to_f32(b[e * sb]) : 0.f;
+      dst[e] = from_f32<T>(fn(g, x, y));
+      if constexpr (!std::is_same_v<G, NoMap>) dst2[e] = from_f32<T>(gn(g, x, y));
+    }
+  }
+}
+
 // dst = fn(dy, a, b) over any merged broadcast geometry; each thread takes kVec consecutive
 // elements of one row (rows are whole vectors when kVec > 1).
 template <typename T, typename F, int kVec>
@@ -207,6 +325,106 @@ __global__ void reduce_short_kernel(F fn, EltwiseReduceParams p, const T* dy, co
   }
 }
 
+// The column sum of EltwiseColumnParams: grad (or partial[segment * cols + col]) = the sum of fn over
+// the rows, and, unless G is NoMap, map = gn at every element on the way (the other input's
+// gradient when that input has dst's shape, so dy is read once for both). Lane (x, y) of block
+// (column block, segment) takes the vector of columns x and the segment's rows y, y + block_rows, ...
+// kUnroll rows at a time, in order; the lanes are added in a fixed tree.
+template <typename T, typename F, typename G>
+__global__ void column_sum_kernel(F fn, G gn, EltwiseColumnParams p, const T* dy, const T* a, const T* b,
+                                  T* map, float* partial, T* grad) {
+  constexpr int kV = Vec<T>::kWidth;
+  constexpr bool kDy = F::kReadsDy || G::kReadsDy, kA = F::kReadsA || G::kReadsA,
+                 kB = F::kReadsB || G::kReadsB;
+  __shared__ float sums[kColumnThreads * 8];
+  const std::uint32_t cv = blockIdx.x * p.block_cols + threadIdx.x;
+  const std::uint32_t col = cv * kV;
+  const std::uint32_t begin = blockIdx.y * p.rows_per_segment;
+  const std::uint32_t end = min(p.rows, begin + p.rows_per_segment);
+  float acc[kV] = {};
+  // kU rows at offsets e (dst), ea, eb: loads first, then the sums and the map.
+  const auto rows = [&](auto unroll, std::uint32_t r0) {
+    constexpr int kU = decltype(unroll)::value;
+    std::int64_t e[kU], ea[kU], eb[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const std::int64_t r = r0 + std::int64_t(u) * p.block_rows;
+      e[u] = r * p.cols + col;
+      ea[u] = r * p.a_row + col * p.a_col;
+      eb[u] = r * p.b_row + col * p.b_col;
+    }
+    InputVecs<T, kU> g, x, y;
+    if constexpr (kDy) g.issue(dy, e, true);
+    if constexpr (kA) x.issue(a, ea, p.a_col != 0);
+    if constexpr (kB) y.issue(b, eb, p.b_col != 0);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      float vg[kV] = {}, vx[kV] = {}, vy[kV] = {}, out2[kV];
+      if constexpr (kDy) g.get(u, true, vg);
+      if constexpr (kA) x.get(u, p.a_col != 0, vx);
+      if constexpr (kB) y.get(u, p.b_col != 0, vy);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        acc[i] += fn(vg[i], vx[i], vy[i]);
+        out2[i] = gn(vg[i], vx[i], vy[i]);
+      }
+      if constexpr (!std::is_same_v<G, NoMap>) store_vec(map + e[u], out2);
+    }
+  };
+  if (cv < p.col_vectors) {
+    std::uint32_t r = begin + threadIdx.y;
+    for (; r + (kUnroll - 1) * p.block_rows < end; r += kUnroll * p.block_rows) {
+      rows(std::integral_constant<int, kUnroll>{}, r);
+    }
+    for (; r < end; r += p.block_rows) rows(std::integral_constant<int, 1>{}, r);
+  }
+  const auto at = [&](std::uint32_t lane, int i) -> float& {
+    return sums[(lane * kV + i) * p.block_cols + threadIdx.x];
+  };
+#pragma unroll
+  for (int i = 0; i < kV; ++i) at(threadIdx.y, i) = acc[i];
+  __syncthreads();
+  std::uint32_t span = 1;
+  while (span < p.block_rows) span <<= 1;
+  for (std::uint32_t s = span / 2; s > 0; s >>= 1) {
+    if (threadIdx.y < s && threadIdx.y + s < p.block_rows) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) at(threadIdx.y, i) += at(threadIdx.y + s, i);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && cv < p.col_vectors) {
+    if (p.segments == 1) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) grad[col + i] = from_f32<T>(at(0, i));
+    } else {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) partial[std::size_t(blockIdx.y) * p.cols + col + i] = at(0, i);
+    }
+  }
+}
+
+// grad[k] = the sum over segments of partial[s * count + k]: a 32 x 32 block takes 32 consecutive k,
+// lane y adds segments y, y + 32, ... in order, then the 32 lanes are added in a fixed tree.
+template <typename T>
+__global__ void finish_columns_kernel(const float* partial, std::uint32_t segments, std::uint32_t count,
+                                      T* grad) {
+  __shared__ float sums[32][33];
+  const std::uint32_t k = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (k < count) {
+#pragma unroll 8
+    for (std::uint32_t s = threadIdx.y; s < segments; s += 32) acc += partial[std::size_t(s) * count + k];
+  }
+  sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = 16; s > 0; s >>= 1) {
+    if (int(threadIdx.y) < s) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + s][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && k < count) grad[k] = from_f32<T>(sums[0][threadIdx.x]);
+}
+
 // grad[k] = the sum over segments of partial[s * K + k], in segment order.
 template <typename T>
 __global__ void finish_kernel(const float* partial, std::uint32_t segments, std::uint32_t count, T* grad) {
@@ -224,19 +442,39 @@ unsigned blocks_for(std::uint64_t work) {
 
 bool aligned16(const void* p) { return p == nullptr || (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
+struct DenseGrid {
+  unsigned blocks, threads;
+};
+
+// Tiles of kUnroll * threads vectors, one per block up to a cap (then grid-stride); small
+// problems take smaller blocks so that they still spread over many SMs.
+DenseGrid dense_grid(std::uint32_t vectors) {
+  unsigned threads = kThreads;
+  while (threads > kMinDenseThreads && vectors < std::uint64_t(threads) * kUnroll * kMinDenseTiles)
+    threads /= 2;
+  const std::uint64_t tile = std::uint64_t(threads) * kUnroll;
+  return {unsigned(std::clamp<std::uint64_t>((vectors + tile - 1) / tile, 1, kMaxDenseBlocks)), threads};
+}
+
+// Calls body(std::integral_constant<EltwiseOp, op>) for the problem's op.
+template <typename Body>
+void with_op(EltwiseOp op, Body body) {
+  switch (op) {
+    case EltwiseOp::add:
+      return body(std::integral_constant<EltwiseOp, EltwiseOp::add>{});
+    case EltwiseOp::sub:
+      return body(std::integral_constant<EltwiseOp, EltwiseOp::sub>{});
+    case EltwiseOp::mul:
+      return body(std::integral_constant<EltwiseOp, EltwiseOp::mul>{});
+    case EltwiseOp::div:
+      return body(std::integral_constant<EltwiseOp, EltwiseOp::div>{});
+  }
+}
+
 // Calls body(Fn<kWhat, op>{alpha, beta}) for the problem's op.
 template <int kWhat, typename Body>
 void with_fn(EltwiseOp op, float alpha, float beta, Body body) {
-  switch (op) {
-    case EltwiseOp::add:
-      return body(Fn<kWhat, EltwiseOp::add>{alpha, beta});
-    case EltwiseOp::sub:
-      return body(Fn<kWhat, EltwiseOp::sub>{alpha, beta});
-    case EltwiseOp::mul:
-      return body(Fn<kWhat, EltwiseOp::mul>{alpha, beta});
-    case EltwiseOp::div:
-      return body(Fn<kWhat, EltwiseOp::div>{alpha, beta});
-  }
+  with_op(op, [&](auto k) { body(Fn<kWhat, decltype(k)::value>{alpha, beta}); });
 }
 
 template <typename Body>
@@ -271,13 +509,13 @@ void launch_map(const EltwiseLaunch& l, void* out, bool dense) {
                        (!F::kReadsB || g.b_stride[g.rank - 1] == 0 || aligned16(b));
       const auto n = std::uint32_t(g.elements);
       if (dense) {
-        const unsigned blocks = blocks_for(vec ? n / kV + 1 : n);
         if (vec) {
-          dense_kernel<T, F, kV><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n,
-                                                                               g.a_stride[0], g.b_stride[0]);
+          const DenseGrid grid = dense_grid(n / kV);
+          dense_vec_kernel<T, F, NoMap><<<grid.blocks, grid.threads, 0, as_stream(l.stream)>>>(
+              fn, NoMap{}, dy, a, b, dst, nullptr, n, g.a_stride[0], g.b_stride[0]);
         } else {
-          dense_kernel<T, F, 1><<<blocks, kThreads, 0, as_stream(l.stream)>>>(fn, dy, a, b, dst, n,
-                                                                              g.a_stride[0], g.b_stride[0]);
+          dense_kernel<T, F, 1><<<blocks_for(n), kThreads, 0, as_stream(l.stream)>>>(
+              fn, dy, a, b, dst, n, g.a_stride[0], g.b_stride[0]);
         }
       } else {
         const EltwiseMapParams p = make_map_params(l.problem, g);
@@ -322,6 +560,72 @@ void launch_reduce(const EltwiseLaunch& l, void* grad, float* partial) {
   check_launch(l.name);
 }
 
+// Both gradients in one pass when both inputs have dst's shape (the geometry is then one dim):
+// dy (and a, b where the op needs them) read once. False, launching nothing, when a pointer is not
+// 16-byte aligned.
+bool launch_both_maps(const EltwiseLaunch& l) {
+  const dnn::EltwiseGeometry& g = l.geometry;
+  if (!(aligned16(l.dy) && aligned16(l.a) && aligned16(l.b) && aligned16(l.da) && aligned16(l.db)))
+    return false;
+  with_type(l.problem.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto n = std::uint32_t(g.elements);
+    with_op(l.problem.op, [&](auto k) {
+      constexpr EltwiseOp kOp = decltype(k)::value;
+      const DenseGrid grid = dense_grid(n / Vec<T>::kWidth);
+      dense_vec_kernel<T><<<grid.blocks, grid.threads, 0, as_stream(l.stream)>>>(
+          Fn<1, kOp>{l.problem.alpha, l.problem.beta}, Fn<2, kOp>{l.problem.alpha, l.problem.beta},
+          static_cast<const T*>(l.dy), static_cast<const T*>(l.a), static_cast<const T*>(l.b),
+          static_cast<T*>(l.da), static_cast<T*>(l.db), n, g.a_stride[0], g.b_stride[0]);
+    });
+  });
+  check_launch(l.name);
+  return true;
+}
+
+// The column sum into a (kWhat 1) or b (kWhat 2), writing the other input's gradient on the way
+// when `with_map` (that input has dst's shape). False, launching nothing, when the geometry is no
+// column sum or a pointer it would access by vectors is not 16-byte aligned.
+template <int kWhat>
+bool launch_column(const EltwiseLaunch& l, bool with_map) {
+  const EltwiseColumnParams p =
+      make_column_params(l.geometry, kWhat - 1, std::uint32_t(16 / size_of(l.problem.dtype)));
+  if (!p.applies) return false;
+  void* grad = kWhat == 1 ? l.da : l.db;
+  void* map = with_map ? (kWhat == 1 ? l.db : l.da) : nullptr;
+  if (!aligned16(l.dy) || !aligned16(map) || (p.a_col != 0 && !aligned16(l.a)) ||
+      (p.b_col != 0 && !aligned16(l.b))) {
+    return false;
+  }
+  float* partial = static_cast<float*>(l.workspace);
+  with_type(l.problem.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto* dy = static_cast<const T*>(l.dy);
+    const auto* a = static_cast<const T*>(l.a);
+    const auto* b = static_cast<const T*>(l.b);
+    with_op(l.problem.op, [&](auto k) {
+      constexpr EltwiseOp kOp = decltype(k)::value;
+      const Fn<kWhat, kOp> fn{l.problem.alpha, l.problem.beta};
+      const dim3 grid(p.col_blocks, p.segments), block(p.block_cols, p.block_rows);
+      if (with_map) {
+        column_sum_kernel<T><<<grid, block, 0, as_stream(l.stream)>>>(
+            fn, Fn<3 - kWhat, kOp>{l.problem.alpha, l.problem.beta}, p, dy, a, b, static_cast<T*>(map),
+            partial, static_cast<T*>(grad));
+      } else {
+        column_sum_kernel<T><<<grid, block, 0, as_stream(l.stream)>>>(fn, NoMap{}, p, dy, a, b, nullptr,
+                                                                      partial, static_cast<T*>(grad));
+      }
+    });
+    check_launch(l.name);
+    if (p.segments > 1) {
+      finish_columns_kernel<T><<<(p.cols + 31) / 32, dim3(32, 32), 0, as_stream(l.stream)>>>(
+          partial, p.segments, p.cols, static_cast<T*>(grad));
+    }
+  });
+  check_launch(l.name);
+  return true;
+}
+
 }  // namespace
 
 std::size_t eltwise_workspace_bytes(const dnn::EltwiseProblem& problem, const dnn::EltwiseGeometry& g) {
@@ -330,9 +634,13 @@ std::size_t eltwise_workspace_bytes(const dnn::EltwiseProblem& problem, const dn
   for (int which = 0; which < 2; ++which) {
     const std::int64_t count = which == 0 ? g.a_elements : g.b_elements;
     if (count == g.elements) continue;
-    const EltwiseReduceParams p = make_reduce_params(problem, g, which);
     // Both reductions share the workspace one after the other on one stream: the larger decides.
+    // A column sum falls back to the general reduction when a pointer is misaligned: room for both.
+    const EltwiseReduceParams p = make_reduce_params(problem, g, which);
     bytes = std::max(bytes, std::size_t(p.segments) * p.kept.count * sizeof(float));
+    const EltwiseColumnParams c = make_column_params(g, which, std::uint32_t(16 / size_of(problem.dtype)));
+    if (c.applies && c.segments > 1)
+      bytes = std::max(bytes, std::size_t(c.segments) * c.cols * sizeof(float));
   }
   return bytes;
 }
@@ -342,15 +650,31 @@ void launch_eltwise_forward(const EltwiseLaunch& l, bool dense) { launch_map<0>(
 void launch_eltwise_backward(const EltwiseLaunch& l) {
   const dnn::EltwiseGeometry& g = l.geometry;
   const bool dense = g.rank == 1;
-  if (g.a_elements == g.elements) {
-    launch_map<1>(l, l.da, dense);
-  } else {
-    launch_reduce<1>(l, l.da, static_cast<float*>(l.workspace));
+  // One pass for both gradients where a kernel can: both maps together, or a column sum that
+  // writes the other input's map as it reads dy.
+  bool a_done = false, b_done = false;
+  if (g.a_full() && g.b_full()) {
+    a_done = b_done = dense && launch_both_maps(l);
+  } else if (!g.a_full() && launch_column<1>(l, g.b_full())) {
+    a_done = true;
+    b_done = g.b_full();
+  } else if (!g.b_full() && launch_column<2>(l, g.a_full())) {
+    b_done = true;
+    a_done = g.a_full();
   }
-  if (g.b_elements == g.elements) {
-    launch_map<2>(l, l.db, dense);
-  } else {
-    launch_reduce<2>(l, l.db, static_cast<float*>(l.workspace));
+  if (!a_done) {
+    if (g.a_full()) {
+      launch_map<1>(l, l.da, dense);
+    } else {
+      launch_reduce<1>(l, l.da, static_cast<float*>(l.workspace));
+    }
+  }
+  if (!b_done) {
+    if (g.b_full()) {
+      launch_map<2>(l, l.db, dense);
+    } else {
+      launch_reduce<2>(l, l.db, static_cast<float*>(l.workspace));
+    }
   }
 }
 

@@ -186,4 +186,49 @@ inline EltwiseReduceParams make_reduce_params(const dnn::EltwiseProblem& p, cons
   return r;
 }
 
+/// The gradient of an input broadcast along the outer dim of a two-dim geometry [rows, cols] and
+/// dense along the inner one (a channels-last bias): a column sum. A block of block_cols threads
+/// across 16-byte vectors of columns by block_rows lanes down the rows sums one segment of rows;
+/// partials are added over segments in order by a second kernel (none when segments == 1).
+/// Chosen from the sizes alone, so the summation order is the same on every run and device.
+struct EltwiseColumnParams {
+  bool applies = false;  ///< the geometry has this shape and cols is a whole number of vectors
+  std::uint32_t rows = 0, cols = 0, col_vectors = 0;
+  std::uint32_t block_cols = 1, block_rows = 1, col_blocks = 1;
+  std::uint32_t segments = 1, rows_per_segment = 0;
+  std::int64_t a_row = 0, a_col = 0, b_row = 0, b_col = 0;  ///< strides of a and b over [rows, cols]
+};
+
+/// Threads of a column-sum block, and the smallest share of rows one lane of a segment takes.
+inline constexpr std::uint32_t kColumnThreads = 256;
+inline constexpr std::uint32_t kColumnRowsPerLane = 4;
+/// Blocks a column sum aims at, over column blocks and segments.
+inline constexpr std::uint32_t kColumnBlocks = 512;
+
+/// `which`: 0 for a, 1 for b; `vec_width` elements per 16-byte vector.
+inline EltwiseColumnParams make_column_params(const dnn::EltwiseGeometry& g, int which,
+                                              std::uint32_t vec_width) {
+  EltwiseColumnParams c;
+  const std::int64_t* xs = which == 0 ? g.a_stride : g.b_stride;
+  if (g.rank != 2 || xs[0] != 0 || xs[1] != 1 || g.dims[0] < 1 || g.dims[1] % vec_width != 0) return c;
+  c.applies = true;
+  c.rows = std::uint32_t(g.dims[0]);
+  c.cols = std::uint32_t(g.dims[1]);
+  c.col_vectors = c.cols / vec_width;
+  c.block_cols = std::min<std::uint32_t>(c.col_vectors, 32);
+  c.block_rows = kColumnThreads / c.block_cols;
+  c.col_blocks = (c.col_vectors + c.block_cols - 1) / c.block_cols;
+  const std::uint64_t most = (std::uint64_t(c.rows) + std::uint64_t(c.block_rows) * kColumnRowsPerLane - 1) /
+                             (std::uint64_t(c.block_rows) * kColumnRowsPerLane);
+  const std::uint64_t wanted = (kColumnBlocks + c.col_blocks - 1) / c.col_blocks;
+  const std::uint64_t segments = std::max<std::uint64_t>(1, std::min<std::uint64_t>({most, wanted, 65535}));
+  c.rows_per_segment = std::uint32_t((c.rows + segments - 1) / segments);
+  c.segments = (c.rows + c.rows_per_segment - 1) / c.rows_per_segment;
+  c.a_row = g.a_stride[0];
+  c.a_col = g.a_stride[1];
+  c.b_row = g.b_stride[0];
+  c.b_col = g.b_stride[1];
+  return c;
+}
+
 }  // namespace galley::backends::gpu

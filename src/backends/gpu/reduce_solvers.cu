@@ -2,7 +2,10 @@
 // reduced groups (dnn::ReduceGroups); the innermost group is contiguous in memory.
 // - Innermost reduced: each output sums contiguous rows. Small outputs: one 32-lane group each;
 //   large ones: a block each, tree-reduced through shared memory.
-// - Innermost kept: a thread per output element adds rows lane by lane (coalesced).
+// - Innermost kept: a thread per output element adds rows lane by lane (coalesced). Where there is
+//   one reduced group and rows are whole 16-byte vectors (a sum over H and W of channels-last data),
+//   the column kernel instead: threads across the row in 16-byte vectors, lanes down the reduced
+//   rows, several loads in flight per thread, the lanes added in a fixed tree.
 // When the outputs alone cannot fill the GPU, the reduced range is cut into chunks whose partial
 // sums go to the workspace and a second kernel adds them in a fixed order: deterministic, no atomics.
 #include <algorithm>
@@ -23,6 +26,9 @@ using softmax_device::group_sum;
 
 constexpr int kThreads = 256;
 constexpr long long kGroupWorkMax = 4096;  // per-output elements a 32-lane group takes alone
+// The column kernel: the fewest reduced rows one lane takes per chunk, and the blocks it aims at.
+constexpr long long kColumnRowsPerLane = 4;
+constexpr long long kColumnBlocks = 512;
 
 struct ReduceParams {
   long long row = 1;  // innermost group's length
@@ -37,6 +43,12 @@ struct ReduceParams {
   long long all_size[dnn::kMaxRank] = {}, all_dst_stride[dnn::kMaxRank] = {};
   float scale = 1.0f;
   int chunks = 1;  // split of the reduced range (1: no workspace)
+  // The column kernel ([out_rows, reduced, row] in memory, row a whole number of vectors): its
+  // block of block_cols vectors by block_rows lanes, col_blocks of them per output row, and its own
+  // split of the reduced range into col_chunks parts of rows_per_chunk.
+  bool columns = false;
+  int block_cols = 1, block_rows = 1, col_blocks = 1, col_chunks = 1;
+  long long rows_per_chunk = 1;
 
   __host__ __device__ long long outputs() const { return inner_reduced ? out_rows : out_rows * row; }
 };
@@ -75,8 +87,27 @@ ReduceParams params_of(const ReduceProblem& p) {
   } else if (m.outputs() < 262144) {
     m.chunks = int(std::clamp<long long>(std::min<long long>(262144 / m.outputs(), m.reduced / 16), 1, 1024));
   }
+  const long long width = 16 / (long long)size_of(p.dtype);
+  if (!m.inner_reduced && m.red_n == 1 && m.row % width == 0) {
+    const long long vectors = m.row / width;
+    m.block_cols = int(std::min<long long>(vectors, 32));
+    m.block_rows = kThreads / m.block_cols;
+    m.col_blocks = int((vectors + m.block_cols - 1) / m.block_cols);
+    const long long blocks = m.out_rows * m.col_blocks;
+    if (blocks <= 0x7fffffffLL) {
+      m.columns = true;
+      const long long most =
+          (m.reduced + m.block_rows * kColumnRowsPerLane - 1) / (m.block_rows * kColumnRowsPerLane);
+      const long long wanted = (kColumnBlocks + blocks - 1) / blocks;
+      const long long chunks = std::clamp<long long>(std::min(most, wanted), 1, 65535);
+      m.rows_per_chunk = (m.reduced + chunks - 1) / chunks;
+      m.col_chunks = int((m.reduced + m.rows_per_chunk - 1) / m.rows_per_chunk);
+    }
+  }
   return m;
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ long long kept_offset(const ReduceParams& p, long long r) {
   long long off = 0;
@@ -200,12 +231,76 @@ __global__ void reduce_cols(ReduceParams p, const T* __restrict__ x, T* __restri
   emit(p, sum, m, c, out, partial);
 }
 
+// The column kernel: block (output row * col_blocks + column block, chunk); lane (x, y) sums the
+// 16-byte vector of columns x over rows y, y + block_rows, ... of the chunk, four loads at a time,
+// in order; the lanes are added in a fixed tree through shared memory.
+template <typename T>
+__global__ void reduce_columns_vec(ReduceParams p, const T* __restrict__ x, T* __restrict__ out,
+                                   float* __restrict__ partial) {
+  constexpr int kV = 16 / int(sizeof(T));
+  constexpr int kUnroll = 4;
+  __shared__ float sums[kThreads * 8];
+  const long long o = blockIdx.x / p.col_blocks;
+  const long long cv = (long long)(blockIdx.x % p.col_blocks) * p.block_cols + threadIdx.x;
+  const long long col = cv * kV;
+  const bool valid = col < p.row;
+  const int c = blockIdx.y;
+  const long long j0 = (long long)c * p.rows_per_chunk, j1 = min(p.reduced, j0 + p.rows_per_chunk);
+  float acc[kV] = {};
+  const auto add = [&](const uint4& raw) {
+    const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) acc[i] += to_f32(v[i]);
+  };
+  if (valid) {
+    const T* base = x + (p.kept_n > 0 ? o * p.kept_stride[0] : 0) + col;
+    const long long stride = p.red_stride[0], step = p.block_rows;
+    long long j = j0 + threadIdx.y;
+    for (; j + (kUnroll - 1) * step < j1; j += kUnroll * step) {
+      uint4 raw[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        raw[u] = __ldg(reinterpret_cast<const uint4*>(base + (j + u * step) * stride));
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) add(raw[u]);
+    }
+    for (; j < j1; j += step) add(__ldg(reinterpret_cast<const uint4*>(base + j * stride)));
+  }
+  const auto at = [&](int lane, int i) -> float& {
+    return sums[(lane * kV + i) * p.block_cols + threadIdx.x];
+  };
+#pragma unroll
+  for (int i = 0; i < kV; ++i) at(threadIdx.y, i) = acc[i];
+  __syncthreads();
+  int span = 1;
+  while (span < p.block_rows) span <<= 1;
+  for (int s = span / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.y) < s && int(threadIdx.y) + s < p.block_rows) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) at(threadIdx.y, i) += at(threadIdx.y + s, i);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && valid) {
+    const long long m = o * p.row + col;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      if (p.col_chunks == 1) {
+        out[m + i] = from_f32<T>(at(0, i) * p.scale);
+      } else {
+        partial[(long long)c * p.outputs() + m + i] = at(0, i);
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void reduce_finish(ReduceParams p, const float* __restrict__ partial, T* __restrict__ out) {
   const long long n = p.outputs();
   for (long long m = (long long)blockIdx.x * kThreads + threadIdx.x; m < n;
        m += (long long)gridDim.x * kThreads) {
     float sum = 0.0f;
+#pragma unroll 8
     for (int c = 0; c < p.chunks; ++c) sum += partial[(long long)c * n + m];
     out[m] = from_f32<T>(sum * p.scale);
   }
@@ -251,7 +346,9 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
   std::size_t workspace_bytes(const ReduceProblem& p, const runtime::Device&) const override {
     if (p.backward) return 0;
     const ReduceParams m = params_of(p);
-    return m.chunks > 1 ? std::size_t(m.chunks) * std::size_t(m.outputs()) * sizeof(float) : 0;
+    // The column kernel falls back to reduce_cols for a misaligned src: room for either.
+    const int chunks = std::max(m.chunks, m.columns ? m.col_chunks : 1);
+    return chunks > 1 ? std::size_t(chunks) * std::size_t(m.outputs()) * sizeof(float) : 0;
   }
 
   std::string detail(const ReduceProblem& p, const runtime::Device&) const override {
@@ -261,6 +358,12 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
                           ? (m.reduced * m.row <= kGroupWorkMax && m.out_rows >= 1024 ? "32 lanes per output"
                                                                                       : "a block per output")
                           : "a thread per output";
+    if (m.columns) {
+      out = "16-byte vectors of columns by " + std::to_string(m.block_rows) +
+            " lanes of rows (a thread per output when misaligned)";
+      if (m.col_chunks > 1) out += ", " + std::to_string(m.col_chunks) + " chunks added in a second pass";
+      return out;
+    }
     if (m.chunks > 1) out += ", " + std::to_string(m.chunks) + " chunks added in a second pass";
     return out;
   }
@@ -295,6 +398,13 @@ class ReduceDirect final : public dnn::Solver<ReduceProblem> {
             reduce_rows_block<T>
                 <<<dim3(unsigned(m.out_rows), unsigned(m.chunks)), kThreads, 0, s>>>(m, x, y, partial);
           }
+        } else if (m.columns && aligned16(x)) {
+          ReduceParams c = m;
+          c.chunks = m.col_chunks;
+          const dim3 grid(unsigned(m.out_rows * m.col_blocks), unsigned(m.col_chunks));
+          reduce_columns_vec<T><<<grid, dim3(m.block_cols, m.block_rows), 0, s>>>(c, x, y, partial);
+          if (c.chunks > 1) reduce_finish<T><<<grid_for(c.outputs()), kThreads, 0, s>>>(c, partial, y);
+          return;
         } else {
           const long long blocks = (m.outputs() + kThreads - 1) / kThreads;
           reduce_cols<T><<<dim3(unsigned(blocks), unsigned(m.chunks)), kThreads, 0, s>>>(m, x, y, partial);
