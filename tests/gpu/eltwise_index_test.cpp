@@ -1,9 +1,10 @@
 // The index arithmetic of the single-source eltwise kernels, run on the host (it needs no device):
 // the multiply-and-shift division against '/', and the offsets the map and reduction kernels
 // compute for each element against offsets found independently from the tensors' descriptors,
-// every dst element visited exactly once.
+// every dst element visited exactly once; the column sum's plan likewise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -120,6 +121,65 @@ TEST(EltwiseKernelIndex, ReductionVisitsEveryElementOnceAtTheRightOffsets) {
       }
       for (int s : seen) ASSERT_EQ(s, 1) << p.key() << " input " << which;
     }
+  }
+}
+
+// The column sum's plan: blocks of at most kColumnThreads threads covering every vector of columns,
+// segments covering every row once, and the a and b offsets it computes from its strides matching
+// the descriptors, for channels-last biases (either input) of many sizes; other shapes refused.
+TEST(EltwiseKernelIndex, ColumnSumCoversEveryElementOnceAtTheRightOffsets) {
+  std::vector<dnn::EltwiseProblem> columns;
+  for (const std::int64_t c : {8, 16, 24, 256, 264, 520}) {
+    for (const Shape& nhw : std::vector<Shape>{{1, 1, 1}, {1, 3, 5}, {2, 7, 9}, {3, 31, 29}}) {
+      columns.push_back(problem({nhw[0], c, nhw[1], nhw[2]}, {1, c, 1, 1}, dnn::Layout::nhwc));
+      columns.push_back(problem({1, c, 1, 1}, {nhw[0], c, nhw[1], nhw[2]}, dnn::Layout::nhwc));
+    }
+  }
+  for (const dnn::EltwiseProblem& p : columns) {
+    const dnn::EltwiseGeometry g = dnn::eltwise_geometry(p);
+    const int which = g.a_full() ? 1 : 0;
+    std::vector<Offsets> by_dst(static_cast<std::size_t>(g.elements));
+    for (const Offsets& o : expected_offsets(p)) by_dst[static_cast<std::size_t>(o.dst)] = o;
+    for (const std::uint32_t width : {4u, 8u}) {
+      const EltwiseColumnParams c = make_column_params(g, which, width);
+      if (g.elements == p.dst_shape()[1]) {
+        // One row: the geometry has one dim and nothing is broadcast along rows.
+        EXPECT_FALSE(c.applies) << p.key();
+        continue;
+      }
+      ASSERT_TRUE(c.applies) << p.key();
+      EXPECT_FALSE(make_column_params(g, 1 - which, width).applies) << p.key();
+      EXPECT_LE(c.block_cols * c.block_rows, kColumnThreads);
+      EXPECT_GE(c.col_blocks * c.block_cols, c.col_vectors);
+      EXPECT_LT((c.col_blocks - 1) * c.block_cols, c.col_vectors);
+      EXPECT_GE(std::int64_t(c.segments) * c.rows_per_segment, std::int64_t(c.rows));
+      EXPECT_LT(std::int64_t(c.segments - 1) * c.rows_per_segment, std::int64_t(c.rows));
+      EXPECT_EQ(std::int64_t(c.rows) * c.cols, g.elements);
+      std::vector<int> seen(static_cast<std::size_t>(g.elements), 0);
+      for (std::uint32_t s = 0; s < c.segments; ++s) {
+        for (std::uint32_t lane = 0; lane < c.block_rows; ++lane) {
+          for (std::uint32_t r = s * c.rows_per_segment + lane;
+               r < std::min(c.rows, (s + 1) * c.rows_per_segment); r += c.block_rows) {
+            for (std::uint32_t col = 0; col < c.cols; ++col) {
+              const std::int64_t e = std::int64_t(r) * c.cols + col;
+              const Offsets& want = by_dst[static_cast<std::size_t>(e)];
+              EXPECT_EQ(r * c.a_row + col * c.a_col, want.a) << p.key();
+              EXPECT_EQ(r * c.b_row + col * c.b_col, want.b) << p.key();
+              ++seen[static_cast<std::size_t>(e)];
+            }
+          }
+        }
+      }
+      for (int n : seen) ASSERT_EQ(n, 1) << p.key();
+    }
+  }
+  // Channels not a whole number of vectors, channels-first biases, broadcasts along two dims.
+  for (const dnn::EltwiseProblem& p :
+       {problem({2, 12, 3, 3}, {1, 12, 1, 1}, dnn::Layout::nhwc), problem({2, 16, 3, 3}, {1, 16, 1, 1}),
+        problem({1, 3, 1, 8}, {2, 1, 5, 8}, dnn::Layout::nchw)}) {
+    const dnn::EltwiseGeometry g = dnn::eltwise_geometry(p);
+    EXPECT_FALSE(make_column_params(g, 0, 8).applies) << p.key();
+    EXPECT_FALSE(make_column_params(g, 1, 8).applies) << p.key();
   }
 }
 
