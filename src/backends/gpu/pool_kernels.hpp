@@ -47,5 +47,9 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
 std::size_t pool_global_workspace_bytes(const PoolParams& p);
 void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
                                 void* workspace, void* stream);
+/// Global pooling backward as a broadcast write: each input gets its plane's gradient over the
+/// plane size (average), or the gradient where `idx` names it and 0 elsewhere (max).
+void launch_pool_global_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                                 void* stream);
 
 }  // namespace galley::backends::gpu

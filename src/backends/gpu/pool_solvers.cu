@@ -55,8 +55,7 @@ class GpuPoolSolver : public dnn::PoolSolver {
           idx = found;
         }
       }
-      const void* vec_ptrs[] = {a.diff_dst, a.diff_src, idx};
-      launch_pool_backward(p, a.diff_dst, idx, a.diff_src, pool_vector_width(p, vec_ptrs, 3), s);
+      backward(p, a.diff_dst, idx, a.diff_src, s);
     });
   }
 
@@ -71,6 +70,12 @@ class GpuPoolSolver : public dnn::PoolSolver {
   virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
                        void* stream) const = 0;
   virtual std::size_t forward_workspace_bytes(const PoolParams&) const { return 0; }
+  /// The backward pass (idx: the maxima's indices for max, else null).
+  virtual void backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                        void* stream) const {
+    const void* vec_ptrs[] = {dy, dx, idx};
+    launch_pool_backward(p, dy, idx, dx, pool_vector_width(p, vec_ptrs, 3), stream);
+  }
 
   // Where backward without kept indices puts the maxima it finds (rounded up to keep what follows
   // 16-byte aligned).
@@ -122,6 +127,7 @@ class PoolGlobal final : public GpuPoolSolver {
     return Applicability::yes();
   }
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    if (p.direction == dnn::PoolDirection::backward) return "a broadcast write of each plane's gradient";
     return p.layout == dnn::Layout::nhwc ? "plane shares over blocks, then a merge" : "one warp per plane";
   }
 
@@ -132,6 +138,10 @@ class PoolGlobal final : public GpuPoolSolver {
   }
   std::size_t forward_workspace_bytes(const PoolParams& p) const override {
     return pool_global_workspace_bytes(p);
+  }
+  void backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                void* stream) const override {
+    launch_pool_global_backward(p, dy, idx, dx, stream);
   }
 };
 
