@@ -238,6 +238,24 @@ TEST_P(PoolGpu, UnrolledWindowKeepsTheMaxRule) {
           }
         }
       }
+      // Backward finding the maxima itself (window tap numbers where it can) sends each gradient
+      // where the kept indices do.
+      PoolProblem recompute = p;
+      recompute.keep_indices = false;
+      recompute.direction = PoolDirection::backward;
+      PoolProblem kept = p;
+      kept.direction = PoolDirection::backward;
+      if (!s->check(recompute, *device_) || !s->check(kept, *device_)) continue;
+      const std::vector<float> dy_host = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+      Tensor dy = Tensor::empty(stream, p.dst_desc());
+      Tensor dx_kept = Tensor::empty(stream, p.src_desc()), dx_found = Tensor::empty(stream, p.src_desc());
+      dy.copy_from_host(stream, dy_host.data(), dy_host.size() * 4);
+      pooling_backward(stream, kept, dy, dx_kept, nullptr, &it, s);
+      pooling_backward(stream, recompute, dy, dx_found, &xt, nullptr, s);
+      const auto want = dx_kept.to_host<float>(stream);
+      const auto got = dx_found.to_host<float>(stream);
+      EXPECT_EQ(got, want) << s->name();
+      EXPECT_EQ(want[13], 5.0f + 6.0f) << s->name();  // windows (1, 1) and (1, 2) chose it
     }
   }
 }

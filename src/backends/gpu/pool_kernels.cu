@@ -110,6 +110,32 @@ __device__ __forceinline__ void store_idx(std::int32_t* p, const int (&v)[V]) {
   }
 }
 
+// V window tap numbers of one byte each: one 8-byte access for V == 8 (the same alignment check).
+template <int V>
+__device__ __forceinline__ void load_idx(const std::uint8_t* p, int (&out)[V]) {
+  if constexpr (V == 8) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+#pragma unroll
+    for (int l = 0; l < 4; ++l)
+      out[l] = int((w.x >> (8 * l)) & 0xffu), out[l + 4] = int((w.y >> (8 * l)) & 0xffu);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = p[l];
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_idx(std::uint8_t* p, const int (&v)[V]) {
+  if constexpr (V == 8) {
+    uint2 w = make_uint2(0u, 0u);
+#pragma unroll
+    for (int l = 0; l < 4; ++l) w.x |= unsigned(v[l]) << (8 * l), w.y |= unsigned(v[l + 4]) << (8 * l);
+    *reinterpret_cast<uint2*>(p) = w;
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) p[l] = std::uint8_t(v[l]);
+  }
+}
+
 // Whether candidate (v, i) beats the current (best, at) under the sequential rule, in a form that
 // does not depend on visiting order: a NaN beats any number and a later NaN, a larger value wins,
 // and among equal values the first position does.
@@ -203,10 +229,13 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
 // each in turn. A tap outside the input loads nothing and holds -inf (max: it never takes over,
 // as only a greater value or a NaN does) or 0 (average: adding +0 to a sum that started at +0
 // changes nothing), and taps are visited row by row as the generic kernel does, so values, max
-// indices and divisors are exactly its own.
-template <typename T, int V, bool kNhwc, int K, typename I>
+// indices and divisors are exactly its own. With Idx a byte, idx receives the maximum's tap number
+// in the window (r * K + q) rather than its position in the plane: the same choice, a quarter of
+// the bytes, for a backward pass that finds the maxima itself.
+template <typename T, int V, bool kNhwc, int K, typename I, typename Idx>
 __global__ void pool_forward_fixed_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
-                                          std::int32_t* __restrict__ idx, I total) {
+                                          Idx* __restrict__ idx, I total) {
+  constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
   const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
   const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
   const bool is_max = p.mode == 0;
@@ -231,14 +260,14 @@ __global__ void pool_forward_fixed_kernel(PoolParams p, const T* __restrict__ x,
     float acc[V];
     if (is_max) {
       int at[V];
-      const int first = int(sh.begin * W + sw.begin);
+      const int first = kTaps ? int((sh.begin - h0) * K + (sw.begin - w0)) : int(sh.begin * W + sw.begin);
 #pragma unroll
       for (int l = 0; l < V; ++l) acc[l] = -INFINITY, at[l] = first;
 #pragma unroll
       for (int r = 0; r < K; ++r) {
 #pragma unroll
         for (int q = 0; q < K; ++q) {
-          const int pos = int((h0 + r) * W + w0 + q);
+          const int pos = kTaps ? r * K + q : int((h0 + r) * W + w0 + q);
 #pragma unroll
           for (int l = 0; l < V; ++l) {
             if (v[r][q][l] > acc[l] || v[r][q][l] != v[r][q][l]) acc[l] = v[r][q][l], at[l] = pos;
@@ -323,10 +352,12 @@ __global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
 // Backward where each input lies in at most two windows per axis (kernel <= 2 x stride, not
 // adaptive; 3x3 at stride 2 among them): the 2 x 2 candidate outputs are unrolled, so their
 // gradient and index loads issue together. Outputs past the covering range load nothing and add
-// nothing; the others add in the generic kernel's order, so the sums are exactly its own.
-template <typename T, int V, bool kNhwc, bool kMax, typename I>
-__global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy,
-                                         const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
+// nothing; the others add in the generic kernel's order, so the sums are exactly its own. With Idx
+// a byte, idx holds each window's tap number of its maximum (pool_forward_fixed_kernel's).
+template <typename T, int V, bool kNhwc, bool kMax, typename I, typename Idx>
+__global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy, const Idx* __restrict__ idx,
+                                         T* __restrict__ dx, I total) {
+  constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
   const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
   const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
   const I cvecs = C / V;
@@ -380,8 +411,10 @@ __global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy,
         const I ow = ow0 + b;
         if (ow > ow1) continue;
         if (kMax) {
+          const int mine =
+              kTaps ? int((ih - (oh * ah.s - ah.pad)) * aw.k + (iw - (ow * aw.s - aw.pad))) : pos;
 #pragma unroll
-          for (int l = 0; l < V; ++l) acc[l] += at[a][b][l] == pos ? g[a][b][l] : 0.f;
+          for (int l = 0; l < V; ++l) acc[l] += at[a][b][l] == mine ? g[a][b][l] : 0.f;
         } else {
           const float d = divisor(p.mode, sh, aw.window(ow));
 #pragma unroll
@@ -672,12 +705,12 @@ void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (const int k = fixed_window(p); k != 0) {
-      auto kernel = k == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int>
-                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int>
-                                         : pool_forward_fixed_kernel<T, 1, true, 3, int>)
-                           : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int>
-                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int>
-                                         : pool_forward_fixed_kernel<T, 1, true, 2, int>);
+      auto kernel = k == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, std::int32_t>
+                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, std::int32_t>
+                                         : pool_forward_fixed_kernel<T, 1, true, 3, int, std::int32_t>)
+                           : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, std::int32_t>
+                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, std::int32_t>
+                                         : pool_forward_fixed_kernel<T, 1, true, 2, int, std::int32_t>);
       kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
           p, static_cast<const T*>(x), static_cast<T*>(y), idx, int(total));
       return;
@@ -702,12 +735,12 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (covered_at_most_twice(p)) {
-      auto kernel = is_max ? (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int>
-                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int>
-                                         : pool_backward_two_kernel<T, 1, true, true, int>)
-                           : (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, false, int>
-                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, false, int>
-                                         : pool_backward_two_kernel<T, 1, true, false, int>);
+      auto kernel = is_max ? (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, std::int32_t>
+                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, std::int32_t>
+                                         : pool_backward_two_kernel<T, 1, true, true, int, std::int32_t>)
+                           : (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, false, int, std::int32_t>
+                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, false, int, std::int32_t>
+                                         : pool_backward_two_kernel<T, 1, true, false, int, std::int32_t>);
       kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
                                                                             static_cast<T*>(dx), int(total));
       return;
@@ -723,6 +756,35 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
       kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
                                                                             static_cast<T*>(dx), I(total));
     });
+  });
+  check_launch("gpu.pool.direct (backward)");
+}
+
+bool pool_backward_by_taps_applies(const PoolParams& p) {
+  return p.mode == 0 && fixed_window(p) != 0 && covered_at_most_twice(p);
+}
+
+void launch_pool_backward_by_taps(const PoolParams& p, const void* x, const void* dy, std::uint8_t* taps,
+                                  void* dx, int vec, void* stream) {
+  constexpr int kThreads = 256;
+  const i64 outputs = p.out_elems() / vec, inputs = p.in_elems() / vec;
+  dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Taps = std::uint8_t;
+    auto find = fixed_window(p) == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, Taps>
+                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, Taps>
+                                                   : pool_forward_fixed_kernel<T, 1, true, 3, int, Taps>)
+                                     : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, Taps>
+                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, Taps>
+                                                   : pool_forward_fixed_kernel<T, 1, true, 2, int, Taps>);
+    find<<<grid_for(outputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
+                                                                          nullptr, taps, int(outputs));
+    check_launch("gpu.pool.direct (finding the maxima)");
+    auto gather = !p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, Taps>
+                  : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, Taps>
+                             : pool_backward_two_kernel<T, 1, true, true, int, Taps>;
+    gather<<<grid_for(inputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), taps,
+                                                                           static_cast<T*>(dx), int(inputs));
   });
   check_launch("gpu.pool.direct (backward)");
 }

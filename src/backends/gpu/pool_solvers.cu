@@ -49,6 +49,12 @@ class GpuPoolSolver : public dnn::PoolSolver {
       if (problem.mode == dnn::PoolMode::max) {
         if (problem.keep_indices) {
           idx = static_cast<const std::int32_t*>(a.indices);
+        } else if (finds_maxima_by_taps(p)) {
+          auto* taps = static_cast<std::uint8_t*>(a.workspace);
+          const void* vec_ptrs[] = {a.src, a.diff_dst, a.diff_src, taps};
+          launch_pool_backward_by_taps(p, a.src, a.diff_dst, taps, a.diff_src,
+                                       pool_vector_width(p, vec_ptrs, 4), s);
+          return;
         } else {
           auto* found = static_cast<std::int32_t*>(a.workspace);
           forward(p, a.src, nullptr, found, forward_ws, s);
@@ -70,6 +76,9 @@ class GpuPoolSolver : public dnn::PoolSolver {
   virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
                        void* stream) const = 0;
   virtual std::size_t forward_workspace_bytes(const PoolParams&) const { return 0; }
+  /// Whether max backward without kept indices finds the maxima as window tap numbers (in the
+  /// index workspace, which is large enough) and gathers with them.
+  virtual bool finds_maxima_by_taps(const PoolParams&) const { return false; }
   /// The backward pass (idx: the maxima's indices for max, else null).
   virtual void backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
                         void* stream) const {
@@ -97,6 +106,9 @@ class PoolDirect final : public GpuPoolSolver {
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
     return p.layout == dnn::Layout::nhwc && p.c % 8 == 0 ? "8 channels per thread" : "one element per thread";
   }
+
+ protected:
+  bool finds_maxima_by_taps(const PoolParams& p) const override { return pool_backward_by_taps_applies(p); }
 
  private:
   void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
