@@ -145,6 +145,121 @@ TEST_P(PoolGpu, NanPropagatesAndMinusInfinityKeepsTheFirstElement) {
   }
 }
 
+// The unrolled paths against the reference: square 2x2 and 3x3 windows (unrolled forward) at
+// strides and paddings that put taps off every edge, with ceil mode's partial last window; windows
+// at most twice the stride (unrolled backward, one or two covering outputs per axis) and one over
+// it (the generic backward); and the global backward broadcast with planes that are and are not a
+// multiple of 8 (nchw 8 pixels per store) and channels that are and are not (nhwc 8 channels).
+TEST_P(PoolGpu, UnrolledWindowsAndBroadcastsMatchTheReference) {
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 3, .kernel_w = 3, .stride_h = 3, .stride_w = 3, .ceil_mode = true},
+      {.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 2, .kernel_w = 2, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 2, .pad_h = 1, .stride_h = 2, .stride_w = 1},
+      {.window = PoolWindow::global},
+  };
+  const struct {
+    std::int64_t n, c, h, w;
+  } sizes[] = {{1, 8, 28, 28}, {3, 17, 31, 29}, {1, 24, 7, 9}, {2, 40, 8, 8}, {1, 3, 5, 6}};
+  std::vector<PoolProblem> problems;
+  std::size_t pick = 0;
+  for (const PoolProblem& win : windows) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+            for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = layout, p.direction = dir;
+              const auto& sz = sizes[pick++ % std::size(sizes)];
+              p.n = sz.n, p.c = sz.c, p.h = sz.h, p.w = sz.w;
+              problems.push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  int ran = 0;
+  for (const PoolProblem& p : problems) {
+    for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+      if (!s->check(p, *device_)) continue;
+      const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, static_cast<int>(problems.size()));
+}
+
+// The unrolled 3x3 window's special values: windows of only -inf keep their first in-input
+// position (padding taps never take over), and the later of two NaNs wins where a window holds both.
+TEST_P(PoolGpu, UnrolledWindowKeepsTheMaxRule) {
+  runtime::Stream stream(*device_);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+    PoolProblem p{.n = 1,
+                  .c = 1,
+                  .h = 5,
+                  .w = 5,
+                  .kernel_h = 3,
+                  .kernel_w = 3,
+                  .pad_h = 1,
+                  .pad_w = 1,
+                  .keep_indices = true,
+                  .layout = layout};
+    std::vector<float> x(25, -inf);
+    x[12] = nan;  // (2, 2), in window (1, 1) only
+    x[13] = nan;  // (2, 3), in windows (1, 1) and (1, 2)
+    // Windows start at rows and columns 0, 1 and 3 once the padding is cut off.
+    const int begin[3] = {0, 1, 3};
+    for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+      if (!s->check(p, *device_)) continue;
+      Tensor xt = Tensor::empty(stream, p.src_desc()), yt = Tensor::empty(stream, p.dst_desc());
+      Tensor it = Tensor::empty(stream, p.indices_desc());
+      xt.copy_from_host(stream, x.data(), x.size() * 4);
+      pooling_forward(stream, p, xt, yt, &it, s);
+      const auto y = yt.to_host<float>(stream);
+      const auto idx = it.to_host<std::int32_t>(stream);
+      ASSERT_EQ(y.size(), 9u);
+      for (int oh = 0; oh < 3; ++oh) {
+        for (int ow = 0; ow < 3; ++ow) {
+          const int o = oh * 3 + ow;
+          if (oh == 1 && ow >= 1) {
+            EXPECT_TRUE(std::isnan(y[o])) << s->name() << " window " << o;
+            EXPECT_EQ(idx[o], 13) << s->name() << " window " << o;
+          } else {
+            EXPECT_EQ(y[o], -inf) << s->name() << " window " << o;
+            EXPECT_EQ(idx[o], begin[oh] * 5 + begin[ow]) << s->name() << " window " << o;
+          }
+        }
+      }
+      // Backward finding the maxima itself (window tap numbers where it can) sends each gradient
+      // where the kept indices do.
+      PoolProblem recompute = p;
+      recompute.keep_indices = false;
+      recompute.direction = PoolDirection::backward;
+      PoolProblem kept = p;
+      kept.direction = PoolDirection::backward;
+      if (!s->check(recompute, *device_) || !s->check(kept, *device_)) continue;
+      const std::vector<float> dy_host = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+      Tensor dy = Tensor::empty(stream, p.dst_desc());
+      Tensor dx_kept = Tensor::empty(stream, p.src_desc()), dx_found = Tensor::empty(stream, p.src_desc());
+      dy.copy_from_host(stream, dy_host.data(), dy_host.size() * 4);
+      pooling_backward(stream, kept, dy, dx_kept, nullptr, &it, s);
+      pooling_backward(stream, recompute, dy, dx_found, &xt, nullptr, s);
+      const auto want = dx_kept.to_host<float>(stream);
+      const auto got = dx_found.to_host<float>(stream);
+      EXPECT_EQ(got, want) << s->name();
+      EXPECT_EQ(want[13], 5.0f + 6.0f) << s->name();  // windows (1, 1) and (1, 2) chose it
+    }
+  }
+}
+
 TEST_P(PoolGpu, SolversRefuseWithAReason) {
   const PoolProblem windowed{
       .n = 1, .c = 8, .h = 16, .w = 16, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};

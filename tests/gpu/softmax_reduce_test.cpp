@@ -123,6 +123,73 @@ TEST_P(GpuSoftmaxReduce, SoftmaxLargeAndInfiniteLogits) {
   }
 }
 
+// Forward rows of a multiple of 8 in registers: every lanes-per-row choice (rows up to 128, 256,
+// 512 and 1024 long) with a row length just past each boundary, one row and a row count that
+// leaves a block and a warp part-full, and the channels of nhwc tensors (rows of C contiguous).
+TEST_P(GpuSoftmaxReduce, SoftmaxRowsInRegistersMatchReference) {
+  std::vector<SoftmaxProblem> problems;
+  for (std::int64_t len : {8, 24, 128, 136, 256, 264, 512, 520, 1016, 1024})
+    for (std::int64_t rows : {1, 37, 1031})
+      for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+        for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
+          problems.push_back(softmax({rows, len}, 1, algo, dtype, dnn::Layout::nchw, false));
+  for (const auto& dims :
+       std::vector<std::vector<std::int64_t>>{{2, 256, 7, 9}, {1, 128, 31, 29}, {3, 40, 5, 1}})
+    for (DType dtype : {DType::f16, DType::bf16})
+      for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
+        for (bool backward : {false, true})
+          problems.push_back(softmax(dims, 1, algo, dtype, dnn::Layout::nhwc, backward));
+  const auto solvers = dnn::solvers_of(GetParam(), dnn::OpKind::softmax);
+  for (const SoftmaxProblem& p : problems) {
+    for (const dnn::SolverBase* s : solvers) {
+      if (!s->check_any(dnn::ProblemRef::of(p), *device_)) continue;
+      const dnn::OpVerification v = dnn::check_against_reference(*device_, dnn::ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+    }
+  }
+}
+
+// The same special values in rows of 8 and 16 (the 16-byte path): -inf entries get 0, a row of only
+// -inf and a row holding +inf or NaN come out NaN, as in the reference.
+TEST_P(GpuSoftmaxReduce, SoftmaxRowsInRegistersInfiniteLogits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t len : {8, 16}) {
+    for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax}) {
+      const SoftmaxProblem p = softmax({5, len}, 1, algo, DType::f32, dnn::Layout::nchw, false);
+      std::vector<float> x(static_cast<std::size_t>(5 * len));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.5f - 1.0f;
+      x[0] = -inf;
+      for (std::int64_t i = 0; i < len; ++i) x[static_cast<std::size_t>(len + i)] = -inf;
+      x[static_cast<std::size_t>(2 * len + len - 1)] = inf;
+      x[static_cast<std::size_t>(3 * len + 3)] = nan;
+      x[static_cast<std::size_t>(4 * len + 1)] = 80.0f;  // large, but its exp stays finite after the shift
+      std::vector<float> want(x.size());
+      dnn::reference_softmax_forward(p, x.data(), want.data());
+      for (const dnn::SolverBase* s : dnn::solvers_of(GetParam(), dnn::OpKind::softmax)) {
+        if (!s->check_any(dnn::ProblemRef::of(p), *device_)) continue;
+        runtime::Stream stream(*device_);
+        Tensor tx = Tensor::empty(stream, p.desc());
+        Tensor ty = Tensor::empty(stream, p.desc());
+        tx.copy_from_host(stream, x.data(), x.size() * 4);
+        dnn::softmax_forward(stream, p, tx, ty, s);
+        const auto got = ty.to_host<float>(stream);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          if (std::isnan(want[i])) {
+            EXPECT_TRUE(std::isnan(got[i]))
+                << s->name() << " " << p.key() << " element " << i << " = " << got[i];
+          } else if (std::isinf(want[i])) {
+            EXPECT_EQ(got[i], want[i]) << s->name() << " " << p.key() << " element " << i;
+          } else {
+            EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i])))
+                << s->name() << " " << p.key() << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(GpuSoftmaxReduce, ReduceSolversMatchReference) {
   std::vector<ReduceProblem> problems;
   const auto make = [](std::vector<std::int64_t> dims, unsigned axes, ReduceOp op, DType dtype,

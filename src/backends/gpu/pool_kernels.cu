@@ -2,6 +2,9 @@
 // formulas), and the max rule is the problem's: scanning a window row by row, an element takes
 // over when it is greater or NaN. Backward is a gather (each input sums what the outputs whose
 // windows hold it send it), so there are no atomics and the result is deterministic.
+#include <cstdint>
+#include <type_traits>
+
 #include "conv_device.cuh"
 #include "galley/dnn/pool.hpp"
 #include "pool_kernels.hpp"
@@ -107,6 +110,32 @@ __device__ __forceinline__ void store_idx(std::int32_t* p, const int (&v)[V]) {
   }
 }
 
+// V window tap numbers of one byte each: one 8-byte access for V == 8 (the same alignment check).
+template <int V>
+__device__ __forceinline__ void load_idx(const std::uint8_t* p, int (&out)[V]) {
+  if constexpr (V == 8) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+#pragma unroll
+    for (int l = 0; l < 4; ++l)
+      out[l] = int((w.x >> (8 * l)) & 0xffu), out[l + 4] = int((w.y >> (8 * l)) & 0xffu);
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = p[l];
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_idx(std::uint8_t* p, const int (&v)[V]) {
+  if constexpr (V == 8) {
+    uint2 w = make_uint2(0u, 0u);
+#pragma unroll
+    for (int l = 0; l < 4; ++l) w.x |= unsigned(v[l]) << (8 * l), w.y |= unsigned(v[l + 4]) << (8 * l);
+    *reinterpret_cast<uint2*>(p) = w;
+  } else {
+#pragma unroll
+    for (int l = 0; l < V; ++l) p[l] = std::uint8_t(v[l]);
+  }
+}
+
 // Whether candidate (v, i) beats the current (best, at) under the sequential rule, in a form that
 // does not depend on visiting order: a NaN beats any number and a later NaN, a larger value wins,
 // and among equal values the first position does.
@@ -116,15 +145,13 @@ __device__ __forceinline__ bool beats(float v, int i, float best, int at) {
   return v > best || (v == best && i < at);
 }
 
-template <typename T, int V, bool kNhwc, typename I>
-__global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
-                                    std::int32_t* __restrict__ idx, I total) {
-  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
-  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
-  const I cvecs = C / V;
-  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
-    I n, c, oh, ow, out, base, hs, ws;
+// The thread's output coordinates and offsets, shared by the forward kernels.
+template <int V, bool kNhwc, typename I>
+struct OutputAt {
+  I n, c, oh, ow, out, base, hs, ws;
+  __device__ __forceinline__ OutputAt(I t, I C, I H, I W, I OH, I OW) {
     if (kNhwc) {
+      const I cvecs = C / V;
       c = (t % cvecs) * V;
       I r = t / cvecs;
       ow = r % OW;
@@ -147,7 +174,18 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
       hs = W;
       ws = 1;
     }
-    const Span<I> sh = ah.window(oh), sw = aw.window(ow);
+  }
+};
+
+template <typename T, int V, bool kNhwc, typename I>
+__global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
+                                    std::int32_t* __restrict__ idx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    const OutputAt<V, kNhwc, I> o(t, C, H, W, OH, OW);
+    const I base = o.base, hs = o.hs, ws = o.ws, out = o.out;
+    const Span<I> sh = ah.window(o.oh), sw = aw.window(o.ow);
     float acc[V];
     if (p.mode == 0) {
       int at[V];
@@ -182,6 +220,77 @@ __global__ void pool_forward_kernel(PoolParams p, const T* __restrict__ x, T* __
 #pragma unroll
       for (int l = 0; l < V; ++l) acc[l] /= d;
       store_v<T, V>(y + out, acc);
+    }
+  }
+}
+
+// Forward over a K x K window (stride and padding at run time, not adaptive): the window is
+// unrolled, so all K * K loads issue before any is used, where the generic kernel's loop waits on
+// each in turn. A tap outside the input loads nothing and holds -inf (max: it never takes over,
+// as only a greater value or a NaN does) or 0 (average: adding +0 to a sum that started at +0
+// changes nothing), and taps are visited row by row as the generic kernel does, so values, max
+// indices and divisors are exactly its own. With Idx a byte, idx receives the maximum's tap number
+// in the window (r * K + q) rather than its position in the plane: the same choice, a quarter of
+// the bytes, for a backward pass that finds the maxima itself.
+template <typename T, int V, bool kNhwc, int K, typename I, typename Idx>
+__global__ void pool_forward_fixed_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
+                                          Idx* __restrict__ idx, I total) {
+  constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const bool is_max = p.mode == 0;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    const OutputAt<V, kNhwc, I> o(t, C, H, W, OH, OW);
+    const Span<I> sh = ah.window(o.oh), sw = aw.window(o.ow);
+    const I h0 = o.oh * ah.s - ah.pad, w0 = o.ow * aw.s - aw.pad;
+    float v[K][K][V];
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+#pragma unroll
+      for (int q = 0; q < K; ++q) {
+        const I ih = h0 + r, iw = w0 + q;
+        if (ih >= sh.begin && ih < sh.end && iw >= sw.begin && iw < sw.end) {
+          load_v<T, V>(x + o.base + ih * o.hs + iw * o.ws, v[r][q]);
+        } else {
+#pragma unroll
+          for (int l = 0; l < V; ++l) v[r][q][l] = is_max ? -INFINITY : 0.f;
+        }
+      }
+    }
+    float acc[V];
+    if (is_max) {
+      int at[V];
+      const int first = kTaps ? int((sh.begin - h0) * K + (sw.begin - w0)) : int(sh.begin * W + sw.begin);
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] = -INFINITY, at[l] = first;
+#pragma unroll
+      for (int r = 0; r < K; ++r) {
+#pragma unroll
+        for (int q = 0; q < K; ++q) {
+          const int pos = kTaps ? r * K + q : int((h0 + r) * W + w0 + q);
+#pragma unroll
+          for (int l = 0; l < V; ++l) {
+            if (v[r][q][l] > acc[l] || v[r][q][l] != v[r][q][l]) acc[l] = v[r][q][l], at[l] = pos;
+          }
+        }
+      }
+      if (y != nullptr) store_v<T, V>(y + o.out, acc);
+      if (idx != nullptr) store_idx<V>(idx + o.out, at);
+    } else {
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] = 0.f;
+#pragma unroll
+      for (int r = 0; r < K; ++r) {
+#pragma unroll
+        for (int q = 0; q < K; ++q) {
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += v[r][q][l];
+        }
+      }
+      const float d = divisor(p.mode, sh, sw);
+#pragma unroll
+      for (int l = 0; l < V; ++l) acc[l] /= d;
+      store_v<T, V>(y + o.out, acc);
     }
   }
 }
@@ -240,6 +349,123 @@ __global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
   }
 }
 
+// Backward where each input lies in at most two windows per axis (kernel <= 2 x stride, not
+// adaptive; 3x3 at stride 2 among them): the 2 x 2 candidate outputs are unrolled, so their
+// gradient and index loads issue together. Outputs past the covering range load nothing and add
+// nothing; the others add in the generic kernel's order, so the sums are exactly its own. With Idx
+// a byte, idx holds each window's tap number of its maximum (pool_forward_fixed_kernel's).
+template <typename T, int V, bool kNhwc, bool kMax, typename I, typename Idx>
+__global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy, const Idx* __restrict__ idx,
+                                         T* __restrict__ dx, I total) {
+  constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  const I cvecs = C / V;
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    I n, c, ih, iw, in_off;
+    if (kNhwc) {
+      c = (t % cvecs) * V;
+      I r = t / cvecs;
+      iw = r % W;
+      r /= W;
+      ih = r % H;
+      n = r / H;
+      in_off = ((n * H + ih) * W + iw) * C + c;
+    } else {
+      iw = t % W;
+      I r = t / W;
+      ih = r % H;
+      r /= H;
+      c = r % C;
+      n = r / C;
+      in_off = t;
+    }
+    I oh0, oh1, ow0, ow1;
+    ah.covering(ih, oh0, oh1);
+    aw.covering(iw, ow0, ow1);
+    const int pos = int(ih * W + iw);
+    float g[2][2][V];
+    int at[2][2][V];
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const I oh = oh0 + a, ow = ow0 + b;
+        if (oh <= oh1 && ow <= ow1) {
+          const I o = kNhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow;
+          load_v<T, V>(dy + o, g[a][b]);
+          if (kMax) load_idx<V>(idx + o, at[a][b]);
+        }
+      }
+    }
+    float acc[V];
+#pragma unroll
+    for (int l = 0; l < V; ++l) acc[l] = 0.f;
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      const I oh = oh0 + a;
+      if (oh > oh1) continue;
+      const Span<I> sh = ah.window(oh);
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const I ow = ow0 + b;
+        if (ow > ow1) continue;
+        if (kMax) {
+          const int mine =
+              kTaps ? int((ih - (oh * ah.s - ah.pad)) * aw.k + (iw - (ow * aw.s - aw.pad))) : pos;
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += at[a][b][l] == mine ? g[a][b][l] : 0.f;
+        } else {
+          const float d = divisor(p.mode, sh, aw.window(ow));
+#pragma unroll
+          for (int l = 0; l < V; ++l) acc[l] += g[a][b][l] / d;
+        }
+      }
+    }
+    store_v<T, V>(dx + in_off, acc);
+  }
+}
+
+// Global backward, a broadcast: every input of plane (n, c) gets 0 + dy[n, c] / d, d the divisor
+// the gather computes for the whole-plane window (average), or dy[n, c] where idx[n, c] names it
+// and 0 elsewhere (max). Each thread writes V consecutive elements of dx with one store: nhwc, V
+// channels of one pixel; nchw, V pixels of one plane (V == 8 when the plane is a multiple of 8).
+template <typename T, int V, bool kNhwc, bool kMax, typename I>
+__global__ void pool_global_backward_kernel(PoolParams p, const T* __restrict__ dy,
+                                            const std::int32_t* __restrict__ idx, T* __restrict__ dx,
+                                            I total) {
+  const I C = I(p.c), HW = I(p.h) * I(p.w);
+  const float d = float(p.h) * float(p.w);
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    float g[V];
+    int at[V];
+    int pix[V];
+    if (kNhwc) {
+      const I cvecs = C / V;
+      const I c = (t % cvecs) * V;
+      const I r = t / cvecs;
+      const I n = r / HW;
+      const I plane_off = n * C + c;
+      load_v<T, V>(dy + plane_off, g);
+      if (kMax) load_idx<V>(idx + plane_off, at);
+#pragma unroll
+      for (int l = 0; l < V; ++l) pix[l] = int(r - n * HW);
+    } else {
+      const I per_plane = HW / V;
+      const I plane = t / per_plane;
+      const I first = (t - plane * per_plane) * V;
+      const float gv = ldg_f32(dy + plane);
+      const int av = kMax ? idx[plane] : 0;
+#pragma unroll
+      for (int l = 0; l < V; ++l) g[l] = gv, at[l] = av, pix[l] = int(first) + l;
+    }
+    float out[V];
+#pragma unroll
+    for (int l = 0; l < V; ++l) out[l] = kMax ? 0.f + (at[l] == pix[l] ? g[l] : 0.f) : 0.f + g[l] / d;
+    store_v<T, V>(dx + t * V, out);
+  }
+}
+
 // Global nchw: one warp per plane, lanes striding over it (16-byte loads when the plane allows),
 // then a shuffle tree. A lane visits its elements in increasing order and `beats` does not depend
 // on order, so the tree keeps the sequential rule.
@@ -291,6 +517,7 @@ __global__ void pool_global_nchw_kernel(PoolParams p, const T* __restrict__ x, T
 // loads) and kGlobalRows pixel rows (threadIdx.y) striding over its share of the plane
 // (blockIdx.z of `splits`); it leaves one partial per channel and share in the workspace.
 constexpr int kGlobalRows = 8;
+constexpr int kGlobalUnroll = 4;
 template <typename T, int V>
 __global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restrict__ x,
                                                 float* __restrict__ part_v, int* __restrict__ part_i,
@@ -307,18 +534,32 @@ __global__ void pool_global_nhwc_partial_kernel(PoolParams p, const T* __restric
   int at[V];
 #pragma unroll
   for (int l = 0; l < V; ++l) acc[l] = p.mode == 0 ? -INFINITY : 0.f, at[l] = 0x7fffffff;
-  if (live) {
-    for (i64 i = begin + threadIdx.y; i < end; i += kGlobalRows) {
-      float v[V];
-      load_v<T, V>(x + (n * hw + i) * p.c + c, v);
+  const auto take = [&](const float(&v)[V], i64 i) {
 #pragma unroll
-      for (int l = 0; l < V; ++l) {
-        if (p.mode != 0) {
-          acc[l] += v[l];
-        } else if (beats(v[l], int(i), acc[l], at[l])) {
-          acc[l] = v[l], at[l] = int(i);
-        }
+    for (int l = 0; l < V; ++l) {
+      if (p.mode != 0) {
+        acc[l] += v[l];
+      } else if (beats(v[l], int(i), acc[l], at[l])) {
+        acc[l] = v[l], at[l] = int(i);
       }
+    }
+  };
+  if (live) {
+    // kGlobalUnroll rows' loads issue before any is used; the rows are then taken in the same
+    // order as one at a time, so the sums are unchanged.
+    const T* xc = x + n * hw * p.c + c;
+    i64 i = begin + threadIdx.y;
+    for (; i + (kGlobalUnroll - 1) * kGlobalRows < end; i += kGlobalUnroll * kGlobalRows) {
+      float v[kGlobalUnroll][V];
+#pragma unroll
+      for (int u = 0; u < kGlobalUnroll; ++u) load_v<T, V>(xc + (i + u * kGlobalRows) * p.c, v[u]);
+#pragma unroll
+      for (int u = 0; u < kGlobalUnroll; ++u) take(v[u], i + u * kGlobalRows);
+    }
+    for (; i < end; i += kGlobalRows) {
+      float v[V];
+      load_v<T, V>(xc + i * p.c, v);
+      take(v, i);
     }
   }
 #pragma unroll
@@ -442,6 +683,19 @@ void with_index_type(const PoolParams& p, Launch&& launch) {
   }
 }
 
+// The unrolled forward's window size: 2 or 3 for a square kernel window of that size whose
+// indices fit in int, else 0 (the generic kernel).
+int fixed_window(const PoolParams& p) {
+  if (p.adaptive || p.kh != p.kw || (p.kh != 2 && p.kh != 3) || !fits_int32(p)) return 0;
+  return int(p.kh);
+}
+
+// Whether no input lies in more than two windows along either axis, so the unrolled backward
+// applies: a window of k at stride s covers at most ceil(k / s) outputs per input.
+bool covered_at_most_twice(const PoolParams& p) {
+  return !p.adaptive && p.kh <= 2 * p.sh && p.kw <= 2 * p.sw && fits_int32(p);
+}
+
 }  // namespace
 
 void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
@@ -450,6 +704,17 @@ void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32
   const i64 total = p.out_elems() / vec;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (const int k = fixed_window(p); k != 0) {
+      auto kernel = k == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, std::int32_t>
+                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, std::int32_t>
+                                         : pool_forward_fixed_kernel<T, 1, true, 3, int, std::int32_t>)
+                           : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, std::int32_t>
+                              : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, std::int32_t>
+                                         : pool_forward_fixed_kernel<T, 1, true, 2, int, std::int32_t>);
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
+          p, static_cast<const T*>(x), static_cast<T*>(y), idx, int(total));
+      return;
+    }
     with_index_type(p, [&](auto index) {
       using I = decltype(index);
       auto kernel = !p.nhwc    ? pool_forward_kernel<T, 1, false, I>
@@ -469,6 +734,17 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
   const bool is_max = p.mode == 0;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (covered_at_most_twice(p)) {
+      auto kernel = is_max ? (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, std::int32_t>
+                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, std::int32_t>
+                                         : pool_backward_two_kernel<T, 1, true, true, int, std::int32_t>)
+                           : (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, false, int, std::int32_t>
+                              : vec == 8 ? pool_backward_two_kernel<T, 8, true, false, int, std::int32_t>
+                                         : pool_backward_two_kernel<T, 1, true, false, int, std::int32_t>);
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
+                                                                            static_cast<T*>(dx), int(total));
+      return;
+    }
     with_index_type(p, [&](auto index) {
       using I = decltype(index);
       auto kernel = is_max ? (!p.nhwc    ? pool_backward_kernel<T, 1, false, true, I>
@@ -480,6 +756,35 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
       kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
                                                                             static_cast<T*>(dx), I(total));
     });
+  });
+  check_launch("gpu.pool.direct (backward)");
+}
+
+bool pool_backward_by_taps_applies(const PoolParams& p) {
+  return p.mode == 0 && fixed_window(p) != 0 && covered_at_most_twice(p);
+}
+
+void launch_pool_backward_by_taps(const PoolParams& p, const void* x, const void* dy, std::uint8_t* taps,
+                                  void* dx, int vec, void* stream) {
+  constexpr int kThreads = 256;
+  const i64 outputs = p.out_elems() / vec, inputs = p.in_elems() / vec;
+  dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Taps = std::uint8_t;
+    auto find = fixed_window(p) == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, Taps>
+                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, Taps>
+                                                   : pool_forward_fixed_kernel<T, 1, true, 3, int, Taps>)
+                                     : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, Taps>
+                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, Taps>
+                                                   : pool_forward_fixed_kernel<T, 1, true, 2, int, Taps>);
+    find<<<grid_for(outputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
+                                                                          nullptr, taps, int(outputs));
+    check_launch("gpu.pool.direct (finding the maxima)");
+    auto gather = !p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, Taps>
+                  : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, Taps>
+                             : pool_backward_two_kernel<T, 1, true, true, int, Taps>;
+    gather<<<grid_for(inputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), taps,
+                                                                           static_cast<T*>(dx), int(inputs));
   });
   check_launch("gpu.pool.direct (backward)");
 }
@@ -517,6 +822,33 @@ void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std
     }
   });
   check_launch("gpu.pool.global");
+}
+
+void launch_pool_global_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                                 void* stream) {
+  constexpr int kThreads = 256;
+  const auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+  const bool pointers_aligned = aligned(dx) && (!p.nhwc || (aligned(dy) && (idx == nullptr || aligned(idx))));
+  const int vec = pointers_aligned && (p.nhwc ? p.c : p.h * p.w) % 8 == 0 ? 8 : 1;
+  const i64 total = p.in_elems() / vec;
+  const bool is_max = p.mode == 0;
+  dispatch_dtype(p.dtype, "gpu.pool.global", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    with_index_type(p, [&](auto index) {
+      using I = decltype(index);
+      auto pick = [&](auto max_tag) {
+        constexpr bool kMax = decltype(max_tag)::value;
+        return p.nhwc ? (vec == 8 ? pool_global_backward_kernel<T, 8, true, kMax, I>
+                                  : pool_global_backward_kernel<T, 1, true, kMax, I>)
+                      : (vec == 8 ? pool_global_backward_kernel<T, 8, false, kMax, I>
+                                  : pool_global_backward_kernel<T, 1, false, kMax, I>);
+      };
+      auto kernel = is_max ? pick(std::true_type{}) : pick(std::false_type{});
+      kernel<<<grid_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), idx,
+                                                                            static_cast<T*>(dx), I(total));
+    });
+  });
+  check_launch("gpu.pool.global (backward)");
 }
 
 }  // namespace galley::backends::gpu

@@ -41,11 +41,22 @@ void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32
 void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx, int vec,
                           void* stream);
 
+/// Max backward without kept indices over a square 2x2 or 3x3 window at most twice the stride:
+/// finds each window's maximum as its tap number, one byte per output in `taps` (out_elems()
+/// bytes, aligned as `vec` needs), then gathers; the same gradient as finding the int32 indices.
+bool pool_backward_by_taps_applies(const PoolParams& p);
+void launch_pool_backward_by_taps(const PoolParams& p, const void* x, const void* dy, std::uint8_t* taps,
+                                  void* dx, int vec, void* stream);
+
 /// Global pooling (one window over the whole plane) forward: nchw reduces each plane with one warp;
 /// nhwc splits each plane into shares over blocks, which leave partials in `workspace`
 /// (pool_global_workspace_bytes), then merges them.
 std::size_t pool_global_workspace_bytes(const PoolParams& p);
 void launch_pool_global_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx,
                                 void* workspace, void* stream);
+/// Global pooling backward as a broadcast write: each input gets its plane's gradient over the
+/// plane size (average), or the gradient where `idx` names it and 0 elsewhere (max).
+void launch_pool_global_backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                                 void* stream);
 
 }  // namespace galley::backends::gpu

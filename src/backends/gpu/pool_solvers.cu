@@ -49,14 +49,19 @@ class GpuPoolSolver : public dnn::PoolSolver {
       if (problem.mode == dnn::PoolMode::max) {
         if (problem.keep_indices) {
           idx = static_cast<const std::int32_t*>(a.indices);
+        } else if (finds_maxima_by_taps(p)) {
+          auto* taps = static_cast<std::uint8_t*>(a.workspace);
+          const void* vec_ptrs[] = {a.src, a.diff_dst, a.diff_src, taps};
+          launch_pool_backward_by_taps(p, a.src, a.diff_dst, taps, a.diff_src,
+                                       pool_vector_width(p, vec_ptrs, 4), s);
+          return;
         } else {
           auto* found = static_cast<std::int32_t*>(a.workspace);
           forward(p, a.src, nullptr, found, forward_ws, s);
           idx = found;
         }
       }
-      const void* vec_ptrs[] = {a.diff_dst, a.diff_src, idx};
-      launch_pool_backward(p, a.diff_dst, idx, a.diff_src, pool_vector_width(p, vec_ptrs, 3), s);
+      backward(p, a.diff_dst, idx, a.diff_src, s);
     });
   }
 
@@ -71,6 +76,15 @@ class GpuPoolSolver : public dnn::PoolSolver {
   virtual void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* ws,
                        void* stream) const = 0;
   virtual std::size_t forward_workspace_bytes(const PoolParams&) const { return 0; }
+  /// Whether max backward without kept indices finds the maxima as window tap numbers (in the
+  /// index workspace, which is large enough) and gathers with them.
+  virtual bool finds_maxima_by_taps(const PoolParams&) const { return false; }
+  /// The backward pass (idx: the maxima's indices for max, else null).
+  virtual void backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                        void* stream) const {
+    const void* vec_ptrs[] = {dy, dx, idx};
+    launch_pool_backward(p, dy, idx, dx, pool_vector_width(p, vec_ptrs, 3), stream);
+  }
 
   // Where backward without kept indices puts the maxima it finds (rounded up to keep what follows
   // 16-byte aligned).
@@ -92,6 +106,9 @@ class PoolDirect final : public GpuPoolSolver {
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
     return p.layout == dnn::Layout::nhwc && p.c % 8 == 0 ? "8 channels per thread" : "one element per thread";
   }
+
+ protected:
+  bool finds_maxima_by_taps(const PoolParams& p) const override { return pool_backward_by_taps_applies(p); }
 
  private:
   void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
@@ -122,6 +139,7 @@ class PoolGlobal final : public GpuPoolSolver {
     return Applicability::yes();
   }
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    if (p.direction == dnn::PoolDirection::backward) return "a broadcast write of each plane's gradient";
     return p.layout == dnn::Layout::nhwc ? "plane shares over blocks, then a merge" : "one warp per plane";
   }
 
@@ -132,6 +150,10 @@ class PoolGlobal final : public GpuPoolSolver {
   }
   std::size_t forward_workspace_bytes(const PoolParams& p) const override {
     return pool_global_workspace_bytes(p);
+  }
+  void backward(const PoolParams& p, const void* dy, const std::int32_t* idx, void* dx,
+                void* stream) const override {
+    launch_pool_global_backward(p, dy, idx, dx, stream);
   }
 };
 

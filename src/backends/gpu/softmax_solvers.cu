@@ -24,6 +24,16 @@ using softmax_device::shfl_xor32;
 constexpr int kWarpRowsMax = 1024;  // 32 lanes x 32 registers
 constexpr int kRowBlock = 512;
 
+// A butterfly shuffle within aligned groups of kLanes lanes (a power of two up to 32).
+template <int kLanes>
+__device__ __forceinline__ float shfl_xor_lanes(float v, int mask) {
+#if GALLEY_GPU_HIP
+  return __shfl_xor(v, mask, kLanes);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, kLanes);
+#endif
+}
+
 // Forward: a = x. Backward: a = dy, b = y. One 32-lane group per row, kPer elements per lane.
 template <typename T, bool kBackward, int kPer>
 __global__ void softmax_group_rows(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
@@ -135,6 +145,84 @@ __global__ void softmax_group_rows_vec8(const T* __restrict__ a, const T* __rest
         for (int e = 0; e < 8; ++e)
           o[e] = log ? va[j][e] - __expf(vb[j][e]) * sum : vb[j][e] * (va[j][e] - sum);
         store8(orow + i, o);
+      }
+    }
+  }
+}
+
+template <int kLanes>
+__device__ __forceinline__ float lanes_max(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m >>= 1) v = fmaxf(v, shfl_xor_lanes<kLanes>(v, m));
+  return v;
+}
+template <int kLanes>
+__device__ __forceinline__ float lanes_sum(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m >>= 1) v += shfl_xor_lanes<kLanes>(v, m);
+  return v;
+}
+
+// Forward over rows of a multiple of 8 elements that fit in registers: kLanes lanes per row (a warp
+// holds 32 / kLanes rows), each lane loading its kChunks runs of 8 before using any, so a lane has
+// kChunks 16-byte loads in flight rather than one. Then the row's maximum, the sum of exp against
+// it (each exp computed once and kept for the write), and the write from registers: one read and
+// one write of the row, log2(kLanes) shuffle rounds per statistic. Chunks past the row's end and
+// rows past the last one hold -inf and are never written; every lane of a warp runs every shuffle.
+template <typename T, int kLanes, int kChunks>
+__global__ void softmax_forward_lanes_vec8(const T* __restrict__ x, T* __restrict__ y, long long rows,
+                                           int len, bool log) {
+  const int sub = threadIdx.x % kLanes;
+  const long long rows_per_block = blockDim.x / kLanes;
+  // The loop bound is the same for the whole block, so a warp's lanes stay together for the shuffles.
+  for (long long first = blockIdx.x * rows_per_block; first < rows; first += gridDim.x * rows_per_block) {
+    const long long row = first + threadIdx.x / kLanes;
+    const bool live = row < rows;
+    const T* xr = x + (live ? row : 0) * len;
+    T* yr = y + (live ? row : 0) * len;
+    float v[kChunks][8];
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int i = (sub + kLanes * j) * 8;
+      if (live && i < len) {
+        load8(xr + i, v[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[j][e] = -INFINITY;
+      }
+    }
+    // fmaxf passes over NaN, but a NaN's exp below makes the sum NaN, poisoning the row as it should.
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) m = fmaxf(m, v[j][e]);
+    }
+    m = lanes_max<kLanes>(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      if ((sub + kLanes * j) * 8 < len) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float d = v[j][e] - m;
+          const float ex = __expf(d);
+          s += ex;
+          v[j][e] = log ? d : ex;
+        }
+      }
+    }
+    s = lanes_sum<kLanes>(s);
+    const float log_sum = __logf(s);
+    const float inv = 1.0f / s;
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int i = (sub + kLanes * j) * 8;
+      if (live && i < len) {
+        float o[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = log ? v[j][e] - log_sum : v[j][e] * inv;
+        store8(yr + i, o);
       }
     }
   }
@@ -332,8 +420,28 @@ bool vec8_fits(const Launch& l) {
   return l.len % 8 == 0 && aligned(l.a) && aligned(l.out) && (l.b == nullptr || aligned(l.b));
 }
 
+// Up to four 16-byte chunks per lane, as few lanes per row as that allows (at least 4, so short
+// rows still spread over a few lanes); blocks shrink from 256 threads while there would be fewer
+// than 512 of them, so small problems still reach every multiprocessor.
+template <typename T, int kLanes>
+void forward_lanes_vec8(const Launch& l, GpuStream s) {
+  constexpr int kChunks = 4;
+  int threads = 256;
+  const auto blocks_for = [&](int t) { return (l.outer + t / kLanes - 1) / (t / kLanes); };
+  while (threads > 64 && blocks_for(threads) < 512) threads /= 2;
+  const long long blocks = std::min<long long>(blocks_for(threads), 65535LL * 32);
+  softmax_forward_lanes_vec8<T, kLanes, kChunks><<<unsigned(blocks), threads, 0, s>>>(
+      static_cast<const T*>(l.a), static_cast<T*>(l.out), l.outer, int(l.len), l.log);
+}
+
 template <typename T, bool kBackward>
 void launch_rows(const Launch& l, GpuStream s) {
+  if (!kBackward && l.len <= kWarpRowsMax && vec8_fits(l)) {
+    if (l.len <= 4 * 4 * 8) return forward_lanes_vec8<T, 4>(l, s);
+    if (l.len <= 8 * 4 * 8) return forward_lanes_vec8<T, 8>(l, s);
+    if (l.len <= 16 * 4 * 8) return forward_lanes_vec8<T, 16>(l, s);
+    return forward_lanes_vec8<T, 32>(l, s);
+  }
   if (l.len <= kWarpRowsMax && vec8_fits(l)) {
     if (l.len <= 256) return group_rows_vec8<T, kBackward, 1>(l, s);
     if (l.len <= 512) return group_rows_vec8<T, kBackward, 2>(l, s);
@@ -417,7 +525,7 @@ class RowsSolver final : public GpuSoftmaxSolver {
  public:
   explicit RowsSolver(std::string backend) : GpuSoftmaxSolver("gpu.softmax.rows", std::move(backend)) {}
   std::string detail(const SoftmaxProblem& p, const runtime::Device&) const override {
-    return p.axis_size() <= kWarpRowsMax ? "32 lanes per row, row in registers"
+    return p.axis_size() <= kWarpRowsMax ? "row in the registers of 4 to 32 lanes"
                                          : "a block per row, two passes";
   }
 
