@@ -43,8 +43,11 @@ int check_all(const runtime::Device& device, const std::vector<P>& problems) {
 
 TEST_P(GpuNorm, BatchNormMatchesTheReference) {
   // 2x4x7x7 and 4x6x14x14: 8-wide elementwise vectors straddle planes (hw not a multiple of 8).
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7},   {3, 23, 1, 2}, {2, 16, 8, 8},
-                                    {1, 2, 64, 64}, {2, 64, 32, 32}, {2, 4, 7, 7},  {4, 6, 14, 14}};
+  // nhwc: 264 channels are two tiles of 17 vectors (block rows not a power of two), 24 and 40 are
+  // 3 and 5 vectors a row, 1x40x61x67 splits one image's rows over several blocks.
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29},  {2, 17, 5, 7},   {3, 23, 1, 2},  {2, 16, 8, 8},
+                                    {1, 2, 64, 64},  {2, 64, 32, 32}, {2, 4, 7, 7},   {4, 6, 14, 14},
+                                    {3, 264, 9, 11}, {1, 24, 31, 29}, {1, 40, 61, 67}};
   std::vector<BatchNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -56,6 +59,21 @@ TEST_P(GpuNorm, BatchNormMatchesTheReference) {
           problems.push_back(p);
         }
       }
+    }
+  }
+  EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, BatchNormNhwcWithManyRowsMatchesTheReference) {
+  // Enough rows that the nhwc elementwise pass keeps several rows in flight per thread, with a
+  // partial last chunk (32766 rows of 256 channels), and many ranges per channel in the partials.
+  std::vector<BatchNormProblem> problems;
+  for (DType dt : {DType::f32, DType::f16}) {
+    for (int form = 0; form < 3; ++form) {
+      BatchNormProblem p{.n = 2, .c = 256, .h = 129, .w = 127, .dtype = dt, .layout = Layout::nhwc};
+      p.mode = form == 0 ? BatchNormMode::inference : BatchNormMode::training;
+      p.direction = form == 2 ? NormDirection::backward : NormDirection::forward;
+      problems.push_back(p);
     }
   }
   EXPECT_GT(check_all(device_, problems), 0);
@@ -79,8 +97,11 @@ TEST_P(GpuNorm, LayerNormMatchesTheReference) {
 }
 
 TEST_P(GpuNorm, GroupNormMatchesTheReference) {
+  // nhwc: 264 channels are two channel tiles; 3x40x31x29 has 5 vectors a row and splits each image;
+  // 4x256x31x67 gives the f32 backward several rows in flight per thread with a partial last chunk.
   const std::int64_t shapes[][5] = {{1, 3, 31, 29, 3},  {2, 17, 5, 7, 1},    {3, 24, 3, 3, 8},
-                                    {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}, {2, 8, 7, 7, 4}};
+                                    {2, 32, 16, 16, 8}, {1, 64, 48, 48, 32}, {2, 8, 7, 7, 4},
+                                    {2, 264, 7, 9, 33}, {3, 40, 31, 29, 5},  {4, 256, 31, 67, 32}};
   std::vector<GroupNormProblem> problems;
   for (const auto& sh : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {

@@ -20,17 +20,24 @@ namespace galley::backends::gpu {
 
 /// Batch or group norm over a packed 4-D tensor seen as n x c planes of hw pixels. A statistic
 /// gathers planes: batch norm (groups == 0) channel c's planes of every image, group norm the
-/// planes of one image's group. Each plane's pixels are cut into `splits` ranges of `split_len`
-/// that blocks reduce independently; partials are merged in a fixed order, so results are
-/// deterministic (no floating-point atomics).
+/// planes of one image's group. The pixels are cut into `segments` of segment_len() values per
+/// channel, each cut into `splits` ranges of `split_len` that blocks reduce independently to one
+/// partial per (range, segment, channel); partials are merged in a fixed order, so results are
+/// deterministic (no floating-point atomics). nchw: a segment is a plane (segments == n).
+/// nhwc: a segment is rows of c contiguous channels, an image's (group norm) or every image's
+/// (batch norm: one segment, so a batch of one still spreads over many blocks).
 struct PlaneGeometry {
   std::int64_t n = 1, c = 1, hw = 1;
   std::int64_t groups = 0;
   bool nhwc = false;
   DType dtype = DType::f32;
   std::int64_t splits = 1, split_len = 1;
+  std::int64_t segments = 1;
 
   GALLEY_NORM_HD std::int64_t planes() const { return n * c; }
+  GALLEY_NORM_HD std::int64_t segment_len() const { return n * hw / segments; }
+  /// Partials per range: one per channel of every segment.
+  GALLEY_NORM_HD std::int64_t partial_planes() const { return segments * c; }
   GALLEY_NORM_HD std::int64_t stats() const { return groups == 0 ? c : n * groups; }
   /// Values per statistic.
   GALLEY_NORM_HD std::int64_t count() const { return groups == 0 ? n * hw : (c / groups) * hw; }

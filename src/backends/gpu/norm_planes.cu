@@ -1,12 +1,16 @@
 // Batch and group norm kernels (gpu.bnorm.planes, gpu.gnorm.planes): a packed 4-D tensor as n x c
-// planes of hw pixels. Training forward: (1) blocks reduce ranges of a plane's pixels to Welford
+// planes of hw pixels. nchw training forward: (1) blocks reduce ranges of a plane's pixels to Welford
 // partials, (2) one block per statistic merges its partials in a fixed order and writes
 // saved_mean/saved_invstd (and batch norm's running statistics), (3) one thread per plane turns
 // them into y = a*(x - m) + c coefficients, (4) one vectorised pass writes y. Inference runs (3) and (4)
 // only. Backward: partial sums of dy and dy*(x - mean), one block per channel (dscale, dshift) and
 // per statistic (the sums dx needs), coefficients of dx = a*dy + b*(x - m) + c, one pass. Two reads of x
 // and one write for training, as the minimum without keeping x on chip; no atomics, so the bits are
-// the same on every run.
+// the same on every run. nhwc runs the same stages with its own partial and elementwise kernels,
+// the coefficients computed by each thread for the channels it owns (no stage (3), and inference is
+// one kernel).
+#include <type_traits>
+
 #include "norm_device.cuh"
 #include "norm_kernels.hpp"
 
@@ -21,7 +25,7 @@ __device__ __forceinline__ std::int64_t stat_of(const PlaneGeometry& g, std::int
   return g.groups == 0 ? channel : image * g.groups + channel / (g.c / g.groups);
 }
 
-/// The i-th of the planes a statistic gathers.
+/// The i-th of the partial planes (segment * c + channel) a statistic gathers.
 __device__ __forceinline__ std::int64_t plane_of_stat(const PlaneGeometry& g, std::int64_t stat,
                                                       std::int64_t i) {
   if (g.groups == 0) return i * g.c + stat;
@@ -29,7 +33,7 @@ __device__ __forceinline__ std::int64_t plane_of_stat(const PlaneGeometry& g, st
   return (stat / g.groups) * g.c + (stat % g.groups) * cpg + i;
 }
 __device__ __forceinline__ std::int64_t planes_per_stat(const PlaneGeometry& g) {
-  return g.groups == 0 ? g.n : g.c / g.groups;
+  return g.groups == 0 ? g.segments : g.c / g.groups;
 }
 
 // ---- (1) partial reductions -------------------------------------------------------------------
@@ -95,80 +99,12 @@ __global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restri
   shared[threadIdx.x] = st;
   const State t = group_merge(shared, group);
   if (lane == 0 && active) {
-    float* out = partial + (s * g.planes() + p) * (kBackward ? 2 : 4);
+    float* out = partial + (s * g.partial_planes() + p) * (kBackward ? 2 : 4);
     if constexpr (kBackward) {
       out[0] = t.a, out[1] = t.b;
     } else {
       out[0] = t.n, out[1] = center, out[2] = t.mean, out[3] = t.m2;
     }
-  }
-}
-
-/// NHWC: threadIdx.x walks channel vectors (kVec channels each), threadIdx.y pixels; blockIdx.y is
-/// the image, blockIdx.z the pixel range.
-template <typename T, int kVec, bool kBackward>
-__global__ void plane_partial_nhwc(PlaneGeometry g, const T* __restrict__ x, const T* __restrict__ dy,
-                                   const float* __restrict__ saved_mean, float* __restrict__ partial) {
-  using State = typename Partial<kBackward>::State;
-  __shared__ State shared[kNormThreads];
-  const std::int64_t image = blockIdx.y, s = blockIdx.z;
-  const std::int64_t c0 = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
-  const bool active = c0 < g.c;
-  const std::int64_t begin = s * g.split_len, end = min64(g.hw, begin + g.split_len);
-  State st[kVec]{};
-  float center[kVec];
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    // As in nchw: the mean (backward) or the image's first pixel (forward, the Welford shift).
-    center[j] = !active     ? 0.f
-                : kBackward ? saved_mean[stat_of(g, image, c0 + j)]
-                            : ldg_f32(x + image * g.hw * g.c + c0 + j);
-  }
-  if (active) {
-    float count = 0;
-    for (std::int64_t pix = begin + threadIdx.y; pix < end; pix += blockDim.y) {
-      const std::int64_t off = (image * g.hw + pix) * g.c + c0;
-      count += 1;
-      const float inverse = 1.0f / count;
-      float v[kVec], d[kVec];
-      if constexpr (kVec == 8) {
-        load8(x + off, v);
-        if constexpr (kBackward) load8(dy + off, d);
-      } else {
-        v[0] = ldg_f32(x + off);
-        if constexpr (kBackward) d[0] = ldg_f32(dy + off);
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        if constexpr (kBackward) {
-          st[j].a += d[j];
-          st[j].b += d[j] * (v[j] - center[j]);
-        } else {
-          st[j].add_counted(v[j] - center[j], count, inverse);
-        }
-      }
-    }
-  }
-  // Merge over threadIdx.y one channel of the vector at a time, in a fixed tree.
-  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
-#pragma unroll 1
-  for (int j = 0; j < kVec; ++j) {
-    shared[tid] = st[j];
-    __syncthreads();
-    for (int stride = blockDim.y / 2; stride > 0; stride /= 2) {
-      if (int(threadIdx.y) < stride) shared[tid].merge(shared[tid + stride * blockDim.x]);
-      __syncthreads();
-    }
-    if (threadIdx.y == 0 && active) {
-      const State& t = shared[threadIdx.x];
-      float* out = partial + (s * g.planes() + image * g.c + c0 + j) * (kBackward ? 2 : 4);
-      if constexpr (kBackward) {
-        out[0] = t.a, out[1] = t.b;
-      } else {
-        out[0] = t.n, out[1] = center[j], out[2] = t.mean, out[3] = t.m2;
-      }
-    }
-    __syncthreads();
   }
 }
 
@@ -186,7 +122,7 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
   Welford<double> w{};
   for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
     const std::int64_t plane = plane_of_stat(g, stat, i / g.splits), s = i % g.splits;
-    const float* in = partial + (s * g.planes() + plane) * 4;
+    const float* in = partial + (s * g.partial_planes() + plane) * 4;
     Welford<double> o{};
     o.n = in[0], o.mean = double(in[1]) + double(in[2]), o.m2 = in[3];
     w.merge(o);
@@ -215,13 +151,13 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
   __shared__ Sum2<double> shared[kNormThreads];
   const bool channel_block = blockIdx.x < g.c;
   const std::int64_t id = channel_block ? std::int64_t(blockIdx.x) : std::int64_t(blockIdx.x) - g.c;
-  const std::int64_t items = (channel_block ? g.n : planes_per_stat(g)) * g.splits;
+  const std::int64_t items = (channel_block ? g.segments : planes_per_stat(g)) * g.splits;
   Sum2<double> acc{};
   for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
     const std::int64_t s = i % g.splits;
     const std::int64_t plane = channel_block ? (i / g.splits) * g.c + id : plane_of_stat(g, id, i / g.splits);
     const std::int64_t ch = plane % g.c;
-    const float* in = partial + (s * g.planes() + plane) * 2;
+    const float* in = partial + (s * g.partial_planes() + plane) * 2;
     const double r = saved_invstd[stat_of(g, plane / g.c, ch)];
     if (channel_block) {
       acc.a += in[1] * r;
@@ -245,47 +181,66 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
 
 // ---- (3) per-plane coefficients ------------------------------------------------------------------
 
-/// Forward: y = ka*((x - km) - kl) + kc: the centre first, so a large mean does not cancel, and kl
-/// the mean's f32 rounding error (mean_lo, null for inference's running mean). With `running_var` given
-/// (inference) the statistic of channel c is the running one, else saved_mean/saved_invstd.
-__global__ void coef_forward(PlaneGeometry g, const float* __restrict__ mean,
-                             const float* __restrict__ invstd, const float* __restrict__ running_var,
-                             float epsilon, const float* __restrict__ scale, const float* __restrict__ shift,
-                             const float* __restrict__ mean_lo, float* __restrict__ ka,
-                             float* __restrict__ km, float* __restrict__ kl, float* __restrict__ kc) {
-  for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
-    const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
-    const float r = running_var != nullptr ? 1.0f / sqrtf(running_var[ch] + epsilon) : invstd[st];
-    const float k = r * scale[ch];
-    ka[p] = k;
-    km[p] = mean[st];
-    kl[p] = mean_lo != nullptr ? mean_lo[st] : 0.f;
-    kc[p] = shift[ch];
-  }
+/// What the coefficients are computed from. Forward: `mean` and `invstd` the saved statistics, or
+/// with `running_var` given (inference) `mean` the running mean and invstd from running_var and
+/// epsilon; `mean_lo` the mean's f32 rounding error (null for inference). Backward: `mean` and
+/// `invstd` the saved statistics, `stat_sums` grad_finalize's per-statistic sums.
+struct CoefInputs {
+  const float* mean;
+  const float* invstd;
+  const float* running_var;
+  float epsilon;
+  const float* mean_lo;
+  const float* scale;
+  const float* shift;
+  const float* stat_sums;
+};
+
+/// Forward y = a*((x - m) - l) + c (the centre first, so a large mean does not cancel, l the mean's
+/// f32 rounding error); backward dx = a*dy + b*(x - m) + c, i.e.
+/// r*(scale*dy - sum_g/M - xhat*sum_gxhat/M).
+struct Coef {
+  float a, b, m, l, c;
+};
+
+__device__ __forceinline__ Coef forward_coef(const PlaneGeometry& g, const CoefInputs& in, std::int64_t image,
+                                             std::int64_t ch) {
+  const std::int64_t st = stat_of(g, image, ch);
+  const float r = in.running_var != nullptr ? 1.0f / sqrtf(in.running_var[ch] + in.epsilon) : in.invstd[st];
+  return {r * in.scale[ch], 0.f, in.mean[st], in.mean_lo != nullptr ? in.mean_lo[st] : 0.f, in.shift[ch]};
 }
 
-/// Backward: dx = ka*dy + kb*(x - km) + kc, i.e. r*(scale*dy - sum_g/M - xhat*sum_gxhat/M).
-__global__ void coef_backward(PlaneGeometry g, const float* __restrict__ saved_mean,
-                              const float* __restrict__ saved_invstd, const float* __restrict__ scale,
-                              const float* __restrict__ stat_sums, float* __restrict__ ka,
-                              float* __restrict__ kb, float* __restrict__ km, float* __restrict__ kc) {
+__device__ __forceinline__ Coef backward_coef(const PlaneGeometry& g, const CoefInputs& in,
+                                              std::int64_t image, std::int64_t ch) {
+  const std::int64_t st = stat_of(g, image, ch);
   const double m = double(g.count());
+  const double r = in.invstd[st], mu = in.mean[st];
+  const double b = -r * r * in.stat_sums[2 * st + 1] / m;
+  return {float(r * in.scale[ch]), float(b), float(mu), 0.f, float(-r * in.stat_sums[2 * st] / m)};
+}
+
+/// One thread per plane (nchw): its coefficients into ka, kb (backward), km, kl (forward), kc.
+template <bool kBackward>
+__global__ void plane_coef(PlaneGeometry g, CoefInputs in, float* __restrict__ ka, float* __restrict__ kb,
+                           float* __restrict__ km, float* __restrict__ kl, float* __restrict__ kc) {
   for (std::int64_t p = grid_stride_start(); p < g.planes(); p += grid_stride_step()) {
-    const std::int64_t ch = p % g.c, st = stat_of(g, p / g.c, ch);
-    const double r = saved_invstd[st], mu = saved_mean[st];
-    const double b = -r * r * stat_sums[2 * st + 1] / m;
-    ka[p] = float(r * scale[ch]);
-    kb[p] = float(b);
-    km[p] = float(mu);
-    kc[p] = float(-r * stat_sums[2 * st] / m);
+    const Coef k = kBackward ? backward_coef(g, in, p / g.c, p % g.c) : forward_coef(g, in, p / g.c, p % g.c);
+    ka[p] = k.a;
+    km[p] = k.m;
+    kc[p] = k.c;
+    if constexpr (kBackward) {
+      kb[p] = k.b;
+    } else {
+      kl[p] = k.l;
+    }
   }
 }
 
 // ---- (4) the elementwise pass ---------------------------------------------------------------------
 
-/// out = ka[p]*((u - km[p]) - kl[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec elements
-/// a step.
-template <typename T, int kVec, bool kNhwc, bool kTwo>
+/// nchw: out = ka[p]*((u - km[p]) - kl[p]) + kc[p], or with kTwo ka[p]*u + kb[p]*(v - km[p]) + kc[p]; kVec
+/// elements a step.
+template <typename T, int kVec, bool kTwo>
 __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* __restrict__ v,
                             const float* __restrict__ ka, const float* __restrict__ kb,
                             const float* __restrict__ km, const float* __restrict__ kl,
@@ -294,27 +249,17 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
   for (std::int64_t i = grid_stride_start(); i < vectors; i += grid_stride_step()) {
     const std::int64_t e = i * kVec;
     float a[kVec], b[kVec], m[kVec], l[kVec], c[kVec], uu[kVec], vv[kVec];
-    if constexpr (kNhwc) {
-      const std::int64_t ch = e % g.c, p0 = (e / (g.hw * g.c)) * g.c + ch;
+    // A vector may straddle two planes (hw not a multiple of 8, but at least 8): the elements
+    // past the plane's end take the next plane's coefficients.
+    const std::int64_t p = e / g.hw, first_of_next = (p + 1) * g.hw - e;
+    const std::int64_t q = first_of_next < kVec ? p + 1 : p;
+    const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pl = kTwo ? 0.f : kl[p], pc = kc[p];
+    const float qa = ka[q], qb = kTwo ? kb[q] : 0.f, qm = km[q], ql = kTwo ? 0.f : kl[q], qc = kc[q];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        a[j] = ka[p0 + j], m[j] = km[p0 + j], c[j] = kc[p0 + j];
-        l[j] = kTwo ? 0.f : kl[p0 + j];
-        b[j] = kTwo ? kb[p0 + j] : 0.f;
-      }
-    } else {
-      // A vector may straddle two planes (hw not a multiple of 8, but at least 8): the elements
-      // past the plane's end take the next plane's coefficients.
-      const std::int64_t p = e / g.hw, first_of_next = (p + 1) * g.hw - e;
-      const std::int64_t q = first_of_next < kVec ? p + 1 : p;
-      const float pa = ka[p], pb = kTwo ? kb[p] : 0.f, pm = km[p], pl = kTwo ? 0.f : kl[p], pc = kc[p];
-      const float qa = ka[q], qb = kTwo ? kb[q] : 0.f, qm = km[q], ql = kTwo ? 0.f : kl[q], qc = kc[q];
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const bool next = j >= first_of_next;
-        a[j] = next ? qa : pa, b[j] = next ? qb : pb, m[j] = next ? qm : pm, l[j] = next ? ql : pl;
-        c[j] = next ? qc : pc;
-      }
+    for (int j = 0; j < kVec; ++j) {
+      const bool next = j >= first_of_next;
+      a[j] = next ? qa : pa, b[j] = next ? qb : pb, m[j] = next ? qm : pm, l[j] = next ? ql : pl;
+      c[j] = next ? qc : pc;
     }
     if constexpr (kVec == 8) {
       load8(u + e, uu);
@@ -337,22 +282,257 @@ __global__ void plane_apply(PlaneGeometry g, const T* __restrict__ u, const T* _
   }
 }
 
+// ---- nhwc: partials and the elementwise pass ------------------------------------------------------
+// A statistic's values are columns of rows of c contiguous channels. threadIdx.x owns a fixed vector
+// of kVec channels (its accumulators or coefficients stay in registers), threadIdx.y strides over
+// the rows with several loads in flight before any is used; a row's address is row * c + channel,
+// no division per element. blockIdx.x is the channel tile, blockIdx.z the segment.
+
+/// Rows a thread loads before using any: 128 bytes of each input tensor (eight 16-byte loads of
+/// f16/bf16, four of f32 pairs), half that when two tensors are read.
+template <typename T, bool kTwoInputs>
+constexpr int kNhwcRowsInFlight = (sizeof(T) == 4 ? 4 : 8) / (kTwoInputs ? 2 : 1);
+
+/// kVec elements as loaded: rows in flight hold their storage width (4 registers for 8 halves)
+/// until used, not 8 floats each.
+template <typename T, int kVec>
+struct Packed {
+  T v;
+};
+template <typename T>
+struct Packed<T, 8> {
+  uint4 w;
+};
+template <>
+struct Packed<float, 8> {
+  float4 lo, hi;
+};
+
+template <typename T, int kVec>
+__device__ __forceinline__ Packed<T, kVec> load_packed(const T* ptr) {
+  if constexpr (kVec == 1) {
+    return {*ptr};
+  } else if constexpr (std::is_same_v<T, float>) {
+    return {__ldg(reinterpret_cast<const float4*>(ptr)), __ldg(reinterpret_cast<const float4*>(ptr) + 1)};
+  } else {
+    return {__ldg(reinterpret_cast<const uint4*>(ptr))};
+  }
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void unpack(const Packed<T, kVec>& p, float (&out)[kVec]) {
+  if constexpr (kVec == 1) {
+    out[0] = to_f32(p.v);
+  } else if constexpr (std::is_same_v<T, float>) {
+    out[0] = p.lo.x, out[1] = p.lo.y, out[2] = p.lo.z, out[3] = p.lo.w;
+    out[4] = p.hi.x, out[5] = p.hi.y, out[6] = p.hi.z, out[7] = p.hi.w;
+  } else {
+    const std::uint32_t words[4] = {p.w.x, p.w.y, p.w.z, p.w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = unpack2(words[i], static_cast<T*>(nullptr));
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+}
+template <typename T, int kVec>
+__device__ __forceinline__ void store_vec(T* ptr, const float (&v)[kVec]) {
+  if constexpr (kVec == 8) {
+    store8(ptr, v);
+  } else {
+    *ptr = from_f32<T>(v[0]);
+  }
+}
+
+/// Partials of one (range, segment, channel tile), blockIdx.y the range. Forward: Welford over
+/// x - centre, the segment's first row (as nchw: small running means keep the bits a large mean
+/// would round away); the channels of a thread advance in step, so they share the count and its
+/// reciprocal. Backward: sum dy and sum dy * (x - mean).
+template <typename T, int kVec, bool kBackward>
+__global__ void __launch_bounds__(kNormThreads)
+    nhwc_partial(PlaneGeometry g, const T* __restrict__ x, const T* __restrict__ dy,
+                 const float* __restrict__ saved_mean, float* __restrict__ partial) {
+  using State = typename Partial<kBackward>::State;
+  constexpr int kRows = kNhwcRowsInFlight<T, kBackward>;
+  __shared__ State shared[kNormThreads * kVec];
+  const int tx = int(blockDim.x), ty = int(blockDim.y);
+  const std::int64_t range = blockIdx.y, seg = blockIdx.z;
+  const std::int64_t c0 = (std::int64_t(blockIdx.x) * tx + threadIdx.x) * kVec;
+  const bool active = c0 < g.c;
+  const std::int64_t len = g.segment_len();
+  const std::int64_t begin = range * g.split_len, end = min64(len, begin + g.split_len);
+  const std::int64_t seg_offset = seg * len * g.c + (active ? c0 : 0);
+  float center[kVec];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    center[j] = !active ? 0.f : kBackward ? saved_mean[stat_of(g, seg, c0 + j)] : ldg_f32(x + seg_offset + j);
+  }
+  float acc_a[kVec] = {}, acc_b[kVec] = {};  // Welford mean and M2, or sum dy and sum dy*(x - mean)
+  float count = 0;
+  const std::int64_t first = begin + threadIdx.y;
+  const std::int64_t mine = active && first < end ? (end - first + ty - 1) / ty : 0;
+  const std::int64_t step = std::int64_t(ty) * g.c;
+  const T* px = x + seg_offset + first * g.c;
+  const T* pd = kBackward ? dy + seg_offset + first * g.c : nullptr;
+  auto accumulate = [&](const Packed<T, kVec>& pv, const Packed<T, kVec>& pdy) {
+    float v[kVec], d[kVec];
+    unpack(pv, v);
+    if constexpr (kBackward) unpack(pdy, d);
+    if constexpr (kBackward) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        acc_a[j] += d[j];
+        acc_b[j] += d[j] * (v[j] - center[j]);
+      }
+    } else {
+      count += 1;
+      const float inverse = 1.0f / count;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float value = v[j] - center[j];
+        const float delta = value - acc_a[j];
+        acc_a[j] += delta * inverse;
+        acc_b[j] += delta * (value - acc_a[j]);
+      }
+    }
+  };
+  std::int64_t k = 0;
+  for (; k + kRows <= mine; k += kRows) {
+    Packed<T, kVec> v[kRows], d[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      v[r] = load_packed<T, kVec>(px + r * step);
+      if constexpr (kBackward) d[r] = load_packed<T, kVec>(pd + r * step);
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) accumulate(v[r], d[r]);
+    px += kRows * step;
+    if constexpr (kBackward) pd += kRows * step;
+  }
+  for (; k < mine; ++k) {
+    Packed<T, kVec> v, d;
+    v = load_packed<T, kVec>(px);
+    if constexpr (kBackward) d = load_packed<T, kVec>(pd);
+    accumulate(v, d);
+    px += step;
+    if constexpr (kBackward) pd += step;
+  }
+  // Merge over threadIdx.y in a fixed tree (ty need not be a power of two).
+  const int tid = int(threadIdx.y) * tx + int(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    State st{};
+    if constexpr (kBackward) {
+      st.a = acc_a[j], st.b = acc_b[j];
+    } else {
+      st.n = count, st.mean = acc_a[j], st.m2 = acc_b[j];
+    }
+    shared[tid * kVec + j] = st;
+  }
+  __syncthreads();
+  int top = 1;
+  while (top < ty) top *= 2;
+  for (int stride = top / 2; stride > 0; stride /= 2) {
+    if (int(threadIdx.y) < stride && int(threadIdx.y) + stride < ty) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) shared[tid * kVec + j].merge(shared[(tid + stride * tx) * kVec + j]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y != 0 || !active) return;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const State& t = shared[tid * kVec + j];
+    float* out = partial + ((range * g.segments + seg) * g.c + c0 + j) * (kBackward ? 2 : 4);
+    if constexpr (kBackward) {
+      out[0] = t.a, out[1] = t.b;
+    } else {
+      out[0] = t.n, out[1] = center[j], out[2] = t.mean, out[3] = t.m2;
+    }
+  }
+}
+
+/// The elementwise pass: forward y from x (u), backward dx from dy (u) and x (v). Each block takes
+/// chunks of ty * kRows rows, in the reverse of the partial pass's order: the rows that pass read
+/// last are the likeliest still in the L2 cache.
+template <typename T, int kVec, int kRows, bool kBackward>
+__global__ void __launch_bounds__(kNormThreads)
+    nhwc_apply(PlaneGeometry g, CoefInputs in, const T* __restrict__ u, const T* __restrict__ v,
+               T* __restrict__ out, std::int64_t chunks) {
+  const int tx = int(blockDim.x), ty = int(blockDim.y);
+  const std::int64_t c0 = (std::int64_t(blockIdx.x) * tx + threadIdx.x) * kVec;
+  if (c0 >= g.c) return;
+  const std::int64_t seg = g.segments - 1 - std::int64_t(blockIdx.z);
+  float a[kVec], b[kVec], m[kVec], l[kVec], c[kVec];
+  bool have_coef = false;
+  const std::int64_t len = g.segment_len();
+  const std::int64_t base = seg * len * g.c + c0, step = std::int64_t(ty) * g.c;
+  for (std::int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    const std::int64_t first = (chunks - 1 - chunk) * ty * kRows + threadIdx.y;
+    const std::int64_t off = base + first * g.c;
+    Packed<T, kVec> pu[kRows], pv[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + std::int64_t(r) * ty < len) {
+        pu[r] = load_packed<T, kVec>(u + off + r * step);
+        if constexpr (kBackward) pv[r] = load_packed<T, kVec>(v + off + r * step);
+      }
+    }
+    // The coefficients after the first rows' loads are issued, so their latencies overlap.
+    if (!have_coef) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const Coef k = kBackward ? backward_coef(g, in, seg, c0 + j) : forward_coef(g, in, seg, c0 + j);
+        a[j] = k.a, b[j] = k.b, m[j] = k.m, l[j] = k.l, c[j] = k.c;
+      }
+      have_coef = true;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + std::int64_t(r) * ty < len) {
+        float uu[kVec], vv[kVec], o[kVec];
+        unpack(pu[r], uu);
+        if constexpr (kBackward) unpack(pv[r], vv);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          o[j] = kBackward ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j]))
+                           : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
+        }
+        store_vec<T, kVec>(out + off + r * step, o);
+      }
+    }
+  }
+}
+
 // ---- host side ----------------------------------------------------------------------------------
 
 bool vectorised(const PlaneGeometry& g) { return g.nhwc ? g.c % 8 == 0 : g.hw % 8 == 0; }
 /// The elementwise pass reads 8-vectors of the flat tensor: in nchw they may cross one plane
 /// boundary (hw >= 8), so only the total must be a multiple of 8.
 bool apply_vectorised(const PlaneGeometry& g) {
-  return g.nhwc ? g.c % 8 == 0 : g.hw % 8 == 0 || (g.hw >= 8 && (g.planes() * g.hw) % 8 == 0);
+  return g.hw % 8 == 0 || (g.hw >= 8 && (g.planes() * g.hw) % 8 == 0);
 }
 
-/// NHWC block shape: threadIdx.x over channel vectors (a power of two up to 32), the rest pixels.
-dim3 nhwc_block(const PlaneGeometry& g) {
-  const std::int64_t vectors = vectorised(g) ? g.c / 8 : g.c;
-  int tx = 1;
-  while (tx < 32 && tx < vectors) tx *= 2;
-  return dim3(unsigned(tx), unsigned(kNormThreads / tx));
+/// nhwc block shape: tx threads over the channel vectors of a tile (at most 32, the tiles as even
+/// as they can be), ty = kNormThreads / tx over rows.
+struct NhwcShape {
+  std::int64_t tiles;
+  int tx, ty;
+};
+NhwcShape nhwc_shape(std::int64_t c) {
+  const std::int64_t vectors = c % 8 == 0 ? c / 8 : c;
+  const std::int64_t tiles = (vectors + 31) / 32;
+  const int tx = int((vectors + tiles - 1) / tiles);
+  return {tiles, tx, kNormThreads / tx};
 }
+
+// nhwc partial blocks aim at this many blocks over the whole problem: a few per multiprocessor,
+// all resident at once.
+constexpr std::int64_t kNhwcTargetBlocks = 512;
+// The elementwise pass drops to one row in flight per thread when full chunks give fewer blocks
+// than this, so small tensors still spread over the device.
+constexpr std::int64_t kNhwcMinApplyBlocks = 512;
 
 struct Workspace {
   float* partial;
@@ -364,13 +544,17 @@ struct Workspace {
   float* kc;
 };
 
+/// nchw keeps per-plane coefficients in the workspace; nhwc threads compute theirs.
+std::int64_t coef_floats(const PlaneGeometry& g) { return g.nhwc ? 0 : 5 * g.planes(); }
+
 Workspace carve(const PlaneGeometry& g, void* base) {
   auto* f = static_cast<float*>(base);
   Workspace w{};
   w.partial = f;
-  f += g.splits * g.planes() * 4;
+  f += g.splits * g.partial_planes() * 4;
   w.stat_sums = f;
   f += 2 * g.stats();
+  if (coef_floats(g) == 0) return w;
   w.ka = f;
   f += g.planes();
   w.kb = f;
@@ -387,13 +571,14 @@ template <typename T, bool kBackward>
 void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float* saved_mean, float* partial,
                     GpuStream s) {
   if (g.nhwc) {
-    const dim3 block = nhwc_block(g);
-    const std::int64_t vectors = vectorised(g) ? g.c / 8 : g.c;
-    const dim3 grid(unsigned((vectors + block.x - 1) / block.x), unsigned(g.n), unsigned(g.splits));
+    // Ranges then segments: blocks start in memory order, which the elementwise pass reverses.
+    const NhwcShape sh = nhwc_shape(g.c);
+    const dim3 block(unsigned(sh.tx), unsigned(sh.ty));
+    const dim3 grid(unsigned(sh.tiles), unsigned(g.splits), unsigned(g.segments));
     if (vectorised(g)) {
-      plane_partial_nhwc<T, 8, kBackward><<<grid, block, 0, s>>>(g, x, dy, saved_mean, partial);
+      nhwc_partial<T, 8, kBackward><<<grid, block, 0, s>>>(g, x, dy, saved_mean, partial);
     } else {
-      plane_partial_nhwc<T, 1, kBackward><<<grid, block, 0, s>>>(g, x, dy, saved_mean, partial);
+      nhwc_partial<T, 1, kBackward><<<grid, block, 0, s>>>(g, x, dy, saved_mean, partial);
     }
   } else {
     // Threads per plane: enough for one pass over a range, 32 to kNormThreads.
@@ -408,17 +593,60 @@ void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float
   }
 }
 
+template <typename T, int kVec, int kRows, bool kBackward>
+void launch_nhwc_apply_rows(const PlaneGeometry& g, const NhwcShape& sh, const CoefInputs& in, const T* u,
+                            const T* v, T* out, GpuStream s) {
+  const std::int64_t rows = std::int64_t(sh.ty) * kRows;
+  const std::int64_t chunks = (g.segment_len() + rows - 1) / rows;
+  const dim3 grid(unsigned(sh.tiles), unsigned(std::min<std::int64_t>(chunks, 65535)), unsigned(g.segments));
+  nhwc_apply<T, kVec, kRows, kBackward>
+      <<<grid, dim3(unsigned(sh.tx), unsigned(sh.ty)), 0, s>>>(g, in, u, v, out, chunks);
+}
+
+template <typename T, int kVec, bool kBackward>
+void launch_nhwc_apply_vec(const PlaneGeometry& g, const CoefInputs& in, const T* u, const T* v, T* out,
+                           GpuStream s) {
+  constexpr int kRows = kNhwcRowsInFlight<T, kBackward>;
+  const NhwcShape sh = nhwc_shape(g.c);
+  const std::int64_t rows = std::int64_t(sh.ty) * kRows;
+  const std::int64_t full_blocks = sh.tiles * g.segments * ((g.segment_len() + rows - 1) / rows);
+  if (full_blocks >= kNhwcMinApplyBlocks) {
+    launch_nhwc_apply_rows<T, kVec, kRows, kBackward>(g, sh, in, u, v, out, s);
+  } else {
+    launch_nhwc_apply_rows<T, kVec, 1, kBackward>(g, sh, in, u, v, out, s);
+  }
+}
+
+template <typename T, bool kBackward>
+void launch_nhwc_apply(const PlaneGeometry& g, const CoefInputs& in, const T* u, const T* v, T* out,
+                       GpuStream s) {
+  if (vectorised(g)) {
+    launch_nhwc_apply_vec<T, 8, kBackward>(g, in, u, v, out, s);
+  } else {
+    launch_nhwc_apply_vec<T, 1, kBackward>(g, in, u, v, out, s);
+  }
+}
+
+/// nchw: the per-plane coefficients, then the elementwise pass.
 template <typename T, bool kTwo>
-void launch_apply(const PlaneGeometry& g, const T* u, const T* v, const Workspace& w, T* out, GpuStream s) {
+void launch_plane_apply(const PlaneGeometry& g, const CoefInputs& in, const T* u, const T* v,
+                        const Workspace& w, T* out, GpuStream s) {
+  plane_coef<kTwo>
+      <<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(g, in, w.ka, w.kb, w.km, w.kl, w.kc);
   const bool vec = apply_vectorised(g);
   const std::int64_t vectors = g.planes() * g.hw / (vec ? 8 : 1);
   const unsigned grid = grid_for(vectors, kNormThreads);
-  if (vec) {
-    auto kernel = g.nhwc ? plane_apply<T, 8, true, kTwo> : plane_apply<T, 8, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kl, w.kc, out);
+  auto kernel = vec ? plane_apply<T, 8, kTwo> : plane_apply<T, 1, kTwo>;
+  kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kl, w.kc, out);
+}
+
+template <typename T, bool kTwo>
+void launch_apply(const PlaneGeometry& g, const CoefInputs& in, const T* u, const T* v, const Workspace& w,
+                  T* out, GpuStream s) {
+  if (g.nhwc) {
+    launch_nhwc_apply<T, kTwo>(g, in, u, v, out, s);
   } else {
-    auto kernel = g.nhwc ? plane_apply<T, 1, true, kTwo> : plane_apply<T, 1, false, kTwo>;
-    kernel<<<grid, kNormThreads, 0, s>>>(g, u, v, w.ka, w.kb, w.km, w.kl, w.kc, out);
+    launch_plane_apply<T, kTwo>(g, in, u, v, w, out, s);
   }
 }
 
@@ -426,9 +654,20 @@ void launch_apply(const PlaneGeometry& g, const T* u, const T* v, const Workspac
 
 PlaneGeometry plane_geometry(std::int64_t n, std::int64_t c, std::int64_t hw, std::int64_t groups, bool nhwc,
                              DType dtype) {
-  PlaneGeometry g{n, c, hw, groups, nhwc, dtype, 1, hw};
-  // Blocks without splitting: a plane each (nchw), or a tile of 256 channels (at most) per image (nhwc).
-  const std::int64_t base = nhwc ? n * ((c + 255) / 256) : n * c;
+  PlaneGeometry g{n, c, hw, groups, nhwc, dtype, 1, hw, n};
+  if (nhwc) {
+    // Batch norm's rows are every image's pixels (one segment), group norm's an image's.
+    g.segments = groups == 0 ? 1 : n;
+    const NhwcShape sh = nhwc_shape(c);
+    const std::int64_t len = g.segment_len();
+    std::int64_t splits = (kNhwcTargetBlocks + g.segments * sh.tiles - 1) / (g.segments * sh.tiles);
+    splits = std::min<std::int64_t>(splits, std::max<std::int64_t>(1, len / (8 * sh.ty)));  // 8 rows a thread
+    g.split_len = (len + splits - 1) / splits;
+    g.splits = (len + g.split_len - 1) / g.split_len;
+    return g;
+  }
+  // Blocks without splitting: a plane each.
+  const std::int64_t base = n * c;
   std::int64_t splits = std::max<std::int64_t>(1, (kTargetBlocks + base - 1) / base);
   splits = std::min<std::int64_t>(splits, std::max<std::int64_t>(1, hw / 256));  // at least 256 pixels each
   std::int64_t len = (hw + splits - 1) / splits;
@@ -442,13 +681,14 @@ const char* plane_geometry_limit(const PlaneGeometry& g) {
   if (g.splits > 65535) return "too many pixels per plane for the grid (more than 65535 ranges)";
   if (g.split_len > (std::int64_t(1) << 24))
     return "a pixel range is longer than 2^24 (f32 counts stop being exact)";
-  if (g.nhwc && g.n > 65535) return "batch n > 65535 (the grid's y dimension) in nhwc";
+  if (g.nhwc && g.segments > 65535) return "batch n > 65535 (the grid's z dimension) in nhwc group norm";
+  if (g.nhwc && nhwc_shape(g.c).tiles > 0x7fffffffLL) return "too many channel tiles for the grid";
   if (g.planes() > 0x7fffffffLL || g.c + g.stats() > 0x7fffffffLL) return "more than 2^31 - 1 planes";
   return nullptr;
 }
 
 std::size_t plane_workspace_bytes(const PlaneGeometry& g) {
-  return std::size_t(g.splits * g.planes() * 4 + 2 * g.stats() + 5 * g.planes()) * sizeof(float);
+  return std::size_t(g.splits * g.partial_planes() * 4 + 2 * g.stats() + coef_floats(g)) * sizeof(float);
 }
 
 void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& a, double epsilon,
@@ -465,10 +705,15 @@ void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& 
         g, w.partial, float(epsilon), saved_mean, saved_invstd,
         update_running ? static_cast<float*>(a.running_mean) : nullptr,
         update_running ? static_cast<float*>(a.running_var) : nullptr, float(momentum), w.stat_sums);
-    coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
-        g, saved_mean, saved_invstd, nullptr, 0.f, static_cast<const float*>(a.scale),
-        static_cast<const float*>(a.shift), w.stat_sums, w.ka, w.km, w.kl, w.kc);
-    launch_apply<T, false>(g, x, nullptr, w, static_cast<T*>(a.y), s);
+    const CoefInputs in{saved_mean,
+                        saved_invstd,
+                        nullptr,
+                        0.f,
+                        w.stat_sums,
+                        static_cast<const float*>(a.scale),
+                        static_cast<const float*>(a.shift),
+                        nullptr};
+    launch_apply<T, false>(g, in, x, nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
 }
@@ -479,11 +724,15 @@ void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs&
   const Workspace w = carve(g, a.workspace);
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    coef_forward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
-        g, static_cast<const float*>(a.running_mean), nullptr, static_cast<const float*>(a.running_var),
-        float(epsilon), static_cast<const float*>(a.scale), static_cast<const float*>(a.shift), nullptr, w.ka,
-        w.km, w.kl, w.kc);
-    launch_apply<T, false>(g, static_cast<const T*>(a.x), nullptr, w, static_cast<T*>(a.y), s);
+    const CoefInputs in{static_cast<const float*>(a.running_mean),
+                        nullptr,
+                        static_cast<const float*>(a.running_var),
+                        float(epsilon),
+                        nullptr,
+                        static_cast<const float*>(a.scale),
+                        static_cast<const float*>(a.shift),
+                        nullptr};
+    launch_apply<T, false>(g, in, static_cast<const T*>(a.x), nullptr, w, static_cast<T*>(a.y), s);
   });
   check_launch(what);
 }
@@ -502,9 +751,8 @@ void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void*
     grad_finalize<<<unsigned(g.c + g.stats()), kNormThreads, 0, s>>>(
         g, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift),
         w.stat_sums);
-    coef_backward<<<grid_for(g.planes(), kNormThreads), kNormThreads, 0, s>>>(
-        g, saved_mean, saved_invstd, scale, w.stat_sums, w.ka, w.kb, w.km, w.kc);
-    launch_apply<T, true>(g, dy, x, w, static_cast<T*>(a.dx), s);
+    const CoefInputs in{saved_mean, saved_invstd, nullptr, 0.f, nullptr, scale, nullptr, w.stat_sums};
+    launch_apply<T, true>(g, in, dy, x, w, static_cast<T*>(a.dx), s);
   });
   check_launch(what);
 }

@@ -53,6 +53,13 @@ PlaneGeometry geometry_of(const dnn::BatchNormProblem& p) {
 PlaneGeometry geometry_of(const dnn::GroupNormProblem& p) {
   return plane_geometry(p.n, p.c, p.h * p.w, p.groups, p.layout == dnn::Layout::nhwc, p.dtype);
 }
+std::string describe(const PlaneGeometry& g) {
+  if (g.nhwc) {
+    return std::to_string(g.segments) + " segment(s) of channel rows, " + std::to_string(g.splits) +
+           " range(s) each, deterministic merges";
+  }
+  return std::to_string(g.splits) + " range(s) per plane, deterministic merges";
+}
 RowGeometry geometry_of(const dnn::LayerNormProblem& p) {
   return row_geometry(p.outer(), p.inner(), p.dtype);
 }
@@ -82,8 +89,7 @@ class BnormPlanes final : public GpuNormSolver<dnn::BatchNormProblem> {
     });
   }
   std::string detail(const dnn::BatchNormProblem& p, const runtime::Device&) const override {
-    const PlaneGeometry g = geometry_of(p);
-    return std::to_string(g.splits) + " range(s) per plane, deterministic merges";
+    return describe(geometry_of(p));
   }
 };
 
@@ -110,7 +116,7 @@ class GnormPlanes final : public GpuNormSolver<dnn::GroupNormProblem> {
     });
   }
   std::string detail(const dnn::GroupNormProblem& p, const runtime::Device&) const override {
-    return std::to_string(geometry_of(p).splits) + " range(s) per plane, deterministic merges";
+    return describe(geometry_of(p));
   }
 };
 
