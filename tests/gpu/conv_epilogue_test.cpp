@@ -266,37 +266,40 @@ std::vector<FusedCase> fused_cases() {
   return out;
 }
 
-TEST_F(CudnnGraphFusedOnDevice, RefusesWithAReasonOrMatchesTheReference) {
-  int took = 0;
-  for (const FusedCase& c : fused_cases()) {
-    const ConvProblem& p = c.problem;
-    const Applicability a = solver_->check_any(ProblemRef::of(p), *device_);
-    if (!a) {
-      EXPECT_FALSE(a.reason.empty()) << p.key();
-      EXPECT_FALSE(c.must_take) << p.key() << " refused: " << a.reason;
-      const Activation* act = p.epilogue.activation ? &*p.epilogue.activation : nullptr;
-      if (act && (*act == Activation::hardswish || *act == Activation::hardsigmoid)) {
-        EXPECT_NE(a.reason.find(to_string(*act)), std::string::npos) << a.reason;
-      } else {
-        // cuDNN's own verdict on the fused graph: what failed to build, or why no plan was usable.
-        EXPECT_NE(a.reason.find("cuDNN graph API: fused"), std::string::npos) << a.reason;
-      }
-      std::printf("[ info ] %s refused %s: %s\n", kCudnnGraph, p.key().c_str(), a.reason.c_str());
-      continue;
-    }
+// One test per case, so the sanitizers can spread the cases over processes (each case may cost a
+// runtime-compiled plan, which they make slow).
+class CudnnGraphFusedCase : public CudnnGraphFusedOnDevice, public ::testing::WithParamInterface<std::size_t> {};
+
+TEST_P(CudnnGraphFusedCase, RefusesWithAReasonOrMatchesTheReference) {
+  const std::vector<FusedCase> cases = fused_cases();
+  ASSERT_LT(GetParam(), cases.size());
+  const FusedCase& c = cases[GetParam()];
+  const ConvProblem& p = c.problem;
+  const Applicability a = solver_->check_any(ProblemRef::of(p), *device_);
+  if (!a) {
+    EXPECT_FALSE(a.reason.empty()) << p.key();
+    EXPECT_FALSE(c.must_take) << p.key() << " refused: " << a.reason;
     const Activation* act = p.epilogue.activation ? &*p.epilogue.activation : nullptr;
-    EXPECT_FALSE(act && (*act == Activation::hardswish || *act == Activation::hardsigmoid))
-        << p.key() << ": cuDNN has no pointwise mode for it, yet the solver took it";
-    const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *solver_);
-    EXPECT_TRUE(v.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << v.summary;
-    const std::string detail = solver_->detail(p, *device_);
-    EXPECT_NE(detail.find("fused conv"), std::string::npos) << p.key() << ": " << detail;
-    std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(),
-                detail.c_str());
-    ++took;
+    if (act && (*act == Activation::hardswish || *act == Activation::hardsigmoid)) {
+      EXPECT_NE(a.reason.find(to_string(*act)), std::string::npos) << a.reason;
+    } else {
+      // cuDNN's own verdict on the fused graph: what failed to build, or why no plan was usable.
+      EXPECT_NE(a.reason.find("cuDNN graph API: fused"), std::string::npos) << a.reason;
+    }
+    std::printf("[ info ] %s refused %s: %s\n", kCudnnGraph, p.key().c_str(), a.reason.c_str());
+    return;
   }
-  std::printf("[ info ] %s took %d fused problems\n", kCudnnGraph, took);
+  const Activation* act = p.epilogue.activation ? &*p.epilogue.activation : nullptr;
+  EXPECT_FALSE(act && (*act == Activation::hardswish || *act == Activation::hardsigmoid))
+      << p.key() << ": cuDNN has no pointwise mode for it, yet the solver took it";
+  const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *solver_);
+  EXPECT_TRUE(v.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << v.summary;
+  const std::string detail = solver_->detail(p, *device_);
+  EXPECT_NE(detail.find("fused conv"), std::string::npos) << p.key() << ": " << detail;
+  std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(), detail.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryCase, CudnnGraphFusedCase, ::testing::Range<std::size_t>(0, fused_cases().size()));
 
 // One shape run plain, fused and plain again (and another fused first): were a fused problem served
 // the plain plan, or the reverse, its output would miss (or gain) the bias, the residual and the relu.
