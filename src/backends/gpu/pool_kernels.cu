@@ -295,22 +295,20 @@ __global__ void pool_forward_fixed_kernel(PoolParams p, const T* __restrict__ x,
   }
 }
 
-template <typename T, int V, bool kNhwc, bool kMax, typename I>
-__global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
-                                     const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
-  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
-  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
-  const I cvecs = C / V;
-  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
-    I n, c, ih, iw, in_off;
+// The thread's input coordinates and offset, shared by the backward kernels.
+template <int V, bool kNhwc, typename I>
+struct InputAt {
+  I n, c, ih, iw, off;
+  __device__ __forceinline__ InputAt(I t, I C, I H, I W) {
     if (kNhwc) {
+      const I cvecs = C / V;
       c = (t % cvecs) * V;
       I r = t / cvecs;
       iw = r % W;
       r /= W;
       ih = r % H;
       n = r / H;
-      in_off = ((n * H + ih) * W + iw) * C + c;
+      off = ((n * H + ih) * W + iw) * C + c;
     } else {
       iw = t % W;
       I r = t / W;
@@ -318,8 +316,19 @@ __global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
       r /= H;
       c = r % C;
       n = r / C;
-      in_off = t;
+      off = t;
     }
+  }
+};
+
+template <typename T, int V, bool kNhwc, bool kMax, typename I>
+__global__ void pool_backward_kernel(PoolParams p, const T* __restrict__ dy,
+                                     const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
+  const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
+  const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    const InputAt<V, kNhwc, I> in(t, C, H, W);
+    const I n = in.n, c = in.c, ih = in.ih, iw = in.iw, in_off = in.off;
     I oh0, oh1, ow0, ow1;
     ah.covering(ih, oh0, oh1);
     aw.covering(iw, ow0, ow1);
@@ -360,26 +369,9 @@ __global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy,
   constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
   const Axis<I> ah = axis_h<I>(p), aw = axis_w<I>(p);
   const I C = I(p.c), H = I(p.h), W = I(p.w), OH = I(p.oh), OW = I(p.ow);
-  const I cvecs = C / V;
   for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
-    I n, c, ih, iw, in_off;
-    if (kNhwc) {
-      c = (t % cvecs) * V;
-      I r = t / cvecs;
-      iw = r % W;
-      r /= W;
-      ih = r % H;
-      n = r / H;
-      in_off = ((n * H + ih) * W + iw) * C + c;
-    } else {
-      iw = t % W;
-      I r = t / W;
-      ih = r % H;
-      r /= H;
-      c = r % C;
-      n = r / C;
-      in_off = t;
-    }
+    const InputAt<V, kNhwc, I> in(t, C, H, W);
+    const I n = in.n, c = in.c, ih = in.ih, iw = in.iw, in_off = in.off;
     I oh0, oh1, ow0, ow1;
     ah.covering(ih, oh0, oh1);
     aw.covering(iw, ow0, ow1);
