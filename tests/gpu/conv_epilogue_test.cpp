@@ -268,7 +268,8 @@ std::vector<FusedCase> fused_cases() {
 
 // One test per case, so the sanitizers can spread the cases over processes (each case may cost a
 // runtime-compiled plan, which they make slow).
-class CudnnGraphFusedCase : public CudnnGraphFusedOnDevice, public ::testing::WithParamInterface<std::size_t> {};
+class CudnnGraphFusedCase : public CudnnGraphFusedOnDevice,
+                            public ::testing::WithParamInterface<std::size_t> {};
 
 TEST_P(CudnnGraphFusedCase, RefusesWithAReasonOrMatchesTheReference) {
   const std::vector<FusedCase> cases = fused_cases();
@@ -296,10 +297,12 @@ TEST_P(CudnnGraphFusedCase, RefusesWithAReasonOrMatchesTheReference) {
   EXPECT_TRUE(v.passed) << p.key() << " (" << solver_->detail(p, *device_) << "): " << v.summary;
   const std::string detail = solver_->detail(p, *device_);
   EXPECT_NE(detail.find("fused conv"), std::string::npos) << p.key() << ": " << detail;
-  std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(), detail.c_str());
+  std::printf("[ info ] %s took %s: %s; %s\n", kCudnnGraph, p.key().c_str(), v.summary.c_str(),
+              detail.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryCase, CudnnGraphFusedCase, ::testing::Range<std::size_t>(0, fused_cases().size()));
+INSTANTIATE_TEST_SUITE_P(EveryCase, CudnnGraphFusedCase,
+                         ::testing::Range<std::size_t>(0, fused_cases().size()));
 
 // One shape run plain, fused and plain again (and another fused first): were a fused problem served
 // the plain plan, or the reverse, its output would miss (or gain) the bias, the residual and the relu.
