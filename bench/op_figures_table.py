@@ -45,6 +45,19 @@ def ceiling_gbps(work):
     return best
 
 
+def graph_mode(work):
+    """How the Galley runs were timed: replays of a device graph, calls launched one by one, or both."""
+    modes = set()
+    for path in glob.glob(os.path.join(work, "galley.*.*.json")):
+        try:
+            with open(path) as f:
+                for problem in json.load(f).get("problems", []):
+                    modes.update(bool(r.get("graph")) for r in problem.get("results", []))
+        except (OSError, ValueError):
+            continue
+    return {frozenset([True]): "as graph replays", frozenset([False]): "eagerly"}.get(frozenset(modes), "both ways")
+
+
 def peer_rows(work):
     try:
         with open(os.path.join(work, "peer.json")) as f:
@@ -82,7 +95,7 @@ def main():
     ceiling = ceiling_gbps(work)
     peers = peer_rows(work)
     ours = galley_rows(work)
-    print(f"Copy ceiling (d2d read + write): {ceiling:.0f} GB/s\n")
+    print(f"Copy ceiling (d2d read + write): {ceiling:.0f} GB/s; Galley timed {graph_mode(work)}\n")
     print("| size | op | dir | own best | own GB/s | % ceiling | target | best of all | PyTorch eager | graph "
           "| own/graph | all/graph | met |")
     print("|---|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|")

@@ -28,6 +28,7 @@ struct OpBenchFlags {
   std::string dtype, layout, device, solver;
   bool all_solvers = false;
   bool json = false;
+  bool graph = false;
 };
 
 /// Adds the common flags to `cmd`. `with_layout` / `with_direction`: whether the op has a memory
@@ -48,12 +49,16 @@ struct OpBenchOptions {
   int warmup = 1;
   bool verify = false;
   double tolerance = 0;  ///< <= 0: the problem's own tolerance()
+  /// Time replays of a device graph holding each sample's batch of calls (the kernels' own pace,
+  /// as a peer replaying a CUDA graph), instead of launching the calls one by one.
+  bool graph = false;
 };
 
 struct OpBenchResult {
   std::string solver;
   double ms = 0;       ///< median per call
   int batch = 1;       ///< back-to-back calls per timed sample
+  bool graph = false;  ///< the samples were graph replays (OpBenchOptions::graph)
   double tflops = 0;
   double gbps = 0;  ///< problem.min_bytes() / time
   std::size_t workspace_bytes = 0;
