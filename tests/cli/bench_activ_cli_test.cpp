@@ -32,8 +32,29 @@ TEST_F(BenchActivCli, DefaultProblemRunsAndVerifies) {
   for (const auto& res : j["problems"][0]["results"]) EXPECT_EQ(res["verified"], true) << res.dump();
 }
 
+// --graph times replays of a graph of each sample's calls: the results say so, the outputs still
+// verify, and a time comes out.
+TEST_F(BenchActivCli, GraphReplaysAreTimedAndSaySo) {
+  for (const char* graph : {"", " --graph"}) {
+    const auto r = run(
+        std::string("bench activ -m gelu -n 1 -c 17 -H 31 -W 29 -F 0 --device cpu -V 1 -i 3 --json") + graph);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    ASSERT_EQ(j["problems"].size(), 2u);
+    for (const auto& p : j["problems"]) {
+      ASSERT_FALSE(p["results"].empty());
+      for (const auto& res : p["results"]) {
+        EXPECT_EQ(res["graph"], *graph != 0) << res.dump();
+        EXPECT_EQ(res["verified"], true) << res.dump();
+        EXPECT_GT(res["ms"].get<double>(), 0) << res.dump();
+      }
+    }
+  }
+}
+
 TEST_F(BenchActivCli, FlagsReachTheProblemAndBothDirectionsVerify) {
-  const auto r = run("bench activ -m hardtanh --shape 7,129 -F 0 --dtype bf16 --device cpu --all-solvers -V 1 -i 2 --json");
+  const auto r = run(
+      "bench activ -m hardtanh --shape 7,129 -F 0 --dtype bf16 --device cpu --all-solvers -V 1 -i 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["problems"].size(), 2u);
@@ -46,8 +67,9 @@ TEST_F(BenchActivCli, FlagsReachTheProblemAndBothDirectionsVerify) {
       EXPECT_NE(res["solver"], "ref.activ") << "--all-solvers leaves the reference out";
     }
   }
-  const auto leaky = run("bench activ -m leaky_relu -A -0.2 -n 1 -c 17 -H 31 -W 29 --layout nhwc --dtype f16 -F 2 "
-                         "--device cpu -V 1 -i 2 --json");
+  const auto leaky =
+      run("bench activ -m leaky_relu -A -0.2 -n 1 -c 17 -H 31 -W 29 --layout nhwc --dtype f16 -F 2 "
+          "--device cpu -V 1 -i 2 --json");
   ASSERT_EQ(leaky.exit_code, 0) << leaky.output;
   const auto lj = nlohmann::json::parse(leaky.output);
   EXPECT_EQ(lj["problems"][0]["key"], "activ-B-f16-nhwc-leaky_relu-am0.2-b0-n1-c17-h31-w29");
