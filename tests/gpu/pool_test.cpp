@@ -19,6 +19,37 @@
 namespace galley::dnn {
 namespace {
 
+struct PoolSize {
+  std::int64_t n, c, h, w;
+};
+
+// Every window with every mode (kept indices with max only), dtype, layout and direction, the sizes
+// taken in turn.
+std::vector<PoolProblem> every_combination(const std::vector<PoolProblem>& windows,
+                                           const std::vector<PoolSize>& sizes) {
+  std::vector<PoolProblem> out;
+  std::size_t pick = 0;
+  for (const PoolProblem& win : windows) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+            for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = layout, p.direction = dir;
+              const PoolSize& size = sizes[pick++ % sizes.size()];
+              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
+              out.push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<PoolProblem> grid() {
   const std::vector<PoolProblem> windows = {
       {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
@@ -31,30 +62,9 @@ std::vector<PoolProblem> grid() {
       {.window = PoolWindow::adaptive, .adaptive_h = 40, .adaptive_w = 33},
   };
   // Channels 32 and 64 take the nhwc kernels' 8-channel path; 3, 17, 23 the scalar one.
-  const struct {
-    std::int64_t n, c, h, w;
-  } sizes[] = {{1, 3, 31, 29}, {2, 17, 31, 29}, {1, 23, 31, 29}, {2, 32, 31, 29}, {1, 64, 62, 62}};
-  std::vector<PoolProblem> out;
-  std::size_t pick = 0;
-  for (const PoolProblem& win : windows) {
-    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
-      for (bool keep : {false, true}) {
-        if (keep && mode != PoolMode::max) continue;
-        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-          for (Layout layout : {Layout::nchw, Layout::nhwc}) {
-            for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
-              PoolProblem p = win;
-              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = layout, p.direction = dir;
-              const auto& s = sizes[pick++ % std::size(sizes)];
-              p.n = s.n, p.c = s.c, p.h = s.h, p.w = s.w;
-              out.push_back(p);
-            }
-          }
-        }
-      }
-    }
-  }
-  return out;
+  const std::vector<PoolSize> sizes = {
+      {1, 3, 31, 29}, {2, 17, 31, 29}, {1, 23, 31, 29}, {2, 32, 31, 29}, {1, 64, 62, 62}};
+  return every_combination(windows, sizes);
 }
 
 class PoolGpu : public ::testing::TestWithParam<std::string> {
@@ -161,29 +171,9 @@ TEST_P(PoolGpu, UnrolledWindowsAndBroadcastsMatchTheReference) {
       {.kernel_h = 3, .kernel_w = 2, .pad_h = 1, .stride_h = 2, .stride_w = 1},
       {.window = PoolWindow::global},
   };
-  const struct {
-    std::int64_t n, c, h, w;
-  } sizes[] = {{1, 8, 28, 28}, {3, 17, 31, 29}, {1, 24, 7, 9}, {2, 40, 8, 8}, {1, 3, 5, 6}};
-  std::vector<PoolProblem> problems;
-  std::size_t pick = 0;
-  for (const PoolProblem& win : windows) {
-    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
-      for (bool keep : {false, true}) {
-        if (keep && mode != PoolMode::max) continue;
-        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-          for (Layout layout : {Layout::nchw, Layout::nhwc}) {
-            for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
-              PoolProblem p = win;
-              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = layout, p.direction = dir;
-              const auto& sz = sizes[pick++ % std::size(sizes)];
-              p.n = sz.n, p.c = sz.c, p.h = sz.h, p.w = sz.w;
-              problems.push_back(p);
-            }
-          }
-        }
-      }
-    }
-  }
+  const std::vector<PoolSize> sizes = {
+      {1, 8, 28, 28}, {3, 17, 31, 29}, {1, 24, 7, 9}, {2, 40, 8, 8}, {1, 3, 5, 6}};
+  const std::vector<PoolProblem> problems = every_combination(windows, sizes);
   int ran = 0;
   for (const PoolProblem& p : problems) {
     for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {

@@ -36,6 +36,33 @@ dnn::SoftmaxProblem softmax(std::vector<std::int64_t> dims, int axis, SoftmaxAlg
   return p;
 }
 
+// Every applicable softmax solver of `backend` on f32 input `x` against the reference: NaN where it
+// has NaN, infinities exactly, finite values within fp32 rounding.
+void expect_every_softmax_solver_matches(const runtime::Device& device, const std::string& backend,
+                                         const SoftmaxProblem& p, const std::vector<float>& x) {
+  std::vector<float> want(x.size());
+  dnn::reference_softmax_forward(p, x.data(), want.data());
+  for (const dnn::SolverBase* s : dnn::solvers_of(backend, dnn::OpKind::softmax)) {
+    if (!s->check_any(dnn::ProblemRef::of(p), device)) continue;
+    runtime::Stream stream(device);
+    Tensor tx = Tensor::empty(stream, p.desc());
+    Tensor ty = Tensor::empty(stream, p.desc());
+    tx.copy_from_host(stream, x.data(), x.size() * 4);
+    dnn::softmax_forward(stream, p, tx, ty, s);
+    const auto got = ty.to_host<float>(stream);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << s->name() << " " << p.key() << " element " << i << " = " << got[i];
+      } else if (std::isinf(want[i])) {
+        EXPECT_EQ(got[i], want[i]) << s->name() << " " << p.key() << " element " << i;
+      } else {
+        EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i])))
+            << s->name() << " " << p.key() << " element " << i;
+      }
+    }
+  }
+}
+
 class GpuSoftmaxReduce : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -96,28 +123,7 @@ TEST_P(GpuSoftmaxReduce, SoftmaxLargeAndInfiniteLogits) {
       for (std::size_t i = 0; i < big.size(); ++i)
         big[i] = 1e4f + static_cast<float>(i % 5) - (i % 2 ? 2e4f : 0.0f);
       for (const auto& input : {x, big}) {
-        std::vector<float> want(input.size());
-        dnn::reference_softmax_forward(p, input.data(), want.data());
-        for (const dnn::SolverBase* s : dnn::solvers_of(GetParam(), dnn::OpKind::softmax)) {
-          if (!s->check_any(dnn::ProblemRef::of(p), *device_)) continue;
-          runtime::Stream stream(*device_);
-          Tensor tx = Tensor::empty(stream, p.desc());
-          Tensor ty = Tensor::empty(stream, p.desc());
-          tx.copy_from_host(stream, input.data(), input.size() * 4);
-          dnn::softmax_forward(stream, p, tx, ty, s);
-          const auto got = ty.to_host<float>(stream);
-          for (std::size_t i = 0; i < got.size(); ++i) {
-            if (std::isnan(want[i])) {
-              EXPECT_TRUE(std::isnan(got[i]))
-                  << s->name() << " " << p.key() << " element " << i << " = " << got[i];
-            } else if (std::isinf(want[i])) {
-              EXPECT_EQ(got[i], want[i]) << s->name() << " " << p.key() << " element " << i;
-            } else {
-              EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i])))
-                  << s->name() << " " << p.key() << " element " << i;
-            }
-          }
-        }
+        expect_every_softmax_solver_matches(*device_, GetParam(), p, input);
       }
     }
   }
@@ -164,28 +170,7 @@ TEST_P(GpuSoftmaxReduce, SoftmaxRowsInRegistersInfiniteLogits) {
       x[static_cast<std::size_t>(2 * len + len - 1)] = inf;
       x[static_cast<std::size_t>(3 * len + 3)] = nan;
       x[static_cast<std::size_t>(4 * len + 1)] = 80.0f;  // large, but its exp stays finite after the shift
-      std::vector<float> want(x.size());
-      dnn::reference_softmax_forward(p, x.data(), want.data());
-      for (const dnn::SolverBase* s : dnn::solvers_of(GetParam(), dnn::OpKind::softmax)) {
-        if (!s->check_any(dnn::ProblemRef::of(p), *device_)) continue;
-        runtime::Stream stream(*device_);
-        Tensor tx = Tensor::empty(stream, p.desc());
-        Tensor ty = Tensor::empty(stream, p.desc());
-        tx.copy_from_host(stream, x.data(), x.size() * 4);
-        dnn::softmax_forward(stream, p, tx, ty, s);
-        const auto got = ty.to_host<float>(stream);
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          if (std::isnan(want[i])) {
-            EXPECT_TRUE(std::isnan(got[i]))
-                << s->name() << " " << p.key() << " element " << i << " = " << got[i];
-          } else if (std::isinf(want[i])) {
-            EXPECT_EQ(got[i], want[i]) << s->name() << " " << p.key() << " element " << i;
-          } else {
-            EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i])))
-                << s->name() << " " << p.key() << " element " << i;
-          }
-        }
-      }
+      expect_every_softmax_solver_matches(*device_, GetParam(), p, x);
     }
   }
 }
