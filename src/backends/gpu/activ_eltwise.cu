@@ -142,8 +142,6 @@ __global__ void activ_scalar_kernel(F f, const T* a, const T* b, T* out, std::in
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 unsigned blocks_for(std::int64_t work) {
   return unsigned(std::clamp<std::int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }

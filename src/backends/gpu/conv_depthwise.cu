@@ -750,8 +750,6 @@ bool use_rows_shape(const ConvParams& p) {
   return d.major >= 9 && rows_ring_for(p, d) > 0;
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
-
 // The staged-rows kernel's band: a block of one image walks it, `resident` blocks at once.
 int rows_band(const ConvParams& p, int resident) {
   return best_band(p, resident, [&](std::int64_t bands) { return std::int64_t(p.n) * bands; });

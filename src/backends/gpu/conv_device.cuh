@@ -78,6 +78,9 @@ inline void once_per_device(std::atomic<std::uint64_t>& done, SetAttributes set_
 
 inline GpuStream as_stream(void* stream) { return static_cast<GpuStream>(stream); }
 
+/// Whether a 16-byte vector load or store may use `p`.
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 /// Makes device `index` current while launching (kernels go to the current device, whatever the
 /// stream's), restoring the caller's choice afterwards.
 class ScopedDevice {

@@ -440,7 +440,8 @@ unsigned blocks_for(std::uint64_t work) {
       std::max<std::uint64_t>(1, std::min<std::uint64_t>((work + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 
-bool aligned16(const void* p) { return p == nullptr || (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+// A pointer the kernel does not use (null) never stops the vector path.
+bool absent_or_aligned16(const void* p) { return p == nullptr || aligned16(p); }
 
 struct DenseGrid {
   unsigned blocks, threads;
@@ -504,9 +505,9 @@ void launch_map(const EltwiseLaunch& l, void* out, bool dense) {
     auto* dst = static_cast<T*>(out);
     with_fn<kWhat>(l.problem.op, l.problem.alpha, l.problem.beta, [&](auto fn) {
       using F = decltype(fn);
-      const bool vec = aligned16(dy) && aligned16(dst) &&
-                       (!F::kReadsA || g.a_stride[g.rank - 1] == 0 || aligned16(a)) &&
-                       (!F::kReadsB || g.b_stride[g.rank - 1] == 0 || aligned16(b));
+      const bool vec = absent_or_aligned16(dy) && absent_or_aligned16(dst) &&
+                       (!F::kReadsA || g.a_stride[g.rank - 1] == 0 || absent_or_aligned16(a)) &&
+                       (!F::kReadsB || g.b_stride[g.rank - 1] == 0 || absent_or_aligned16(b));
       const auto n = std::uint32_t(g.elements);
       if (dense) {
         if (vec) {
@@ -565,7 +566,8 @@ void launch_reduce(const EltwiseLaunch& l, void* grad, float* partial) {
 // 16-byte aligned.
 bool launch_both_maps(const EltwiseLaunch& l) {
   const dnn::EltwiseGeometry& g = l.geometry;
-  if (!(aligned16(l.dy) && aligned16(l.a) && aligned16(l.b) && aligned16(l.da) && aligned16(l.db)))
+  if (!(absent_or_aligned16(l.dy) && absent_or_aligned16(l.a) && absent_or_aligned16(l.b) &&
+        absent_or_aligned16(l.da) && absent_or_aligned16(l.db)))
     return false;
   with_type(l.problem.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -593,8 +595,8 @@ bool launch_column(const EltwiseLaunch& l, bool with_map) {
   if (!p.applies) return false;
   void* grad = kWhat == 1 ? l.da : l.db;
   void* map = with_map ? (kWhat == 1 ? l.db : l.da) : nullptr;
-  if (!aligned16(l.dy) || !aligned16(map) || (p.a_col != 0 && !aligned16(l.a)) ||
-      (p.b_col != 0 && !aligned16(l.b))) {
+  if (!absent_or_aligned16(l.dy) || !absent_or_aligned16(map) ||
+      (p.a_col != 0 && !absent_or_aligned16(l.a)) || (p.b_col != 0 && !absent_or_aligned16(l.b))) {
     return false;
   }
   float* partial = static_cast<float*>(l.workspace);

@@ -107,8 +107,6 @@ ReduceParams params_of(const ReduceProblem& p) {
   return m;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 __device__ __forceinline__ long long kept_offset(const ReduceParams& p, long long r) {
   long long off = 0;
   for (int i = 0; i < p.kept_n; ++i) {

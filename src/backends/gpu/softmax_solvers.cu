@@ -20,19 +20,10 @@ using dnn::SoftmaxProblem;
 using softmax_device::group_sum;
 using softmax_device::MaxSum;
 using softmax_device::shfl_xor32;
+using softmax_device::shfl_xor_lanes;
 
 constexpr int kWarpRowsMax = 1024;  // 32 lanes x 32 registers
 constexpr int kRowBlock = 512;
-
-// A butterfly shuffle within aligned groups of kLanes lanes (a power of two up to 32).
-template <int kLanes>
-__device__ __forceinline__ float shfl_xor_lanes(float v, int mask) {
-#if GALLEY_GPU_HIP
-  return __shfl_xor(v, mask, kLanes);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, mask, kLanes);
-#endif
-}
 
 // Forward: a = x. Backward: a = dy, b = y. One 32-lane group per row, kPer elements per lane.
 template <typename T, bool kBackward, int kPer>
