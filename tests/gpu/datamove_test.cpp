@@ -84,6 +84,12 @@ TEST(GpuDataMove, EveryPermutationOfRank4AndTiles) {
   expect_gpu_exact(*device, TransposeProblem{DType::bf16, {2, 3, 5, 7, 11, 4}, {5, 3, 1, 0, 2, 4}});
   expect_gpu_exact(*device, TransposeProblem{DType::f32, {2, 3, 8, 7, 7}, {0, 2, 1, 3, 4}});
   expect_gpu_exact(*device, TransposeProblem{DType::f32, {1000003}, {0}});
+  // The 16-byte tiled path: both swapped dims whole vectors for every element size (1, 2 and 4
+  // bytes: 16, 8 and 4 elements) but not whole tiles (128, 64 and 32), so edge tiles are partial.
+  for (DType t : kAllDtypes) {
+    expect_gpu_exact(*device, TransposeProblem{t, {2, 80, 3, 48}, {0, 2, 3, 1}});
+    expect_gpu_exact(*device, TransposeProblem{t, {3, 144, 80}, {0, 2, 1}});
+  }
 }
 
 TEST(GpuDataMove, PadEverySideBothDirections) {

@@ -1,7 +1,8 @@
 // The gather kernels behind transpose, reorder and pad's crop (launch_copy_plan): contiguous
-// copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose (32x32 tiles of
-// 4-byte elements, wider for narrower ones) when the plan moves the unit-stride dim away from the
-// innermost position, a strided gather otherwise.
+// copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose when the plan
+// moves the unit-stride dim away from the innermost position (16-byte vectors on both sides when
+// the dtype stays and both swapped dims and the strides allow; else 32x32 tiles of 4-byte elements,
+// wider for narrower ones), a strided gather otherwise.
 #include "datamove_device.cuh"
 #include "datamove_kernels.hpp"
 
@@ -134,6 +135,55 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
   }
 }
 
+// The tiled transpose for a pure move (same dtype) whose rows along a and along the last dim are
+// whole 16-byte vectors: both sides move 16 bytes a thread, 128 contiguous bytes per 8 lanes. The
+// tile holds kTile rows (along the last dim) of 8 vectors (along a); vector v of row b sits at slot
+// v ^ (b / N) % 8, so the transposed reads (N rows b, one element each) fall in 8 different slots
+// and no two lanes of a quarter-warp share a bank.
+template <class T>
+__global__ void __launch_bounds__(256) tiled_vec_kernel(Gather g, int a, std::int64_t dst_stride_a,
+                                                        std::int64_t tiles_b, std::int64_t batches,
+                                                        const T* __restrict__ src, T* __restrict__ dst) {
+  constexpr int kN = 16 / int(sizeof(T)), kVecs = 8, kTile = kN * kVecs;
+  __shared__ Vec<T, kN> tile[kTile][kVecs];
+  const int last = g.rank - 1;
+  const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
+  const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
+  const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
+  for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
+    std::int64_t soff = g.offset, doff = 0, t = batch, dstride = lb;
+    for (int k = last - 1; k >= 0; --k) {
+      if (k == a) {
+        dstride *= la;
+        continue;
+      }
+      const std::int64_t idx = t % g.dims[k];
+      t /= g.dims[k];
+      soff += idx * g.strides[k];
+      doff += idx * dstride;
+      dstride *= g.dims[k];
+    }
+    for (int u = threadIdx.x; u < kTile * kVecs; u += blockDim.x) {
+      const int b = u / kVecs, v = u % kVecs;
+      const std::int64_t x = a0 + v * kN, y = b0 + b;
+      if (x < la && y < lb)
+        tile[b][v ^ ((b / kN) % kVecs)] = *reinterpret_cast<const Vec<T, kN>*>(src + soff + x + y * sb);
+    }
+    __syncthreads();
+    for (int u = threadIdx.x; u < kTile * kVecs; u += blockDim.x) {
+      const int r = u / kVecs, w = u % kVecs;
+      const std::int64_t x = a0 + r, y = b0 + w * kN;
+      if (x < la && y < lb) {
+        Vec<T, kN> out;
+#pragma unroll
+        for (int j = 0; j < kN; ++j) out.v[j] = tile[w * kN + j][(r / kN) ^ w].v[r % kN];
+        *reinterpret_cast<Vec<T, kN>*>(dst + doff + x * dst_stride_a + y) = out;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 bool fits_int32(std::int64_t n) { return n < (std::int64_t(1) << 31); }
 
 template <class S, class D>
@@ -185,6 +235,23 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
     std::int64_t dst_stride_a = 1;
     for (int k = a + 1; k < p.rank; ++k) dst_stride_a *= p.dims[k];
     const std::int64_t batches = n / (p.dims[a] * p.dims[last]);
+    if constexpr (std::is_same_v<S, D>) {
+      constexpr int kN = 16 / int(sizeof(S)), kVecTile = kN * 8;
+      // Whole vectors on both sides: every src row start (all strides but a's) and both dims along
+      // which vectors run are multiples of kN (dst strides are products of the dims, so they follow).
+      bool vec = aligned(src + p.src_offset, 16) && aligned(dst, 16) && p.dims[a] % kN == 0 &&
+                 p.dims[last] % kN == 0;
+      for (int k = 0; k < p.rank; ++k) vec = vec && (k == a || p.src_strides[k] % kN == 0);
+      const std::int64_t vec_tiles = ((p.dims[a] + kVecTile - 1) / kVecTile) *
+                                     ((p.dims[last] + kVecTile - 1) / kVecTile);
+      if (vec && vec_tiles <= 0x7fffffff) {
+        const dim3 grid(static_cast<unsigned>(vec_tiles),
+                        static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
+        tiled_vec_kernel<S><<<grid, 256, 0, stream>>>(g, a, dst_stride_a,
+                                                      (p.dims[last] + kVecTile - 1) / kVecTile, batches, src, dst);
+        return;
+      }
+    }
     if (tiles_a * tiles_b <= 0x7fffffff) {
       const dim3 grid(static_cast<unsigned>(tiles_a * tiles_b),
                       static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "column_sum_device.cuh"
 #include "conv_device.cuh"
 #include "eltwise_kernels.hpp"
 
@@ -378,28 +379,14 @@ __global__ void column_sum_kernel(F fn, G gn, EltwiseColumnParams p, const T* dy
     }
     for (; r < end; r += p.block_rows) rows(std::integral_constant<int, 1>{}, r);
   }
-  const auto at = [&](std::uint32_t lane, int i) -> float& {
-    return sums[(lane * kV + i) * p.block_cols + threadIdx.x];
-  };
-#pragma unroll
-  for (int i = 0; i < kV; ++i) at(threadIdx.y, i) = acc[i];
-  __syncthreads();
-  std::uint32_t span = 1;
-  while (span < p.block_rows) span <<= 1;
-  for (std::uint32_t s = span / 2; s > 0; s >>= 1) {
-    if (threadIdx.y < s && threadIdx.y + s < p.block_rows) {
-#pragma unroll
-      for (int i = 0; i < kV; ++i) at(threadIdx.y, i) += at(threadIdx.y + s, i);
-    }
-    __syncthreads();
-  }
+  column_tree_sum(sums, acc, int(p.block_cols), int(p.block_rows));
   if (threadIdx.y == 0 && cv < p.col_vectors) {
     if (p.segments == 1) {
 #pragma unroll
-      for (int i = 0; i < kV; ++i) grad[col + i] = from_f32<T>(at(0, i));
+      for (int i = 0; i < kV; ++i) grad[col + i] = from_f32<T>(acc[i]);
     } else {
 #pragma unroll
-      for (int i = 0; i < kV; ++i) partial[std::size_t(blockIdx.y) * p.cols + col + i] = at(0, i);
+      for (int i = 0; i < kV; ++i) partial[std::size_t(blockIdx.y) * p.cols + col + i] = acc[i];
     }
   }
 }

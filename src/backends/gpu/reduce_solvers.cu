@@ -13,6 +13,7 @@
 
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
+#include "column_sum_device.cuh"
 #include "softmax_reduce_device.cuh"
 #include "softmax_reduce_solvers.hpp"
 
@@ -264,29 +265,15 @@ __global__ void reduce_columns_vec(ReduceParams p, const T* __restrict__ x, T* _
     }
     for (; j < j1; j += step) add(__ldg(reinterpret_cast<const uint4*>(base + j * stride)));
   }
-  const auto at = [&](int lane, int i) -> float& {
-    return sums[(lane * kV + i) * p.block_cols + threadIdx.x];
-  };
-#pragma unroll
-  for (int i = 0; i < kV; ++i) at(threadIdx.y, i) = acc[i];
-  __syncthreads();
-  int span = 1;
-  while (span < p.block_rows) span <<= 1;
-  for (int s = span / 2; s > 0; s >>= 1) {
-    if (int(threadIdx.y) < s && int(threadIdx.y) + s < p.block_rows) {
-#pragma unroll
-      for (int i = 0; i < kV; ++i) at(threadIdx.y, i) += at(threadIdx.y + s, i);
-    }
-    __syncthreads();
-  }
+  column_tree_sum(sums, acc, p.block_cols, p.block_rows);
   if (threadIdx.y == 0 && valid) {
     const long long m = o * p.row + col;
 #pragma unroll
     for (int i = 0; i < kV; ++i) {
       if (p.col_chunks == 1) {
-        out[m + i] = from_f32<T>(at(0, i) * p.scale);
+        out[m + i] = from_f32<T>(acc[i] * p.scale);
       } else {
-        partial[(long long)c * p.outputs() + m + i] = at(0, i);
+        partial[(long long)c * p.outputs() + m + i] = acc[i];
       }
     }
   }
