@@ -84,6 +84,27 @@ __global__ void strided_kernel(Gather g, const S* __restrict__ src, D* __restric
   }
 }
 
+// Offsets in src and in the packed dst of entry `batch` of a tiled transpose's batch: every dim
+// but a (src stride 1) and the last, outermost first.
+__device__ __forceinline__ void batch_offsets(const Gather& g, int a, std::int64_t batch, std::int64_t& soff,
+                                              std::int64_t& doff) {
+  const int last = g.rank - 1;
+  std::int64_t t = batch, dstride = g.dims[last];
+  soff = g.offset;
+  doff = 0;
+  for (int k = last - 1; k >= 0; --k) {
+    if (k == a) {
+      dstride *= g.dims[a];
+      continue;
+    }
+    const std::int64_t idx = t % g.dims[k];
+    t /= g.dims[k];
+    soff += idx * g.strides[k];
+    doff += idx * dstride;
+    dstride *= g.dims[k];
+  }
+}
+
 constexpr int kTileRows = 8;
 
 // The tile's side: 32 for 4-byte elements, wider for narrower ones so every block keeps as many
@@ -105,19 +126,8 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
   const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
   const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
   for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
-    // Offsets of this batch entry in src and (packed) dst.
-    std::int64_t soff = g.offset, doff = 0, t = batch, dstride = lb;
-    for (int k = last - 1; k >= 0; --k) {
-      if (k == a) {
-        dstride *= la;
-        continue;
-      }
-      const std::int64_t idx = t % g.dims[k];
-      t /= g.dims[k];
-      soff += idx * g.strides[k];
-      doff += idx * dstride;
-      dstride *= g.dims[k];
-    }
+    std::int64_t soff, doff;
+    batch_offsets(g, a, batch, soff, doff);
     for (int r = threadIdx.y; r < kTile; r += kTileRows) {
       for (int c = threadIdx.x; c < kTile; c += 32) {
         const std::int64_t x = a0 + c, y = b0 + r;
@@ -151,18 +161,8 @@ __global__ void __launch_bounds__(256) tiled_vec_kernel(Gather g, int a, std::in
   const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
   const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
   for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
-    std::int64_t soff = g.offset, doff = 0, t = batch, dstride = lb;
-    for (int k = last - 1; k >= 0; --k) {
-      if (k == a) {
-        dstride *= la;
-        continue;
-      }
-      const std::int64_t idx = t % g.dims[k];
-      t /= g.dims[k];
-      soff += idx * g.strides[k];
-      doff += idx * dstride;
-      dstride *= g.dims[k];
-    }
+    std::int64_t soff, doff;
+    batch_offsets(g, a, batch, soff, doff);
     for (int u = threadIdx.x; u < kTile * kVecs; u += blockDim.x) {
       const int b = u / kVecs, v = u % kVecs;
       const std::int64_t x = a0 + v * kN, y = b0 + b;
