@@ -12,7 +12,8 @@ namespace galley::backends::gpu {
 /// block_cols * block_rows * kV floats. Every lane of the block must call it (it synchronises);
 /// on return the lanes of row 0 hold their column's totals in `acc`.
 template <int kV>
-__device__ __forceinline__ void column_tree_sum(float* sums, float (&acc)[kV], int block_cols, int block_rows) {
+__device__ __forceinline__ void column_tree_sum(float* sums, float (&acc)[kV], int block_cols,
+                                                int block_rows) {
   const int y = int(threadIdx.y);
   const auto at = [&](int lane, int i) -> float& { return sums[(lane * kV + i) * block_cols + threadIdx.x]; };
 #pragma unroll

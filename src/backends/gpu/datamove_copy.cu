@@ -151,9 +151,9 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
 // v ^ (b / N) % 8, so the transposed reads (N rows b, one element each) fall in 8 different slots
 // and no two lanes of a quarter-warp share a bank.
 template <class T>
-__global__ void __launch_bounds__(256) tiled_vec_kernel(Gather g, int a, std::int64_t dst_stride_a,
-                                                        std::int64_t tiles_b, std::int64_t batches,
-                                                        const T* __restrict__ src, T* __restrict__ dst) {
+__global__ void __launch_bounds__(256)
+    tiled_vec_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b, std::int64_t batches,
+                     const T* __restrict__ src, T* __restrict__ dst) {
   constexpr int kN = 16 / int(sizeof(T)), kVecs = 8, kTile = kN * kVecs;
   __shared__ Vec<T, kN> tile[kTile][kVecs];
   const int last = g.rank - 1;
@@ -242,13 +242,13 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
       bool vec = aligned(src + p.src_offset, 16) && aligned(dst, 16) && p.dims[a] % kN == 0 &&
                  p.dims[last] % kN == 0;
       for (int k = 0; k < p.rank; ++k) vec = vec && (k == a || p.src_strides[k] % kN == 0);
-      const std::int64_t vec_tiles = ((p.dims[a] + kVecTile - 1) / kVecTile) *
-                                     ((p.dims[last] + kVecTile - 1) / kVecTile);
+      const std::int64_t vec_tiles =
+          ((p.dims[a] + kVecTile - 1) / kVecTile) * ((p.dims[last] + kVecTile - 1) / kVecTile);
       if (vec && vec_tiles <= 0x7fffffff) {
         const dim3 grid(static_cast<unsigned>(vec_tiles),
                         static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
-        tiled_vec_kernel<S><<<grid, 256, 0, stream>>>(g, a, dst_stride_a,
-                                                      (p.dims[last] + kVecTile - 1) / kVecTile, batches, src, dst);
+        tiled_vec_kernel<S><<<grid, 256, 0, stream>>>(
+            g, a, dst_stride_a, (p.dims[last] + kVecTile - 1) / kVecTile, batches, src, dst);
         return;
       }
     }

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <string>
 
+#include "column_sum_device.cuh"
 #include "galley/runtime/device.hpp"
 #include "galley/runtime/stream.hpp"
-#include "column_sum_device.cuh"
 #include "softmax_reduce_device.cuh"
 #include "softmax_reduce_solvers.hpp"
 
