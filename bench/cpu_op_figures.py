@@ -42,6 +42,8 @@ def op_commands(n, c):
         ("reduce_sum_hw", f"reduce --shape {dims} --axes 2,3 --op sum -F 0"),
         ("transpose_nhwc", f"transpose --dims {n},{c},56,56 --perm 0,2,3,1 -F 0"),
         ("concat_c", f"concat --dims {n},{c},56,56 --inputs 2 --axis 1 -F 0"),
+        # Layer norm over C of channels-last rows, as on the GPU.
+        ("lnorm", f"lnorm -X {n * 56 * 56}x{c} -o 1 -F 0"),
     ]
 
 

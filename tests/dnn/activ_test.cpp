@@ -14,6 +14,7 @@
 #include "backends/cpu/activ_vector_math.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "dnn/activation_dispatch.hpp"
+#include "dnn/cpu_isa_cap.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_activ.hpp"
 #include "dnn/tensor_data.hpp"
@@ -504,12 +505,6 @@ std::vector<ActivProblem> conformance_problems() {
   }
   return out;
 }
-
-// Restores the cpu ISA level when a test ends, however it ends.
-struct IsaCap {
-  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
-  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
-};
 
 TEST(ActivConformance, EveryCpuSolverMatchesTheReference) {
   const auto solvers = cpu_solvers();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "dnn/cpu_isa_cap.hpp"
 #include "dnn/eltwise_geometry.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_eltwise.hpp"
@@ -363,12 +364,6 @@ TEST(EltwiseCpu, OtherRanksAndLongReductions) {
     }
   }
 }
-
-// Restores the cpu ISA level when a test ends, however it ends.
-struct IsaCap {
-  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
-  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
-};
 
 // Over the solver's parallel block and staging segment, with odd sizes (vector tails), a bias on
 // each side and a broadcast of every kind the f32 loops take as one value or as a stepping span,

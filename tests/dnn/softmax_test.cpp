@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_isa.hpp"
+#include "dnn/cpu_isa_cap.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_softmax.hpp"
 #include "galley/core/error.hpp"
@@ -238,12 +239,6 @@ void expect_cpu_solvers_match_reference() {
 }
 
 TEST(SoftmaxSolvers, CpuMatchReferenceOnEveryAxisLayoutAndDtype) { expect_cpu_solvers_match_reference(); }
-
-// Restores the cpu ISA level when a test ends, however it ends.
-struct IsaCap {
-  explicit IsaCap(backends::cpu::CpuIsa cap) { backends::cpu::set_cpu_isa_cap(cap); }
-  ~IsaCap() { backends::cpu::set_cpu_isa_cap(backends::cpu::CpuIsa::avx512); }
-};
 
 // The loops are built once per ISA level; a machine with AVX-512 takes the lower builds only when
 // capped.

@@ -1,13 +1,17 @@
-// cpu.lnorm.rows: layer norm one row at a time over the cpu pool. Row statistics are two-pass in
-// double (a row is re-read from cache); the backward's dscale and dshift are column sums, done by a
-// second pass that splits the columns among threads and walks the rows in order, so the result
-// does not depend on the thread count.
+// cpu.lnorm.rows: layer norm over the cpu pool, a row at a time (AVX-512 row loops where the cpu has
+// them). Row statistics in double, in one pass about the row's first value (its differences from
+// the row are exact in f32 for values near it, so large means cost no precision); the backward's
+// dscale and dshift are column sums kept per fixed block of rows as the rows go by, then added
+// block after block in double, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
+#include "backends/cpu/conv_isa.hpp"
+#include "backends/cpu/lnorm_rows_avx512.hpp"
 #include "backends/cpu/norm_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -18,62 +22,101 @@ using dnn::Applicability;
 using dnn::LayerNormProblem;
 using dnn::NormArgs;
 
-// Rows longer than this are staged in pieces; the stage buffers stay in L2.
-constexpr std::int64_t kBlock = 4096;
+// The backward's column partials: one per block of this many rows, a block per task.
+constexpr std::int64_t kRowsPerBlock = 32;
 
-const char* at(DType dtype, const void* base, std::int64_t element) {
-  return static_cast<const char*>(base) + element * static_cast<std::int64_t>(size_of(dtype));
+char* at(DType dtype, const void* base, std::int64_t element) {
+  return static_cast<char*>(const_cast<void*>(base)) + element * static_cast<std::int64_t>(size_of(dtype));
 }
 
-/// Calls fn(values, count, offset) over [first, first + count) as floats, kBlock at a time.
-template <class Fn>
-void as_floats(DType dtype, const void* base, std::int64_t first, std::int64_t count, float* buffer,
-               Fn&& fn) {
-  for (std::int64_t done = 0; done < count; done += kBlock) {
-    const std::int64_t len = std::min(kBlock, count - done);
-    if (dtype == DType::f32) {
-      fn(reinterpret_cast<const float*>(at(dtype, base, first + done)), len, done);
-    } else {
-      convert_to_f32(dtype, at(dtype, base, first + done), buffer, static_cast<std::size_t>(len));
-      fn(static_cast<const float*>(buffer), len, done);
+/// Row `row` of a tensor of rows of `len` as floats: its own memory for f32, else converted into
+/// `buffer`.
+const float* row_floats(DType dtype, const void* base, std::int64_t row, std::int64_t len, float* buffer) {
+  if (dtype == DType::f32) return static_cast<const float*>(base) + row * len;
+  convert_to_f32(dtype, at(dtype, base, row * len), buffer, static_cast<std::size_t>(len));
+  return buffer;
+}
+
+/// Where row `row`'s f32 results go: the tensor itself for f32, else `buffer` (then store_row).
+float* row_out(DType dtype, void* base, std::int64_t row, std::int64_t len, float* buffer) {
+  return dtype == DType::f32 ? static_cast<float*>(base) + row * len : buffer;
+}
+void store_row(DType dtype, const float* values, void* base, std::int64_t row, std::int64_t len) {
+  if (dtype != DType::f32)
+    convert_from_f32(dtype, values, at(dtype, base, row * len), static_cast<std::size_t>(len));
+}
+
+/// Scratch rows for the f16 and bf16 conversions, none for f32.
+struct RowBuffers {
+  std::unique_ptr<float[]> a, b, c;
+  RowBuffers(DType dtype, std::int64_t len) {
+    if (dtype == DType::f32) return;
+    a.reset(new float[static_cast<std::size_t>(len)]);
+    b.reset(new float[static_cast<std::size_t>(len)]);
+    c.reset(new float[static_cast<std::size_t>(len)]);
+  }
+};
+
+// The scalar row loops, for cpus without AVX-512: the same sums and maps.
+void shifted_moments(const float* x, std::int64_t n, double c, double& s1, double& s2) {
+  double a[4] = {}, b[4] = {};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const double d = x[i + j] - c;
+      a[j] += d;
+      b[j] += d * d;
     }
   }
+  for (; i < n; ++i) {
+    const double d = x[i] - c;
+    a[0] += d;
+    b[0] += d * d;
+  }
+  s1 = (a[0] + a[1]) + (a[2] + a[3]);
+  s2 = (b[0] + b[1]) + (b[2] + b[3]);
 }
-
-const float* floats_of(DType dtype, const void* base, std::int64_t first, std::int64_t n, float* buffer) {
-  if (dtype == DType::f32) return static_cast<const float*>(base) + first;
-  convert_to_f32(dtype, at(dtype, base, first), buffer, static_cast<std::size_t>(n));
-  return buffer;
+void row_affine(const float* x, const float* scale, const float* shift, float* y, std::int64_t n, float m,
+                float m_lo, float r) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = ((x[i] - m) - m_lo) * r * scale[i] + shift[i];
+}
+void row_gradient_sums(const float* x, const float* dy, const float* scale, std::int64_t n, float m, float r,
+                       double& sum_g, double& sum_gx, float* dscale, float* dshift) {
+  double sg = 0, sgx = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xhat = (x[i] - m) * r, g = dy[i] * scale[i];
+    sg += g;
+    sgx += static_cast<double>(g * xhat);
+    dscale[i] += dy[i] * xhat;
+    dshift[i] += dy[i];
+  }
+  sum_g = sg;
+  sum_gx = sgx;
+}
+void row_dx(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, float m, float r,
+            float kg, float kx) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = r * (dy[i] * scale[i] - kg - (x[i] - m) * r * kx);
 }
 
 void forward(const LayerNormProblem& p, const NormArgs& a) {
   const std::int64_t rows = p.outer(), len = p.inner();
   const auto* scale = static_cast<const float*>(a.scale);
   const auto* shift = static_cast<const float*>(a.shift);
+  const bool avx512 = cpu_has_avx512();
   parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
-    std::vector<float> bx(kBlock), by(kBlock);
+    RowBuffers buffers(p.dtype, len);
     for (std::int64_t row = lo; row < hi; ++row) {
-      const std::int64_t first = row * len;
-      double sum[4] = {};
-      as_floats(p.dtype, a.x, first, len, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) {
-        std::int64_t i = 0;
-        for (; i + 4 <= n; i += 4)
-          for (int j = 0; j < 4; ++j) sum[j] += v[i + j];
-        for (; i < n; ++i) sum[0] += v[i];
-      });
-      const double mean = ((sum[0] + sum[1]) + (sum[2] + sum[3])) / static_cast<double>(len);
-      double sq[4] = {};
-      as_floats(p.dtype, a.x, first, len, bx.data(), [&](const float* v, std::int64_t n, std::int64_t) {
-        std::int64_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-          for (int j = 0; j < 4; ++j) {
-            const double d = v[i + j] - mean;
-            sq[j] += d * d;
-          }
-        }
-        for (; i < n; ++i) sq[0] += (v[i] - mean) * (v[i] - mean);
-      });
-      const double var = ((sq[0] + sq[1]) + (sq[2] + sq[3])) / static_cast<double>(len);
+      const float* x = row_floats(p.dtype, a.x, row, len, buffers.a.get());
+      const double c = x[0];
+      double s1 = 0, s2 = 0;
+      if (avx512) {
+        avx512::lnorm_row_moments(x, len, x[0], s1, s2);
+      } else {
+        shifted_moments(x, len, c, s1, s2);
+      }
+      const double d = s1 / static_cast<double>(len);
+      const double mean = c + d;
+      const double var = std::max(0.0, s2 / static_cast<double>(len) - d * d);
       const double invstd = 1.0 / std::sqrt(var + p.epsilon);
       static_cast<float*>(a.saved_mean)[row] = static_cast<float>(mean);
       static_cast<float*>(a.saved_invstd)[row] = static_cast<float>(invstd);
@@ -81,14 +124,13 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
       // part keeps y as exact as with the mean in double.
       const float m = static_cast<float>(mean), m_lo = static_cast<float>(mean - m),
                   r = static_cast<float>(invstd);
-      as_floats(p.dtype, a.x, first, len, bx.data(), [&](const float* v, std::int64_t n, std::int64_t off) {
-        float* o = p.dtype == DType::f32 ? static_cast<float*>(a.y) + first + off : by.data();
-        for (std::int64_t i = 0; i < n; ++i) o[i] = ((v[i] - m) - m_lo) * r * scale[off + i] + shift[off + i];
-        if (p.dtype != DType::f32) {
-          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.y, first + off)),
-                           static_cast<std::size_t>(n));
-        }
-      });
+      float* y = row_out(p.dtype, a.y, row, len, buffers.b.get());
+      if (avx512) {
+        avx512::lnorm_row_affine(x, scale, shift, y, len, m, m_lo, r);
+      } else {
+        row_affine(x, scale, shift, y, len, m, m_lo, r);
+      }
+      store_row(p.dtype, y, a.y, row, len);
     }
   });
 }
@@ -98,71 +140,51 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
   const auto* scale = static_cast<const float*>(a.scale);
   const auto* mean = static_cast<const float*>(a.saved_mean);
   const auto* invstd = static_cast<const float*>(a.saved_invstd);
-  // dx, row by row.
-  parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
-    std::vector<float> bx(kBlock), bdy(kBlock), bo(kBlock);
-    for (std::int64_t row = lo; row < hi; ++row) {
-      const std::int64_t first = row * len;
-      const float m = mean[row], r = invstd[row];
-      // Four independent lanes per sum: one chain of dependent double adds would bound the loop.
-      double sg4[4] = {}, sgx4[4] = {};
-      for (std::int64_t off = 0; off < len; off += kBlock) {
-        const std::int64_t n = std::min(kBlock, len - off);
-        const float* x = floats_of(p.dtype, a.x, first + off, n, bx.data());
-        const float* dy = floats_of(p.dtype, a.dy, first + off, n, bdy.data());
-        const float* sc = scale + off;
-        std::int64_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-          for (int j = 0; j < 4; ++j) {
-            const float g = dy[i + j] * sc[i + j];
-            sg4[j] += g;
-            sgx4[j] += static_cast<double>(g * ((x[i + j] - m) * r));
-          }
+  const bool avx512 = cpu_has_avx512();
+  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  // partial[(block * 2 + 0) * len + col]: the block's dscale sums, then its dshift sums.
+  std::vector<float> partial(static_cast<std::size_t>(blocks * 2 * len), 0.f);
+  parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
+    RowBuffers buffers(p.dtype, len);
+    for (std::int64_t block = lo; block < hi; ++block) {
+      float* ds = partial.data() + block * 2 * len;
+      float* db = ds + len;
+      for (std::int64_t row = block * kRowsPerBlock; row < std::min(rows, (block + 1) * kRowsPerBlock);
+           ++row) {
+        const float* x = row_floats(p.dtype, a.x, row, len, buffers.a.get());
+        const float* dy = row_floats(p.dtype, a.dy, row, len, buffers.b.get());
+        const float m = mean[row], r = invstd[row];
+        double sg = 0, sgx = 0;
+        if (avx512) {
+          avx512::lnorm_row_gradient_sums(x, dy, scale, len, m, r, sg, sgx, ds, db);
+        } else {
+          row_gradient_sums(x, dy, scale, len, m, r, sg, sgx, ds, db);
         }
-        for (; i < n; ++i) {
-          const float g = dy[i] * sc[i];
-          sg4[0] += g;
-          sgx4[0] += static_cast<double>(g * ((x[i] - m) * r));
+        const float kg = static_cast<float>(sg / static_cast<double>(len));
+        const float kx = static_cast<float>(sgx / static_cast<double>(len));
+        float* dx = row_out(p.dtype, a.dx, row, len, buffers.c.get());
+        if (avx512) {
+          avx512::lnorm_row_dx(x, dy, scale, dx, len, m, r, kg, kx);
+        } else {
+          row_dx(x, dy, scale, dx, len, m, r, kg, kx);
         }
-      }
-      const double sg = (sg4[0] + sg4[1]) + (sg4[2] + sg4[3]);
-      const double sgx = (sgx4[0] + sgx4[1]) + (sgx4[2] + sgx4[3]);
-      const float kg = static_cast<float>(sg / static_cast<double>(len));
-      const float kx = static_cast<float>(sgx / static_cast<double>(len));
-      for (std::int64_t off = 0; off < len; off += kBlock) {
-        const std::int64_t n = std::min(kBlock, len - off);
-        const float* x = floats_of(p.dtype, a.x, first + off, n, bx.data());
-        const float* dy = floats_of(p.dtype, a.dy, first + off, n, bdy.data());
-        float* o = p.dtype == DType::f32 ? static_cast<float*>(a.dx) + first + off : bo.data();
-        for (std::int64_t i = 0; i < n; ++i) o[i] = r * (dy[i] * scale[off + i] - kg - (x[i] - m) * r * kx);
-        if (p.dtype != DType::f32) {
-          convert_from_f32(p.dtype, o, const_cast<char*>(at(p.dtype, a.dx, first + off)),
-                           static_cast<std::size_t>(n));
-        }
+        store_row(p.dtype, dx, a.dx, row, len);
       }
     }
   });
-  // dscale, dshift: columns split among threads, rows in order.
-  const std::int64_t col_blocks = (len + 255) / 256;
-  parallel_for(0, col_blocks, [&](std::int64_t lo, std::int64_t hi) {
-    const std::int64_t c0 = lo * 256, c1 = std::min(len, hi * 256), n = c1 - c0;
-    std::vector<double> ds(static_cast<std::size_t>(n), 0.0), db(static_cast<std::size_t>(n), 0.0);
-    std::vector<float> bx(static_cast<std::size_t>(std::min(n, kBlock))), bdy(bx.size());
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const float m = mean[row], r = invstd[row];
-      for (std::int64_t off = 0; off < n; off += kBlock) {
-        const std::int64_t k = std::min(kBlock, n - off);
-        const float* x = floats_of(p.dtype, a.x, row * len + c0 + off, k, bx.data());
-        const float* dy = floats_of(p.dtype, a.dy, row * len + c0 + off, k, bdy.data());
-        for (std::int64_t i = 0; i < k; ++i) {
-          ds[static_cast<std::size_t>(off + i)] += static_cast<double>(dy[i]) * ((x[i] - m) * r);
-          db[static_cast<std::size_t>(off + i)] += dy[i];
-        }
+  // dscale, dshift: columns split among threads, the blocks added in order in double.
+  parallel_for(0, len, [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<double> ds(static_cast<std::size_t>(c1 - c0), 0.0), db(ds.size(), 0.0);
+    for (std::int64_t block = 0; block < blocks; ++block) {
+      const float* s = partial.data() + block * 2 * len;
+      for (std::int64_t col = c0; col < c1; ++col) {
+        ds[static_cast<std::size_t>(col - c0)] += s[col];
+        db[static_cast<std::size_t>(col - c0)] += s[len + col];
       }
     }
-    for (std::int64_t i = 0; i < n; ++i) {
-      static_cast<float*>(a.dscale)[c0 + i] = static_cast<float>(ds[static_cast<std::size_t>(i)]);
-      static_cast<float*>(a.dshift)[c0 + i] = static_cast<float>(db[static_cast<std::size_t>(i)]);
+    for (std::int64_t col = c0; col < c1; ++col) {
+      static_cast<float*>(a.dscale)[col] = static_cast<float>(ds[static_cast<std::size_t>(col - c0)]);
+      static_cast<float*>(a.dshift)[col] = static_cast<float>(db[static_cast<std::size_t>(col - c0)]);
     }
   });
 }
@@ -189,7 +211,7 @@ class LnormRows final : public dnn::LayerNormSolver {
     });
   }
   std::string detail(const LayerNormProblem&, const runtime::Device&) const override {
-    return "a row per task, two-pass statistics in double";
+    return "rows over the pool, one-pass statistics about the row's first value in double";
   }
 };
 

@@ -1,0 +1,26 @@
+// The row loops of lnorm_rows.cpp for f32 rows with AVX-512 (lnorm_rows_avx512.cpp, entered only
+// after cpu_has_avx512()): 16 floats a step, the row sums in f32 over short runs of vectors and
+// then in double, so a row's statistics keep double's robustness at a fraction of its cost.
+#pragma once
+
+#include <cstdint>
+
+namespace galley::backends::cpu::avx512 {
+
+/// s1 = the sum of x - pivot, s2 = the sum of (x - pivot)^2 over x[0, n), in double, in one pass.
+void lnorm_row_moments(const float* x, std::int64_t n, float pivot, double& s1, double& s2);
+
+/// y[i] = (((x[i] - m) - m_lo) * r) * scale[i] + shift[i] for i in [0, n).
+void lnorm_row_affine(const float* x, const float* scale, const float* shift, float* y, std::int64_t n,
+                      float m, float m_lo, float r);
+
+/// With g = dy * scale and xhat = (x - m) * r over [0, n): sum_g = the sum of g and sum_gx the sum of
+/// g * xhat (double), and dscale[i] += dy[i] * xhat[i], dshift[i] += dy[i].
+void lnorm_row_gradient_sums(const float* x, const float* dy, const float* scale, std::int64_t n, float m,
+                             float r, double& sum_g, double& sum_gx, float* dscale, float* dshift);
+
+/// dx[i] = r * (dy[i] * scale[i] - kg - (x[i] - m) * r * kx) for i in [0, n).
+void lnorm_row_dx(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, float m,
+                  float r, float kg, float kx);
+
+}  // namespace galley::backends::cpu::avx512
