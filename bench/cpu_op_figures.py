@@ -38,6 +38,7 @@ def op_commands(n, c):
         ("maxpool", f"pool -m max {shape} -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 0"),
         ("avgpool", f"pool -m avg_in {shape} -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 0"),
         ("global_avgpool", f"pool -m avg_in --global {shape} -F 0"),
+        ("global_maxpool", f"pool -m max --global {shape} -F 0"),
         ("softmax_c", f"softmax {shape} --axis 1 -F 0"),
         ("reduce_sum_hw", f"reduce --shape {dims} --axes 2,3 --op sum -F 0"),
         ("transpose_nhwc", f"transpose --dims {n},{c},56,56 --perm 0,2,3,1 -F 0"),

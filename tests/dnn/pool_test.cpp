@@ -478,15 +478,16 @@ TEST(CpuPoolSolvers, MaxRuleHoldsOnEveryPath) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (const PoolProblem& win : windows) {
     for (Layout layout : {Layout::nchw, Layout::nhwc}) {
-      for (bool with_nan : {false, true}) {
+      // No NaNs, rare ones and (where the last NaN of a wide window must win) many.
+      for (std::size_t nan_rate : {0, 2, 60}) {
         PoolProblem p = win;
         p.n = 2, p.c = 3, p.h = 9, p.w = 41, p.keep_indices = true, p.layout = layout;
         std::vector<float> x(static_cast<std::size_t>(p.src_desc().elements()));
         for (std::size_t i = 0; i < x.size(); ++i) {
-          // Ties everywhere, some -inf, and (in the second pass) rare NaNs, so that tie-breaking is
-          // visible in wide windows too rather than hidden behind a NaN.
+          // Ties everywhere (+0 and -0 among them), some -inf, and NaNs at nan_rate in 997, so that
+          // tie-breaking is visible in wide windows too rather than hidden behind a NaN.
           const std::size_t r = (i * 2654435761u) % 997;
-          x[i] = with_nan && r < 2 ? nan : r < 150 ? -inf : static_cast<float>(r % 3);
+          x[i] = r < nan_rate ? nan : r < 150 ? -inf : r % 7 == 0 ? -0.0f : static_cast<float>(r % 3);
         }
         for (const PoolSolver* s : solvers_for<PoolProblem>("cpu")) {
           Tensor xt = Tensor::empty(stream, p.src_desc());

@@ -283,6 +283,32 @@ void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const flo
   }
 }
 
+void row_max_lanes(const float* row, std::int64_t base, std::int64_t n, float* best, std::int32_t* at) {
+  __m512 b0 = _mm512_set1_ps(-__builtin_inff()), b1 = b0;
+  const auto first = static_cast<std::int32_t>(base);
+  __m512i pos0 = _mm512_add_epi32(_mm512_set1_epi32(first),
+                                  _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  __m512i pos1 = _mm512_add_epi32(pos0, _mm512_set1_epi32(16));
+  __m512i a0 = pos0, a1 = pos1;
+  const __m512i step = _mm512_set1_epi32(static_cast<std::int32_t>(kRowMaxLanes));
+  for (std::int64_t i = 0; i + kRowMaxLanes <= n; i += kRowMaxLanes) {
+    const __m512 v0 = _mm512_loadu_ps(row + i), v1 = _mm512_loadu_ps(row + i + 16);
+    // Larger, or a NaN: the later element takes over.
+    const __mmask16 t0 = _mm512_cmp_ps_mask(v0, b0, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q);
+    const __mmask16 t1 = _mm512_cmp_ps_mask(v1, b1, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q);
+    b0 = _mm512_mask_mov_ps(b0, t0, v0);
+    b1 = _mm512_mask_mov_ps(b1, t1, v1);
+    a0 = _mm512_mask_mov_epi32(a0, t0, pos0);
+    a1 = _mm512_mask_mov_epi32(a1, t1, pos1);
+    pos0 = _mm512_add_epi32(pos0, step);
+    pos1 = _mm512_add_epi32(pos1, step);
+  }
+  _mm512_storeu_ps(best, b0);
+  _mm512_storeu_ps(best + 16, b1);
+  _mm512_storeu_si512(at, a0);
+  _mm512_storeu_si512(at + 16, a1);
+}
+
 float sum(const float* x, std::int64_t n) {
   // Two accumulators, so consecutive vectors' additions overlap.
   __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();

@@ -48,6 +48,15 @@ void max_pool_plane_edge_masks(const MaxPoolPlane& g, std::uint16_t* masks);
 void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const float* x, float* y,
                     float* scratch);
 
+/// Elements that row_max_lanes() scans at a time: two vectors, whose 32 lanes run independently.
+inline constexpr std::int64_t kRowMaxLanes = 32;
+
+/// The scan of a wide row (global windows) by cpu.pool.direct's rule, kRowMaxLanes lanes at a
+/// time: lane l takes row[l], row[l + 32], ... of row[0, n) (n a multiple of 32) in order, keeping
+/// the last NaN it meets or else its first largest value, in best[l] and its position base + i in
+/// at[l]. The caller merges the lanes by the rule, which gives the sequential scan's result.
+void row_max_lanes(const float* row, std::int64_t base, std::int64_t n, float* best, std::int32_t* at);
+
 /// The sum of x[0, n), 16 lanes at a time in a fixed order (the same for every call with that n):
 /// a plane's sum for global average pooling, where a scalar chain per row would serialise.
 float sum(const float* x, std::int64_t n);

@@ -283,20 +283,32 @@ float row_sum(const T* row, std::int64_t begin, std::int64_t end) {
 }
 
 // Folds row[begin, end) (positions base + iw) into (best, at), the maximum of the earlier rows by
-// the scanning rule. A wide row gives each of 8 lanes every 8th element (two SSE2 vectors, the
-// x86-64 baseline, with blends instead of the branches that random data mispredicts); a lane scans
-// its elements in order by the same rule, starting from its first element, and beats() merges the
-// lanes.
+// the scanning rule. A wide row gives each of 32 lanes every 32nd element (two AVX-512 vectors,
+// where the cpu has them), then what is left to 8 lanes (two SSE2 vectors, the x86-64 baseline,
+// with blends instead of the branches that random data mispredicts); a lane scans its elements in
+// order by the same rule, starting from its first element, and beats() merges the lanes.
 template <class T>
 void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t end, float& best,
              std::int32_t& at) {
   std::int64_t iw = begin;
-  if (end - begin >= 2 * kLanes) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (end - begin >= avx512::kRowMaxLanes && cpu_has_avx512()) {
+      const std::int64_t n = (end - begin) / avx512::kRowMaxLanes * avx512::kRowMaxLanes;
+      float pb[avx512::kRowMaxLanes];
+      std::int32_t pa[avx512::kRowMaxLanes];
+      avx512::row_max_lanes(row + begin, base + begin, n, pb, pa);
+      for (std::int64_t l = 0; l < avx512::kRowMaxLanes; ++l) {
+        if (beats(pb[l], pa[l], best, at)) best = pb[l], at = pa[l];
+      }
+      iw += n;
+    }
+  }
+  if (end - iw >= 2 * kLanes) {
     float pb[kLanes];
     std::int32_t pa[kLanes];
 #if defined(__SSE2__)
     __m128 b0 = _mm_set1_ps(-std::numeric_limits<float>::infinity()), b1 = b0;
-    const auto first = static_cast<std::int32_t>(base + begin);
+    const auto first = static_cast<std::int32_t>(base + iw);
     __m128i pos0 = _mm_setr_epi32(first, first + 1, first + 2, first + 3);
     __m128i pos1 = _mm_add_epi32(pos0, _mm_set1_epi32(4));
     __m128i a0 = pos0, a1 = pos1;
@@ -326,7 +338,7 @@ void row_max(const T* row, std::int64_t base, std::int64_t begin, std::int64_t e
     _mm_storeu_si128(reinterpret_cast<__m128i*>(pa + 4), a1);
 #else
     for (std::int64_t l = 0; l < kLanes; ++l) {
-      pb[l] = -std::numeric_limits<float>::infinity(), pa[l] = static_cast<std::int32_t>(base + begin + l);
+      pb[l] = -std::numeric_limits<float>::infinity(), pa[l] = static_cast<std::int32_t>(base + iw + l);
     }
     for (; iw + kLanes <= end; iw += kLanes) {
       for (std::int64_t l = 0; l < kLanes; ++l) {
@@ -582,22 +594,33 @@ template <class T>
 void backward_nchw(const Shape& s, const T* dy, const std::int32_t* idx, T* dx,
                    const std::vector<float>& inv) {
   const std::int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
-  if (s.mode != PoolMode::max && s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
-      s.span_w[0].begin == 0 && s.span_w[0].end == s.w) {
-    // A window of the whole plane (global pooling): every input gets the output's share.
+  const bool whole_plane = s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
+                           s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
+  if (whole_plane && (s.mode != PoolMode::max || idx != nullptr)) {
+    // A window of the whole plane (global pooling): every input gets the output's share (average),
+    // or 0 but the kept or found maximum, which gets the output's gradient (max; an index outside
+    // the plane is in no window, so the plane stays 0).
     const bool bypass_cache =
         s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(T)) >= kBypassCacheBytes;
     const bool avx512_fill = std::is_same_v<T, float> && cpu_has_avx512();
+    const bool is_max = s.mode == PoolMode::max;
     for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pl = p0; pl < p1; ++pl) {
+        T* out = dx + pl * plane_in;
+        const float value = is_max ? 0.0f : ld(dy[pl]) * inv[0];
         if constexpr (std::is_same_v<T, float>) {
           if (avx512_fill) {
-            avx512::fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
-            continue;
+            avx512::fill_f32(out, plane_in, value, bypass_cache);
+          } else {
+            fill_f32(out, plane_in, value, bypass_cache);
           }
-          fill_f32(dx + pl * plane_in, plane_in, ld(dy[pl]) * inv[0], bypass_cache);
         } else {
-          std::fill_n(dx + pl * plane_in, plane_in, st<T>(ld(dy[pl]) * inv[0]));
+          std::fill_n(out, plane_in, st<T>(value));
+        }
+        if (is_max) {
+          const std::int64_t at = idx[pl];
+          // 0 + g, as the scatter into a zeroed plane gives (a -0 gradient lands as +0).
+          if (at >= 0 && at < plane_in) out[at] = st<T>(0.0f + ld(dy[pl]));
         }
       }
     });
