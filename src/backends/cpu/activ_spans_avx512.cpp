@@ -144,6 +144,41 @@ struct GeluErfBackward {
   }
 };
 
+// gelu's tanh form through the sigmoid: x (1 + tanh(u)) / 2 = x sigmoid(2u), with
+// 2u = 2 sqrt(2/pi) x (1 + 0.044715 x^2), so one exp and one division as silu, where tanh would take
+// an exp and a division of its own and then the product.
+constexpr float kTwoSqrt2OverPi = 1.59576912160573071176f;
+constexpr float kGeluTanhKappa = 0.044715f;
+inline __m512 gelu_tanh_two_u(__m512 x, __m512 x2) {
+  return _mm512_mul_ps(_mm512_mul_ps(x, splat(kTwoSqrt2OverPi)),
+                       _mm512_fmadd_ps(x2, splat(kGeluTanhKappa), splat(1.f)));
+}
+struct GeluTanhForward {
+  // x / (1 + exp(-2u)); x^3 overflowing makes 2u infinite, which gives x (or -0 below); -inf gives
+  // -inf / inf = NaN, as the tanh form's -inf * 0 does.
+  static __m512 of(__m512 x) {
+    const __m512 two_u = gelu_tanh_two_u(x, _mm512_mul_ps(x, x));
+    return _mm512_div_ps(x, _mm512_add_ps(splat(1.f), exp_of_minus(two_u)));
+  }
+};
+struct GeluTanhBackward {
+  // dy (s + x s (1 - s) (2u)') = dy * a * (d + x (2u)' b) / d^2 with s = a / d, 1 - s = b / d and
+  // (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2). Where s or 1 - s is 0 (tanh saturated) the second
+  // term is 0, as the functor makes it: x (2u)' may be infinite there.
+  static __m512 of(__m512 dy, __m512 x) {
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const SigmoidParts s(gelu_tanh_two_u(x, x2));
+    const __m512 d = s.denominator;
+    const __m512 a = s.numerator_times(splat(1.f)), b = s.complement_numerator_times(splat(1.f));
+    const __m512 slope = _mm512_mul_ps(
+        x, _mm512_mul_ps(splat(kTwoSqrt2OverPi), _mm512_fmadd_ps(x2, splat(3 * kGeluTanhKappa), splat(1.f))));
+    // a * b is 0 only where a factor is; NaN compares unordered, so it stays live and propagates.
+    const __mmask16 live = _mm512_cmp_ps_mask(_mm512_mul_ps(a, b), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    const __m512 term = _mm512_maskz_mul_ps(live, slope, b);
+    return _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(dy, a), _mm512_add_ps(d, term)), _mm512_mul_ps(d, d));
+  }
+};
+
 template <class K>
 void forward_loop(const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
@@ -183,6 +218,9 @@ bool activ_span(Activation activation, ActivDirection direction, const float* in
       return true;
     case Activation::gelu_erf:
       forward ? forward_loop<GeluErfForward>(in0, out, n) : backward_loop<GeluErfBackward>(in0, in1, out, n);
+      return true;
+    case Activation::gelu_tanh:
+      forward ? forward_loop<GeluTanhForward>(in0, out, n) : backward_loop<GeluTanhBackward>(in0, in1, out, n);
       return true;
     default:
       return false;

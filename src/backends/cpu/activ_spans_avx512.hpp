@@ -1,5 +1,5 @@
 // Hand-written AVX-512 f32 loops for the activations whose cost is their elementary functions
-// (sigmoid, silu, gelu with erf), used by cpu.activ.blocked in place of the compiler-vectorised
+// (sigmoid, silu, gelu with erf or tanh), used by cpu.activ.blocked in place of the compiler-vectorised
 // functor loops (activ_kernels.hpp). Those loops are bound by the number of vector instructions,
 // and these take a third fewer. Entered only after cpu_has_avx512(); the definitions are in
 // activ_spans_avx512.cpp.
@@ -12,7 +12,8 @@
 //   divider works beside the pipes the exp keeps busy, so it costs less than rcp14 and a Newton
 //   step); silu's derivative from z = exp(-|x|), which never overflows, so that s and 1 - s each
 //   keep their relative accuracy;
-// - erf as the scalar VectorMath::erf's rational fit, with gelu's factors folded into it.
+// - erf as the scalar VectorMath::erf's rational fit, with gelu's factors folded into it;
+// - gelu's tanh form as x sigmoid(2u), silu's kernel on 2u (1 + tanh(u) = 2 sigmoid(2u)).
 // NaN propagates through each; -inf and +inf give what the functor's formula gives.
 #pragma once
 
