@@ -220,7 +220,8 @@ bool activ_span(Activation activation, ActivDirection direction, const float* in
       forward ? forward_loop<GeluErfForward>(in0, out, n) : backward_loop<GeluErfBackward>(in0, in1, out, n);
       return true;
     case Activation::gelu_tanh:
-      forward ? forward_loop<GeluTanhForward>(in0, out, n) : backward_loop<GeluTanhBackward>(in0, in1, out, n);
+      forward ? forward_loop<GeluTanhForward>(in0, out, n)
+              : backward_loop<GeluTanhBackward>(in0, in1, out, n);
       return true;
     default:
       return false;
