@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dnn/cpu_isa_cap.hpp"
 #include "dnn/norm_test_util.hpp"
 #include "dnn/ref_norm.hpp"
 #include "galley/dnn/normalization.hpp"
@@ -237,10 +238,11 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
   }
 }
 
-TEST(BnormCpuSolvers, EveryFormDtypeLayoutAndOddShapeMatchesTheReference) {
-  // {1, 19, 9, 13}: one image and channels enough for the cpu solver's per-channel passes.
-  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 1}, {4, 8, 4, 2},
-                                    {1, 3, 56, 56}, {2, 5, 1, 33}, {1, 19, 9, 13}};
+void expect_cpu_solvers_match_reference() {
+  // {1, 19, 9, 13}: one image and channels enough for the cpu solver's per-channel passes; 37
+  // channels: whole vectors of them and a partial one in NHWC rows.
+  const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 1},  {4, 8, 4, 2},
+                                    {1, 3, 56, 56}, {2, 5, 1, 33}, {1, 19, 9, 13}, {2, 37, 3, 5}};
   int checked = 0;
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     if (s->is_reference()) continue;
@@ -257,6 +259,17 @@ TEST(BnormCpuSolvers, EveryFormDtypeLayoutAndOddShapeMatchesTheReference) {
     }
   }
   EXPECT_GT(checked, 0);
+}
+
+TEST(BnormCpuSolvers, EveryFormDtypeLayoutAndOddShapeMatchesTheReference) {
+  expect_cpu_solvers_match_reference();
+}
+
+// The plane loops have AVX-512 builds and scalar ones; a machine with AVX-512 takes the scalar
+// ones only when capped.
+TEST(BnormCpuSolvers, TheScalarLoopsMatchTheReference) {
+  const IsaCap capped(backends::cpu::CpuIsa::scalar);
+  expect_cpu_solvers_match_reference();
 }
 
 TEST(BnormCpuSolvers, ReferenceIsLastInTheList) {

@@ -154,6 +154,20 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
   });
 }
 
+avx512::RowSum row_sum_of(PlaneSum what) {
+  switch (what) {
+    case PlaneSum::sum:
+      return avx512::RowSum::sum;
+    case PlaneSum::centered_squares:
+      return avx512::RowSum::centered_squares;
+    case PlaneSum::shifted_moments:
+      return avx512::RowSum::shifted_moments;
+    case PlaneSum::gradient:
+      break;
+  }
+  return avx512::RowSum::gradient;
+}
+
 void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
                        const double* center, double* out0, double* out1) {
   const std::int64_t chunks = std::clamp<std::int64_t>((kChunksPerBatch + s.n - 1) / s.n, 1, s.hw);
@@ -161,6 +175,7 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
   const bool two = what == PlaneSum::gradient || what == PlaneSum::shifted_moments;
   const auto plane_count = static_cast<std::size_t>(s.c);
   std::vector<double> partial(static_cast<std::size_t>(s.n * chunks) * plane_count * (two ? 2 : 1), 0.0);
+  const bool avx512 = cpu_has_avx512();
   parallel_for(0, s.n * chunks, [&](std::int64_t lo, std::int64_t hi) {
     std::vector<float> bx(kBlock), bdy(kBlock);
     for (std::int64_t task = lo; task < hi; ++task) {
@@ -169,6 +184,13 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
       double* acc0 = partial.data() + static_cast<std::size_t>(task) * plane_count * (two ? 2 : 1);
       double* acc1 = acc0 + plane_count;
       const double* ctr = center != nullptr ? center + image * s.c : nullptr;
+      if (s.dtype == DType::f32 && avx512) {
+        const std::int64_t first = (image * s.hw + p0) * s.c;
+        avx512::nhwc_row_sums(row_sum_of(what), static_cast<const float*>(x) + first,
+                              dy != nullptr ? static_cast<const float*>(dy) + first : nullptr, p1 - p0, s.c,
+                              ctr, acc0, acc1);
+        continue;
+      }
       for (std::int64_t pix = p0; pix < p1; ++pix) {
         const std::int64_t first = (image * s.hw + pix) * s.c;
         if (what == PlaneSum::sum) {
@@ -249,6 +271,24 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
   const std::int64_t rows = s.nhwc ? s.n * s.hw : s.n * s.c;
   const std::int64_t len = s.nhwc ? s.c : s.hw;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / len);
+  if (s.dtype == DType::f32 && s.nhwc && cpu_has_avx512()) {
+    // A pixel's channels, with the coefficients of its image's planes.
+    parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {
+        const std::int64_t first = row * len, base = (row / s.hw) * s.c;
+        float* o = static_cast<float*>(out) + first;
+        const float* uv = static_cast<const float*>(u) + first;
+        if (v != nullptr) {
+          avx512::nhwc_row_map_two(uv, static_cast<const float*>(v) + first, o, len, a + base, b + base,
+                                   center + base, c0 + base);
+        } else {
+          avx512::nhwc_row_map_one(uv, o, len, a + base, center + base,
+                                   center_lo != nullptr ? center_lo + base : nullptr, c0 + base);
+        }
+      }
+    });
+    return;
+  }
   if (s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512()) {
     parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {

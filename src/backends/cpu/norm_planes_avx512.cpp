@@ -157,4 +157,93 @@ void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, flo
   }
 }
 
+namespace {
+
+// One row's terms of RowSum `kWhat` for channels [k, k + 16) (lanes m), added to acc0/acc1 there.
+template <RowSum kWhat>
+inline void row_sums_vector(const float* x, const float* dy, std::int64_t k, __mmask16 m,
+                            const double* center, double* acc0, double* acc1) {
+  const auto m_lo = static_cast<__mmask8>(m), m_hi = static_cast<__mmask8>(m >> 8);
+  const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+  const __m512d xs[2] = {low_half(v), high_half(v)};
+  const __mmask8 ms[2] = {m_lo, m_hi};
+  __m512d gs[2] = {};
+  if constexpr (kWhat == RowSum::gradient) {
+    const __m512 g = _mm512_maskz_loadu_ps(m, dy + k);
+    gs[0] = low_half(g);
+    gs[1] = high_half(g);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t at = k + 8 * h;
+    const __m512d a0 = _mm512_maskz_loadu_pd(ms[h], acc0 + at);
+    if constexpr (kWhat == RowSum::sum) {
+      _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, xs[h]));
+    } else {
+      const __m512d d = _mm512_sub_pd(xs[h], _mm512_maskz_loadu_pd(ms[h], center + at));
+      if constexpr (kWhat == RowSum::centered_squares) {
+        _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_fmadd_pd(d, d, a0));
+      } else {
+        const __m512d a1 = _mm512_maskz_loadu_pd(ms[h], acc1 + at);
+        if constexpr (kWhat == RowSum::shifted_moments) {
+          _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, d));
+          _mm512_mask_storeu_pd(acc1 + at, ms[h], _mm512_fmadd_pd(d, d, a1));
+        } else {
+          _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, gs[h]));
+          _mm512_mask_storeu_pd(acc1 + at, ms[h], _mm512_fmadd_pd(gs[h], d, a1));
+        }
+      }
+    }
+  }
+}
+
+template <RowSum kWhat>
+void row_sums(const float* x, const float* dy, std::int64_t rows, std::int64_t c, const double* center,
+              double* acc0, double* acc1) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * c;
+    const float* gr = dy != nullptr ? dy + r * c : nullptr;
+    for (std::int64_t k = 0; k < c; k += 16)
+      row_sums_vector<kWhat>(xr, gr, k, lanes(c - k), center, acc0, acc1);
+  }
+}
+
+}  // namespace
+
+void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t rows, std::int64_t c,
+                   const double* center, double* acc0, double* acc1) {
+  switch (what) {
+    case RowSum::sum:
+      return row_sums<RowSum::sum>(x, dy, rows, c, center, acc0, acc1);
+    case RowSum::centered_squares:
+      return row_sums<RowSum::centered_squares>(x, dy, rows, c, center, acc0, acc1);
+    case RowSum::shifted_moments:
+      return row_sums<RowSum::shifted_moments>(x, dy, rows, c, center, acc0, acc1);
+    case RowSum::gradient:
+      return row_sums<RowSum::gradient>(x, dy, rows, c, center, acc0, acc1);
+  }
+}
+
+void nhwc_row_map_one(const float* u, float* o, std::int64_t c, const float* a, const float* center,
+                      const float* center_lo, const float* c0) {
+  for (std::int64_t k = 0; k < c; k += 16) {
+    const __mmask16 m = lanes(c - k);
+    const __m512 ka = _mm512_maskz_loadu_ps(m, a + k);
+    __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, u + k), _mm512_maskz_loadu_ps(m, center + k));
+    if (center_lo != nullptr) t = _mm512_sub_ps(t, _mm512_maskz_loadu_ps(m, center_lo + k));
+    _mm512_mask_storeu_ps(o + k, m, _mm512_fmadd_ps(ka, t, _mm512_maskz_loadu_ps(m, c0 + k)));
+  }
+}
+
+void nhwc_row_map_two(const float* u, const float* v, float* o, std::int64_t c, const float* a,
+                      const float* b, const float* center, const float* c0) {
+  for (std::int64_t k = 0; k < c; k += 16) {
+    const __mmask16 m = lanes(c - k);
+    const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + k), _mm512_maskz_loadu_ps(m, center + k));
+    const __m512 inner =
+        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, b + k), t, _mm512_maskz_loadu_ps(m, c0 + k));
+    _mm512_mask_storeu_ps(
+        o + k, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, u + k), inner));
+  }
+}
+
 }  // namespace galley::backends::cpu::avx512

@@ -29,4 +29,22 @@ void plane_map_one(const float* u, float* o, std::int64_t n, float a, float cent
 void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
                    float c0);
 
+/// The sums of norm::PlaneSum over NHWC rows (channels innermost), each channel's in double.
+enum class RowSum { sum, centered_squares, shifted_moments, gradient };
+
+/// For rows x[r][0, c) (and dy[r][0, c) for the gradient), r in [0, rows), per channel k, added to
+/// acc0[k] (and acc1[k]) row after row: sum: x; centered_squares: (x - center[k])^2;
+/// shifted_moments: x - center[k] and its square; gradient: dy and dy * (x - center[k]).
+void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t rows, std::int64_t c,
+                   const double* center, double* acc0, double* acc1);
+
+/// o[k] = a[k] * ((u[k] - center[k]) - center_lo[k]) + c0[k] over one row of c channels; center_lo
+/// may be null (0); o may be u.
+void nhwc_row_map_one(const float* u, float* o, std::int64_t c, const float* a, const float* center,
+                      const float* center_lo, const float* c0);
+
+/// o[k] = a[k] * u[k] + b[k] * (v[k] - center[k]) + c0[k] over one row of c channels; o may be u or v.
+void nhwc_row_map_two(const float* u, const float* v, float* o, std::int64_t c, const float* a,
+                      const float* b, const float* center, const float* c0);
+
 }  // namespace galley::backends::cpu::avx512
