@@ -154,20 +154,6 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
   });
 }
 
-avx512::RowSum row_sum_of(PlaneSum what) {
-  switch (what) {
-    case PlaneSum::sum:
-      return avx512::RowSum::sum;
-    case PlaneSum::centered_squares:
-      return avx512::RowSum::centered_squares;
-    case PlaneSum::shifted_moments:
-      return avx512::RowSum::shifted_moments;
-    case PlaneSum::gradient:
-      break;
-  }
-  return avx512::RowSum::gradient;
-}
-
 void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
                        const double* center, double* out0, double* out1) {
   const std::int64_t chunks = std::clamp<std::int64_t>((kChunksPerBatch + s.n - 1) / s.n, 1, s.hw);
@@ -184,11 +170,13 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
       double* acc0 = partial.data() + static_cast<std::size_t>(task) * plane_count * (two ? 2 : 1);
       double* acc1 = acc0 + plane_count;
       const double* ctr = center != nullptr ? center + image * s.c : nullptr;
-      if (s.dtype == DType::f32 && avx512) {
+      if (s.dtype == DType::f32 && avx512 &&
+          (what == PlaneSum::shifted_moments || what == PlaneSum::gradient)) {
         const std::int64_t first = (image * s.hw + p0) * s.c;
-        avx512::nhwc_row_sums(row_sum_of(what), static_cast<const float*>(x) + first,
-                              dy != nullptr ? static_cast<const float*>(dy) + first : nullptr, p1 - p0, s.c,
-                              ctr, acc0, acc1);
+        avx512::nhwc_row_sums(
+            what == PlaneSum::gradient ? avx512::RowSum::gradient : avx512::RowSum::shifted_moments,
+            static_cast<const float*>(x) + first,
+            dy != nullptr ? static_cast<const float*>(dy) + first : nullptr, p1 - p0, s.c, ctr, acc0, acc1);
         continue;
       }
       for (std::int64_t pix = p0; pix < p1; ++pix) {

@@ -159,51 +159,59 @@ void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, flo
 
 namespace {
 
-// One row's terms of RowSum `kWhat` for channels [k, k + 16) (lanes m), added to acc0/acc1 there.
+// Rows per run of row_sums_in_runs(): each channel's sums of a run add up in f32 (8 values a lane,
+// within 8 ulp of the run's own magnitude), then in double.
+constexpr std::int64_t kRowRun = 8;
+
+// shifted_moments and gradient about the centres rounded to f32, 16 channels at a time over runs of
+// kRowRun rows (their lines stay in L1 while a run's channel vectors go by), then moved to the
+// centres themselves; acc0 and acc1 start at 0. With t = pivot - centre and d = x - pivot:
+// sum (x - centre) = sum d + n t, sum (x - centre)^2 = sum d^2 + 2 t sum d + n t^2, and
+// sum dy (x - centre) = sum dy d + t sum dy.
 template <RowSum kWhat>
-inline void row_sums_vector(const float* x, const float* dy, std::int64_t k, __mmask16 m,
-                            const double* center, double* acc0, double* acc1) {
-  const auto m_lo = static_cast<__mmask8>(m), m_hi = static_cast<__mmask8>(m >> 8);
-  const __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-  const __m512d xs[2] = {low_half(v), high_half(v)};
-  const __mmask8 ms[2] = {m_lo, m_hi};
-  __m512d gs[2] = {};
-  if constexpr (kWhat == RowSum::gradient) {
-    const __m512 g = _mm512_maskz_loadu_ps(m, dy + k);
-    gs[0] = low_half(g);
-    gs[1] = high_half(g);
-  }
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t at = k + 8 * h;
-    const __m512d a0 = _mm512_maskz_loadu_pd(ms[h], acc0 + at);
-    if constexpr (kWhat == RowSum::sum) {
-      _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, xs[h]));
-    } else {
-      const __m512d d = _mm512_sub_pd(xs[h], _mm512_maskz_loadu_pd(ms[h], center + at));
-      if constexpr (kWhat == RowSum::centered_squares) {
-        _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_fmadd_pd(d, d, a0));
-      } else {
-        const __m512d a1 = _mm512_maskz_loadu_pd(ms[h], acc1 + at);
+void row_sums_in_runs(const float* x, const float* dy, std::int64_t rows, std::int64_t c,
+                      const double* center, double* acc0, double* acc1) {
+  static_assert(kWhat == RowSum::shifted_moments || kWhat == RowSum::gradient);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kRowRun) {
+    const std::int64_t r1 = min64(rows, r0 + kRowRun);
+    for (std::int64_t k = 0; k < c; k += 16) {
+      const __mmask16 m = lanes(c - k);
+      const auto m_lo = static_cast<__mmask8>(m), m_hi = static_cast<__mmask8>(m >> 8);
+      const __m512 pivot =
+          _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_lo, center + k))),
+                             _mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_hi, center + k + 8)), 1);
+      __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + r * c + k), pivot);
         if constexpr (kWhat == RowSum::shifted_moments) {
-          _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, d));
-          _mm512_mask_storeu_pd(acc1 + at, ms[h], _mm512_fmadd_pd(d, d, a1));
+          a = _mm512_add_ps(a, d);
+          b = _mm512_fmadd_ps(d, d, b);
         } else {
-          _mm512_mask_storeu_pd(acc0 + at, ms[h], _mm512_add_pd(a0, gs[h]));
-          _mm512_mask_storeu_pd(acc1 + at, ms[h], _mm512_fmadd_pd(gs[h], d, a1));
+          const __m512 g = _mm512_maskz_loadu_ps(m, dy + r * c + k);
+          a = _mm512_add_ps(a, g);
+          b = _mm512_fmadd_ps(g, d, b);
         }
+      }
+      const __m512d parts_a[2] = {low_half(a), high_half(a)}, parts_b[2] = {low_half(b), high_half(b)};
+      const __mmask8 ms[2] = {m_lo, m_hi};
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t at = k + 8 * h;
+        _mm512_mask_storeu_pd(acc0 + at, ms[h],
+                              _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], acc0 + at), parts_a[h]));
+        _mm512_mask_storeu_pd(acc1 + at, ms[h],
+                              _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], acc1 + at), parts_b[h]));
       }
     }
   }
-}
-
-template <RowSum kWhat>
-void row_sums(const float* x, const float* dy, std::int64_t rows, std::int64_t c, const double* center,
-              double* acc0, double* acc1) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * c;
-    const float* gr = dy != nullptr ? dy + r * c : nullptr;
-    for (std::int64_t k = 0; k < c; k += 16)
-      row_sums_vector<kWhat>(xr, gr, k, lanes(c - k), center, acc0, acc1);
+  const auto n = static_cast<double>(rows);
+  for (std::int64_t k = 0; k < c; ++k) {
+    const double t = static_cast<double>(static_cast<float>(center[k])) - center[k];
+    if constexpr (kWhat == RowSum::shifted_moments) {
+      acc1[k] += 2 * t * acc0[k] + n * t * t;
+      acc0[k] += n * t;
+    } else {
+      acc1[k] += t * acc0[k];
+    }
   }
 }
 
@@ -212,14 +220,10 @@ void row_sums(const float* x, const float* dy, std::int64_t rows, std::int64_t c
 void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t rows, std::int64_t c,
                    const double* center, double* acc0, double* acc1) {
   switch (what) {
-    case RowSum::sum:
-      return row_sums<RowSum::sum>(x, dy, rows, c, center, acc0, acc1);
-    case RowSum::centered_squares:
-      return row_sums<RowSum::centered_squares>(x, dy, rows, c, center, acc0, acc1);
     case RowSum::shifted_moments:
-      return row_sums<RowSum::shifted_moments>(x, dy, rows, c, center, acc0, acc1);
+      return row_sums_in_runs<RowSum::shifted_moments>(x, dy, rows, c, center, acc0, acc1);
     case RowSum::gradient:
-      return row_sums<RowSum::gradient>(x, dy, rows, c, center, acc0, acc1);
+      return row_sums_in_runs<RowSum::gradient>(x, dy, rows, c, center, acc0, acc1);
   }
 }
 

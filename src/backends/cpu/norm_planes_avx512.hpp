@@ -29,12 +29,13 @@ void plane_map_one(const float* u, float* o, std::int64_t n, float a, float cent
 void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
                    float c0);
 
-/// The sums of norm::PlaneSum over NHWC rows (channels innermost), each channel's in double.
-enum class RowSum { sum, centered_squares, shifted_moments, gradient };
+/// The two sums of norm::PlaneSum that batch and group norm take, over NHWC rows (channels innermost).
+enum class RowSum { shifted_moments, gradient };
 
-/// For rows x[r][0, c) (and dy[r][0, c) for the gradient), r in [0, rows), per channel k, added to
-/// acc0[k] (and acc1[k]) row after row: sum: x; centered_squares: (x - center[k])^2;
-/// shifted_moments: x - center[k] and its square; gradient: dy and dy * (x - center[k]).
+/// For rows x[r][0, c) (and dy[r][0, c) for the gradient), r in [0, rows), per channel k, into
+/// acc0[k] and acc1[k], in double: shifted_moments: the sums of x - center[k] and of its square;
+/// gradient: the sums of dy and of dy * (x - center[k]). The sums go through f32 runs of rows about
+/// the centres rounded to f32, moved to the centres at the end, so acc0 and acc1 must start at 0.
 void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t rows, std::int64_t c,
                    const double* center, double* acc0, double* acc1);
 
