@@ -7,11 +7,13 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/lnorm_rows_avx512.hpp"
+#include "backends/cpu/norm_planes.hpp"
 #include "backends/cpu/norm_solvers.hpp"
 #include "backends/cpu/thread_pool.hpp"
 
@@ -57,25 +59,8 @@ struct RowBuffers {
   }
 };
 
-// The scalar row loops, for cpus without AVX-512: the same sums and maps.
-void shifted_moments(const float* x, std::int64_t n, double c, double& s1, double& s2) {
-  double a[4] = {}, b[4] = {};
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) {
-      const double d = x[i + j] - c;
-      a[j] += d;
-      b[j] += d * d;
-    }
-  }
-  for (; i < n; ++i) {
-    const double d = x[i] - c;
-    a[0] += d;
-    b[0] += d * d;
-  }
-  s1 = (a[0] + a[1]) + (a[2] + a[3]);
-  s2 = (b[0] + b[1]) + (b[2] + b[3]);
-}
+// The scalar row loops, for cpus without AVX-512: the same sums and maps (the moments are
+// norm::shifted_moments_of).
 void row_affine(const float* x, const float* scale, const float* shift, float* y, std::int64_t n, float m,
                 float m_lo, float r) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = ((x[i] - m) - m_lo) * r * scale[i] + shift[i];
@@ -112,7 +97,7 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
       if (avx512) {
         avx512::lnorm_row_moments(x, len, x[0], s1, s2);
       } else {
-        shifted_moments(x, len, c, s1, s2);
+        std::tie(s1, s2) = norm::shifted_moments_of(x, len, c);
       }
       const double d = s1 / static_cast<double>(len);
       const double mean = c + d;

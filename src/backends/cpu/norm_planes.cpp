@@ -63,24 +63,6 @@ double centered_squares_of(const float* v, std::int64_t n, double center) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-std::pair<double, double> shifted_moments_of(const float* v, std::int64_t n, double center) {
-  double l1[4] = {}, l2[4] = {};
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) {
-      const double d = v[i + j] - center;
-      l1[j] += d;
-      l2[j] += d * d;
-    }
-  }
-  for (; i < n; ++i) {
-    const double d = v[i] - center;
-    l1[0] += d;
-    l2[0] += d * d;
-  }
-  return {(l1[0] + l1[1]) + (l1[2] + l1[3]), (l2[0] + l2[1]) + (l2[2] + l2[3])};
-}
-
 void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const void* dy,
                        const double* center, double* out0, double* out1) {
   if (s.dtype == DType::f32 && cpu_has_avx512()) {
@@ -235,6 +217,24 @@ void plane_reduce_nhwc(const PlaneShape& s, PlaneSum what, const void* x, const 
 }
 
 }  // namespace
+
+std::pair<double, double> shifted_moments_of(const float* v, std::int64_t n, double center) {
+  double l1[4] = {}, l2[4] = {};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const double d = v[i + j] - center;
+      l1[j] += d;
+      l2[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = v[i] - center;
+    l1[0] += d;
+    l2[0] += d * d;
+  }
+  return {(l1[0] + l1[1]) + (l1[2] + l1[3]), (l2[0] + l2[1]) + (l2[2] + l2[3])};
+}
 
 void plane_reduce(const PlaneShape& shape, PlaneSum what, const void* x, const void* dy, const double* center,
                   double* out0, double* out1) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "galley/core/dtype.hpp"
 
@@ -23,6 +24,10 @@ enum class PlaneSum {
   shifted_moments,   ///< out0[p] = sum (x - center[p]), out1[p] = sum (x - center[p])^2
   gradient,          ///< out0[p] = sum dy, out1[p] = sum dy * (x - center[p])
 };
+
+/// The sums of v - center and of (v - center)^2 over v[0, n), in double, in one pass (four lanes
+/// each, added in a fixed order): the scalar loop behind the cpu norms' statistics.
+std::pair<double, double> shifted_moments_of(const float* v, std::int64_t n, double center);
 
 /// Per plane p = image * c + channel, in double, summed in an order fixed by the shape alone (so
 /// results never depend on the thread count). Parallel over the cpu pool.
