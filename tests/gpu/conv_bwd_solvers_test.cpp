@@ -44,7 +44,7 @@ constexpr const char* kCublasSolvers[] = {"cuda.conv.cublas_bwd_data", "cuda.con
 
 // Shapes beyond the grid's: split-K in both implicit GEMMs, stride phases without taps (stride
 // larger than the filter, 1x1 stride 2), stride 3 with dilation 2, channel chunks with groups and
-// phases, and a depthwise reduction long enough to be sliced.
+// phases, a depthwise reduction long enough to be sliced, and bwd-weights' 16-byte NHWC path.
 std::vector<ConvProblem> extra_shapes() {
   //          n   c   h   w   k    y  x  p  q  u  v  l  j  g
   return {
@@ -54,7 +54,12 @@ std::vector<ConvProblem> extra_shapes() {
       geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),      // stride 4 > filter: tap-less phases
       geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, k a multiple of 8
       geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),      // channel chunks with groups and phases
-      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24)};  // depthwise, sliced reduction
+      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),   // depthwise, sliced reduction
+      // bwd-weights' NHWC tensor-core path (channels a multiple of 8): partial tiles with stride 2,
+      // groups with dilation, two channel tiles with split-K.
+      geometry(3, 24, 13, 11, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),
+      geometry(2, 48, 9, 10, 16, 3, 3, 2, 2, 1, 1, 2, 2, 2),
+      geometry(8, 136, 20, 20, 72, 1, 1, 0, 0, 1, 1, 1, 1, 1)};
 }
 
 std::vector<ConvProblem> all_shapes() {

@@ -7,6 +7,7 @@
 // next to the output, so the planner usually splits it across blocks (split-K), whose fp32 partials
 // launch_bwd_splitk_sum adds in a fixed order.
 #include "conv_bwd_igemm.cuh"
+#include "conv_bwd_weights_nhwc_tc.hpp"
 
 namespace galley::backends::gpu {
 namespace {
@@ -146,12 +147,14 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, cons
 bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype); }
 
 std::string BwdIgemmPlan::describe() const {
-  std::string s = "tile " + std::to_string(bm) + "x" + std::to_string(bn);
+  std::string s = std::string(nhwc_tc ? "nhwc 16-byte loads, " : "") + "tile " + std::to_string(bm) + "x" +
+                  std::to_string(bn);
   if (splits > 1) s += ", split-k " + std::to_string(splits);
   return s;
 }
 
-BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
+namespace {
+BwdIgemmPlan plan_general(const ConvParams& p, int sm_count) {
   const int bk = bwd_igemm::step_depth(p.dtype);
   const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + bk - 1) / bk);
   auto tiles_of = [&](int bm, int bn) {
@@ -160,9 +163,22 @@ BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
   return bwd_igemm::plan_bwd_igemm(tiles_of, steps, bk, bwd_igemm::peak_rate(p.dtype), p.w_elems(), p.groups,
                                    sm_count);
 }
+}  // namespace
 
-void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
+BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
+  return bwd_weights_nhwc_tc_applies(p) ? plan_bwd_weights_nhwc_tc(p, sm_count) : plan_general(p, sm_count);
+}
+
+void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& planned, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream) {
+  if (planned.nhwc_tc && launch_bwd_weights_nhwc_tc(p, planned, x, dy, dw, workspace, stream)) return;
+  BwdIgemmPlan plan = planned;
+  if (planned.nhwc_tc) {
+    // A tensor off 16-byte alignment (a wrapped pointer): the general loads, within the workspace
+    // the planned path was given.
+    plan = plan_general(p, 1);
+    if (plan.workspace_bytes > planned.workspace_bytes) plan.splits = 1, plan.workspace_bytes = 0;
+  }
   if (plan.splits > 1 && workspace == nullptr)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_igemm: split-K plan needs a workspace of " +
                                               std::to_string(plan.workspace_bytes) + " bytes, got none");

@@ -73,6 +73,7 @@ struct BwdIgemmPlan {
   int tile = 0;  ///< index into the kernels' tile table
   int bm = 0, bn = 0;
   int splits = 1;
+  bool nhwc_tc = false;  ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };

@@ -63,6 +63,19 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
 #endif
 }
 
+/// ldmatrix_x4 with each 8x8 matrix transposed on the way: for operands stored with the reduction
+/// index along rows (lane i then receives the two row entries 2 * (i % 4), +1 of column i / 4).
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  r[0] = r[1] = r[2] = r[3] = 0;
+  __trap();
+#endif
+}
+
 /// D(16x8, f32) += A(16x16, row) * B(16x8, col) for T = __half or bf16_t.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);

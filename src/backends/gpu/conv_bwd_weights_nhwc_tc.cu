@@ -1,0 +1,316 @@
+// gpu.conv.bwd_weights_igemm's NHWC tensor-core path: f16/bf16, channels per group (in and out) a
+// multiple of 8, 16-byte aligned tensors.
+//
+// Per group and filter tap (r, s): dw[k][tap][c] = sum over output pixels of dy[pixel][k] *
+// x[pixel's input under the tap][c]. Both operands are stored with the reduction (pixels) as rows
+// and the channels contiguous, so each 8-channel run is one 16-byte cp.async into a stage row and
+// ldmatrix.trans turns the [pixel][channel] rows into mma.sync m16n8k16 fragments (A: k x pixel
+// row-major, B: pixel x c column-major). A block of 2 x WARPS_N warps computes a BM (k) x BN (c)
+// tile of one tap, 32 pixels per step, in a 4-stage cp.async pipeline over XOR-swizzled rows; the
+// pixel reduction (n * p * q, long next to the output) is split across blocks whose fp32 partials
+// launch_bwd_splitk_sum adds in a fixed order. Each loader row walks its pixel's (n, p, q) by adding
+// the step's 32 pixels, never dividing.
+#include <atomic>
+
+#include "conv_bwd_igemm.cuh"
+#include "conv_bwd_weights_nhwc_tc.hpp"
+#include "conv_mma.cuh"
+
+namespace galley::backends::gpu {
+namespace {
+
+struct NhwcTcTile {
+  int bm, bn, warps_n;  // block tile k x c, warp grid 2 x warps_n
+  int blocks_per_sm;
+  double efficiency;  // relative per-block throughput, for the planner
+};
+// 4-warp tiles (64x64 warp tiles for 128x128) load more mma per shared-memory fragment; 8-warp
+// ones hide more latency per block.
+constexpr NhwcTcTile kNhwcTcTiles[] = {{128, 128, 2, 2, 1.0}, {128, 128, 4, 1, 0.9}, {64, 128, 2, 2, 0.8},
+                                       {128, 64, 2, 2, 0.8},  {64, 64, 2, 3, 0.5}};
+constexpr int kNhwcTcTileCount = int(sizeof(kNhwcTcTiles) / sizeof(kNhwcTcTiles[0]));
+constexpr int kStepPixels = 32;
+constexpr int kStages = 4;
+
+#if GALLEY_GPU_MMA
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a buffer of `kChunks`-chunk rows: the XOR
+/// puts the same chunk of 8 consecutive rows (one ldmatrix phase) in 8 distinct bank groups.
+template <int kChunks>
+__device__ __forceinline__ unsigned swizzled(int row, int chunk) {
+  return unsigned(row * kChunks * 16 + ((chunk ^ (row & 7)) << 4));
+}
+
+template <typename T, int BM, int BN, int WARPS_N>
+__global__ void __launch_bounds__(64 * WARPS_N, WARPS_N == 4 ? 1 : 2)
+    bwd_weights_nhwc_tc_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy,
+                               float* __restrict__ partial, T* __restrict__ dw, int splits, int c_tiles) {
+  constexpr int kThreads = 64 * WARPS_N;
+  constexpr int kAChunks = BM / 8, kBChunks = BN / 8;  // 16-byte chunks per stage row
+  constexpr int kALoads = kStepPixels * kAChunks / kThreads, kBLoads = kStepPixels * kBChunks / kThreads;
+  constexpr int kABytes = kStepPixels * BM * 2, kStageBytes = kStepPixels * (BM + BN) * 2;
+  constexpr int WM = BM / 2, WN = BN / WARPS_N;  // warp tile
+  constexpr int MT = WM / 16, NT = WN / 8;
+  static_assert(kALoads >= 1 && kBLoads >= 1 && NT % 2 == 0, "tile too small for the loaders");
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+  const int g = blockIdx.z % cp.groups, split = blockIdx.z / cp.groups;
+  const int tap = blockIdx.x / c_tiles;
+  const int c0 = (blockIdx.x - tap * c_tiles) * BN, m0 = blockIdx.y * BM;
+  const int r = tap / cp.s, s = tap - r * cp.s;
+  const int dh = r * cp.dil_h - cp.pad_h, dwo = s * cp.dil_w - cp.pad_w;
+  const int PQ = cp.p * cp.q, pixels = cp.n * PQ;
+  const int total_steps = (pixels + kStepPixels - 1) / kStepPixels;
+  const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
+  const int nsteps = max(0, range.end - range.begin);
+
+  // Each thread's chunks: A row tid / kAChunks (+ kThreads / kAChunks per load), B likewise.
+  const int a_chunk = tid % kAChunks, b_chunk = tid % kBChunks;
+  const bool a_ok = m0 + a_chunk * 8 < cp.kg, b_ok = c0 + b_chunk * 8 < cp.cg;
+  const T* dy_col = dy + g * cp.kg + m0 + a_chunk * 8;
+  const T* x_col = x + g * cp.cg + c0 + b_chunk * 8;
+  // The B rows' output pixels (n, p, q), advanced by kStepPixels = step_n images + step_p rows +
+  // step_q columns per step (step_q < q, step_p < p, so each carry happens at most once).
+  const int step_n = kStepPixels / PQ, step_p = (kStepPixels / cp.q) % cp.p, step_q = kStepPixels % cp.q;
+  int b_n[kBLoads], b_p[kBLoads], b_q[kBLoads];
+#pragma unroll
+  for (int i = 0; i < kBLoads; ++i) {
+    const int pix = range.begin * kStepPixels + tid / kBChunks + i * (kThreads / kBChunks);
+    b_n[i] = pix / PQ;
+    const int pq = pix - b_n[i] * PQ;
+    b_p[i] = pq / cp.q;
+    b_q[i] = pq - b_p[i] * cp.q;
+  }
+
+  // Stages are loaded for consecutive steps from range.begin on.
+  auto load_stage = [&](int stage, int step) {
+    const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes), b_s = a_s + kABytes;
+    const int pix0 = step * kStepPixels;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      const int row = tid / kAChunks + i * (kThreads / kAChunks);
+      const int pix = pix0 + row;
+      const bool ok = a_ok && pix < pixels;
+      mma::cp_async16<false>(a_s + swizzled<kAChunks>(row, a_chunk),
+                             ok ? dy_col + std::int64_t(pix) * cp.k : dy, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBLoads; ++i) {
+      const int row = tid / kBChunks + i * (kThreads / kBChunks);
+      const int pix = pix0 + row;
+      const int ih = b_p[i] * cp.stride_h + dh, iw = b_q[i] * cp.stride_w + dwo;
+      const bool ok = b_ok && pix < pixels && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
+      mma::cp_async16(b_s + swizzled<kBChunks>(row, b_chunk),
+                      ok ? x_col + ((std::int64_t(b_n[i]) * cp.h + ih) * cp.w + iw) * cp.c : x, ok ? 16 : 0);
+      b_q[i] += step_q;
+      const int carry_q = b_q[i] >= cp.q;
+      b_q[i] -= carry_q ? cp.q : 0;
+      b_p[i] += step_p + carry_q;
+      const int carry_p = b_p[i] >= cp.p;
+      b_p[i] -= carry_p ? cp.p : 0;
+      b_n[i] += step_n + carry_p;
+    }
+  };
+
+  // Fragments of one k16 slice (16 pixels); two sets, so the next slice's ldmatrix is in flight
+  // while this slice's mma run.
+  unsigned af[2][MT][4];
+  unsigned bfr[2][NT][2];
+  const int q = lane >> 3, lrow = lane & 7;
+  auto load_frags = [&](int buf, int stage, int slice) {
+    const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes), b_s = a_s + kABytes;
+    // A: matrices (k 0-7 | 8-15) x (pixels 0-7 | 8-15), k first: a0..a3 of the m16n8k16 fragment.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      mma::ldmatrix_x4_trans(af[buf][mt],
+                             a_s + swizzled<kAChunks>(slice * 16 + (q >> 1) * 8 + lrow,
+                                                      (warp_m * WM + mt * 16 + (q & 1) * 8) / 8));
+    // B: matrices (pixels 0-7 | 8-15) x (c 0-7 | 8-15), pixels first: b0, b1 of two n8 tiles.
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      unsigned r4[4];
+      mma::ldmatrix_x4_trans(r4, b_s + swizzled<kBChunks>(slice * 16 + (q & 1) * 8 + lrow,
+                                                          (warp_n * WN + np * 16 + (q >> 1) * 8) / 8));
+      bfr[buf][2 * np][0] = r4[0];
+      bfr[buf][2 * np][1] = r4[1];
+      bfr[buf][2 * np + 1][0] = r4[2];
+      bfr[buf][2 * np + 1][1] = r4[3];
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nsteps) load_stage(st, range.begin + st);
+    mma::cp_async_commit();
+  }
+  mma::cp_async_wait<kStages - 2>();
+  __syncthreads();
+  int read_stage = 0, write_stage = kStages - 1;
+  load_frags(0, 0, 0);
+  // One barrier per step, before the second slice's prefetch of the next stage: after it no warp
+  // reads the stage of the previous step, which this step's load refills.
+  for (int it = 0; it < nsteps; ++it) {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      if (ks == 1) {
+        mma::cp_async_wait<kStages - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+      }
+      load_frags((ks + 1) & 1, read_stage, ks == 1 ? 0 : 1);
+      if (ks == 0) {
+        const int nxt = it + kStages - 1;
+        if (nxt < nsteps) load_stage(write_stage, range.begin + nxt);
+        mma::cp_async_commit();
+        write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          mma::mma_16816<T>(acc[mt][nt], af[ks][mt], bfr[ks][nt][0], bfr[ks][nt][1]);
+    }
+  }
+  mma::cp_async_wait<0>();
+
+  // acc[mt][nt] holds rows (k) lane/4 (+8) and columns (c) 2*(lane%4) (+1) of its 16x8 tile; c is
+  // even and cg a multiple of 8, so a pair is in range whenever its first column is.
+  const int RS = cp.r * cp.s;
+  const std::int64_t w_elems = std::int64_t(cp.k) * cp.cg * RS;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
+      if (m >= cp.kg) continue;
+      const std::int64_t row = ((std::int64_t(g) * cp.kg + m) * RS + tap) * cp.cg;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int c = c0 + warp_n * WN + nt * 8 + (lane & 3) * 2;
+        if (c >= cp.cg) continue;
+        const float v0 = acc[mt][nt][half * 2], v1 = acc[mt][nt][half * 2 + 1];
+        if (splits > 1)
+          *reinterpret_cast<float2*>(partial + split * w_elems + row + c) = make_float2(v0, v1);
+        else
+          *reinterpret_cast<std::uint32_t*>(dw + row + c) = pack2<T>(v0, v1);
+      }
+    }
+}
+
+template <typename T>
+void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw, float* partial,
+                 GpuStream stream) {
+  const NhwcTcTile& t = kNhwcTcTiles[plan.tile];
+  const int c_tiles = ceil_div(p.cg, t.bn);
+  const dim3 grid(c_tiles * p.r * p.s, ceil_div(p.kg, t.bm), p.groups * plan.splits);
+  auto run = [&](auto kernel) {
+    const int smem = kStages * kStepPixels * (t.bm + t.bn) * 2;
+    static std::atomic<std::uint64_t> raised[kNhwcTcTileCount];
+    once_per_device(raised[plan.tile], [&] {
+      allow_dynamic_smem(kernel, smem, "gpu.conv.bwd_weights_igemm (nhwc tc)");
+      (void)cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 int(cudaSharedmemCarveoutMaxShared));
+    });
+    kernel<<<grid, 64 * t.warps_n, smem, stream>>>(p, x, dy, partial, dw, plan.splits, c_tiles);
+  };
+  switch (plan.tile) {
+    case 0:
+      run(bwd_weights_nhwc_tc_kernel<T, 128, 128, 2>);
+      break;
+    case 1:
+      run(bwd_weights_nhwc_tc_kernel<T, 128, 128, 4>);
+      break;
+    case 2:
+      run(bwd_weights_nhwc_tc_kernel<T, 64, 128, 2>);
+      break;
+    case 3:
+      run(bwd_weights_nhwc_tc_kernel<T, 128, 64, 2>);
+      break;
+    default:
+      run(bwd_weights_nhwc_tc_kernel<T, 64, 64, 2>);
+      break;
+  }
+}
+
+#endif  // GALLEY_GPU_MMA
+
+
+}  // namespace
+
+bool bwd_weights_nhwc_tc_applies(const ConvParams& p) {
+  return GALLEY_GPU_MMA && p.nhwc && (p.dtype == DType::f16 || p.dtype == DType::bf16) && p.cg % 8 == 0 &&
+         p.kg % 8 == 0 && std::int64_t(p.r) * p.s * ceil_div(p.cg, 64) <= 0x7fffffff &&
+         ceil_div(p.kg, 64) <= 65535;
+}
+
+BwdIgemmPlan plan_bwd_weights_nhwc_tc(const ConvParams& p, int sm_count) {
+  constexpr double kPeak = 400e12, kBandwidth = 3.0e12;
+  constexpr std::size_t kWorkspaceCap = std::size_t(512) << 20;
+  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + kStepPixels - 1) / kStepPixels);
+  BwdIgemmPlan best;
+  best.nhwc_tc = true;
+  double best_time = INFINITY;
+  for (int t = 0; t < kNhwcTcTileCount; ++t) {
+    const NhwcTcTile& shape = kNhwcTcTiles[t];
+    if (ceil_div(p.kg, shape.bm) > 65535) continue;
+    const int sms = std::max(1, sm_count);
+    const std::int64_t tiles =
+        std::int64_t(ceil_div(p.cg, shape.bn)) * p.r * p.s * ceil_div(p.kg, shape.bm) * p.groups;
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+      if (splits > 1 && steps / splits < 8) break;
+      if (std::int64_t(p.groups) * splits > 65535) break;
+      if (splits > 1 && std::size_t(splits) * std::size_t(p.w_elems()) * sizeof(float) > kWorkspaceCap) break;
+      const std::int64_t per = (steps + splits - 1) / splits;
+      // The busiest multiprocessor runs per_sm blocks, up to blocks_per_sm at a time; one that
+      // holds fewer than that at once reaches only part of its peak.
+      const std::int64_t per_sm = (tiles * splits + sms - 1) / sms;
+      const double sm_share = per_sm >= shape.blocks_per_sm ? 1.0 : 0.65;
+      double time = double(per_sm) * 2.0 * shape.bm * shape.bn * kStepPixels * double(per) /
+                    (shape.efficiency * sm_share * kPeak / sms);
+      if (splits > 1) time += double(splits + 1) * double(p.w_elems()) * 4.0 / kBandwidth + 3e-6;
+      if (time < best_time * 0.97) {  // prefer the earlier (larger, unsplit) choice on near ties
+        best_time = time;
+        best.tile = t;
+        best.bm = shape.bm;
+        best.bn = shape.bn;
+        best.splits = splits;
+      }
+    }
+  }
+  best.workspace_bytes = best.splits > 1 ? std::size_t(best.splits) * std::size_t(p.w_elems()) * sizeof(float) : 0;
+  return best;
+}
+
+bool launch_bwd_weights_nhwc_tc(const ConvParams& p, const BwdIgemmPlan& plan, const void* x, const void* dy,
+                                void* dw, void* workspace, void* stream) {
+  if (!aligned16(x) || !aligned16(dy) || !aligned16(dw) || (plan.splits > 1 && !aligned16(workspace)))
+    return false;
+#if GALLEY_GPU_MMA
+  float* partial = plan.splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  const GpuStream s = as_stream(stream);
+  if (p.dtype == DType::f16)
+    launch_tile<__half>(p, plan, static_cast<const __half*>(x), static_cast<const __half*>(dy),
+                        static_cast<__half*>(dw), partial, s);
+  else
+    launch_tile<bf16_t>(p, plan, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(dy),
+                        static_cast<bf16_t*>(dw), partial, s);
+  check_launch("gpu.conv.bwd_weights_igemm (nhwc tc)");
+  if (plan.splits > 1) launch_bwd_splitk_sum(p.dtype, p.w_elems(), plan.splits, partial, dw, stream);
+  return true;
+#else
+  (void)p, (void)plan, (void)workspace, (void)stream;
+  return false;
+#endif
+}
+
+}  // namespace galley::backends::gpu
