@@ -56,9 +56,12 @@ std::vector<ConvProblem> extra_shapes() {
       geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),      // channel chunks with groups and phases
       geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),   // depthwise, sliced reduction
       // bwd-weights' NHWC tensor-core path (channels a multiple of 8): partial tiles with stride 2,
-      // groups with dilation, two channel tiles with split-K.
+      // groups with dilation, two channel tiles with split-K, groups packed several to a tile (all
+      // of them, and 5 groups by 4 with a last tile of one).
       geometry(3, 24, 13, 11, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),
       geometry(2, 48, 9, 10, 16, 3, 3, 2, 2, 1, 1, 2, 2, 2),
+      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),
+      geometry(2, 80, 7, 8, 40, 3, 3, 1, 1, 2, 2, 1, 1, 5),
       geometry(8, 136, 20, 20, 72, 1, 1, 0, 0, 1, 1, 1, 1, 1)};
 }
 
@@ -640,6 +643,40 @@ TEST(BwdWeightsViaIgemmTc, EveryConfigMatchesTheReference) {
     EXPECT_FALSE(a) << "claims " << problem.key();
     EXPECT_NE(a.reason.find(names), std::string::npos) << problem.key() << ": " << a.reason;
   }
+}
+
+// gpu.conv.bwd_weights_igemm's plans as tuner configs: on its NHWC tensor-core path every tile and
+// split count it lists (packed groups included) matches the reference; text naming a plan it does not
+// list (a tile past the table, no splits) is refused.
+TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_weights_igemm");
+  ASSERT_NE(s, nullptr);
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {
+      geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // two k tiles, long reduction: many splits
+      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, partial tiles
+      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8)};   // packed groups
+  int configs_run = 0;
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+      ConvProblem p = shapes[i];
+      p.direction = ConvDirection::backward_weights, p.dtype = dtype, p.layout = Layout::nhwc;
+      ASSERT_TRUE(s->check(p, *device)) << p.key();
+      EXPECT_GT(s->configs_any(ProblemRef::of(p), *device).size(), 1u) << p.key();
+      configs_run += expect_every_config_matches(*s, stream, p, 700 + 2 * i);
+    }
+  }
+  std::printf("[ info ] gpu.conv.bwd_weights_igemm: %d configs run against the reference\n", configs_run);
+
+  ConvProblem p = shapes[0];
+  p.direction = ConvDirection::backward_weights, p.dtype = DType::f16, p.layout = Layout::nhwc;
+  const ProblemRef ref = ProblemRef::of(p);
+  for (const char* text : {"tile=99,splits=1", "tile=0,splits=0", "tile=0", "default", ""})
+    EXPECT_FALSE(s->parse_config_any(ref, *device, text)) << text;
 }
 
 }  // namespace

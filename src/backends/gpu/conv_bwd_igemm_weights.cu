@@ -149,6 +149,7 @@ bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype
 std::string BwdIgemmPlan::describe() const {
   std::string s = std::string(nhwc_tc ? "nhwc 16-byte loads, " : "") + "tile " + std::to_string(bm) + "x" +
                   std::to_string(bn);
+  if (group_pack > 1) s += ", " + std::to_string(group_pack) + " groups a tile";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
   return s;
 }
@@ -165,8 +166,20 @@ BwdIgemmPlan plan_general(const ConvParams& p, int sm_count) {
 }
 }  // namespace
 
+std::vector<BwdIgemmPlan> bwd_weights_igemm_plans(const ConvParams& p, int sm_count) {
+  if (bwd_weights_nhwc_tc_applies(p)) return bwd_weights_nhwc_tc_plans(p, sm_count);
+  return {plan_general(p, sm_count)};
+}
+
+std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile, int splits) {
+  if (bwd_weights_nhwc_tc_applies(p)) return bwd_weights_nhwc_tc_plan_for(p, sm_count, tile, splits);
+  const BwdIgemmPlan only = plan_general(p, sm_count);
+  if (only.tile == tile && only.splits == splits) return only;
+  return std::nullopt;
+}
+
 BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
-  return bwd_weights_nhwc_tc_applies(p) ? plan_bwd_weights_nhwc_tc(p, sm_count) : plan_general(p, sm_count);
+  return bwd_weights_igemm_plans(p, sm_count).front();
 }
 
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& planned, const void* x,

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "conv_params.hpp"
 
@@ -74,6 +76,7 @@ struct BwdIgemmPlan {
   int bm = 0, bn = 0;
   int splits = 1;
   bool nhwc_tc = false;  ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
+  int group_pack = 1;    ///< groups one tile of that path takes
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };
@@ -89,7 +92,14 @@ int bwd_data_igemm_phases(const ConvParams& p);
 
 // gpu.conv.bwd_weights_igemm: per group, dw[k][(c, r, s) in storage order] = dy[k][pixel] *
 // im2col(x)[pixel][(c, r, s)], reducing over n * p * q pixels, split-K across blocks.
+/// The cost model's plan: the first of bwd_weights_igemm_plans().
 BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count);
+/// The plans worth timing (the tuner's configs), the model's first; the NHWC tensor-core path lists
+/// several tiles and split counts, the general kernel its one.
+std::vector<BwdIgemmPlan> bwd_weights_igemm_plans(const ConvParams& p, int sm_count);
+/// The plan of `tile` (of the table the problem's path uses) with `splits`; nullopt where no plan
+/// of the list's kind runs the problem that way.
+std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile, int splits);
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream);
 

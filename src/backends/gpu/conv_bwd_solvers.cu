@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "conv_bwd_kernels.hpp"
+#include "conv_igemm_tc_tuning.hpp"
 #include "conv_device.cuh"
 #include "conv_kernel_detail.cuh"
 #include "conv_solvers.hpp"
@@ -246,10 +247,14 @@ class BwdDataIgemmSolver final : public BwdSolver {
   }
 };
 
-class BwdWeightsIgemmSolver final : public BwdSolver {
+// Tunable: its configs are bwd_weights_igemm_plans() as "tile=T,splits=S" (the forward implicit
+// GEMM's text form), timed by the tuner; without one it runs the model's plan.
+class BwdWeightsIgemmSolver final : public BwdSolverOf<dnn::TunableSolver<ConvProblem, IgemmTcConfig>> {
  public:
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::run;
+  using dnn::TunableSolver<ConvProblem, IgemmTcConfig>::workspace_bytes;
   explicit BwdWeightsIgemmSolver(std::string backend)
-      : BwdSolver("gpu.conv.bwd_weights_igemm", std::move(backend), ConvDirection::backward_weights) {}
+      : BwdSolverOf("gpu.conv.bwd_weights_igemm", std::move(backend), ConvDirection::backward_weights) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (auto why = tensor_cores_missing(p, device); !why.empty()) return Applicability::no(why);
@@ -257,12 +262,20 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
       return Applicability::no("groups " + std::to_string(p.groups) + " > 65535 (grid.z)");
     return Applicability::yes();
   }
-  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
-    return plan_conv_bwd_weights_igemm(make_params(p), sm_count(device)).workspace_bytes;
+  std::vector<IgemmTcConfig> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    std::vector<IgemmTcConfig> out;
+    for (const BwdIgemmPlan& plan : bwd_weights_igemm_plans(make_params(p), sm_count(device)))
+      out.push_back({plan.tile, plan.splits});
+    return out;
   }
-  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
+                              const IgemmTcConfig& config) const override {
+    return plan_of(p, device, config).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
+           const IgemmTcConfig& config) const override {
     const ConvParams cp = make_params(p);
-    const BwdIgemmPlan plan = plan_conv_bwd_weights_igemm(cp, sm_count(stream.device()));
+    const BwdIgemmPlan plan = plan_of(p, stream.device(), config);
     require_workspace(a, plan.workspace_bytes);
     const dnn::BackwardWeightsArgs t = dnn::backward_weights_args(a);
     enqueue(stream,
@@ -271,6 +284,16 @@ class BwdWeightsIgemmSolver final : public BwdSolver {
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
     return main_loop(p.dtype) + ", " +
            plan_conv_bwd_weights_igemm(make_params(p), sm_count(device)).describe();
+  }
+
+ private:
+  BwdIgemmPlan plan_of(const ConvProblem& p, const runtime::Device& device, const IgemmTcConfig& config) const {
+    const std::optional<BwdIgemmPlan> plan =
+        bwd_weights_igemm_plan_for(make_params(p), sm_count(device), config.tile, config.splits);
+    if (!plan)
+      throw Error(Status::invalid_argument,
+                  std::string(name()) + ": config '" + config.to_string() + "' does not run " + p.key());
+    return *plan;
   }
 };
 
