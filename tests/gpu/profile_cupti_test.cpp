@@ -29,8 +29,9 @@ namespace galley::profile {
 namespace {
 
 // Kernels lie inside their launch's device span up to the two clocks' agreement: the span is
-// placed through an anchor event (late by its wake-up), CUPTI's times through its own calibration.
-constexpr std::int64_t kToleranceNs = 50'000;
+// placed through an anchor event (late by its host thread's wake-up, which passed 60 us with the
+// host's cores all busy), CUPTI's times through its own calibration.
+constexpr std::int64_t kToleranceNs = 250'000;
 
 // The device-time mode: GALLEY_PROFILE_DEVICE_TIMES.
 class CuptiTrace : public ::testing::TestWithParam<const char*> {

@@ -42,9 +42,10 @@ constexpr NhwcTcTile kNhwcTcTiles[] = {{128, 128, 4, 1, 1.0},
                                        {64, 64, 2, 3, 0.7}};
 constexpr int kNhwcTcTileCount = int(sizeof(kNhwcTcTiles) / sizeof(kNhwcTcTiles[0]));
 constexpr int kStepPixels = 32;
-constexpr int kStages = 4;
 
 #if GALLEY_GPU_MMA
+
+constexpr int kStages = 4;  // cp.async pipeline depth
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a buffer of `kChunks`-chunk rows: the XOR
 /// puts the same chunk of 8 consecutive rows (one ldmatrix phase) in 8 distinct bank groups.
