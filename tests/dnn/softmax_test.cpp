@@ -216,7 +216,14 @@ std::vector<SoftmaxProblem> conformance_problems() {
                                                               {{2, 3, 2, 3, 5}, 3},
                                                               {{2, 1, 3, 2, 2, 3}, 5},
                                                               {{2, 1, 3, 2, 2, 3}, 0},
-                                                              {{4, 20000}, 1}}) {
+                                                              {{4, 20000}, 1},
+                                                              // rows held in registers: whole and
+                                                              // partial last lane arrays, 16..256
+                                                              {{3, 16}, 1},
+                                                              {{5, 80}, 1},
+                                                              {{4, 255}, 1},
+                                                              {{3, 256}, 1},
+                                                              {{2, 257}, 1}}) {
     for (DType dtype : {DType::f32, DType::bf16})
       for (auto algo : {SoftmaxAlgorithm::softmax, SoftmaxAlgorithm::log_softmax})
         for (bool backward : {false, true})

@@ -76,13 +76,15 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
         const std::int64_t off = r * len;
         if (f32) {
           if (!p.backward) {
-            k.row_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len, log);
+            k.rows_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len, r1 - r,
+                           log);
+            r = r1;
           } else {
             k.row_backward(static_cast<const float*>(a.diff_dst) + off,
                            static_cast<const float*>(a.dst) + off, static_cast<float*>(a.diff_src) + off, len,
                            log);
+            ++r;
           }
-          ++r;
           continue;
         }
         const std::int64_t rows = std::min(batch, r1 - r), n = rows * len;
@@ -90,7 +92,7 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
         float* y = buf.data() + n;
         if (!p.backward) {
           k.load(p.dtype, at(a.src, off, elem), x, n);
-          for (std::int64_t i = 0; i < rows; ++i) k.row_forward(x + i * len, x + i * len, len, log);
+          k.rows_forward(x, x, len, rows, log);
           k.store(p.dtype, x, at(a.dst, off, elem), n);
         } else {
           k.load(p.dtype, at(a.diff_dst, off, elem), x, n);
