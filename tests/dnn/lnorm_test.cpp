@@ -142,7 +142,10 @@ void expect_cpu_solvers_match_reference() {
     for (auto shape : {LayerNormProblem::of({1, 17}, 1), LayerNormProblem::of({3, 5, 31, 29}, 2),
                        LayerNormProblem::of({3, 5, 31, 29}, 1), LayerNormProblem::of({23, 4100}, 1),
                        LayerNormProblem::of({2, 3, 9}, 3), LayerNormProblem::of({64, 8}, 1),
-                       LayerNormProblem::of({71, 48}, 1)}) {
+                       LayerNormProblem::of({71, 48}, 1),
+                       // rows held in registers (up to 256), at their ends, and one past them
+                       LayerNormProblem::of({4, 16}, 1), LayerNormProblem::of({3, 255}, 1),
+                       LayerNormProblem::of({5, 256}, 1), LayerNormProblem::of({2, 257}, 1)}) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
         for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
           LayerNormProblem p = shape;

@@ -88,6 +88,14 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
   const auto* scale = static_cast<const float*>(a.scale);
   const auto* shift = static_cast<const float*>(a.shift);
   const bool avx512 = cpu_has_avx512();
+  if (avx512 && p.dtype == DType::f32 && len <= avx512::kShortRow) {
+    parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
+      avx512::lnorm_short_rows_forward(static_cast<const float*>(a.x) + lo * len, scale, shift,
+                                       static_cast<float*>(a.y) + lo * len, hi - lo, len, p.epsilon,
+                                       static_cast<float*>(a.saved_mean) + lo, static_cast<float*>(a.saved_invstd) + lo);
+    });
+    return;
+  }
   parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
     RowBuffers buffers(p.dtype, len);
     for (std::int64_t row = lo; row < hi; ++row) {

@@ -10,6 +10,13 @@ namespace galley::backends::cpu::avx512 {
 /// s1 = the sum of x - pivot, s2 = the sum of (x - pivot)^2 over x[0, n), in double, in one pass.
 void lnorm_row_moments(const float* x, std::int64_t n, float pivot, double& s1, double& s2);
 
+/// Rows of n <= kShortRow floats (`rows` of them back to back), each held in registers: its mean
+/// and inverse std (two passes over the registers, the sums in f32 about the row's first value)
+/// into mean[r] and invstd[r], then y = (x - mean) * invstd * scale + shift.
+constexpr std::int64_t kShortRow = 256;
+void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t rows,
+                              std::int64_t n, double epsilon, float* mean, float* invstd);
+
 /// y[i] = (((x[i] - m) - m_lo) * r) * scale[i] + shift[i] for i in [0, n).
 void lnorm_row_affine(const float* x, const float* scale, const float* shift, float* y, std::int64_t n,
                       float m, float m_lo, float r);
