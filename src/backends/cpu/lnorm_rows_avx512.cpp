@@ -170,7 +170,52 @@ constexpr ShortRow kShortRows[] = {
     short_row_forward<9>,  short_row_forward<10>, short_row_forward<11>, short_row_forward<12>,
     short_row_forward<13>, short_row_forward<14>, short_row_forward<15>, short_row_forward<16>};
 
+// The backward of a row of V vectors held in registers: xhat and g = dy * scale once, their sums,
+// the column sums, then dx = r * (g - mean(g) - xhat * mean(g * xhat)).
+template <int V>
+void short_row_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, int tail,
+                        float m, float r, float* dscale, float* dshift) {
+  const __mmask16 last = lanes(tail);
+  const __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
+  __m512 xhat[V], g[V];
+  __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < V; ++i) {
+    const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
+    const __m512 d = _mm512_maskz_loadu_ps(k, dy + i * 16);
+    xhat[i] = _mm512_maskz_mul_ps(k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i * 16), vm), vr);
+    g[i] = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, scale + i * 16));
+    sg = _mm512_add_ps(sg, g[i]);
+    sgx = _mm512_fmadd_ps(g[i], xhat[i], sgx);
+    _mm512_mask_storeu_ps(dscale + i * 16, k, _mm512_fmadd_ps(d, xhat[i], _mm512_maskz_loadu_ps(k, dscale + i * 16)));
+    _mm512_mask_storeu_ps(dshift + i * 16, k, _mm512_add_ps(d, _mm512_maskz_loadu_ps(k, dshift + i * 16)));
+  }
+  const __m512 kg = _mm512_set1_ps(_mm512_reduce_add_ps(sg) / static_cast<float>(n));
+  const __m512 kx = _mm512_set1_ps(_mm512_reduce_add_ps(sgx) / static_cast<float>(n));
+#pragma GCC unroll 16
+  for (int i = 0; i < V; ++i) {
+    const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
+    _mm512_mask_storeu_ps(dx + i * 16, k, _mm512_mul_ps(vr, _mm512_fnmadd_ps(xhat[i], kx, _mm512_sub_ps(g[i], kg))));
+  }
+}
+
+using ShortRowBackward = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, float, float,
+                                  float*, float*);
+constexpr ShortRowBackward kShortRowsBackward[] = {
+    short_row_backward<1>, short_row_backward<2>, short_row_backward<3>, short_row_backward<4>,
+    short_row_backward<5>, short_row_backward<6>, short_row_backward<7>, short_row_backward<8>};
+
 }  // namespace
+
+void lnorm_short_rows_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t rows,
+                               std::int64_t n, const float* mean, const float* invstd, float* dscale,
+                               float* dshift) {
+  const int vectors = static_cast<int>((n + 15) / 16);
+  const ShortRowBackward row = kShortRowsBackward[vectors - 1];
+  const int tail = static_cast<int>(n - (vectors - 1) * 16);
+  for (std::int64_t r = 0; r < rows; ++r)
+    row(x + r * n, dy + r * n, scale, dx + r * n, n, tail, mean[r], invstd[r], dscale, dshift);
+}
 
 void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t rows,
                               std::int64_t n, double epsilon, float* mean, float* invstd) {
