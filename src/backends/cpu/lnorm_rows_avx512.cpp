@@ -121,54 +121,65 @@ void lnorm_row_dx(const float* x, const float* dy, const float* scale, float* dx
 
 namespace {
 
-// A row of V vectors (the last `tail` lanes, 1..16) in registers: the mean of x - pivot, then the
-// sum of squares about that mean (two passes, over registers), then the affine map. Padding lanes
-// are zero after each masked step, so they add nothing.
-template <int V>
-void short_row_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t n, int tail,
-                       double epsilon, float& mean_out, float& invstd_out) {
+// R rows (n floats apart) of V vectors each (the last `tail` lanes, 1..16) in registers: the mean
+// of x - pivot, then the sum of squares about that mean (two passes, over registers), then the
+// affine map. Padding lanes are zero after each masked step, so they add nothing. Two rows at once
+// (V <= 8) give the core two independent chains of horizontal sums to overlap.
+template <int V, int R>
+void short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t n, int tail,
+                        double epsilon, float* mean_out, float* invstd_out) {
   const __mmask16 last = lanes(tail);
-  const float pivot = x[0];
-  const __m512 vp = _mm512_set1_ps(pivot);
-  __m512 d[V];
-  __m512 s1 = _mm512_setzero_ps();
+  __m512 d[R][V];
+  __m512 vr[R];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+    const float* row = x + r * n;
+    const float pivot = row[0];
+    const __m512 vp = _mm512_set1_ps(pivot);
+    __m512 s1 = _mm512_setzero_ps();
 #pragma GCC unroll 16
-  for (int i = 0; i < V; ++i) {
-    const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
-    d[i] = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i * 16), vp);
-    s1 = _mm512_add_ps(s1, d[i]);
+    for (int i = 0; i < V; ++i) {
+      const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
+      d[r][i] = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, row + i * 16), vp);
+      s1 = _mm512_add_ps(s1, d[r][i]);
+    }
+    const float shift_mean = _mm512_reduce_add_ps(s1) / static_cast<float>(n);
+    const __m512 vmean = _mm512_set1_ps(shift_mean);
+    __m512 s2 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < V; ++i) {
+      const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
+      d[r][i] = _mm512_maskz_sub_ps(k, d[r][i], vmean);
+      s2 = _mm512_fmadd_ps(d[r][i], d[r][i], s2);
+    }
+    const double var = static_cast<double>(_mm512_reduce_add_ps(s2)) / static_cast<double>(n);
+    mean_out[r] = static_cast<float>(static_cast<double>(pivot) + shift_mean);
+    invstd_out[r] = static_cast<float>(1.0 / __builtin_sqrt(var + epsilon));
+    vr[r] = _mm512_set1_ps(invstd_out[r]);
   }
-  const float shift_mean = _mm512_reduce_add_ps(s1) / static_cast<float>(n);
-  const __m512 vmean = _mm512_set1_ps(shift_mean);
-  __m512 s2 = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-  for (int i = 0; i < V; ++i) {
-    const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
-    d[i] = _mm512_maskz_sub_ps(k, d[i], vmean);
-    s2 = _mm512_fmadd_ps(d[i], d[i], s2);
-  }
-  const double var = static_cast<double>(_mm512_reduce_add_ps(s2)) / static_cast<double>(n);
-  const double invstd = 1.0 / __builtin_sqrt(var + epsilon);
-  mean_out = static_cast<float>(static_cast<double>(pivot) + shift_mean);
-  invstd_out = static_cast<float>(invstd);
-  const __m512 vr = _mm512_set1_ps(invstd_out);
-#pragma GCC unroll 16
-  for (int i = 0; i < V; ++i) {
-    const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
-    const __m512 t = _mm512_mul_ps(d[i], vr);
-    _mm512_mask_storeu_ps(y + i * 16, k,
-                          _mm512_fmadd_ps(t, _mm512_maskz_loadu_ps(k, scale + i * 16),
-                                          _mm512_maskz_loadu_ps(k, shift + i * 16)));
+    for (int i = 0; i < V; ++i) {
+      const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
+      const __m512 t = _mm512_mul_ps(d[r][i], vr[r]);
+      _mm512_mask_storeu_ps(y + r * n + i * 16, k,
+                            _mm512_fmadd_ps(t, _mm512_maskz_loadu_ps(k, scale + i * 16),
+                                            _mm512_maskz_loadu_ps(k, shift + i * 16)));
+    }
   }
 }
 
-using ShortRow = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, double, float&,
-                          float&);
-constexpr ShortRow kShortRows[] = {
-    short_row_forward<1>,  short_row_forward<2>,  short_row_forward<3>,  short_row_forward<4>,
-    short_row_forward<5>,  short_row_forward<6>,  short_row_forward<7>,  short_row_forward<8>,
-    short_row_forward<9>,  short_row_forward<10>, short_row_forward<11>, short_row_forward<12>,
-    short_row_forward<13>, short_row_forward<14>, short_row_forward<15>, short_row_forward<16>};
+using ShortRows = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, double, float*,
+                           float*);
+constexpr ShortRows kShortRows[] = {
+    short_rows_forward<1, 1>,  short_rows_forward<2, 1>,  short_rows_forward<3, 1>,  short_rows_forward<4, 1>,
+    short_rows_forward<5, 1>,  short_rows_forward<6, 1>,  short_rows_forward<7, 1>,  short_rows_forward<8, 1>,
+    short_rows_forward<9, 1>,  short_rows_forward<10, 1>, short_rows_forward<11, 1>, short_rows_forward<12, 1>,
+    short_rows_forward<13, 1>, short_rows_forward<14, 1>, short_rows_forward<15, 1>, short_rows_forward<16, 1>};
+constexpr ShortRows kShortRowPairs[] = {short_rows_forward<1, 2>, short_rows_forward<2, 2>, short_rows_forward<3, 2>,
+                                        short_rows_forward<4, 2>, short_rows_forward<5, 2>, short_rows_forward<6, 2>,
+                                        short_rows_forward<7, 2>, short_rows_forward<8, 2>};
 
 // The backward of a row of V vectors held in registers: xhat and g = dy * scale once, their sums,
 // the column sums, then dx = r * (g - mean(g) - xhat * mean(g * xhat)).
@@ -220,9 +231,14 @@ void lnorm_short_rows_backward(const float* x, const float* dy, const float* sca
 void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t rows,
                               std::int64_t n, double epsilon, float* mean, float* invstd) {
   const int vectors = static_cast<int>((n + 15) / 16);
-  const ShortRow row = kShortRows[vectors - 1];
   const int tail = static_cast<int>(n - (vectors - 1) * 16);
-  for (std::int64_t r = 0; r < rows; ++r) row(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean[r], invstd[r]);
+  std::int64_t r = 0;
+  if (vectors <= 8) {
+    const ShortRows pair = kShortRowPairs[vectors - 1];
+    for (; r + 2 <= rows; r += 2) pair(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
+  }
+  const ShortRows one = kShortRows[vectors - 1];
+  for (; r < rows; ++r) one(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
 }
 
 }  // namespace galley::backends::cpu::avx512
