@@ -48,13 +48,13 @@ constexpr const char* kCublasSolvers[] = {"cuda.conv.cublas_bwd_data", "cuda.con
 std::vector<ConvProblem> extra_shapes() {
   //          n   c   h   w   k    y  x  p  q  u  v  l  j  g
   return {
-      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),     // bwd-data: few pixels, long k: split-K
-      geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // bwd-weights: long pixel reduction: split-K
-      geometry(2, 6, 11, 12, 9, 3, 3, 1, 1, 3, 3, 2, 2, 1),      // stride 3, dilation 2
-      geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),      // stride 4 > filter: tap-less phases
-      geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, k a multiple of 8
-      geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),      // channel chunks with groups and phases
-      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),   // depthwise, sliced reduction
+      geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // bwd-data: few pixels, long k: split-K
+      geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // bwd-weights: long pixel reduction: split-K
+      geometry(2, 6, 11, 12, 9, 3, 3, 1, 1, 3, 3, 2, 2, 1),     // stride 3, dilation 2
+      geometry(1, 4, 17, 18, 6, 2, 2, 1, 1, 4, 4, 1, 1, 1),     // stride 4 > filter: tap-less phases
+      geometry(2, 16, 10, 10, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, k a multiple of 8
+      geometry(2, 32, 9, 9, 32, 3, 3, 1, 1, 2, 2, 1, 1, 2),     // channel chunks with groups and phases
+      geometry(4, 24, 48, 48, 24, 3, 3, 1, 1, 1, 1, 1, 1, 24),  // depthwise, sliced reduction
       // bwd-weights' NHWC tensor-core path (channels a multiple of 8): partial tiles with stride 2,
       // groups with dilation, two channel tiles with split-K, groups packed several to a tile (all
       // of them, and 5 groups by 4 with a last tile of one).

@@ -94,7 +94,8 @@ void forward(const LayerNormProblem& p, const NormArgs& a) {
     parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
       avx512::lnorm_short_rows_forward(static_cast<const float*>(a.x) + lo * len, scale, shift,
                                        static_cast<float*>(a.y) + lo * len, hi - lo, len, p.epsilon,
-                                       static_cast<float*>(a.saved_mean) + lo, static_cast<float*>(a.saved_invstd) + lo);
+                                       static_cast<float*>(a.saved_mean) + lo,
+                                       static_cast<float*>(a.saved_invstd) + lo);
     });
     return;
   }
@@ -146,10 +147,9 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
       float* db = ds + len;
       if (avx512 && p.dtype == DType::f32 && len <= avx512::kShortBackwardRow) {
         const std::int64_t first = block * kRowsPerBlock, count = std::min(rows - first, kRowsPerBlock);
-        avx512::lnorm_short_rows_backward(static_cast<const float*>(a.x) + first * len,
-                                          static_cast<const float*>(a.dy) + first * len, scale,
-                                          static_cast<float*>(a.dx) + first * len, count, len, mean + first,
-                                          invstd + first, ds, db);
+        avx512::lnorm_short_rows_backward(
+            static_cast<const float*>(a.x) + first * len, static_cast<const float*>(a.dy) + first * len,
+            scale, static_cast<float*>(a.dx) + first * len, count, len, mean + first, invstd + first, ds, db);
         continue;
       }
       for (std::int64_t row = block * kRowsPerBlock; row < std::min(rows, (block + 1) * kRowsPerBlock);

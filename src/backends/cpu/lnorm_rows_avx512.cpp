@@ -126,8 +126,8 @@ namespace {
 // affine map. Padding lanes are zero after each masked step, so they add nothing. Two rows at once
 // (V <= 8) give the core two independent chains of horizontal sums to overlap.
 template <int V, int R>
-void short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t n, int tail,
-                        double epsilon, float* mean_out, float* invstd_out) {
+void short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t n,
+                        int tail, double epsilon, float* mean_out, float* invstd_out) {
   const __mmask16 last = lanes(tail);
   __m512 d[R][V];
   __m512 vr[R];
@@ -170,22 +170,24 @@ void short_rows_forward(const float* x, const float* scale, const float* shift, 
   }
 }
 
-using ShortRows = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, double, float*,
-                           float*);
+using ShortRows = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, double,
+                           float*, float*);
 constexpr ShortRows kShortRows[] = {
-    short_rows_forward<1, 1>,  short_rows_forward<2, 1>,  short_rows_forward<3, 1>,  short_rows_forward<4, 1>,
-    short_rows_forward<5, 1>,  short_rows_forward<6, 1>,  short_rows_forward<7, 1>,  short_rows_forward<8, 1>,
-    short_rows_forward<9, 1>,  short_rows_forward<10, 1>, short_rows_forward<11, 1>, short_rows_forward<12, 1>,
-    short_rows_forward<13, 1>, short_rows_forward<14, 1>, short_rows_forward<15, 1>, short_rows_forward<16, 1>};
-constexpr ShortRows kShortRowPairs[] = {short_rows_forward<1, 2>, short_rows_forward<2, 2>, short_rows_forward<3, 2>,
-                                        short_rows_forward<4, 2>, short_rows_forward<5, 2>, short_rows_forward<6, 2>,
-                                        short_rows_forward<7, 2>, short_rows_forward<8, 2>};
+    short_rows_forward<1, 1>,  short_rows_forward<2, 1>,  short_rows_forward<3, 1>,
+    short_rows_forward<4, 1>,  short_rows_forward<5, 1>,  short_rows_forward<6, 1>,
+    short_rows_forward<7, 1>,  short_rows_forward<8, 1>,  short_rows_forward<9, 1>,
+    short_rows_forward<10, 1>, short_rows_forward<11, 1>, short_rows_forward<12, 1>,
+    short_rows_forward<13, 1>, short_rows_forward<14, 1>, short_rows_forward<15, 1>,
+    short_rows_forward<16, 1>};
+constexpr ShortRows kShortRowPairs[] = {
+    short_rows_forward<1, 2>, short_rows_forward<2, 2>, short_rows_forward<3, 2>, short_rows_forward<4, 2>,
+    short_rows_forward<5, 2>, short_rows_forward<6, 2>, short_rows_forward<7, 2>, short_rows_forward<8, 2>};
 
 // The backward of a row of V vectors held in registers: xhat and g = dy * scale once, their sums,
 // the column sums, then dx = r * (g - mean(g) - xhat * mean(g * xhat)).
 template <int V>
-void short_row_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, int tail,
-                        float m, float r, float* dscale, float* dshift) {
+void short_row_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n,
+                        int tail, float m, float r, float* dscale, float* dshift) {
   const __mmask16 last = lanes(tail);
   const __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
   __m512 xhat[V], g[V];
@@ -198,7 +200,8 @@ void short_row_backward(const float* x, const float* dy, const float* scale, flo
     g[i] = _mm512_mul_ps(d, _mm512_maskz_loadu_ps(k, scale + i * 16));
     sg = _mm512_add_ps(sg, g[i]);
     sgx = _mm512_fmadd_ps(g[i], xhat[i], sgx);
-    _mm512_mask_storeu_ps(dscale + i * 16, k, _mm512_fmadd_ps(d, xhat[i], _mm512_maskz_loadu_ps(k, dscale + i * 16)));
+    _mm512_mask_storeu_ps(dscale + i * 16, k,
+                          _mm512_fmadd_ps(d, xhat[i], _mm512_maskz_loadu_ps(k, dscale + i * 16)));
     _mm512_mask_storeu_ps(dshift + i * 16, k, _mm512_add_ps(d, _mm512_maskz_loadu_ps(k, dshift + i * 16)));
   }
   const __m512 kg = _mm512_set1_ps(_mm512_reduce_add_ps(sg) / static_cast<float>(n));
@@ -206,21 +209,22 @@ void short_row_backward(const float* x, const float* dy, const float* scale, flo
 #pragma GCC unroll 16
   for (int i = 0; i < V; ++i) {
     const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
-    _mm512_mask_storeu_ps(dx + i * 16, k, _mm512_mul_ps(vr, _mm512_fnmadd_ps(xhat[i], kx, _mm512_sub_ps(g[i], kg))));
+    _mm512_mask_storeu_ps(dx + i * 16, k,
+                          _mm512_mul_ps(vr, _mm512_fnmadd_ps(xhat[i], kx, _mm512_sub_ps(g[i], kg))));
   }
 }
 
-using ShortRowBackward = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, float, float,
-                                  float*, float*);
+using ShortRowBackward = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, float,
+                                  float, float*, float*);
 constexpr ShortRowBackward kShortRowsBackward[] = {
     short_row_backward<1>, short_row_backward<2>, short_row_backward<3>, short_row_backward<4>,
     short_row_backward<5>, short_row_backward<6>, short_row_backward<7>, short_row_backward<8>};
 
 }  // namespace
 
-void lnorm_short_rows_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t rows,
-                               std::int64_t n, const float* mean, const float* invstd, float* dscale,
-                               float* dshift) {
+void lnorm_short_rows_backward(const float* x, const float* dy, const float* scale, float* dx,
+                               std::int64_t rows, std::int64_t n, const float* mean, const float* invstd,
+                               float* dscale, float* dshift) {
   const int vectors = static_cast<int>((n + 15) / 16);
   const ShortRowBackward row = kShortRowsBackward[vectors - 1];
   const int tail = static_cast<int>(n - (vectors - 1) * 16);
@@ -228,14 +232,15 @@ void lnorm_short_rows_backward(const float* x, const float* dy, const float* sca
     row(x + r * n, dy + r * n, scale, dx + r * n, n, tail, mean[r], invstd[r], dscale, dshift);
 }
 
-void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t rows,
-                              std::int64_t n, double epsilon, float* mean, float* invstd) {
+void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y,
+                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd) {
   const int vectors = static_cast<int>((n + 15) / 16);
   const int tail = static_cast<int>(n - (vectors - 1) * 16);
   std::int64_t r = 0;
   if (vectors <= 8) {
     const ShortRows pair = kShortRowPairs[vectors - 1];
-    for (; r + 2 <= rows; r += 2) pair(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
+    for (; r + 2 <= rows; r += 2)
+      pair(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
   }
   const ShortRows one = kShortRows[vectors - 1];
   for (; r < rows; ++r) one(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);

@@ -14,16 +14,16 @@ void lnorm_row_moments(const float* x, std::int64_t n, float pivot, double& s1, 
 /// and inverse std (two passes over the registers, the sums in f32 about the row's first value)
 /// into mean[r] and invstd[r], then y = (x - mean) * invstd * scale + shift.
 constexpr std::int64_t kShortRow = 256;
-void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t rows,
-                              std::int64_t n, double epsilon, float* mean, float* invstd);
+void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y,
+                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd);
 
 /// The backward of rows of n <= kShortBackwardRow floats, each held in registers: dx from x, dy,
 /// scale and the row's saved mean and inverse std, and each row's dy * xhat and dy added to
 /// dscale[0, n) and dshift[0, n). The sums in f32.
 constexpr std::int64_t kShortBackwardRow = 128;
-void lnorm_short_rows_backward(const float* x, const float* dy, const float* scale, float* dx, std::int64_t rows,
-                               std::int64_t n, const float* mean, const float* invstd, float* dscale,
-                               float* dshift);
+void lnorm_short_rows_backward(const float* x, const float* dy, const float* scale, float* dx,
+                               std::int64_t rows, std::int64_t n, const float* mean, const float* invstd,
+                               float* dscale, float* dshift);
 
 /// y[i] = (((x[i] - m) - m_lo) * r) * scale[i] + shift[i] for i in [0, n).
 void lnorm_row_affine(const float* x, const float* scale, const float* shift, float* y, std::int64_t n,

@@ -76,8 +76,8 @@ class SoftmaxRows final : public CpuSoftmaxSolver {
         const std::int64_t off = r * len;
         if (f32) {
           if (!p.backward) {
-            k.rows_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len, r1 - r,
-                           log);
+            k.rows_forward(static_cast<const float*>(a.src) + off, static_cast<float*>(a.dst) + off, len,
+                           r1 - r, log);
             r = r1;
           } else {
             k.row_backward(static_cast<const float*>(a.diff_dst) + off,

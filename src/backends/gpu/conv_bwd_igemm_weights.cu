@@ -171,7 +171,8 @@ std::vector<BwdIgemmPlan> bwd_weights_igemm_plans(const ConvParams& p, int sm_co
   return {plan_general(p, sm_count)};
 }
 
-std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile, int splits) {
+std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile,
+                                                       int splits) {
   if (bwd_weights_nhwc_tc_applies(p)) return bwd_weights_nhwc_tc_plan_for(p, sm_count, tile, splits);
   const BwdIgemmPlan only = plan_general(p, sm_count);
   if (only.tile == tile && only.splits == splits) return only;

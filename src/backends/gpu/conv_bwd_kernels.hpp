@@ -75,8 +75,9 @@ struct BwdIgemmPlan {
   int tile = 0;  ///< index into the kernels' tile table
   int bm = 0, bn = 0;
   int splits = 1;
-  bool nhwc_tc = false;  ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
-  int group_pack = 1;    ///< groups one tile of that path takes
+  bool nhwc_tc =
+      false;           ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
+  int group_pack = 1;  ///< groups one tile of that path takes
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };
@@ -99,7 +100,8 @@ BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count);
 std::vector<BwdIgemmPlan> bwd_weights_igemm_plans(const ConvParams& p, int sm_count);
 /// The plan of `tile` (of the table the problem's path uses) with `splits`; nullopt where no plan
 /// of the list's kind runs the problem that way.
-std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile, int splits);
+std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile,
+                                                       int splits);
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream);
 

@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "conv_bwd_kernels.hpp"
-#include "conv_igemm_tc_tuning.hpp"
 #include "conv_device.cuh"
+#include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
 #include "conv_solvers.hpp"
 #include "dnn/conv_backward_args.hpp"
@@ -287,7 +287,8 @@ class BwdWeightsIgemmSolver final : public BwdSolverOf<dnn::TunableSolver<ConvPr
   }
 
  private:
-  BwdIgemmPlan plan_of(const ConvProblem& p, const runtime::Device& device, const IgemmTcConfig& config) const {
+  BwdIgemmPlan plan_of(const ConvProblem& p, const runtime::Device& device,
+                       const IgemmTcConfig& config) const {
     const std::optional<BwdIgemmPlan> plan =
         bwd_weights_igemm_plan_for(make_params(p), sm_count(device), config.tile, config.splits);
     if (!plan)

@@ -77,16 +77,6 @@ namespace {
 constexpr int kBk = 32;  // k per slice
 constexpr int kPad = 8;  // elements of padding per shared-memory row (16 bytes)
 
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-#ifndef GALLEY_MMA_UNAVAILABLE
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-#else
-  r[0] = r[1] = r[2] = r[3] = 0;
-  __trap();
-#endif
-}
 
 struct TcParams {
   int m, n, k;
@@ -205,7 +195,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
           mma::ldmatrix_x4(a[buf][i], mma::smem_addr(ptr));
         } else {
           const T* ptr = xs + (kk + lr + (lq >> 1) * 8) * Shape::x_pitch + mr + (lq & 1) * 8;
-          ldmatrix_x4_trans(a[buf][i], mma::smem_addr(ptr));
+          mma::ldmatrix_x4_trans(a[buf][i], mma::smem_addr(ptr));
         }
       }
 #pragma unroll
@@ -218,7 +208,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
           mma::ldmatrix_x4(r, mma::smem_addr(ptr));
         } else {
           const T* ptr = ys + (kk + lr + (lq & 1) * 8) * Shape::y_pitch + nc + (lq >> 1) * 8;
-          ldmatrix_x4_trans(r, mma::smem_addr(ptr));
+          mma::ldmatrix_x4_trans(r, mma::smem_addr(ptr));
         }
         bf[buf][j][0] = r[0], bf[buf][j][1] = r[1], bf[buf][j + 1][0] = r[2], bf[buf][j + 1][1] = r[3];
       }
