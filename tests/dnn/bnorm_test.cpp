@@ -240,9 +240,11 @@ TEST(BnormReference, BackwardMatchesCentralDifferences) {
 
 void expect_cpu_solvers_match_reference() {
   // {1, 19, 9, 13}: one image and channels enough for the cpu solver's per-channel passes; 37
-  // channels: whole vectors of them and a partial one in NHWC rows.
+  // channels: whole vectors of them and a partial one in NHWC rows; 83 and 144: NHWC rows mapped in
+  // chunks of 64 channels, the last one partial or whole.
   const std::int64_t shapes[][4] = {{1, 3, 31, 29}, {2, 17, 5, 7}, {3, 23, 1, 1},  {4, 8, 4, 2},
-                                    {1, 3, 56, 56}, {2, 5, 1, 33}, {1, 19, 9, 13}, {2, 37, 3, 5}};
+                                    {1, 3, 56, 56}, {2, 5, 1, 33}, {1, 19, 9, 13}, {2, 37, 3, 5},
+                                    {2, 83, 3, 4},  {1, 144, 2, 3}};
   int checked = 0;
   for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
     if (s->is_reference()) continue;

@@ -112,8 +112,14 @@ TEST(GnormReference, BackwardMatchesCentralDifferences) {
 
 void expect_cpu_solvers_match_reference() {
   // 40 channels in 5 groups: whole vectors of channels and a partial one in NHWC rows.
-  const std::int64_t shapes[][5] = {
-      {1, 3, 31, 29, 3}, {2, 17, 5, 7, 1}, {3, 24, 3, 3, 8}, {2, 32, 9, 1, 32}, {2, 40, 3, 5, 5}};
+  const std::int64_t shapes[][5] = {{1, 3, 31, 29, 3},
+                                    {2, 17, 5, 7, 1},
+                                    {3, 24, 3, 3, 8},
+                                    {2, 32, 9, 1, 32},
+                                    {2, 40, 3, 5, 5},
+                                    // NHWC rows wider than one 64-channel chunk, over several images
+                                    {2, 80, 3, 5, 16},
+                                    {3, 136, 2, 2, 8}};
   int checked = 0;
   for (const GroupNormSolver* s : solvers_for<GroupNormProblem>("cpu")) {
     if (s->is_reference()) continue;

@@ -260,19 +260,22 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
   const std::int64_t len = s.nhwc ? s.c : s.hw;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / len);
   if (s.dtype == DType::f32 && s.nhwc && cpu_has_avx512()) {
-    // A pixel's channels, with the coefficients of its image's planes.
+    // A pixel's channels, with the coefficients of its image's planes: runs of rows within one image.
     parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t row = lo * grain; row < std::min(rows, hi * grain); ++row) {
-        const std::int64_t first = row * len, base = (row / s.hw) * s.c;
+      const std::int64_t end = std::min(rows, hi * grain);
+      for (std::int64_t row = lo * grain; row < end;) {
+        const std::int64_t image = row / s.hw, run = std::min(end, (image + 1) * s.hw) - row;
+        const std::int64_t first = row * len, base = image * s.c;
         float* o = static_cast<float*>(out) + first;
         const float* uv = static_cast<const float*>(u) + first;
         if (v != nullptr) {
-          avx512::nhwc_row_map_two(uv, static_cast<const float*>(v) + first, o, len, a + base, b + base,
-                                   center + base, c0 + base);
+          avx512::nhwc_rows_map_two(uv, static_cast<const float*>(v) + first, o, run, len, a + base, b + base,
+                                    center + base, c0 + base);
         } else {
-          avx512::nhwc_row_map_one(uv, o, len, a + base, center + base,
-                                   center_lo != nullptr ? center_lo + base : nullptr, c0 + base);
+          avx512::nhwc_rows_map_one(uv, o, run, len, a + base, center + base,
+                                    center_lo != nullptr ? center_lo + base : nullptr, c0 + base);
         }
+        row += run;
       }
     });
     return;

@@ -227,27 +227,87 @@ void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t ro
   }
 }
 
-void nhwc_row_map_one(const float* u, float* o, std::int64_t c, const float* a, const float* center,
-                      const float* center_lo, const float* c0) {
-  for (std::int64_t k = 0; k < c; k += 16) {
-    const __mmask16 m = lanes(c - k);
-    const __m512 ka = _mm512_maskz_loadu_ps(m, a + k);
-    __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, u + k), _mm512_maskz_loadu_ps(m, center + k));
-    if (center_lo != nullptr) t = _mm512_sub_ps(t, _mm512_maskz_loadu_ps(m, center_lo + k));
-    _mm512_mask_storeu_ps(o + k, m, _mm512_fmadd_ps(ka, t, _mm512_maskz_loadu_ps(m, c0 + k)));
+namespace {
+
+// Rows a block of which goes through one chunk of channels before the next chunk: the chunk's
+// coefficients stay in registers across the block's rows, whose lines stay in L1 for the next chunk.
+constexpr std::int64_t kMapRows = 16;
+constexpr int kMapVectors = 4;  // 64 channels a chunk
+
+// One chunk of NV vectors of channels from channel k0 over rows [r0, r1): coefficients loaded once
+// (NV fixed, so they live in registers), then row(at, m, coef) for each row's vectors.
+template <int NV, int kCoefs, class LoadCoefs, class MapRow>
+inline void chunk_rows(std::int64_t r0, std::int64_t r1, std::int64_t c, std::int64_t k0,
+                       const LoadCoefs& coefficients, const MapRow& row) {
+  __m512 coef[NV][kCoefs];
+  __mmask16 mask[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = lanes(c - k0 - 16 * v);
+    coefficients(k0 + 16 * v, mask[v], coef[v]);
+  }
+  for (std::int64_t r = r0; r < r1; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) row(r * c + k0 + 16 * v, mask[v], coef[v]);
   }
 }
 
-void nhwc_row_map_two(const float* u, const float* v, float* o, std::int64_t c, const float* a,
-                      const float* b, const float* center, const float* c0) {
-  for (std::int64_t k = 0; k < c; k += 16) {
-    const __mmask16 m = lanes(c - k);
-    const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + k), _mm512_maskz_loadu_ps(m, center + k));
-    const __m512 inner =
-        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, b + k), t, _mm512_maskz_loadu_ps(m, c0 + k));
-    _mm512_mask_storeu_ps(
-        o + k, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, u + k), inner));
+// For each block of kMapRows rows and each chunk of up to kMapVectors vectors of channels:
+// coefficients(k, m, coef) loads vector k's coefficients (lanes m), then row(at, m, coef) maps the
+// vector of a row at element `at`.
+template <int kCoefs, class LoadCoefs, class MapRow>
+inline void rows_by_chunks(std::int64_t rows, std::int64_t c, const LoadCoefs& coefficients,
+                           const MapRow& row) {
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kMapRows) {
+    const std::int64_t r1 = min64(rows, r0 + kMapRows);
+    for (std::int64_t k0 = 0; k0 < c; k0 += 16 * kMapVectors) {
+      switch (min64(kMapVectors, (c - k0 + 15) / 16)) {
+        case 1:
+          chunk_rows<1, kCoefs>(r0, r1, c, k0, coefficients, row);
+          break;
+        case 2:
+          chunk_rows<2, kCoefs>(r0, r1, c, k0, coefficients, row);
+          break;
+        case 3:
+          chunk_rows<3, kCoefs>(r0, r1, c, k0, coefficients, row);
+          break;
+        default:
+          chunk_rows<4, kCoefs>(r0, r1, c, k0, coefficients, row);
+          break;
+      }
+    }
   }
+}
+
+}  // namespace
+
+void nhwc_rows_map_one(const float* u, float* o, std::int64_t rows, std::int64_t c, const float* a,
+                       const float* center, const float* center_lo, const float* c0) {
+  const auto coefficients = [&](std::int64_t k, __mmask16 m, __m512* coef) {
+    coef[0] = _mm512_maskz_loadu_ps(m, a + k);
+    coef[1] = _mm512_maskz_loadu_ps(m, center + k);
+    coef[2] = center_lo != nullptr ? _mm512_maskz_loadu_ps(m, center_lo + k) : _mm512_setzero_ps();
+    coef[3] = _mm512_maskz_loadu_ps(m, c0 + k);
+  };
+  rows_by_chunks<4>(rows, c, coefficients, [&](std::int64_t at, __mmask16 m, const __m512* coef) {
+    const __m512 t = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, u + at), coef[1]), coef[2]);
+    _mm512_mask_storeu_ps(o + at, m, _mm512_fmadd_ps(coef[0], t, coef[3]));
+  });
+}
+
+void nhwc_rows_map_two(const float* u, const float* v, float* o, std::int64_t rows, std::int64_t c,
+                       const float* a, const float* b, const float* center, const float* c0) {
+  const auto coefficients = [&](std::int64_t k, __mmask16 m, __m512* coef) {
+    coef[0] = _mm512_maskz_loadu_ps(m, a + k);
+    coef[1] = _mm512_maskz_loadu_ps(m, b + k);
+    coef[2] = _mm512_maskz_loadu_ps(m, center + k);
+    coef[3] = _mm512_maskz_loadu_ps(m, c0 + k);
+  };
+  rows_by_chunks<4>(rows, c, coefficients, [&](std::int64_t at, __mmask16 m, const __m512* coef) {
+    const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + at), coef[2]);
+    const __m512 inner = _mm512_fmadd_ps(coef[1], t, coef[3]);
+    _mm512_mask_storeu_ps(o + at, m, _mm512_fmadd_ps(coef[0], _mm512_maskz_loadu_ps(m, u + at), inner));
+  });
 }
 
 }  // namespace galley::backends::cpu::avx512

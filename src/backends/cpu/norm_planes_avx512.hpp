@@ -39,13 +39,14 @@ enum class RowSum { shifted_moments, gradient };
 void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t rows, std::int64_t c,
                    const double* center, double* acc0, double* acc1);
 
-/// o[k] = a[k] * ((u[k] - center[k]) - center_lo[k]) + c0[k] over one row of c channels; center_lo
-/// may be null (0); o may be u.
-void nhwc_row_map_one(const float* u, float* o, std::int64_t c, const float* a, const float* center,
-                      const float* center_lo, const float* c0);
+/// o[r][k] = a[k] * ((u[r][k] - center[k]) - center_lo[k]) + c0[k] over `rows` rows of c channels
+/// that share the coefficients; center_lo may be null (0); o may be u.
+void nhwc_rows_map_one(const float* u, float* o, std::int64_t rows, std::int64_t c, const float* a,
+                       const float* center, const float* center_lo, const float* c0);
 
-/// o[k] = a[k] * u[k] + b[k] * (v[k] - center[k]) + c0[k] over one row of c channels; o may be u or v.
-void nhwc_row_map_two(const float* u, const float* v, float* o, std::int64_t c, const float* a,
-                      const float* b, const float* center, const float* c0);
+/// o[r][k] = a[k] * u[r][k] + b[k] * (v[r][k] - center[k]) + c0[k] over `rows` rows of c channels that
+/// share the coefficients; o may be u or v.
+void nhwc_rows_map_two(const float* u, const float* v, float* o, std::int64_t rows, std::int64_t c,
+                       const float* a, const float* b, const float* center, const float* c0);
 
 }  // namespace galley::backends::cpu::avx512
