@@ -163,44 +163,78 @@ namespace {
 // within 8 ulp of the run's own magnitude), then in double.
 constexpr std::int64_t kRowRun = 8;
 
-// shifted_moments and gradient about the centres rounded to f32, 16 channels at a time over runs of
-// kRowRun rows (their lines stay in L1 while a run's channel vectors go by), then moved to the
-// centres themselves; acc0 and acc1 start at 0. With t = pivot - centre and d = x - pivot:
-// sum (x - centre) = sum d + n t, sum (x - centre)^2 = sum d^2 + 2 t sum d + n t^2, and
-// sum dy (x - centre) = sum dy d + t sum dy.
+// One chunk of NV vectors of channels from k0, over every row: the pivots (the centres rounded to
+// f32) and the double sums stay in registers, the f32 run sums of kRowRun rows go into them.
+template <RowSum kWhat, int NV>
+inline void row_sums_chunk(const float* x, const float* dy, std::int64_t rows, std::int64_t c,
+                           std::int64_t k0, const double* center, double* acc0, double* acc1) {
+  __m512 pivot[NV];
+  __mmask16 mask[NV];
+  __m512d sums[NV][4];  // acc0 low and high 8 lanes, acc1 low and high
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const std::int64_t k = k0 + 16 * v;
+    mask[v] = lanes(c - k);
+    const auto m_lo = static_cast<__mmask8>(mask[v]), m_hi = static_cast<__mmask8>(mask[v] >> 8);
+    pivot[v] =
+        _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_lo, center + k))),
+                           _mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_hi, center + k + 8)), 1);
+    for (int j = 0; j < 4; ++j) sums[v][j] = _mm512_setzero_pd();
+  }
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kRowRun) {
+    const std::int64_t r1 = min64(rows, r0 + kRowRun);
+    __m512 a[NV], b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) a[v] = b[v] = _mm512_setzero_ps();
+    for (std::int64_t r = r0; r < r1; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const std::int64_t at = r * c + k0 + 16 * v;
+        const __m512 d = _mm512_maskz_sub_ps(mask[v], _mm512_maskz_loadu_ps(mask[v], x + at), pivot[v]);
+        if constexpr (kWhat == RowSum::shifted_moments) {
+          a[v] = _mm512_add_ps(a[v], d);
+          b[v] = _mm512_fmadd_ps(d, d, b[v]);
+        } else {
+          const __m512 g = _mm512_maskz_loadu_ps(mask[v], dy + at);
+          a[v] = _mm512_add_ps(a[v], g);
+          b[v] = _mm512_fmadd_ps(g, d, b[v]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      sums[v][0] = _mm512_add_pd(sums[v][0], low_half(a[v]));
+      sums[v][1] = _mm512_add_pd(sums[v][1], high_half(a[v]));
+      sums[v][2] = _mm512_add_pd(sums[v][2], low_half(b[v]));
+      sums[v][3] = _mm512_add_pd(sums[v][3], high_half(b[v]));
+    }
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const std::int64_t k = k0 + 16 * v;
+    const __mmask8 ms[2] = {static_cast<__mmask8>(mask[v]), static_cast<__mmask8>(mask[v] >> 8)};
+    for (int h = 0; h < 2; ++h) {
+      double* s0 = acc0 + k + 8 * h;
+      double* s1 = acc1 + k + 8 * h;
+      _mm512_mask_storeu_pd(s0, ms[h], _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], s0), sums[v][h]));
+      _mm512_mask_storeu_pd(s1, ms[h], _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], s1), sums[v][2 + h]));
+    }
+  }
+}
+
+// shifted_moments and gradient about the centres rounded to f32, two vectors of channels at a time
+// over all rows (row_sums_chunk), then moved to the centres themselves; acc0 and acc1 start at 0.
+// With t = pivot - centre and d = x - pivot: sum (x - centre) = sum d + n t,
+// sum (x - centre)^2 = sum d^2 + 2 t sum d + n t^2, and sum dy (x - centre) = sum dy d + t sum dy.
 template <RowSum kWhat>
 void row_sums_in_runs(const float* x, const float* dy, std::int64_t rows, std::int64_t c,
                       const double* center, double* acc0, double* acc1) {
   static_assert(kWhat == RowSum::shifted_moments || kWhat == RowSum::gradient);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kRowRun) {
-    const std::int64_t r1 = min64(rows, r0 + kRowRun);
-    for (std::int64_t k = 0; k < c; k += 16) {
-      const __mmask16 m = lanes(c - k);
-      const auto m_lo = static_cast<__mmask8>(m), m_hi = static_cast<__mmask8>(m >> 8);
-      const __m512 pivot =
-          _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_lo, center + k))),
-                             _mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_hi, center + k + 8)), 1);
-      __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + r * c + k), pivot);
-        if constexpr (kWhat == RowSum::shifted_moments) {
-          a = _mm512_add_ps(a, d);
-          b = _mm512_fmadd_ps(d, d, b);
-        } else {
-          const __m512 g = _mm512_maskz_loadu_ps(m, dy + r * c + k);
-          a = _mm512_add_ps(a, g);
-          b = _mm512_fmadd_ps(g, d, b);
-        }
-      }
-      const __m512d parts_a[2] = {low_half(a), high_half(a)}, parts_b[2] = {low_half(b), high_half(b)};
-      const __mmask8 ms[2] = {m_lo, m_hi};
-      for (int h = 0; h < 2; ++h) {
-        const std::int64_t at = k + 8 * h;
-        _mm512_mask_storeu_pd(acc0 + at, ms[h],
-                              _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], acc0 + at), parts_a[h]));
-        _mm512_mask_storeu_pd(acc1 + at, ms[h],
-                              _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], acc1 + at), parts_b[h]));
-      }
+  for (std::int64_t k0 = 0; k0 < c; k0 += 32) {
+    if (c - k0 > 16) {
+      row_sums_chunk<kWhat, 2>(x, dy, rows, c, k0, center, acc0, acc1);
+    } else {
+      row_sums_chunk<kWhat, 1>(x, dy, rows, c, k0, center, acc0, acc1);
     }
   }
   const auto n = static_cast<double>(rows);
