@@ -76,6 +76,17 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
 #endif
 }
 
+/// Zeroes a warp's MT x NT grid of m16n8 fp32 accumulator fragments.
+template <int MT, int NT>
+__device__ __forceinline__ void zero_fragments(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
 /// D(16x8, f32) += A(16x16, row) * B(16x8, col) for T = __half or bf16_t.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);

@@ -158,12 +158,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  mma::zero_fragments(acc);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
