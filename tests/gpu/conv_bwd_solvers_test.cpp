@@ -94,36 +94,47 @@ HostCase make_case(const ConvProblem& p, std::uint64_t seed) {
 
 /// One solver run on poisoned output and workspace; returns the output bytes, and in `error` what
 /// went wrong besides the numbers (an input changed). `config`: an inner choice of the solver
-/// (parse_config_any), or null for its default.
+/// (parse_config_any), or null for its default. `misalign`: the tensors start that many bytes into
+/// their allocations (as wrapped pointers may), the workspace stays aligned.
 std::vector<std::byte> run_solver(const ConvSolver& s, runtime::Stream& stream, const ConvProblem& p,
-                                  const HostCase& c, std::string* error, const void* config = nullptr) {
+                                  const HostCase& c, std::string* error, const void* config = nullptr,
+                                  std::size_t misalign = 0) {
   const bool data = p.direction == ConvDirection::backward_data;
   const std::size_t out_bytes = c.want.size();
-  memory::Buffer in0 = memory::allocate(stream, c.in0.size()), in1 = memory::allocate(stream, c.in1.size());
-  memory::Buffer out = memory::allocate(stream, out_bytes);
+  const auto shifted = [&](const std::vector<std::byte>& v) {
+    std::vector<std::byte> out(misalign, std::byte{0});
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  const std::vector<std::byte> host0 = shifted(c.in0), host1 = shifted(c.in1);
+  memory::Buffer in0 = memory::allocate(stream, host0.size()), in1 = memory::allocate(stream, host1.size());
+  memory::Buffer out = memory::allocate(stream, misalign + out_bytes);
   const ProblemRef ref = ProblemRef::of(p);
   const std::size_t ws_bytes = s.workspace_bytes_any(ref, stream.device(), config);
   memory::Buffer ws = memory::allocate(stream, ws_bytes);
-  memory::copy_from_host(stream, in0, c.in0.data(), c.in0.size());
-  memory::copy_from_host(stream, in1, c.in1.data(), c.in1.size());
-  memory::memset(stream, out, 0xff, out_bytes);  // NaN in f32, f16 and bf16
+  memory::copy_from_host(stream, in0, host0.data(), host0.size());
+  memory::copy_from_host(stream, in1, host1.data(), host1.size());
+  memory::memset(stream, out, 0xff, misalign + out_bytes);  // NaN in f32, f16 and bf16
   if (ws_bytes > 0) memory::memset(stream, ws, 0xff, ws_bytes);
   void* wsp = ws_bytes > 0 ? ws.data() : nullptr;
+  const auto at = [&](memory::Buffer& b) {
+    return static_cast<void*>(static_cast<std::byte*>(b.data()) + misalign);
+  };
   // bwd-data reads dy (in0) and w (in1), writes dx; bwd-weights reads x (in0) and dy (in1), writes dw.
   OpArgs args;
-  args.set(data ? ArgId::diff_dst : ArgId::src, in0.data());
-  args.set(data ? ArgId::wei : ArgId::diff_dst, in1.data());
-  args.set(data ? ArgId::diff_src : ArgId::diff_wei, out.data());
+  args.set(data ? ArgId::diff_dst : ArgId::src, at(in0));
+  args.set(data ? ArgId::wei : ArgId::diff_dst, at(in1));
+  args.set(data ? ArgId::diff_src : ArgId::diff_wei, at(out));
   args.workspace = wsp;
   args.workspace_bytes = ws_bytes;
   s.run_any(stream, ref, args, config);
-  std::vector<std::byte> got(out_bytes), back0(c.in0.size()), back1(c.in1.size());
-  memory::copy_to_host(stream, got.data(), out, out_bytes);
+  std::vector<std::byte> got(misalign + out_bytes), back0(host0.size()), back1(host1.size());
+  memory::copy_to_host(stream, got.data(), out, got.size());
   memory::copy_to_host(stream, back0.data(), in0, back0.size());
   memory::copy_to_host(stream, back1.data(), in1, back1.size());
   stream.synchronize();
-  if (back0 != c.in0 || back1 != c.in1) *error = "an input tensor was modified";
-  return got;
+  if (back0 != host0 || back1 != host1) *error = "an input tensor was modified";
+  return std::vector<std::byte>(got.begin() + static_cast<std::ptrdiff_t>(misalign), got.end());
 }
 
 std::int64_t output_elements(const ConvProblem& p) {
@@ -677,6 +688,32 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   const ProblemRef ref = ProblemRef::of(p);
   for (const char* text : {"tile=99,splits=1", "tile=0,splits=0", "tile=0", "default", ""})
     EXPECT_FALSE(s->parse_config_any(ref, *device, text)) << text;
+}
+
+// Tensors off 16-byte alignment (wrapped pointers) send the NHWC tensor-core path's problems to the
+// general kernel, within the workspace the planned path asked for: still the reference's result.
+TEST(BwdWeightsIgemmConfigs, MisalignedTensorsTakeTheGeneralKernel) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_weights_igemm");
+  ASSERT_NE(s, nullptr);
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  for (ConvProblem p : {geometry(2, 16, 9, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1),       // no split
+                        geometry(8, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1)}) {  // split-K planned
+    p.direction = ConvDirection::backward_weights, p.dtype = DType::f16, p.layout = Layout::nhwc;
+    EXPECT_NE(s->detail(p, *device).find("nhwc 16-byte loads"), std::string::npos) << s->detail(p, *device);
+    const HostCase c = make_case(p, 31);
+    for (std::size_t misalign : {std::size_t{2}, std::size_t{8}}) {
+      std::string error;
+      const std::vector<std::byte> got = run_solver(*s, stream, p, c, &error, nullptr, misalign);
+      const Comparison cmp =
+          compare_outputs(p.dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+      EXPECT_TRUE(cmp.passed && error.empty())
+          << p.key() << " misaligned by " << misalign << ": " << cmp.summary << " " << error;
+    }
+  }
 }
 
 }  // namespace
