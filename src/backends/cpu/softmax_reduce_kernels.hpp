@@ -13,9 +13,8 @@ namespace galley::backends::cpu::softmax_kernels {
 
 /// One ISA's set of loops.
 struct Kernels {
-  /// y = softmax(x) (or log-softmax) of one contiguous row of n elements; y may alias x.
-  void (*row_forward)(const float* x, float* y, std::int64_t n, bool log);
-  /// row_forward over `rows` rows of n back to back (in place allowed), faster on short rows.
+  /// y = softmax(x) (or log-softmax) of `rows` contiguous rows of n elements each, back to back;
+  /// y may alias x.
   void (*rows_forward)(const float* x, float* y, std::int64_t n, std::int64_t rows, bool log);
   /// dx from dy and y of one contiguous row; dx may alias dy.
   void (*row_backward)(const float* dy, const float* y, float* dx, std::int64_t n, bool log);
