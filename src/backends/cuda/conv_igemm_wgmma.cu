@@ -25,35 +25,9 @@
 namespace galley::backends::gpu {
 namespace {
 
-// Matrix descriptor of a K-major operand tile in shared memory with the 128-byte swizzle: rows of 64
-// halves (128 bytes), 8-row groups 1024 bytes apart (stride byte offset); the leading byte offset is
-// unused for this layout. Advancing the start address by 32 bytes selects the next k16 slice.
-__device__ __forceinline__ std::uint64_t smem_desc(unsigned addr) {
-  return std::uint64_t((addr & 0x3FFFFu) >> 4) | (std::uint64_t(1) << 16) | (std::uint64_t(1024 >> 4) << 32) |
-         (std::uint64_t(1) << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
+// K-major operand tiles: rows of 64 halves (128 bytes), 8-row groups 1024 bytes apart (the stride
+// byte offset); advancing the start address by 32 bytes selects the next k16 slice.
+__device__ __forceinline__ std::uint64_t smem_desc(unsigned addr) { return wgmma::smem_desc(addr, 16, 1024); }
 
 template <typename T, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(2 * BM, 1)
@@ -94,7 +68,7 @@ __global__ void __launch_bounds__(2 * BM, 1)
   int read_stage = 0, write_stage = STAGES - 2;
   for (int it = 0; it < nsteps; ++it) {
     mma::cp_async_wait<STAGES - 3>();  // this thread's copies of step `it` have landed
-    fence_proxy_async();
+    wgmma::fence_proxy_async();
     __syncthreads();
     if (it + STAGES - 2 < nsteps)
       loader.load(cp, x, w, smem_s + write_stage * kStageBytes, smem_s + write_stage * kStageBytes + kABytes);
@@ -104,15 +78,15 @@ __global__ void __launch_bounds__(2 * BM, 1)
     const unsigned a_tile = smem_s + read_stage * kStageBytes + wg * 64 * BK * 2;
     const unsigned b_tile = smem_s + read_stage * kStageBytes + kABytes;
     const std::uint64_t a_desc = smem_desc(a_tile), b_desc = smem_desc(b_tile);
-    wgmma_fence();
+    wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) wgmma::mma_async<T, BN>(acc, a_desc + 2 * ks, b_desc + 2 * ks);
-    wgmma_commit();
-    wgmma_wait<1>();
+    wgmma::commit();
+    wgmma::wait<1>();
     wgmma::fence_operands(acc);
     read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
   }
-  wgmma_wait<0>();
+  wgmma::wait<0>();
   wgmma::fence_operands(acc);
   mma::cp_async_wait<0>();
 

@@ -78,6 +78,7 @@ struct BwdIgemmPlan {
   bool nhwc_tc =
       false;           ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
   int group_pack = 1;  ///< groups one tile of that path takes
+  bool wgmma = false;  ///< that path's tile is one of its Hopper wgmma tiles
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };

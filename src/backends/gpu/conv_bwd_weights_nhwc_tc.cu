@@ -13,6 +13,8 @@
 // Groups narrower than a tile (ResNeXt's 8 channels a group) are packed: a block takes
 // `group_pack` adjacent groups, whose channels are adjacent in NHWC, multiplies them as one dense
 // tile and keeps its diagonal blocks, group_pack times less waste than one group a tile.
+// On Hopper the planner also lists the wgmma tiles (../cuda/conv_bwd_weights_wgmma.hpp), plan tiles
+// kNhwcTcTileCount.. of the same path.
 #include <algorithm>
 #include <atomic>
 #include <optional>
@@ -20,8 +22,13 @@
 #include <vector>
 
 #include "conv_bwd_igemm.cuh"
+#include "conv_bwd_weights_nhwc_io.cuh"
 #include "conv_bwd_weights_nhwc_tc.hpp"
 #include "conv_mma.cuh"
+#if GALLEY_CUDA_WGMMA
+#include "backends/cuda/conv_bwd_weights_wgmma.hpp"
+#include "backends/cuda/conv_igemm_wgmma.hpp"
+#endif
 
 namespace galley::backends::gpu {
 namespace {
@@ -42,6 +49,29 @@ constexpr NhwcTcTile kNhwcTcTiles[] = {{128, 128, 4, 1, 1.0},
 constexpr int kNhwcTcTileCount = int(sizeof(kNhwcTcTiles) / sizeof(kNhwcTcTiles[0]));
 constexpr int kStepPixels = 32;
 
+/// A tile as the planner sees it: one of the mma.sync table above, or past it one of the wgmma table.
+struct PlanTile {
+  int bm, bn, step_pixels, blocks_per_sm;
+  double efficiency;
+};
+#if GALLEY_CUDA_WGMMA
+int plan_tile_count() { return kNhwcTcTileCount + (igemm_wgmma_available() ? kBwdWeightsWgmmaTileCount : 0); }
+PlanTile plan_tile(int t) {
+  if (t < kNhwcTcTileCount) {
+    const NhwcTcTile& m = kNhwcTcTiles[t];
+    return {m.bm, m.bn, kStepPixels, m.blocks_per_sm, m.efficiency};
+  }
+  const BwdWeightsWgmmaTile& w = kBwdWeightsWgmmaTiles[t - kNhwcTcTileCount];
+  return {w.bm, w.bn, kBwdWeightsWgmmaStep, w.blocks_per_sm, w.efficiency};
+}
+#else
+int plan_tile_count() { return kNhwcTcTileCount; }
+PlanTile plan_tile(int t) {
+  const NhwcTcTile& m = kNhwcTcTiles[t];
+  return {m.bm, m.bn, kStepPixels, m.blocks_per_sm, m.efficiency};
+}
+#endif
+
 #if GALLEY_GPU_MMA
 
 constexpr int kStages = 4;  // cp.async pipeline depth
@@ -60,11 +90,10 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
                                int group_pack) {
   constexpr int kThreads = 64 * WARPS_N;
   constexpr int kAChunks = BM / 8, kBChunks = BN / 8;  // 16-byte chunks per stage row
-  constexpr int kALoads = kStepPixels * kAChunks / kThreads, kBLoads = kStepPixels * kBChunks / kThreads;
   constexpr int kABytes = kStepPixels * BM * 2, kStageBytes = kStepPixels * (BM + BN) * 2;
   constexpr int WM = BM / 2, WN = BN / WARPS_N;  // warp tile
   constexpr int MT = WM / 16, NT = WN / 8;
-  static_assert(kALoads >= 1 && kBLoads >= 1 && NT % 2 == 0, "tile too small for the loaders");
+  static_assert(NT % 2 == 0, "B fragments are loaded two n8 tiles at a time");
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -77,58 +106,19 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
   const int tap = blockIdx.x / c_tiles;
   const int c0 = (blockIdx.x - tap * c_tiles) * BN, m0 = blockIdx.y * BM;
   const int r = tap / cp.s, s = tap - r * cp.s;
-  const int dh = r * cp.dil_h - cp.pad_h, dwo = s * cp.dil_w - cp.pad_w;
-  const int PQ = cp.p * cp.q, pixels = cp.n * PQ;
+  const int pixels = cp.n * cp.p * cp.q;
   const int total_steps = (pixels + kStepPixels - 1) / kStepPixels;
   const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
   const int nsteps = max(0, range.end - range.begin);
 
-  // Each thread's chunks: A row tid / kAChunks (+ kThreads / kAChunks per load), B likewise.
-  const int a_chunk = tid % kAChunks, b_chunk = tid % kBChunks;
-  const bool a_ok = m0 + a_chunk * 8 < k_end, b_ok = c0 + b_chunk * 8 < c_end;
-  const T* dy_col = dy + g * cp.kg + m0 + a_chunk * 8;
-  const T* x_col = x + g * cp.cg + c0 + b_chunk * 8;
-  // The B rows' output pixels (n, p, q), advanced by kStepPixels = step_n images + step_p rows +
-  // step_q columns per step (step_q < q, step_p < p, so each carry happens at most once).
-  const int step_n = kStepPixels / PQ, step_p = (kStepPixels / cp.q) % cp.p, step_q = kStepPixels % cp.q;
-  int b_n[kBLoads], b_p[kBLoads], b_q[kBLoads];
-#pragma unroll
-  for (int i = 0; i < kBLoads; ++i) {
-    const int pix = range.begin * kStepPixels + tid / kBChunks + i * (kThreads / kBChunks);
-    b_n[i] = pix / PQ;
-    const int pq = pix - b_n[i] * PQ;
-    b_p[i] = pq / cp.q;
-    b_q[i] = pq - b_p[i] * cp.q;
-  }
-
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end, r, s,
+                                                                 range.begin);
+  const auto a_offset = [](int row, int chunk) { return swizzled<kAChunks>(row, chunk); };
+  const auto b_offset = [](int row, int chunk) { return swizzled<kBChunks>(row, chunk); };
   // Stages are loaded for consecutive steps from range.begin on.
   auto load_stage = [&](int stage, int step) {
-    const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes), b_s = a_s + kABytes;
-    const int pix0 = step * kStepPixels;
-#pragma unroll
-    for (int i = 0; i < kALoads; ++i) {
-      const int row = tid / kAChunks + i * (kThreads / kAChunks);
-      const int pix = pix0 + row;
-      const bool ok = a_ok && pix < pixels;
-      mma::cp_async16<false>(a_s + swizzled<kAChunks>(row, a_chunk),
-                             ok ? dy_col + std::int64_t(pix) * cp.k : dy, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < kBLoads; ++i) {
-      const int row = tid / kBChunks + i * (kThreads / kBChunks);
-      const int pix = pix0 + row;
-      const int ih = b_p[i] * cp.stride_h + dh, iw = b_q[i] * cp.stride_w + dwo;
-      const bool ok = b_ok && pix < pixels && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
-      mma::cp_async16(b_s + swizzled<kBChunks>(row, b_chunk),
-                      ok ? x_col + ((std::int64_t(b_n[i]) * cp.h + ih) * cp.w + iw) * cp.c : x, ok ? 16 : 0);
-      b_q[i] += step_q;
-      const int carry_q = b_q[i] >= cp.q;
-      b_q[i] -= carry_q ? cp.q : 0;
-      b_p[i] += step_p + carry_q;
-      const int carry_p = b_p[i] >= cp.p;
-      b_p[i] -= carry_p ? cp.p : 0;
-      b_n[i] += step_n + carry_p;
-    }
+    const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes);
+    loader.load(cp, x, dy, a_s, a_s + kABytes, step, a_offset, b_offset);
   };
 
   // Fragments of one k16 slice (16 pixels); two sets, so the next slice's ldmatrix is in flight
@@ -195,39 +185,29 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
   }
   mma::cp_async_wait<0>();
 
-  // acc[mt][nt] holds rows (k) lane/4 (+8) and columns (c) 2*(lane%4) (+1) of its 16x8 tile; c is
-  // even and cg a multiple of 8, so a pair is in range (and in one group) whenever its first column
-  // is. Of a packed tile only the blocks whose row and column are of one group are kept.
-  const int RS = cp.r * cp.s;
-  const std::int64_t w_elems = std::int64_t(cp.k) * cp.cg * RS;
+  // acc[mt][nt] holds rows (k) lane/4 (+8) and columns (c) 2*(lane%4) (+1) of its 16x8 tile.
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int m = m0 + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
-      if (m >= k_end) continue;
-      const int mg = group_pack > 1 ? m / cp.kg : 0;  // the row's group within the pack
-      const std::int64_t row = ((std::int64_t(g) * cp.kg + m) * RS + tap) * cp.cg;  // of group g + mg
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        int c = c0 + warp_n * WN + nt * 8 + (lane & 3) * 2;
-        if (c >= c_end) continue;
-        if (group_pack > 1) {
-          if (c / cp.cg != mg) continue;
-          c -= mg * cp.cg;
-        }
-        const float v0 = acc[mt][nt][half * 2], v1 = acc[mt][nt][half * 2 + 1];
-        if (splits > 1)
-          *reinterpret_cast<float2*>(partial + split * w_elems + row + c) = make_float2(v0, v1);
-        else
-          *reinterpret_cast<std::uint32_t*>(dw + row + c) = pack2<T>(v0, v1);
-      }
+      for (int nt = 0; nt < NT; ++nt)
+        store_dw_pair(cp, g, group_pack, k_end, c_end, tap, m, c0 + warp_n * WN + nt * 8 + (lane & 3) * 2,
+                      acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1], split, splits, partial, dw);
     }
 }
 
 template <typename T>
 void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw,
                  float* partial, GpuStream stream) {
+#if GALLEY_CUDA_WGMMA
+  if (plan.tile >= kNhwcTcTileCount) {
+    launch_bwd_weights_wgmma(p, plan.tile - kNhwcTcTileCount, plan.splits, plan.group_pack, x, dy, dw, partial,
+                             stream);
+    return;
+  }
+#endif
   const NhwcTcTile& t = kNhwcTcTiles[plan.tile];
   const int c_tiles = ceil_div(p.cg * plan.group_pack, t.bn);
   const int k_tiles = ceil_div(p.kg * plan.group_pack, t.bm);
@@ -279,8 +259,8 @@ std::optional<std::pair<BwdIgemmPlan, double>> nhwc_tc_plan(const ConvParams& p,
                                                             int splits) {
   constexpr double kPeak = 400e12, kBandwidth = 3.0e12;
   constexpr std::size_t kWorkspaceCap = std::size_t(512) << 20;
-  const NhwcTcTile& shape = kNhwcTcTiles[t];
-  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + kStepPixels - 1) / kStepPixels);
+  const PlanTile shape = plan_tile(t);
+  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + shape.step_pixels - 1) / shape.step_pixels);
   const int pack = p.kg <= shape.bm / 2 && p.cg <= shape.bn / 2
                        ? std::min(p.groups, std::min(shape.bm / p.kg, shape.bn / p.cg))
                        : 1;
@@ -298,11 +278,12 @@ std::optional<std::pair<BwdIgemmPlan, double>> nhwc_tc_plan(const ConvParams& p,
   // fewer than that at once reaches only part of its peak.
   const std::int64_t per_sm = (tiles * splits + sms - 1) / sms;
   const double sm_share = per_sm >= shape.blocks_per_sm ? 1.0 : 0.9;
-  double time = double(per_sm) * 2.0 * shape.bm * shape.bn * kStepPixels * double(per) /
+  double time = double(per_sm) * 2.0 * shape.bm * shape.bn * shape.step_pixels * double(per) /
                 (shape.efficiency * sm_share * kPeak / sms);
   if (splits > 1) time += double(splits + 1) * double(p.w_elems()) * 4.0 / kBandwidth + 3e-6;
   BwdIgemmPlan plan;
   plan.nhwc_tc = true;
+  plan.wgmma = t >= kNhwcTcTileCount;
   plan.tile = t;
   plan.bm = shape.bm;
   plan.bn = shape.bn;
@@ -322,7 +303,7 @@ std::vector<BwdIgemmPlan> bwd_weights_nhwc_tc_plans(const ConvParams& p, int sm_
   const auto faster = [](const Timed& a, const Timed& b) { return a.second < b.second; };
   std::optional<Timed> pick;
   std::vector<Timed> picked;
-  for (int t = 0; t < kNhwcTcTileCount; ++t) {
+  for (int t = 0; t < plan_tile_count(); ++t) {
     std::vector<Timed> of_tile;
     for (int splits : kSplitChoices) {
       const std::optional<Timed> plan = nhwc_tc_plan(p, sm_count, t, splits);
@@ -343,7 +324,7 @@ std::vector<BwdIgemmPlan> bwd_weights_nhwc_tc_plans(const ConvParams& p, int sm_
 
 std::optional<BwdIgemmPlan> bwd_weights_nhwc_tc_plan_for(const ConvParams& p, int sm_count, int tile,
                                                          int splits) {
-  if (tile < 0 || tile >= kNhwcTcTileCount) return std::nullopt;
+  if (tile < 0 || tile >= plan_tile_count()) return std::nullopt;
   if (auto plan = nhwc_tc_plan(p, sm_count, tile, splits)) return plan->first;
   return std::nullopt;
 }

@@ -1,0 +1,125 @@
+// The global-memory side of gpu.conv.bwd_weights_igemm's NHWC tensor-core kernels, the mma.sync
+// kernel (conv_bwd_weights_nhwc_tc.cu) and the Hopper wgmma kernel (../cuda/conv_bwd_weights_wgmma.cu):
+// the stage loader and the store of the accumulators.
+//
+// For one filter tap of one group pack, a step is kStepPixels output pixels: A holds their dy rows
+// (BM output channels from m0), B the x rows under the tap (BN input channels from c0). Both are
+// copied as 16-byte cp.async chunks (8 channels) to the offsets the kernel's shared-memory layout
+// gives for (row, chunk); chunks past the channels, the pixels or the padded input are zero-filled.
+// Each B row walks its output pixel (n, p, q) by adding the step, never dividing.
+//
+// A block's tile covers `group_pack` adjacent groups (narrow groups packed to fill it): rows (k) and
+// columns (c) run across the pack, and only the blocks whose row and column are of one group are kept.
+#pragma once
+
+#include <cstdint>
+
+#include "conv_mma.cuh"
+#include "conv_params.hpp"
+
+#if GALLEY_GPU_MMA
+namespace galley::backends::gpu {
+
+template <typename T, int BM, int BN, int kThreads, int kStepPixels>
+struct BwdWeightsNhwcLoader {
+  static constexpr int kAChunks = BM / 8, kBChunks = BN / 8;  // 16-byte chunks per stage row
+  static constexpr int kALoads = kStepPixels * kAChunks / kThreads;
+  static constexpr int kBLoads = kStepPixels * kBChunks / kThreads;
+  static_assert(kALoads >= 1 && kBLoads >= 1 && kThreads % kAChunks == 0 && kThreads % kBChunks == 0,
+                "each thread copies whole chunks of the same column every load");
+
+  int a_chunk, b_chunk;  // this thread's column of chunks (its first row is threadIdx.x / chunks a row)
+  bool a_ok, b_ok;
+  const T* dy_col;
+  const T* x_col;
+  int dh, dwo, pixels;
+  // The B rows' output pixels (n, p, q), advanced by kStepPixels = step_n images + step_p rows +
+  // step_q columns per step (step_q < q, step_p < p, so each carry happens at most once).
+  int step_n, step_p, step_q;
+  int b_n[kBLoads], b_p[kBLoads], b_q[kBLoads];
+
+  /// Loader of group pack g's tap (r, s) for the block tile (m0, c0), whose first step is first_step;
+  /// k_end and c_end bound the pack's channels.
+  __device__ __forceinline__ BwdWeightsNhwcLoader(const ConvParams& cp, const T* x, const T* dy, int tid, int g,
+                                                  int m0, int c0, int k_end, int c_end, int r, int s,
+                                                  int first_step)
+      : a_chunk(tid % kAChunks),
+        b_chunk(tid % kBChunks),
+        a_ok(m0 + a_chunk * 8 < k_end),
+        b_ok(c0 + b_chunk * 8 < c_end),
+        dy_col(dy + g * cp.kg + m0 + a_chunk * 8),
+        x_col(x + g * cp.cg + c0 + b_chunk * 8),
+        dh(r * cp.dil_h - cp.pad_h),
+        dwo(s * cp.dil_w - cp.pad_w),
+        pixels(cp.n * cp.p * cp.q) {
+    const int PQ = cp.p * cp.q;
+    step_n = kStepPixels / PQ;
+    step_p = (kStepPixels / cp.q) % cp.p;
+    step_q = kStepPixels % cp.q;
+#pragma unroll
+    for (int i = 0; i < kBLoads; ++i) {
+      const int pix = first_step * kStepPixels + tid / kBChunks + i * (kThreads / kBChunks);
+      b_n[i] = pix / PQ;
+      const int pq = pix - b_n[i] * PQ;
+      b_p[i] = pq / cp.q;
+      b_q[i] = pq - b_p[i] * cp.q;
+    }
+  }
+
+  /// Copies step `step` (the one after the previous call's) into the stage at a_s / b_s; offset(row,
+  /// chunk) is a chunk's byte offset in the kernel's layout of A (a_offset) and B (b_offset).
+  template <class AOffset, class BOffset>
+  __device__ __forceinline__ void load(const ConvParams& cp, const T* x, const T* dy, unsigned a_s, unsigned b_s,
+                                       int step, AOffset a_offset, BOffset b_offset) {
+    const int pix0 = step * kStepPixels;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      const int row = int(threadIdx.x) / kAChunks + i * (kThreads / kAChunks);
+      const int pix = pix0 + row;
+      const bool ok = a_ok && pix < pixels;
+      mma::cp_async16<false>(a_s + a_offset(row, a_chunk), ok ? dy_col + std::int64_t(pix) * cp.k : dy,
+                             ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBLoads; ++i) {
+      const int row = int(threadIdx.x) / kBChunks + i * (kThreads / kBChunks);
+      const int pix = pix0 + row;
+      const int ih = b_p[i] * cp.stride_h + dh, iw = b_q[i] * cp.stride_w + dwo;
+      const bool ok = b_ok && pix < pixels && unsigned(ih) < unsigned(cp.h) && unsigned(iw) < unsigned(cp.w);
+      mma::cp_async16(b_s + b_offset(row, b_chunk),
+                      ok ? x_col + ((std::int64_t(b_n[i]) * cp.h + ih) * cp.w + iw) * cp.c : x, ok ? 16 : 0);
+      b_q[i] += step_q;
+      const int carry_q = b_q[i] >= cp.q;
+      b_q[i] -= carry_q ? cp.q : 0;
+      b_p[i] += step_p + carry_q;
+      const int carry_p = b_p[i] >= cp.p;
+      b_p[i] -= carry_p ? cp.p : 0;
+      b_n[i] += step_n + carry_p;
+    }
+  }
+};
+
+/// Stores the accumulators of row m, columns c and c + 1 (c even) of group pack g's tile of tap `tap`:
+/// to split `split`'s fp32 partials when splits > 1, else to dw. Pairs past the pack's channels, or
+/// across two groups of a pack, are not stored. cg is a multiple of 8, so a pair whose first column is
+/// in range lies in one group.
+template <typename T>
+__device__ __forceinline__ void store_dw_pair(const ConvParams& cp, int g, int group_pack, int k_end, int c_end,
+                                              int tap, int m, int c, float v0, float v1, int split, int splits,
+                                              float* partial, T* dw) {
+  if (m >= k_end || c >= c_end) return;
+  if (group_pack > 1) {
+    const int mg = m / cp.kg;  // the row's group within the pack
+    if (c / cp.cg != mg) return;
+    c -= mg * cp.cg;
+  }
+  const int RS = cp.r * cp.s;
+  const std::int64_t row = ((std::int64_t(g) * cp.kg + m) * RS + tap) * cp.cg;
+  if (splits > 1)
+    *reinterpret_cast<float2*>(partial + split * (std::int64_t(cp.k) * cp.cg * RS) + row + c) = make_float2(v0, v1);
+  else
+    *reinterpret_cast<std::uint32_t*>(dw + row + c) = pack2<T>(v0, v1);
+}
+
+}  // namespace galley::backends::gpu
+#endif  // GALLEY_GPU_MMA
