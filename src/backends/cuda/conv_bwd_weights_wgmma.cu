@@ -43,19 +43,11 @@ __global__ void __launch_bounds__(2 * BM, 1)
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  const int group_tiles = (cp.groups + group_pack - 1) / group_pack;
-  const int g = (blockIdx.z % group_tiles) * group_pack, split = blockIdx.z / group_tiles;
-  const int packed = min(group_pack, cp.groups - g);
-  const int k_end = packed * cp.kg, c_end = packed * cp.cg;
-  const int tap = blockIdx.x / c_tiles;
-  const int c0 = (blockIdx.x - tap * c_tiles) * BN, m0 = blockIdx.y * BM;
-  const int r = tap / cp.s, s = tap - r * cp.s;
-  const int total_steps = (cp.n * cp.p * cp.q + kStep - 1) / kStep;
-  const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
-  const int nsteps = max(0, range.end - range.begin);
+  const BwdWeightsNhwcBlock blk(cp, BM, BN, c_tiles, group_pack, splits, kStep);
+  const int nsteps = blk.steps;
 
-  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStep> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end, r, s,
-                                                          range.begin);
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStep> loader(cp, x, dy, tid, blk.g, blk.m0, blk.c0, blk.k_end,
+                                                          blk.c_end, blk.r, blk.s, blk.first_step);
   const auto slab_offset = [](int row, int chunk) {
     return unsigned((chunk >> 3) * kSlabBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
   };
@@ -70,7 +62,7 @@ __global__ void __launch_bounds__(2 * BM, 1)
 
 #pragma unroll
   for (int st = 0; st < STAGES - 2; ++st) {
-    if (st < nsteps) load_stage(st, range.begin + st);
+    if (st < nsteps) load_stage(st, blk.first_step + st);
     mma::cp_async_commit();
   }
   int read_stage = 0, write_stage = STAGES - 2;
@@ -78,7 +70,7 @@ __global__ void __launch_bounds__(2 * BM, 1)
     mma::cp_async_wait<STAGES - 3>();  // this thread's copies of step `it` have landed
     wgmma::fence_proxy_async();
     __syncthreads();
-    if (it + STAGES - 2 < nsteps) load_stage(write_stage, range.begin + it + STAGES - 2);
+    if (it + STAGES - 2 < nsteps) load_stage(write_stage, blk.first_step + it + STAGES - 2);
     mma::cp_async_commit();
     write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
 
@@ -100,12 +92,12 @@ __global__ void __launch_bounds__(2 * BM, 1)
 
   // acc[i] is row 16 * warp_in_wg + lane / 4 + 8 * ((i / 2) % 2) of the warpgroup's 64 rows and
   // column 8 * (i / 4) + 2 * (lane % 4) + i % 2 (conv_wgmma_ops.cuh).
-  const int m_base = m0 + wg * 64 + warp_in_wg * 16 + (lane >> 2);
-  const int c_base = c0 + (lane & 3) * 2;
+  const int m_base = blk.m0 + wg * 64 + warp_in_wg * 16 + (lane >> 2);
+  const int c_base = blk.c0 + (lane & 3) * 2;
 #pragma unroll
   for (int i = 0; i < BN / 2; i += 2)
-    store_dw_pair(cp, g, group_pack, k_end, c_end, tap, m_base + 8 * ((i >> 1) & 1), c_base + 8 * (i >> 2), acc[i],
-                  acc[i + 1], split, splits, partial, dw);
+    store_dw_pair(cp, blk.g, group_pack, blk.k_end, blk.c_end, blk.tap, m_base + 8 * ((i >> 1) & 1), c_base + 8 * (i >> 2), acc[i],
+                  acc[i + 1], blk.split, splits, partial, dw);
 }
 
 template <typename T, int BM, int BN, int STAGES>

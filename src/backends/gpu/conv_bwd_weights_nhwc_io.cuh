@@ -14,11 +14,34 @@
 
 #include <cstdint>
 
+#include "conv_bwd_igemm.cuh"
 #include "conv_mma.cuh"
 #include "conv_params.hpp"
 
 #if GALLEY_GPU_MMA
 namespace galley::backends::gpu {
+
+/// What a block of the grid (c tiles x taps, k tiles, group packs x splits) works on: group pack g
+/// (packed groups, k_end x c_end channels), tap (r, s), the tile at (m0, c0), split `split` of the
+/// pixel steps, `steps` steps of `step_pixels` pixels from `first_step`.
+struct BwdWeightsNhwcBlock {
+  int g, k_end, c_end, tap, r, s, m0, c0, split, first_step, steps;
+  __device__ __forceinline__ BwdWeightsNhwcBlock(const ConvParams& cp, int bm, int bn, int c_tiles, int group_pack,
+                                                 int splits, int step_pixels) {
+    const int group_tiles = (cp.groups + group_pack - 1) / group_pack;
+    g = (blockIdx.z % group_tiles) * group_pack;
+    split = blockIdx.z / group_tiles;
+    const int packed = min(group_pack, cp.groups - g);
+    k_end = packed * cp.kg, c_end = packed * cp.cg;
+    tap = blockIdx.x / c_tiles;
+    c0 = (blockIdx.x - tap * c_tiles) * bn, m0 = blockIdx.y * bm;
+    r = tap / cp.s, s = tap - r * cp.s;
+    const int total_steps = (cp.n * cp.p * cp.q + step_pixels - 1) / step_pixels;
+    const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
+    first_step = range.begin;
+    steps = max(0, range.end - range.begin);
+  }
+};
 
 template <typename T, int BM, int BN, int kThreads, int kStepPixels>
 struct BwdWeightsNhwcLoader {

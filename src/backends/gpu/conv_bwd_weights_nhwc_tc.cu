@@ -98,24 +98,14 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
-  // Groups g .. g + packed - 1; rows (k) and columns (c) run across them, kg and cg a group.
-  const int group_tiles = (cp.groups + group_pack - 1) / group_pack;
-  const int g = (blockIdx.z % group_tiles) * group_pack, split = blockIdx.z / group_tiles;
-  const int packed = min(group_pack, cp.groups - g);
-  const int k_end = packed * cp.kg, c_end = packed * cp.cg;
-  const int tap = blockIdx.x / c_tiles;
-  const int c0 = (blockIdx.x - tap * c_tiles) * BN, m0 = blockIdx.y * BM;
-  const int r = tap / cp.s, s = tap - r * cp.s;
-  const int pixels = cp.n * cp.p * cp.q;
-  const int total_steps = (pixels + kStepPixels - 1) / kStepPixels;
-  const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
-  const int nsteps = max(0, range.end - range.begin);
-
-  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end, r, s,
-                                                                 range.begin);
+  const BwdWeightsNhwcBlock blk(cp, BM, BN, c_tiles, group_pack, splits, kStepPixels);
+  const int g = blk.g, split = blk.split, k_end = blk.k_end, c_end = blk.c_end, tap = blk.tap;
+  const int m0 = blk.m0, c0 = blk.c0, nsteps = blk.steps;
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end, blk.r,
+                                                                 blk.s, blk.first_step);
   const auto a_offset = [](int row, int chunk) { return swizzled<kAChunks>(row, chunk); };
   const auto b_offset = [](int row, int chunk) { return swizzled<kBChunks>(row, chunk); };
-  // Stages are loaded for consecutive steps from range.begin on.
+  // Stages are loaded for consecutive steps from blk.first_step on.
   auto load_stage = [&](int stage, int step) {
     const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes);
     loader.load(cp, x, dy, a_s, a_s + kABytes, step, a_offset, b_offset);
@@ -152,7 +142,7 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < nsteps) load_stage(st, range.begin + st);
+    if (st < nsteps) load_stage(st, blk.first_step + st);
     mma::cp_async_commit();
   }
   mma::cp_async_wait<kStages - 2>();
@@ -172,7 +162,7 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
       load_frags((ks + 1) & 1, read_stage, ks == 1 ? 0 : 1);
       if (ks == 0) {
         const int nxt = it + kStages - 1;
-        if (nxt < nsteps) load_stage(write_stage, range.begin + nxt);
+        if (nxt < nsteps) load_stage(write_stage, blk.first_step + nxt);
         mma::cp_async_commit();
         write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
       }
