@@ -668,10 +668,10 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   runtime::Stream stream(*device);
   //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
   const ConvProblem shapes[] = {
-      geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // two k tiles, long reduction: many splits
-      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, partial tiles
-      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),    // packed groups
-      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1)}; // 136 = two 64-channel slabs + 8
+      geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // two k tiles, long reduction: many splits
+      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, partial tiles
+      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),     // packed groups
+      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1)};  // 136 = two 64-channel slabs + 8
   int configs_run = 0;
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
@@ -694,7 +694,8 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   ConvProblem large = geometry(32, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   large.direction = ConvDirection::backward_weights, large.dtype = DType::bf16, large.layout = Layout::nhwc;
   const bool hopper = device->properties().arch == "sm_90";
-  EXPECT_EQ(s->detail(large, *device).find("wgmma") != std::string::npos, hopper) << s->detail(large, *device);
+  EXPECT_EQ(s->detail(large, *device).find("wgmma") != std::string::npos, hopper)
+      << s->detail(large, *device);
 }
 
 // Tensors off 16-byte alignment (wrapped pointers) send the NHWC tensor-core path's problems to the

@@ -10,9 +10,7 @@
 // offset). A block of BM / 64 warpgroups computes BM x BN; warpgroup i owns rows 64i..64i+63 and all
 // BN columns, one m64nBNk16 wgmma per 16 pixels.
 //
-// Pipeline as in conv_igemm_wgmma.cu: STAGES buffers, loads run STAGES - 2 steps ahead, one wgmma
-// group stays in flight across the next step's barrier, and fence.proxy.async orders the cp.async
-// writes (generic proxy) before wgmma's reads (async proxy).
+// Pipeline: wgmma_main_loop.cuh.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -20,6 +18,7 @@
 #include "backends/cuda/conv_bwd_weights_wgmma.hpp"
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #include "backends/cuda/conv_wgmma_ops.cuh"
+#include "backends/cuda/wgmma_main_loop.cuh"
 #include "backends/gpu/conv_bwd_igemm.cuh"
 #include "backends/gpu/conv_bwd_weights_nhwc_io.cuh"
 
@@ -51,44 +50,20 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const auto slab_offset = [](int row, int chunk) {
     return unsigned((chunk >> 3) * kSlabBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
   };
-  auto load_stage = [&](int stage, int step) {
-    const unsigned a_s = smem_s + stage * kStageBytes;
-    loader.load(cp, x, dy, a_s, a_s + kABytes, step, slab_offset, slab_offset);
-  };
-
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
+  wgmma::main_loop<STAGES, kStageBytes>(
+      smem_s, nsteps, acc,
+      [&](unsigned stage) { loader.load(cp, x, dy, stage, stage + kABytes, slab_offset, slab_offset); },
+      [&](unsigned stage) {
+        const unsigned a_tile = stage + wg * kSlabBytes, b_tile = stage + kABytes;
 #pragma unroll
-  for (int st = 0; st < STAGES - 2; ++st) {
-    if (st < nsteps) load_stage(st, blk.first_step + st);
-    mma::cp_async_commit();
-  }
-  int read_stage = 0, write_stage = STAGES - 2;
-  for (int it = 0; it < nsteps; ++it) {
-    mma::cp_async_wait<STAGES - 3>();  // this thread's copies of step `it` have landed
-    wgmma::fence_proxy_async();
-    __syncthreads();
-    if (it + STAGES - 2 < nsteps) load_stage(write_stage, blk.first_step + it + STAGES - 2);
-    mma::cp_async_commit();
-    write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
-
-    const unsigned a_tile = smem_s + read_stage * kStageBytes + wg * kSlabBytes;
-    const unsigned b_tile = smem_s + read_stage * kStageBytes + kABytes;
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < kStep / 16; ++ks)  // 16 pixel rows (2 groups of 8) a slice
-      wgmma::mma_async<T, BN, true>(acc, wgmma::smem_desc(a_tile + ks * 2048, kSlabBytes, 1024),
-                                    wgmma::smem_desc(b_tile + ks * 2048, kSlabBytes, 1024));
-    wgmma::commit();
-    wgmma::wait<1>();
-    wgmma::fence_operands(acc);
-    read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
-  }
-  wgmma::wait<0>();
-  wgmma::fence_operands(acc);
-  mma::cp_async_wait<0>();
+        for (int ks = 0; ks < kStep / 16; ++ks)  // 16 pixel rows (2 groups of 8) a slice
+          wgmma::mma_async<T, BN, true>(acc, wgmma::smem_desc(a_tile + ks * 2048, kSlabBytes, 1024),
+                                        wgmma::smem_desc(b_tile + ks * 2048, kSlabBytes, 1024));
+      });
 
   // acc[i] is row 16 * warp_in_wg + lane / 4 + 8 * ((i / 2) % 2) of the warpgroup's 64 rows and
   // column 8 * (i / 4) + 2 * (lane % 4) + i % 2 (conv_wgmma_ops.cuh).
@@ -96,19 +71,20 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const int c_base = blk.c0 + (lane & 3) * 2;
 #pragma unroll
   for (int i = 0; i < BN / 2; i += 2)
-    store_dw_pair(cp, blk.g, group_pack, blk.k_end, blk.c_end, blk.tap, m_base + 8 * ((i >> 1) & 1), c_base + 8 * (i >> 2), acc[i],
-                  acc[i + 1], blk.split, splits, partial, dw);
+    store_dw_pair(cp, blk.g, group_pack, blk.k_end, blk.c_end, blk.tap, m_base + 8 * ((i >> 1) & 1),
+                  c_base + 8 * (i >> 2), acc[i], acc[i + 1], blk.split, splits, partial, dw);
 }
 
 template <typename T, int BM, int BN, int STAGES>
-void launch_tile(const ConvParams& p, int splits, int group_pack, const T* x, const T* dy, T* dw, float* partial,
-                 cudaStream_t s) {
+void launch_tile(const ConvParams& p, int splits, int group_pack, const T* x, const T* dy, T* dw,
+                 float* partial, cudaStream_t s) {
   auto kernel = bwd_weights_wgmma_kernel<T, BM, BN, STAGES>;
   constexpr int kSmem = STAGES * (BM + BN) * kBwdWeightsWgmmaStep * 2 + 1024;  // + room to align to 1024
-  static std::atomic<std::uint64_t> raised{0};                                   // one per instantiation
+  static std::atomic<std::uint64_t> raised{0};                                 // one per instantiation
   once_per_device(raised, [&] { allow_dynamic_smem(kernel, kSmem, "gpu.conv.bwd_weights_igemm (wgmma)"); });
   const int c_tiles = ceil_div(p.cg * group_pack, BN);
-  const dim3 grid(c_tiles * p.r * p.s, ceil_div(p.kg * group_pack, BM), ceil_div(p.groups, group_pack) * splits);
+  const dim3 grid(c_tiles * p.r * p.s, ceil_div(p.kg * group_pack, BM),
+                  ceil_div(p.groups, group_pack) * splits);
   kernel<<<grid, 2 * BM, kSmem, s>>>(p, x, dy, partial, dw, splits, c_tiles, group_pack);
 }
 
@@ -127,7 +103,8 @@ void launch_typed(const ConvParams& p, int tile, int splits, int group_pack, con
 void launch_bwd_weights_wgmma(const ConvParams& p, int tile, int splits, int group_pack, const void* x,
                               const void* dy, void* dw, float* partial, void* stream) {
   if (!igemm_wgmma_available())
-    throw Error(Status::unsupported, "gpu.conv.bwd_weights_igemm: the wgmma tiles need an sm_90 device (H100/H200)");
+    throw Error(Status::unsupported,
+                "gpu.conv.bwd_weights_igemm: the wgmma tiles need an sm_90 device (H100/H200)");
   if (tile < 0 || tile >= kBwdWeightsWgmmaTileCount)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_igemm: wgmma tile " + std::to_string(tile) +
                                               " does not exist (0.." +
@@ -135,15 +112,16 @@ void launch_bwd_weights_wgmma(const ConvParams& p, int tile, int splits, int gro
   if (!p.nhwc || p.cg % 8 != 0 || p.kg % 8 != 0 || (p.dtype != DType::f16 && p.dtype != DType::bf16))
     throw Error(Status::unsupported,
                 "gpu.conv.bwd_weights_igemm: the wgmma tiles need f16/bf16 NHWC with channels per group a "
-                "multiple of 8, got cg = " + std::to_string(p.cg) + ", kg = " + std::to_string(p.kg));
+                "multiple of 8, got cg = " +
+                    std::to_string(p.cg) + ", kg = " + std::to_string(p.kg));
   const cudaStream_t s = as_stream(stream);
   constexpr auto tiles = std::make_integer_sequence<int, kBwdWeightsWgmmaTileCount>{};
   if (p.dtype == DType::f16)
-    launch_typed<__half>(p, tile, splits, group_pack, static_cast<const __half*>(x), static_cast<const __half*>(dy),
-                         static_cast<__half*>(dw), partial, s, tiles);
+    launch_typed<__half>(p, tile, splits, group_pack, static_cast<const __half*>(x),
+                         static_cast<const __half*>(dy), static_cast<__half*>(dw), partial, s, tiles);
   else
-    launch_typed<bf16_t>(p, tile, splits, group_pack, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(dy),
-                         static_cast<bf16_t*>(dw), partial, s, tiles);
+    launch_typed<bf16_t>(p, tile, splits, group_pack, static_cast<const bf16_t*>(x),
+                         static_cast<const bf16_t*>(dy), static_cast<bf16_t*>(dw), partial, s, tiles);
   check_launch("gpu.conv.bwd_weights_igemm (wgmma)");
 }
 

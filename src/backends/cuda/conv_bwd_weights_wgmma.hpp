@@ -13,9 +13,13 @@ struct BwdWeightsWgmmaTile {
   int blocks_per_sm;   // resident at once (shared memory)
   double efficiency;   // relative per-block throughput, for the planner (1.0: its first mma.sync tile)
 };
-inline constexpr BwdWeightsWgmmaTile kBwdWeightsWgmmaTiles[] = {
-    {128, 256, 4, 1, 2.0}, {128, 128, 4, 1, 1.8}, {128, 64, 4, 2, 1.6}, {64, 128, 4, 2, 1.6}, {64, 64, 4, 3, 1.3}};
-inline constexpr int kBwdWeightsWgmmaTileCount = int(sizeof(kBwdWeightsWgmmaTiles) / sizeof(kBwdWeightsWgmmaTiles[0]));
+inline constexpr BwdWeightsWgmmaTile kBwdWeightsWgmmaTiles[] = {{128, 256, 4, 1, 2.0},
+                                                                {128, 128, 4, 1, 1.8},
+                                                                {128, 64, 4, 2, 1.6},
+                                                                {64, 128, 4, 2, 1.6},
+                                                                {64, 64, 4, 3, 1.3}};
+inline constexpr int kBwdWeightsWgmmaTileCount =
+    int(sizeof(kBwdWeightsWgmmaTiles) / sizeof(kBwdWeightsWgmmaTiles[0]));
 /// Output pixels a pipeline step reduces over (the wgmma K of a stage).
 inline constexpr int kBwdWeightsWgmmaStep = 64;
 

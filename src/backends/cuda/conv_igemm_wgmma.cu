@@ -7,11 +7,7 @@
 // rows of 128 bytes with the 16-byte chunks XOR-swizzled by row % 8 are Hopper's 128-byte swizzle
 // layout, so a stage needs no re-layout for wgmma.
 //
-// Pipeline: STAGES buffers, loads run STAGES - 2 steps ahead, and one wgmma group stays in flight
-// across the next step's barrier. After step it's barrier every warpgroup has waited for its wgmma of
-// step it - 2, so that buffer is free for the load of step it + STAGES - 2 (one barrier per step).
-// cp.async writes through the generic proxy and wgmma reads through the async proxy, hence the
-// fence.proxy.async between the copies landing and the barrier.
+// Pipeline: wgmma_main_loop.cuh.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -19,6 +15,7 @@
 
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #include "backends/cuda/conv_wgmma_ops.cuh"
+#include "backends/cuda/wgmma_main_loop.cuh"
 #include "backends/gpu/conv_igemm_tc_epilogue.cuh"
 #include "backends/gpu/conv_igemm_tc_loader.cuh"
 
@@ -60,35 +57,13 @@ __global__ void __launch_bounds__(2 * BM, 1)
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
+  wgmma::main_loop<STAGES, kStageBytes>(
+      smem_s, nsteps, acc, [&](unsigned stage) { loader.load(cp, x, w, stage, stage + kABytes); },
+      [&](unsigned stage) {
+        const std::uint64_t a_desc = smem_desc(stage + wg * 64 * BK * 2), b_desc = smem_desc(stage + kABytes);
 #pragma unroll
-  for (int st = 0; st < STAGES - 2; ++st) {
-    if (st < nsteps) loader.load(cp, x, w, smem_s + st * kStageBytes, smem_s + st * kStageBytes + kABytes);
-    mma::cp_async_commit();
-  }
-  int read_stage = 0, write_stage = STAGES - 2;
-  for (int it = 0; it < nsteps; ++it) {
-    mma::cp_async_wait<STAGES - 3>();  // this thread's copies of step `it` have landed
-    wgmma::fence_proxy_async();
-    __syncthreads();
-    if (it + STAGES - 2 < nsteps)
-      loader.load(cp, x, w, smem_s + write_stage * kStageBytes, smem_s + write_stage * kStageBytes + kABytes);
-    mma::cp_async_commit();
-    write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
-
-    const unsigned a_tile = smem_s + read_stage * kStageBytes + wg * 64 * BK * 2;
-    const unsigned b_tile = smem_s + read_stage * kStageBytes + kABytes;
-    const std::uint64_t a_desc = smem_desc(a_tile), b_desc = smem_desc(b_tile);
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) wgmma::mma_async<T, BN>(acc, a_desc + 2 * ks, b_desc + 2 * ks);
-    wgmma::commit();
-    wgmma::wait<1>();
-    wgmma::fence_operands(acc);
-    read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
-  }
-  wgmma::wait<0>();
-  wgmma::fence_operands(acc);
-  mma::cp_async_wait<0>();
+        for (int ks = 0; ks < BK / 16; ++ks) wgmma::mma_async<T, BN>(acc, a_desc + 2 * ks, b_desc + 2 * ks);
+      });
 
   // acc[i] is row 16 * warp_in_wg + lane / 4 + 8 * ((i / 2) % 2) of the warpgroup's 64 rows and
   // column 8 * (i / 4) + 2 * (lane % 4) + i % 2 (conv_wgmma_ops.cuh).
@@ -104,10 +79,11 @@ __global__ void __launch_bounds__(2 * BM, 1)
 }
 
 template <typename T, int BM, int BN, int STAGES>
-void launch_tile(const ConvParams& p, int splits, const T* x, const T* w, T* y, float* partial, cudaStream_t s) {
+void launch_tile(const ConvParams& p, int splits, const T* x, const T* w, T* y, float* partial,
+                 cudaStream_t s) {
   auto kernel = igemm_wgmma_kernel<T, BM, BN, STAGES>;
   constexpr int kSmem = STAGES * (BM + BN) * 64 * 2 + 1024;  // + room to align the buffers to 1024
-  static std::atomic<std::uint64_t> raised{0};  // one per instantiation
+  static std::atomic<std::uint64_t> raised{0};               // one per instantiation
   once_per_device(raised, [&] { allow_dynamic_smem(kernel, kSmem, "gpu.conv.igemm_tc (wgmma)"); });
   const dim3 grid(ceil_div(p.pixels(), BM), ceil_div(p.kg, BN), p.groups * splits);
   kernel<<<grid, 2 * BM, kSmem, s>>>(p, x, w, y, partial, splits);
@@ -117,8 +93,8 @@ template <typename T, int... I>
 void launch_typed(const ConvParams& p, int tile, int splits, const T* x, const T* w, T* y, float* partial,
                   cudaStream_t s, std::integer_sequence<int, I...>) {
   // One instantiation per kWgmmaTiles entry; the fold runs the one whose index is `tile`.
-  ((tile == I ? launch_tile<T, kWgmmaTiles[I].bm, kWgmmaTiles[I].bn, kWgmmaTiles[I].stages>(p, splits, x, w, y,
-                                                                                             partial, s)
+  ((tile == I ? launch_tile<T, kWgmmaTiles[I].bm, kWgmmaTiles[I].bn, kWgmmaTiles[I].stages>(p, splits, x, w,
+                                                                                            y, partial, s)
               : void()),
    ...);
 }
@@ -136,10 +112,11 @@ bool igemm_wgmma_available() {
   if (s == 0) {
     int major = 0, minor = 0;
     cudaFuncAttributes attr{};
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-                    major == 9 && minor == 0 &&
-                    cudaFuncGetAttributes(&attr, igemm_wgmma_kernel<__half, 128, 128, 4>) == cudaSuccess;
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 &&
+        cudaFuncGetAttributes(&attr, igemm_wgmma_kernel<__half, 128, 128, 4>) == cudaSuccess;
     (void)cudaGetLastError();  // a missing image is an answer here, not a sticky error
     s = ok ? 1 : 2;
     known.store(s, std::memory_order_relaxed);
@@ -153,17 +130,22 @@ void launch_igemm_wgmma(const ConvParams& p, int tile, int splits, const void* x
     throw Error(Status::unsupported, "gpu.conv.igemm_tc: the wgmma tiles need an sm_90 device (H100/H200)");
   if (tile < 0 || tile >= kWgmmaTileCount)
     throw Error(Status::invalid_argument, "gpu.conv.igemm_tc: wgmma tile " + std::to_string(tile) +
-                                              " does not exist (0.." + std::to_string(kWgmmaTileCount - 1) + ")");
+                                              " does not exist (0.." + std::to_string(kWgmmaTileCount - 1) +
+                                              ")");
   if (!p.nhwc || p.cg % 8 != 0 || (p.dtype != DType::f16 && p.dtype != DType::bf16))
-    throw Error(Status::unsupported, "gpu.conv.igemm_tc: the wgmma tiles need f16/bf16 NHWC with channels per group "
-                                     "a multiple of 8, got cg = " + std::to_string(p.cg));
+    throw Error(Status::unsupported,
+                "gpu.conv.igemm_tc: the wgmma tiles need f16/bf16 NHWC with channels per group "
+                "a multiple of 8, got cg = " +
+                    std::to_string(p.cg));
   const cudaStream_t s = as_stream(stream);
   if (p.dtype == DType::f16)
     launch_typed<__half>(p, tile, splits, static_cast<const __half*>(x), static_cast<const __half*>(w),
-                         static_cast<__half*>(y), partial, s, std::make_integer_sequence<int, kWgmmaTileCount>{});
+                         static_cast<__half*>(y), partial, s,
+                         std::make_integer_sequence<int, kWgmmaTileCount>{});
   else
     launch_typed<bf16_t>(p, tile, splits, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(w),
-                         static_cast<bf16_t*>(y), partial, s, std::make_integer_sequence<int, kWgmmaTileCount>{});
+                         static_cast<bf16_t*>(y), partial, s,
+                         std::make_integer_sequence<int, kWgmmaTileCount>{});
   check_launch("gpu.conv.igemm_tc (wgmma)");
 }
 

@@ -147,8 +147,8 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, cons
 bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype); }
 
 std::string BwdIgemmPlan::describe() const {
-  std::string s = std::string(nhwc_tc ? "nhwc 16-byte loads, " : "") + (wgmma ? "wgmma " : "") + "tile " + std::to_string(bm) + "x" +
-                  std::to_string(bn);
+  std::string s = std::string(nhwc_tc ? "nhwc 16-byte loads, " : "") + (wgmma ? "wgmma " : "") + "tile " +
+                  std::to_string(bm) + "x" + std::to_string(bn);
   if (group_pack > 1) s += ", " + std::to_string(group_pack) + " groups a tile";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
   return s;

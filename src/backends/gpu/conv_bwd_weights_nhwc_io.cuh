@@ -26,8 +26,8 @@ namespace galley::backends::gpu {
 /// pixel steps, `steps` steps of `step_pixels` pixels from `first_step`.
 struct BwdWeightsNhwcBlock {
   int g, k_end, c_end, tap, r, s, m0, c0, split, first_step, steps;
-  __device__ __forceinline__ BwdWeightsNhwcBlock(const ConvParams& cp, int bm, int bn, int c_tiles, int group_pack,
-                                                 int splits, int step_pixels) {
+  __device__ __forceinline__ BwdWeightsNhwcBlock(const ConvParams& cp, int bm, int bn, int c_tiles,
+                                                 int group_pack, int splits, int step_pixels) {
     const int group_tiles = (cp.groups + group_pack - 1) / group_pack;
     g = (blockIdx.z % group_tiles) * group_pack;
     split = blockIdx.z / group_tiles;
@@ -56,6 +56,7 @@ struct BwdWeightsNhwcLoader {
   const T* dy_col;
   const T* x_col;
   int dh, dwo, pixels;
+  int next_step;  // the step the next load() copies
   // The B rows' output pixels (n, p, q), advanced by kStepPixels = step_n images + step_p rows +
   // step_q columns per step (step_q < q, step_p < p, so each carry happens at most once).
   int step_n, step_p, step_q;
@@ -63,8 +64,8 @@ struct BwdWeightsNhwcLoader {
 
   /// Loader of group pack g's tap (r, s) for the block tile (m0, c0), whose first step is first_step;
   /// k_end and c_end bound the pack's channels.
-  __device__ __forceinline__ BwdWeightsNhwcLoader(const ConvParams& cp, const T* x, const T* dy, int tid, int g,
-                                                  int m0, int c0, int k_end, int c_end, int r, int s,
+  __device__ __forceinline__ BwdWeightsNhwcLoader(const ConvParams& cp, const T* x, const T* dy, int tid,
+                                                  int g, int m0, int c0, int k_end, int c_end, int r, int s,
                                                   int first_step)
       : a_chunk(tid % kAChunks),
         b_chunk(tid % kBChunks),
@@ -74,7 +75,8 @@ struct BwdWeightsNhwcLoader {
         x_col(x + g * cp.cg + c0 + b_chunk * 8),
         dh(r * cp.dil_h - cp.pad_h),
         dwo(s * cp.dil_w - cp.pad_w),
-        pixels(cp.n * cp.p * cp.q) {
+        pixels(cp.n * cp.p * cp.q),
+        next_step(first_step) {
     const int PQ = cp.p * cp.q;
     step_n = kStepPixels / PQ;
     step_p = (kStepPixels / cp.q) % cp.p;
@@ -89,12 +91,12 @@ struct BwdWeightsNhwcLoader {
     }
   }
 
-  /// Copies step `step` (the one after the previous call's) into the stage at a_s / b_s; offset(row,
-  /// chunk) is a chunk's byte offset in the kernel's layout of A (a_offset) and B (b_offset).
+  /// Copies the next step (first_step, then each call the one after) into the stage at a_s / b_s;
+  /// offset(row, chunk) is a chunk's byte offset in the kernel's layout of A (a_offset) and B (b_offset).
   template <class AOffset, class BOffset>
-  __device__ __forceinline__ void load(const ConvParams& cp, const T* x, const T* dy, unsigned a_s, unsigned b_s,
-                                       int step, AOffset a_offset, BOffset b_offset) {
-    const int pix0 = step * kStepPixels;
+  __device__ __forceinline__ void load(const ConvParams& cp, const T* x, const T* dy, unsigned a_s,
+                                       unsigned b_s, AOffset a_offset, BOffset b_offset) {
+    const int pix0 = next_step++ * kStepPixels;
 #pragma unroll
     for (int i = 0; i < kALoads; ++i) {
       const int row = int(threadIdx.x) / kAChunks + i * (kThreads / kAChunks);
@@ -127,9 +129,9 @@ struct BwdWeightsNhwcLoader {
 /// across two groups of a pack, are not stored. cg is a multiple of 8, so a pair whose first column is
 /// in range lies in one group.
 template <typename T>
-__device__ __forceinline__ void store_dw_pair(const ConvParams& cp, int g, int group_pack, int k_end, int c_end,
-                                              int tap, int m, int c, float v0, float v1, int split, int splits,
-                                              float* partial, T* dw) {
+__device__ __forceinline__ void store_dw_pair(const ConvParams& cp, int g, int group_pack, int k_end,
+                                              int c_end, int tap, int m, int c, float v0, float v1, int split,
+                                              int splits, float* partial, T* dw) {
   if (m >= k_end || c >= c_end) return;
   if (group_pack > 1) {
     const int mg = m / cp.kg;  // the row's group within the pack
@@ -139,7 +141,8 @@ __device__ __forceinline__ void store_dw_pair(const ConvParams& cp, int g, int g
   const int RS = cp.r * cp.s;
   const std::int64_t row = ((std::int64_t(g) * cp.kg + m) * RS + tap) * cp.cg;
   if (splits > 1)
-    *reinterpret_cast<float2*>(partial + split * (std::int64_t(cp.k) * cp.cg * RS) + row + c) = make_float2(v0, v1);
+    *reinterpret_cast<float2*>(partial + split * (std::int64_t(cp.k) * cp.cg * RS) + row + c) =
+        make_float2(v0, v1);
   else
     *reinterpret_cast<std::uint32_t*>(dw + row + c) = pack2<T>(v0, v1);
 }

@@ -101,14 +101,14 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
   const BwdWeightsNhwcBlock blk(cp, BM, BN, c_tiles, group_pack, splits, kStepPixels);
   const int g = blk.g, split = blk.split, k_end = blk.k_end, c_end = blk.c_end, tap = blk.tap;
   const int m0 = blk.m0, c0 = blk.c0, nsteps = blk.steps;
-  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end, blk.r,
-                                                                 blk.s, blk.first_step);
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end,
+                                                                blk.r, blk.s, blk.first_step);
   const auto a_offset = [](int row, int chunk) { return swizzled<kAChunks>(row, chunk); };
   const auto b_offset = [](int row, int chunk) { return swizzled<kBChunks>(row, chunk); };
-  // Stages are loaded for consecutive steps from blk.first_step on.
-  auto load_stage = [&](int stage, int step) {
+  // Each call loads the step after the previous one's, from blk.first_step on.
+  auto load_stage = [&](int stage) {
     const unsigned a_s = mma::smem_addr(smem + stage * kStageBytes);
-    loader.load(cp, x, dy, a_s, a_s + kABytes, step, a_offset, b_offset);
+    loader.load(cp, x, dy, a_s, a_s + kABytes, a_offset, b_offset);
   };
 
   // Fragments of one k16 slice (16 pixels); two sets, so the next slice's ldmatrix is in flight
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < nsteps) load_stage(st, blk.first_step + st);
+    if (st < nsteps) load_stage(st);
     mma::cp_async_commit();
   }
   mma::cp_async_wait<kStages - 2>();
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
       load_frags((ks + 1) & 1, read_stage, ks == 1 ? 0 : 1);
       if (ks == 0) {
         const int nxt = it + kStages - 1;
-        if (nxt < nsteps) load_stage(write_stage, blk.first_step + nxt);
+        if (nxt < nsteps) load_stage(write_stage);
         mma::cp_async_commit();
         write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
       }
@@ -193,8 +193,8 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, cons
                  float* partial, GpuStream stream) {
 #if GALLEY_CUDA_WGMMA
   if (plan.tile >= kNhwcTcTileCount) {
-    launch_bwd_weights_wgmma(p, plan.tile - kNhwcTcTileCount, plan.splits, plan.group_pack, x, dy, dw, partial,
-                             stream);
+    launch_bwd_weights_wgmma(p, plan.tile - kNhwcTcTileCount, plan.splits, plan.group_pack, x, dy, dw,
+                             partial, stream);
     return;
   }
 #endif
@@ -250,7 +250,8 @@ std::optional<std::pair<BwdIgemmPlan, double>> nhwc_tc_plan(const ConvParams& p,
   constexpr double kPeak = 400e12, kBandwidth = 3.0e12;
   constexpr std::size_t kWorkspaceCap = std::size_t(512) << 20;
   const PlanTile shape = plan_tile(t);
-  const std::int64_t steps = std::max<std::int64_t>(1, (p.pixels() + shape.step_pixels - 1) / shape.step_pixels);
+  const std::int64_t steps =
+      std::max<std::int64_t>(1, (p.pixels() + shape.step_pixels - 1) / shape.step_pixels);
   const int pack = p.kg <= shape.bm / 2 && p.cg <= shape.bn / 2
                        ? std::min(p.groups, std::min(shape.bm / p.kg, shape.bn / p.cg))
                        : 1;
