@@ -33,11 +33,12 @@ struct Config {
   /// spans from a device activity source's kernel records where one runs), "host" (host spans only:
   /// no device spans, no activity source); empty: the default, cupti
   std::string profile_device_times;
-  int num_threads = 0;                 ///< GALLEY_NUM_THREADS, 1..4096; 0: hardware threads
-  std::string cpu_isa;                 ///< GALLEY_CPU_ISA: scalar|avx2|avx512; empty: all
+  int num_threads = 0;  ///< GALLEY_NUM_THREADS, 1..4096; 0: hardware threads
+  std::string cpu_isa;  ///< GALLEY_CPU_ISA: scalar|avx2|avx512; empty: all
   /// GALLEY_DEBUG_IGEMM_TC_PLAN "tile:splits" (the tile's upper bound is checked by the solver).
   std::optional<std::pair<int, int>> debug_igemm_tc_plan;
-  bool debug_igemm_tc_tune = true;  ///< GALLEY_DEBUG_IGEMM_TC_TUNE
+  bool debug_igemm_tc_tune = true;       ///< GALLEY_DEBUG_IGEMM_TC_TUNE
+  bool debug_bwd_weights_wgmma = false;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
 };
 
 /// The process's configuration. Throws Error(invalid_argument) as check() does while any variable

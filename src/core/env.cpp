@@ -197,6 +197,10 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
   out.debug_igemm_tc_tune = value.empty() || parse_flag(name, value);
 }
 
+void parse_bwd_weights_wgmma(std::string_view name, const std::string& value, Config& out) {
+  out.debug_bwd_weights_wgmma = !value.empty() && parse_flag(name, value);
+}
+
 #ifndef GALLEY_PROFILER
 #define GALLEY_PROFILER 1
 #endif
@@ -278,6 +282,11 @@ const std::vector<Entry>& entries() {
       {{"GALLEY_DEBUG_IGEMM_TC_TUNE",
         "development: 0 lists only gpu.conv.igemm_tc's cost-model plan to the tuner (no tile search)", "1"},
        parse_igemm_tc_tune},
+      {{"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA",
+        "development: 1 lists gpu.conv.bwd_weights_igemm's Hopper wgmma tiles to the planner and the tuner "
+        "(off until they have been checked on a GPU)",
+        "0"},
+       parse_bwd_weights_wgmma},
   };
   return table;
 }

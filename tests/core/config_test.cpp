@@ -61,6 +61,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_DEBUG_IGEMM_TC_PLAN", "3", "tile:splits"},
       {"GALLEY_DEBUG_IGEMM_TC_PLAN", "3:0", "splits 1..64"},
       {"GALLEY_DEBUG_IGEMM_TC_TUNE", "off-ish", "1, 0, true, false"},
+      {"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "sure", "1, 0, true, false"},
   };
   for (const auto& c : cases) {
     ASSERT_TRUE(declared(c.name)) << c.name;
@@ -92,6 +93,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv tune("GALLEY_DEBUG_IGEMM_TC_TUNE", "0");
   ScopedEnv graphs("GALLEY_CUDA_GRAPHS", "0");
   ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
+  ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "1");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -108,6 +110,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_FALSE(c.debug_igemm_tc_tune);
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.profile_device_times, "host");
+  EXPECT_TRUE(c.debug_bwd_weights_wgmma);
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {
@@ -195,7 +198,8 @@ TEST(Config, AnUndeclaredNameIsIgnoredNotAnError) {
 }
 
 TEST(Config, DevelopmentKnobsAreDeclared) {
-  for (const char* name : {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE"}) {
+  for (const char* name :
+       {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE", "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA"}) {
     EXPECT_TRUE(declared(name)) << name;
   }
   for (const auto& v : variables()) {
