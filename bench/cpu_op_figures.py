@@ -19,6 +19,11 @@ import sys
 
 # Input tensor of each size: N x C x 56 x 56 f32.
 SIZES = {"small": (1, 80), "mid": (16, 256), "large": (125, 256)}
+# Timed samples per op and size (each sample a batch of about 1 ms of calls): at 1 MB ten samples
+# are 10 ms, short enough to fall wholly into one of this kind of VM's slow phases, so that one
+# kernel measured 9.4, 17.9 and 48.3 GB/s in three runs a few seconds apart; 200 samples (0.2 s)
+# put the median in the steady state. The larger sizes run for longer per sample already.
+ITERS = {"small": 200, "mid": 30, "large": 10}
 
 
 def op_commands(n, c):
@@ -95,7 +100,7 @@ def main():
     ap.add_argument("--galley", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default="small,mid,large")
-    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=0, help="timed samples per op (default: ITERS by size)")
     ap.add_argument("--no-gemm", action="store_true")
     ap.add_argument("--ops", default="", help="comma-separated op names to run (default: all)")
     opts = ap.parse_args()
@@ -109,7 +114,7 @@ def main():
                 if opts.ops and op not in opts.ops.split(","):
                     continue
                 cmd = [opts.galley, "bench", *args.split(), "--device", "cpu", "--dtype", "f32",
-                       "--all-solvers", "--json", "-i", str(opts.iters)]
+                       "--all-solvers", "--json", "-i", str(opts.iters or ITERS[size])]
                 try:
                     best = best_per_problem(run_json(cmd))
                 except (RuntimeError, json.JSONDecodeError, subprocess.TimeoutExpired) as e:
