@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "core/config.hpp"
 #include "dnn/conv_grid.hpp"
 #include "dnn/ref_conv_backward.hpp"
@@ -661,6 +662,7 @@ TEST(BwdWeightsViaIgemmTc, EveryConfigMatchesTheReference) {
 // split count it lists (packed groups included) matches the reference; text naming a plan it does not
 // list (a tile past the table, no splits) is refused.
 TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
+  const galley::testing::ScopedEnv wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "1");
   std::string why;
   const auto device = galley::testing::first_device("cuda", why);
   if (!device) GTEST_SKIP() << "no CUDA device: " << why;
@@ -691,13 +693,61 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   for (const char* text : {"tile=99,splits=1", "tile=0,splits=0", "tile=0", "default", ""})
     EXPECT_FALSE(s->parse_config_any(ref, *device, text)) << text;
 
-  // Hopper (compute capability 9.0) lists its wgmma tiles (while GALLEY_DEBUG_BWD_WEIGHTS_WGMMA=1 lets
-  // it), and the model plans a large layer on one.
+  // Hopper (compute capability 9.0) lists its wgmma tiles, and the model plans a large layer on one;
+  // without GALLEY_DEBUG_BWD_WEIGHTS_WGMMA=1 no device does.
   ConvProblem large = geometry(32, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   large.direction = ConvDirection::backward_weights, large.dtype = DType::bf16, large.layout = Layout::nhwc;
-  const bool hopper = device->properties().arch == "sm_90" && env::config().debug_bwd_weights_wgmma;
+  const bool hopper = device->properties().arch == "sm_90";
   EXPECT_EQ(s->detail(large, *device).find("wgmma") != std::string::npos, hopper)
       << s->detail(large, *device);
+  const galley::testing::ScopedEnv off("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "0");
+  EXPECT_EQ(s->detail(large, *device).find("wgmma"), std::string::npos) << s->detail(large, *device);
+}
+
+// f32 backward implicit GEMMs on tensor cores as 3xTF32 (GALLEY_DEBUG_BWD_3XTF32=1): fp32's
+// tolerance on odd shapes of both directions and layouts, and the detail names the main loop.
+TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
+  const galley::testing::ScopedEnv tf32("GALLEY_DEBUG_BWD_3XTF32", "1");
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {
+      geometry(2, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // two k tiles, long reduction
+      geometry(1, 13, 17, 11, 7, 3, 3, 1, 1, 2, 2, 1, 1, 1),    // primes, batch 1, stride 2
+      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2
+      geometry(2, 24, 12, 10, 36, 3, 3, 2, 2, 1, 1, 2, 2, 3),   // groups with dilation
+      geometry(4, 256, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1)};  // split-K
+  int run = 0;
+  for (const char* name : {"gpu.conv.bwd_data_igemm", "gpu.conv.bwd_weights_igemm"}) {
+    const ConvSolver* s = find_conv_solver("cuda", name);
+    ASSERT_NE(s, nullptr) << name;
+    const bool data = std::string_view(name).find("data") != std::string_view::npos;
+    for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = data ? ConvDirection::backward_data : ConvDirection::backward_weights;
+        p.dtype = DType::f32, p.layout = layout;
+        if (!s->check(p, *device)) continue;
+        EXPECT_NE(s->detail(p, *device).find("3xTF32"), std::string::npos) << s->detail(p, *device);
+        const HostCase c = make_case(p, 900 + i);
+        std::string error;
+        const std::vector<std::byte> got = run_solver(*s, stream, p, c, &error);
+        const Comparison cmp =
+            compare_outputs(p.dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+        EXPECT_TRUE(cmp.passed && error.empty())
+            << name << " " << p.key() << ": " << cmp.summary << " " << error;
+        ++run;
+      }
+    }
+  }
+  EXPECT_GE(run, 16);
+  const galley::testing::ScopedEnv off("GALLEY_DEBUG_BWD_3XTF32", "0");
+  ConvProblem p = shapes[0];
+  p.direction = ConvDirection::backward_weights, p.dtype = DType::f32, p.layout = Layout::nchw;
+  EXPECT_NE(find_conv_solver("cuda", "gpu.conv.bwd_weights_igemm")->detail(p, *device).find("fp32 SIMT"),
+            std::string::npos);
 }
 
 // Tensors off 16-byte alignment (wrapped pointers) send the NHWC tensor-core path's problems to the

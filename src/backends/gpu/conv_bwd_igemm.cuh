@@ -1,11 +1,16 @@
 // The tiled GEMM main loops both backward implicit GEMMs share, and their tile table and planner.
 // A 256-thread block computes a BM x BN tile of D = A * B, kBk reduction entries per step,
 // double-buffered in shared memory with the next step's global loads in flight during the math;
-// each thread owns TM x TN = (BM / 16) x (BN / 16) fp32 accumulators. Two main loops fill them:
-//   Mainloop<T, BM, BN, false>  fp32 FMA on the SIMT cores, kBk 8 (igemm_f32's layout forward);
-//   Mainloop<T, BM, BN, true>   f16/bf16 tensor cores (mma.sync m16n8k16, conv_mma.cuh), kBk 16:
-//                               8 warps as 2 x 4, each a (BM / 2) x (BN / 4) warp tile.
-// kUseMma<T> picks: tensor cores for f16/bf16 where the build has them, SIMT otherwise (f32, HIP).
+// each thread owns TM x TN = (BM / 16) x (BN / 16) fp32 accumulators. Three main loops fill them:
+//   Mainloop<T, BM, BN, false>      fp32 FMA on the SIMT cores, kBk 8 (igemm_f32's layout forward);
+//   Mainloop<T, BM, BN, true>       f16/bf16 tensor cores (mma.sync m16n8k16, conv_mma.cuh), kBk 16:
+//                                   8 warps as 2 x 4, each a (BM / 2) x (BN / 4) warp tile;
+//   Mainloop<float, BM, BN, true>   f32 on tensor cores as 3xTF32, the same warp tiling, kBk 16:
+//                                   each operand is split into a TF32 part and the TF32 of what it
+//                                   leaves, and big*big + big*small + small*big (the small*small term
+//                                   is below fp32's rounding) keep fp32's accuracy.
+// kUseMma<T> picks for f16/bf16: tensor cores where the build has them (not on HIP). f32 takes the
+// 3xTF32 loop where uses_mma(f32) says so (GALLEY_DEBUG_BWD_3XTF32=1), else the SIMT one.
 //
 // What the operands are, and how each thread gathers its share of them, is the Loader's business
 // (conv_bwd_igemm_data.cu, conv_bwd_igemm_weights.cu). A Loader has
@@ -21,6 +26,7 @@
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
 #include "conv_mma.cuh"
+#include "core/config.hpp"
 
 namespace galley::backends::gpu::bwd_igemm {
 
@@ -36,12 +42,32 @@ inline constexpr int kTileCount = 2;
 
 template <typename T>
 inline constexpr bool kUseMma = GALLEY_GPU_MMA && !std::is_same_v<T, float>;
-/// Whether launches of `dtype` take the tensor-core main loop (host side of kUseMma).
-inline bool uses_mma(DType dtype) { return GALLEY_GPU_MMA && dtype != DType::f32; }
+/// Whether launches of `dtype` take a tensor-core main loop: kUseMma's, and for f32 the 3xTF32 one
+/// while GALLEY_DEBUG_BWD_3XTF32=1 (off until it has run its tests on a GPU).
+inline bool uses_mma(DType dtype) {
+  return GALLEY_GPU_MMA && (dtype != DType::f32 || env::config().debug_bwd_3xtf32);
+}
+/// Runs launch(std::bool_constant<kMma>{}) with the main loop uses_mma(dtype) picks for T.
+template <typename T, class Launch>
+void with_mainloop(DType dtype, const Launch& launch) {
+  if constexpr (std::is_same_v<T, float> && GALLEY_GPU_MMA) {
+    if (uses_mma(dtype)) {
+      launch(std::true_type{});
+      return;
+    }
+    launch(std::false_type{});
+  } else {
+    launch(std::bool_constant<kUseMma<T>>{});
+  }
+}
 /// Reduction entries per step of the main loop `dtype` takes.
 inline int step_depth(DType dtype) { return uses_mma(dtype) ? 16 : 8; }
-/// The planner's model of that main loop's multiply-add rate (flop/s) on a whole chip.
-inline double peak_rate(DType dtype) { return uses_mma(dtype) ? 400e12 : 60e12; }
+/// The planner's model of that main loop's multiply-add rate (flop/s) on a whole chip: 3xTF32 issues
+/// three MMAs at half the 16-bit rate for each product.
+inline double peak_rate(DType dtype) {
+  if (!uses_mma(dtype)) return 60e12;
+  return dtype == DType::f32 ? 400e12 / 6 : 400e12;
+}
 
 template <typename T, int BM, int BN, bool kMma>
 struct Mainloop;
@@ -191,6 +217,101 @@ struct Mainloop<T, BM, BN, true> {
       for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
         for (int ni = 0; ni < kNi; ++ni) mma::mma_16816<T>(d[mi][ni], a[mi], b[ni][0], b[ni][1]);
+      if (more) store_shared(buf ^ 1);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi * 2 + e / 2][ni * 2 + e % 2] = d[mi][ni][e];
+  }
+};
+
+template <int BM, int BN>
+struct Mainloop<float, BM, BN, true> {
+  static constexpr int kBk = 16;
+  static constexpr int kWm = BM / 2, kWn = BN / 4;     // warp tile
+  static constexpr int kMi = kWm / 16, kNi = kWn / 8;  // mma tiles per warp
+  static_assert(2 * kMi == BM / 16 && 2 * kNi == BN / 16, "acc[i][j] holds the mma fragments");
+  // Floats per stored row: a fragment load (8 rows, 4 neighbouring k) then touches 32 distinct banks.
+  static constexpr int kRow = kBk + 4;
+
+  // The m16n8k8 accumulators sit as m16n8k16's do: the same acc[i][j] placement.
+  __device__ static __forceinline__ int row(int i) { return Mainloop<__half, BM, BN, true>::row(i); }
+  __device__ static __forceinline__ int col(int j) { return Mainloop<__half, BM, BN, true>::col(j); }
+
+  template <class Loader>
+  __device__ static __forceinline__ void run(Loader& ld, int step_begin, int step_end,
+                                             float (&acc)[BM / 16][BN / 16]) {
+    constexpr int EA = BM * kBk / kThreads, EB = BN * kBk / kThreads;
+    __shared__ __align__(16) float As[2][BM][kRow];
+    __shared__ __align__(16) float Bs[2][BN][kRow];
+#pragma unroll
+    for (int i = 0; i < BM / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.f;
+    if (step_begin >= step_end) return;
+
+    float a_reg[EA], b_reg[EB];
+    auto store_shared = [&](int buf) {
+#pragma unroll
+      for (int i = 0; i < EA; ++i) As[buf][ld.a_row][ld.a_k + i] = a_reg[i];
+#pragma unroll
+      for (int i = 0; i < EB; ++i) Bs[buf][ld.b_col][ld.b_k + i] = b_reg[i];
+    };
+    // v as its TF32 part (big) and the TF32 of the rest (small).
+    auto split = [](float v, unsigned& big, unsigned& small) {
+      big = mma::to_tf32(v);
+      small = mma::to_tf32(v - __uint_as_float(big));
+    };
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
+    const int g = lane / 4, t = lane % 4;
+    float d[kMi][kNi][4];
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[mi][ni][e] = 0.f;
+
+    ld.load(step_begin, a_reg, b_reg);
+    store_shared(0);
+    __syncthreads();
+    for (int step = step_begin; step < step_end; ++step) {
+      const int buf = (step - step_begin) & 1;
+      const bool more = step + 1 < step_end;
+      if (more) ld.load(step + 1, a_reg, b_reg);
+#pragma unroll
+      for (int ks = 0; ks < kBk; ks += 8) {
+        // m16n8k8 TF32 fragments: A (row g | g + 8, k t | t + 4), B (k t | t + 4, column g).
+        unsigned a_big[kMi][4], a_small[kMi][4], b_big[kNi][2], b_small[kNi][2];
+#pragma unroll
+        for (int mi = 0; mi < kMi; ++mi) {
+          const int r = wm + mi * 16 + g;
+          split(As[buf][r][ks + t], a_big[mi][0], a_small[mi][0]);
+          split(As[buf][r + 8][ks + t], a_big[mi][1], a_small[mi][1]);
+          split(As[buf][r][ks + t + 4], a_big[mi][2], a_small[mi][2]);
+          split(As[buf][r + 8][ks + t + 4], a_big[mi][3], a_small[mi][3]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < kNi; ++ni) {
+          const int n = wn + ni * 8 + g;
+          split(Bs[buf][n][ks + t], b_big[ni][0], b_small[ni][0]);
+          split(Bs[buf][n][ks + t + 4], b_big[ni][1], b_small[ni][1]);
+        }
+        // The two small products first, each rounded into d before the large one.
+#pragma unroll
+        for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < kNi; ++ni) {
+            mma::mma_1688_tf32(d[mi][ni], a_small[mi], b_big[ni][0], b_big[ni][1]);
+            mma::mma_1688_tf32(d[mi][ni], a_big[mi], b_small[ni][0], b_small[ni][1]);
+            mma::mma_1688_tf32(d[mi][ni], a_big[mi], b_big[ni][0], b_big[ni][1]);
+          }
+      }
       if (more) store_shared(buf ^ 1);
       __syncthreads();
     }

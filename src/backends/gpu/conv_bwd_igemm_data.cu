@@ -166,7 +166,7 @@ struct DataLoader {
 };
 
 // Grid: x = pixel tiles of the largest phase, y = channel tiles of a group, z = (split, phase, group).
-template <typename T, bool kNhwc, bool kChunk, int BM, int BN>
+template <typename T, bool kNhwc, bool kChunk, int BM, int BN, bool kMma>
 __global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
     bwd_data_igemm_kernel(ConvParams cp, const T* __restrict__ dy, const T* __restrict__ w,
                           T* __restrict__ dx, float* __restrict__ partial, int splits) {
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
   const PhaseTaps tw = phase_taps(aw, cp.pad_w, cp.dil_w, cp.stride_w, cp.s);
   const int m0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
 
-  using Main = bwd_igemm::Mainloop<T, BM, BN, bwd_igemm::kUseMma<T>>;
+  using Main = bwd_igemm::Mainloop<T, BM, BN, kMma>;
   constexpr int kBk = Main::kBk;
   DataLoader<T, kNhwc, kChunk, BM, BN, kBk> ld(cp, dy, w, g, m0, j0, th, tw, ah, aw, hp, wp);
   const int taps = th.count * tw.count;
@@ -217,12 +217,14 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* dy, con
   const int hp = ceil_div(p.h, p.stride_h), wp = ceil_div(p.w, p.stride_w);
   const dim3 grid(ceil_div(std::int64_t(p.n) * hp * wp, plan.bn), ceil_div(p.cg, plan.bm),
                   p.groups * bwd_data_igemm_phases(p) * plan.splits);
-  if (plan.tile == 0)
-    bwd_data_igemm_kernel<T, kNhwc, kChunk, 128, 128>
-        <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
-  else
-    bwd_data_igemm_kernel<T, kNhwc, kChunk, 64, 64>
-        <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
+  bwd_igemm::with_mainloop<T>(p.dtype, [&](auto mma) {
+    if (plan.tile == 0)
+      bwd_data_igemm_kernel<T, kNhwc, kChunk, 128, 128, mma.value>
+          <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
+    else
+      bwd_data_igemm_kernel<T, kNhwc, kChunk, 64, 64, mma.value>
+          <<<grid, kThreads, 0, stream>>>(p, dy, w, dx, partial, plan.splits);
+  });
 }
 
 }  // namespace

@@ -97,14 +97,14 @@ struct WeightsLoader {
 };
 
 // Grid: x = column tiles over (c, r, s), y = row tiles over k of a group, z = (split, group).
-template <typename T, bool kNhwc, int BM, int BN>
+template <typename T, bool kNhwc, int BM, int BN, bool kMma>
 __global__ void __launch_bounds__(kThreads, BM* BN > 128 * 64 ? 1 : 2)
     bwd_weights_igemm_kernel(ConvParams cp, const T* __restrict__ x, const T* __restrict__ dy,
                              T* __restrict__ dw, float* __restrict__ partial, int splits) {
   const int g = blockIdx.z % cp.groups;
   const int split = blockIdx.z / cp.groups;
   const int m0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
-  using Main = bwd_igemm::Mainloop<T, BM, BN, bwd_igemm::kUseMma<T>>;
+  using Main = bwd_igemm::Mainloop<T, BM, BN, kMma>;
   constexpr int kBk = Main::kBk;
   WeightsLoader<T, kNhwc, BM, BN, kBk> ld(cp, dy, x, g, m0, j0);
   const int total_steps = (ld.pixels + kBk - 1) / kBk;
@@ -134,12 +134,14 @@ template <typename T, bool kNhwc>
 void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, const T* dy, T* dw,
                  float* partial, GpuStream stream) {
   const dim3 grid(ceil_div(p.kred(), plan.bn), ceil_div(p.kg, plan.bm), p.groups * plan.splits);
-  if (plan.tile == 0)
-    bwd_weights_igemm_kernel<T, kNhwc, 128, 128>
-        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
-  else
-    bwd_weights_igemm_kernel<T, kNhwc, 64, 64>
-        <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+  bwd_igemm::with_mainloop<T>(p.dtype, [&](auto mma) {
+    if (plan.tile == 0)
+      bwd_weights_igemm_kernel<T, kNhwc, 128, 128, mma.value>
+          <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+    else
+      bwd_weights_igemm_kernel<T, kNhwc, 64, 64, mma.value>
+          <<<grid, kThreads, 0, stream>>>(p, x, dy, dw, partial, plan.splits);
+  });
 }
 
 }  // namespace

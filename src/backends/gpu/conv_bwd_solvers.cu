@@ -212,7 +212,8 @@ std::string tensor_cores_missing(const ConvProblem& p, const runtime::Device& de
 }
 
 std::string main_loop(DType dtype) {
-  return bwd_igemm_uses_tensor_cores(dtype) ? "mma.sync m16n8k16" : "fp32 SIMT";
+  if (!bwd_igemm_uses_tensor_cores(dtype)) return "fp32 SIMT";
+  return dtype == DType::f32 ? "3xTF32 mma.sync m16n8k8" : "mma.sync m16n8k16";
 }
 
 class BwdDataIgemmSolver final : public BwdSolver {

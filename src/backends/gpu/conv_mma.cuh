@@ -91,7 +91,8 @@ __device__ __forceinline__ void zero_fragments(float (&acc)[MT][NT][4]) {
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 template <>
-__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                                  unsigned b1) {
 #ifndef GALLEY_MMA_UNAVAILABLE
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -103,7 +104,8 @@ __device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const unsigned 
 #endif
 }
 template <>
-__device__ __forceinline__ void mma_16816<bf16_t>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma_16816<bf16_t>(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                                  unsigned b1) {
 #ifndef GALLEY_MMA_UNAVAILABLE
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -121,9 +123,10 @@ __device__ __forceinline__ void mma_1688(float (&d)[4], unsigned a0, unsigned a1
 template <>
 __device__ __forceinline__ void mma_1688<__half>(float (&d)[4], unsigned a0, unsigned a1, unsigned b) {
 #ifndef GALLEY_MMA_UNAVAILABLE
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(b));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b));
 #else
   __trap();
 #endif
@@ -131,10 +134,39 @@ __device__ __forceinline__ void mma_1688<__half>(float (&d)[4], unsigned a0, uns
 template <>
 __device__ __forceinline__ void mma_1688<bf16_t>(float (&d)[4], unsigned a0, unsigned a1, unsigned b) {
 #ifndef GALLEY_MMA_UNAVAILABLE
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(b));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b));
 #else
+  __trap();
+#endif
+}
+
+/// v rounded to TF32 (10-bit mantissa, round to nearest, ties away), as its fp32 bit pattern.
+__device__ __forceinline__ unsigned to_tf32(float v) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  unsigned t;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(v));
+  return t;
+#else
+  (void)v;
+  __trap();
+  return 0;
+#endif
+}
+
+/// D(16x8, f32) += A(16x8, row) * B(8x8, col) in TF32 (operands from to_tf32()).
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                              unsigned b1) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)d, (void)a, (void)b0, (void)b1;
   __trap();
 #endif
 }
