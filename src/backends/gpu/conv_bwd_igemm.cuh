@@ -69,6 +69,41 @@ inline double peak_rate(DType dtype) {
   return dtype == DType::f32 ? 400e12 / 6 : 400e12;
 }
 
+/// The double-buffered step loop of every main loop: step_begin's operands are loaded and stored to
+/// buffer 0; then each step's math(buf) runs with the next step's global loads in flight, which land
+/// in the other buffer after it, one barrier a step. store(buf, a, b) writes this thread's loaded
+/// values to the shared tiles of buffer buf.
+template <int EA, int EB, class Loader, class Store, class Math>
+__device__ __forceinline__ void double_buffered_steps(Loader& ld, int step_begin, int step_end,
+                                                      const Store& store, const Math& math) {
+  float a_reg[EA], b_reg[EB];
+  ld.load(step_begin, a_reg, b_reg);
+  store(0, a_reg, b_reg);
+  __syncthreads();
+  for (int step = step_begin; step < step_end; ++step) {
+    const int buf = (step - step_begin) & 1;
+    const bool more = step + 1 < step_end;
+    if (more) ld.load(step + 1, a_reg, b_reg);
+    math(buf);
+    if (more) store(buf ^ 1, a_reg, b_reg);
+    __syncthreads();
+  }
+}
+
+#if GALLEY_GPU_MMA
+/// acc[i][j] of the tensor-core main loops: mma tile (i / 2, j / 2) of the warp, fragment element
+/// (i % 2) * 2 + j % 2.
+template <int MI, int NI>
+__device__ __forceinline__ void fragments_to_acc(const float (&d)[MI][NI][4], float (&acc)[2 * MI][2 * NI]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi * 2 + e / 2][ni * 2 + e % 2] = d[mi][ni][e];
+}
+#endif
+
 template <typename T, int BM, int BN, bool kMma>
 struct Mainloop;
 
@@ -97,21 +132,14 @@ struct Mainloop<T, BM, BN, false> {
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
     if (step_begin >= step_end) return;
 
-    float a_reg[EA], b_reg[EB];
-    auto store_shared = [&](int buf) {
+    const auto store_shared = [&](int buf, const float(&a_reg)[EA], const float(&b_reg)[EB]) {
 #pragma unroll
       for (int i = 0; i < EA; ++i) As[buf][ld.a_k + i][ld.a_row] = a_reg[i];
 #pragma unroll
       for (int i = 0; i < EB; ++i) Bs[buf][ld.b_k + i][ld.b_col] = b_reg[i];
     };
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-    ld.load(step_begin, a_reg, b_reg);
-    store_shared(0);
-    __syncthreads();
-    for (int step = step_begin; step < step_end; ++step) {
-      const int buf = (step - step_begin) & 1;
-      const bool more = step + 1 < step_end;
-      if (more) ld.load(step + 1, a_reg, b_reg);
+    double_buffered_steps<EA, EB>(ld, step_begin, step_end, store_shared, [&](int buf) {
 #pragma unroll
       for (int kk = 0; kk < kBk; ++kk) {
         float a[TM], b[TN];
@@ -130,9 +158,7 @@ struct Mainloop<T, BM, BN, false> {
 #pragma unroll
           for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
       }
-      if (more) store_shared(buf ^ 1);
-      __syncthreads();
-    }
+    });
   }
 };
 
@@ -171,8 +197,7 @@ struct Mainloop<T, BM, BN, true> {
       for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.f;
     if (step_begin >= step_end) return;
 
-    float a_reg[EA], b_reg[EB];
-    auto store_shared = [&](int buf) {
+    const auto store_shared = [&](int buf, const float(&a_reg)[EA], const float(&b_reg)[EB]) {
 #pragma unroll
       for (int i = 0; i < EA; i += 2)
         *reinterpret_cast<std::uint32_t*>(&As[buf][ld.a_row][ld.a_k + i]) = pack2<T>(a_reg[i], a_reg[i + 1]);
@@ -184,20 +209,8 @@ struct Mainloop<T, BM, BN, true> {
     const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
     const int g = lane / 4, kc = (lane % 4) * 2;
     float d[kMi][kNi][4];
-#pragma unroll
-    for (int mi = 0; mi < kMi; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kNi; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[mi][ni][e] = 0.f;
-
-    ld.load(step_begin, a_reg, b_reg);
-    store_shared(0);
-    __syncthreads();
-    for (int step = step_begin; step < step_end; ++step) {
-      const int buf = (step - step_begin) & 1;
-      const bool more = step + 1 < step_end;
-      if (more) ld.load(step + 1, a_reg, b_reg);
+    mma::zero_fragments(d);
+    double_buffered_steps<EA, EB>(ld, step_begin, step_end, store_shared, [&](int buf) {
       unsigned a[kMi][4], b[kNi][2];
 #pragma unroll
       for (int mi = 0; mi < kMi; ++mi) {
@@ -217,15 +230,8 @@ struct Mainloop<T, BM, BN, true> {
       for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
         for (int ni = 0; ni < kNi; ++ni) mma::mma_16816<T>(d[mi][ni], a[mi], b[ni][0], b[ni][1]);
-      if (more) store_shared(buf ^ 1);
-      __syncthreads();
-    }
-#pragma unroll
-    for (int mi = 0; mi < kMi; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kNi; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi * 2 + e / 2][ni * 2 + e % 2] = d[mi][ni][e];
+    });
+    fragments_to_acc(d, acc);
   }
 };
 
@@ -254,15 +260,14 @@ struct Mainloop<float, BM, BN, true> {
       for (int j = 0; j < BN / 16; ++j) acc[i][j] = 0.f;
     if (step_begin >= step_end) return;
 
-    float a_reg[EA], b_reg[EB];
-    auto store_shared = [&](int buf) {
+    const auto store_shared = [&](int buf, const float(&a_reg)[EA], const float(&b_reg)[EB]) {
 #pragma unroll
       for (int i = 0; i < EA; ++i) As[buf][ld.a_row][ld.a_k + i] = a_reg[i];
 #pragma unroll
       for (int i = 0; i < EB; ++i) Bs[buf][ld.b_col][ld.b_k + i] = b_reg[i];
     };
     // v as its TF32 part (big) and the TF32 of the rest (small).
-    auto split = [](float v, unsigned& big, unsigned& small) {
+    const auto split = [](float v, unsigned& big, unsigned& small) {
       big = mma::to_tf32(v);
       small = mma::to_tf32(v - __uint_as_float(big));
     };
@@ -270,20 +275,8 @@ struct Mainloop<float, BM, BN, true> {
     const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
     const int g = lane / 4, t = lane % 4;
     float d[kMi][kNi][4];
-#pragma unroll
-    for (int mi = 0; mi < kMi; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kNi; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[mi][ni][e] = 0.f;
-
-    ld.load(step_begin, a_reg, b_reg);
-    store_shared(0);
-    __syncthreads();
-    for (int step = step_begin; step < step_end; ++step) {
-      const int buf = (step - step_begin) & 1;
-      const bool more = step + 1 < step_end;
-      if (more) ld.load(step + 1, a_reg, b_reg);
+    mma::zero_fragments(d);
+    double_buffered_steps<EA, EB>(ld, step_begin, step_end, store_shared, [&](int buf) {
 #pragma unroll
       for (int ks = 0; ks < kBk; ks += 8) {
         // m16n8k8 TF32 fragments: A (row g | g + 8, k t | t + 4), B (k t | t + 4, column g).
@@ -312,15 +305,8 @@ struct Mainloop<float, BM, BN, true> {
             mma::mma_1688_tf32(d[mi][ni], a_big[mi], b_big[ni][0], b_big[ni][1]);
           }
       }
-      if (more) store_shared(buf ^ 1);
-      __syncthreads();
-    }
-#pragma unroll
-    for (int mi = 0; mi < kMi; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kNi; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi * 2 + e / 2][ni * 2 + e % 2] = d[mi][ni][e];
+    });
+    fragments_to_acc(d, acc);
   }
 };
 #endif
