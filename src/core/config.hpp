@@ -39,7 +39,7 @@ struct Config {
   std::optional<std::pair<int, int>> debug_igemm_tc_plan;
   bool debug_igemm_tc_tune = true;       ///< GALLEY_DEBUG_IGEMM_TC_TUNE
   bool debug_bwd_weights_wgmma = false;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
-  bool debug_bwd_3xtf32 = false;         ///< GALLEY_DEBUG_BWD_3XTF32
+  bool debug_3xtf32 = false;             ///< GALLEY_DEBUG_3XTF32
 };
 
 /// The process's configuration. Throws Error(invalid_argument) as check() does while any variable

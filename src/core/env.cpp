@@ -201,8 +201,8 @@ void parse_bwd_weights_wgmma(std::string_view name, const std::string& value, Co
   out.debug_bwd_weights_wgmma = !value.empty() && parse_flag(name, value);
 }
 
-void parse_bwd_3xtf32(std::string_view name, const std::string& value, Config& out) {
-  out.debug_bwd_3xtf32 = !value.empty() && parse_flag(name, value);
+void parse_3xtf32(std::string_view name, const std::string& value, Config& out) {
+  out.debug_3xtf32 = !value.empty() && parse_flag(name, value);
 }
 
 #ifndef GALLEY_PROFILER
@@ -291,11 +291,11 @@ const std::vector<Entry>& entries() {
         "(off until they have been checked on a GPU)",
         "0"},
        parse_bwd_weights_wgmma},
-      {{"GALLEY_DEBUG_BWD_3XTF32",
-        "development: 1 runs the f32 backward implicit GEMMs (gpu.conv.bwd_data_igemm, bwd_weights_igemm) on "
-        "tensor cores as 3xTF32 (off until they have been checked on a GPU)",
+      {{"GALLEY_DEBUG_3XTF32",
+        "development: 1 runs f32 on tensor cores as 3xTF32 in gpu.gemm.tc and the backward implicit GEMMs "
+        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until they have been checked on a GPU",
         "0"},
-       parse_bwd_3xtf32},
+       parse_3xtf32},
   };
   return table;
 }

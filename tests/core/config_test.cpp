@@ -62,7 +62,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_DEBUG_IGEMM_TC_PLAN", "3:0", "splits 1..64"},
       {"GALLEY_DEBUG_IGEMM_TC_TUNE", "off-ish", "1, 0, true, false"},
       {"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "sure", "1, 0, true, false"},
-      {"GALLEY_DEBUG_BWD_3XTF32", "tf32", "1, 0, true, false"},
+      {"GALLEY_DEBUG_3XTF32", "tf32", "1, 0, true, false"},
   };
   for (const auto& c : cases) {
     ASSERT_TRUE(declared(c.name)) << c.name;
@@ -95,7 +95,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv graphs("GALLEY_CUDA_GRAPHS", "0");
   ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
   ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "1");
-  ScopedEnv bwd_3xtf32("GALLEY_DEBUG_BWD_3XTF32", "true");
+  ScopedEnv tf32_on("GALLEY_DEBUG_3XTF32", "true");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -113,7 +113,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.profile_device_times, "host");
   EXPECT_TRUE(c.debug_bwd_weights_wgmma);
-  EXPECT_TRUE(c.debug_bwd_3xtf32);
+  EXPECT_TRUE(c.debug_3xtf32);
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {
@@ -202,7 +202,7 @@ TEST(Config, AnUndeclaredNameIsIgnoredNotAnError) {
 
 TEST(Config, DevelopmentKnobsAreDeclared) {
   for (const char* name : {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE",
-                           "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "GALLEY_DEBUG_BWD_3XTF32"}) {
+                           "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "GALLEY_DEBUG_3XTF32"}) {
     EXPECT_TRUE(declared(name)) << name;
   }
   for (const auto& v : variables()) {

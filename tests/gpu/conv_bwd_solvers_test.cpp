@@ -704,10 +704,10 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   EXPECT_EQ(s->detail(large, *device).find("wgmma"), std::string::npos) << s->detail(large, *device);
 }
 
-// f32 backward implicit GEMMs on tensor cores as 3xTF32 (GALLEY_DEBUG_BWD_3XTF32=1): fp32's
+// f32 backward implicit GEMMs on tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32=1): fp32's
 // tolerance on odd shapes of both directions and layouts, and the detail names the main loop.
 TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
-  const galley::testing::ScopedEnv tf32("GALLEY_DEBUG_BWD_3XTF32", "1");
+  const galley::testing::ScopedEnv tf32("GALLEY_DEBUG_3XTF32", "1");
   std::string why;
   const auto device = galley::testing::first_device("cuda", why);
   if (!device) GTEST_SKIP() << "no CUDA device: " << why;
@@ -743,7 +743,7 @@ TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
     }
   }
   EXPECT_GE(run, 16);
-  const galley::testing::ScopedEnv off("GALLEY_DEBUG_BWD_3XTF32", "0");
+  const galley::testing::ScopedEnv off("GALLEY_DEBUG_3XTF32", "0");
   ConvProblem p = shapes[0];
   p.direction = ConvDirection::backward_weights, p.dtype = DType::f32, p.layout = Layout::nchw;
   EXPECT_NE(find_conv_solver("cuda", "gpu.conv.bwd_weights_igemm")->detail(p, *device).find("fp32 SIMT"),

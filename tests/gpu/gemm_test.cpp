@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/scoped_env.hpp"
 #include "dnn/op_verify.hpp"
 #include "dnn/ref_gemm.hpp"
 #include "dnn/tensor_data.hpp"
@@ -117,6 +118,31 @@ TEST_P(GpuGemm, LargeLinearLayerAndItsGradients) {
          {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
       ran += verify_all(*device_, make({300, 768, 1024, 4, false, true}, 2, true, dt, dir), solvers_);
   EXPECT_GT(ran, 0);
+}
+
+// f32 on gpu.gemm.tc's tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32=1): fp32's tolerance over every
+// transpose and direction, on extents that are whole 16-byte chunks of floats (multiples of 4, not
+// of 8) and ragged against every tile, and the linear layer of the test above.
+TEST_P(GpuGemm, F32On3xTf32TensorCoresMatchTheReference) {
+  const SolverBase* tc = find_solver(GetParam(), OpKind::gemm, "gpu.gemm.tc");
+  if (GetParam() != "cuda" || tc == nullptr) GTEST_SKIP() << "3xTF32 is the cuda build's (mma.sync)";
+  const GemmProblem probe = make({132, 76, 36, 1, false, false}, 0, true, DType::f32, GemmDirection::forward);
+  EXPECT_FALSE(tc->check_any(ProblemRef::of(probe), *device_)) << "f32 stays off the tensor cores by default";
+  const testing::ScopedEnv tf32("GALLEY_DEBUG_3XTF32", "1");
+  ASSERT_TRUE(tc->check_any(ProblemRef::of(probe), *device_)) << tc->check_any(ProblemRef::of(probe), *device_).reason;
+  EXPECT_NE(tc->detail_any(ProblemRef::of(probe), *device_).find("3xTF32"), std::string::npos);
+  const Case cases[] = {{132, 76, 36, 1, false, false}, {36, 260, 516, 2, false, false}, {76, 132, 36, 3, true, false}};
+  for (const Case& c : cases)
+    for (int t = 0; t < 4; ++t)
+      for (const GemmDirection dir :
+           {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
+        EXPECT_GT(verify_all(*device_, make(c, t, true, DType::f32, dir), {tc}), 0) << "t " << t;
+  for (const GemmDirection dir : {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
+    EXPECT_GT(verify_all(*device_, make({300, 768, 1024, 4, false, true}, 2, true, DType::f32, dir), {tc}), 0);
+  const GemmProblem odd = make({17, 16, 16, 1, false, false}, 1, false, DType::f32, GemmDirection::forward);
+  const Applicability a = tc->check_any(ProblemRef::of(odd), *device_);
+  EXPECT_FALSE(a.ok) << "A stored k x 17 floats cannot be read in 16-byte chunks";
+  EXPECT_NE(a.reason.find("multiple of 4"), std::string::npos) << a.reason;
 }
 
 TEST_P(GpuGemm, RefusalsCarryAReason) {

@@ -10,7 +10,7 @@
 //                                   leaves, and big*big + big*small + small*big (the small*small term
 //                                   is below fp32's rounding) keep fp32's accuracy.
 // kUseMma<T> picks for f16/bf16: tensor cores where the build has them (not on HIP). f32 takes the
-// 3xTF32 loop where uses_mma(f32) says so (GALLEY_DEBUG_BWD_3XTF32=1), else the SIMT one.
+// 3xTF32 loop where uses_mma(f32) says so (GALLEY_DEBUG_3XTF32=1), else the SIMT one.
 //
 // What the operands are, and how each thread gathers its share of them, is the Loader's business
 // (conv_bwd_igemm_data.cu, conv_bwd_igemm_weights.cu). A Loader has
@@ -43,9 +43,9 @@ inline constexpr int kTileCount = 2;
 template <typename T>
 inline constexpr bool kUseMma = GALLEY_GPU_MMA && !std::is_same_v<T, float>;
 /// Whether launches of `dtype` take a tensor-core main loop: kUseMma's, and for f32 the 3xTF32 one
-/// while GALLEY_DEBUG_BWD_3XTF32=1 (off until it has run its tests on a GPU).
+/// while GALLEY_DEBUG_3XTF32=1 (off until it has run its tests on a GPU).
 inline bool uses_mma(DType dtype) {
-  return GALLEY_GPU_MMA && (dtype != DType::f32 || env::config().debug_bwd_3xtf32);
+  return GALLEY_GPU_MMA && (dtype != DType::f32 || env::config().debug_3xtf32);
 }
 /// Runs launch(std::bool_constant<kMma>{}) with the main loop uses_mma(dtype) picks for T.
 template <typename T, class Launch>
@@ -266,11 +266,6 @@ struct Mainloop<float, BM, BN, true> {
 #pragma unroll
       for (int i = 0; i < EB; ++i) Bs[buf][ld.b_col][ld.b_k + i] = b_reg[i];
     };
-    // v as its TF32 part (big) and the TF32 of the rest (small).
-    const auto split = [](float v, unsigned& big, unsigned& small) {
-      big = mma::to_tf32(v);
-      small = mma::to_tf32(v - __uint_as_float(big));
-    };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
     const int g = lane / 4, t = lane % 4;
@@ -284,16 +279,16 @@ struct Mainloop<float, BM, BN, true> {
 #pragma unroll
         for (int mi = 0; mi < kMi; ++mi) {
           const int r = wm + mi * 16 + g;
-          split(As[buf][r][ks + t], a_big[mi][0], a_small[mi][0]);
-          split(As[buf][r + 8][ks + t], a_big[mi][1], a_small[mi][1]);
-          split(As[buf][r][ks + t + 4], a_big[mi][2], a_small[mi][2]);
-          split(As[buf][r + 8][ks + t + 4], a_big[mi][3], a_small[mi][3]);
+          mma::split_tf32(As[buf][r][ks + t], a_big[mi][0], a_small[mi][0]);
+          mma::split_tf32(As[buf][r + 8][ks + t], a_big[mi][1], a_small[mi][1]);
+          mma::split_tf32(As[buf][r][ks + t + 4], a_big[mi][2], a_small[mi][2]);
+          mma::split_tf32(As[buf][r + 8][ks + t + 4], a_big[mi][3], a_small[mi][3]);
         }
 #pragma unroll
         for (int ni = 0; ni < kNi; ++ni) {
           const int n = wn + ni * 8 + g;
-          split(Bs[buf][n][ks + t], b_big[ni][0], b_small[ni][0]);
-          split(Bs[buf][n][ks + t + 4], b_big[ni][1], b_small[ni][1]);
+          mma::split_tf32(Bs[buf][n][ks + t], b_big[ni][0], b_small[ni][0]);
+          mma::split_tf32(Bs[buf][n][ks + t + 4], b_big[ni][1], b_small[ni][1]);
         }
         // The two small products first, each rounded into d before the large one.
 #pragma unroll

@@ -156,6 +156,13 @@ __device__ __forceinline__ unsigned to_tf32(float v) {
 #endif
 }
 
+/// v as its TF32 part (big) and the TF32 of the rest (small): big + small carries v to within fp32's
+/// rounding, so big*big + big*small + small*big (3xTF32) keeps a product's fp32 accuracy.
+__device__ __forceinline__ void split_tf32(float v, unsigned& big, unsigned& small) {
+  big = to_tf32(v);
+  small = to_tf32(v - __uint_as_float(big));
+}
+
 /// D(16x8, f32) += A(16x8, row) * B(8x8, col) in TF32 (operands from to_tf32()).
 __device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
                                               unsigned b1) {

@@ -30,13 +30,16 @@ const GemmTile* gemm_tc_tiles(std::size_t* count);
 
 /// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).
 bool gemm_tc_available();
-/// Why `call` cannot take the tensor-core path, empty when it can: f16/bf16 only, each operand's
-/// contiguous extent and row pitch a multiple of 8 elements, grid limits.
+/// Whether the tensor-core kernel takes f32 (as 3xTF32): GALLEY_DEBUG_3XTF32=1 on a build with mma.sync.
+bool gemm_tc_takes_f32();
+/// Why `call` cannot take the tensor-core path, empty when it can: f16/bf16 (and f32 where
+/// gemm_tc_takes_f32()), each operand's contiguous extent and row pitch a whole number of 16-byte
+/// chunks (8 or 4 elements), grid limits.
 std::string gemm_tc_unfit(const dnn::GemmCall& call, DType dtype);
 /// out = alpha op(X) op(Y) + beta out + bias on tensor cores, f32 accumulation; pointers 16-byte
 /// aligned.
-void launch_gemm_tc(const dnn::GemmCall& call, DType dtype, const GemmTile& tile, const void* x, const void* y,
-                    void* out, const void* bias, void* stream);
+void launch_gemm_tc(const dnn::GemmCall& call, DType dtype, const GemmTile& tile, const void* x,
+                    const void* y, void* out, const void* bias, void* stream);
 
 /// Why `call` cannot take the SIMT kernel (grid limits only), empty when it can.
 std::string gemm_simt_unfit(const dnn::GemmCall& call);
@@ -52,7 +55,7 @@ void launch_column_sums(DType dtype, const void* src, std::int64_t rows, std::in
 /// dst = src converted from f32 to `dtype`, count elements.
 void launch_from_f32(DType dtype, const float* src, void* dst, std::int64_t count, void* stream);
 /// out[b][i][j] += bias[j] over `rows` rows of `cols` (pitch `ld`), in out's dtype.
-void launch_add_bias(DType dtype, void* out, const void* bias, std::int64_t rows, std::int64_t cols, std::int64_t ld,
-                     void* stream);
+void launch_add_bias(DType dtype, void* out, const void* bias, std::int64_t rows, std::int64_t cols,
+                     std::int64_t ld, void* stream);
 
 }  // namespace galley::backends::gpu

@@ -125,7 +125,8 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
 
   std::string detail(const GemmProblem& p, const runtime::Device&) const override {
     const GemmCall c = dnn::lower_gemm(p);
-    return "mma.sync m16n8k16, f32 accumulation, " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+    return std::string(p.dtype == DType::f32 ? "3xTF32 mma.sync m16n8k8" : "mma.sync m16n8k16") +
+           ", f32 accumulation, " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
            std::to_string(c.k) + (c.batch > 1 ? (c.sum_batches ? " summed over " : " x ") + std::to_string(c.batch) : "");
   }
 

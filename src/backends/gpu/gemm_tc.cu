@@ -1,5 +1,6 @@
 // gpu.gemm.tc's kernel: a tiled f16/bf16 GEMM on tensor cores (mma.sync m16n8k16, f32
-// accumulation). Each block computes a bm x bn tile of the output over k slices of 32: the slices
+// accumulation); f32 as 3xTF32 (three m16n8k8 TF32 MMAs a product, fp32's accuracy) while
+// GALLEY_DEBUG_3XTF32=1. Each block computes a bm x bn tile of the output over k slices of 32: the slices
 // stream through `stages` shared-memory buffers by cp.async (the next slices load while the
 // current one is multiplied), fragments come out of shared memory by ldmatrix (.trans for operands
 // stored with m or n contiguous, so all four transposes share one kernel), rows padded by 16 bytes
@@ -11,13 +12,14 @@
 #include <string>
 
 #include "conv_mma.cuh"
+#include "core/config.hpp"
 #include "gemm_kernels.hpp"
 
 namespace galley::backends::gpu {
 
 std::string GemmTile::to_string() const {
-  return std::to_string(bm) + "x" + std::to_string(bn) + "-w" + std::to_string(wm) + "x" + std::to_string(wn) + "-s" +
-         std::to_string(stages);
+  return std::to_string(bm) + "x" + std::to_string(bn) + "-w" + std::to_string(wm) + "x" +
+         std::to_string(wn) + "-s" + std::to_string(stages);
 }
 
 std::optional<GemmTile> GemmTile::parse(std::string_view text) {
@@ -47,23 +49,32 @@ const GemmTile* gemm_tc_tiles(std::size_t* count) {
   return kTiles;
 }
 
+bool gemm_tc_takes_f32() { return GALLEY_GPU_MMA && env::config().debug_3xtf32; }
+
 std::string gemm_tc_unfit(const dnn::GemmCall& c, DType dtype) {
-  if (dtype != DType::f16 && dtype != DType::bf16) return std::string("dtype ") + to_string(dtype) + " (tensor cores take f16 or bf16)";
-  // 16-byte copies: each operand's contiguous extent (and so its row pitch) in whole 8-element chunks.
+  if (dtype == DType::f32 && !gemm_tc_takes_f32())
+    return "dtype f32 (tensor cores take f16 or bf16; f32 as 3xTF32 with GALLEY_DEBUG_3XTF32=1)";
+  if (dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f32)
+    return std::string("dtype ") + to_string(dtype) + " (tensor cores take f16, bf16 or f32)";
+  // 16-byte copies: each operand's contiguous extent (and so its row pitch) in whole chunks.
+  const std::int64_t chunk = dtype == DType::f32 ? 4 : 8;
+  const std::string multiple = " is not a multiple of " + std::to_string(chunk);
   const std::int64_t x_contig = c.trans_x ? c.m : c.k, y_contig = c.trans_y ? c.k : c.n;
-  if (x_contig % 8 != 0 || c.ldx % 8 != 0) {
+  if (x_contig % chunk != 0 || c.ldx % chunk != 0) {
     return std::string("X's contiguous extent ") + (c.trans_x ? "m = " : "k = ") + std::to_string(x_contig) +
-           " or row pitch " + std::to_string(c.ldx) + " is not a multiple of 8";
+           " or row pitch " + std::to_string(c.ldx) + multiple;
   }
-  if (y_contig % 8 != 0 || c.ldy % 8 != 0) {
+  if (y_contig % chunk != 0 || c.ldy % chunk != 0) {
     return std::string("Y's contiguous extent ") + (c.trans_y ? "k = " : "n = ") + std::to_string(y_contig) +
-           " or row pitch " + std::to_string(c.ldy) + " is not a multiple of 8";
+           " or row pitch " + std::to_string(c.ldy) + multiple;
   }
   constexpr std::int64_t kInt = (std::int64_t(1) << 31) - 1;
   if (c.m > kInt || c.n > kInt) return "m or n exceeds 2^31 - 1";
-  if ((c.m + 63) / 64 > 65535) return "m = " + std::to_string(c.m) + " needs more than 65535 tile rows (grid.y)";
+  if ((c.m + 63) / 64 > 65535)
+    return "m = " + std::to_string(c.m) + " needs more than 65535 tile rows (grid.y)";
   if ((c.m + 63) / 64 * ((c.n + 63) / 64) > kInt) return "too many output tiles for the grid";
-  if (!c.sum_batches && c.batch > 65535) return "batch " + std::to_string(c.batch) + " exceeds grid.z (65535)";
+  if (!c.sum_batches && c.batch > 65535)
+    return "batch " + std::to_string(c.batch) + " exceeds grid.z (65535)";
   if (c.k > (std::int64_t(1) << 31) / 2) return "k exceeds 2^30";
   return {};
 }
@@ -75,8 +86,17 @@ bool gemm_tc_available() { return true; }
 namespace {
 
 constexpr int kBk = 32;  // k per slice
-constexpr int kPad = 8;  // elements of padding per shared-memory row (16 bytes)
-
+/// Elements a 16-byte copy moves.
+template <typename T>
+constexpr int kChunk = 16 / int(sizeof(T));
+/// Padding per shared-memory row: 16 bytes for 16-bit values (the eight rows an ldmatrix reads in
+/// distinct banks). f32 fragments are single 32-bit loads of 8 rows by 4 k (or 4 k by 8 columns):
+/// 4 floats where the stored rows run along k, 8 where they run across it, so those 32 loads hit
+/// 32 distinct banks.
+template <typename T>
+constexpr int pad_of(bool rows_along_k) {
+  return sizeof(T) == 2 ? 8 : (rows_along_k ? 4 : 8);
+}
 
 struct TcParams {
   int m, n, k;
@@ -88,10 +108,10 @@ struct TcParams {
 };
 
 // Shared-memory extents of one stage's X and Y tiles, in elements.
-template <int BM, int BN, bool TX, bool TY>
+template <typename T, int BM, int BN, bool TX, bool TY>
 struct TileShape {
-  static constexpr int x_rows = TX ? kBk : BM, x_pitch = (TX ? BM : kBk) + kPad;
-  static constexpr int y_rows = TY ? BN : kBk, y_pitch = (TY ? kBk : BN) + kPad;
+  static constexpr int x_rows = TX ? kBk : BM, x_pitch = (TX ? BM : kBk) + pad_of<T>(!TX);
+  static constexpr int y_rows = TY ? BN : kBk, y_pitch = (TY ? kBk : BN) + pad_of<T>(TY);
   static constexpr int x_elems = x_rows * x_pitch, y_elems = y_rows * y_pitch;
   static constexpr int stage_elems = x_elems + y_elems;
 };
@@ -100,7 +120,7 @@ template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool TX, bool 
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
     gemm_tc_kernel(TcParams p, const T* __restrict__ x, const T* __restrict__ y, T* __restrict__ out,
                    const T* __restrict__ bias) {
-  using Shape = TileShape<BM, BN, TX, TY>;
+  using Shape = TileShape<T, BM, BN, TX, TY>;
   constexpr int kWarpsN = BN / WN;
   constexpr int kThreads = (BM / WM) * kWarpsN * 32;
   constexpr int MT = WM / 16, NT = WN / 8;
@@ -135,20 +155,21 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
     const T* yb = y + b * p.stride_y;
     T* xs = smem + s * Shape::stage_elems;
     T* ys = xs + Shape::x_elems;
-    constexpr int x_chunks = BM * kBk / 8, x_row_chunks = (TX ? BM : kBk) / 8;
+    constexpr int E = kChunk<T>;
+    constexpr int x_chunks = BM * kBk / E, x_row_chunks = (TX ? BM : kBk) / E;
 #pragma unroll
     for (int c = tid; c < x_chunks; c += kThreads) {
-      const int r = c / x_row_chunks, col = (c % x_row_chunks) * 8;
+      const int r = c / x_row_chunks, col = (c % x_row_chunks) * E;
       // TX: rows are k, columns m; else rows m, columns k.
       const int gr = TX ? k0 + r : m0 + r, gc = TX ? m0 + col : k0 + col;
       const bool in = TX ? (gr < p.k && gc < p.m) : (gr < p.m && gc < p.k);
       const T* src = in ? xb + gr * p.ldx + gc : xb;
       mma::cp_async16<true>(mma::smem_addr(xs + r * Shape::x_pitch + col), src, in ? 16 : 0);
     }
-    constexpr int y_chunks = BN * kBk / 8, y_row_chunks = (TY ? kBk : BN) / 8;
+    constexpr int y_chunks = BN * kBk / E, y_row_chunks = (TY ? kBk : BN) / E;
 #pragma unroll
     for (int c = tid; c < y_chunks; c += kThreads) {
-      const int r = c / y_row_chunks, col = (c % y_row_chunks) * 8;
+      const int r = c / y_row_chunks, col = (c % y_row_chunks) * E;
       // TY: rows are n, columns k; else rows k, columns n.
       const int gr = TY ? n0 + r : k0 + r, gc = TY ? k0 + col : n0 + col;
       const bool in = TY ? (gr < p.n && gc < p.k) : (gr < p.k && gc < p.n);
@@ -176,46 +197,81 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 
     const T* xs = smem + (t % STAGES) * Shape::stage_elems;
     const T* ys = xs + Shape::x_elems;
-    // Fragments of one k16 step into set `buf`: two sets, so the second step's ldmatrix is issued
-    // before the first step's mma (volatile asm keeps program order; this order lets them overlap).
-    unsigned a[2][MT][4];
-    unsigned bf[2][NT][2];
-    const auto fragments = [&](int buf, int kk) {
+    if constexpr (std::is_same_v<T, float>) {
+      // 3xTF32, k8 at a time: A (m g | g + 8, k q | q + 4), B (k q | q + 4, n g), g = lane / 4,
+      // q = lane % 4, each value split once into its big and small TF32 parts.
+      const int g = lane >> 2, q = lane & 3;
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int mr = wm0 + i * 16;
-        if constexpr (!TX) {
-          // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
-          const T* ptr = xs + (mr + lr + (lq & 1) * 8) * Shape::x_pitch + kk + (lq >> 1) * 8;
-          mma::ldmatrix_x4(a[buf][i], mma::smem_addr(ptr));
-        } else {
-          const T* ptr = xs + (kk + lr + (lq >> 1) * 8) * Shape::x_pitch + mr + (lq & 1) * 8;
-          mma::ldmatrix_x4_trans(a[buf][i], mma::smem_addr(ptr));
-        }
+      for (int kk = 0; kk < kBk; kk += 8) {
+        unsigned a_big[MT][4], a_small[MT][4], b_big[NT][2], b_small[NT][2];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int m = wm0 + i * 16 + g + (e & 1) * 8, k = kk + q + (e >> 1) * 4;
+            mma::split_tf32(TX ? xs[k * Shape::x_pitch + m] : xs[m * Shape::x_pitch + k], a_big[i][e],
+                            a_small[i][e]);
+          }
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int n = wn0 + j * 8 + g, k = kk + q + e * 4;
+            mma::split_tf32(TY ? ys[n * Shape::y_pitch + k] : ys[k * Shape::y_pitch + n], b_big[j][e],
+                            b_small[j][e]);
+          }
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            mma::mma_1688_tf32(acc[i][j], a_small[i], b_big[j][0], b_big[j][1]);
+            mma::mma_1688_tf32(acc[i][j], a_big[i], b_small[j][0], b_small[j][1]);
+            mma::mma_1688_tf32(acc[i][j], a_big[i], b_big[j][0], b_big[j][1]);
+          }
       }
+    } else {
+      // Fragments of one k16 step into set `buf`: two sets, so the second step's ldmatrix is issued
+      // before the first step's mma (volatile asm keeps program order; this order lets them overlap).
+      unsigned a[2][MT][4];
+      unsigned bf[2][NT][2];
+      const auto fragments = [&](int buf, int kk) {
 #pragma unroll
-      for (int j = 0; j < NT; j += 2) {
-        const int nc = wn0 + j * 8;
-        unsigned r[4];
-        if constexpr (TY) {
-          // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-          const T* ptr = ys + (nc + lr + (lq >> 1) * 8) * Shape::y_pitch + kk + (lq & 1) * 8;
-          mma::ldmatrix_x4(r, mma::smem_addr(ptr));
-        } else {
-          const T* ptr = ys + (kk + lr + (lq & 1) * 8) * Shape::y_pitch + nc + (lq >> 1) * 8;
-          mma::ldmatrix_x4_trans(r, mma::smem_addr(ptr));
+        for (int i = 0; i < MT; ++i) {
+          const int mr = wm0 + i * 16;
+          if constexpr (!TX) {
+            // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
+            const T* ptr = xs + (mr + lr + (lq & 1) * 8) * Shape::x_pitch + kk + (lq >> 1) * 8;
+            mma::ldmatrix_x4(a[buf][i], mma::smem_addr(ptr));
+          } else {
+            const T* ptr = xs + (kk + lr + (lq >> 1) * 8) * Shape::x_pitch + mr + (lq & 1) * 8;
+            mma::ldmatrix_x4_trans(a[buf][i], mma::smem_addr(ptr));
+          }
         }
-        bf[buf][j][0] = r[0], bf[buf][j][1] = r[1], bf[buf][j + 1][0] = r[2], bf[buf][j + 1][1] = r[3];
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+          const int nc = wn0 + j * 8;
+          unsigned r[4];
+          if constexpr (TY) {
+            // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+            const T* ptr = ys + (nc + lr + (lq >> 1) * 8) * Shape::y_pitch + kk + (lq & 1) * 8;
+            mma::ldmatrix_x4(r, mma::smem_addr(ptr));
+          } else {
+            const T* ptr = ys + (kk + lr + (lq & 1) * 8) * Shape::y_pitch + nc + (lq >> 1) * 8;
+            mma::ldmatrix_x4_trans(r, mma::smem_addr(ptr));
+          }
+          bf[buf][j][0] = r[0], bf[buf][j][1] = r[1], bf[buf][j + 1][0] = r[2], bf[buf][j + 1][1] = r[3];
+        }
+      };
+      fragments(0, 0);
+#pragma unroll
+      for (int step = 0; step < kBk / 16; ++step) {
+        if (step + 1 < kBk / 16) fragments((step + 1) & 1, (step + 1) * 16);
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+            mma::mma_16816<T>(acc[i][j], a[step & 1][i], bf[step & 1][j][0], bf[step & 1][j][1]);
       }
-    };
-    fragments(0, 0);
-#pragma unroll
-    for (int step = 0; step < kBk / 16; ++step) {
-      if (step + 1 < kBk / 16) fragments((step + 1) & 1, (step + 1) * 16);
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mma::mma_16816<T>(acc[i][j], a[step & 1][i], bf[step & 1][j][0], bf[step & 1][j][1]);
     }
   }
   mma::cp_async_wait<0>();
@@ -242,10 +298,11 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 template <typename T, int BM, int BN, int WM, int WN, int STAGES, bool TX, bool TY>
 void launch_tiled(const TcParams& p, const void* x, const void* y, void* out, const void* bias, GpuStream s) {
   auto kernel = gemm_tc_kernel<T, BM, BN, WM, WN, STAGES, TX, TY>;
-  const int smem = STAGES * TileShape<BM, BN, TX, TY>::stage_elems * int(sizeof(T));
+  const int smem = STAGES * TileShape<T, BM, BN, TX, TY>::stage_elems * int(sizeof(T));
   static std::atomic<std::uint64_t> attributes_set{0};
   once_per_device(attributes_set, [&] { allow_dynamic_smem(kernel, smem, "gpu.gemm.tc"); });
-  const dim3 grid(unsigned(ceil_div(p.n, BN)), unsigned(ceil_div(p.m, BM)), unsigned(p.sum_batches ? 1 : p.batch));
+  const dim3 grid(unsigned(ceil_div(p.n, BN)), unsigned(ceil_div(p.m, BM)),
+                  unsigned(p.sum_batches ? 1 : p.batch));
   kernel<<<grid, (BM / WM) * (BN / WN) * 32, smem, s>>>(p, static_cast<const T*>(x), static_cast<const T*>(y),
                                                         static_cast<T*>(out), static_cast<const T*>(bias));
 }
@@ -260,8 +317,8 @@ void launch_transposes(const dnn::GemmCall& c, const TcParams& p, const void* x,
 }
 
 template <typename T>
-void launch_typed(const dnn::GemmCall& c, const GemmTile& tile, const TcParams& p, const void* x, const void* y,
-                  void* out, const void* bias, GpuStream s) {
+void launch_typed(const dnn::GemmCall& c, const GemmTile& tile, const TcParams& p, const void* x,
+                  const void* y, void* out, const void* bias, GpuStream s) {
   if (tile == kTiles[0]) return launch_transposes<T, 128, 128, 64, 32, 3>(c, p, x, y, out, bias, s);
   if (tile == kTiles[1]) return launch_transposes<T, 128, 256, 64, 64, 3>(c, p, x, y, out, bias, s);
   if (tile == kTiles[2]) return launch_transposes<T, 64, 128, 32, 64, 4>(c, p, x, y, out, bias, s);
@@ -276,12 +333,14 @@ void launch_gemm_tc(const dnn::GemmCall& c, DType dtype, const GemmTile& tile, c
   if (const std::string why = gemm_tc_unfit(c, dtype); !why.empty()) {
     throw Error(Status::invalid_argument, "gpu.gemm.tc: " + why);
   }
-  TcParams p{int(c.m), int(c.n), int(c.k), int(c.batch), c.sum_batches, c.ldx, c.ldy, c.ldo,
-             c.stride_x, c.stride_y, c.stride_o, c.alpha, c.beta};
+  TcParams p{int(c.m), int(c.n),   int(c.k),   int(c.batch), c.sum_batches, c.ldx, c.ldy,
+             c.ldo,    c.stride_x, c.stride_y, c.stride_o,   c.alpha,       c.beta};
   if (dtype == DType::f16) {
     launch_typed<__half>(c, tile, p, x, y, out, bias, as_stream(stream));
-  } else {
+  } else if (dtype == DType::bf16) {
     launch_typed<bf16_t>(c, tile, p, x, y, out, bias, as_stream(stream));
+  } else {
+    launch_typed<float>(c, tile, p, x, y, out, bias, as_stream(stream));
   }
   check_launch("gpu.gemm.tc");
 }
@@ -290,7 +349,8 @@ void launch_gemm_tc(const dnn::GemmCall& c, DType dtype, const GemmTile& tile, c
 
 bool gemm_tc_available() { return false; }
 
-void launch_gemm_tc(const dnn::GemmCall&, DType, const GemmTile&, const void*, const void*, void*, const void*, void*) {
+void launch_gemm_tc(const dnn::GemmCall&, DType, const GemmTile&, const void*, const void*, void*,
+                    const void*, void*) {
   throw Error(Status::unsupported, "gpu.gemm.tc: this build has no tensor-core GEMM (mma.sync is NVIDIA's)");
 }
 
