@@ -226,7 +226,8 @@ const bool g_registered = [] {
   list.push_back(std::make_unique<SlowPrepSolver>());
   list.push_back(std::make_unique<FakeSolver>(kSlow, 4.0, 1024));
   list.push_back(std::make_unique<FakeSolver>(kFast, 1.0));
-  list.push_back(std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true));
+  // A busy wait: a 0.2 ms sleep woke after test.conv.fast's 1 ms one on a loaded 2-core host (ASan).
+  list.push_back(std::make_unique<FakeSolver>(kToggle, 0.2, 0, false, true, true));
   list.push_back(std::make_unique<FakeSolver>(kBigWs, 0.1, std::size_t{1} << 30));
   list.push_back(std::make_unique<FakeSolver>(kSleepy, 40.0));
   list.push_back(std::make_unique<InnerChoiceSolver>());

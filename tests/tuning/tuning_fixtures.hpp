@@ -20,7 +20,7 @@ namespace galley::tuning::testing {
 // Registered on the real "cpu" backend by this binary only (tuning_fixtures.cpp):
 //   test.conv.fast   sleeps 1 ms per run, rank 1000 (after the real solvers)
 //   test.conv.slow   sleeps 4 ms per run, rank 999 (before fast in list order)
-//   test.conv.toggle sleeps 0.2 ms, the fastest, but check() follows toggle_applicable()
+//   test.conv.toggle busy-waits 0.2 ms, the fastest, but check() follows toggle_applicable()
 //   test.conv.bigws  asks for 1 GiB of workspace
 //   test.conv.ref    a reference solver (sleeps 1 ms)
 //   test.conv.sleepy sleeps 40 ms (time-box tests)
