@@ -40,6 +40,7 @@ struct Config {
   bool debug_igemm_tc_tune = true;       ///< GALLEY_DEBUG_IGEMM_TC_TUNE
   bool debug_bwd_weights_wgmma = false;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
   bool debug_3xtf32 = false;             ///< GALLEY_DEBUG_3XTF32
+  bool debug_bwd_data_phases = false;    ///< GALLEY_DEBUG_BWD_DATA_PHASES
 };
 
 /// The process's configuration. Throws Error(invalid_argument) as check() does while any variable

@@ -205,6 +205,10 @@ void parse_3xtf32(std::string_view name, const std::string& value, Config& out) 
   out.debug_3xtf32 = !value.empty() && parse_flag(name, value);
 }
 
+void parse_bwd_data_phases(std::string_view name, const std::string& value, Config& out) {
+  out.debug_bwd_data_phases = !value.empty() && parse_flag(name, value);
+}
+
 #ifndef GALLEY_PROFILER
 #define GALLEY_PROFILER 1
 #endif
@@ -296,6 +300,11 @@ const std::vector<Entry>& entries() {
         "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until they have been checked on a GPU",
         "0"},
        parse_3xtf32},
+      {{"GALLEY_DEBUG_BWD_DATA_PHASES",
+        "development: 1 runs strided backward-data through the forward solvers as stride phases (one "
+        "unit-stride convolution per phase) instead of on a spread dy; off until checked on a GPU",
+        "0"},
+       parse_bwd_data_phases},
   };
   return table;
 }

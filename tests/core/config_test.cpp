@@ -63,6 +63,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_DEBUG_IGEMM_TC_TUNE", "off-ish", "1, 0, true, false"},
       {"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "sure", "1, 0, true, false"},
       {"GALLEY_DEBUG_3XTF32", "tf32", "1, 0, true, false"},
+      {"GALLEY_DEBUG_BWD_DATA_PHASES", "some", "1, 0, true, false"},
   };
   for (const auto& c : cases) {
     ASSERT_TRUE(declared(c.name)) << c.name;
@@ -96,6 +97,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
   ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "1");
   ScopedEnv tf32_on("GALLEY_DEBUG_3XTF32", "true");
+  ScopedEnv phases_on("GALLEY_DEBUG_BWD_DATA_PHASES", "1");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -114,6 +116,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_EQ(c.profile_device_times, "host");
   EXPECT_TRUE(c.debug_bwd_weights_wgmma);
   EXPECT_TRUE(c.debug_3xtf32);
+  EXPECT_TRUE(c.debug_bwd_data_phases);
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {
@@ -201,8 +204,9 @@ TEST(Config, AnUndeclaredNameIsIgnoredNotAnError) {
 }
 
 TEST(Config, DevelopmentKnobsAreDeclared) {
-  for (const char* name : {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE",
-                           "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "GALLEY_DEBUG_3XTF32"}) {
+  for (const char* name :
+       {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE", "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA",
+        "GALLEY_DEBUG_3XTF32", "GALLEY_DEBUG_BWD_DATA_PHASES"}) {
     EXPECT_TRUE(declared(name)) << name;
   }
   for (const auto& v : variables()) {

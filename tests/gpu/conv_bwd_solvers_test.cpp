@@ -606,6 +606,54 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   }
 }
 
+// Strided backward-data through the forward solvers as stride phases (GALLEY_DEBUG_BWD_DATA_PHASES=1):
+// every phase a unit-stride forward convolution of dy with its taps, scattered onto its pixels.
+// Odd planes (phases of unequal size), phases without a tap (2x2 stride 3), asymmetric strides and
+// pads, the stem's 7x7, every format the via solvers take.
+TEST(BwdDataPhases, StridedShapesMatchTheReference) {
+  const galley::testing::ScopedEnv phases("GALLEY_DEBUG_BWD_DATA_PHASES", "1");
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  std::vector<const ConvSolver*> solvers;
+  for (const ConvSolver* s : conv_solvers("cuda"))
+    if (std::string_view(s->name()).starts_with("gpu.conv.bwd_data_via_")) solvers.push_back(s);
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {
+      geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // 3x3 stride 2, odd plane
+      geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // a ResNet-like 3x3 stride 2
+      geometry(1, 8, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1),   // 7x7 stride 2 (a stem)
+      geometry(2, 16, 13, 11, 24, 2, 2, 0, 0, 3, 3, 1, 1, 1),  // 2x2 stride 3: phases without a tap
+      geometry(1, 8, 15, 16, 8, 3, 5, 1, 2, 3, 2, 1, 1, 1),    // strides 3 x 2, 3x5
+      geometry(3, 40, 9, 10, 8, 5, 5, 2, 1, 2, 2, 1, 1, 1)};   // 5x5 stride 2, unequal pads
+  const std::pair<DType, Layout> formats[] = {{DType::f16, Layout::nhwc},
+                                              {DType::bf16, Layout::nhwc},
+                                              {DType::f16, Layout::nchw},
+                                              {DType::f32, Layout::nchw}};
+  std::map<std::string, int> runs;
+  for (const ConvSolver* s : solvers) {
+    for (const auto& [dtype, layout] : formats) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = ConvDirection::backward_data, p.dtype = dtype, p.layout = layout;
+        if (!s->check(p, *device)) continue;
+        EXPECT_NE(s->detail(p, *device).find("stride phases"), std::string::npos) << s->detail(p, *device);
+        runs[std::string(s->name())] += expect_every_config_matches(*s, stream, p, 800 + 2 * i);
+      }
+    }
+  }
+  for (const auto& [name, count] : runs) std::printf("[ info ] %s: %d phase runs\n", name.c_str(), count);
+  EXPECT_GT(runs["gpu.conv.bwd_data_via_igemm_tc"], 0);
+  // Off, the same problem spreads dy.
+  const galley::testing::ScopedEnv off("GALLEY_DEBUG_BWD_DATA_PHASES", "0");
+  ConvProblem p = shapes[1];
+  p.direction = ConvDirection::backward_data, p.dtype = DType::f16, p.layout = Layout::nhwc;
+  const ConvSolver* tc = find_conv_solver("cuda", "gpu.conv.bwd_data_via_igemm_tc");
+  ASSERT_NE(tc, nullptr);
+  EXPECT_NE(tc->detail(p, *device).find("dy spread"), std::string::npos) << tc->detail(p, *device);
+}
+
 // gpu.conv.bwd_weights_via_igemm_tc: backward-weights as one forward product over x and dy with the
 // batch innermost. Every plan it lists (the large split-K counts included) matches the reference in
 // both layouts; strides, dilations, groups and f32 are refused naming why.

@@ -3,7 +3,12 @@
 // convolution of dy with the filter flipped in both spatial axes and its k and c swapped, padded by
 // (r - 1) * dil - pad, whose output is H x W again. A 1x1 filter with a stride and no padding touches
 // only the dx pixels on the stride's grid: there dx is a forward 1x1 convolution of dy (written compact
-// into the workspace), everywhere else zero.
+// into the workspace), everywhere else zero. Any other stride (dilation 1) splits dx into its stride
+// phases, the pixels (a_h + stride_h * i, a_w + stride_w * j), each seeing only the taps congruent
+// to it: a phase is a unit-stride forward convolution of dy with those taps (reversed, k and c
+// swapped), written compact and scattered onto its pixels (stride_phase_axis() works out the view).
+#include <algorithm>
+
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
 
@@ -61,7 +66,98 @@ __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __r
   }
 }
 
+// The phase filter (view layout: (c, r', s', k) for nhwc, (c, k, r', s') for nchw) from w's
+// (k, r, s, c) or (k, c, r, s): view tap t is the phase's tap taps - 1 - t.
+template <typename T, bool kNhwc>
+__global__ void phase_filter_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C, int R, int S,
+                                    int taps_h, int first_h, int taps_w, int first_w, int stride_h,
+                                    int stride_w, int total) {
+  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
+    int k, c, th, tw, t = idx;
+    if (kNhwc) {
+      k = t % K, t /= K;
+      tw = t % taps_w, t /= taps_w;
+      th = t % taps_h, c = t / taps_h;
+    } else {
+      tw = t % taps_w, t /= taps_w;
+      th = t % taps_h, t /= taps_h;
+      k = t % K, c = t / K;
+    }
+    const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
+    sub[idx] = kNhwc ? w[((k * R + r) * S + s) * C + c] : w[((k * C + c) * R + r) * S + s];
+  }
+}
+
+// dx's pixels (n, ah + sh * i, aw + sw * j, c) from the view's output (n, i + off_h, j + off_w, c);
+// zero without one.
+template <typename T, bool kNhwc>
+__global__ void phase_scatter_kernel(const T* __restrict__ view_out, T* __restrict__ dx, int C, int H, int W,
+                                     int ah, int aw, int sh, int sw, int rows, int cols, int vh, int vw,
+                                     int off_h, int off_w, int total) {
+  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
+    int n, c, i, j, t = idx;
+    if (kNhwc) {
+      c = t % C, t /= C;
+      j = t % cols, t /= cols;
+      i = t % rows, n = t / rows;
+    } else {
+      j = t % cols, t /= cols;
+      i = t % rows, t /= rows;
+      c = t % C, n = t / C;
+    }
+    const int y = ah + sh * i, x = aw + sw * j;
+    T v = from_f32<T>(0.f);
+    if (view_out != nullptr) {
+      const int vy = i + off_h, vx = j + off_w;
+      v = view_out[kNhwc ? ((std::int64_t(n) * vh + vy) * vw + vx) * C + c
+                         : ((std::int64_t(n) * C + c) * vh + vy) * vw + vx];
+    }
+    dx[kNhwc ? ((std::int64_t(n) * H + y) * W + x) * C + c : ((std::int64_t(n) * C + c) * H + y) * W + x] = v;
+  }
+}
+
 }  // namespace
+
+StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in, int out) {
+  StridePhaseAxis x;
+  x.first_tap = (a + pad) % stride;
+  x.taps = x.first_tap < filter ? (filter - x.first_tap + stride - 1) / stride : 0;
+  x.rows = a < in ? (in - a + stride - 1) / stride : 0;
+  if (x.taps == 0) return x;
+  // Row i of the phase reads dy rows i + base - j for its taps j.
+  const int base = (a + pad - x.first_tap) / stride;
+  x.pad = std::max(0, std::max(x.taps - 1 - base, base + x.rows - out));
+  x.off = x.pad + base - x.taps + 1;
+  x.view = out + 2 * x.pad - x.taps + 1;
+  return x;
+}
+
+void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const StridePhaseAxis& w,
+                         const void* filter, void* sub, void* stream) {
+  dispatch_dtype(p.dtype, "backward-data phase filter", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const int total = p.k * p.c * h.taps * w.taps;
+    auto kernel = p.nhwc ? phase_filter_kernel<T, true> : phase_filter_kernel<T, false>;
+    kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(filter), static_cast<T*>(sub), p.k, p.c, p.r, p.s, h.taps, h.first_tap, w.taps,
+        w.first_tap, p.stride_h, p.stride_w, total);
+  });
+  check_launch("backward-data phase filter");
+}
+
+void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhaseAxis& h,
+                          const StridePhaseAxis& w, const void* view_out, void* dx, void* stream) {
+  const std::int64_t total = std::int64_t(p.n) * p.c * h.rows * w.rows;
+  if (total == 0) return;
+  dispatch_dtype(p.dtype, "backward-data phase scatter", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    auto kernel = p.nhwc ? phase_scatter_kernel<T, true> : phase_scatter_kernel<T, false>;
+    kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(view_out), static_cast<T*>(dx), p.c, p.h, p.w, ah, aw, p.stride_h, p.stride_w,
+        h.rows, w.rows, h.view, w.view, h.off, w.off, int(total));
+  });
+  check_launch("backward-data phase scatter");
+}
 
 void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void* stream) {
   dispatch_dtype(p.dtype, "backward-data filter flip", [&](auto* tag) {

@@ -115,6 +115,25 @@ void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void*
 /// p's layout): those pixels copied, every other one zero.
 void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream);
 
+/// One axis of a stride phase of backward-data (conv_bwd_data_as_forward.cu): the dx rows
+/// a + stride * i (i < rows) see the filter taps first_tap + stride * j (j < taps), and are rows
+/// i + off of a unit-stride forward convolution of dy (`out` rows) with those taps reversed, padded
+/// by pad on both sides, view rows long. taps == 0: no tap reaches these rows, which are zero.
+struct StridePhaseAxis {
+  int taps = 0, first_tap = 0, rows = 0, pad = 0, off = 0, view = 0;
+};
+/// Phase `a` (< stride) of an axis of `in` dx rows and `out` dy rows, padding `pad`, `filter` taps,
+/// dilation 1.
+StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in, int out);
+/// The forward view's filter of phase (h, w) (taps > 0 on both), from w (p's layout): k and c
+/// swapped, the phase's taps reversed, in the same layout.
+void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const StridePhaseAxis& w,
+                         const void* filter, void* sub, void* stream);
+/// dx's pixels of phase (ah, aw) from the view's output (n x c x h.view x w.view in p's layout,
+/// null: zero).
+void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhaseAxis& h,
+                          const StridePhaseAxis& w, const void* view_out, void* dx, void* stream);
+
 /// in (A, M, B) -> out (B, M, A), packed, in `dtype` (conv_swap_outer_inner.cu); M <= 65535.
 void launch_swap_outer_inner(DType dtype, const void* in, void* out, std::int64_t A, std::int64_t M,
                              std::int64_t B, void* stream);

@@ -21,6 +21,7 @@
 #include "conv_igemm_tc_tuning.hpp"
 #include "conv_kernel_detail.cuh"
 #include "conv_solvers.hpp"
+#include "core/config.hpp"
 #include "dnn/conv_backward_args.hpp"
 #include "galley/dnn/solver.hpp"
 #include "galley/runtime/device.hpp"
@@ -392,6 +393,32 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
   std::string forward_detail(const ConvProblem& p, const runtime::Device& device) const {
     return forward_name_ + ": " + forward()->detail(forward_view(p), device);
   }
+  const std::string& forward_name() const { return forward_name_; }
+  std::string forward_detail_of(const ConvProblem& view, const runtime::Device& device) const {
+    return forward()->detail(view, device);
+  }
+  /// The forward solver's workspace for `view` with its default plan.
+  std::size_t forward_workspace(const ConvProblem& view, const runtime::Device& device) const {
+    return forward()->workspace_bytes_any(ProblemRef::of(view), device, nullptr);
+  }
+  /// Empty when the forward solver takes `view`, else why not.
+  std::string forward_refuses(const ConvProblem& view, const runtime::Device& device) const {
+    const Applicability a = forward()->check(view, device);
+    return a ? std::string() : forward_name_ + " refuses the forward view " + view.key() + ": " + a.reason;
+  }
+  /// The forward solver's run of `view` with its default plan, its workspace from byte `own` of a's.
+  void run_forward_view(runtime::Stream& stream, const ConvProblem& view, const ConvArgs& a, std::size_t own,
+                        const void* src, const void* wei, void* dst) const {
+    const std::size_t forward_ws = forward_workspace(view, stream.device());
+    require_workspace(a, own + forward_ws);
+    dnn::OpArgs fa;
+    fa.set(dnn::ArgId::src, src);
+    fa.set(dnn::ArgId::wei, wei);
+    fa.set(dnn::ArgId::dst, dst);
+    fa.workspace = forward_ws > 0 ? static_cast<unsigned char*>(a.workspace) + own : nullptr;
+    fa.workspace_bytes = forward_ws;
+    forward()->run_any(stream, ProblemRef::of(view), fa, nullptr);
+  }
 
  private:
   std::optional<ConfigHandle> forward_config(const ConvProblem& view, const runtime::Device& device,
@@ -424,6 +451,7 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
 class BwdDataAsForwardSolver final : public ViaForwardSolver {
  public:
   using ViaForwardSolver::run;
+  using ViaForwardSolver::workspace_bytes;
   BwdDataAsForwardSolver(std::string name, std::string backend, std::string forward_name)
       : ViaForwardSolver(std::move(name), std::move(backend), ConvDirection::backward_data,
                          std::move(forward_name)) {}
@@ -431,12 +459,41 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
     if (auto why = view_refusal(p); !why.empty()) return Applicability::no(why);
+    if (path(p) == Path::phases) {
+      for (const Phase& ph : phases(p))
+        if (ph.runs())
+          if (auto why = forward_refuses(ph.view, device); !why.empty()) return Applicability::no(why);
+      return Applicability::yes();
+    }
     if (auto why = forward_refusal(p, device); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
+  }
+  // The phases run the forward solver's default plan each (their views differ), so the only
+  // choice is "default".
+  std::vector<ForwardChoice> candidates(const ConvProblem& p, const runtime::Device& device) const override {
+    if (path(p) == Path::phases) return {ForwardChoice{std::string(kForwardDefault)}};
+    return ViaForwardSolver::candidates(p, device);
+  }
+  bool valid(const ConvProblem& p, const runtime::Device& device,
+             const ForwardChoice& choice) const override {
+    if (path(p) == Path::phases) return choice.text == kForwardDefault;
+    return ViaForwardSolver::valid(p, device, choice);
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device,
+                              const ForwardChoice& choice) const override {
+    if (path(p) != Path::phases) return ViaForwardSolver::workspace_bytes(p, device, choice);
+    std::size_t forward = 0;
+    for (const Phase& ph : phases(p))
+      if (ph.runs()) forward = std::max(forward, forward_workspace(ph.view, device));
+    return own_workspace(p) + forward;
   }
   void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a,
            const ForwardChoice& choice) const override {
     require_workspace(a, own_workspace(p));
+    if (path(p) == Path::phases) {
+      run_phases(stream, p, a);
+      return;
+    }
     const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
     const ConvParams cp = make_params(p);
     auto* base = static_cast<unsigned char*>(a.workspace);
@@ -462,6 +519,8 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
         run_forward(stream, p, a, choice, staged, flipped, t.dx);
         break;
       }
+      case Path::phases:  // run_phases() above
+        break;
     }
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
@@ -469,6 +528,15 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     if (path(p) == Path::stride_grid_1x1) how = "stride grid as a forward 1x1 convolution of dy, scattered; ";
     if (path(p) == Path::spread_dy)
       how = "dy spread onto the stride grid, then a unit-stride forward convolution; ";
+    if (path(p) == Path::phases) {
+      const std::vector<Phase> all = phases(p);
+      const auto first = std::find_if(all.begin(), all.end(), [](const Phase& ph) { return ph.runs(); });
+      return std::to_string(all.size()) +
+             " stride phases, each a unit-stride forward convolution of dy with its " + "taps, scattered; " +
+             forward_name() + ": " +
+             (first != all.end() ? forward_detail_of(first->view, device)
+                                 : std::string("no phase has a tap"));
+    }
     return how + forward_detail(p, device);
   }
 
@@ -497,6 +565,11 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     return v;
   }
   std::size_t own_workspace(const ConvProblem& p) const override {
+    if (path(p) == Path::phases) {
+      std::size_t bytes = 0;
+      for (const Phase& ph : phases(p)) bytes += ph.filter_bytes + ph.out_bytes;
+      return bytes;
+    }
     std::size_t staged = 0;
     if (path(p) == Path::stride_grid_1x1) {
       staged = std::size_t(p.n * p.out_h() * p.out_w() * p.c) * size_of(p.dtype);
@@ -507,11 +580,69 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
   }
 
  private:
-  enum class Path { unit_stride, stride_grid_1x1, spread_dy };
+  enum class Path { unit_stride, stride_grid_1x1, spread_dy, phases };
   static Path path(const ConvProblem& p) {
     if (p.stride_h == 1 && p.stride_w == 1) return Path::unit_stride;
     if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return Path::stride_grid_1x1;
+    // Stride phases do no multiply by the spread's zeros; off until they have run on a GPU.
+    if (p.dilation_h == 1 && p.dilation_w == 1 && env::config().debug_bwd_data_phases) return Path::phases;
     return Path::spread_dy;
+  }
+
+  // One stride phase (ah, aw): its axes, its forward view (when it has taps) and its parts of the
+  // workspace, which hold every phase's filter and output one after another (256-byte aligned).
+  struct Phase {
+    int ah = 0, aw = 0;
+    StridePhaseAxis h, w;
+    ConvProblem view;
+    std::size_t filter_at = 0, filter_bytes = 0, out_at = 0, out_bytes = 0;
+    bool runs() const { return h.taps > 0 && w.taps > 0 && h.rows > 0 && w.rows > 0; }
+  };
+  static std::vector<Phase> phases(const ConvProblem& p) {
+    std::vector<Phase> out;
+    std::size_t at = 0;
+    for (int ah = 0; ah < int(p.stride_h); ++ah) {
+      for (int aw = 0; aw < int(p.stride_w); ++aw) {
+        Phase ph;
+        ph.ah = ah, ph.aw = aw;
+        ph.h = stride_phase_axis(ah, int(p.stride_h), int(p.pad_h), int(p.y), int(p.h), int(p.out_h()));
+        ph.w = stride_phase_axis(aw, int(p.stride_w), int(p.pad_w), int(p.x), int(p.w), int(p.out_w()));
+        if (ph.runs()) {
+          ConvProblem& v = ph.view;
+          v = p;
+          v.direction = ConvDirection::forward;
+          v.epilogue = {};
+          v.c = p.k, v.k = p.c;
+          v.h = p.out_h(), v.w = p.out_w();
+          v.y = ph.h.taps, v.x = ph.w.taps;
+          v.pad_h = ph.h.pad, v.pad_w = ph.w.pad;
+          v.stride_h = v.stride_w = 1;
+          ph.filter_at = at;
+          ph.filter_bytes = aligned(std::size_t(p.c * p.k) * ph.h.taps * ph.w.taps * size_of(p.dtype));
+          ph.out_at = at + ph.filter_bytes;
+          ph.out_bytes = aligned(std::size_t(p.n * p.c) * ph.h.view * ph.w.view * size_of(p.dtype));
+          at += ph.filter_bytes + ph.out_bytes;
+        }
+        out.push_back(ph);
+      }
+    }
+    return out;
+  }
+  void run_phases(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const {
+    const dnn::BackwardDataArgs t = dnn::backward_data_args(a);
+    const ConvParams cp = make_params(p);
+    auto* base = static_cast<unsigned char*>(a.workspace);
+    const std::size_t own = own_workspace(p);
+    for (const Phase& ph : phases(p)) {
+      void* out = nullptr;
+      if (ph.runs()) {
+        void* filter = base + ph.filter_at;
+        out = base + ph.out_at;
+        enqueue(stream, [&](void* s) { launch_phase_filter(cp, ph.h, ph.w, t.w, filter, s); });
+        run_forward_view(stream, ph.view, a, own, t.dy, filter, out);
+      }
+      enqueue(stream, [&](void* s) { launch_phase_scatter(cp, ph.ah, ph.aw, ph.h, ph.w, out, t.dx, s); });
+    }
   }
   // Rows (or columns) of the spread plane: those a unit-stride convolution padded by
   // dil * (r - 1) - pad needs to give `extent` outputs. Its row i * stride holds dy's row i; the
@@ -542,6 +673,15 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
       const std::int64_t spread = spread_elements(p);
       if (spread > std::numeric_limits<int>::max())
         return "spread dy of " + std::to_string(spread) + " elements (beyond the kernels' 32-bit indexing)";
+    }
+    if (path(p) == Path::phases) {
+      if (p.x_desc().elements() > std::numeric_limits<int>::max())
+        return "dx of " + std::to_string(p.x_desc().elements()) +
+               " elements (beyond the kernels' 32-bit indexing)";
+      for (const Phase& ph : phases(p))
+        if (ph.runs() && ph.view.y_desc().elements() > std::numeric_limits<int>::max())
+          return "a stride phase's output of " + std::to_string(ph.view.y_desc().elements()) +
+                 " elements (beyond the kernels' 32-bit indexing)";
     }
     return {};
   }
