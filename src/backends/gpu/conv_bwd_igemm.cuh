@@ -290,15 +290,11 @@ struct Mainloop<float, BM, BN, true> {
           mma::split_tf32(Bs[buf][n][ks + t], b_big[ni][0], b_small[ni][0]);
           mma::split_tf32(Bs[buf][n][ks + t + 4], b_big[ni][1], b_small[ni][1]);
         }
-        // The two small products first, each rounded into d before the large one.
 #pragma unroll
         for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < kNi; ++ni) {
-            mma::mma_1688_tf32(d[mi][ni], a_small[mi], b_big[ni][0], b_big[ni][1]);
-            mma::mma_1688_tf32(d[mi][ni], a_big[mi], b_small[ni][0], b_small[ni][1]);
-            mma::mma_1688_tf32(d[mi][ni], a_big[mi], b_big[ni][0], b_big[ni][1]);
-          }
+          for (int ni = 0; ni < kNi; ++ni)
+            mma::mma_1688_3xtf32(d[mi][ni], a_big[mi], a_small[mi], b_big[ni], b_small[ni]);
       }
     });
     fragments_to_acc(d, acc);

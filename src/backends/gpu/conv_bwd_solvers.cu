@@ -366,10 +366,9 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
 
   /// Empty when the forward solver exists and takes the view, else why not.
   std::string forward_refusal(const ConvProblem& p, const runtime::Device& device) const {
-    const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, forward_name_);
-    if (f == nullptr) return forward_name_ + " is not registered on " + backend_;
-    const Applicability a = f->check(forward_view(p), device);
-    return a ? std::string() : forward_name_ + " refuses the forward view: " + a.reason;
+    if (dnn::find_conv_solver(backend_, forward_name_) == nullptr)
+      return forward_name_ + " is not registered on " + backend_;
+    return forward_refuses(forward_view(p), device);
   }
   /// The forward solver's run of the view on `src` and `wei` into `dst`, with its part of the
   /// workspace (checked against `a` first).
@@ -377,18 +376,7 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
                    const ForwardChoice& choice, const void* src, const void* wei, void* dst) const {
     const ConvProblem view = forward_view(p);
     const std::optional<ConfigHandle> config = forward_config(view, stream.device(), choice);
-    const void* config_ptr = config ? config->get() : nullptr;
-    const std::size_t own = own_workspace(p);
-    const std::size_t forward_ws =
-        forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config_ptr);
-    require_workspace(a, own + forward_ws);
-    dnn::OpArgs fa;
-    fa.set(dnn::ArgId::src, src);
-    fa.set(dnn::ArgId::wei, wei);
-    fa.set(dnn::ArgId::dst, dst);
-    fa.workspace = forward_ws > 0 ? static_cast<unsigned char*>(a.workspace) + own : nullptr;
-    fa.workspace_bytes = forward_ws;
-    forward()->run_any(stream, ProblemRef::of(view), fa, config_ptr);
+    run_forward_view(stream, view, config ? config->get() : nullptr, a, own_workspace(p), src, wei, dst);
   }
   std::string forward_detail(const ConvProblem& p, const runtime::Device& device) const {
     return forward_name_ + ": " + forward()->detail(forward_view(p), device);
@@ -406,10 +394,13 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
     const Applicability a = forward()->check(view, device);
     return a ? std::string() : forward_name_ + " refuses the forward view " + view.key() + ": " + a.reason;
   }
-  /// The forward solver's run of `view` with its default plan, its workspace from byte `own` of a's.
-  void run_forward_view(runtime::Stream& stream, const ConvProblem& view, const ConvArgs& a, std::size_t own,
-                        const void* src, const void* wei, void* dst) const {
-    const std::size_t forward_ws = forward_workspace(view, stream.device());
+  /// The forward solver's run of `view` with `config` (null: its default plan), its workspace from
+  /// byte `own` of a's (checked against `a` first).
+  void run_forward_view(runtime::Stream& stream, const ConvProblem& view, const void* config,
+                        const ConvArgs& a, std::size_t own, const void* src, const void* wei,
+                        void* dst) const {
+    const std::size_t forward_ws =
+        forward()->workspace_bytes_any(ProblemRef::of(view), stream.device(), config);
     require_workspace(a, own + forward_ws);
     dnn::OpArgs fa;
     fa.set(dnn::ArgId::src, src);
@@ -417,7 +408,7 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
     fa.set(dnn::ArgId::dst, dst);
     fa.workspace = forward_ws > 0 ? static_cast<unsigned char*>(a.workspace) + own : nullptr;
     fa.workspace_bytes = forward_ws;
-    forward()->run_any(stream, ProblemRef::of(view), fa, nullptr);
+    forward()->run_any(stream, ProblemRef::of(view), fa, config);
   }
 
  private:
@@ -639,7 +630,7 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
         void* filter = base + ph.filter_at;
         out = base + ph.out_at;
         enqueue(stream, [&](void* s) { launch_phase_filter(cp, ph.h, ph.w, t.w, filter, s); });
-        run_forward_view(stream, ph.view, a, own, t.dy, filter, out);
+        run_forward_view(stream, ph.view, nullptr, a, own, t.dy, filter, out);
       }
       enqueue(stream, [&](void* s) { launch_phase_scatter(cp, ph.ah, ph.aw, ph.h, ph.w, out, t.dx, s); });
     }

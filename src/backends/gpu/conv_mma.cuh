@@ -178,5 +178,15 @@ __device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)
 #endif
 }
 
+/// D += A * B in 3xTF32 from split_tf32() parts: the two small products first, each rounded into d
+/// before the large one.
+__device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const unsigned (&a_big)[4],
+                                                const unsigned (&a_small)[4], const unsigned (&b_big)[2],
+                                                const unsigned (&b_small)[2]) {
+  mma_1688_tf32(d, a_small, b_big[0], b_big[1]);
+  mma_1688_tf32(d, a_big, b_small[0], b_small[1]);
+  mma_1688_tf32(d, a_big, b_big[0], b_big[1]);
+}
+
 }  // namespace galley::backends::gpu::mma
 #endif  // GALLEY_GPU_MMA

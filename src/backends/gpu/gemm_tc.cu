@@ -223,11 +223,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            mma::mma_1688_tf32(acc[i][j], a_small[i], b_big[j][0], b_big[j][1]);
-            mma::mma_1688_tf32(acc[i][j], a_big[i], b_small[j][0], b_small[j][1]);
-            mma::mma_1688_tf32(acc[i][j], a_big[i], b_big[j][0], b_big[j][1]);
-          }
+          for (int j = 0; j < NT; ++j)
+            mma::mma_1688_3xtf32(acc[i][j], a_big[i], a_small[i], b_big[j], b_small[j]);
       }
     } else {
       // Fragments of one k16 step into set `buf`: two sets, so the second step's ldmatrix is issued
