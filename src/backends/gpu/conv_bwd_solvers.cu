@@ -437,8 +437,10 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
 // with a stride and no padding: the stride grid of dx as a 1x1 product, scattered. Any other
 // stride: dy spread onto the stride grid of a zero plane (as a transposed convolution does), then
 // the unit-stride view of that plane; it costs stride_h x stride_w the product, the price of running
-// the strided layers on the forward solvers' kernels. Workspace: the flipped filter, then the
-// compact product (1x1) or the spread dy.
+// the strided layers on the forward solvers' kernels. With GALLEY_DEBUG_BWD_DATA_PHASES=1 and
+// dilation 1 they run as stride phases instead: one unit-stride convolution of dy per phase with
+// only that phase's taps, each scattered onto its pixels (no product of the spread's zeros). Workspace: the
+// flipped filter, then the compact product (1x1) or the spread dy.
 class BwdDataAsForwardSolver final : public ViaForwardSolver {
  public:
   using ViaForwardSolver::run;
@@ -523,7 +525,7 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
       const std::vector<Phase> all = phases(p);
       const auto first = std::find_if(all.begin(), all.end(), [](const Phase& ph) { return ph.runs(); });
       return std::to_string(all.size()) +
-             " stride phases, each a unit-stride forward convolution of dy with its " + "taps, scattered; " +
+             " stride phases, each a unit-stride forward convolution of dy with its taps, " + "scattered; " +
              forward_name() + ": " +
              (first != all.end() ? forward_detail_of(first->view, device)
                                  : std::string("no phase has a tap"));
