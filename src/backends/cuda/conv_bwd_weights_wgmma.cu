@@ -45,8 +45,7 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const BwdWeightsNhwcBlock blk(cp, BM, BN, c_tiles, group_pack, splits, kStep);
   const int nsteps = blk.steps;
 
-  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStep> loader(cp, x, dy, tid, blk.g, blk.m0, blk.c0, blk.k_end,
-                                                          blk.c_end, blk.r, blk.s, blk.first_step);
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStep> loader(cp, x, dy, tid, blk);
   const auto slab_offset = [](int row, int chunk) {
     return unsigned((chunk >> 3) * kSlabBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
   };
@@ -104,7 +103,7 @@ void launch_bwd_weights_wgmma(const ConvParams& p, int tile, int splits, int gro
                               const void* dy, void* dw, float* partial, void* stream) {
   if (!igemm_wgmma_available())
     throw Error(Status::unsupported,
-                "gpu.conv.bwd_weights_igemm: the wgmma tiles need an sm_90 device (H100/H200)");
+                "gpu.conv.bwd_weights_igemm: the wgmma tiles need an sm_90 device (compute capability 9.0)");
   if (tile < 0 || tile >= kBwdWeightsWgmmaTileCount)
     throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_igemm: wgmma tile " + std::to_string(tile) +
                                               " does not exist (0.." +

@@ -127,7 +127,8 @@ bool igemm_wgmma_available() {
 void launch_igemm_wgmma(const ConvParams& p, int tile, int splits, const void* x, const void* w, void* y,
                         float* partial, void* stream) {
   if (!igemm_wgmma_available())
-    throw Error(Status::unsupported, "gpu.conv.igemm_tc: the wgmma tiles need an sm_90 device (H100/H200)");
+    throw Error(Status::unsupported,
+                "gpu.conv.igemm_tc: the wgmma tiles need an sm_90 device (compute capability 9.0)");
   if (tile < 0 || tile >= kWgmmaTileCount)
     throw Error(Status::invalid_argument, "gpu.conv.igemm_tc: wgmma tile " + std::to_string(tile) +
                                               " does not exist (0.." + std::to_string(kWgmmaTileCount - 1) +

@@ -21,27 +21,6 @@ unsigned grid_for(std::int64_t total) {
   return unsigned(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535LL * 8));
 }
 
-// flipped is the view's filter: (c, r, s, k) for nhwc, (c, k, r, s) for nchw, from w's (k, r, s, c)
-// or (k, c, r, s), both spatial axes reversed.
-template <typename T, bool kNhwc>
-__global__ void flip_filter_kernel(const T* __restrict__ w, T* __restrict__ flipped, int K, int C, int R,
-                                   int S, int total) {
-  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
-    int k, c, r, s, t = idx;
-    if (kNhwc) {
-      k = t % K, t /= K;
-      s = t % S, t /= S;
-      r = t % R, c = t / R;
-      flipped[idx] = w[((k * R + (R - 1 - r)) * S + (S - 1 - s)) * C + c];
-    } else {
-      s = t % S, t /= S;
-      r = t % R, t /= R;
-      k = t % K, c = t / K;
-      flipped[idx] = w[((k * C + c) * R + (R - 1 - r)) * S + (S - 1 - s)];
-    }
-  }
-}
-
 // dx from the compact product on the stride grid (n, p, q, c) or (n, c, p, q); zero off the grid.
 template <typename T, bool kNhwc>
 __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __restrict__ dx, int C, int H,
@@ -67,7 +46,8 @@ __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __r
 }
 
 // The phase filter (view layout: (c, r', s', k) for nhwc, (c, k, r', s') for nchw) from w's
-// (k, r, s, c) or (k, c, r, s): view tap t is the phase's tap taps - 1 - t.
+// (k, r, s, c) or (k, c, r, s): view tap t is the phase's tap taps - 1 - t. With every tap in one
+// phase (first 0, stride 1) it is the unit-stride view's flipped filter.
 template <typename T, bool kNhwc>
 __global__ void phase_filter_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C, int R, int S,
                                     int taps_h, int first_h, int taps_w, int first_w, int stride_h,
@@ -160,14 +140,12 @@ void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhase
 }
 
 void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void* stream) {
-  dispatch_dtype(p.dtype, "backward-data filter flip", [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const int total = int(p.w_elems());
-    auto kernel = p.nhwc ? flip_filter_kernel<T, true> : flip_filter_kernel<T, false>;
-    kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(w), static_cast<T*>(flipped), p.k, p.c, p.r, p.s, total);
-  });
-  check_launch("backward-data filter flip");
+  // Every tap reversed: the phase filter of one phase holding all of them.
+  StridePhaseAxis h, x;
+  h.taps = p.r, x.taps = p.s;
+  ConvParams unit = p;
+  unit.stride_h = unit.stride_w = 1;
+  launch_phase_filter(unit, h, x, w, flipped, stream);
 }
 
 void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream) {

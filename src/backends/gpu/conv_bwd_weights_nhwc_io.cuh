@@ -62,28 +62,26 @@ struct BwdWeightsNhwcLoader {
   int step_n, step_p, step_q;
   int b_n[kBLoads], b_p[kBLoads], b_q[kBLoads];
 
-  /// Loader of group pack g's tap (r, s) for the block tile (m0, c0), whose first step is first_step;
-  /// k_end and c_end bound the pack's channels.
+  /// Loader of the block's tile, from its first step on.
   __device__ __forceinline__ BwdWeightsNhwcLoader(const ConvParams& cp, const T* x, const T* dy, int tid,
-                                                  int g, int m0, int c0, int k_end, int c_end, int r, int s,
-                                                  int first_step)
+                                                  const BwdWeightsNhwcBlock& blk)
       : a_chunk(tid % kAChunks),
         b_chunk(tid % kBChunks),
-        a_ok(m0 + a_chunk * 8 < k_end),
-        b_ok(c0 + b_chunk * 8 < c_end),
-        dy_col(dy + g * cp.kg + m0 + a_chunk * 8),
-        x_col(x + g * cp.cg + c0 + b_chunk * 8),
-        dh(r * cp.dil_h - cp.pad_h),
-        dwo(s * cp.dil_w - cp.pad_w),
+        a_ok(blk.m0 + a_chunk * 8 < blk.k_end),
+        b_ok(blk.c0 + b_chunk * 8 < blk.c_end),
+        dy_col(dy + blk.g * cp.kg + blk.m0 + a_chunk * 8),
+        x_col(x + blk.g * cp.cg + blk.c0 + b_chunk * 8),
+        dh(blk.r * cp.dil_h - cp.pad_h),
+        dwo(blk.s * cp.dil_w - cp.pad_w),
         pixels(cp.n * cp.p * cp.q),
-        next_step(first_step) {
+        next_step(blk.first_step) {
     const int PQ = cp.p * cp.q;
     step_n = kStepPixels / PQ;
     step_p = (kStepPixels / cp.q) % cp.p;
     step_q = kStepPixels % cp.q;
 #pragma unroll
     for (int i = 0; i < kBLoads; ++i) {
-      const int pix = first_step * kStepPixels + tid / kBChunks + i * (kThreads / kBChunks);
+      const int pix = blk.first_step * kStepPixels + tid / kBChunks + i * (kThreads / kBChunks);
       b_n[i] = pix / PQ;
       const int pq = pix - b_n[i] * PQ;
       b_p[i] = pq / cp.q;
@@ -91,7 +89,7 @@ struct BwdWeightsNhwcLoader {
     }
   }
 
-  /// Copies the next step (first_step, then each call the one after) into the stage at a_s / b_s;
+  /// Copies the next step (the block's first, then each call the one after) into the stage at a_s / b_s;
   /// offset(row, chunk) is a chunk's byte offset in the kernel's layout of A (a_offset) and B (b_offset).
   template <class AOffset, class BOffset>
   __device__ __forceinline__ void load(const ConvParams& cp, const T* x, const T* dy, unsigned a_s,

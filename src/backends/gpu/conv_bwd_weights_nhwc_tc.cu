@@ -55,28 +55,25 @@ struct PlanTile {
   int bm, bn, step_pixels, blocks_per_sm;
   double efficiency;
 };
-#if GALLEY_CUDA_WGMMA
 // The wgmma tiles are listed only under GALLEY_DEBUG_BWD_WEIGHTS_WGMMA=1 until they have run their
 // tests on a Hopper GPU.
 int plan_tile_count() {
-  const bool wgmma = env::config().debug_bwd_weights_wgmma && igemm_wgmma_available();
-  return kNhwcTcTileCount + (wgmma ? kBwdWeightsWgmmaTileCount : 0);
+#if GALLEY_CUDA_WGMMA
+  if (env::config().debug_bwd_weights_wgmma && igemm_wgmma_available())
+    return kNhwcTcTileCount + kBwdWeightsWgmmaTileCount;
+#endif
+  return kNhwcTcTileCount;
 }
 PlanTile plan_tile(int t) {
-  if (t < kNhwcTcTileCount) {
-    const NhwcTcTile& m = kNhwcTcTiles[t];
-    return {m.bm, m.bn, kStepPixels, m.blocks_per_sm, m.efficiency};
+#if GALLEY_CUDA_WGMMA
+  if (t >= kNhwcTcTileCount) {
+    const BwdWeightsWgmmaTile& w = kBwdWeightsWgmmaTiles[t - kNhwcTcTileCount];
+    return {w.bm, w.bn, kBwdWeightsWgmmaStep, w.blocks_per_sm, w.efficiency};
   }
-  const BwdWeightsWgmmaTile& w = kBwdWeightsWgmmaTiles[t - kNhwcTcTileCount];
-  return {w.bm, w.bn, kBwdWeightsWgmmaStep, w.blocks_per_sm, w.efficiency};
-}
-#else
-int plan_tile_count() { return kNhwcTcTileCount; }
-PlanTile plan_tile(int t) {
+#endif
   const NhwcTcTile& m = kNhwcTcTiles[t];
   return {m.bm, m.bn, kStepPixels, m.blocks_per_sm, m.efficiency};
 }
-#endif
 
 #if GALLEY_GPU_MMA
 
@@ -107,8 +104,7 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
   const BwdWeightsNhwcBlock blk(cp, BM, BN, c_tiles, group_pack, splits, kStepPixels);
   const int g = blk.g, split = blk.split, k_end = blk.k_end, c_end = blk.c_end, tap = blk.tap;
   const int m0 = blk.m0, c0 = blk.c0, nsteps = blk.steps;
-  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, g, m0, c0, k_end, c_end,
-                                                                blk.r, blk.s, blk.first_step);
+  BwdWeightsNhwcLoader<T, BM, BN, kThreads, kStepPixels> loader(cp, x, dy, tid, blk);
   const auto a_offset = [](int row, int chunk) { return swizzled<kAChunks>(row, chunk); };
   const auto b_offset = [](int row, int chunk) { return swizzled<kBChunks>(row, chunk); };
   // Each call loads the step after the previous one's, from blk.first_step on.
