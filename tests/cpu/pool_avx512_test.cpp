@@ -431,5 +431,71 @@ TEST(PoolAvx512, MaxBackwardOfLargePlanes) {
   }
 }
 
+// The one-pass max backward of windows 3 columns wide, column stride 2, padded by 1 column, against
+// the general kernel from the forward's kept indices, bit for bit: both sum each element's
+// gradients from +0 in the same order, so a -0 gradient, a tie taken by the wrong tap or row, or
+// another order of the sums shows. Rows of one output up to several vectors of outputs with one
+// lane in the last, planes of one to two rows (output rows without a top or a bottom row), ceil
+// mode (a last window of one row), other row windows, and NaNs at random places (the plane goes to
+// the general kernel, with dx partly written).
+TEST(PoolAvx512, MaxBackwardOfThreeColumnWindowsEqualsTheKeptIndicesBitForBit) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const runtime::Device cpu = runtime::device("cpu");
+  runtime::Stream stream(cpu);
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  ASSERT_NE(direct, nullptr);
+  struct Window {
+    std::int64_t kh, ph, sh;
+    bool ceil;
+  };
+  const Window windows[] = {
+      {3, 1, 2, false}, {3, 1, 2, true}, {3, 0, 2, false}, {2, 1, 2, true}, {5, 2, 1, false}};
+  const struct {
+    std::int64_t n, c, h, w;
+  } shapes[] = {{1, 2, 1, 1},   {2, 3, 2, 2},    {1, 3, 3, 3},   {1, 2, 4, 31}, {1, 2, 5, 32},
+                {2, 2, 6, 33},  {1, 3, 8, 55},   {1, 3, 9, 56},  {1, 2, 7, 57}, {1, 2, 10, 64},
+                {1, 2, 11, 65}, {1, 2, 12, 130}, {1, 3, 56, 56}, {2, 2, 57, 97}};
+  int checked = 0;
+  std::uint32_t seed = 131;
+  for (const Window& win : windows) {
+    for (const auto& shape : shapes) {
+      for (Data data : {Data::random, Data::ties, Data::ties_and_nans, Data::one_nan_per_plane}) {
+        PoolProblem p{.n = shape.n,
+                      .c = shape.c,
+                      .h = shape.h,
+                      .w = shape.w,
+                      .kernel_h = win.kh,
+                      .kernel_w = 3,
+                      .pad_h = win.ph,
+                      .pad_w = 1,
+                      .stride_h = win.sh,
+                      .stride_w = 2,
+                      .ceil_mode = win.ceil,
+                      .keep_indices = true};
+        if (!valid(p)) continue;
+        const std::vector<float> x = input(p, data, seed++);
+        std::vector<float> dy =
+            test::random_floats(static_cast<std::size_t>(p.dst_desc().elements()), seed++);
+        for (std::size_t i = 0; i < dy.size(); i += 3) dy[i] = -0.0f;
+        Tensor xt = Tensor::empty(stream, p.src_desc()), dyt = Tensor::empty(stream, p.dst_desc());
+        xt.copy_from_host(stream, x.data(), x.size() * sizeof(float));
+        dyt.copy_from_host(stream, dy.data(), dy.size() * sizeof(float));
+        Tensor y = Tensor::empty(stream, p.dst_desc()), idx = Tensor::empty(stream, p.indices_desc());
+        pooling_forward(stream, p, xt, y, &idx, direct);
+        Tensor kept = Tensor::empty(stream, p.src_desc()), found = Tensor::empty(stream, p.src_desc());
+        pooling_backward(stream, p, dyt, kept, nullptr, &idx, direct);
+        PoolProblem recompute = p;
+        recompute.keep_indices = false;
+        pooling_backward(stream, recompute, dyt, found, &xt, nullptr, direct);
+        EXPECT_EQ(found.to_host<std::uint32_t>(stream), kept.to_host<std::uint32_t>(stream))
+            << p.key() << " data " << static_cast<int>(data);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
 }  // namespace
 }  // namespace galley::dnn

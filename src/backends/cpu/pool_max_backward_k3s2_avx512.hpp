@@ -10,8 +10,12 @@
 // into the dx rows of its window by comparing codes: dx column 2j takes output j's gradient,
 // column 2j + 1 those of outputs j and j + 1. A dx row that a later output row still reaches waits
 // in a small ring; every dx element is stored once, with no zero-fill pass, no scratch of the
-// whole plane's positions and no position compares per tap. A plane whose x holds a NaN is left to
-// the general kernel (pool_max_backward_avx512.hpp).
+// whole plane's positions and no position compares per tap. The stem's own row windows (3 rows, row
+// stride 2, row padding 1) take a tighter pass without the ring: a dx row of even index lies in one
+// output row's window, one of odd index in two, so each output row reduces its two new input rows,
+// keeps the lower one's maxima and dx sums for the next output row and writes its other dx rows
+// straight out. A plane whose x holds a NaN is left to the general kernel
+// (pool_max_backward_avx512.hpp).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +40,9 @@ struct NextPlane {
 };
 
 /// dx = the gradient of max pooling given dy, each output's maximum found from x under the forward
-/// rule (a larger value wins, of equal values the first in row-major window order). Returns false,
-/// leaving dx unwritten, when x holds a NaN: the caller then takes the general kernel. scratch
+/// rule (a larger value wins, of equal values the first in row-major window order). Returns false
+/// when x holds a NaN: the caller then takes the general kernel, which writes all of dx. dx is then
+/// unwritten if it shares storage with x or dy, and may be partly written otherwise. scratch
 /// belongs to one caller at a time; its contents on entry do not matter.
 bool max_pool_plane_backward_k3s2(const PoolPlaneWindows& g, const float* x, const float* dy, float* dx,
                                   const NextPlane& next, float* scratch);
