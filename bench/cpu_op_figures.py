@@ -24,6 +24,7 @@ SIZES = {"small": (1, 80), "mid": (16, 256), "large": (125, 256)}
 # kernel measured 9.4, 17.9 and 48.3 GB/s in three runs a few seconds apart; 200 samples (0.2 s)
 # put the median in the steady state. The larger sizes run for longer per sample already.
 ITERS = {"small": 200, "mid": 30, "large": 10}
+GEMM_ITERS = 10  # timed samples per product (each a batch of ~1 ms)
 
 
 def op_commands(n, c):
@@ -102,7 +103,7 @@ def main():
     ap.add_argument("--sizes", default="small,mid,large")
     ap.add_argument("--iters", type=int, default=0, help="timed samples per op (default: ITERS by size)")
     ap.add_argument("--no-gemm", action="store_true")
-    ap.add_argument("--ops", default="", help="comma-separated op names to run (default: all)")
+    ap.add_argument("--ops", default="", help="comma-separated op names to run (default: all, and the GEMM table)")
     opts = ap.parse_args()
 
     rows = {}  # (size, op, key) -> list of (ratio, gbps, solver, memcpy)
@@ -138,7 +139,7 @@ def main():
               f"{ratio:.2f} | {'yes' if ok else '**no**'} |")
     print(f"\n{len(rows) - below} of {len(rows)} op directions at >= 0.8x memcpy")
 
-    if opts.no_gemm:
+    if opts.no_gemm or opts.ops:
         return
     print("\n| product | Galley solver | Galley GFLOP/s | OpenBLAS GFLOP/s | ratio (median of rounds) | >= 0.9 |")
     print("|---|---|---:|---:|---:|---|")
@@ -146,7 +147,7 @@ def main():
         ratios, ours, theirs, picks = [], [], [], []
         for _ in range(opts.rounds):
             cmd = [opts.galley, "bench", "gemm", *dims.split(), "--device", "cpu", "--all-solvers", "--json",
-                   "-i", str(opts.iters)]
+                   "-i", str(opts.iters or GEMM_ITERS)]
             d = run_json(cmd)
             res = d["problems"][0]["results"]
             blas = [x for x in res if x["solver"] == "cpu.gemm.openblas"]

@@ -37,10 +37,11 @@ struct Config {
   std::string cpu_isa;  ///< GALLEY_CPU_ISA: scalar|avx2|avx512; empty: all
   /// GALLEY_DEBUG_IGEMM_TC_PLAN "tile:splits" (the tile's upper bound is checked by the solver).
   std::optional<std::pair<int, int>> debug_igemm_tc_plan;
-  bool debug_igemm_tc_tune = true;       ///< GALLEY_DEBUG_IGEMM_TC_TUNE
-  bool debug_bwd_weights_wgmma = false;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
-  bool debug_3xtf32 = false;             ///< GALLEY_DEBUG_3XTF32
-  bool debug_bwd_data_phases = false;    ///< GALLEY_DEBUG_BWD_DATA_PHASES
+  bool debug_igemm_tc_tune = true;      ///< GALLEY_DEBUG_IGEMM_TC_TUNE
+  bool debug_bwd_weights_wgmma = true;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
+  bool debug_3xtf32 = false;            ///< GALLEY_DEBUG_3XTF32
+  bool debug_bwd_data_phases = true;    ///< GALLEY_DEBUG_BWD_DATA_PHASES
+  bool debug_gemm_wgmma = false;        ///< GALLEY_DEBUG_GEMM_WGMMA
 };
 
 /// The process's configuration. Throws Error(invalid_argument) as check() does while any variable

@@ -198,7 +198,7 @@ void parse_igemm_tc_tune(std::string_view name, const std::string& value, Config
 }
 
 void parse_bwd_weights_wgmma(std::string_view name, const std::string& value, Config& out) {
-  out.debug_bwd_weights_wgmma = !value.empty() && parse_flag(name, value);
+  out.debug_bwd_weights_wgmma = value.empty() || parse_flag(name, value);
 }
 
 void parse_3xtf32(std::string_view name, const std::string& value, Config& out) {
@@ -206,7 +206,11 @@ void parse_3xtf32(std::string_view name, const std::string& value, Config& out) 
 }
 
 void parse_bwd_data_phases(std::string_view name, const std::string& value, Config& out) {
-  out.debug_bwd_data_phases = !value.empty() && parse_flag(name, value);
+  out.debug_bwd_data_phases = value.empty() || parse_flag(name, value);
+}
+
+void parse_gemm_wgmma(std::string_view name, const std::string& value, Config& out) {
+  out.debug_gemm_wgmma = !value.empty() && parse_flag(name, value);
 }
 
 #ifndef GALLEY_PROFILER
@@ -291,20 +295,26 @@ const std::vector<Entry>& entries() {
         "development: 0 lists only gpu.conv.igemm_tc's cost-model plan to the tuner (no tile search)", "1"},
        parse_igemm_tc_tune},
       {{"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA",
-        "development: 1 lists gpu.conv.bwd_weights_igemm's Hopper wgmma tiles to the planner and the tuner "
-        "(off until they have been checked on a GPU)",
-        "0"},
+        "development: 0 keeps gpu.conv.bwd_weights_igemm's Hopper wgmma tiles from the planner and the tuner "
+        "(mma.sync tiles only)",
+        "1"},
        parse_bwd_weights_wgmma},
       {{"GALLEY_DEBUG_3XTF32",
         "development: 1 runs f32 on tensor cores as 3xTF32 in gpu.gemm.tc and the backward implicit GEMMs "
-        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until they have been checked on a GPU",
+        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until its rounded accumulation has been checked "
+        "on a GPU",
         "0"},
        parse_3xtf32},
       {{"GALLEY_DEBUG_BWD_DATA_PHASES",
-        "development: 1 runs strided backward-data through the forward solvers as stride phases (one "
-        "unit-stride convolution per phase) instead of on a spread dy; off until checked on a GPU",
-        "0"},
+        "development: 0 runs strided backward-data through the forward solvers on a spread dy instead of "
+        "as stride phases (one unit-stride convolution per phase)",
+        "1"},
        parse_bwd_data_phases},
+      {{"GALLEY_DEBUG_GEMM_WGMMA",
+        "development: 1 lists gpu.gemm.tc's Hopper wgmma tiles (f16/bf16) to the tuner; off until they have "
+        "been checked on a GPU",
+        "0"},
+       parse_gemm_wgmma},
   };
   return table;
 }

@@ -64,6 +64,7 @@ TEST(Config, EveryBadValueNamesTheVariableTheValueAndTheValidValues) {
       {"GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "sure", "1, 0, true, false"},
       {"GALLEY_DEBUG_3XTF32", "tf32", "1, 0, true, false"},
       {"GALLEY_DEBUG_BWD_DATA_PHASES", "some", "1, 0, true, false"},
+      {"GALLEY_DEBUG_GEMM_WGMMA", "wg", "1, 0, true, false"},
   };
   for (const auto& c : cases) {
     ASSERT_TRUE(declared(c.name)) << c.name;
@@ -95,9 +96,10 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv tune("GALLEY_DEBUG_IGEMM_TC_TUNE", "0");
   ScopedEnv graphs("GALLEY_CUDA_GRAPHS", "0");
   ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
-  ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "1");
+  ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "0");
   ScopedEnv tf32_on("GALLEY_DEBUG_3XTF32", "true");
-  ScopedEnv phases_on("GALLEY_DEBUG_BWD_DATA_PHASES", "1");
+  ScopedEnv phases_off("GALLEY_DEBUG_BWD_DATA_PHASES", "0");
+  ScopedEnv gemm_wgmma_on("GALLEY_DEBUG_GEMM_WGMMA", "1");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -114,9 +116,10 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_FALSE(c.debug_igemm_tc_tune);
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.profile_device_times, "host");
-  EXPECT_TRUE(c.debug_bwd_weights_wgmma);
+  EXPECT_FALSE(c.debug_bwd_weights_wgmma);
   EXPECT_TRUE(c.debug_3xtf32);
-  EXPECT_TRUE(c.debug_bwd_data_phases);
+  EXPECT_FALSE(c.debug_bwd_data_phases);
+  EXPECT_TRUE(c.debug_gemm_wgmma);
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {
@@ -206,7 +209,7 @@ TEST(Config, AnUndeclaredNameIsIgnoredNotAnError) {
 TEST(Config, DevelopmentKnobsAreDeclared) {
   for (const char* name :
        {"GALLEY_DEBUG_IGEMM_TC_PLAN", "GALLEY_DEBUG_IGEMM_TC_TUNE", "GALLEY_DEBUG_BWD_WEIGHTS_WGMMA",
-        "GALLEY_DEBUG_3XTF32", "GALLEY_DEBUG_BWD_DATA_PHASES"}) {
+        "GALLEY_DEBUG_3XTF32", "GALLEY_DEBUG_BWD_DATA_PHASES", "GALLEY_DEBUG_GEMM_WGMMA"}) {
     EXPECT_TRUE(declared(name)) << name;
   }
   for (const auto& v : variables()) {

@@ -766,7 +766,8 @@ TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
       geometry(1, 13, 17, 11, 7, 3, 3, 1, 1, 2, 2, 1, 1, 1),    // primes, batch 1, stride 2
       geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2
       geometry(2, 24, 12, 10, 36, 3, 3, 2, 2, 1, 1, 2, 2, 3),   // groups with dilation
-      geometry(4, 256, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1)};  // split-K
+      geometry(4, 256, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // split-K
+      geometry(16, 8, 64, 64, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1)};   // weights reduce over 65536 pixels
   int run = 0;
   for (const char* name : {"gpu.conv.bwd_data_igemm", "gpu.conv.bwd_weights_igemm"}) {
     const ConvSolver* s = find_conv_solver("cuda", name);

@@ -127,7 +127,10 @@ TEST_P(GpuGemm, F32On3xTf32TensorCoresMatchTheReference) {
   const SolverBase* tc = find_solver(GetParam(), OpKind::gemm, "gpu.gemm.tc");
   if (GetParam() != "cuda" || tc == nullptr) GTEST_SKIP() << "3xTF32 is the cuda build's (mma.sync)";
   const GemmProblem probe = make({132, 76, 36, 1, false, false}, 0, true, DType::f32, GemmDirection::forward);
-  EXPECT_FALSE(tc->check_any(ProblemRef::of(probe), *device_)) << "f32 stays off the tensor cores by default";
+  {
+    const testing::ScopedEnv off("GALLEY_DEBUG_3XTF32", "0");
+    EXPECT_FALSE(tc->check_any(ProblemRef::of(probe), *device_)) << "GALLEY_DEBUG_3XTF32=0 keeps f32 off the tensor cores";
+  }
   const testing::ScopedEnv tf32("GALLEY_DEBUG_3XTF32", "1");
   ASSERT_TRUE(tc->check_any(ProblemRef::of(probe), *device_)) << tc->check_any(ProblemRef::of(probe), *device_).reason;
   EXPECT_NE(tc->detail_any(ProblemRef::of(probe), *device_).find("3xTF32"), std::string::npos);
@@ -139,10 +142,48 @@ TEST_P(GpuGemm, F32On3xTf32TensorCoresMatchTheReference) {
         EXPECT_GT(verify_all(*device_, make(c, t, true, DType::f32, dir), {tc}), 0) << "t " << t;
   for (const GemmDirection dir : {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
     EXPECT_GT(verify_all(*device_, make({300, 768, 1024, 4, false, true}, 2, true, DType::f32, dir), {tc}), 0);
+  // A long reduction: a running sum fed straight by the tensor cores drifts past fp32's tolerance here.
+  EXPECT_GT(verify_all(*device_, make({128, 136, 16384, 1, false, false}, 0, false, DType::f32, GemmDirection::forward),
+                       {tc}),
+            0);
   const GemmProblem odd = make({17, 16, 16, 1, false, false}, 1, false, DType::f32, GemmDirection::forward);
   const Applicability a = tc->check_any(ProblemRef::of(odd), *device_);
   EXPECT_FALSE(a.ok) << "A stored k x 17 floats cannot be read in 16-byte chunks";
   EXPECT_NE(a.reason.find("multiple of 4"), std::string::npos) << a.reason;
+}
+
+// gpu.gemm.tc's Hopper wgmma tiles (GALLEY_DEBUG_GEMM_WGMMA=1) on an sm_90 device: every tile over
+// every transpose and direction (K-major and M-/N-major operands, batches strided and summed), ragged
+// edges against every tile, k not a multiple of the 64-k stage, alpha, beta and bias, f16 and bf16.
+TEST_P(GpuGemm, WgmmaTilesMatchTheReferenceOnHopper) {
+  const SolverBase* tc = find_solver(GetParam(), OpKind::gemm, "gpu.gemm.tc");
+  if (GetParam() != "cuda" || tc == nullptr) GTEST_SKIP() << "the wgmma tiles are the cuda build's";
+  if (device_->properties().arch != "sm_90") GTEST_SKIP() << "wgmma runs on sm_90 only, not " << device_->properties().arch;
+  const GemmProblem probe = make({200, 136, 72, 1, false, false}, 0, true, DType::f16, GemmDirection::forward);
+  const auto wgmma_configs = [&] {
+    int n = 0;
+    for (const std::string& c : tc->configs_any(ProblemRef::of(probe), *device_)) n += c.rfind("wgmma-", 0) == 0;
+    return n;
+  };
+  {
+    const testing::ScopedEnv off("GALLEY_DEBUG_GEMM_WGMMA", "0");
+    EXPECT_EQ(wgmma_configs(), 0);
+  }
+  const testing::ScopedEnv on("GALLEY_DEBUG_GEMM_WGMMA", "1");
+  ASSERT_GE(wgmma_configs(), 3);
+  const Case cases[] = {{200, 136, 72, 1, false, false}, {72, 264, 520, 2, false, false},
+                        {136, 72, 200, 3, false, true}, {264, 136, 72, 3, true, false},
+                        {392, 520, 1096, 1, false, false}};
+  int ran = 0;
+  for (const DType dt : {DType::f16, DType::bf16})
+    for (const Case& c : cases)
+      for (int t = 0; t < 4; ++t)
+        for (const GemmDirection dir :
+             {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
+          ran += verify_all(*device_, make(c, t, (t + c.k) % 2 == 0, dt, dir), {tc});
+  EXPECT_GT(ran, 0);
+  for (const GemmDirection dir : {GemmDirection::forward, GemmDirection::backward_data, GemmDirection::backward_weights})
+    EXPECT_GT(verify_all(*device_, make({300, 768, 1024, 4, false, true}, 2, true, DType::f16, dir), {tc}), 0);
 }
 
 TEST_P(GpuGemm, RefusalsCarryAReason) {

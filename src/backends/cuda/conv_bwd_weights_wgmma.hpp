@@ -13,11 +13,15 @@ struct BwdWeightsWgmmaTile {
   int blocks_per_sm;   // resident at once (shared memory)
   double efficiency;   // relative per-block throughput, for the planner (1.0: its first mma.sync tile)
 };
-inline constexpr BwdWeightsWgmmaTile kBwdWeightsWgmmaTiles[] = {{128, 256, 4, 1, 2.0},
-                                                                {128, 128, 4, 1, 1.8},
-                                                                {128, 64, 4, 2, 1.6},
-                                                                {64, 128, 4, 2, 1.6},
-                                                                {64, 64, 4, 3, 1.3}};
+// The efficiencies are fitted, like the mma.sync tiles', to the tuner's timings of every tile on the
+// benchmark list's layers (bench/tile_timings.py; bench/RESULTS.md): per tile, the geomean of its
+// best time over each layer's best tile. wgmma gains little over mma.sync here, so the step's loads
+// (a pixel walk per tap), not the MMAs, bound these kernels.
+inline constexpr BwdWeightsWgmmaTile kBwdWeightsWgmmaTiles[] = {{128, 256, 4, 1, 1.0},
+                                                                {128, 128, 4, 1, 1.15},
+                                                                {128, 64, 4, 2, 0.9},
+                                                                {64, 128, 4, 2, 0.85},
+                                                                {64, 64, 4, 3, 0.7}};
 inline constexpr int kBwdWeightsWgmmaTileCount =
     int(sizeof(kBwdWeightsWgmmaTiles) / sizeof(kBwdWeightsWgmmaTiles[0]));
 /// Output pixels a pipeline step reduces over (the wgmma K of a stage).

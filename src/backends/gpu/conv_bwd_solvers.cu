@@ -437,10 +437,10 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
 // with a stride and no padding: the stride grid of dx as a 1x1 product, scattered. Any other
 // stride: dy spread onto the stride grid of a zero plane (as a transposed convolution does), then
 // the unit-stride view of that plane; it costs stride_h x stride_w the product, the price of running
-// the strided layers on the forward solvers' kernels. With GALLEY_DEBUG_BWD_DATA_PHASES=1 and
-// dilation 1 they run as stride phases instead: one unit-stride convolution of dy per phase with
-// only that phase's taps, each scattered onto its pixels (no product of the spread's zeros). Workspace: the
-// flipped filter, then the compact product (1x1) or the spread dy.
+// the strided layers on the forward solvers' kernels. With dilation 1 (and unless
+// GALLEY_DEBUG_BWD_DATA_PHASES=0) they run as stride phases instead: one unit-stride convolution of dy per
+// phase with only that phase's taps, each scattered onto its pixels (no product of the spread's zeros).
+// Workspace: the flipped filter, then the compact product (1x1) or the spread dy.
 class BwdDataAsForwardSolver final : public ViaForwardSolver {
  public:
   using ViaForwardSolver::run;
@@ -577,7 +577,8 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
   static Path path(const ConvProblem& p) {
     if (p.stride_h == 1 && p.stride_w == 1) return Path::unit_stride;
     if (p.y == 1 && p.x == 1 && p.pad_h == 0 && p.pad_w == 0) return Path::stride_grid_1x1;
-    // Stride phases do no multiply by the spread's zeros; off until they have run on a GPU.
+    // Stride phases do no multiply by the spread's zeros; GALLEY_DEBUG_BWD_DATA_PHASES=0 keeps the
+    // spread, for comparison.
     if (p.dilation_h == 1 && p.dilation_w == 1 && env::config().debug_bwd_data_phases) return Path::phases;
     return Path::spread_dy;
   }

@@ -55,8 +55,8 @@ struct PlanTile {
   int bm, bn, step_pixels, blocks_per_sm;
   double efficiency;
 };
-// The wgmma tiles are listed only under GALLEY_DEBUG_BWD_WEIGHTS_WGMMA=1 until they have run their
-// tests on a Hopper GPU.
+// The wgmma tiles are listed where the device runs them, unless GALLEY_DEBUG_BWD_WEIGHTS_WGMMA=0
+// (the mma.sync tiles alone, for comparison).
 int plan_tile_count() {
 #if GALLEY_CUDA_WGMMA
   if (env::config().debug_bwd_weights_wgmma && igemm_wgmma_available())

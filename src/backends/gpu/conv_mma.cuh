@@ -178,14 +178,34 @@ __device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)
 #endif
 }
 
-/// D += A * B in 3xTF32 from split_tf32() parts: the two small products first, each rounded into d
-/// before the large one.
+/// D = A * B in TF32, no accumulator in (the C operand is zero).
+__device__ __forceinline__ void mma_1688_tf32_fresh(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                                    unsigned b1) {
+#ifndef GALLEY_MMA_UNAVAILABLE
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+#else
+  (void)d, (void)a, (void)b0, (void)b1;
+  __trap();
+#endif
+}
+
+/// D += A * B in 3xTF32 from split_tf32() parts. The three products (the two small ones first) go
+/// into a fresh partial that is then added to d in fp32: the tensor core's accumulation does not
+/// round to nearest, and onto one running sum that bias grows linearly with the reduction's length
+/// (past SIMT fp32's error within a few thousand k), while a rounded add per k8 keeps fp32's accuracy.
 __device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const unsigned (&a_big)[4],
                                                 const unsigned (&a_small)[4], const unsigned (&b_big)[2],
                                                 const unsigned (&b_small)[2]) {
-  mma_1688_tf32(d, a_small, b_big[0], b_big[1]);
-  mma_1688_tf32(d, a_big, b_small[0], b_small[1]);
-  mma_1688_tf32(d, a_big, b_big[0], b_big[1]);
+  float part[4];
+  mma_1688_tf32_fresh(part, a_small, b_big[0], b_big[1]);
+  mma_1688_tf32(part, a_big, b_small[0], b_small[1]);
+  mma_1688_tf32(part, a_big, b_big[0], b_big[1]);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) d[e] += part[e];
 }
 
 }  // namespace galley::backends::gpu::mma

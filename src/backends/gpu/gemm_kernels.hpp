@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dnn/gemm_lowering.hpp"
 #include "galley/core/dtype.hpp"
@@ -15,18 +16,25 @@
 namespace galley::backends::gpu {
 
 /// One tile shape of the tensor-core kernel: a bm x bn block tile over k slices of 32, warps of
-/// wm x wn, `stages` shared-memory buffers (2 = double buffering).
+/// wm x wn, `stages` shared-memory buffers (2 = double buffering); or, with `wgmma`, one of the
+/// Hopper kernel's tiles (../cuda/gemm_wgmma.hpp: bm / 64 warpgroups over k slices of 64, wm and wn
+/// unused).
 struct GemmTile {
   int bm = 128, bn = 128, wm = 64, wn = 32, stages = 3;
-  /// "128x128-w64x32-s3"
+  bool wgmma = false;
+  /// "128x128-w64x32-s3", or "wgmma-128x256-s4"
   std::string to_string() const;
   static std::optional<GemmTile> parse(std::string_view text);
-  int threads() const { return (bm / wm) * (bn / wn) * 32; }
+  int threads() const { return wgmma ? 2 * bm : (bm / wm) * (bn / wn) * 32; }
   friend bool operator==(const GemmTile&, const GemmTile&) = default;
 };
 
-/// The tile shapes the kernel is built for, the general default first.
+/// The tile shapes the mma.sync kernel is built for, the general default first.
 const GemmTile* gemm_tc_tiles(std::size_t* count);
+/// The Hopper wgmma tiles `dtype` can take on the current device, largest first: none unless this
+/// build has them, the device runs them (compute capability 9.0), dtype is f16 or bf16 and
+/// GALLEY_DEBUG_GEMM_WGMMA is on.
+std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype);
 
 /// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).
 bool gemm_tc_available();

@@ -1,6 +1,7 @@
 // The single-source GPU gemm solvers (check / workspace / run glue over gemm_tc.cu and
 // gemm_simt.cu): a problem of any direction is lowered to one strided-batched product
 // (dnn/gemm_lowering.hpp); backward_weights with a bias adds the column sums of dC.
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -93,16 +94,20 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
     return Applicability::yes();
   }
 
-  // The brief's 128 x 128 first where the output fills the GPU with such tiles, else the smaller
-  // tiles first so every SM gets a block; the tuner times them all.
+  // The largest tiles first where the output fills the GPU with 128 x 128 tiles, else the smaller
+  // tiles first so every SM gets a block; Hopper's wgmma tiles (where listed) before the mma.sync
+  // ones of their size class. The tuner times them all.
   std::vector<GemmTile> candidates(const GemmProblem& p, const runtime::Device& device) const override {
     std::size_t count = 0;
     const GemmTile* tiles = gemm_tc_tiles(&count);
-    std::vector<GemmTile> all(tiles, tiles + count);
+    std::vector<GemmTile> all = gemm_tc_wgmma_tiles(p.dtype);
+    all.insert(all.end(), tiles, tiles + count);
     const GemmCall c = dnn::lower_gemm(p);
     const std::int64_t batches = c.sum_batches ? 1 : c.batch;
     const std::int64_t big_tiles = (c.m + 127) / 128 * ((c.n + 127) / 128) * batches;
-    if (big_tiles < gemm_device(device).sm_count) std::reverse(all.begin(), all.end());
+    if (big_tiles < gemm_device(device).sm_count)
+      std::stable_sort(all.begin(), all.end(),
+                       [](const GemmTile& a, const GemmTile& b) { return a.bm * a.bn < b.bm * b.bn; });
     return all;
   }
 
@@ -125,7 +130,9 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
 
   std::string detail(const GemmProblem& p, const runtime::Device&) const override {
     const GemmCall c = dnn::lower_gemm(p);
-    return std::string(p.dtype == DType::f32 ? "3xTF32 mma.sync m16n8k8" : "mma.sync m16n8k16") +
+    const bool wgmma = !gemm_tc_wgmma_tiles(p.dtype).empty();
+    return std::string(p.dtype == DType::f32 ? "3xTF32 mma.sync m16n8k8"
+                                             : (wgmma ? "wgmma m64nNk16 or mma.sync m16n8k16" : "mma.sync m16n8k16")) +
            ", f32 accumulation, " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
            std::to_string(c.k) + (c.batch > 1 ? (c.sum_batches ? " summed over " : " x ") + std::to_string(c.batch) : "");
   }

@@ -1,6 +1,7 @@
 // gpu.gemm.tc's kernel: a tiled f16/bf16 GEMM on tensor cores (mma.sync m16n8k16, f32
 // accumulation); f32 as 3xTF32 (three m16n8k8 TF32 MMAs a product, fp32's accuracy) while
-// GALLEY_DEBUG_3XTF32=1. Each block computes a bm x bn tile of the output over k slices of 32: the slices
+// GALLEY_DEBUG_3XTF32=1; on Hopper, f16/bf16 also on the wgmma kernel (../cuda/gemm_wgmma.cu) for
+// tiles marked wgmma. Each block computes a bm x bn tile of the output over k slices of 32: the slices
 // stream through `stages` shared-memory buffers by cp.async (the next slices load while the
 // current one is multiplied), fragments come out of shared memory by ldmatrix (.trans for operands
 // stored with m or n contiguous, so all four transposes share one kernel), rows padded by 16 bytes
@@ -14,10 +15,15 @@
 #include "conv_mma.cuh"
 #include "core/config.hpp"
 #include "gemm_kernels.hpp"
+#if GALLEY_CUDA_WGMMA
+#include "backends/cuda/conv_igemm_wgmma.hpp"
+#include "backends/cuda/gemm_wgmma.hpp"
+#endif
 
 namespace galley::backends::gpu {
 
 std::string GemmTile::to_string() const {
+  if (wgmma) return "wgmma-" + std::to_string(bm) + "x" + std::to_string(bn) + "-s" + std::to_string(stages);
   return std::to_string(bm) + "x" + std::to_string(bn) + "-w" + std::to_string(wm) + "x" +
          std::to_string(wn) + "-s" + std::to_string(stages);
 }
@@ -26,11 +32,28 @@ std::optional<GemmTile> GemmTile::parse(std::string_view text) {
   GemmTile t;
   char tail = 0;
   const std::string s(text);
-  if (std::sscanf(s.c_str(), "%dx%d-w%dx%d-s%d%c", &t.bm, &t.bn, &t.wm, &t.wn, &t.stages, &tail) != 5) {
+  if (s.rfind("wgmma-", 0) == 0) {
+    t.wgmma = true, t.wm = t.wn = 0;
+    if (std::sscanf(s.c_str(), "wgmma-%dx%d-s%d%c", &t.bm, &t.bn, &t.stages, &tail) != 3) return std::nullopt;
+  } else if (std::sscanf(s.c_str(), "%dx%d-w%dx%d-s%d%c", &t.bm, &t.bn, &t.wm, &t.wn, &t.stages, &tail) !=
+             5) {
     return std::nullopt;
   }
   if (t.to_string() != s) return std::nullopt;  // one spelling per tile
   return t;
+}
+
+std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype) {
+  std::vector<GemmTile> tiles;
+#if GALLEY_CUDA_WGMMA
+  if ((dtype == DType::f16 || dtype == DType::bf16) && env::config().debug_gemm_wgmma &&
+      igemm_wgmma_available())
+    for (const GemmWgmmaTile& w : kGemmWgmmaTiles)
+      tiles.push_back(GemmTile{w.bm, w.bn, 0, 0, w.stages, true});
+#else
+  (void)dtype;
+#endif
+  return tiles;
 }
 
 namespace {
@@ -329,6 +352,15 @@ void launch_gemm_tc(const dnn::GemmCall& c, DType dtype, const GemmTile& tile, c
                     void* out, const void* bias, void* stream) {
   if (const std::string why = gemm_tc_unfit(c, dtype); !why.empty()) {
     throw Error(Status::invalid_argument, "gpu.gemm.tc: " + why);
+  }
+  if (tile.wgmma) {
+#if GALLEY_CUDA_WGMMA
+    for (int i = 0; i < kGemmWgmmaTileCount; ++i)
+      if (kGemmWgmmaTiles[i].bm == tile.bm && kGemmWgmmaTiles[i].bn == tile.bn &&
+          kGemmWgmmaTiles[i].stages == tile.stages)
+        return launch_gemm_wgmma(c, dtype, i, x, y, out, bias, stream);
+#endif
+    throw Error(Status::invalid_argument, "gpu.gemm.tc: no wgmma kernel for tile " + tile.to_string());
   }
   TcParams p{int(c.m), int(c.n),   int(c.k),   int(c.batch), c.sum_batches, c.ldx, c.ldy,
              c.ldo,    c.stride_x, c.stride_y, c.stride_o,   c.alpha,       c.beta};
