@@ -185,7 +185,10 @@ TEST(PoolAvx512, AveragesOverWholePlanes) {
 
 // The separable average kernels, forward and backward, with and without the padding counted:
 // windows that reach past both ends of a row, ceil mode, rows no window holds, odd planes and
-// channel counts, and planes wider than two vectors.
+// channel counts, and planes wider than two vectors. For the stem's backward pass (3x3 windows,
+// stride 2, padding 1): one output column, output rows of exactly 16 and of 16k + 1 outputs, widths
+// of one to three strips of its column blocks (up to 128 columns a strip), one and two output rows,
+// and plane ends that fall inside a row's last block.
 TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
   if (!backends::cpu::cpu_has_avx512())
     GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
@@ -219,8 +222,9 @@ TEST(PoolAvx512, AveragesOverKernelWindowsForwardAndBackward) {
   };
   const struct {
     std::int64_t n, c, h, w;
-  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1},  {1, 3, 5, 64}, {1, 2, 9, 33},
-                {1, 3, 56, 56}, {1, 2, 4, 32},  {1, 2, 6, 97}, {1, 23, 4, 30}};
+  } shapes[] = {{1, 3, 31, 29}, {2, 17, 7, 13}, {1, 1, 1, 1},   {1, 3, 5, 64},  {1, 2, 9, 33},
+                {1, 3, 56, 56}, {1, 2, 4, 32},  {1, 2, 6, 97},  {1, 23, 4, 30}, {2, 3, 6, 2},
+                {1, 2, 2, 31},  {1, 2, 3, 35},  {1, 2, 5, 130}, {1, 2, 7, 200}, {1, 1, 4, 257}};
   int checked = 0;
   std::uint32_t seed = 21;
   for (const Window& win : windows) {

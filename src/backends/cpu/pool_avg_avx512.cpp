@@ -30,11 +30,15 @@ inline Tap tap_of(const AvgPoolPlane& g, std::int64_t kx) {
   return {d - e * g.stride_w, e};
 }
 
+// Where in the scratch's first vector a 1 says that backward takes the stem's pass
+// (backward_k3s2p1()): prepare() works that out once, rather than backward for every plane.
+constexpr std::int64_t kStemPass = 0;
+
 // Where each part of the scratch lies, in floats from its 64-byte-aligned start; every part is a
-// whole number of vectors. Forward: the streams of a batch of output rows' row sums, each with
-// `in_margin` zeros before its data. Backward: a batch of scaled gradient
-// rows, each with `grad_margin` zeros before it, the spread streams, then the spread rows of every
-// output row.
+// whole number of vectors. After the vector of kStemPass, forward: the streams of a batch of
+// output rows' row sums, each with `in_margin` zeros before its data. Backward: a batch of scaled
+// gradient rows, each with `grad_margin` zeros before it, the spread streams, then the spread rows
+// of every output row.
 struct Layout {
   std::int64_t stream_pitch;  // one stream's elements, rounded up to whole vectors
   std::int64_t out_pitch;     // output columns, rounded up
@@ -55,7 +59,7 @@ Layout layout_of(const AvgPoolPlane& g) {
   l.in_stream = p.in_stream;
   l.grad_margin = p.out_margin;
   l.grad_row = p.out_row;
-  l.in_streams = 0;
+  l.in_streams = 16;  // after the vector that holds kStemPass
   l.grad = l.in_streams + kBatch * s * l.in_stream;
   l.spread = l.grad + kBatch * l.grad_row;
   l.rows = l.spread + s * l.stream_pitch;
@@ -235,14 +239,247 @@ void spread_3_wide_stride_2(const AvgPoolPlane& g, const Layout& l, const float*
   }
 }
 
+// The backward of the stem's windows (3 columns wide, column stride 2, column padding 1; 3 rows
+// tall, row stride 2, row padding 1) in one pass that writes each dx row once, straight from dy:
+// output row oh's window holds dx rows 2oh - 1, 2oh and 2oh + 1, so dx row 2oh takes output row
+// oh's gradients alone and dx row 2oh + 1 those of output rows oh and oh + 1; along a row, dx
+// column 2j takes output j's and column 2j + 1 those of outputs j and j + 1. Each output row's
+// scaled gradients are spread over its columns once (16 outputs into the even and odd column
+// streams of 32 dx columns), kept in registers for the next output row, and interleaved into its
+// two dx rows. The sums are the general pass's, in its order (the compiler may fuse an odd column's
+// second product into its add). Writing each dx line once, in order, and asking for the lines a
+// little ahead is what counts here: the pass is bound by moving dx's lines into L1, not by its
+// arithmetic.
+
+// Where a block of 16 outputs lies, which sets how it treats the ends: kInside for one whose
+// outputs and shifted outputs all lie in the row, kRowEnd for a row's last block away from the
+// plane's end (whole vectors, the lanes past the row zeroed on load and overwritten by later rows
+// on store: masked stores cost several times a plain one on some AVX-512 CPUs), kPlaneEnd for a
+// last block whose vectors may pass the end of dy, of the divisors or of dx (masked there).
+enum class Edge { kInside, kRowEnd, kPlaneEnd };
+
+// The most blocks of 16 outputs a strip of columns holds: their dx streams, kept from one output
+// row to the next, take two registers each.
+constexpr int kStripBlocks = 4;
+
+// One plane of the stem's pass, with what its blocks at the row's and the plane's end need.
+struct StemPlane {
+  std::int64_t h, w, oh, ow;
+  const float* dy;
+  const float* dy_end;
+  const float* inv;
+  const float* inv_end;
+  float* dx;
+  float* dx_end;
+  std::int64_t blocks;     // blocks of 16 outputs (32 dx columns) that reach dx's columns
+  __mmask16 last_outputs;  // the outputs of the last block inside the row, and of its shifted ones
+  __mmask16 last_shifted_outputs;
+  bool last_high_store;  // whether the last block's dx columns [c + 16, c + 32) start inside the row
+  // Output rows [0, inside_end) take whole vectors at the row's end; [0, middle_end) have a dx
+  // row 2oh.
+  std::int64_t inside_end, middle_end;
+};
+
+// Whether output row oh's window is rows 2oh - 1, 2oh and 2oh + 1 clipped to the plane, for every
+// oh, the windows holding every row of it.
+bool rows_k3s2p1(const AvgPoolPlane& g) {
+  for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    if (g.row_begin[oh] != max64(0, 2 * oh - 1) || g.row_end[oh] != min64(g.h, 2 * oh + 2)) return false;
+  }
+  return g.h <= 2 * g.oh && 2 * g.oh - 3 < g.h;
+}
+
+// Whether the n floats at a and the m at b share no byte.
+bool apart(const float* a, std::int64_t n, const float* b, std::int64_t m) {
+  const auto a_begin = reinterpret_cast<std::uintptr_t>(a), b_begin = reinterpret_cast<std::uintptr_t>(b);
+  return a_begin + n * sizeof(float) <= b_begin || b_begin + m * sizeof(float) <= a_begin;
+}
+
+// 16 floats from p, the lanes outside `keep` zero; end is the array's end.
+template <Edge kEdge>
+[[gnu::always_inline]] inline __m512 load_kept(const float* p, const float* end, __mmask16 keep) {
+  if (kEdge == Edge::kInside) return _mm512_loadu_ps(p);
+  if (kEdge == Edge::kRowEnd || p + 16 <= end) return _mm512_maskz_mov_ps(keep, _mm512_loadu_ps(p));
+  return _mm512_maskz_loadu_ps(keep & lanes(end - p), p);
+}
+
+// Output row oh's scaled gradients spread over the 32 dx columns of outputs [j, j + 16), as their
+// even and odd column streams.
+template <Edge kEdge>
+[[gnu::always_inline]] inline void spread_block(const StemPlane& p, std::int64_t oh, std::int64_t j,
+                                                __m512& even, __m512& odd) {
+  const std::int64_t at = oh * p.ow + j;
+  const __mmask16 outputs = kEdge == Edge::kInside ? 0xffff : p.last_outputs;
+  const __mmask16 shifted_outputs = kEdge == Edge::kInside ? 0xffff : p.last_shifted_outputs;
+  even = _mm512_mul_ps(load_kept<kEdge>(p.dy + at, p.dy_end, outputs),
+                       load_kept<kEdge>(p.inv + at, p.inv_end, outputs));
+  const __m512 shifted = _mm512_mul_ps(load_kept<kEdge>(p.dy + at + 1, p.dy_end, shifted_outputs),
+                                       load_kept<kEdge>(p.inv + at + 1, p.inv_end, shifted_outputs));
+  odd = _mm512_add_ps(even, shifted);
+}
+
+// Columns [c, c + 32) of the dx row at `out` from their even and odd column streams.
+template <Edge kEdge>
+[[gnu::always_inline]] inline void store_dx_block(const StemPlane& p, float* out, std::int64_t c, __m512 even,
+                                                  __m512 odd) {
+  const __m512 low = _mm512_permutex2var_ps(even, kLowPairs, odd);
+  const __m512 high = _mm512_permutex2var_ps(even, kHighPairs, odd);
+  if (kEdge == Edge::kInside) {
+    _mm512_storeu_ps(out + c, low);
+    _mm512_storeu_ps(out + c + 16, high);
+  } else if (kEdge == Edge::kRowEnd) {
+    _mm512_storeu_ps(out + c, low);
+    if (p.last_high_store) _mm512_storeu_ps(out + c + 16, high);
+  } else {
+    const auto store = [&](float* at, std::int64_t valid, __m512 v) {
+      if (valid >= 16 || at + 16 <= p.dx_end) {
+        _mm512_storeu_ps(at, v);
+      } else {
+        _mm512_mask_storeu_ps(at, lanes(valid), v);
+      }
+    };
+    store(out + c, p.w - c, low);
+    if (c + 16 < p.w) store(out + c + 16, p.w - c - 16, high);
+  }
+}
+
+// Block m of output row oh: its columns of dx row 2oh - 1 (kTop: all output rows but the first),
+// from the streams of the row above kept in even and odd, and of dx row 2oh (kMiddle: unless the
+// plane ends before it), whose streams it leaves in even and odd for dx row 2oh + 1.
+template <bool kTop, bool kMiddle, Edge kEdge>
+[[gnu::always_inline]] inline void output_block(const StemPlane& p, std::int64_t oh, std::int64_t m,
+                                                __m512& even, __m512& odd) {
+  const std::int64_t c = 32 * m;
+  __m512 row_even, row_odd;
+  spread_block<kEdge>(p, oh, 16 * m, row_even, row_odd);
+  float* const middle = p.dx + 2 * oh * p.w;
+  if (kTop)
+    store_dx_block<kEdge>(p, middle - p.w, c, _mm512_add_ps(even, row_even), _mm512_add_ps(odd, row_odd));
+  if (kMiddle) store_dx_block<kEdge>(p, middle, c, row_even, row_odd);
+  even = row_even;
+  odd = row_odd;
+}
+
+// Asks for the cache lines that hold the n floats at p.
+[[gnu::always_inline]] inline void prefetch_span(const float* p, std::int64_t n) {
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{63};
+  const auto end = reinterpret_cast<std::uintptr_t>(p + n);
+  for (std::uintptr_t line = first; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
+// Output rows [begin, end) over the strip of kBlocks blocks from block m0, the last of them the
+// row's last when kRowEnd (then of edge kLastEdge). A row's blocks go from its end to its start, so
+// that the stores of a dx row's last block that reach into the next dx rows come before those rows'
+// first blocks.
+template <int kBlocks, bool kRowEnd, bool kTop, bool kMiddle, Edge kLastEdge>
+[[gnu::always_inline]] inline void strip_rows(const StemPlane& p, std::int64_t m0, std::int64_t begin,
+                                              std::int64_t end, __m512 (&even)[kBlocks],
+                                              __m512 (&odd)[kBlocks]) {
+  const std::int64_t c0 = 32 * m0, columns = min64(p.w, 32 * (m0 + kBlocks)) - c0;
+  for (std::int64_t oh = begin; oh < end; ++oh) {
+    // dx's lines a couple of rows ahead, so that the stores find them in L1 rather than wait, in
+    // order, for each line to come.
+    for (std::int64_t r = 2 * oh + 2; r < min64(2 * oh + 4, p.h); ++r)
+      prefetch_span(p.dx + r * p.w + c0, columns);
+#pragma GCC unroll 4
+    for (int i = kBlocks - 1; i >= 0; --i) {
+      if (kRowEnd && i == kBlocks - 1) {
+        output_block<kTop, kMiddle, kLastEdge>(p, oh, m0 + i, even[i], odd[i]);
+      } else {
+        output_block<kTop, kMiddle, Edge::kInside>(p, oh, m0 + i, even[i], odd[i]);
+      }
+    }
+  }
+}
+
+// Every output row over the strip of kBlocks blocks from block m0 (dx columns [32 m0, 32 (m0 +
+// kBlocks))), the row's last strip when kRowEnd; the strip's streams stay in registers from one
+// output row to the next.
+template <int kBlocks, bool kRowEnd>
+void strip(const StemPlane& plane, std::int64_t m0) {
+  // A copy, which the compiler knows no store to dx changes.
+  const StemPlane p = plane;
+  __m512 even[kBlocks], odd[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) even[i] = odd[i] = _mm512_setzero_ps();
+  if (p.inside_end > 0) {
+    strip_rows<kBlocks, kRowEnd, false, true, Edge::kRowEnd>(p, m0, 0, 1, even, odd);
+  } else {
+    strip_rows<kBlocks, kRowEnd, false, true, Edge::kPlaneEnd>(p, m0, 0, 1, even, odd);
+  }
+  const std::int64_t inside_middle_end = max64(1, min64(p.middle_end, p.inside_end));
+  strip_rows<kBlocks, kRowEnd, true, true, Edge::kRowEnd>(p, m0, 1, inside_middle_end, even, odd);
+  strip_rows<kBlocks, kRowEnd, true, true, Edge::kPlaneEnd>(p, m0, inside_middle_end, p.middle_end, even,
+                                                            odd);
+  strip_rows<kBlocks, kRowEnd, true, false, Edge::kPlaneEnd>(p, m0, max64(1, p.middle_end), p.oh, even, odd);
+  // The last output row's bottom row, which no later output row completes.
+  const std::int64_t open_row = 2 * p.oh - 1;
+  if (open_row >= p.h) return;
+#pragma GCC unroll 4
+  for (int i = kBlocks - 1; i >= 0; --i) {
+    if (kRowEnd && i == kBlocks - 1) {
+      store_dx_block<Edge::kPlaneEnd>(p, p.dx + open_row * p.w, 32 * (m0 + i), even[i], odd[i]);
+    } else {
+      store_dx_block<Edge::kInside>(p, p.dx + open_row * p.w, 32 * (m0 + i), even[i], odd[i]);
+    }
+  }
+}
+
+void backward_k3s2p1(const AvgPoolPlane& g, const float* dy, float* dx) {
+  const std::int64_t blocks = (g.w + 31) / 32, last_j = 16 * (blocks - 1), last_c = 2 * last_j;
+  StemPlane p{g.h,
+              g.w,
+              g.oh,
+              g.ow,
+              dy,
+              dy + g.oh * g.ow,
+              g.inverse_divisor,
+              g.inverse_divisor + g.oh * g.ow,
+              dx,
+              dx + g.h * g.w,
+              blocks,
+              lanes(g.ow - last_j),
+              lanes(g.ow - last_j - 1),
+              last_c + 16 < g.w,
+              g.oh,
+              min64(g.oh, (g.h + 1) / 2)};
+  // The output rows whose last blocks' whole vectors stay inside dy, the divisors (one further for
+  // the shifted outputs) and dx (to the end of dx row 2oh).
+  while (p.inside_end > 0) {
+    const std::int64_t oh = p.inside_end - 1;
+    if (oh * g.ow + last_j + 17 <= g.oh * g.ow && 2 * oh * g.w + last_c + 32 <= g.h * g.w) break;
+    --p.inside_end;
+  }
+  // Strips from the row's end, whose last block's stores reach into the next row's first columns,
+  // which the first strip writes later.
+  const std::int64_t end_blocks = blocks - (blocks - 1) / kStripBlocks * kStripBlocks;
+  const std::int64_t m0 = blocks - end_blocks;
+  switch (end_blocks) {
+    case 1:
+      strip<1, true>(p, m0);
+      break;
+    case 2:
+      strip<2, true>(p, m0);
+      break;
+    case 3:
+      strip<3, true>(p, m0);
+      break;
+    default:
+      strip<4, true>(p, m0);
+      break;
+  }
+  for (std::int64_t m = m0 - kStripBlocks; m >= 0; m -= kStripBlocks) strip<kStripBlocks, false>(p, m);
+}
+
 }  // namespace
 
 std::int64_t avg_pool_plane_scratch(const AvgPoolPlane& g) { return layout_of(g).total + 16; }
 
 void avg_pool_plane_prepare(const AvgPoolPlane& g, float* scratch) {
   float* base = aligned(scratch);
-  const std::int64_t total = layout_of(g).total;
-  for (std::int64_t i = 0; i < total; i += 16) _mm512_store_ps(base + i, _mm512_setzero_ps());
+  const Layout l = layout_of(g);
+  for (std::int64_t i = 0; i < l.total; i += 16) _mm512_store_ps(base + i, _mm512_setzero_ps());
+  base[kStemPass] = g.kernel_w == 3 && g.stride_w == 2 && g.pad_w == 1 && rows_k3s2p1(g) ? 1.0f : 0.0f;
 }
 
 void avg_pool_plane_forward(const AvgPoolPlane& g, const float* x, float* y, float* scratch) {
@@ -268,8 +505,14 @@ void avg_pool_plane_forward(const AvgPoolPlane& g, const float* x, float* y, flo
 }
 
 void avg_pool_plane_backward(const AvgPoolPlane& g, const float* dy, float* dx, float* scratch) {
-  const Layout l = layout_of(g);
   float* base = aligned(scratch);
+  // The stem's pass reads dy's rows after it has written dx rows below them; the general pass reads
+  // all of dy first, so it also takes a dx stored over dy.
+  if (base[kStemPass] != 0.0f && apart(dx, g.h * g.w, dy, g.oh * g.ow)) {
+    backward_k3s2p1(g, dy, dx);
+    return;
+  }
+  const Layout l = layout_of(g);
   float* rows = base + l.rows;
   if (g.kernel_w == 3 && g.stride_w == 2 && g.pad_w == 1) {
     spread_3_wide_stride_2(g, l, dy, rows);

@@ -6,7 +6,11 @@
 // spread rows of the outputs covering it. A row of stride 2 is split into its even and odd
 // columns, so every tap is one unaligned load of a zero-padded stream: no per-element index
 // arithmetic, no scatter, and padding is zeros that need no masks. ResNet's window (3 wide, stride
-// 2, padded by 1) shifts the streams in registers instead of storing and reloading them.
+// 2, padded by 1) shifts the streams in registers instead of storing and reloading them. Its
+// backward under the stem's row windows too (3 rows, row stride 2, row padding 1) takes one pass
+// with no spread rows stored: a dx row of even index lies in one output row's window, one of odd
+// index in two, so each output row's spread columns, kept in registers for the next output row,
+// give its two dx rows, each written once straight out.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +28,8 @@ struct AvgPoolPlane : PoolPlaneWindows {
 std::int64_t avg_pool_plane_scratch(const AvgPoolPlane& g);
 
 /// Zeroes the scratch before a caller's first plane: the margins of the padded streams are read as
-/// padding and never written again, so one call serves every later plane of the same geometry.
+/// padding and never written again, so one call serves every later plane of the same geometry. It
+/// also notes there which backward pass the geometry takes, so call it before either direction.
 void avg_pool_plane_prepare(const AvgPoolPlane& g, float* scratch);
 
 /// y[oh][ow] = the sum of x over the window times inverse_divisor[oh * ow + ow].
