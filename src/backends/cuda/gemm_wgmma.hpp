@@ -1,7 +1,8 @@
 // gpu.gemm.tc's Hopper tiles: the same product (f16/bf16 in, f32 accumulation, alpha, beta, bias,
 // strided batches or batches summed) on wgmma, the sm_90a warpgroup MMA. Compiled only for sm_90a,
 // beside igemm_tc's wgmma tiles (conv_igemm_wgmma.cu), so it runs where igemm_wgmma_available()
-// says yes; gpu.gemm.tc lists these tiles before its mma.sync ones there.
+// says yes; gpu.gemm.tc lists these tiles before its mma.sync ones there. The TMA tiles also need the
+// driver's cuTensorMapEncodeTiled.
 #pragma once
 
 #include "dnn/gemm_lowering.hpp"
@@ -10,9 +11,11 @@
 namespace galley::backends::gpu {
 
 struct GemmWgmmaTile {
-  int bm, bn, stages;  // block tile m x n, bm / 64 warpgroups; loads run stages - 2 steps ahead
+  int bm, bn, stages;  // block tile m x n over bm / 64 consumer warpgroups
+  bool tma;            // stages filled by TMA from a producer warp, else by cp.async (gemm_wgmma.cu)
 };
-inline constexpr GemmWgmmaTile kGemmWgmmaTiles[] = {{128, 256, 4}, {128, 128, 4}, {64, 128, 4}};
+inline constexpr GemmWgmmaTile kGemmWgmmaTiles[] = {
+    {128, 256, 4, true}, {128, 128, 6, true}, {128, 256, 4, false}, {64, 128, 4, false}};
 inline constexpr int kGemmWgmmaTileCount = int(sizeof(kGemmWgmmaTiles) / sizeof(kGemmWgmmaTiles[0]));
 
 /// Enqueues out = alpha op(X) op(Y) + beta out + bias with wgmma tile `tile` (index into

@@ -17,15 +17,15 @@ namespace galley::backends::gpu {
 
 /// One tile shape of the tensor-core kernel: a bm x bn block tile over k slices of 32, warps of
 /// wm x wn, `stages` shared-memory buffers (2 = double buffering); or, with `wgmma`, one of the
-/// Hopper kernel's tiles (../cuda/gemm_wgmma.hpp: bm / 64 warpgroups over k slices of 64, wm and wn
-/// unused).
+/// Hopper kernel's tiles (../cuda/gemm_wgmma.hpp: bm / 64 warpgroups over k slices of 64, filled by
+/// TMA with `tma`, else by cp.async; wm and wn unused).
 struct GemmTile {
   int bm = 128, bn = 128, wm = 64, wn = 32, stages = 3;
-  bool wgmma = false;
-  /// "128x128-w64x32-s3", or "wgmma-128x256-s4"
+  bool wgmma = false, tma = false;
+  /// "128x128-w64x32-s3", "wgmma-128x256-s4" or "wgmma-tma-128x256-s4"
   std::string to_string() const;
   static std::optional<GemmTile> parse(std::string_view text);
-  int threads() const { return wgmma ? 2 * bm : (bm / wm) * (bn / wn) * 32; }
+  int threads() const { return wgmma ? 2 * bm + (tma ? 32 : 0) : (bm / wm) * (bn / wn) * 32; }
   friend bool operator==(const GemmTile&, const GemmTile&) = default;
 };
 

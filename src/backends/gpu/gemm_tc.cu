@@ -23,7 +23,9 @@
 namespace galley::backends::gpu {
 
 std::string GemmTile::to_string() const {
-  if (wgmma) return "wgmma-" + std::to_string(bm) + "x" + std::to_string(bn) + "-s" + std::to_string(stages);
+  if (wgmma)
+    return std::string(tma ? "wgmma-tma-" : "wgmma-") + std::to_string(bm) + "x" + std::to_string(bn) + "-s" +
+           std::to_string(stages);
   return std::to_string(bm) + "x" + std::to_string(bn) + "-w" + std::to_string(wm) + "x" +
          std::to_string(wn) + "-s" + std::to_string(stages);
 }
@@ -34,7 +36,9 @@ std::optional<GemmTile> GemmTile::parse(std::string_view text) {
   const std::string s(text);
   if (s.rfind("wgmma-", 0) == 0) {
     t.wgmma = true, t.wm = t.wn = 0;
-    if (std::sscanf(s.c_str(), "wgmma-%dx%d-s%d%c", &t.bm, &t.bn, &t.stages, &tail) != 3) return std::nullopt;
+    t.tma = s.rfind("wgmma-tma-", 0) == 0;
+    if (std::sscanf(s.c_str() + (t.tma ? 10 : 6), "%dx%d-s%d%c", &t.bm, &t.bn, &t.stages, &tail) != 3)
+      return std::nullopt;
   } else if (std::sscanf(s.c_str(), "%dx%d-w%dx%d-s%d%c", &t.bm, &t.bn, &t.wm, &t.wn, &t.stages, &tail) !=
              5) {
     return std::nullopt;
@@ -49,7 +53,7 @@ std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype) {
   if ((dtype == DType::f16 || dtype == DType::bf16) && env::config().debug_gemm_wgmma &&
       igemm_wgmma_available())
     for (const GemmWgmmaTile& w : kGemmWgmmaTiles)
-      tiles.push_back(GemmTile{w.bm, w.bn, 0, 0, w.stages, true});
+      tiles.push_back(GemmTile{w.bm, w.bn, 0, 0, w.stages, true, w.tma});
 #else
   (void)dtype;
 #endif
@@ -357,7 +361,7 @@ void launch_gemm_tc(const dnn::GemmCall& c, DType dtype, const GemmTile& tile, c
 #if GALLEY_CUDA_WGMMA
     for (int i = 0; i < kGemmWgmmaTileCount; ++i)
       if (kGemmWgmmaTiles[i].bm == tile.bm && kGemmWgmmaTiles[i].bn == tile.bn &&
-          kGemmWgmmaTiles[i].stages == tile.stages)
+          kGemmWgmmaTiles[i].stages == tile.stages && kGemmWgmmaTiles[i].tma == tile.tma)
         return launch_gemm_wgmma(c, dtype, i, x, y, out, bias, stream);
 #endif
     throw Error(Status::invalid_argument, "gpu.gemm.tc: no wgmma kernel for tile " + tile.to_string());
