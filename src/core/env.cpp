@@ -301,8 +301,7 @@ const std::vector<Entry>& entries() {
        parse_bwd_weights_wgmma},
       {{"GALLEY_DEBUG_3XTF32",
         "development: 1 runs f32 on tensor cores as 3xTF32 in gpu.gemm.tc and the backward implicit GEMMs "
-        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until its rounded accumulation has been checked "
-        "on a GPU",
+        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until the whole GPU test suite has run with it on",
         "0"},
        parse_3xtf32},
       {{"GALLEY_DEBUG_BWD_DATA_PHASES",

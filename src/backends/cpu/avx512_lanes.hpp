@@ -29,6 +29,19 @@ inline __mmask16 lanes(std::int64_t count) {
   return static_cast<__mmask16>((1u << count) - 1u);
 }
 
+/// Whether any of the n floats at p is a NaN; one comparison tests two vectors.
+inline bool holds_nan(const float* p, std::int64_t n) {
+  __mmask16 nan = 0;
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    nan |= _mm512_cmp_ps_mask(_mm512_loadu_ps(p + i), _mm512_loadu_ps(p + i + 16), _CMP_UNORD_Q);
+  for (; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(lanes(n - i), p + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  return nan != 0;
+}
+
 /// Lanes l with lo <= l < hi, both clamped to [0, 16].
 inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
   lo = max64(lo, 0);

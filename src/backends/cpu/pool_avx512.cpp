@@ -32,19 +32,6 @@ struct WithNaNs {
   }
 };
 
-// Whether row[0, count) holds a NaN; one comparison tests two vectors.
-bool has_nan(const float* row, std::int64_t count) {
-  __mmask16 nan = 0;
-  std::int64_t i = 0;
-  for (; i + 32 <= count; i += 32)
-    nan |= _mm512_cmp_ps_mask(_mm512_loadu_ps(row + i), _mm512_loadu_ps(row + i + 16), _CMP_UNORD_Q);
-  for (; i < count; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(lanes(count - i), row + i);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  }
-  return nan != 0;
-}
-
 // Which vectors of 16 output columns have windows reaching past the row's ends: blocks [0, lead)
 // and [trail, blocks), trail >= lead; the blocks between load without masks.
 struct Edges {
@@ -249,7 +236,7 @@ void plane_of(const MaxPoolPlane& g, const float* x, float* y, float* cols, cons
     // The columns some window holds; a NaN elsewhere in the row does not reach an output.
     const std::int64_t used = min64(g.w, (g.ow - 1) * kStride - g.pad_w + g.kernel_w);
     run([&](const float* row, float* out) {
-      if (has_nan(row, used)) return true;
+      if (holds_nan(row, used)) return true;
       column_maxima<NumbersOnly, kStride>(g, e, masks, row, out);
       return false;
     });

@@ -221,19 +221,6 @@ bool rows_k3s2p1(const PoolPlaneWindows& g) {
   return true;
 }
 
-// Whether any of the n floats at x is a NaN.
-bool holds_nan(const float* x, std::int64_t n) {
-  __mmask16 nan = 0;
-  std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    nan |= _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16), _CMP_UNORD_Q);
-  for (; i < n; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(lanes(n - i), x + i);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  }
-  return nan != 0;
-}
-
 // What the output rows of a plane under the windows rows_k3s2p1() takes share: sizes, where x, dy
 // and dx lie, and of a row's last block of 16 outputs, which lanes of its input columns and of its
 // outputs lie inside the row.

@@ -43,7 +43,7 @@ inline constexpr int kTileCount = 2;
 template <typename T>
 inline constexpr bool kUseMma = GALLEY_GPU_MMA && !std::is_same_v<T, float>;
 /// Whether launches of `dtype` take a tensor-core main loop: kUseMma's, and for f32 the 3xTF32 one
-/// while GALLEY_DEBUG_3XTF32=1 (off until its rounded accumulation has run its tests on a GPU).
+/// while GALLEY_DEBUG_3XTF32=1 (off until the whole GPU test suite has run with it on).
 inline bool uses_mma(DType dtype) {
   return GALLEY_GPU_MMA && (dtype != DType::f32 || env::config().debug_3xtf32);
 }
