@@ -139,8 +139,11 @@ inline __m512 fold_fixed_taps(__m512 acc, const __m512* prev, const __m512* cur,
 // stride 2, by one permute each), and each tap is a stream shifted by a constant number of lanes
 // (one align), where column_maxima() loads every tap, mostly across cache lines. Returns whether
 // the row holds a NaN, and then out is to be reduced again under the full rule.
+//
+// Always inlined: a row of a small plane is a few vectors, and a call per row (which the compiler
+// otherwise makes once plane() grows) costs planes in cache a tenth of their speed.
 template <int kStride, int kKernel, int kPad>
-bool column_maxima_fixed(const MaxPoolPlane& g, const float* row, float* out) {
+[[gnu::always_inline]] inline bool column_maxima_fixed(const MaxPoolPlane& g, const float* row, float* out) {
   const std::int64_t w = g.w, blocks = max_pool_plane_pitch(g) / 16;
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -192,18 +195,30 @@ void output_row(const float* cols, std::int64_t pitch, std::int64_t begin, std::
   }
 }
 
+// Asks for the cache lines [first, last) of the lines of 16 floats at p, clipped to lines.
+inline void prefetch_lines(const float* p, std::int64_t lines, std::int64_t first, std::int64_t last) {
+  for (std::int64_t i = first; i < min64(last, lines); ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
+}
+
 // Each input row a window holds is checked for NaNs and reduced once, as the first output row
 // that needs it comes up; a row with a NaN is reduced under the full rule, and from then on the
 // output rows fold under it too (on numbers alone both rules give the same bits, so switching
 // early is harmless). numbers_only(row, out) reduces a row under the rule without NaNs and says
 // whether the row holds one.
+//
+// next_x, when not null, is the plane the caller takes after this one: each output row asks for its
+// share of that plane's cache lines, so that the plane is on its way from memory while this one
+// computes, where otherwise each row's loads would wait for memory in turn.
 template <int kStride, class RowWithoutNaNs>
 void plane(const MaxPoolPlane& g, const Edges& e, const __mmask16* masks, const float* x, float* y,
-           float* cols, const RowWithoutNaNs& numbers_only) {
+           float* cols, const float* next_x, const RowWithoutNaNs& numbers_only) {
   const std::int64_t pitch = max_pool_plane_pitch(g);
+  const std::int64_t x_lines = (g.h * g.w + 15) / 16, x_step = (x_lines + g.oh - 1) / g.oh;
   bool nan_seen = false;
   std::int64_t reduced_to = 0;  // the rows below it that windows hold have their column maxima
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+    if (next_x != nullptr) prefetch_lines(next_x, x_lines, oh * x_step, (oh + 1) * x_step);
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     for (std::int64_t ih = max64(begin, reduced_to); ih < end; ++ih) {
       const float* row = x + ih * g.w;
@@ -223,9 +238,12 @@ void plane(const MaxPoolPlane& g, const Edges& e, const __mmask16* masks, const 
 
 // The common windows (3 wide padded by 1 or 0, 2 wide unpadded) take column_maxima_fixed().
 template <int kStride>
-void plane_of(const MaxPoolPlane& g, const float* x, float* y, float* cols, const __mmask16* masks) {
+void plane_of(const MaxPoolPlane& g, const float* x, float* y, float* cols, const __mmask16* masks,
+              const float* next_x) {
   const Edges e = edges_of<kStride>(g);
-  const auto run = [&](const auto& numbers_only) { plane<kStride>(g, e, masks, x, y, cols, numbers_only); };
+  const auto run = [&](const auto& numbers_only) {
+    plane<kStride>(g, e, masks, x, y, cols, next_x, numbers_only);
+  };
   if (g.kernel_w == 3 && g.pad_w == 1) {
     run([&](const float* row, float* out) { return column_maxima_fixed<kStride, 3, 1>(g, row, out); });
   } else if (g.kernel_w == 3 && g.pad_w == 0) {
@@ -258,15 +276,15 @@ void max_pool_plane_edge_masks(const MaxPoolPlane& g, std::uint16_t* masks) {
 }
 
 void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const float* x, float* y,
-                    float* scratch) {
+                    float* scratch, const float* next_x) {
   // Whole cache lines for the column maxima: a vector stored across two lines and loaded back soon
   // after is slower to forward.
   const auto line = reinterpret_cast<std::uintptr_t>(scratch) % 64;
   float* cols = scratch + (line == 0 ? 0 : (64 - line) / sizeof(float));
   if (g.stride_w == 2) {
-    plane_of<2>(g, x, y, cols, masks);
+    plane_of<2>(g, x, y, cols, masks, next_x);
   } else {
-    plane_of<1>(g, x, y, cols, masks);
+    plane_of<1>(g, x, y, cols, masks, next_x);
   }
 }
 

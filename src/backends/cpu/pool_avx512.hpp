@@ -44,9 +44,10 @@ void max_pool_plane_edge_masks(const MaxPoolPlane& g, std::uint16_t* masks);
 /// y[oh][ow] = the maximum of x over the window under cpu.pool.direct's rule, by value: a NaN beats
 /// any number and an earlier NaN, a larger value wins, and of equal values (+0 and -0) the first in
 /// row-major window order; -inf for an empty window. scratch (max_pool_plane_scratch(g) floats)
-/// belongs to one caller at a time; its contents on entry do not matter.
+/// belongs to one caller at a time; its contents on entry do not matter. next_x, when not null, is
+/// the plane to be taken next, which this call prefetches a share per output row.
 void max_pool_plane(const MaxPoolPlane& g, const std::uint16_t* masks, const float* x, float* y,
-                    float* scratch);
+                    float* scratch, const float* next_x = nullptr);
 
 /// Elements that row_max_lanes() scans at a time: two vectors, whose 32 lanes run independently.
 inline constexpr std::int64_t kRowMaxLanes = 32;

@@ -483,12 +483,17 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
       const avx512::MaxPoolPlane g = plane_windows(s);
       std::vector<std::uint16_t> masks(static_cast<std::size_t>(avx512::max_pool_plane_masks(g)));
       avx512::max_pool_plane_edge_masks(g, masks.data());
+      // Prefetching the next plane pays where the planes come from memory (as for backward).
+      const bool prefetch =
+          s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) > kThreadShareBytes;
       for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
         // Written before read, so its contents on entry do not matter.
         ThreadScratch slot(ThreadScratch::kFirst);
         float* scratch = slot.get(avx512::max_pool_plane_scratch(g));
-        for (std::int64_t pl = p0; pl < p1; ++pl)
-          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch);
+        for (std::int64_t pl = p0; pl < p1; ++pl) {
+          const float* next = prefetch && pl + 1 < p1 ? x + (pl + 1) * plane_in : nullptr;
+          avx512::max_pool_plane(g, masks.data(), x + pl * plane_in, y + pl * plane_out, scratch, next);
+        }
       });
       return;
     }
