@@ -42,6 +42,14 @@ inline bool holds_nan(const float* p, std::int64_t n) {
   return nan != 0;
 }
 
+/// Asks for the cache lines [first, last) of the n floats at p (lines of 16 floats from p), clipped
+/// to them.
+inline void prefetch_lines(const float* p, std::int64_t n, std::int64_t first, std::int64_t last) {
+  const std::int64_t lines = (n + 15) / 16;
+  for (std::int64_t i = first; i < min64(last, lines); ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
+}
+
 /// Lanes l with lo <= l < hi, both clamped to [0, 16].
 inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
   lo = max64(lo, 0);

@@ -195,12 +195,6 @@ void output_row(const float* cols, std::int64_t pitch, std::int64_t begin, std::
   }
 }
 
-// Asks for the cache lines [first, last) of the lines of 16 floats at p, clipped to lines.
-inline void prefetch_lines(const float* p, std::int64_t lines, std::int64_t first, std::int64_t last) {
-  for (std::int64_t i = first; i < min64(last, lines); ++i)
-    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
-}
-
 // Each input row a window holds is checked for NaNs and reduced once, as the first output row
 // that needs it comes up; a row with a NaN is reduced under the full rule, and from then on the
 // output rows fold under it too (on numbers alone both rules give the same bits, so switching
@@ -218,7 +212,7 @@ void plane(const MaxPoolPlane& g, const Edges& e, const __mmask16* masks, const 
   bool nan_seen = false;
   std::int64_t reduced_to = 0;  // the rows below it that windows hold have their column maxima
   for (std::int64_t oh = 0; oh < g.oh; ++oh) {
-    if (next_x != nullptr) prefetch_lines(next_x, x_lines, oh * x_step, (oh + 1) * x_step);
+    if (next_x != nullptr) prefetch_lines(next_x, g.h * g.w, oh * x_step, (oh + 1) * x_step);
     const std::int64_t begin = g.row_begin[oh], end = g.row_end[oh];
     for (std::int64_t ih = max64(begin, reduced_to); ih < end; ++ih) {
       const float* row = x + ih * g.w;

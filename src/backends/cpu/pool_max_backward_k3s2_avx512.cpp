@@ -200,13 +200,6 @@ void zero_rows(const PoolPlaneWindows& g, std::int64_t begin, std::int64_t end, 
     _mm512_mask_storeu_ps(dx + i, lanes(end * g.w - i), _mm512_setzero_ps());
 }
 
-// Asks for the cache lines [first, last) of the n floats at p, clipped to them.
-void prefetch_lines(const float* p, std::int64_t n, std::int64_t first, std::int64_t last) {
-  const std::int64_t lines = (n + 15) / 16;
-  for (std::int64_t i = first; i < min64(last, lines); ++i)
-    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i), _MM_HINT_T0);
-}
-
 // The windows of 3 rows, row stride 2 and row padding 1 (ResNet's stem), which one pass over the
 // plane takes: output row oh holds rows 2oh - 1, 2oh and 2oh + 1 (its top, middle and bottom row,
 // clipped to the plane), so a dx row of even index takes the gradients of one output row and a dx
