@@ -130,6 +130,38 @@ TEST(PoolAvx512, MaxValuesEqualTheReferenceBitForBit) {
   EXPECT_GT(checked, 400);  // the grid is not mostly invalid shapes
 }
 
+// Global max pooling by value alone: planes with NaNs (redone under the full rule), with zeros of
+// both signs as their largest value (the rule keeps the first of them), all -inf, plane sizes
+// around the two-vector step, and a tensor past 4 MiB, where the next plane is prefetched.
+TEST(PoolAvx512, GlobalMaxValuesEqualTheReferenceBitForBit) {
+  if (!backends::cpu::cpu_has_avx512())
+    GTEST_SKIP() << "no AVX-512 here: the pool solver tests cover the rest";
+  const PoolSolver* direct = find_solver_for<PoolProblem>("cpu", kDirect);
+  ASSERT_NE(direct, nullptr);
+  const struct {
+    std::int64_t n, c, h, w;
+  } shapes[] = {{1, 3, 1, 1},  {2, 3, 1, 15},  {1, 4, 4, 8},   {2, 3, 3, 11},   {1, 5, 7, 7},
+                {2, 3, 5, 13}, {1, 3, 11, 32}, {1, 2, 56, 56}, {2, 170, 57, 57}};
+  std::uint32_t seed = 71;
+  for (const auto& shape : shapes) {
+    const PoolProblem p{.window = PoolWindow::global, .n = shape.n, .c = shape.c, .h = shape.h, .w = shape.w};
+    ASSERT_TRUE(valid(p)) << p.key();
+    for (Data data : {Data::random, Data::ties, Data::ties_and_nans, Data::one_nan_per_plane}) {
+      std::vector<float> x = input(p, data, seed++);
+      if (data == Data::ties) {
+        // Some planes of zeros of both signs alone, and one of -inf alone.
+        const auto plane = static_cast<std::size_t>(p.h * p.w);
+        for (std::size_t i = 0; i < plane; ++i) {
+          x[i] = -std::numeric_limits<float>::infinity();
+          if (x.size() >= 3 * plane) x[plane + i] = i % 3 == 1 ? 0.0f : -0.0f;
+          if (x.size() >= 3 * plane) x[2 * plane + i] = i % 3 == 0 ? 0.0f : -0.0f;
+        }
+      }
+      expect_same_bits(p, x, direct, "global, data " + std::to_string(static_cast<int>(data)));
+    }
+  }
+}
+
 // The ResNet-50 stem's shape with a NaN in one row only, in each of the row's vectors in turn: the
 // row is redone under the full rule and the output rows after it fold under it.
 TEST(PoolAvx512, OneNaNAnywhereInTheStemsPlane) {

@@ -308,6 +308,34 @@ void row_max_lanes(const float* row, std::int64_t base, std::int64_t n, float* b
   _mm512_storeu_si512(at + 16, a1);
 }
 
+bool plane_max(const float* x, std::int64_t n, const float* next_x, float& out) {
+  const __m512 lowest = _mm512_set1_ps(-__builtin_inff());
+  __m512 a = lowest, b = lowest;
+  __mmask16 nan = 0;
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // The next plane's two lines as this one's two are read: the planes of a thread's share follow
+    // each other, but a plane passes 4 KB pages, at whose ends the hardware prefetchers stop.
+    if (next_x != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_x + i), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next_x + i + 16), _MM_HINT_T0);
+    }
+    const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+    // One comparison tests both vectors for NaNs.
+    nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+    a = _mm512_max_ps(v0, a);
+    b = _mm512_max_ps(v1, b);
+  }
+  if (next_x != nullptr) prefetch_lines(next_x, n, i / 16, (n + 15) / 16);
+  for (; i < n; i += 16) {
+    const __m512 v = _mm512_mask_loadu_ps(lowest, lanes(n - i), x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    a = _mm512_max_ps(v, a);
+  }
+  out = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+  return nan == 0 && out != 0.0f;
+}
+
 float sum(const float* x, std::int64_t n) {
   // Two accumulators, so consecutive vectors' additions overlap.
   __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();

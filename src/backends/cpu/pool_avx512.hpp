@@ -58,6 +58,13 @@ inline constexpr std::int64_t kRowMaxLanes = 32;
 /// at[l]. The caller merges the lanes by the rule, which gives the sequential scan's result.
 void row_max_lanes(const float* row, std::int64_t base, std::int64_t n, float* best, std::int32_t* at);
 
+/// The largest of x[0, n) (n >= 1) into `out` by value alone (global max pooling without indices),
+/// true when that is the rule's result: false when x holds a NaN or the largest value is a zero (+0
+/// and -0 compare equal, and the rule keeps the first of them, which the lanes do not track), for
+/// the caller to scan under the full rule. next_x, when not null, is the next plane of n floats to
+/// be taken, whose lines this call asks for as it goes.
+bool plane_max(const float* x, std::int64_t n, const float* next_x, float& out);
+
 /// The sum of x[0, n), 16 lanes at a time in a fixed order (the same for every call with that n):
 /// a plane's sum for global average pooling, where a scalar chain per row would serialise.
 float sum(const float* x, std::int64_t n);

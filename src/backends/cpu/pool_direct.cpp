@@ -508,6 +508,23 @@ void forward_nchw(const Shape& s, const T* x, T* y, std::int32_t* idx, const std
     // f32 averages over whole planes (global pooling): the plane is one contiguous run.
     const bool whole_plane = s.oh == 1 && s.ow == 1 && s.span_h[0].begin == 0 && s.span_h[0].end == s.h &&
                              s.span_w[0].begin == 0 && s.span_w[0].end == s.w;
+    // f32 global maxima by value alone: a vmaxps reduction, without the index per lane that the
+    // scan under the rule keeps (which made it compute-bound); a plane holding a NaN or whose largest value
+    // is a zero takes the scan under the full rule. Planes from memory fetch the next plane of the share as
+    // they go.
+    if (s.mode == PoolMode::max && whole_plane && y != nullptr && idx == nullptr && cpu_has_avx512()) {
+      const bool prefetch =
+          s.n * s.c * plane_in * static_cast<std::int64_t>(sizeof(float)) > kThreadShareBytes;
+      for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t pl = p0; pl < p1; ++pl) {
+          const float* xp = x + pl * plane_in;
+          const float* next = prefetch && pl + 1 < p1 ? xp + plane_in : nullptr;
+          if (!avx512::plane_max(xp, plane_in, next, y[pl]))
+            forward_one(s, xp, s.span_h[0], s.span_w[0], inv[0], y + pl, nullptr);
+        }
+      });
+      return;
+    }
     if (s.mode != PoolMode::max && whole_plane && cpu_has_avx512()) {
       const float k = inv[0];
       for_plane_shares(s, [&](std::int64_t p0, std::int64_t p1) {
