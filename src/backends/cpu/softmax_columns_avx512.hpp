@@ -11,7 +11,7 @@
 namespace galley::backends::cpu::avx512 {
 
 /// Columns per block for an axis of `len`: the block's input rows and its staged exponentials
-/// together fill about half of L1. A multiple of 16.
+/// together fill about half of L1, and at least two vectors. A multiple of 16.
 std::int64_t softmax_columns_block(std::int64_t len);
 
 /// Floats of staging that softmax_columns_forward needs for an axis of `len` (0: the exponentials
