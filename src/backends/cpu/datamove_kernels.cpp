@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/datamove_shares.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -180,30 +181,50 @@ void copy_tiled(const CopyPlan& p, int a, const S* src, D* dst) {
   for (int i = 0; i < nb; ++i) batches *= p.dims[bdims[i]];
   const std::int64_t ta = (la + kTile - 1) / kTile, tb = (lb + kTile - 1) / kTile;
   const std::int64_t units = batches * ta * tb;
-  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))), moved_bytes<S, D>(p),
+  // Tensors from memory: each tile asks for the next tile's src lines as it goes (its rows lie
+  // sb apart, in runs of a tile's width, too short for the hardware prefetchers), and dst far
+  // beyond the caches is written around them (a plain store would first read each line).
+  const std::int64_t bytes = moved_bytes<S, D>(p);
+  const bool prefetch = avx512 && bytes > kThreadShareBytes;
+  const bool stream = avx512 && p.elements() * static_cast<std::int64_t>(sizeof(D)) >= kBypassCacheBytes;
+  struct Tile {
+    std::int64_t soff, doff, a0, a1, b0, b1;
+  };
+  const auto tile = [&](std::int64_t u) {
+    std::int64_t t = u;
+    const std::int64_t ib = t % tb;
+    t /= tb;
+    const std::int64_t ia = t % ta;
+    std::int64_t batch = t / ta;
+    std::int64_t soff = p.src_offset, doff = 0;
+    for (int i = nb - 1; i >= 0; --i) {
+      const int k = bdims[i];
+      const std::int64_t idx = batch % p.dims[k];
+      batch /= p.dims[k];
+      soff += idx * p.src_strides[k];
+      std::int64_t dstride = 1;
+      for (int j = k + 1; j < p.rank; ++j) dstride *= p.dims[j];
+      doff += idx * dstride;
+    }
+    const std::int64_t a0 = ia * kTile, b0 = ib * kTile;
+    return Tile{soff, doff, a0, std::min(la, a0 + kTile), b0, std::min(lb, b0 + kTile)};
+  };
+  parallel_units(units, std::max<std::int64_t>(1, grain_of(kTile * kTile, sizeof(D))), bytes,
                  [&](std::int64_t first, std::int64_t end) {
+                   // The next tile's place, worked out one unit ahead where it is prefetched.
+                   Tile next = prefetch ? tile(first) : Tile{};
                    for (std::int64_t u = first; u < end; ++u) {
-                     std::int64_t t = u;
-                     const std::int64_t ib = t % tb;
-                     t /= tb;
-                     const std::int64_t ia = t % ta;
-                     std::int64_t batch = t / ta;
-                     std::int64_t soff = p.src_offset, doff = 0;
-                     for (int i = nb - 1; i >= 0; --i) {
-                       const int k = bdims[i];
-                       const std::int64_t idx = batch % p.dims[k];
-                       batch /= p.dims[k];
-                       soff += idx * p.src_strides[k];
-                       std::int64_t dstride = 1;
-                       for (int j = k + 1; j < p.rank; ++j) dstride *= p.dims[j];
-                       doff += idx * dstride;
-                     }
-                     const std::int64_t a0 = ia * kTile, a1 = std::min(la, a0 + kTile);
-                     const std::int64_t b0 = ib * kTile, b1 = std::min(lb, b0 + kTile);
+                     const Tile cur = prefetch ? next : tile(u);
+                     if (prefetch && u + 1 < end) next = tile(u + 1);
+                     const std::int64_t a0 = cur.a0, a1 = cur.a1, b0 = cur.b0, b1 = cur.b1;
+                     const std::int64_t soff = cur.soff, doff = cur.doff;
                      if constexpr (std::is_same_v<S, std::uint32_t> && std::is_same_v<D, std::uint32_t>) {
                        if (avx512) {
+                         const bool ahead = prefetch && u + 1 < end;
                          avx512::transpose_32bit(src + soff + a0 + b0 * sb, sb, dst + doff + a0 * da + b0, da,
-                                                 b1 - b0, a1 - a0);
+                                                 b1 - b0, a1 - a0,
+                                                 ahead ? src + next.soff + next.a0 + next.b0 * sb : nullptr,
+                                                 ahead ? next.b1 - next.b0 : 0, stream);
                          continue;
                        }
                      }
@@ -213,6 +234,7 @@ void copy_tiled(const CopyPlan& p, int a, const S* src, D* dst) {
                        for (std::int64_t y = b0; y < b1; ++y) d[y] = cast<S, D>(s[y * sb]);
                      }
                    }
+                   if (stream) avx512::stream_fence();
                  });
 }
 
