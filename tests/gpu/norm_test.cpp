@@ -1,9 +1,11 @@
 // Every GPU normalisation solver (cuda and hip lists: the single-source kernels and cuDNN) against
 // the cpu reference: odd and vector-width shapes, shapes whose planes are split over several
-// blocks, every dtype, both layouts, every mode; constant channels give no NaN, large means keep
-// their variance, and two runs give the same bits. Skips without a device.
+// blocks, every dtype, both layouts, every mode, layer norm's register path and its generic one;
+// constant channels give no NaN, large means keep their variance, and two runs give the same bits.
+// Skips without a device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -94,6 +96,78 @@ TEST_P(GpuNorm, LayerNormMatchesTheReference) {
     }
   }
   EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, LayerNormRegisterPathMatchesTheReference) {
+  // Rows of a multiple of 8 up to 1024 keep a row in registers: 8 and 24 elements give 1 and 4
+  // lanes a row (one of the 4 idle), 40 gives 8 lanes with 3 idle, 256 two rows per group of 32
+  // lanes (2697 rows: a partial last block), 512 two vectors a lane, 776 and 1024 four (776's
+  // last vector only on the first lane; their backward takes the generic path). 12347 rows of 256
+  // make the persistent backward blocks loop over several rows each.
+  std::vector<LayerNormProblem> problems;
+  for (auto shape :
+       {LayerNormProblem::of({1, 8}, 1), LayerNormProblem::of({37, 24}, 1), LayerNormProblem::of({33, 40}, 1),
+        LayerNormProblem::of({3, 31, 29, 256}, 1), LayerNormProblem::of({17, 512}, 1),
+        LayerNormProblem::of({19, 776}, 1), LayerNormProblem::of({5, 1024}, 1)}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+        LayerNormProblem p = shape;
+        p.dtype = dt;
+        p.direction = d;
+        problems.push_back(p);
+      }
+    }
+  }
+  for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+    LayerNormProblem p = LayerNormProblem::of({12347, 256}, 1);
+    p.dtype = DType::f16;
+    p.direction = d;
+    problems.push_back(p);
+  }
+  EXPECT_GT(check_all(device_, problems), 0);
+}
+
+TEST_P(GpuNorm, LayerNormRegisterPathConstantRowsLargeMeansAndRepeatableBits) {
+  const runtime::Device cpu = runtime::device("cpu");
+  const LayerNormSolver* ref = find_solver_for<LayerNormProblem>("cpu", kRefLnormName);
+  ASSERT_NE(ref, nullptr);
+  std::vector<float> big = norm_test::uniform(40 * 256, -0.5f, 0.5f, 11);
+  for (float& v : big) v += 1e4f;
+  for (const LayerNormSolver* s : solvers_for<LayerNormProblem>(device_.backend())) {
+    for (std::int64_t len : {24, 256, 512}) {
+      LayerNormProblem p = LayerNormProblem::of({40, len}, 1);
+      SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+      const std::vector<float> x(big.begin(), big.begin() + 40 * len);
+      const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                              {{ArgId::src, std::vector<float>(x.size(), 7.f)}});
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
+      EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::saved_invstd)));
+      const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+      const auto want = norm_test::run_solver(cpu, ProblemRef::of(p), *ref, {{ArgId::src, x}});
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5);
+      EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)), 1e-5);
+      // The backward of constant rows with the statistics the forward saves for them (xhat 0,
+      // invstd 1/sqrt(epsilon)).
+      p.direction = NormDirection::backward;
+      const norm_test::Values constant{{ArgId::src, std::vector<float>(x.size(), 7.f)},
+                                       {ArgId::saved_mean, std::vector<float>(40, 7.f)},
+                                       {ArgId::saved_invstd, std::vector<float>(40, 1.f / std::sqrt(1e-5f))}};
+      const auto back = norm_test::run_solver(device_, ProblemRef::of(p), *s, constant);
+      const auto back_want = norm_test::run_solver(cpu, ProblemRef::of(p), *ref, constant);
+      EXPECT_TRUE(norm_test::all_finite(back.at(ArgId::diff_src)));
+      EXPECT_LT(norm_test::rel_err(back.at(ArgId::diff_src), back_want.at(ArgId::diff_src)), 1e-4);
+      EXPECT_LT(norm_test::rel_err(back.at(ArgId::diff_shift), back_want.at(ArgId::diff_shift)), 1e-5);
+    }
+    // Column sums over many blocks come out with the same bits every run.
+    LayerNormProblem p = LayerNormProblem::of({12347, 256}, 1);
+    p.dtype = DType::f16;
+    p.direction = NormDirection::backward;
+    const auto first = norm_test::run_solver(device_, ProblemRef::of(p), *s);
+    const auto again = norm_test::run_solver(device_, ProblemRef::of(p), *s);
+    EXPECT_EQ(first.at(ArgId::diff_scale), again.at(ArgId::diff_scale)) << s->name();
+    EXPECT_EQ(first.at(ArgId::diff_shift), again.at(ArgId::diff_shift)) << s->name();
+    EXPECT_EQ(first.at(ArgId::diff_src), again.at(ArgId::diff_src)) << s->name();
+  }
 }
 
 TEST_P(GpuNorm, GroupNormMatchesTheReference) {

@@ -1,7 +1,8 @@
 // Device helpers of the normalisation kernels: Welford (count, mean, M2) states merged with Chan's
-// formula, which stay exact for a constant input and lose nothing to a large mean, and fixed-order
-// shared-memory tree reductions (no warp shuffles: the warp is 32 lanes on NVIDIA and 64 on AMD,
-// and a fixed tree gives the same bits on every run).
+// formula, which stay exact for a constant input and lose nothing to a large mean, fixed-order
+// shared-memory tree reductions, and butterfly sums within aligned 32-lane groups (the warp is 32
+// lanes on NVIDIA and 64 on AMD, so nothing assumes more than 32; a butterfly of additions gives
+// every lane the same bits on every run, as addition commutes exactly).
 #pragma once
 
 #include "conv_device.cuh"
@@ -105,6 +106,28 @@ struct Sum2 {
     b += o.b;
   }
 };
+
+/// v of the lane `mask` apart within an aligned group of 32 lanes; every lane of the group calls it.
+__device__ __forceinline__ float lanes_xor(float v, int mask) {
+#if GALLEY_GPU_HIP
+  return __shfl_xor(v, mask, 32);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, 32);
+#endif
+}
+/// v of lane 0 of each aligned group of `width` lanes (a power of two up to 32).
+__device__ __forceinline__ float lanes_first(float v, int width) {
+#if GALLEY_GPU_HIP
+  return __shfl(v, 0, width);
+#else
+  return __shfl_sync(0xffffffffu, v, 0, width);
+#endif
+}
+/// The sum over each aligned group of `width` lanes (a power of two up to 32), in every lane.
+__device__ __forceinline__ float lanes_sum(float v, int width) {
+  for (int m = width / 2; m > 0; m /= 2) v += lanes_xor(v, m);
+  return v;
+}
 
 __device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 

@@ -59,17 +59,38 @@ void launch_plane_forward_inference(const PlaneGeometry& g, const dnn::NormArgs&
 /// Backward: dx, dscale, dshift from dy, x, scale and the saved statistics.
 void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void* stream, const char* what);
 
-/// Layer norm: `rows` rows of `len` contiguous elements.
+/// Layer norm: `rows` rows of `len` contiguous elements. Rows of a multiple of 8 up to
+/// 32 * kMaxLaneVectors * 8 elements (the backward: kMaxBackwardLaneVectors) take the register path
+/// (norm_rows_lanes.cu): `lanes` lanes per row, each keeping `lane_vectors` 8-element vectors of it
+/// in registers, so x (and dy) are read once. Other rows take the generic path (norm_rows.cu,
+/// lanes == 0), which reads a row twice.
 struct RowGeometry {
   std::int64_t rows = 1, len = 1;
   DType dtype = DType::f32;
-  std::int64_t col_splits = 1;  ///< row ranges the backward's column sums are cut into
+  std::int64_t col_splits = 1;  ///< row ranges the generic backward's column sums are cut into
+  int lanes = 0;
+  int lane_vectors = 0;
+
+  /// Rows a group of `lanes` lanes holds at once on the register path: two short ones, so each
+  /// lane has two 16-byte loads in flight.
+  GALLEY_NORM_HD int rows_per_group() const { return lane_vectors == 1 ? 2 : 1; }
 };
+constexpr int kMaxLaneVectors = 4;
+/// The backward's register path keeps x, dy, scale and two column sums: rows up to 512 elements.
+constexpr int kMaxBackwardLaneVectors = 2;
 RowGeometry row_geometry(std::int64_t rows, std::int64_t len, DType dtype);
 const char* row_geometry_limit(const RowGeometry& g);
 std::size_t row_workspace_bytes(const RowGeometry& g, bool backward);
 void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
                         const char* what);
 void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* stream, const char* what);
+
+/// The register path's kernels (lanes > 0), called by the two launchers above. The backward runs at
+/// most `max_blocks` blocks, writes one (dscale, dshift) partial per column per block into
+/// `partial` and returns how many blocks ran.
+void launch_row_forward_lanes(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
+                              const char* what);
+std::int64_t launch_row_backward_lanes(const RowGeometry& g, const dnn::NormArgs& a, std::int64_t max_blocks,
+                                       float* partial, void* stream, const char* what);
 
 }  // namespace galley::backends::gpu

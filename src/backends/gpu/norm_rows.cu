@@ -1,8 +1,10 @@
-// Layer norm kernels (gpu.lnorm.rows): a group of threads per row (32 to 256, so short rows share a
-// block). Forward: a Welford pass over the row, then y from the row again (an L1/L2 hit for rows of
-// typical size). Backward: a group per row for
-// dx (the row's sums of g = dy*scale and g*xhat, then dx), and the column sums dscale/dshift as
-// partials over ranges of rows merged in a fixed order (no atomics).
+// Layer norm kernels (gpu.lnorm.rows). Rows of a multiple of 8 up to 32 * kMaxLaneVectors * 8
+// elements take the register path of norm_rows_lanes.cu; the rest take the generic kernels here:
+// a group of threads per row (32 to 256, so short rows share a block). Forward: a Welford pass over
+// the row, then y from the row again (an L1/L2 hit for rows of typical size). Backward: a group per
+// row for dx (the row's sums of g = dy*scale and g*xhat, then dx), and the column sums
+// dscale/dshift as partials over ranges of rows. Both paths' column partials are merged in a fixed
+// order by column_finalize (no atomics).
 #include "norm_device.cuh"
 #include "norm_kernels.hpp"
 
@@ -10,6 +12,13 @@ namespace galley::backends::gpu {
 namespace {
 
 constexpr std::int64_t kTargetBlocks = 1024;
+// The register path's backward runs at most this many blocks (its column partials); more than a
+// device holds at once is no use to a persistent kernel.
+constexpr std::int64_t kMaxLaneBlocks = 1024;
+// column_finalize: a block is kFinalizeCols columns by kFinalizeSplits threads over the partials,
+// so each thread adds a few dozen partials at most, not all of them.
+constexpr int kFinalizeCols = 32;
+constexpr int kFinalizeSplits = 32;
 
 template <typename T, int kVec>
 __global__ void row_forward(RowGeometry g, int group, const T* __restrict__ x,
@@ -132,17 +141,47 @@ __global__ void column_partial(RowGeometry g, std::int64_t rows_per_split, const
   out[1] = db;
 }
 
-__global__ void column_finalize(RowGeometry g, const float* __restrict__ partial, float* __restrict__ dscale,
-                                float* __restrict__ dshift) {
-  for (std::int64_t col = grid_stride_start(); col < g.len; col += grid_stride_step()) {
-    double ds = 0, db = 0;
-    for (std::int64_t s = 0; s < g.col_splits; ++s) {
-      ds += partial[(s * g.len + col) * 2];
-      db += partial[(s * g.len + col) * 2 + 1];
+/// dscale, dshift from `splits` partials per column (partial[(split * len + col) * 2 + {0, 1}]),
+/// added in double in a fixed order: threadIdx.y strides over the partials, then a tree over y.
+__global__ void __launch_bounds__(kFinalizeCols* kFinalizeSplits)
+    column_finalize(std::int64_t len, std::int64_t splits, const float* __restrict__ partial,
+                    float* __restrict__ dscale, float* __restrict__ dshift) {
+  __shared__ Sum2<double> shared[kFinalizeSplits][kFinalizeCols];
+  const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+  const std::int64_t col = std::int64_t(blockIdx.x) * kFinalizeCols + tx;
+  Sum2<double> acc{};
+  if (col < len) {
+#pragma unroll 4
+    for (std::int64_t s = ty; s < splits; s += kFinalizeSplits) {
+      const float2 p = *reinterpret_cast<const float2*>(partial + (s * len + col) * 2);
+      acc.a += p.x;
+      acc.b += p.y;
     }
-    dscale[col] = float(ds);
-    dshift[col] = float(db);
   }
+  shared[ty][tx] = acc;
+  __syncthreads();
+  for (int stride = kFinalizeSplits / 2; stride > 0; stride /= 2) {
+    if (ty < stride) shared[ty][tx].merge(shared[ty + stride][tx]);
+    __syncthreads();
+  }
+  if (ty == 0 && col < len) {
+    dscale[col] = float(shared[0][tx].a);
+    dshift[col] = float(shared[0][tx].b);
+  }
+}
+
+void launch_column_finalize(const RowGeometry& g, std::int64_t splits, const float* partial,
+                            const dnn::NormArgs& a, GpuStream s) {
+  const dim3 block(kFinalizeCols, kFinalizeSplits);
+  column_finalize<<<unsigned((g.len + kFinalizeCols - 1) / kFinalizeCols), block, 0, s>>>(
+      g.len, splits, partial, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift));
+}
+
+/// The register path's vector loads of scale and shift need them 16-byte aligned (x, y, dy and dx
+/// are, as for the generic path's own vector loads); other pointers take the generic path.
+bool use_lanes(const RowGeometry& g, const dnn::NormArgs& a, bool backward) {
+  if (g.lanes == 0 || !aligned16(a.scale)) return false;
+  return backward ? g.lane_vectors <= kMaxBackwardLaneVectors : aligned16(a.shift);
 }
 
 std::int64_t rows_per_split(const RowGeometry& g) { return (g.rows + g.col_splits - 1) / g.col_splits; }
@@ -157,6 +196,12 @@ unsigned row_blocks(const RowGeometry& g, int group) {
 
 RowGeometry row_geometry(std::int64_t rows, std::int64_t len, DType dtype) {
   RowGeometry g{rows, len, dtype, 1};
+  if (len % 8 == 0 && len / 8 <= 32 * kMaxLaneVectors) {
+    const std::int64_t vectors = len / 8;
+    g.lanes = 1;
+    while (g.lanes < 32 && g.lanes < vectors) g.lanes *= 2;
+    g.lane_vectors = int((vectors + g.lanes - 1) / g.lanes);
+  }
   const std::int64_t base = (len + kNormThreads - 1) / kNormThreads;
   g.col_splits =
       std::clamp<std::int64_t>((kTargetBlocks + base - 1) / base, 1, std::min<std::int64_t>(rows, 65535));
@@ -170,12 +215,27 @@ const char* row_geometry_limit(const RowGeometry& g) {
   return nullptr;
 }
 
+/// The register path's backward blocks at most: one per group of rows a block takes at once.
+std::int64_t lane_blocks(const RowGeometry& g) {
+  if (g.lanes == 0 || g.lane_vectors > kMaxBackwardLaneVectors) return 0;
+  const std::int64_t per_block = std::int64_t(kNormThreads / g.lanes) * g.rows_per_group();
+  return std::clamp<std::int64_t>((g.rows + per_block - 1) / per_block, 1, kMaxLaneBlocks);
+}
+
 std::size_t row_workspace_bytes(const RowGeometry& g, bool backward) {
-  return backward ? std::size_t(g.col_splits * g.len * 2) * sizeof(float) : 0;
+  // Room for either path's partials: unaligned scale or shift send a register-path shape to the
+  // generic kernels.
+  const std::int64_t splits = std::max(g.col_splits, lane_blocks(g));
+  return backward ? std::size_t(splits * g.len * 2) * sizeof(float) : 0;
 }
 
 void launch_row_forward(const RowGeometry& g, const dnn::NormArgs& a, double epsilon, void* stream,
                         const char* what) {
+  if (use_lanes(g, a, false)) {
+    launch_row_forward_lanes(g, a, epsilon, stream, what);
+    check_launch(what);
+    return;
+  }
   const GpuStream s = as_stream(stream);
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -194,6 +254,12 @@ void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* str
   const auto* mean = static_cast<const float*>(a.saved_mean);
   const auto* invstd = static_cast<const float*>(a.saved_invstd);
   auto* partial = static_cast<float*>(a.workspace);
+  if (use_lanes(g, a, true)) {
+    const std::int64_t blocks = launch_row_backward_lanes(g, a, lane_blocks(g), partial, stream, what);
+    launch_column_finalize(g, blocks, partial, a, s);
+    check_launch(what);
+    return;
+  }
   dispatch_dtype(g.dtype, what, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto* x = static_cast<const T*>(a.x);
@@ -204,8 +270,7 @@ void launch_row_backward(const RowGeometry& g, const dnn::NormArgs& a, void* str
                                                          mean, invstd, static_cast<T*>(a.dx));
     const dim3 grid(unsigned((g.len + kNormThreads - 1) / kNormThreads), unsigned(g.col_splits));
     column_partial<T><<<grid, kNormThreads, 0, s>>>(g, rows_per_split(g), x, dy, mean, invstd, partial);
-    column_finalize<<<grid_for(g.len, kNormThreads), kNormThreads, 0, s>>>(
-        g, partial, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift));
+    launch_column_finalize(g, g.col_splits, partial, a, s);
   });
   check_launch(what);
 }

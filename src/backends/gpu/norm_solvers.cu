@@ -142,8 +142,12 @@ class LnormRows final : public GpuNormSolver<dnn::LayerNormProblem> {
       }
     });
   }
-  std::string detail(const dnn::LayerNormProblem&, const runtime::Device&) const override {
-    return "a block per row, deterministic column sums";
+  std::string detail(const dnn::LayerNormProblem& p, const runtime::Device&) const override {
+    const RowGeometry g = geometry_of(p);
+    const bool registers =
+        g.lanes > 0 && (p.direction != NormDirection::backward || g.lane_vectors <= kMaxBackwardLaneVectors);
+    if (!registers) return "a thread group per row, rows read twice, deterministic column sums";
+    return "rows in registers, " + std::to_string(g.lanes) + " lane(s) a row, deterministic column sums";
   }
 };
 
