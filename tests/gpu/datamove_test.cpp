@@ -126,6 +126,13 @@ TEST(GpuDataMove, ReorderEveryDtypeAndLayoutPair) {
       }
     }
   }
+  // The wide 16-byte tiles (128 x 128 halves, 64 x 64 floats), taken only where they give enough
+  // blocks: 1280 and more here, with partial edge tiles on both swapped dims (136 channels, a
+  // plane of 576), in both directions.
+  for (DType t : kFloatDtypes) {
+    expect_gpu_exact(*device, ReorderProblem{{128, 136, 24, 24}, t, Layout::nhwc, t, Layout::nchw});
+    expect_gpu_exact(*device, ReorderProblem{{128, 136, 24, 24}, t, Layout::nchw, t, Layout::nhwc});
+  }
 }
 
 TEST(GpuDataMove, ConvertRunsOnTheDevice) {

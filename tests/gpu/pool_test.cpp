@@ -186,6 +186,52 @@ TEST_P(PoolGpu, UnrolledWindowsAndBroadcastsMatchTheReference) {
   EXPECT_GE(ran, static_cast<int>(problems.size()));
 }
 
+// The nhwc 8-channel block paths against the reference: square 2x2 and 3x3 windows at strides 1
+// and 2 (a 2 x 2 block of outputs per thread forward, also when finding the maxima as window tap
+// numbers), stride-2 windows of at most 3 (a 2 x 2 block of inputs per thread backward, kept or
+// found indices and both averages), and the global backward's runs of pixels. Odd planes leave
+// partial blocks and runs at the bottom and right edges; 24 channels put three pixels' channel
+// vectors in one warp.
+TEST_P(PoolGpu, NhwcBlockPathsMatchTheReference) {
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 3},
+      {.kernel_h = 2, .kernel_w = 2},
+      {.kernel_h = 2, .kernel_w = 2, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 3, .kernel_w = 2, .pad_h = 1},
+      {.window = PoolWindow::global},
+  };
+  const std::vector<PoolSize> sizes = {{2, 24, 31, 29}, {1, 40, 17, 33}, {3, 8, 5, 4}};
+  int ran = 0;
+  for (const PoolProblem& win : windows) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+            for (const PoolSize& size : sizes) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = Layout::nhwc,
+              p.direction = dir;
+              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
+              for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+                if (s->name().substr(0, 4) != "gpu." || !s->check(p, *device_)) continue;
+                const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *s);
+                EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+                ++ran;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(ran, static_cast<int>(windows.size()) * 4 * 3 * 2 * 3);
+}
+
 // The unrolled 3x3 window's special values: windows of only -inf keep their first in-input
 // position (padding taps never take over), and the later of two NaNs wins where a window holds both.
 TEST_P(PoolGpu, UnrolledWindowKeepsTheMaxRule) {

@@ -146,43 +146,56 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
 }
 
 // The tiled transpose for a pure move (same dtype) whose rows along a and along the last dim are
-// whole 16-byte vectors: both sides move 16 bytes a thread, 128 contiguous bytes per 8 lanes. The
-// tile holds kTile rows (along the last dim) of 8 vectors (along a); vector v of row b sits at slot
-// v ^ (b / N) % 8, so the transposed reads (N rows b, one element each) fall in 8 different slots
-// and no two lanes of a quarter-warp share a bank.
-template <class T>
+// whole 16-byte vectors: both sides move 16 bytes a thread. The tile holds kVecsB * N rows (along
+// the last dim) of kVecsA vectors (along a), so src is read in runs of kVecsA * 16 bytes and dst
+// written in runs of kVecsB * 16 bytes. Vector v of row b sits at slot v ^ (b / N) % 8, so the 8
+// lanes that store one row, and the 8 lanes that read one element from each of 8 rows b (one dst
+// vector each, w fastest), fall in 8 different 16-byte slots: no two lanes of a quarter-warp share
+// a bank on either side. kVecsA and kVecsB are multiples of 8.
+template <class T, int kVecsA, int kVecsB>
 __global__ void __launch_bounds__(256)
     tiled_vec_kernel(Gather g, int a, std::int64_t dst_stride_a, std::int64_t tiles_b, std::int64_t batches,
                      const T* __restrict__ src, T* __restrict__ dst) {
-  constexpr int kN = 16 / int(sizeof(T)), kVecs = 8, kTile = kN * kVecs;
-  __shared__ Vec<T, kN> tile[kTile][kVecs];
+  constexpr int kN = 16 / int(sizeof(T)), kTileA = kN * kVecsA, kTileB = kN * kVecsB;
+  static_assert(kVecsA % 8 == 0 && kVecsB % 8 == 0, "the swizzle permutes groups of 8 slots");
+  __shared__ Vec<T, kN> tile[kTileB][kVecsA];
   const int last = g.rank - 1;
   const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
-  const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
-  const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
+  const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTileA;
+  const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTileB;
   for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
     std::int64_t soff, doff;
     batch_offsets(g, a, batch, soff, doff);
-    for (int u = threadIdx.x; u < kTile * kVecs; u += blockDim.x) {
-      const int b = u / kVecs, v = u % kVecs;
+#pragma unroll 4
+    for (int u = threadIdx.x; u < kTileB * kVecsA; u += blockDim.x) {
+      const int b = u / kVecsA, v = u % kVecsA;
       const std::int64_t x = a0 + v * kN, y = b0 + b;
       if (x < la && y < lb)
-        tile[b][v ^ ((b / kN) % kVecs)] = *reinterpret_cast<const Vec<T, kN>*>(src + soff + x + y * sb);
+        tile[b][v ^ ((b / kN) % 8)] = *reinterpret_cast<const Vec<T, kN>*>(src + soff + x + y * sb);
     }
     __syncthreads();
-    for (int u = threadIdx.x; u < kTile * kVecs; u += blockDim.x) {
-      const int r = u / kVecs, w = u % kVecs;
+#pragma unroll 4
+    for (int u = threadIdx.x; u < kTileA * kVecsB; u += blockDim.x) {
+      const int lo = u % 8, r = (u / 8) % kTileA, w = (u / (8 * kTileA)) * 8 + lo;
       const std::int64_t x = a0 + r, y = b0 + w * kN;
       if (x < la && y < lb) {
         Vec<T, kN> out;
 #pragma unroll
-        for (int j = 0; j < kN; ++j) out.v[j] = tile[w * kN + j][(r / kN) ^ w].v[r % kN];
+        for (int j = 0; j < kN; ++j) out.v[j] = tile[w * kN + j][(r / kN) ^ lo].v[r % kN];
         *reinterpret_cast<Vec<T, kN>*>(dst + doff + x * dst_stride_a + y) = out;
       }
     }
     __syncthreads();
   }
 }
+
+// The wide tile's vectors per side: 16 (256-byte runs, a 32 KiB tile of halves) for elements of 2
+// bytes or more; bytes keep 8, as 16 would need 64 KiB of static shared memory.
+template <class T>
+inline constexpr int kWideVecs = sizeof(T) >= 2 ? 16 : 8;
+// Blocks the wide tile needs before it is taken over the 8-vector one: enough to fill a large
+// GPU, since a small problem cut into wide tiles leaves most SMs idle.
+constexpr std::int64_t kWideTileMinBlocks = 1024;
 
 bool fits_int32(std::int64_t n) { return n < (std::int64_t(1) << 31); }
 
@@ -244,10 +257,21 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
       for (int k = 0; k < p.rank; ++k) vec = vec && (k == a || p.src_strides[k] % kN == 0);
       const std::int64_t vec_tiles =
           ((p.dims[a] + kVecTile - 1) / kVecTile) * ((p.dims[last] + kVecTile - 1) / kVecTile);
+      constexpr int kWideTile = kN * kWideVecs<S>;
+      const std::int64_t wide_tiles_b = (p.dims[last] + kWideTile - 1) / kWideTile;
+      const std::int64_t wide_tiles = ((p.dims[a] + kWideTile - 1) / kWideTile) * wide_tiles_b;
+      if (vec && kWideTile > kVecTile && wide_tiles <= 0x7fffffff &&
+          wide_tiles * std::min<std::int64_t>(batches, 65535) >= kWideTileMinBlocks) {
+        const dim3 grid(static_cast<unsigned>(wide_tiles),
+                        static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
+        tiled_vec_kernel<S, kWideVecs<S>, kWideVecs<S>>
+            <<<grid, 256, 0, stream>>>(g, a, dst_stride_a, wide_tiles_b, batches, src, dst);
+        return;
+      }
       if (vec && vec_tiles <= 0x7fffffff) {
         const dim3 grid(static_cast<unsigned>(vec_tiles),
                         static_cast<unsigned>(std::min<std::int64_t>(batches, 65535)));
-        tiled_vec_kernel<S><<<grid, 256, 0, stream>>>(
+        tiled_vec_kernel<S, 8, 8><<<grid, 256, 0, stream>>>(
             g, a, dst_stride_a, (p.dims[last] + kVecTile - 1) / kVecTile, batches, src, dst);
         return;
       }

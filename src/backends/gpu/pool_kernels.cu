@@ -418,6 +418,192 @@ __global__ void pool_backward_two_kernel(PoolParams p, const T* __restrict__ dy,
   }
 }
 
+// Forward over nhwc with 8 channels per thread, a square K x K window at stride S on both axes
+// (not adaptive): each thread computes a 2 x 2 block of outputs, streaming the block's
+// (S + K) x (S + K) input patch row by row, so neighbouring windows share their overlapping loads
+// (a 3x3 window at stride 2 loads 25 vectors per 4 outputs instead of 36). Each output still meets
+// its taps row by row, left to right, with the fixed kernel's fill values for taps outside the
+// input, so values, max indices (kIdx 1: positions in the plane, kIdx 2: tap numbers r * K + q)
+// and divisors are exactly pool_forward_fixed_kernel's.
+constexpr int kOutBlock = 2;
+template <typename T, int K, int S, int kIdx>
+__global__ void __launch_bounds__(256, 2)
+    pool_forward_block_kernel(PoolParams p, const T* __restrict__ x, T* __restrict__ y,
+                              void* __restrict__ idx, int total) {
+  constexpr int B = kOutBlock, P = (B - 1) * S + K;
+  const Axis<int> ah = axis_h<int>(p), aw = axis_w<int>(p);
+  const int C = int(p.c), H = int(p.h), W = int(p.w), OH = int(p.oh), OW = int(p.ow);
+  const int cvecs = C / 8, blocks_w = (OW + B - 1) / B, blocks_h = (OH + B - 1) / B;
+  const bool is_max = p.mode == 0;
+  const float fill = is_max ? -INFINITY : 0.f;
+  for (int t = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x); t < total;
+       t += int(gridDim.x) * int(blockDim.x)) {
+    const int c = (t % cvecs) * 8;
+    int rest = t / cvecs;
+    const int ow0 = (rest % blocks_w) * B;
+    rest /= blocks_w;
+    const int oh0 = (rest % blocks_h) * B;
+    const int n = rest / blocks_h;
+    const int h0 = oh0 * S - ah.pad, w0 = ow0 * S - aw.pad;  // the patch's first row and column
+    const T* xn = x + n * H * W * C + c;
+    Span<int> sh[B], sw[B];
+#pragma unroll
+    for (int a = 0; a < B; ++a) sh[a] = ah.window(oh0 + a), sw[a] = aw.window(ow0 + a);
+    float acc[B][B][8];
+    int at[B][B][8];
+#pragma unroll
+    for (int a = 0; a < B; ++a) {
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const int first = kIdx == 2 ? (sh[a].begin - (h0 + a * S)) * K + (sw[b].begin - (w0 + b * S))
+                                    : sh[a].begin * W + sw[b].begin;
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[a][b][l] = is_max ? -INFINITY : 0.f, at[a][b][l] = first;
+      }
+    }
+    bool col_in[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) col_in[q] = w0 + q >= 0 && w0 + q < W;
+#pragma unroll
+    for (int pr = 0; pr < P; ++pr) {
+      const int ih = h0 + pr;
+      const bool row_in = ih >= 0 && ih < H;
+      float v[P][8];
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        if (row_in && col_in[q]) {
+          load8<T>(xn + (ih * W + w0 + q) * C, v[q]);
+        } else {
+#pragma unroll
+          for (int l = 0; l < 8; ++l) v[q][l] = fill;
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < B; ++a) {
+        const int r = pr - a * S;  // this row's tap row in output row a's window
+        if (r < 0 || r >= K) continue;
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+#pragma unroll
+          for (int qq = 0; qq < K; ++qq) {
+            const int q = b * S + qq;
+            if (is_max) {
+              const int pos = kIdx == 2 ? r * K + qq : ih * W + w0 + q;
+#pragma unroll
+              for (int l = 0; l < 8; ++l) {
+                if (v[q][l] > acc[a][b][l] || v[q][l] != v[q][l]) acc[a][b][l] = v[q][l], at[a][b][l] = pos;
+              }
+            } else {
+#pragma unroll
+              for (int l = 0; l < 8; ++l) acc[a][b][l] += v[q][l];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < B; ++a) {
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const int oh = oh0 + a, ow = ow0 + b;
+        if (oh >= OH || ow >= OW) continue;
+        const int out = ((n * OH + oh) * OW + ow) * C + c;
+        if (!is_max) {
+          const float d = divisor(p.mode, sh[a], sw[b]);
+#pragma unroll
+          for (int l = 0; l < 8; ++l) acc[a][b][l] /= d;
+        }
+        if (y != nullptr) store_v<T, 8>(y + out, acc[a][b]);
+        if (kIdx == 1 && is_max) store_idx<8>(static_cast<std::int32_t*>(idx) + out, at[a][b]);
+        if (kIdx == 2 && is_max) store_idx<8>(static_cast<std::uint8_t*>(idx) + out, at[a][b]);
+      }
+    }
+  }
+}
+
+// Backward over nhwc with 8 channels per thread at stride 2 on both axes with windows of at most
+// 3 (not adaptive): each thread gathers a 2 x 2 block of inputs (rows and columns 2j, 2j + 1),
+// whose covering outputs span at most two rows and two columns, so the block loads each of those
+// gradients (and indices) once where one thread per input loads them up to four times between
+// them. Each input adds its own covering outputs in increasing row then column order, as
+// pool_backward_two_kernel does, so the sums are exactly its own. Idx as there: int32 positions in
+// the plane, or the window tap numbers of pool_forward_block_kernel / pool_forward_fixed_kernel.
+template <typename T, bool kMax, typename Idx>
+__global__ void __launch_bounds__(256, 2)
+    pool_backward_pairs_kernel(PoolParams p, const T* __restrict__ dy, const Idx* __restrict__ idx,
+                               T* __restrict__ dx, int total) {
+  constexpr bool kTaps = std::is_same_v<Idx, std::uint8_t>;
+  const Axis<int> ah = axis_h<int>(p), aw = axis_w<int>(p);
+  const int C = int(p.c), H = int(p.h), W = int(p.w), OH = int(p.oh), OW = int(p.ow);
+  const int cvecs = C / 8, pairs_w = (W + 1) / 2, pairs_h = (H + 1) / 2;
+  for (int t = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x); t < total;
+       t += int(gridDim.x) * int(blockDim.x)) {
+    const int c = (t % cvecs) * 8;
+    int rest = t / cvecs;
+    const int iw0 = (rest % pairs_w) * 2;
+    rest /= pairs_w;
+    const int ih0 = (rest % pairs_h) * 2;
+    const int n = rest / pairs_h;
+    // Each input's covering outputs; the pair's union starts at the first input's first and ends
+    // at the last input's last (both bounds grow with the input).
+    int fh[2], lh[2], fw[2], lw[2];
+#pragma unroll
+    for (int d = 0; d < 2; ++d) {
+      ah.covering(min(ih0 + d, H - 1), fh[d], lh[d]);
+      aw.covering(min(iw0 + d, W - 1), fw[d], lw[d]);
+    }
+    float g[2][2][8];
+    int at[2][2][8];
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int oh = fh[0] + a, ow = fw[0] + b;
+        if (oh <= lh[1] && ow <= lw[1]) {
+          const int o = ((n * OH + oh) * OW + ow) * C + c;
+          load_v<T, 8>(dy + o, g[a][b]);
+          if (kMax) load_idx<8>(idx + o, at[a][b]);
+        }
+      }
+    }
+#pragma unroll
+    for (int da = 0; da < 2; ++da) {
+      const int ih = ih0 + da;
+      if (ih >= H) continue;
+#pragma unroll
+      for (int db = 0; db < 2; ++db) {
+        const int iw = iw0 + db;
+        if (iw >= W) continue;
+        const int pos = ih * W + iw;
+        float acc[8];
+#pragma unroll
+        for (int l = 0; l < 8; ++l) acc[l] = 0.f;
+#pragma unroll
+        for (int a = 0; a < 2; ++a) {
+          const int oh = fh[0] + a;
+          if (oh < fh[da] || oh > lh[da]) continue;
+          const Span<int> sh = ah.window(oh);
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int ow = fw[0] + b;
+            if (ow < fw[db] || ow > lw[db]) continue;
+            if (kMax) {
+              const int mine = kTaps ? (ih - (oh * ah.s - ah.pad)) * aw.k + (iw - (ow * aw.s - aw.pad)) : pos;
+#pragma unroll
+              for (int l = 0; l < 8; ++l) acc[l] += at[a][b][l] == mine ? g[a][b][l] : 0.f;
+            } else {
+              const float d = divisor(p.mode, sh, aw.window(ow));
+#pragma unroll
+              for (int l = 0; l < 8; ++l) acc[l] += g[a][b][l] / d;
+            }
+          }
+        }
+        store_v<T, 8>(dx + (((n * H + ih) * W + iw) * C + c), acc);
+      }
+    }
+  }
+}
+
 // Global backward, a broadcast: every input of plane (n, c) gets 0 + dy[n, c] / d, d the divisor
 // the gather computes for the whole-plane window (average), or dy[n, c] where idx[n, c] names it
 // and 0 elsewhere (max). Each thread writes V consecutive elements of dx with one store: nhwc, V
@@ -455,6 +641,44 @@ __global__ void pool_global_backward_kernel(PoolParams p, const T* __restrict__ 
 #pragma unroll
     for (int l = 0; l < V; ++l) out[l] = kMax ? 0.f + (at[l] == pix[l] ? g[l] : 0.f) : 0.f + g[l] / d;
     store_v<T, V>(dx + t * V, out);
+  }
+}
+
+// Global backward over nhwc at 8 channels per thread: each thread loads its plane's gradient (and
+// index) once and writes a run of kGlobalRun pixels with it, so the loads and the index
+// arithmetic of one store are shared by kGlobalRun stores; a warp's store of one pixel stays
+// contiguous. The values are pool_global_backward_kernel's.
+constexpr int kGlobalRun = 8;
+template <typename T, bool kMax, typename I>
+__global__ void __launch_bounds__(256)
+    pool_global_backward_runs_kernel(PoolParams p, const T* __restrict__ dy,
+                                     const std::int32_t* __restrict__ idx, T* __restrict__ dx, I total) {
+  const I C = I(p.c), HW = I(p.h) * I(p.w);
+  const I cvecs = C / 8, runs = (HW + kGlobalRun - 1) / kGlobalRun;
+  const float d = float(p.h) * float(p.w);
+  for (I t = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); t < total; t += I(gridDim.x) * I(blockDim.x)) {
+    const I c = (t % cvecs) * 8;
+    const I rest = t / cvecs;
+    const I first = (rest % runs) * kGlobalRun;
+    const I n = rest / runs;
+    const I plane_off = n * C + c;
+    float g[8], out[8];
+    int at[8];
+    load_v<T, 8>(dy + plane_off, g);
+    if (kMax) load_idx<8>(idx + plane_off, at);
+#pragma unroll
+    for (int l = 0; l < 8; ++l) out[l] = 0.f + g[l] / d;
+    T* dst = dx + (n * HW + first) * C + c;
+#pragma unroll
+    for (int j = 0; j < kGlobalRun; ++j) {
+      if (first + j >= HW) break;
+      if (kMax) {
+        const int pix = int(first) + j;
+#pragma unroll
+        for (int l = 0; l < 8; ++l) out[l] = 0.f + (at[l] == pix ? g[l] : 0.f);
+      }
+      store_v<T, 8>(dst + I(j) * C, out);
+    }
   }
 }
 
@@ -688,6 +912,46 @@ bool covered_at_most_twice(const PoolParams& p) {
   return !p.adaptive && p.kh <= 2 * p.sh && p.kw <= 2 * p.sw && fits_int32(p);
 }
 
+// The stride of pool_forward_block_kernel for an nhwc problem of 8 channels per thread with a
+// fixed window: 1 or 2 when both axes have it, else 0 (one thread per output). Larger strides
+// share no input between neighbouring windows of a 3x3 or 2x2 window.
+int block_stride(const PoolParams& p, int vec) {
+  if (!p.nhwc || vec != 8 || fixed_window(p) == 0 || p.sh != p.sw || (p.sh != 1 && p.sh != 2)) return 0;
+  return int(p.sh);
+}
+
+// Threads of pool_forward_block_kernel: one per 2 x 2 block of outputs and 8 channels.
+i64 block_threads(const PoolParams& p) {
+  return p.n * ((p.oh + kOutBlock - 1) / kOutBlock) * ((p.ow + kOutBlock - 1) / kOutBlock) * (p.c / 8);
+}
+
+template <typename T, int kIdx>
+void launch_forward_block(const PoolParams& p, int stride, const T* x, T* y, void* idx, GpuStream stream) {
+  constexpr int kThreads = 256;
+  const i64 total = block_threads(p);
+  const int k = fixed_window(p);
+  auto kernel = k == 3 ? (stride == 2 ? pool_forward_block_kernel<T, 3, 2, kIdx>
+                                      : pool_forward_block_kernel<T, 3, 1, kIdx>)
+                       : (stride == 2 ? pool_forward_block_kernel<T, 2, 2, kIdx>
+                                      : pool_forward_block_kernel<T, 2, 1, kIdx>);
+  kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, x, y, idx, int(total));
+}
+
+// Whether pool_backward_pairs_kernel applies: nhwc at 8 channels per thread, stride 2 on both axes
+// and windows of at most 3, so a pair of inputs has at most two covering outputs per axis.
+bool pairs_apply(const PoolParams& p, int vec) {
+  return p.nhwc && vec == 8 && !p.adaptive && p.sh == 2 && p.sw == 2 && p.kh <= 3 && p.kw <= 3 &&
+         fits_int32(p);
+}
+
+template <typename T, bool kMax, typename Idx>
+void launch_backward_pairs(const PoolParams& p, const T* dy, const Idx* idx, T* dx, GpuStream stream) {
+  constexpr int kThreads = 256;
+  const i64 total = p.n * ((p.h + 1) / 2) * ((p.w + 1) / 2) * (p.c / 8);
+  pool_backward_pairs_kernel<T, kMax, Idx>
+      <<<grid_for(total, kThreads), kThreads, 0, stream>>>(p, dy, idx, dx, int(total));
+}
+
 }  // namespace
 
 void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, int vec,
@@ -696,6 +960,16 @@ void launch_pool_forward(const PoolParams& p, const void* x, void* y, std::int32
   const i64 total = p.out_elems() / vec;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (const int stride = block_stride(p, vec); stride != 0) {
+      if (idx != nullptr) {
+        launch_forward_block<T, 1>(p, stride, static_cast<const T*>(x), static_cast<T*>(y), idx,
+                                   as_stream(stream));
+      } else {
+        launch_forward_block<T, 0>(p, stride, static_cast<const T*>(x), static_cast<T*>(y), nullptr,
+                                   as_stream(stream));
+      }
+      return;
+    }
     if (const int k = fixed_window(p); k != 0) {
       auto kernel = k == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, std::int32_t>
                               : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, std::int32_t>
@@ -726,6 +1000,16 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
   const bool is_max = p.mode == 0;
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (pairs_apply(p, vec)) {
+      if (is_max) {
+        launch_backward_pairs<T, true>(p, static_cast<const T*>(dy), idx, static_cast<T*>(dx),
+                                       as_stream(stream));
+      } else {
+        launch_backward_pairs<T, false>(p, static_cast<const T*>(dy), idx, static_cast<T*>(dx),
+                                        as_stream(stream));
+      }
+      return;
+    }
     if (covered_at_most_twice(p)) {
       auto kernel = is_max ? (!p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, std::int32_t>
                               : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, std::int32_t>
@@ -763,20 +1047,30 @@ void launch_pool_backward_by_taps(const PoolParams& p, const void* x, const void
   dispatch_dtype(p.dtype, "gpu.pool.direct", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     using Taps = std::uint8_t;
-    auto find = fixed_window(p) == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, Taps>
-                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, Taps>
-                                                   : pool_forward_fixed_kernel<T, 1, true, 3, int, Taps>)
-                                     : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, Taps>
-                                        : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, Taps>
-                                                   : pool_forward_fixed_kernel<T, 1, true, 2, int, Taps>);
-    find<<<grid_for(outputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(x),
-                                                                          nullptr, taps, int(outputs));
-    check_launch("gpu.pool.direct (finding the maxima)");
+    const GpuStream s = as_stream(stream);
+    if (const int stride = block_stride(p, vec); stride != 0) {
+      launch_forward_block<T, 2>(p, stride, static_cast<const T*>(x), nullptr, taps, s);
+      check_launch("gpu.pool.direct (finding the maxima)");
+    } else {
+      auto find = fixed_window(p) == 3 ? (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 3, int, Taps>
+                                          : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 3, int, Taps>
+                                                     : pool_forward_fixed_kernel<T, 1, true, 3, int, Taps>)
+                                       : (!p.nhwc    ? pool_forward_fixed_kernel<T, 1, false, 2, int, Taps>
+                                          : vec == 8 ? pool_forward_fixed_kernel<T, 8, true, 2, int, Taps>
+                                                     : pool_forward_fixed_kernel<T, 1, true, 2, int, Taps>);
+      find<<<grid_for(outputs, kThreads), kThreads, 0, s>>>(p, static_cast<const T*>(x), nullptr, taps,
+                                                            int(outputs));
+      check_launch("gpu.pool.direct (finding the maxima)");
+    }
+    if (pairs_apply(p, vec)) {
+      launch_backward_pairs<T, true, Taps>(p, static_cast<const T*>(dy), taps, static_cast<T*>(dx), s);
+      return;
+    }
     auto gather = !p.nhwc    ? pool_backward_two_kernel<T, 1, false, true, int, Taps>
                   : vec == 8 ? pool_backward_two_kernel<T, 8, true, true, int, Taps>
                              : pool_backward_two_kernel<T, 1, true, true, int, Taps>;
-    gather<<<grid_for(inputs, kThreads), kThreads, 0, as_stream(stream)>>>(p, static_cast<const T*>(dy), taps,
-                                                                           static_cast<T*>(dx), int(inputs));
+    gather<<<grid_for(inputs, kThreads), kThreads, 0, s>>>(p, static_cast<const T*>(dy), taps,
+                                                           static_cast<T*>(dx), int(inputs));
   });
   check_launch("gpu.pool.direct (backward)");
 }
@@ -826,12 +1120,23 @@ void launch_pool_global_backward(const PoolParams& p, const void* dy, const std:
   const bool is_max = p.mode == 0;
   dispatch_dtype(p.dtype, "gpu.pool.global", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (p.nhwc && vec == 8) {
+      const i64 runs_total = p.n * ((p.h * p.w + kGlobalRun - 1) / kGlobalRun) * (p.c / 8);
+      with_index_type(p, [&](auto index) {
+        using I = decltype(index);
+        auto kernel = is_max ? pool_global_backward_runs_kernel<T, true, I>
+                             : pool_global_backward_runs_kernel<T, false, I>;
+        kernel<<<grid_for(runs_total, kThreads), kThreads, 0, as_stream(stream)>>>(
+            p, static_cast<const T*>(dy), idx, static_cast<T*>(dx), I(runs_total));
+      });
+      return;
+    }
     with_index_type(p, [&](auto index) {
       using I = decltype(index);
       auto pick = [&](auto max_tag) {
         constexpr bool kMax = decltype(max_tag)::value;
-        return p.nhwc ? (vec == 8 ? pool_global_backward_kernel<T, 8, true, kMax, I>
-                                  : pool_global_backward_kernel<T, 1, true, kMax, I>)
+        // nhwc at 8 channels went to the runs kernel above.
+        return p.nhwc ? pool_global_backward_kernel<T, 1, true, kMax, I>
                       : (vec == 8 ? pool_global_backward_kernel<T, 8, false, kMax, I>
                                   : pool_global_backward_kernel<T, 1, false, kMax, I>);
       };
