@@ -45,26 +45,50 @@ __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __r
   }
 }
 
-// The phase filter (view layout: (c, r', s', k) for nhwc, (c, k, r', s') for nchw) from w's
-// (k, r, s, c) or (k, c, r, s): view tap t is the phase's tap taps - 1 - t. With every tap in one
-// phase (first 0, stride 1) it is the unit-stride view's flipped filter.
-template <typename T, bool kNhwc>
-__global__ void phase_filter_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C, int R, int S,
-                                    int taps_h, int first_h, int taps_w, int first_w, int stride_h,
-                                    int stride_w, int total) {
+// The nchw phase filter (view layout (c, k, r', s')) from w's (k, c, r, s): view tap t is the phase's
+// tap taps - 1 - t. With every tap in one phase (first 0, stride 1) it is the unit-stride view's
+// flipped filter.
+template <typename T>
+__global__ void phase_filter_nchw_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C, int R,
+                                         int S, int taps_h, int first_h, int taps_w, int first_w,
+                                         int stride_h, int stride_w, int total) {
   for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
-    int k, c, th, tw, t = idx;
-    if (kNhwc) {
-      k = t % K, t /= K;
-      tw = t % taps_w, t /= taps_w;
-      th = t % taps_h, c = t / taps_h;
-    } else {
-      tw = t % taps_w, t /= taps_w;
-      th = t % taps_h, t /= taps_h;
-      k = t % K, c = t / K;
-    }
+    int t = idx;
+    const int tw = t % taps_w;
+    t /= taps_w;
+    const int th = t % taps_h;
+    t /= taps_h;
+    const int k = t % K, c = t / K;
     const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
-    sub[idx] = kNhwc ? w[((k * R + r) * S + s) * C + c] : w[((k * C + c) * R + r) * S + s];
+    sub[idx] = w[((k * C + c) * R + r) * S + s];
+  }
+}
+
+// The nhwc phase filter (view layout (c, r', s', k)) as one K x C -> C x K transpose per view tap through a
+// shared tile, so both w's reads (c contiguous) and the view's writes (k contiguous) are coalesced; a thread
+// per element would read w a whole filter row apart per neighbouring thread.
+constexpr int kFlipTile = 32;
+constexpr int kFlipRows = 8;
+
+template <typename T>
+__global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C,
+                                               int R, int S, int taps_h, int first_h, int taps_w, int first_w,
+                                               int stride_h, int stride_w) {
+  __shared__ T tile[kFlipTile][kFlipTile + 1];
+  const int tap = blockIdx.z, th = tap / taps_w, tw = tap % taps_w;
+  const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
+  const int c0 = blockIdx.x * kFlipTile, k0 = blockIdx.y * kFlipTile;
+  const std::int64_t src_row = std::int64_t(R) * S * C, dst_row = std::int64_t(taps_h) * taps_w * K;
+  const T* src = w + (std::int64_t(r) * S + s) * C;
+  for (int i = threadIdx.y; i < kFlipTile; i += kFlipRows) {
+    const int k = k0 + i, c = c0 + threadIdx.x;
+    if (k < K && c < C) tile[i][threadIdx.x] = src[k * src_row + c];
+  }
+  __syncthreads();
+  T* dst = sub + std::int64_t(tap) * K;
+  for (int i = threadIdx.y; i < kFlipTile; i += kFlipRows) {
+    const int c = c0 + i, k = k0 + threadIdx.x;
+    if (k < K && c < C) dst[c * dst_row + k] = tile[threadIdx.x][i];
   }
 }
 
@@ -116,9 +140,15 @@ void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const St
                          const void* filter, void* sub, void* stream) {
   dispatch_dtype(p.dtype, "backward-data phase filter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (p.nhwc) {
+      const dim3 grid((p.c + kFlipTile - 1) / kFlipTile, (p.k + kFlipTile - 1) / kFlipTile, h.taps * w.taps);
+      phase_filter_nhwc_tiled_kernel<T><<<grid, dim3(kFlipTile, kFlipRows), 0, as_stream(stream)>>>(
+          static_cast<const T*>(filter), static_cast<T*>(sub), p.k, p.c, p.r, p.s, h.taps, h.first_tap,
+          w.taps, w.first_tap, p.stride_h, p.stride_w);
+      return;
+    }
     const int total = p.k * p.c * h.taps * w.taps;
-    auto kernel = p.nhwc ? phase_filter_kernel<T, true> : phase_filter_kernel<T, false>;
-    kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
+    phase_filter_nchw_kernel<T><<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(filter), static_cast<T*>(sub), p.k, p.c, p.r, p.s, h.taps, h.first_tap, w.taps,
         w.first_tap, p.stride_h, p.stride_w, total);
   });
