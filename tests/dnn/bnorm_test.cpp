@@ -274,6 +274,24 @@ TEST(BnormCpuSolvers, TheScalarLoopsMatchTheReference) {
   expect_cpu_solvers_match_reference();
 }
 
+// f32 tensors of 16 MiB and more, whose outputs the AVX-512 loops write with non-temporal stores:
+// 127x125 planes start off the 64-byte lines (head and tail of each plane masked), 144 channels
+// give NHWC rows of whole aligned vectors.
+TEST(BnormCpuSolvers, OutputsBeyondTheCachesMatchTheReference) {
+  const std::int64_t shapes[][4] = {{2, 136, 127, 125}, {2, 144, 121, 121}};
+  for (const BatchNormSolver* s : solvers_for<BatchNormProblem>("cpu")) {
+    if (s->is_reference()) continue;
+    for (const auto& sh : shapes) {
+      for (const Form f : kForms) {
+        for (Layout l : {Layout::nchw, Layout::nhwc}) {
+          const BatchNormProblem p = problem(sh[0], sh[1], sh[2], sh[3], DType::f32, l, f.mode, f.direction);
+          norm_test::expect_matches_reference(cpu(), ProblemRef::of(p), *s);
+        }
+      }
+    }
+  }
+}
+
 TEST(BnormCpuSolvers, ReferenceIsLastInTheList) {
   const auto list = solvers_for<BatchNormProblem>("cpu");
   ASSERT_GE(list.size(), 2u);

@@ -155,6 +155,25 @@ TEST(GnormCpuSolvers, TheScalarLoopsMatchTheReference) {
   expect_cpu_solvers_match_reference();
 }
 
+// f32 tensors of 16 MiB and more, whose outputs the AVX-512 loops write with non-temporal stores:
+// 127x125 planes start off the 64-byte lines (head and tail of each plane masked), 144 channels
+// give NHWC rows of whole aligned vectors.
+TEST(GnormCpuSolvers, OutputsBeyondTheCachesMatchTheReference) {
+  const std::int64_t shapes[][5] = {{2, 136, 127, 125, 68}, {2, 144, 121, 121, 72}};
+  for (const GroupNormSolver* s : solvers_for<GroupNormProblem>("cpu")) {
+    if (s->is_reference()) continue;
+    for (const auto& sh : shapes) {
+      for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+          const GroupNormProblem p{
+              .n = sh[0], .c = sh[1], .h = sh[2], .w = sh[3], .groups = sh[4], .layout = l, .direction = d};
+          norm_test::expect_matches_reference(cpu(), ProblemRef::of(p), *s);
+        }
+      }
+    }
+  }
+}
+
 TEST(GnormCpuSolvers, ConstantGroupsAndLargeMeans) {
   const GroupNormSolver* ref = find_solver_for<GroupNormProblem>("cpu", kRefGnormName);
   ASSERT_NE(ref, nullptr);

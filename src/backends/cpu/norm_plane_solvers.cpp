@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/norm_planes.hpp"
 #include "backends/cpu/norm_planes_avx512.hpp"
@@ -55,6 +56,10 @@ bool by_statistic(const PlaneShape& s, const StatMap& m) {
   const bool contiguous = m.groups != 0 || s.n == 1;
   return contiguous && s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512() && m.stats >= 4 * pool_size();
 }
+
+/// Whether an f32 output of the shape is far beyond the caches, so written around them (a plain store
+/// would first read each line).
+bool beyond_caches(const PlaneShape& s) { return s.n * s.c * s.hw * std::int64_t{4} >= kBypassCacheBytes; }
 
 /// Batch statistics: mean and biased variance per statistic, in one pass over x. Each statistic's
 /// sums are taken about a pivot, the first value of its first plane, so that they stay small where
@@ -127,6 +132,7 @@ std::vector<double> forward_training_by_statistic(const PlaneShape& s, const Sta
   auto* saved_mean = static_cast<float*>(a.saved_mean);
   auto* saved_invstd = static_cast<float*>(a.saved_invstd);
   std::vector<double> var(static_cast<std::size_t>(m.stats));
+  const bool stream = beyond_caches(s);
   parallel_for(0, m.stats, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t st = lo; st < hi; ++st) {
       const StatMap::Planes planes = m.planes_of(st, s.n, s.c);
@@ -149,7 +155,7 @@ std::vector<double> forward_training_by_statistic(const PlaneShape& s, const Sta
       for (std::int64_t k = 0; k < planes.count; ++k) {
         const std::int64_t p = planes.first + k * planes.stride, ch = p % s.c;
         avx512::plane_map_one(x + p * s.hw, y + p * s.hw, s.hw, static_cast<float>(invstd * scale[ch]),
-                              mean_hi, mean_lo, shift[ch]);
+                              mean_hi, mean_lo, shift[ch], stream);
       }
     }
   });
@@ -188,6 +194,7 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
     const auto* x = static_cast<const float*>(a.x);
     const auto* dy = static_cast<const float*>(a.dy);
     auto* dx = static_cast<float*>(a.dx);
+    const bool stream = beyond_caches(s);
     parallel_for(0, m.stats, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t st = lo; st < hi; ++st) {
         const StatMap::Planes pl = m.planes_of(st, s.n, s.c);
@@ -205,7 +212,7 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
         for (std::int64_t k = 0; k < pl.count; ++k) {
           const std::int64_t p = pl.first + k * pl.stride, ch = p % s.c;
           avx512::plane_map_two(dy + p * s.hw, x + p * s.hw, dx + p * s.hw, s.hw,
-                                static_cast<float>(r * scale[ch]), kb, static_cast<float>(mu), kc);
+                                static_cast<float>(r * scale[ch]), kb, static_cast<float>(mu), kc, stream);
         }
       }
     });

@@ -1,9 +1,11 @@
 #include "backends/cpu/norm_planes.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/norm_planes_avx512.hpp"
@@ -259,7 +261,11 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
   const std::int64_t rows = s.nhwc ? s.n * s.hw : s.n * s.c;
   const std::int64_t len = s.nhwc ? s.c : s.hw;
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / len);
+  // Outputs far beyond the caches are written around them: a plain store first reads its line.
+  const bool beyond_caches = rows * len * std::int64_t{4} >= kBypassCacheBytes;
   if (s.dtype == DType::f32 && s.nhwc && cpu_has_avx512()) {
+    // Streamed only as whole aligned vectors: every row must start on a 64-byte line.
+    const bool stream = beyond_caches && len % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
     // A pixel's channels, with the coefficients of its image's planes: runs of rows within one image.
     parallel_for(0, (rows + grain - 1) / grain, [&](std::int64_t lo, std::int64_t hi) {
       const std::int64_t end = std::min(rows, hi * grain);
@@ -270,10 +276,10 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
         const float* uv = static_cast<const float*>(u) + first;
         if (v != nullptr) {
           avx512::nhwc_rows_map_two(uv, static_cast<const float*>(v) + first, o, run, len, a + base, b + base,
-                                    center + base, c0 + base);
+                                    center + base, c0 + base, stream);
         } else {
           avx512::nhwc_rows_map_one(uv, o, run, len, a + base, center + base,
-                                    center_lo != nullptr ? center_lo + base : nullptr, c0 + base);
+                                    center_lo != nullptr ? center_lo + base : nullptr, c0 + base, stream);
         }
         row += run;
       }
@@ -288,10 +294,10 @@ void plane_map(const PlaneShape& s, const void* u, const void* v, const float* a
         const float* uv = static_cast<const float*>(u) + first;
         if (v != nullptr) {
           avx512::plane_map_two(uv, static_cast<const float*>(v) + first, o, len, a[row],
-                                b != nullptr ? b[row] : 0.f, center[row], c0[row]);
+                                b != nullptr ? b[row] : 0.f, center[row], c0[row], beyond_caches);
         } else {
           avx512::plane_map_one(uv, o, len, a[row], center[row], center_lo != nullptr ? center_lo[row] : 0.f,
-                                c0[row]);
+                                c0[row], beyond_caches);
         }
       }
     });

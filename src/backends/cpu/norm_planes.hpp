@@ -40,7 +40,8 @@ float plane_value(const PlaneShape& shape, const void* x, std::int64_t plane, st
 /// out = a[p] * ((u - center[p]) - center_lo[p]) + c0[p], or with v: a[p] * u + b[p] * (v - center[p])
 /// + c0[p], elementwise in f32 and rounded once to the shape's dtype. Subtracting the centre first
 /// keeps a large mean from cancelling against the offset, and center_lo (may be null) carries what
-/// a mean computed in double loses when rounded to f32. out may alias u or v. Parallel over the cpu pool.
+/// a mean computed in double loses when rounded to f32. out may alias u or v. Parallel over the cpu pool;
+/// f32 outputs of kBypassCacheBytes or more are written around the caches (non-temporal stores).
 void plane_map(const PlaneShape& shape, const void* u, const void* v, const float* a, const float* b,
                const float* center, const float* center_lo, const float* c0, void* out);
 

@@ -128,32 +128,62 @@ void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double 
   sum_gx = sx.total() + tail_x;
 }
 
-void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo,
-                   float c0) {
+namespace {
+
+// f(i, mask) -> the 16 (or masked) outputs from element i, stored to o[0, n): with plain stores, or
+// streamed (non-temporal) from the first 64-byte boundary of o on, its head and tail masked, then
+// fenced so that the caller's later stores and the pool's hand-over see them.
+template <bool kStream, class F>
+inline void store_span(float* o, std::int64_t n, const F& f) {
+  std::int64_t i = 0;
+  if constexpr (kStream) {
+    const auto misaligned = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(o) % 64);
+    const std::int64_t head = min64(n, misaligned == 0 ? 0 : (64 - misaligned) / 4);
+    if (head > 0) {
+      const __mmask16 m = lanes(head);
+      _mm512_mask_storeu_ps(o, m, f(0, m));
+      i = head;
+    }
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(o + i, f(i, __mmask16(0xffff)));
+  } else {
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, f(i, __mmask16(0xffff)));
+  }
+  if (i < n) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(o + i, m, f(i, m));
+  }
+  if constexpr (kStream) _mm_sfence();
+}
+
+}  // namespace
+
+void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo, float c0,
+                   bool stream) {
   // a * ((x - center) - center_lo) + c0 as a * (x - center) + (c0 - a * center_lo): x - center is
   // exact for x near the centre, where it matters, and the fused step rounds once.
   const __m512 ka = _mm512_set1_ps(a), km = _mm512_set1_ps(center), kc = _mm512_set1_ps(c0 - a * center_lo);
-  const auto map = [&](__m512 x) { return _mm512_fmadd_ps(ka, _mm512_sub_ps(x, km), kc); };
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, map(_mm512_loadu_ps(u + i)));
-  if (i < n) {
-    const __mmask16 m = lanes(n - i);
-    _mm512_mask_storeu_ps(o + i, m, map(_mm512_maskz_loadu_ps(m, u + i)));
+  const auto map = [&](std::int64_t i, __mmask16 m) {
+    return _mm512_fmadd_ps(ka, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, u + i), km), kc);
+  };
+  if (stream) {
+    store_span<true>(o, n, map);
+  } else {
+    store_span<false>(o, n, map);
   }
 }
 
 void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
-                   float c0) {
+                   float c0, bool stream) {
   const __m512 ka = _mm512_set1_ps(a), kb = _mm512_set1_ps(b), km = _mm512_set1_ps(center),
                kc = _mm512_set1_ps(c0);
-  const auto map = [&](__m512 x, __m512 y) {
-    return _mm512_fmadd_ps(ka, x, _mm512_fmadd_ps(kb, _mm512_sub_ps(y, km), kc));
+  const auto map = [&](std::int64_t i, __mmask16 m) {
+    return _mm512_fmadd_ps(ka, _mm512_maskz_loadu_ps(m, u + i),
+                           _mm512_fmadd_ps(kb, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + i), km), kc));
   };
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, map(_mm512_loadu_ps(u + i), _mm512_loadu_ps(v + i)));
-  if (i < n) {
-    const __mmask16 m = lanes(n - i);
-    _mm512_mask_storeu_ps(o + i, m, map(_mm512_maskz_loadu_ps(m, u + i), _mm512_maskz_loadu_ps(m, v + i)));
+  if (stream) {
+    store_span<true>(o, n, map);
+  } else {
+    store_span<false>(o, n, map);
   }
 }
 
@@ -313,10 +343,20 @@ inline void rows_by_chunks(std::int64_t rows, std::int64_t c, const LoadCoefs& c
   }
 }
 
+// A vector of a row map's output: streamed (whole and 64-byte aligned, which the caller ensures)
+// or stored through its lane mask.
+inline void store_vector(float* p, __mmask16 m, __m512 v, bool stream) {
+  if (stream) {
+    _mm512_stream_ps(p, v);
+  } else {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
+}
+
 }  // namespace
 
 void nhwc_rows_map_one(const float* u, float* o, std::int64_t rows, std::int64_t c, const float* a,
-                       const float* center, const float* center_lo, const float* c0) {
+                       const float* center, const float* center_lo, const float* c0, bool stream) {
   const auto coefficients = [&](std::int64_t k, __mmask16 m, __m512* coef) {
     coef[0] = _mm512_maskz_loadu_ps(m, a + k);
     coef[1] = _mm512_maskz_loadu_ps(m, center + k);
@@ -325,12 +365,13 @@ void nhwc_rows_map_one(const float* u, float* o, std::int64_t rows, std::int64_t
   };
   rows_by_chunks<4>(rows, c, coefficients, [&](std::int64_t at, __mmask16 m, const __m512* coef) {
     const __m512 t = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, u + at), coef[1]), coef[2]);
-    _mm512_mask_storeu_ps(o + at, m, _mm512_fmadd_ps(coef[0], t, coef[3]));
+    store_vector(o + at, m, _mm512_fmadd_ps(coef[0], t, coef[3]), stream);
   });
+  if (stream) _mm_sfence();
 }
 
 void nhwc_rows_map_two(const float* u, const float* v, float* o, std::int64_t rows, std::int64_t c,
-                       const float* a, const float* b, const float* center, const float* c0) {
+                       const float* a, const float* b, const float* center, const float* c0, bool stream) {
   const auto coefficients = [&](std::int64_t k, __mmask16 m, __m512* coef) {
     coef[0] = _mm512_maskz_loadu_ps(m, a + k);
     coef[1] = _mm512_maskz_loadu_ps(m, b + k);
@@ -340,8 +381,9 @@ void nhwc_rows_map_two(const float* u, const float* v, float* o, std::int64_t ro
   rows_by_chunks<4>(rows, c, coefficients, [&](std::int64_t at, __mmask16 m, const __m512* coef) {
     const __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + at), coef[2]);
     const __m512 inner = _mm512_fmadd_ps(coef[1], t, coef[3]);
-    _mm512_mask_storeu_ps(o + at, m, _mm512_fmadd_ps(coef[0], _mm512_maskz_loadu_ps(m, u + at), inner));
+    store_vector(o + at, m, _mm512_fmadd_ps(coef[0], _mm512_maskz_loadu_ps(m, u + at), inner), stream);
   });
+  if (stream) _mm_sfence();
 }
 
 }  // namespace galley::backends::cpu::avx512

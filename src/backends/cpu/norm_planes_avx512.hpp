@@ -21,13 +21,15 @@ void plane_shifted_moments(const float* v, std::int64_t n, double center, double
 void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double center, double& sum_g,
                          double& sum_gx);
 
-/// o[i] = a * ((u[i] - center) - center_lo) + c0 for i in [0, n); o may be u.
-void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo,
-                   float c0);
+/// o[i] = a * ((u[i] - center) - center_lo) + c0 for i in [0, n); o may be u. With `stream`, o's
+/// whole 64-byte lines are written with non-temporal stores (for outputs far beyond the caches,
+/// where a plain store would first read each line) and fenced before the call returns.
+void plane_map_one(const float* u, float* o, std::int64_t n, float a, float center, float center_lo, float c0,
+                   bool stream);
 
-/// o[i] = a * u[i] + b * (v[i] - center) + c0 for i in [0, n); o may be u or v.
+/// o[i] = a * u[i] + b * (v[i] - center) + c0 for i in [0, n); o may be u or v; `stream` as above.
 void plane_map_two(const float* u, const float* v, float* o, std::int64_t n, float a, float b, float center,
-                   float c0);
+                   float c0, bool stream);
 
 /// The two sums of norm::PlaneSum that batch and group norm take, over NHWC rows (channels innermost).
 enum class RowSum { shifted_moments, gradient };
@@ -40,13 +42,14 @@ void nhwc_row_sums(RowSum what, const float* x, const float* dy, std::int64_t ro
                    const double* center, double* acc0, double* acc1);
 
 /// o[r][k] = a[k] * ((u[r][k] - center[k]) - center_lo[k]) + c0[k] over `rows` rows of c channels
-/// that share the coefficients; center_lo may be null (0); o may be u.
+/// that share the coefficients; center_lo may be null (0); o may be u. With `stream` (only where c
+/// is a multiple of 16 and o 64-byte aligned) o is written with non-temporal stores, fenced.
 void nhwc_rows_map_one(const float* u, float* o, std::int64_t rows, std::int64_t c, const float* a,
-                       const float* center, const float* center_lo, const float* c0);
+                       const float* center, const float* center_lo, const float* c0, bool stream);
 
 /// o[r][k] = a[k] * u[r][k] + b[k] * (v[r][k] - center[k]) + c0[k] over `rows` rows of c channels that
-/// share the coefficients; o may be u or v.
+/// share the coefficients; o may be u or v; `stream` as for nhwc_rows_map_one.
 void nhwc_rows_map_two(const float* u, const float* v, float* o, std::int64_t rows, std::int64_t c,
-                       const float* a, const float* b, const float* center, const float* c0);
+                       const float* a, const float* b, const float* center, const float* c0, bool stream);
 
 }  // namespace galley::backends::cpu::avx512
