@@ -170,6 +170,21 @@ TEST(LnormCpuSolvers, TheScalarRowLoopsMatchTheReference) {
   expect_cpu_solvers_match_reference();
 }
 
+// f32 rows of 16 MiB and more, whose outputs the AVX-512 row loops write with non-temporal stores
+// (rows of 256: y from the register rows, dx from the row loop), and rows of 250 that cannot be.
+TEST(LnormCpuSolvers, OutputsBeyondTheCachesMatchTheReference) {
+  for (const LayerNormSolver* s : solvers_for<LayerNormProblem>("cpu")) {
+    if (s->is_reference()) continue;
+    for (auto shape : {LayerNormProblem::of({16400, 256}, 1), LayerNormProblem::of({16800, 250}, 1)}) {
+      for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+        LayerNormProblem p = shape;
+        p.direction = d;
+        norm_test::expect_matches_reference(cpu(), ProblemRef::of(p), *s);
+      }
+    }
+  }
+}
+
 TEST(LnormCpuSolvers, ConstantRowsAndLargeMeans) {
   const LayerNormSolver* ref = find_solver_for<LayerNormProblem>("cpu", kRefLnormName);
   ASSERT_NE(ref, nullptr);

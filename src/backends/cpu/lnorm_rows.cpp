@@ -7,11 +7,13 @@
 // registers cost less than the double sums' set-up (lnorm_rows_avx512.hpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backends/cpu/broadcast_fill.hpp"
 #include "backends/cpu/conv_convert.hpp"
 #include "backends/cpu/conv_isa.hpp"
 #include "backends/cpu/lnorm_rows_avx512.hpp"
@@ -85,17 +87,25 @@ void row_dx(const float* x, const float* dy, const float* scale, float* dx, std:
   for (std::int64_t i = 0; i < n; ++i) dx[i] = r * (dy[i] * scale[i] - kg - (x[i] - m) * r * kx);
 }
 
+/// Whether an f32 output of rows x len at `out` is written with non-temporal stores: far beyond the
+/// caches (a plain store would first read each line), in whole 64-byte-aligned vectors.
+bool stream_rows(std::int64_t rows, std::int64_t len, const void* out) {
+  return rows * len * std::int64_t{4} >= kBypassCacheBytes && len % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
+}
+
 void forward(const LayerNormProblem& p, const NormArgs& a) {
   const std::int64_t rows = p.outer(), len = p.inner();
   const auto* scale = static_cast<const float*>(a.scale);
   const auto* shift = static_cast<const float*>(a.shift);
   const bool avx512 = cpu_has_avx512();
   if (avx512 && p.dtype == DType::f32 && len <= avx512::kShortRow) {
+    const bool stream = stream_rows(rows, len, a.y);
     parallel_for(0, rows, [&](std::int64_t lo, std::int64_t hi) {
       avx512::lnorm_short_rows_forward(static_cast<const float*>(a.x) + lo * len, scale, shift,
                                        static_cast<float*>(a.y) + lo * len, hi - lo, len, p.epsilon,
                                        static_cast<float*>(a.saved_mean) + lo,
-                                       static_cast<float*>(a.saved_invstd) + lo);
+                                       static_cast<float*>(a.saved_invstd) + lo, stream);
     });
     return;
   }
@@ -140,6 +150,7 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
   const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   // partial[(block * 2 + 0) * len + col]: the block's dscale sums, then its dshift sums.
   std::vector<float> partial(static_cast<std::size_t>(blocks * 2 * len), 0.f);
+  const bool stream = avx512 && p.dtype == DType::f32 && stream_rows(rows, len, a.dx);
   parallel_for(0, blocks, [&](std::int64_t lo, std::int64_t hi) {
     RowBuffers buffers(p.dtype, len);
     for (std::int64_t block = lo; block < hi; ++block) {
@@ -167,13 +178,14 @@ void backward(const LayerNormProblem& p, const NormArgs& a) {
         const float kx = static_cast<float>(sgx / static_cast<double>(len));
         float* dx = row_out(p.dtype, a.dx, row, len, buffers.c.get());
         if (avx512) {
-          avx512::lnorm_row_dx(x, dy, scale, dx, len, m, r, kg, kx);
+          avx512::lnorm_row_dx(x, dy, scale, dx, len, m, r, kg, kx, stream);
         } else {
           row_dx(x, dy, scale, dx, len, m, r, kg, kx);
         }
         store_row(p.dtype, dx, a.dx, row, len);
       }
     }
+    if (stream) avx512::lnorm_stream_fence();
   });
   // dscale, dshift: columns split among threads, the blocks added in order in double.
   parallel_for(0, len, [&](std::int64_t c0, std::int64_t c1) {

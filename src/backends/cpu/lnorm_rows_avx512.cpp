@@ -107,17 +107,22 @@ void lnorm_row_gradient_sums(const float* x, const float* dy, const float* scale
 }
 
 void lnorm_row_dx(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, float m,
-                  float r, float kg, float kx) {
+                  float r, float kg, float kx, bool stream) {
   const __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r), vkg = _mm512_set1_ps(kg),
                vrkx = _mm512_set1_ps(r * kx);
-  const auto step = [&](std::int64_t i, __mmask16 k) {
+  const auto value = [&](std::int64_t i, __mmask16 k) {
     const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + i), _mm512_maskz_loadu_ps(k, scale + i));
     const __m512 centered = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm);
-    const __m512 t = _mm512_fnmadd_ps(centered, vrkx, _mm512_sub_ps(g, vkg));
-    _mm512_mask_storeu_ps(dx + i, k, _mm512_mul_ps(vr, t));
+    return _mm512_mul_ps(vr, _mm512_fnmadd_ps(centered, vrkx, _mm512_sub_ps(g, vkg)));
   };
-  for_each_vector(n, step);
+  if (stream) {
+    for (std::int64_t i = 0; i < n; i += 16) _mm512_stream_ps(dx + i, value(i, 0xffff));
+    return;
+  }
+  for_each_vector(n, [&](std::int64_t i, __mmask16 k) { _mm512_mask_storeu_ps(dx + i, k, value(i, k)); });
 }
+
+void lnorm_stream_fence() { _mm_sfence(); }
 
 namespace {
 
@@ -127,7 +132,7 @@ namespace {
 // (V <= 8) give the core two independent chains of horizontal sums to overlap.
 template <int V, int R>
 void short_rows_forward(const float* x, const float* scale, const float* shift, float* y, std::int64_t n,
-                        int tail, double epsilon, float* mean_out, float* invstd_out) {
+                        int tail, double epsilon, float* mean_out, float* invstd_out, bool stream) {
   const __mmask16 last = lanes(tail);
   __m512 d[R][V];
   __m512 vr[R];
@@ -163,15 +168,19 @@ void short_rows_forward(const float* x, const float* scale, const float* shift, 
     for (int i = 0; i < V; ++i) {
       const __mmask16 k = i + 1 < V ? __mmask16(0xffff) : last;
       const __m512 t = _mm512_mul_ps(d[r][i], vr[r]);
-      _mm512_mask_storeu_ps(y + r * n + i * 16, k,
-                            _mm512_fmadd_ps(t, _mm512_maskz_loadu_ps(k, scale + i * 16),
-                                            _mm512_maskz_loadu_ps(k, shift + i * 16)));
+      const __m512 out = _mm512_fmadd_ps(t, _mm512_maskz_loadu_ps(k, scale + i * 16),
+                                         _mm512_maskz_loadu_ps(k, shift + i * 16));
+      if (stream) {
+        _mm512_stream_ps(y + r * n + i * 16, out);
+      } else {
+        _mm512_mask_storeu_ps(y + r * n + i * 16, k, out);
+      }
     }
   }
 }
 
 using ShortRows = void (*)(const float*, const float*, const float*, float*, std::int64_t, int, double,
-                           float*, float*);
+                           float*, float*, bool);
 constexpr ShortRows kShortRows[] = {
     short_rows_forward<1, 1>,  short_rows_forward<2, 1>,  short_rows_forward<3, 1>,
     short_rows_forward<4, 1>,  short_rows_forward<5, 1>,  short_rows_forward<6, 1>,
@@ -233,17 +242,20 @@ void lnorm_short_rows_backward(const float* x, const float* dy, const float* sca
 }
 
 void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y,
-                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd) {
+                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd,
+                              bool stream) {
   const int vectors = static_cast<int>((n + 15) / 16);
   const int tail = static_cast<int>(n - (vectors - 1) * 16);
   std::int64_t r = 0;
   if (vectors <= 8) {
     const ShortRows pair = kShortRowPairs[vectors - 1];
     for (; r + 2 <= rows; r += 2)
-      pair(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
+      pair(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r, stream);
   }
   const ShortRows one = kShortRows[vectors - 1];
-  for (; r < rows; ++r) one(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r);
+  for (; r < rows; ++r)
+    one(x + r * n, scale, shift, y + r * n, n, tail, epsilon, mean + r, invstd + r, stream);
+  if (stream) _mm_sfence();
 }
 
 }  // namespace galley::backends::cpu::avx512

@@ -12,10 +12,12 @@ void lnorm_row_moments(const float* x, std::int64_t n, float pivot, double& s1, 
 
 /// Rows of n <= kShortRow floats (`rows` of them back to back), each held in registers: its mean
 /// and inverse std (two passes over the registers, the sums in f32 about the row's first value)
-/// into mean[r] and invstd[r], then y = (x - mean) * invstd * scale + shift.
+/// into mean[r] and invstd[r], then y = (x - mean) * invstd * scale + shift. With `stream` (n a
+/// multiple of 16, y 64-byte aligned) y is written with non-temporal stores, fenced before returning.
 constexpr std::int64_t kShortRow = 256;
 void lnorm_short_rows_forward(const float* x, const float* scale, const float* shift, float* y,
-                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd);
+                              std::int64_t rows, std::int64_t n, double epsilon, float* mean, float* invstd,
+                              bool stream);
 
 /// The backward of rows of n <= kShortBackwardRow floats, each held in registers: dx from x, dy,
 /// scale and the row's saved mean and inverse std, and each row's dy * xhat and dy added to
@@ -34,8 +36,13 @@ void lnorm_row_affine(const float* x, const float* scale, const float* shift, fl
 void lnorm_row_gradient_sums(const float* x, const float* dy, const float* scale, std::int64_t n, float m,
                              float r, double& sum_g, double& sum_gx, float* dscale, float* dshift);
 
-/// dx[i] = r * (dy[i] * scale[i] - kg - (x[i] - m) * r * kx) for i in [0, n).
+/// dx[i] = r * (dy[i] * scale[i] - kg - (x[i] - m) * r * kx) for i in [0, n). With `stream` (n a
+/// multiple of 16, dx 64-byte aligned) dx is written with non-temporal stores, which the caller
+/// fences (lnorm_stream_fence) before the rows are used.
 void lnorm_row_dx(const float* x, const float* dy, const float* scale, float* dx, std::int64_t n, float m,
-                  float r, float kg, float kx);
+                  float r, float kg, float kx, bool stream);
+
+/// Orders the calling thread's non-temporal stores before its later ones (sfence).
+void lnorm_stream_fence();
 
 }  // namespace galley::backends::cpu::avx512
