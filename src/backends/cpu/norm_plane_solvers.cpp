@@ -5,6 +5,7 @@
 // image, group norm's (image, group) those of the group's channels.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,16 @@ struct StatMap {
 bool by_statistic(const PlaneShape& s, const StatMap& m) {
   const bool contiguous = m.groups != 0 || s.n == 1;
   return contiguous && s.dtype == DType::f32 && !s.nhwc && cpu_has_avx512() && m.stats >= 4 * pool_size();
+}
+
+/// Whether to run group norm's passes one image at a time, one image per task (f32 nhwc with
+/// AVX-512, images enough to keep the pool busy): a group's values are strided over all of its
+/// image's pixels, so one pass over the image's rows gathers every group's sums, and the map that
+/// follows reads the image back from the core's caches (an image of 56x56x256 is 3.2 MB: most in
+/// L3, its last rows in L2) instead of from memory. Each plane's sums run over all of the image's
+/// rows at once, as the plane-major pass does where it gives an image one chunk (n >= 64).
+bool by_image(const PlaneShape& s, const StatMap& m) {
+  return m.groups != 0 && s.nhwc && s.dtype == DType::f32 && cpu_has_avx512() && s.n >= 2 * pool_size();
 }
 
 /// Whether an f32 output of the shape is far beyond the caches, so written around them (a plain store
@@ -162,10 +173,66 @@ std::vector<double> forward_training_by_statistic(const PlaneShape& s, const Sta
   return var;
 }
 
+/// forward_training for by_image() shapes: per image, every plane's moments in one pass over its
+/// rows, each group's statistics from its planes' sums in channel order, then the image mapped.
+std::vector<double> forward_training_by_image(const PlaneShape& s, const StatMap& m, const NormArgs& a,
+                                              double epsilon) {
+  const auto* x = static_cast<const float*>(a.x);
+  auto* y = static_cast<float*>(a.y);
+  const auto* scale = static_cast<const float*>(a.scale);
+  const auto* shift = static_cast<const float*>(a.shift);
+  auto* saved_mean = static_cast<float*>(a.saved_mean);
+  auto* saved_invstd = static_cast<float*>(a.saved_invstd);
+  const std::int64_t per_group = s.c / m.groups;
+  const bool stream = beyond_caches(s) && s.c % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 64 == 0;
+  std::vector<double> var(static_cast<std::size_t>(m.stats));
+  parallel_for(0, s.n, [&](std::int64_t lo, std::int64_t hi) {
+    const auto c = static_cast<std::size_t>(s.c);
+    std::vector<double> center(c), s1(c), s2(c);
+    std::vector<float> mul(c), mean_hi(c), mean_lo(c);
+    for (std::int64_t image = lo; image < hi; ++image) {
+      const float* xi = x + image * s.hw * s.c;
+      for (std::int64_t ch = 0; ch < s.c; ++ch)
+        center[static_cast<std::size_t>(ch)] = xi[(ch / per_group) * per_group];
+      std::fill(s1.begin(), s1.end(), 0.0);
+      std::fill(s2.begin(), s2.end(), 0.0);
+      avx512::nhwc_row_sums(avx512::RowSum::shifted_moments, xi, nullptr, s.hw, s.c, center.data(), s1.data(),
+                            s2.data());
+      for (std::int64_t g = 0; g < m.groups; ++g) {
+        double sum1 = 0, sum2 = 0;
+        for (std::int64_t ch = g * per_group; ch < (g + 1) * per_group; ++ch) {
+          sum1 += s1[static_cast<std::size_t>(ch)];
+          sum2 += s2[static_cast<std::size_t>(ch)];
+        }
+        const double pivot = center[static_cast<std::size_t>(g * per_group)];
+        const double shift_of_mean = sum1 / m.count;
+        const double mean = pivot + shift_of_mean;
+        const double v = std::max(0.0, sum2 / m.count - shift_of_mean * shift_of_mean);
+        const double invstd = 1.0 / std::sqrt(v + epsilon);
+        const std::int64_t st = image * m.groups + g;
+        var[static_cast<std::size_t>(st)] = v;
+        saved_mean[st] = static_cast<float>(mean);
+        saved_invstd[st] = static_cast<float>(invstd);
+        const auto hi_part = static_cast<float>(mean), lo_part = static_cast<float>(mean - hi_part);
+        for (std::int64_t ch = g * per_group; ch < (g + 1) * per_group; ++ch) {
+          const auto k = static_cast<std::size_t>(ch);
+          mul[k] = static_cast<float>(invstd * scale[ch]);
+          mean_hi[k] = hi_part;
+          mean_lo[k] = lo_part;
+        }
+      }
+      avx512::nhwc_rows_map_one(xi, y + image * s.hw * s.c, s.hw, s.c, mul.data(), mean_hi.data(),
+                                mean_lo.data(), shift, stream);
+    }
+  });
+  return var;
+}
+
 /// Batch statistics, saved_mean/saved_invstd, y; returns the biased variance for the running update.
 std::vector<double> forward_training(const PlaneShape& s, const StatMap& m, const NormArgs& a,
                                      double epsilon) {
   if (by_statistic(s, m)) return forward_training_by_statistic(s, m, a, epsilon);
+  if (by_image(s, m)) return forward_training_by_image(s, m, a, epsilon);
   std::vector<double> mean, var;
   statistics(s, m, a.x, mean, var);
   std::vector<double> invstd(var.size());
@@ -216,6 +283,44 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
         }
       }
     });
+  } else if (by_image(s, m)) {
+    // Per image: every plane's sums in one pass over its rows, then dx over the image while it is
+    // in cache; dscale and dshift follow below from the per-plane sums.
+    const auto* x = static_cast<const float*>(a.x);
+    const auto* dy = static_cast<const float*>(a.dy);
+    auto* dx = static_cast<float*>(a.dx);
+    const std::int64_t per_group = s.c / m.groups;
+    const bool stream = beyond_caches(s) && s.c % 16 == 0 && reinterpret_cast<std::uintptr_t>(dx) % 64 == 0;
+    parallel_for(0, s.n, [&](std::int64_t lo, std::int64_t hi) {
+      const auto c = static_cast<std::size_t>(s.c);
+      std::vector<float> ka(c), kb(c), km(c), kc(c);
+      for (std::int64_t image = lo; image < hi; ++image) {
+        const std::int64_t first = image * s.hw * s.c;
+        double* sdy = sum_dy.data() + image * s.c;
+        double* sdyx = sum_dyx.data() + image * s.c;
+        double* ctr = center.data() + image * s.c;
+        for (std::int64_t ch = 0; ch < s.c; ++ch) ctr[ch] = saved_mean[m.of(image, ch, s.c)];
+        avx512::nhwc_row_sums(avx512::RowSum::gradient, x + first, dy + first, s.hw, s.c, ctr, sdy, sdyx);
+        for (std::int64_t g = 0; g < m.groups; ++g) {
+          const std::int64_t st = image * m.groups + g;
+          const double r = saved_invstd[st], mu = saved_mean[st];
+          double sum_g = 0, sum_gx = 0;
+          for (std::int64_t ch = g * per_group; ch < (g + 1) * per_group; ++ch) {
+            sum_g += scale[ch] * sdy[ch];
+            sum_gx += scale[ch] * sdyx[ch] * r;
+          }
+          for (std::int64_t ch = g * per_group; ch < (g + 1) * per_group; ++ch) {
+            const auto k = static_cast<std::size_t>(ch);
+            ka[k] = static_cast<float>(r * scale[ch]);
+            kb[k] = static_cast<float>(-r * r * sum_gx / m.count);
+            km[k] = static_cast<float>(mu);
+            kc[k] = static_cast<float>(-r * sum_g / m.count);
+          }
+        }
+        avx512::nhwc_rows_map_two(dy + first, x + first, dx + first, s.hw, s.c, ka.data(), kb.data(),
+                                  km.data(), kc.data(), stream);
+      }
+    });
   } else {
     for (std::int64_t i = 0; i < s.n; ++i)
       for (std::int64_t ch = 0; ch < s.c; ++ch)
@@ -241,7 +346,7 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
     static_cast<float*>(a.dscale)[ch] = static_cast<float>(dscale[static_cast<std::size_t>(ch)]);
     static_cast<float*>(a.dshift)[ch] = static_cast<float>(dshift[static_cast<std::size_t>(ch)]);
   }
-  if (by_statistic(s, m)) return;  // dx is done
+  if (by_statistic(s, m) || by_image(s, m)) return;  // dx is done
   std::vector<float> ka(planes), kb(planes), km(planes), kc(planes);
   for (std::int64_t i = 0; i < s.n; ++i) {
     for (std::int64_t ch = 0; ch < s.c; ++ch) {

@@ -193,11 +193,20 @@ namespace {
 // within 8 ulp of the run's own magnitude), then in double.
 constexpr std::int64_t kRowRun = 8;
 
-// One chunk of NV vectors of channels from k0, over every row: the pivots (the centres rounded to
-// f32) and the double sums stay in registers, the f32 run sums of kRowRun rows go into them.
+// Bytes of x (and dy) per block of rows that every chunk of channels walks before the next block:
+// the first chunk's walk brings the block into L1, the other chunks' walks find it there. Without
+// blocks each chunk walked all rows, so a tensor wider than the caches came from memory once per
+// chunk.
+constexpr std::int64_t kRowBlockBytes = 32 << 10;
+
+// One chunk of NV vectors of channels from k0 over rows [r_begin, r_end) (r_begin a multiple of
+// kRowRun): the pivots (the centres rounded to f32) and the double sums stay in registers, the f32
+// run sums of kRowRun rows go into them; the double sums continue acc0 and acc1, so blocks of rows
+// taken in order add up exactly as all rows at once would.
 template <RowSum kWhat, int NV>
-inline void row_sums_chunk(const float* x, const float* dy, std::int64_t rows, std::int64_t c,
-                           std::int64_t k0, const double* center, double* acc0, double* acc1) {
+inline void row_sums_chunk(const float* x, const float* dy, std::int64_t r_begin, std::int64_t r_end,
+                           std::int64_t ahead, std::int64_t rows, std::int64_t c, std::int64_t k0,
+                           const double* center, double* acc0, double* acc1) {
   __m512 pivot[NV];
   __mmask16 mask[NV];
   __m512d sums[NV][4];  // acc0 low and high 8 lanes, acc1 low and high
@@ -209,14 +218,27 @@ inline void row_sums_chunk(const float* x, const float* dy, std::int64_t rows, s
     pivot[v] =
         _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_lo, center + k))),
                            _mm512_cvtpd_ps(_mm512_maskz_loadu_pd(m_hi, center + k + 8)), 1);
-    for (int j = 0; j < 4; ++j) sums[v][j] = _mm512_setzero_pd();
+    sums[v][0] = _mm512_maskz_loadu_pd(m_lo, acc0 + k);
+    sums[v][1] = _mm512_maskz_loadu_pd(m_hi, acc0 + k + 8);
+    sums[v][2] = _mm512_maskz_loadu_pd(m_lo, acc1 + k);
+    sums[v][3] = _mm512_maskz_loadu_pd(m_hi, acc1 + k + 8);
   }
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kRowRun) {
-    const std::int64_t r1 = min64(rows, r0 + kRowRun);
+  for (std::int64_t r0 = r_begin; r0 < r_end; r0 += kRowRun) {
+    const std::int64_t r1 = min64(r_end, r0 + kRowRun);
     __m512 a[NV], b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) a[v] = b[v] = _mm512_setzero_ps();
     for (std::int64_t r = r0; r < r1; ++r) {
+      if (r + ahead < rows) {
+        // This chunk's lines of the next block's row, in L1 by the time the walk gets there.
+        const std::int64_t next = (r + ahead) * c + k0;
+        _mm_prefetch(reinterpret_cast<const char*>(x + next), _MM_HINT_T0);
+        if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(x + next + 16), _MM_HINT_T0);
+        if constexpr (kWhat == RowSum::gradient) {
+          _mm_prefetch(reinterpret_cast<const char*>(dy + next), _MM_HINT_T0);
+          if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(dy + next + 16), _MM_HINT_T0);
+        }
+      }
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         const std::int64_t at = r * c + k0 + 16 * v;
@@ -244,27 +266,30 @@ inline void row_sums_chunk(const float* x, const float* dy, std::int64_t rows, s
     const std::int64_t k = k0 + 16 * v;
     const __mmask8 ms[2] = {static_cast<__mmask8>(mask[v]), static_cast<__mmask8>(mask[v] >> 8)};
     for (int h = 0; h < 2; ++h) {
-      double* s0 = acc0 + k + 8 * h;
-      double* s1 = acc1 + k + 8 * h;
-      _mm512_mask_storeu_pd(s0, ms[h], _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], s0), sums[v][h]));
-      _mm512_mask_storeu_pd(s1, ms[h], _mm512_add_pd(_mm512_maskz_loadu_pd(ms[h], s1), sums[v][2 + h]));
+      _mm512_mask_storeu_pd(acc0 + k + 8 * h, ms[h], sums[v][h]);
+      _mm512_mask_storeu_pd(acc1 + k + 8 * h, ms[h], sums[v][2 + h]);
     }
   }
 }
 
 // shifted_moments and gradient about the centres rounded to f32, two vectors of channels at a time
-// over all rows (row_sums_chunk), then moved to the centres themselves; acc0 and acc1 start at 0.
-// With t = pivot - centre and d = x - pivot: sum (x - centre) = sum d + n t,
+// over a block of rows (row_sums_chunk), block after block, then moved to the centres themselves;
+// acc0 and acc1 start at 0. With t = pivot - centre and d = x - pivot: sum (x - centre) = sum d + n t,
 // sum (x - centre)^2 = sum d^2 + 2 t sum d + n t^2, and sum dy (x - centre) = sum dy d + t sum dy.
 template <RowSum kWhat>
 void row_sums_in_runs(const float* x, const float* dy, std::int64_t rows, std::int64_t c,
                       const double* center, double* acc0, double* acc1) {
   static_assert(kWhat == RowSum::shifted_moments || kWhat == RowSum::gradient);
-  for (std::int64_t k0 = 0; k0 < c; k0 += 32) {
-    if (c - k0 > 16) {
-      row_sums_chunk<kWhat, 2>(x, dy, rows, c, k0, center, acc0, acc1);
-    } else {
-      row_sums_chunk<kWhat, 1>(x, dy, rows, c, k0, center, acc0, acc1);
+  const std::int64_t row_bytes = c * 4 * (kWhat == RowSum::gradient ? 2 : 1);
+  const std::int64_t block = max64(kRowRun, kRowBlockBytes / row_bytes / kRowRun * kRowRun);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
+    const std::int64_t r1 = min64(rows, r0 + block);
+    for (std::int64_t k0 = 0; k0 < c; k0 += 32) {
+      if (c - k0 > 16) {
+        row_sums_chunk<kWhat, 2>(x, dy, r0, r1, block, rows, c, k0, center, acc0, acc1);
+      } else {
+        row_sums_chunk<kWhat, 1>(x, dy, r0, r1, block, rows, c, k0, center, acc0, acc1);
+      }
     }
   }
   const auto n = static_cast<double>(rows);
