@@ -151,7 +151,10 @@ std::vector<double> forward_training_by_statistic(const PlaneShape& s, const Sta
       double sum1 = 0, sum2 = 0;
       for (std::int64_t k = 0; k < planes.count; ++k) {
         double s1 = 0, s2 = 0;
-        avx512::plane_shifted_moments(x + (planes.first + k * planes.stride) * s.hw, s.hw, pivot, s1, s2);
+        // Readable up to the statistic's last plane: the map that follows reads from the first.
+        const std::int64_t p = planes.first + k * planes.stride;
+        const std::int64_t last = planes.first + (planes.count - 1) * planes.stride;
+        avx512::plane_shifted_moments(x + p * s.hw, s.hw, (last + 1 - p) * s.hw, pivot, s1, s2);
         sum1 += s1;
         sum2 += s2;
       }
@@ -270,7 +273,9 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
         for (std::int64_t k = 0; k < pl.count; ++k) {
           const std::int64_t p = pl.first + k * pl.stride, ch = p % s.c;
           const auto pi = static_cast<std::size_t>(p);
-          avx512::plane_gradient_sums(dy + p * s.hw, x + p * s.hw, s.hw, mu, sum_dy[pi], sum_dyx[pi]);
+          const std::int64_t last = pl.first + (pl.count - 1) * pl.stride;
+          avx512::plane_gradient_sums(dy + p * s.hw, x + p * s.hw, s.hw, (last + 1 - p) * s.hw, mu,
+                                      sum_dy[pi], sum_dyx[pi]);
           sum_g += scale[ch] * sum_dy[pi];
           sum_gx += scale[ch] * sum_dyx[pi] * r;
         }

@@ -79,9 +79,9 @@ void plane_reduce_nchw(const PlaneShape& s, PlaneSum what, const void* x, const 
         } else if (what == PlaneSum::centered_squares) {
           out0[p] = avx512::plane_centered_squares(xp, s.hw, center[p]);
         } else if (what == PlaneSum::shifted_moments) {
-          avx512::plane_shifted_moments(xp, s.hw, center[p], out0[p], out1[p]);
+          avx512::plane_shifted_moments(xp, s.hw, (hi - p) * s.hw, center[p], out0[p], out1[p]);
         } else {
-          avx512::plane_gradient_sums(gf + p * s.hw, xp, s.hw, center[p], out0[p], out1[p]);
+          avx512::plane_gradient_sums(gf + p * s.hw, xp, s.hw, (hi - p) * s.hw, center[p], out0[p], out1[p]);
         }
       }
     });

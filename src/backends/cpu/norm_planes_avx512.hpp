@@ -15,11 +15,15 @@ double plane_sum(const float* v, std::int64_t n);
 double plane_centered_squares(const float* v, std::int64_t n, double center);
 
 /// s1 = the sum of v - center, s2 = the sum of (v - center)^2 over v[0, n), in double, in one pass.
-void plane_shifted_moments(const float* v, std::int64_t n, double center, double& s1, double& s2);
+/// v[0, readable) (readable >= n) may be prefetched: the loop asks for lines 4 KB ahead, past the
+/// plane into the next one where the caller reads that next.
+void plane_shifted_moments(const float* v, std::int64_t n, std::int64_t readable, double center, double& s1,
+                           double& s2);
 
-/// sum_g = the sum of g[0, n), sum_gx = the sum of g * (x - center), in double.
-void plane_gradient_sums(const float* g, const float* x, std::int64_t n, double center, double& sum_g,
-                         double& sum_gx);
+/// sum_g = the sum of g[0, n), sum_gx = the sum of g * (x - center), in double; g[0, readable) and
+/// x[0, readable) may be prefetched, as above.
+void plane_gradient_sums(const float* g, const float* x, std::int64_t n, std::int64_t readable, double center,
+                         double& sum_g, double& sum_gx);
 
 /// o[i] = a * ((u[i] - center) - center_lo) + c0 for i in [0, n); o may be u. With `stream`, o's
 /// whole 64-byte lines are written with non-temporal stores (for outputs far beyond the caches,
