@@ -64,6 +64,10 @@ bool by_statistic(const PlaneShape& s, const StatMap& m) {
 /// follows reads the image back from the core's caches (an image of 56x56x256 is 3.2 MB: most in
 /// L3, its last rows in L2) instead of from memory. Each plane's sums run over all of the image's
 /// rows at once, as the plane-major pass does where it gives an image one chunk (n >= 64).
+/// Rows of an image that by_image()'s map takes at a time, from the image's last rows back to its
+/// first: the sums' pass read the last ones just before, so they are still in L2.
+constexpr std::int64_t kReverseMapRows = 64;
+
 bool by_image(const PlaneShape& s, const StatMap& m) {
   return m.groups != 0 && s.nhwc && s.dtype == DType::f32 && cpu_has_avx512() && s.n >= 2 * pool_size();
 }
@@ -224,8 +228,12 @@ std::vector<double> forward_training_by_image(const PlaneShape& s, const StatMap
           mean_lo[k] = lo_part;
         }
       }
-      avx512::nhwc_rows_map_one(xi, y + image * s.hw * s.c, s.hw, s.c, mul.data(), mean_hi.data(),
-                                mean_lo.data(), shift, stream);
+      float* yi = y + image * s.hw * s.c;
+      for (std::int64_t r1 = s.hw; r1 > 0; r1 -= kReverseMapRows) {
+        const std::int64_t r0 = std::max<std::int64_t>(0, r1 - kReverseMapRows);
+        avx512::nhwc_rows_map_one(xi + r0 * s.c, yi + r0 * s.c, r1 - r0, s.c, mul.data(), mean_hi.data(),
+                                  mean_lo.data(), shift, stream);
+      }
     }
   });
   return var;
@@ -322,8 +330,11 @@ void backward(const PlaneShape& s, const StatMap& m, const NormArgs& a) {
             kc[k] = static_cast<float>(-r * sum_g / m.count);
           }
         }
-        avx512::nhwc_rows_map_two(dy + first, x + first, dx + first, s.hw, s.c, ka.data(), kb.data(),
-                                  km.data(), kc.data(), stream);
+        for (std::int64_t r1 = s.hw; r1 > 0; r1 -= kReverseMapRows) {
+          const std::int64_t r0 = std::max<std::int64_t>(0, r1 - kReverseMapRows), at = first + r0 * s.c;
+          avx512::nhwc_rows_map_two(dy + at, x + at, dx + at, r1 - r0, s.c, ka.data(), kb.data(), km.data(),
+                                    kc.data(), stream);
+        }
       }
     });
   } else {
