@@ -14,10 +14,12 @@
 // without one, the cost model's (model_plan() below).
 //
 // On HIP (no mma.sync) the launcher runs the SIMT implicit GEMM instead, see igemm_tc_has_mma().
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -508,17 +510,55 @@ bool igemm_tc_has_mma() { return GALLEY_GPU_MMA != 0; }
 
 #if GALLEY_GPU_MMA
 namespace {
+/// A plan tile as the cost model sees it: its shape, its pace per multiprocessor against the
+/// mma.sync 128x128 tile's (1.0), and how many of its blocks share a multiprocessor.
+struct ModelTile {
+  int bm, bn;
+  double efficiency;
+  int blocks_per_sm;
+};
+
+// The wgmma tiles' pace where the device runs them (kWgmmaTiles' order): fitted to the tuner's
+// per-config times of the f16 NHWC problem list (bench/tile_timings.py). Their stage buffers
+// (128x128 and 128x256: 128 KiB and 192 KiB) leave room for one block per multiprocessor.
+#if GALLEY_CUDA_WGMMA
+constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.0, 0.95};
+static_assert(std::size(kWgmmaEfficiency) == std::size(kWgmmaTiles));
+
+int wgmma_blocks_per_sm(const WgmmaTile& t) {
+  constexpr int kSharedPerSm = 227 * 1024;
+  const int bytes = t.stages * (t.bm + t.bn) * 64 * 2;
+  return std::clamp(kSharedPerSm / bytes, 1, 2);
+}
+#endif
+
+/// The tiles the model weighs for `p`: the planned mma.sync tiles, and the wgmma tiles where the
+/// device runs them and the problem takes their path (NHWC, 8-channel rows or padded to them).
+std::vector<std::pair<int, ModelTile>> model_tiles(const ConvParams& p, bool wgmma) {
+  std::vector<std::pair<int, ModelTile>> out;
+  for (int t = 0; t < kTcTileCount; ++t)
+    if (kTcTiles[t].planned) out.push_back({t, {kTcTiles[t].bm, kTcTiles[t].bn, kTcTiles[t].efficiency, 2}});
+#if GALLEY_CUDA_WGMMA
+  if (wgmma && wgmma_tile_usable() && p.nhwc && (p.cg % 8 == 0 || pads_channels(p)))
+    for (int t = 0; t < kWgmmaTileCount; ++t)
+      out.push_back(
+          {kTcTileCount + t,
+           {kWgmmaTiles[t].bm, kWgmmaTiles[t].bn, kWgmmaEfficiency[t], wgmma_blocks_per_sm(kWgmmaTiles[t])}});
+#else
+  (void)p, (void)wgmma;
+#endif
+  return out;
+}
+
 /// The cost model's plan: waves of blocks times each block's steps, plus split-K's traffic. What a
 /// call without a tuned choice runs, and the first of the tuner's candidates.
-IgemmPlan model_plan(const ConvParams& p, int sm_count) {
+IgemmPlan model_plan(const ConvParams& p, int sm_count, bool wgmma = true) {
   constexpr double kPeak = 500e12, kBandwidth = 3.0e12;
-  const int slots = std::max(1, sm_count) * 2;
   const std::int64_t steps = (p.kred() + kPlanBk - 1) / kPlanBk;
   IgemmPlan best;
   double best_time = INFINITY;
-  for (int t = 0; t < kTcTileCount; ++t) {
-    const TcTile& shape = kTcTiles[t];
-    if (!shape.planned) continue;
+  for (const auto& [t, shape] : model_tiles(p, wgmma)) {
+    const int slots = std::max(1, sm_count) * shape.blocks_per_sm;
     const std::int64_t tiles =
         std::int64_t(ceil_div(p.pixels(), shape.bm)) * ceil_div(p.kg, shape.bn) * p.groups;
     for (int splits : {1, 2, 3, 4, 6, 8}) {
@@ -544,7 +584,7 @@ IgemmPlan model_plan(const ConvParams& p, int sm_count) {
 }  // namespace
 #endif
 
-IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
+IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count, bool wgmma) {
 #if GALLEY_GPU_MMA
   // Development only: GALLEY_DEBUG_IGEMM_TC_PLAN="tile:splits" forces a plan (tile sweeps on the GPU).
   if (const auto& forced = env::config().debug_igemm_tc_plan) {
@@ -559,8 +599,9 @@ IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count) {
                                                 " is a wgmma tile, which this device does not run");
     return igemm_tc_plan_for(p, tile, splits);
   }
-  return model_plan(p, sm_count);
+  return model_plan(p, sm_count, wgmma);
 #else
+  (void)wgmma;
   return plan_igemm_f32(p, sm_count);
 #endif
 }

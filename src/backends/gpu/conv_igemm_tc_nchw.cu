@@ -117,7 +117,7 @@ IgemmPlan plan_igemm_tc_nchw(const ConvParams& p, int sm_count) {
 #if GALLEY_GPU_MMA
   ConvParams view = p;
   view.nhwc = true;
-  const IgemmPlan model = plan_igemm_tc(view, sm_count);
+  const IgemmPlan model = plan_igemm_tc(view, sm_count, /*wgmma=*/false);
 #else
   const IgemmPlan model = plan_igemm_f32(p, sm_count);
 #endif

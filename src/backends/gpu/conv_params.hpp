@@ -53,7 +53,8 @@ struct IgemmPlan {
 };
 
 IgemmPlan plan_igemm_f32(const ConvParams& p, int sm_count);
-IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count);
+/// The cost model's plan; `wgmma` false keeps it to the mma.sync tiles (a path without the wgmma ones).
+IgemmPlan plan_igemm_tc(const ConvParams& p, int sm_count, bool wgmma = true);
 /// A plan with a given tile index and split count (for measuring tiles the planner skips).
 IgemmPlan igemm_f32_plan_for(const ConvParams& p, int tile, int splits);
 IgemmPlan igemm_tc_plan_for(const ConvParams& p, int tile, int splits);
