@@ -66,9 +66,10 @@ inline void store_row(__mmask16 mask, float* p, __m512 v) {
 }
 
 // Lines of the next block, asked into L2 while this block computes: the block's rows lie ld
-// apart, in runs too short for the hardware prefetchers to follow.
+// apart, in runs too short for the hardware prefetchers to follow. Callers test for a next block
+// themselves: GCC 12 drops the prefetches of a row pointer formed as `next ? next + k * ld : nullptr`
+// and tested for null in here.
 inline void prefetch_row(const float* next_row, int vectors) {
-  if (next_row == nullptr) return;
   for (int v = 0; v < vectors; ++v)
     _mm_prefetch(reinterpret_cast<const char*>(next_row + 16 * v), _MM_HINT_T1);
 }
@@ -93,7 +94,7 @@ void forward_block(const float* x, float* y, std::int64_t ld, std::int64_t len, 
   // poisons its column through exp and the sum.
   for (std::int64_t k = 0; k < len; ++k) {
     const float* row = x + k * ld;
-    prefetch_row(next == nullptr ? nullptr : next + k * ld, kVectors);
+    if (next != nullptr) prefetch_row(next + k * ld, kVectors);
     for (int v = 0; v < kVectors; ++v) m[v] = _mm512_max_ps(load_row<kAccess>(mask[v], row + 16 * v), m[v]);
   }
   if constexpr (kLog) {
@@ -156,11 +157,11 @@ void backward_block(const float* dy, const float* y, float* dx, std::int64_t ld,
   for (std::int64_t k = 0; k < len; ++k) {
     const float* g = dy + k * ld;
     const float* o = y + k * ld;
-    prefetch_row(next_dy == nullptr ? nullptr : next_dy + k * ld, kVectors);
+    if (next_dy != nullptr) prefetch_row(next_dy + k * ld, kVectors);
     if constexpr (kLog) {
       for (int v = 0; v < kVectors; ++v) s[v] = _mm512_add_ps(s[v], load_row<kAccess>(mask[v], g + 16 * v));
     } else {
-      prefetch_row(next_y == nullptr ? nullptr : next_y + k * ld, kVectors);
+      if (next_y != nullptr) prefetch_row(next_y + k * ld, kVectors);
       for (int v = 0; v < kVectors; ++v)
         s[v] = _mm512_fmadd_ps(load_row<kAccess>(mask[v], g + 16 * v), load_row<kAccess>(mask[v], o + 16 * v),
                                s[v]);
@@ -172,7 +173,7 @@ void backward_block(const float* dy, const float* y, float* dx, std::int64_t ld,
     float* d = dx + k * ld;
     if constexpr (kLog) {
       // y is read here first: its next block is fetched now, one pass ahead.
-      prefetch_row(next_y == nullptr ? nullptr : next_y + k * ld, kVectors);
+      if (next_y != nullptr) prefetch_row(next_y + k * ld, kVectors);
       for (int v = 0; v < kVectors; ++v) {
         const __m512 ev = exp_ps(load_row<kAccess>(mask[v], o + 16 * v));
         store_row<kAccess>(mask[v], d + 16 * v,
@@ -199,7 +200,8 @@ void forward_blocks(const float* x, float* y, std::int64_t ld, std::int64_t len,
   constexpr std::int64_t block = 16 * kVectors;
   for (std::int64_t c = 0; c < width; c += block) {
     const std::int64_t w = min64(block, width - c);
-    const float* next = c + block < width ? x + c + block : nullptr;
+    // Prefetching pays where the tensor comes from memory; from the caches it only adds work.
+    const float* next = bypass_cache && c + block < width ? x + c + block : nullptr;
     float* e = staging != nullptr ? staging : y + c;
     const std::int64_t lde = staging != nullptr ? block : ld;
     if (w < block) {
@@ -218,7 +220,7 @@ void backward_blocks(const float* dy, const float* y, float* dx, std::int64_t ld
   constexpr std::int64_t block = 16 * kVectors;
   for (std::int64_t c = 0; c < width; c += block) {
     const std::int64_t w = min64(block, width - c);
-    const bool more = c + block < width;
+    const bool more = bypass_cache && c + block < width;  // as forward_blocks
     const float* next_dy = more ? dy + c + block : nullptr;
     const float* next_y = more ? y + c + block : nullptr;
     if (w < block) {
