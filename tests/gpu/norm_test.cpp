@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,20 +82,27 @@ TEST_P(GpuNorm, BatchNormNhwcWithManyRowsMatchesTheReference) {
   EXPECT_GT(check_all(device_, problems), 0);
 }
 
-TEST_P(GpuNorm, LayerNormMatchesTheReference) {
-  std::vector<LayerNormProblem> problems;
-  for (auto shape : {LayerNormProblem::of({1, 17}, 1), LayerNormProblem::of({3, 5, 31, 29}, 2),
-                     LayerNormProblem::of({23, 4100}, 1), LayerNormProblem::of({2, 3, 9}, 3),
-                     LayerNormProblem::of({64, 768}, 1), LayerNormProblem::of({5000, 8}, 1)}) {
+// Each shape in f32, f16 and bf16, forward and backward.
+std::vector<LayerNormProblem> every_dtype_and_direction(std::initializer_list<LayerNormProblem> shapes) {
+  std::vector<LayerNormProblem> out;
+  for (const LayerNormProblem& shape : shapes) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
         LayerNormProblem p = shape;
         p.dtype = dt;
         p.direction = d;
-        problems.push_back(p);
+        out.push_back(p);
       }
     }
   }
+  return out;
+}
+
+TEST_P(GpuNorm, LayerNormMatchesTheReference) {
+  const std::vector<LayerNormProblem> problems =
+      every_dtype_and_direction({LayerNormProblem::of({1, 17}, 1), LayerNormProblem::of({3, 5, 31, 29}, 2),
+                                 LayerNormProblem::of({23, 4100}, 1), LayerNormProblem::of({2, 3, 9}, 3),
+                                 LayerNormProblem::of({64, 768}, 1), LayerNormProblem::of({5000, 8}, 1)});
   EXPECT_GT(check_all(device_, problems), 0);
 }
 
@@ -104,20 +112,10 @@ TEST_P(GpuNorm, LayerNormRegisterPathMatchesTheReference) {
   // lanes (2697 rows: a partial last block), 512 two vectors a lane, 776 and 1024 four (776's
   // last vector only on the first lane; their backward takes the generic path). 12347 rows of 256
   // make the persistent backward blocks loop over several rows each.
-  std::vector<LayerNormProblem> problems;
-  for (auto shape :
-       {LayerNormProblem::of({1, 8}, 1), LayerNormProblem::of({37, 24}, 1), LayerNormProblem::of({33, 40}, 1),
-        LayerNormProblem::of({3, 31, 29, 256}, 1), LayerNormProblem::of({17, 512}, 1),
-        LayerNormProblem::of({19, 776}, 1), LayerNormProblem::of({5, 1024}, 1)}) {
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
-        LayerNormProblem p = shape;
-        p.dtype = dt;
-        p.direction = d;
-        problems.push_back(p);
-      }
-    }
-  }
+  std::vector<LayerNormProblem> problems = every_dtype_and_direction(
+      {LayerNormProblem::of({1, 8}, 1), LayerNormProblem::of({37, 24}, 1), LayerNormProblem::of({33, 40}, 1),
+       LayerNormProblem::of({3, 31, 29, 256}, 1), LayerNormProblem::of({17, 512}, 1),
+       LayerNormProblem::of({19, 776}, 1), LayerNormProblem::of({5, 1024}, 1)});
   for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
     LayerNormProblem p = LayerNormProblem::of({12347, 256}, 1);
     p.dtype = DType::f16;
