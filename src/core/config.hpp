@@ -39,7 +39,7 @@ struct Config {
   std::optional<std::pair<int, int>> debug_igemm_tc_plan;
   bool debug_igemm_tc_tune = true;      ///< GALLEY_DEBUG_IGEMM_TC_TUNE
   bool debug_bwd_weights_wgmma = true;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
-  bool debug_3xtf32 = false;            ///< GALLEY_DEBUG_3XTF32
+  bool debug_3xtf32 = true;             ///< GALLEY_DEBUG_3XTF32
   bool debug_bwd_data_phases = true;    ///< GALLEY_DEBUG_BWD_DATA_PHASES
   bool debug_gemm_wgmma = false;        ///< GALLEY_DEBUG_GEMM_WGMMA
 };

@@ -202,7 +202,7 @@ void parse_bwd_weights_wgmma(std::string_view name, const std::string& value, Co
 }
 
 void parse_3xtf32(std::string_view name, const std::string& value, Config& out) {
-  out.debug_3xtf32 = !value.empty() && parse_flag(name, value);
+  out.debug_3xtf32 = value.empty() || parse_flag(name, value);
 }
 
 void parse_bwd_data_phases(std::string_view name, const std::string& value, Config& out) {
@@ -300,9 +300,9 @@ const std::vector<Entry>& entries() {
         "1"},
        parse_bwd_weights_wgmma},
       {{"GALLEY_DEBUG_3XTF32",
-        "development: 1 runs f32 on tensor cores as 3xTF32 in gpu.gemm.tc and the backward implicit GEMMs "
-        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm); off until the whole GPU test suite has run with it on",
-        "0"},
+        "development: 0 keeps f32 off the tensor cores in gpu.gemm.tc and the backward implicit GEMMs "
+        "(gpu.conv.bwd_data_igemm, bwd_weights_igemm), which otherwise run it as 3xTF32",
+        "1"},
        parse_3xtf32},
       {{"GALLEY_DEBUG_BWD_DATA_PHASES",
         "development: 0 runs strided backward-data through the forward solvers on a spread dy instead of "

@@ -97,7 +97,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv graphs("GALLEY_CUDA_GRAPHS", "0");
   ScopedEnv device_times("GALLEY_PROFILE_DEVICE_TIMES", "Host");
   ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "0");
-  ScopedEnv tf32_on("GALLEY_DEBUG_3XTF32", "true");
+  ScopedEnv tf32_off("GALLEY_DEBUG_3XTF32", "false");
   ScopedEnv phases_off("GALLEY_DEBUG_BWD_DATA_PHASES", "0");
   ScopedEnv gemm_wgmma_on("GALLEY_DEBUG_GEMM_WGMMA", "1");
   const Config& c = config();
@@ -117,7 +117,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_FALSE(c.cuda_graphs);
   EXPECT_EQ(c.profile_device_times, "host");
   EXPECT_FALSE(c.debug_bwd_weights_wgmma);
-  EXPECT_TRUE(c.debug_3xtf32);
+  EXPECT_FALSE(c.debug_3xtf32);
   EXPECT_FALSE(c.debug_bwd_data_phases);
   EXPECT_TRUE(c.debug_gemm_wgmma);
 }

@@ -752,7 +752,7 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   EXPECT_EQ(s->detail(large, *device).find("wgmma"), std::string::npos) << s->detail(large, *device);
 }
 
-// f32 backward implicit GEMMs on tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32=1): fp32's
+// f32 backward implicit GEMMs on tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32 on): fp32's
 // tolerance on odd shapes of both directions and layouts, and the detail names the main loop.
 TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
   const galley::testing::ScopedEnv tf32("GALLEY_DEBUG_3XTF32", "1");

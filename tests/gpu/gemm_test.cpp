@@ -120,7 +120,7 @@ TEST_P(GpuGemm, LargeLinearLayerAndItsGradients) {
   EXPECT_GT(ran, 0);
 }
 
-// f32 on gpu.gemm.tc's tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32=1): fp32's tolerance over every
+// f32 on gpu.gemm.tc's tensor cores as 3xTF32 (GALLEY_DEBUG_3XTF32 on): fp32's tolerance over every
 // transpose and direction, on extents that are whole 16-byte chunks of floats (multiples of 4, not
 // of 8) and ragged against every tile, and the linear layer of the test above.
 TEST_P(GpuGemm, F32On3xTf32TensorCoresMatchTheReference) {

@@ -10,7 +10,7 @@
 //                                   leaves, and big*big + big*small + small*big (the small*small term
 //                                   is below fp32's rounding) keep fp32's accuracy.
 // kUseMma<T> picks for f16/bf16: tensor cores where the build has them (not on HIP). f32 takes the
-// 3xTF32 loop where uses_mma(f32) says so (GALLEY_DEBUG_3XTF32=1), else the SIMT one.
+// 3xTF32 loop where uses_mma(f32) says so (unless GALLEY_DEBUG_3XTF32=0), else the SIMT one.
 //
 // What the operands are, and how each thread gathers its share of them, is the Loader's business
 // (conv_bwd_igemm_data.cu, conv_bwd_igemm_weights.cu). A Loader has
@@ -43,7 +43,7 @@ inline constexpr int kTileCount = 2;
 template <typename T>
 inline constexpr bool kUseMma = GALLEY_GPU_MMA && !std::is_same_v<T, float>;
 /// Whether launches of `dtype` take a tensor-core main loop: kUseMma's, and for f32 the 3xTF32 one
-/// while GALLEY_DEBUG_3XTF32=1 (off until the whole GPU test suite has run with it on).
+/// unless GALLEY_DEBUG_3XTF32=0.
 inline bool uses_mma(DType dtype) {
   return GALLEY_GPU_MMA && (dtype != DType::f32 || env::config().debug_3xtf32);
 }

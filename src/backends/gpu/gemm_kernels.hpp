@@ -38,7 +38,8 @@ std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype);
 
 /// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).
 bool gemm_tc_available();
-/// Whether the tensor-core kernel takes f32 (as 3xTF32): GALLEY_DEBUG_3XTF32=1 on a build with mma.sync.
+/// Whether the tensor-core kernel takes f32 (as 3xTF32): a build with mma.sync, unless
+/// GALLEY_DEBUG_3XTF32=0.
 bool gemm_tc_takes_f32();
 /// Why `call` cannot take the tensor-core path, empty when it can: f16/bf16 (and f32 where
 /// gemm_tc_takes_f32()), each operand's contiguous extent and row pitch a whole number of 16-byte

@@ -1,6 +1,6 @@
 // gpu.gemm.tc's kernel: a tiled f16/bf16 GEMM on tensor cores (mma.sync m16n8k16, f32
-// accumulation); f32 as 3xTF32 (three m16n8k8 TF32 MMAs a product, fp32's accuracy) while
-// GALLEY_DEBUG_3XTF32=1; on Hopper, f16/bf16 also on the wgmma kernel (../cuda/gemm_wgmma.cu) for
+// accumulation); f32 as 3xTF32 (three m16n8k8 TF32 MMAs a product, fp32's accuracy) unless
+// GALLEY_DEBUG_3XTF32=0; on Hopper, f16/bf16 also on the wgmma kernel (../cuda/gemm_wgmma.cu) for
 // tiles marked wgmma. Each block computes a bm x bn tile of the output over k slices of 32: the slices
 // stream through `stages` shared-memory buffers by cp.async (the next slices load while the
 // current one is multiplied), fragments come out of shared memory by ldmatrix (.trans for operands
@@ -80,7 +80,7 @@ bool gemm_tc_takes_f32() { return GALLEY_GPU_MMA && env::config().debug_3xtf32; 
 
 std::string gemm_tc_unfit(const dnn::GemmCall& c, DType dtype) {
   if (dtype == DType::f32 && !gemm_tc_takes_f32())
-    return "dtype f32 (tensor cores take f16 or bf16; f32 as 3xTF32 with GALLEY_DEBUG_3XTF32=1)";
+    return "dtype f32 (tensor cores take f16 or bf16; f32 as 3xTF32 unless GALLEY_DEBUG_3XTF32=0)";
   if (dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f32)
     return std::string("dtype ") + to_string(dtype) + " (tensor cores take f16, bf16 or f32)";
   // 16-byte copies: each operand's contiguous extent (and so its row pitch) in whole chunks.
