@@ -16,6 +16,7 @@
 // plan always gives the same bits.
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
+#include "lane_shuffle.cuh"
 
 namespace galley::backends::gpu {
 namespace {
@@ -164,14 +165,6 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
     __syncthreads();
   }
-}
-
-__device__ __forceinline__ float shfl_xor32(float v, int mask) {
-#if GALLEY_GPU_HIP
-  return __shfl_xor(v, mask, 32);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, mask, 32);
-#endif
 }
 
 // One 32-lane group per weight adds its `slices` partials (stored contiguously): lane l takes

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "conv_device.cuh"
+#include "lane_shuffle.cuh"
 
 namespace galley::backends::gpu {
 
@@ -107,14 +108,6 @@ struct Sum2 {
   }
 };
 
-/// v of the lane `mask` apart within an aligned group of 32 lanes; every lane of the group calls it.
-__device__ __forceinline__ float lanes_xor(float v, int mask) {
-#if GALLEY_GPU_HIP
-  return __shfl_xor(v, mask, 32);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, mask, 32);
-#endif
-}
 /// v of lane 0 of each aligned group of `width` lanes (a power of two up to 32).
 __device__ __forceinline__ float lanes_first(float v, int width) {
 #if GALLEY_GPU_HIP
@@ -125,7 +118,7 @@ __device__ __forceinline__ float lanes_first(float v, int width) {
 }
 /// The sum over each aligned group of `width` lanes (a power of two up to 32), in every lane.
 __device__ __forceinline__ float lanes_sum(float v, int width) {
-  for (int m = width / 2; m > 0; m /= 2) v += lanes_xor(v, m);
+  for (int m = width / 2; m > 0; m /= 2) v += shfl_xor32(v, m);
   return v;
 }
 

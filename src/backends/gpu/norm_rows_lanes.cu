@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   for (int m = lanes / 2; m > 0; m /= 2) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) sum[r] += lanes_xor(sum[r], m);
+    for (int r = 0; r < R; ++r) sum[r] += shfl_xor32(sum[r], m);
   }
   float mean[R], sq[R];
 #pragma unroll
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   for (int m = lanes / 2; m > 0; m /= 2) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) sq[r] += lanes_xor(sq[r], m);
+    for (int r = 0; r < R; ++r) sq[r] += shfl_xor32(sq[r], m);
   }
   float invstd[R];
 #pragma unroll
@@ -202,8 +202,8 @@ __global__ void __launch_bounds__(kNormThreads, kBackwardMinBlocks<K>)
     for (int m = lanes / 2; m > 0; m /= 2) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        sum_g[r] += lanes_xor(sum_g[r], m);
-        sum_gx[r] += lanes_xor(sum_gx[r], m);
+        sum_g[r] += shfl_xor32(sum_g[r], m);
+        sum_gx[r] += shfl_xor32(sum_gx[r], m);
       }
     }
 #pragma unroll
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(kNormThreads, kBackwardMinBlocks<K>)
     for (int k = 0; k < K; ++k) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        dscale[k][j] += lanes_xor(dscale[k][j], m);
-        dshift[k][j] += lanes_xor(dshift[k][j], m);
+        dscale[k][j] += shfl_xor32(dscale[k][j], m);
+        dshift[k][j] += shfl_xor32(dshift[k][j], m);
       }
     }
   }

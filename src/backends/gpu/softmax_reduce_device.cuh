@@ -6,20 +6,9 @@
 #include <cmath>
 
 #include "conv_device.cuh"
+#include "lane_shuffle.cuh"
 
 namespace galley::backends::gpu::softmax_device {
-
-/// A butterfly shuffle within aligned groups of kLanes lanes (a power of two up to 32).
-template <int kLanes>
-__device__ __forceinline__ float shfl_xor_lanes(float v, int mask) {
-#if GALLEY_GPU_HIP
-  return __shfl_xor(v, mask, kLanes);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, mask, kLanes);
-#endif
-}
-
-__device__ __forceinline__ float shfl_xor32(float v, int mask) { return shfl_xor_lanes<32>(v, mask); }
 
 __device__ __forceinline__ float group_sum(float v) {
 #pragma unroll

@@ -19,8 +19,6 @@ using dnn::SoftmaxArgs;
 using dnn::SoftmaxProblem;
 using softmax_device::group_sum;
 using softmax_device::MaxSum;
-using softmax_device::shfl_xor32;
-using softmax_device::shfl_xor_lanes;
 
 constexpr int kWarpRowsMax = 1024;  // 32 lanes x 32 registers
 constexpr int kRowBlock = 512;
