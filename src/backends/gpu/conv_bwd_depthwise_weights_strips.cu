@@ -178,8 +178,7 @@ __global__ void sum_weight_slices_kernel(const float* __restrict__ partial, T* _
   const float* row = partial + weight * slices;
   float s = 0.f;
   for (int i = lane; i < slices; i += 32) s += row[i];
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) s += shfl_xor32(s, m);
+  s = lanes_sum<32>(s);
   if (lane == 0) dw[weight] = from_f32<T>(s);
 }
 

@@ -19,4 +19,13 @@ __device__ __forceinline__ float shfl_xor_lanes(float v, int mask) {
 
 __device__ __forceinline__ float shfl_xor32(float v, int mask) { return shfl_xor_lanes<32>(v, mask); }
 
+/// The sum over each aligned group of kLanes lanes, in every lane of it (a fixed butterfly, so the
+/// same bits in every lane and on every run).
+template <int kLanes>
+__device__ __forceinline__ float lanes_sum(float v) {
+#pragma unroll
+  for (int m = kLanes / 2; m > 0; m >>= 1) v += shfl_xor_lanes<kLanes>(v, m);
+  return v;
+}
+
 }  // namespace galley::backends::gpu

@@ -116,11 +116,6 @@ __device__ __forceinline__ float lanes_first(float v, int width) {
   return __shfl_sync(0xffffffffu, v, 0, width);
 #endif
 }
-/// The sum over each aligned group of `width` lanes (a power of two up to 32), in every lane.
-__device__ __forceinline__ float lanes_sum(float v, int width) {
-  for (int m = width / 2; m > 0; m /= 2) v += shfl_xor32(v, m);
-  return v;
-}
 
 __device__ __forceinline__ std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 

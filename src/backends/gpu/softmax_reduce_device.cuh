@@ -10,11 +10,7 @@
 
 namespace galley::backends::gpu::softmax_device {
 
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += shfl_xor32(v, m);
-  return v;
-}
+__device__ __forceinline__ float group_sum(float v) { return lanes_sum<32>(v); }
 
 /// The running maximum m and sum s of exp(x - m) over what was seen. -inf entries add nothing
 /// (their exp is 0), so a row's -inf logits get probability 0; a row of only -inf keeps m = -inf,

@@ -145,12 +145,6 @@ __device__ __forceinline__ float lanes_max(float v) {
   for (int m = kLanes / 2; m > 0; m >>= 1) v = fmaxf(v, shfl_xor_lanes<kLanes>(v, m));
   return v;
 }
-template <int kLanes>
-__device__ __forceinline__ float lanes_sum(float v) {
-#pragma unroll
-  for (int m = kLanes / 2; m > 0; m >>= 1) v += shfl_xor_lanes<kLanes>(v, m);
-  return v;
-}
 
 // Forward over rows of a multiple of 8 elements that fit in registers: kLanes lanes per row (a warp
 // holds 32 / kLanes rows), each lane loading its kChunks runs of 8 before using any, so a lane has
