@@ -606,6 +606,45 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   }
 }
 
+// Backward-data through gpu.conv.igemm_tc's view lists every wgmma tile of the forward solver on a
+// device that runs them, the warp-specialized ones (plan tiles 13-16) included, and each config
+// matches the reference (NaN-poisoned output): a unit-stride 3x3 (kred = 360, not a multiple of 64;
+// 72 output channels, not a multiple of the tiles' N), a long reduction (split-K plans) and a 1x1
+// stride 2 (the compact product), in f16 and bf16.
+TEST(BwdDataAsForward, RunsTheWgmmaTilesOfTheForwardSolver) {
+  std::string why;
+  const auto device = galley::testing::first_device("cuda", why);
+  if (!device) GTEST_SKIP() << "no CUDA device: " << why;
+  const ConvSolver* forward = find_conv_solver("cuda", "gpu.conv.igemm_tc");
+  const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_data_via_igemm_tc");
+  ASSERT_NE(forward, nullptr);
+  ASSERT_NE(s, nullptr);
+  ConvProblem probe = geometry(1, 8, 5, 5, 8, 1, 1, 0, 0, 1, 1, 1, 1, 1);
+  probe.dtype = DType::f16, probe.layout = Layout::nhwc;
+  if (!forward->parse_config_any(ProblemRef::of(probe), *device, "tile=9,splits=1"))
+    GTEST_SKIP() << "no wgmma on " << device->name() << " (needs compute capability 9.0)";
+  runtime::Stream stream(*device);
+  //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+  const ConvProblem shapes[] = {geometry(2, 72, 15, 17, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+                                geometry(2, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+                                geometry(2, 32, 13, 11, 64, 1, 1, 0, 0, 2, 2, 1, 1, 1)};
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+      ConvProblem p = shapes[i];
+      p.direction = ConvDirection::backward_data, p.dtype = dtype, p.layout = Layout::nhwc;
+      ASSERT_TRUE(s->check(p, *device)) << p.key() << ": " << s->check(p, *device).reason;
+      const std::vector<std::string> texts = s->configs_any(ProblemRef::of(p), *device);
+      for (int tile = 9; tile <= 16; ++tile) {
+        const std::string plan = "tile=" + std::to_string(tile) + ",splits=1";
+        EXPECT_TRUE(std::any_of(texts.begin(), texts.end(),
+                                [&](const std::string& t) { return t.find(plan) != std::string::npos; }))
+            << plan << " not listed for " << p.key();
+      }
+      EXPECT_EQ(expect_every_config_matches(*s, stream, p, 900 + 2 * i), int(texts.size())) << p.key();
+    }
+  }
+}
+
 // Strided backward-data through the forward solvers as stride phases (GALLEY_DEBUG_BWD_DATA_PHASES=1):
 // every phase a unit-stride forward convolution of dy with its taps, scattered onto its pixels.
 // Odd planes (phases of unequal size), phases without a tap (2x2 stride 3), asymmetric strides and

@@ -78,6 +78,12 @@ int tile_bm(int tile) { return kTcTiles[tile].bm; }
 int tile_bn(int tile) { return kTcTiles[tile].bn; }
 #endif
 constexpr int kWgmmaStandIn = 5;  // 128x128, BK = 64
+// The wgmma tiles the tuner also times with split-K (kWgmmaTiles indices): the warp-specialized
+// 128x128 and 128x64, the fastest shapes where one split leaves multiprocessors idle.
+constexpr int kWgmmaSplitTiles[] = {4, 6};
+#if GALLEY_CUDA_WGMMA
+static_assert(kWgmmaTiles[kWgmmaSplitTiles[0]].specialized && kWgmmaTiles[kWgmmaSplitTiles[1]].specialized);
+#endif
 
 template <typename T, bool kVec, int BM, int BN, int WARPS_N, int BK, int STAGES, bool kNchwOut>
 __global__ void __launch_bounds__(64 * WARPS_N)
@@ -518,17 +524,21 @@ struct ModelTile {
   int blocks_per_sm;
 };
 
-// The wgmma tiles' pace where the device runs them (kWgmmaTiles' order): fitted to the tuner's
-// per-config times of the f16 NHWC problem list (bench/tile_timings.py). Their stage buffers
-// (128x128 and 128x256: 128 KiB and 192 KiB) leave room for one block per multiprocessor.
+// The wgmma tiles' pace where the device runs them (kWgmmaTiles' order). The cp.async ones (0-3) are
+// fitted to the tuner's per-config times of the f16 NHWC problem list (bench/tile_timings.py). The
+// warp-specialized ones (4-7) are priors until bench/igemm_plan_fit.py fits them: gpu.gemm.tc's
+// TMA tile ran 1.74x its cp.async tile; here only the weights come by TMA and the activations'
+// gather still costs the producer address math, so about 1.4x of the cp.async tile of the same shape
+// (1.3 -> 1.8); 128x64 keeps the cp.async 128x64's ratio to 128x128 (its m64n64 wgmma reads as many
+// shared-memory bytes per MAC as the multiprocessor delivers), and 192x128 is priced as 128x128.
+// Stage buffers of 96 KiB or less leave room for two blocks per multiprocessor, larger ones for one.
 #if GALLEY_CUDA_WGMMA
-constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.0, 0.95};
+constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.0, 0.95, 1.8, 1.8, 1.4, 1.8};
 static_assert(std::size(kWgmmaEfficiency) == std::size(kWgmmaTiles));
 
 int wgmma_blocks_per_sm(const WgmmaTile& t) {
   constexpr int kSharedPerSm = 227 * 1024;
-  const int bytes = t.stages * (t.bm + t.bn) * 64 * 2;
-  return std::clamp(kSharedPerSm / bytes, 1, 2);
+  return std::clamp(kSharedPerSm / wgmma_stage_bytes(t), 1, 2);
 }
 #endif
 
@@ -659,7 +669,8 @@ void launch_tc_any(const ConvParams& p, const IgemmPlan& plan, const void* x, co
 // The tuner's candidates beyond the model's plan: the tiles that have won some problem when measured (the
 // 128x64 one on N = 64 layers, 128x128 with BK 64 on large-M 1x1 layers, the 8-warp one where
 // 128x128 leaves multiprocessors idle), split-K where one split leaves multiprocessors idle, and the
-// Hopper wgmma tiles where the device has them: up to 15 plans, 25 with the wgmma tiles.
+// Hopper wgmma tiles where the device has them, split-K on the warp-specialized 128x128 and 128x64
+// ones: up to 15 plans, 29 with the wgmma tiles.
 std::vector<IgemmTcConfig> candidate_plans(const ConvParams& p, int sm_count) {
   const IgemmPlan model = model_plan(p, sm_count);
   std::vector<IgemmTcConfig> out{{model.tile, model.splits}};
@@ -688,7 +699,7 @@ std::vector<IgemmTcConfig> candidate_plans(const ConvParams& p, int sm_count) {
     for (int wt = 0; wt < kPlanTileCount - kTcTileCount; ++wt) add(kTcTileCount + wt, 1);
     if (big_tiles < 2 * std::int64_t(sm_count))
       for (int splits : {2, 3, 4})
-        for (int wt : {0, 1}) add(kTcTileCount + wt, splits);
+        for (int wt : kWgmmaSplitTiles) add(kTcTileCount + wt, splits);
   }
   return out;
 }

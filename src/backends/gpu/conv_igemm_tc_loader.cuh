@@ -8,6 +8,7 @@
 // (t % 4) * BK/32 of rows t/4, t/4 + kThreads/4, ... Each chunk walks kred in order, one BK step per
 // load() call (the calls come for consecutive steps), so its (r, s, c) position advances by adding,
 // never dividing. Out-of-range rows, taps in the padding and kred past its end are zero-filled.
+// BN = 0 makes it an activations-only loader (the Hopper producer warpgroup, whose weights come by TMA).
 #pragma once
 
 #include "conv_mma.cuh"
@@ -42,7 +43,9 @@ struct IgemmTcVecLoader {
   int ch0, row0;
   int a_ih[kARows], a_iw[kARows];
   int a_base[kARows];  // a row's element offset at (ih, iw), channel 0 of its group; 0 when out of range
-  int b_off[kBRows];   // a weight row's element offset, -1 past kg (32-bit: check() keeps tensors < 2^31)
+  // A weight row's element offset, -1 past kg (32-bit: check() keeps tensors < 2^31); one unused entry
+  // where BN = 0.
+  int b_off[kBRows > 0 ? kBRows : 1];
   ChunkPos pos[kChunksPerThread];
   int row_wrap, tap_step, dh_limit;
 
@@ -92,7 +95,8 @@ struct IgemmTcVecLoader {
   }
 
   /// Issues this thread's cp.async for the next BK step into stage buffers at shared addresses
-  /// a_smem (BM rows) and b_smem (BN rows); the caller commits the group.
+  /// a_smem (BM rows) and b_smem (BN rows; unused where BN = 0); the caller commits the group or
+  /// has an mbarrier track the copies.
   __device__ __forceinline__ void load(const ConvParams& cp, const T* __restrict__ x, const T* __restrict__ w,
                                        unsigned a_smem, unsigned b_smem) {
 #pragma unroll
