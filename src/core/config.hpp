@@ -41,7 +41,7 @@ struct Config {
   bool debug_bwd_weights_wgmma = true;  ///< GALLEY_DEBUG_BWD_WEIGHTS_WGMMA
   bool debug_3xtf32 = true;             ///< GALLEY_DEBUG_3XTF32
   bool debug_bwd_data_phases = true;    ///< GALLEY_DEBUG_BWD_DATA_PHASES
-  bool debug_gemm_wgmma = false;        ///< GALLEY_DEBUG_GEMM_WGMMA
+  bool debug_gemm_wgmma = true;         ///< GALLEY_DEBUG_GEMM_WGMMA
 };
 
 /// The process's configuration. Throws Error(invalid_argument) as check() does while any variable

@@ -210,7 +210,7 @@ void parse_bwd_data_phases(std::string_view name, const std::string& value, Conf
 }
 
 void parse_gemm_wgmma(std::string_view name, const std::string& value, Config& out) {
-  out.debug_gemm_wgmma = !value.empty() && parse_flag(name, value);
+  out.debug_gemm_wgmma = value.empty() || parse_flag(name, value);
 }
 
 #ifndef GALLEY_PROFILER
@@ -310,9 +310,9 @@ const std::vector<Entry>& entries() {
         "1"},
        parse_bwd_data_phases},
       {{"GALLEY_DEBUG_GEMM_WGMMA",
-        "development: 1 lists gpu.gemm.tc's Hopper wgmma tiles (f16/bf16) to the tuner; off until they have "
-        "been checked on a GPU",
-        "0"},
+        "development: 0 keeps gpu.gemm.tc's Hopper wgmma tiles (f16/bf16) from the tuner's candidates, "
+        "leaving its mma.sync tiles",
+        "1"},
        parse_gemm_wgmma},
   };
   return table;

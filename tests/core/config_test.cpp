@@ -99,7 +99,7 @@ TEST(Config, GoodValuesAreParsed) {
   ScopedEnv bwd_wgmma("GALLEY_DEBUG_BWD_WEIGHTS_WGMMA", "0");
   ScopedEnv tf32_off("GALLEY_DEBUG_3XTF32", "false");
   ScopedEnv phases_off("GALLEY_DEBUG_BWD_DATA_PHASES", "0");
-  ScopedEnv gemm_wgmma_on("GALLEY_DEBUG_GEMM_WGMMA", "1");
+  ScopedEnv gemm_wgmma_off("GALLEY_DEBUG_GEMM_WGMMA", "0");
   const Config& c = config();
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.find_mode, "fast");
@@ -119,7 +119,7 @@ TEST(Config, GoodValuesAreParsed) {
   EXPECT_FALSE(c.debug_bwd_weights_wgmma);
   EXPECT_FALSE(c.debug_3xtf32);
   EXPECT_FALSE(c.debug_bwd_data_phases);
-  EXPECT_TRUE(c.debug_gemm_wgmma);
+  EXPECT_FALSE(c.debug_gemm_wgmma);
 }
 
 TEST(Config, UnsetAndEmptyMeanTheDefaults) {

@@ -152,7 +152,7 @@ TEST_P(GpuGemm, F32On3xTf32TensorCoresMatchTheReference) {
   EXPECT_NE(a.reason.find("multiple of 4"), std::string::npos) << a.reason;
 }
 
-// gpu.gemm.tc's Hopper wgmma tiles (GALLEY_DEBUG_GEMM_WGMMA=1) on an sm_90 device: every tile over
+// gpu.gemm.tc's Hopper wgmma tiles (on unless GALLEY_DEBUG_GEMM_WGMMA=0) on an sm_90 device: every tile over
 // every transpose and direction (K-major and M-/N-major operands, batches strided and summed), ragged
 // edges against every tile, k not a multiple of the 64-k stage, alpha, beta and bias, f16 and bf16.
 TEST_P(GpuGemm, WgmmaTilesMatchTheReferenceOnHopper) {

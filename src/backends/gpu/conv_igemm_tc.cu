@@ -533,7 +533,7 @@ struct ModelTile {
 // shared-memory bytes per MAC as the multiprocessor delivers), and 192x128 is priced as 128x128.
 // Stage buffers of 96 KiB or less leave room for two blocks per multiprocessor, larger ones for one.
 #if GALLEY_CUDA_WGMMA
-constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.0, 0.95, 1.8, 1.8, 1.4, 1.8};
+constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.4, 0.95, 1.8, 1.8, 1.4, 1.8};
 static_assert(std::size(kWgmmaEfficiency) == std::size(kWgmmaTiles));
 
 int wgmma_blocks_per_sm(const WgmmaTile& t) {

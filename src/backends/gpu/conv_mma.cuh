@@ -193,17 +193,33 @@ __device__ __forceinline__ void mma_1688_tf32_fresh(float (&d)[4], const unsigne
 #endif
 }
 
-/// D += A * B in 3xTF32 from split_tf32() parts. The three products (the two small ones first) go
-/// into a fresh partial that is then added to d in fp32: the tensor core's accumulation does not
-/// round to nearest, and onto one running sum that bias grows linearly with the reduction's length
-/// (past SIMT fp32's error within a few thousand k), while a rounded add per k8 keeps fp32's accuracy.
+/// D = A * B in 3xTF32 from split_tf32() parts, the two small products first, into a fresh partial.
+/// The tensor core's accumulation does not round to nearest, and onto one running sum that bias
+/// grows linearly with the reduction's length (past SIMT fp32's error within a few thousand k); a
+/// partial over a short slice of k, added to the running sum in fp32 (rounded), keeps fp32's accuracy.
+__device__ __forceinline__ void mma_1688_3xtf32_fresh(float (&part)[4], const unsigned (&a_big)[4],
+                                                      const unsigned (&a_small)[4], const unsigned (&b_big)[2],
+                                                      const unsigned (&b_small)[2]) {
+  mma_1688_tf32_fresh(part, a_small, b_big[0], b_big[1]);
+  mma_1688_tf32(part, a_big, b_small[0], b_small[1]);
+  mma_1688_tf32(part, a_big, b_big[0], b_big[1]);
+}
+
+/// part += A * B in 3xTF32: the next k8 of a slice's partial (see mma_1688_3xtf32_fresh).
+__device__ __forceinline__ void mma_1688_3xtf32_into(float (&part)[4], const unsigned (&a_big)[4],
+                                                     const unsigned (&a_small)[4], const unsigned (&b_big)[2],
+                                                     const unsigned (&b_small)[2]) {
+  mma_1688_tf32(part, a_small, b_big[0], b_big[1]);
+  mma_1688_tf32(part, a_big, b_small[0], b_small[1]);
+  mma_1688_tf32(part, a_big, b_big[0], b_big[1]);
+}
+
+/// D += A * B in 3xTF32 with one rounded add per k8 (see mma_1688_3xtf32_fresh).
 __device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const unsigned (&a_big)[4],
                                                 const unsigned (&a_small)[4], const unsigned (&b_big)[2],
                                                 const unsigned (&b_small)[2]) {
   float part[4];
-  mma_1688_tf32_fresh(part, a_small, b_big[0], b_big[1]);
-  mma_1688_tf32(part, a_big, b_small[0], b_small[1]);
-  mma_1688_tf32(part, a_big, b_big[0], b_big[1]);
+  mma_1688_3xtf32_fresh(part, a_big, a_small, b_big, b_small);
 #pragma unroll
   for (int e = 0; e < 4; ++e) d[e] += part[e];
 }

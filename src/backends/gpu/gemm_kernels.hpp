@@ -32,8 +32,8 @@ struct GemmTile {
 /// The tile shapes the mma.sync kernel is built for, the general default first.
 const GemmTile* gemm_tc_tiles(std::size_t* count);
 /// The Hopper wgmma tiles `dtype` can take on the current device, largest first: none unless this
-/// build has them, the device runs them (compute capability 9.0), dtype is f16 or bf16 and
-/// GALLEY_DEBUG_GEMM_WGMMA is on.
+/// build has them, the device runs them (compute capability 9.0), dtype is f16 or bf16, and
+/// GALLEY_DEBUG_GEMM_WGMMA is not 0.
 std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype);
 
 /// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).

@@ -226,32 +226,76 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
     const T* ys = xs + Shape::x_elems;
     if constexpr (std::is_same_v<T, float>) {
       // 3xTF32, k8 at a time: A (m g | g + 8, k q | q + 4), B (k q | q + 4, n g), g = lane / 4,
-      // q = lane % 4, each value split once into its big and small TF32 parts.
+      // q = lane % 4, each value split once into its big and small TF32 parts. An operand stored
+      // with k along its rows comes by ldmatrix: an 8x8 b16 matrix is 8 rows of 4 floats, and lane i
+      // receives float i % 4 of row i / 4, which is exactly the (g, q) a TF32 fragment wants; the
+      // other storage order needs the transpose ldmatrix has only for 16-bit elements, so it is read
+      // float by float. The slice's products go into a fresh partial added to acc once per slice,
+      // where the registers hold a second accumulator set; the widest warp tile adds once per k8.
       const int g = lane >> 2, q = lane & 3;
+      constexpr bool kSlicePartial = MT * NT <= 16;
+      float part[kSlicePartial ? MT : 1][kSlicePartial ? NT : 1][4];
 #pragma unroll
       for (int kk = 0; kk < kBk; kk += 8) {
         unsigned a_big[MT][4], a_small[MT][4], b_big[NT][2], b_small[NT][2];
 #pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          float a[4];
+          if constexpr (!TX) {
+            // matrices: (m 0-7, k 0-3), (m 8-15, k 0-3), (m 0-7, k 4-7), (m 8-15, k 4-7)
+            unsigned r[4];
+            const float* ptr = xs + (wm0 + i * 16 + lr + (lq & 1) * 8) * Shape::x_pitch + kk + (lq >> 1) * 4;
+            mma::ldmatrix_x4(r, mma::smem_addr(ptr));
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] = __uint_as_float(r[e]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              a[e] = xs[(kk + q + (e >> 1) * 4) * Shape::x_pitch + wm0 + i * 16 + g + (e & 1) * 8];
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) mma::split_tf32(a[e], a_big[i][e], a_small[i][e]);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+          float b[2][2];
+          if constexpr (TY) {
+            // matrices: (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3), (n 8-15, k 4-7)
+            unsigned r[4];
+            const float* ptr = ys + (wn0 + j * 8 + lr + (lq >> 1) * 8) * Shape::y_pitch + kk + (lq & 1) * 4;
+            mma::ldmatrix_x4(r, mma::smem_addr(ptr));
+            b[0][0] = __uint_as_float(r[0]), b[0][1] = __uint_as_float(r[1]);
+            b[1][0] = __uint_as_float(r[2]), b[1][1] = __uint_as_float(r[3]);
+          } else {
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) b[jj][e] = ys[(kk + q + e * 4) * Shape::y_pitch + wn0 + (j + jj) * 8 + g];
+          }
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) mma::split_tf32(b[jj][e], b_big[j + jj][e], b_small[j + jj][e]);
+        }
+#pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int m = wm0 + i * 16 + g + (e & 1) * 8, k = kk + q + (e >> 1) * 4;
-            mma::split_tf32(TX ? xs[k * Shape::x_pitch + m] : xs[m * Shape::x_pitch + k], a_big[i][e],
-                            a_small[i][e]);
+          for (int j = 0; j < NT; ++j) {
+            if constexpr (!kSlicePartial)
+              mma::mma_1688_3xtf32(acc[i][j], a_big[i], a_small[i], b_big[j], b_small[j]);
+            else if (kk == 0)
+              mma::mma_1688_3xtf32_fresh(part[i][j], a_big[i], a_small[i], b_big[j], b_small[j]);
+            else
+              mma::mma_1688_3xtf32_into(part[i][j], a_big[i], a_small[i], b_big[j], b_small[j]);
           }
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int n = wn0 + j * 8 + g, k = kk + q + e * 4;
-            mma::split_tf32(TY ? ys[n * Shape::y_pitch + k] : ys[k * Shape::y_pitch + n], b_big[j][e],
-                            b_small[j][e]);
-          }
+      }
+      if constexpr (kSlicePartial) {
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
           for (int j = 0; j < NT; ++j)
-            mma::mma_1688_3xtf32(acc[i][j], a_big[i], a_small[i], b_big[j], b_small[j]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
       }
     } else {
       // Fragments of one k16 step into set `buf`: two sets, so the second step's ldmatrix is issued
