@@ -198,7 +198,8 @@ __device__ __forceinline__ void mma_1688_tf32_fresh(float (&d)[4], const unsigne
 /// grows linearly with the reduction's length (past SIMT fp32's error within a few thousand k); a
 /// partial over a short slice of k, added to the running sum in fp32 (rounded), keeps fp32's accuracy.
 __device__ __forceinline__ void mma_1688_3xtf32_fresh(float (&part)[4], const unsigned (&a_big)[4],
-                                                      const unsigned (&a_small)[4], const unsigned (&b_big)[2],
+                                                      const unsigned (&a_small)[4],
+                                                      const unsigned (&b_big)[2],
                                                       const unsigned (&b_small)[2]) {
   mma_1688_tf32_fresh(part, a_small, b_big[0], b_big[1]);
   mma_1688_tf32(part, a_big, b_small[0], b_small[1]);

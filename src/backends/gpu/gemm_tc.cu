@@ -270,7 +270,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-              for (int e = 0; e < 2; ++e) b[jj][e] = ys[(kk + q + e * 4) * Shape::y_pitch + wn0 + (j + jj) * 8 + g];
+              for (int e = 0; e < 2; ++e)
+                b[jj][e] = ys[(kk + q + e * 4) * Shape::y_pitch + wn0 + (j + jj) * 8 + g];
           }
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj)
