@@ -27,6 +27,7 @@ void register_conv_list() {
   // API's engine configs beside it.
   list.push_back(cuda::make_cudnn_graph_bwd_data_conv_solver());
   list.push_back(cuda::make_cudnn_graph_bwd_weights_conv_solver());
+  list.push_back(make_conv_gemm_1x1_tc(b));
   list.push_back(make_conv_igemm_tc(b));
   list.push_back(make_conv_igemm_tc_nchw(b));
   list.push_back(cuda::make_cublas_gemm_conv_solver());

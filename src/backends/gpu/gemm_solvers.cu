@@ -59,8 +59,8 @@ std::string common_no(const GemmProblem& p, const runtime::Device& device, const
 
 void require_workspace(const std::string& name, const GemmArgs& a, std::size_t needed) {
   if (a.workspace_bytes < needed)
-    throw Error(Status::invalid_argument,
-                name + ": workspace of " + std::to_string(a.workspace_bytes) + " bytes, needs " + std::to_string(needed));
+    throw Error(Status::invalid_argument, name + ": workspace of " + std::to_string(a.workspace_bytes) +
+                                              " bytes, needs " + std::to_string(needed));
 }
 
 // Enqueues the product (by `product`) and, for backward_weights with a bias, the column sums.
@@ -74,7 +74,8 @@ void enqueue(runtime::Stream& stream, const std::string& name, const GemmProblem
     void* s = stream.native_handle();
     product(c, dnn::gemm_pointer(a, c.x_role), dnn::gemm_pointer(a, c.y_role),
             const_cast<void*>(dnn::gemm_pointer(a, c.out_role)), c.bias ? a.bias : nullptr, s);
-    if (dnn::has_bias_reduction(p)) launch_column_sums(p.dtype, a.dc, p.batch * p.m, p.n, a.dbias, a.workspace, s);
+    if (dnn::has_bias_reduction(p))
+      launch_column_sums(p.dtype, a.dc, p.batch * p.m, p.n, a.dbias, a.workspace, s);
   });
 }
 
@@ -88,34 +89,22 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
 
   Applicability check(const GemmProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, backend_); !why.empty()) return Applicability::no(why);
-    if (!gemm_tc_available()) return Applicability::no("no tensor-core GEMM in this build (mma.sync is NVIDIA's)");
-    if (gemm_device(device).arch_major < 8) return Applicability::no("mma.sync needs sm_80 or newer");
-    if (auto why = gemm_tc_unfit(dnn::lower_gemm(p), p.dtype); !why.empty()) return Applicability::no(why);
+    if (auto why = gemm_tc_refusal(dnn::lower_gemm(p), p.dtype, device); !why.empty())
+      return Applicability::no(why);
     return Applicability::yes();
   }
 
-  // The largest tiles first where the output fills the GPU with 128 x 128 tiles, else the smaller
-  // tiles first so every SM gets a block; Hopper's wgmma tiles (where listed) before the mma.sync
-  // ones of their size class. The tuner times them all.
+  // The tuner times them all.
   std::vector<GemmTile> candidates(const GemmProblem& p, const runtime::Device& device) const override {
-    std::size_t count = 0;
-    const GemmTile* tiles = gemm_tc_tiles(&count);
-    std::vector<GemmTile> all = gemm_tc_wgmma_tiles(p.dtype);
-    all.insert(all.end(), tiles, tiles + count);
-    const GemmCall c = dnn::lower_gemm(p);
-    const std::int64_t batches = c.sum_batches ? 1 : c.batch;
-    const std::int64_t big_tiles = (c.m + 127) / 128 * ((c.n + 127) / 128) * batches;
-    if (big_tiles < gemm_device(device).sm_count)
-      std::stable_sort(all.begin(), all.end(),
-                       [](const GemmTile& a, const GemmTile& b) { return a.bm * a.bn < b.bm * b.bn; });
-    return all;
+    return gemm_tc_candidates(dnn::lower_gemm(p), p.dtype, device);
   }
 
   std::size_t workspace_bytes(const GemmProblem& p, const runtime::Device&, const GemmTile&) const override {
     return reduction_workspace(p);
   }
 
-  void run(runtime::Stream& stream, const GemmProblem& p, const GemmArgs& a, const GemmTile& tile) const override {
+  void run(runtime::Stream& stream, const GemmProblem& p, const GemmArgs& a,
+           const GemmTile& tile) const override {
     enqueue(stream, std::string(name()), p, a,
             [&](const GemmCall& c, const void* x, const void* y, void* out, const void* bias, void* s) {
               // 16-byte copies need 16-byte aligned operands; a caller's view at an odd offset
@@ -131,10 +120,12 @@ class TcSolver final : public dnn::TunableSolver<GemmProblem, GemmTile> {
   std::string detail(const GemmProblem& p, const runtime::Device&) const override {
     const GemmCall c = dnn::lower_gemm(p);
     const bool wgmma = !gemm_tc_wgmma_tiles(p.dtype).empty();
-    return std::string(p.dtype == DType::f32 ? "3xTF32 mma.sync m16n8k8"
-                                             : (wgmma ? "wgmma m64nNk16 or mma.sync m16n8k16" : "mma.sync m16n8k16")) +
+    return std::string(p.dtype == DType::f32
+                           ? "3xTF32 mma.sync m16n8k8"
+                           : (wgmma ? "wgmma m64nNk16 or mma.sync m16n8k16" : "mma.sync m16n8k16")) +
            ", f32 accumulation, " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
-           std::to_string(c.k) + (c.batch > 1 ? (c.sum_batches ? " summed over " : " x ") + std::to_string(c.batch) : "");
+           std::to_string(c.k) +
+           (c.batch > 1 ? (c.sum_batches ? " summed over " : " x ") + std::to_string(c.batch) : "");
   }
 
  private:
@@ -172,6 +163,25 @@ class SimtSolver final : public dnn::GemmSolver {
 };
 
 }  // namespace
+
+std::string gemm_tc_refusal(const GemmCall& call, DType dtype, const runtime::Device& device) {
+  if (!gemm_tc_available()) return "no tensor-core GEMM in this build (mma.sync is NVIDIA's)";
+  if (gemm_device(device).arch_major < 8) return "mma.sync needs sm_80 or newer";
+  return gemm_tc_unfit(call, dtype);
+}
+
+std::vector<GemmTile> gemm_tc_candidates(const GemmCall& call, DType dtype, const runtime::Device& device) {
+  std::size_t count = 0;
+  const GemmTile* tiles = gemm_tc_tiles(&count);
+  std::vector<GemmTile> all = gemm_tc_wgmma_tiles(dtype);
+  all.insert(all.end(), tiles, tiles + count);
+  const std::int64_t batches = call.sum_batches ? 1 : call.batch;
+  const std::int64_t big_tiles = (call.m + 127) / 128 * ((call.n + 127) / 128) * batches;
+  if (big_tiles < gemm_device(device).sm_count)
+    std::stable_sort(all.begin(), all.end(),
+                     [](const GemmTile& a, const GemmTile& b) { return a.bm * a.bn < b.bm * b.bn; });
+  return all;
+}
 
 std::unique_ptr<dnn::GemmSolver> make_gemm_tc(std::string_view backend) {
   return std::make_unique<TcSolver>(std::string(backend));

@@ -16,6 +16,7 @@ void register_conv_list() {
   list.push_back(make_conv_grouped(b));
   list.push_back(make_conv_bwd_data_depthwise(b));
   list.push_back(make_conv_bwd_weights_depthwise(b));
+  list.push_back(make_conv_gemm_1x1_tc(b));
   list.push_back(make_conv_igemm_tc(b));
   list.push_back(make_conv_igemm_tc_nchw(b));
   list.push_back(make_conv_winograd(b));
