@@ -528,7 +528,7 @@ TEST(CudnnGraphBackward, EveryListedConfigMatchesTheReference) {
 
 // gpu.conv.bwd_data_via_*: backward-data run by a forward solver on dy with the flipped filter. Each
 // takes what its forward solver takes of the views (unit stride, 1x1 filters with a stride, dy spread
-// onto the stride grid for other strided filters), every
+// onto the stride grid for other strided filters, grouped layers with k and c swapped per group), every
 // config it lists (the forward solver's tile plans) matches the reference, and what cannot be viewed
 // as a forward convolution is refused naming why.
 TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
@@ -554,7 +554,12 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
       geometry(2, 24, 17, 13, 40, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // 3x3 stride 2, odd plane: dy spread
       geometry(1, 32, 14, 14, 64, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // a ResNet-like 3x3 stride 2
       geometry(1, 8, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1),   // 7x7 stride 2 (a stem)
-      geometry(1, 8, 15, 16, 8, 3, 3, 2, 1, 3, 2, 2, 1, 1)};   // strides 3 x 2, dilated rows
+      geometry(1, 8, 15, 16, 8, 3, 3, 2, 1, 3, 2, 2, 1, 1),    // strides 3 x 2, dilated rows
+      // Grouped: the flipped filter swaps k and c within each group.
+      geometry(2, 32, 9, 11, 64, 3, 3, 1, 1, 1, 1, 1, 1, 4),   // 8 channels in, 16 out per group
+      geometry(2, 64, 7, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),    // ResNeXt-like: 8 in, 8 out per group
+      geometry(1, 24, 11, 13, 36, 3, 3, 1, 1, 2, 2, 1, 1, 3),  // grouped stride 2: phases
+      geometry(2, 12, 9, 9, 18, 1, 1, 0, 0, 2, 2, 1, 1, 3)};   // grouped 1x1 stride 2, 4 in and 6 out
   const std::pair<DType, Layout> formats[] = {{DType::f16, Layout::nhwc},
                                               {DType::bf16, Layout::nhwc},
                                               {DType::f16, Layout::nchw},
@@ -580,7 +585,8 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
                 runs[std::string(s->name())]);
   }
   // The tensor-core and f32 1x1 paths must have taken part of the grid.
-  for (const char* name : {"gpu.conv.bwd_data_via_igemm_tc", "gpu.conv.bwd_data_via_gemm_1x1"})
+  for (const char* name :
+       {"gpu.conv.bwd_data_via_igemm_tc", "gpu.conv.bwd_data_via_gemm_1x1", "gpu.conv.bwd_data_via_grouped"})
     EXPECT_GT(runs[name], 0) << name;
 
   const ConvSolver* s = find_conv_solver("cuda", "gpu.conv.bwd_data_via_igemm_tc");
@@ -588,17 +594,18 @@ TEST(BwdDataAsForward, EveryConfigOfEveryViewMatchesTheReference) {
   ConvProblem base = geometry(2, 16, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1);
   base.direction = ConvDirection::backward_data, base.dtype = DType::f16, base.layout = Layout::nhwc;
   ASSERT_TRUE(s->check(base, *device)) << s->check(base, *device).reason;
-  ConvProblem forward = base, weights = base, nchw = base, grouped = base, strided = base, padded = base;
+  ConvProblem forward = base, weights = base, nchw = base, strided = base, padded = base;
   forward.direction = ConvDirection::forward;
   weights.direction = ConvDirection::backward_weights;
   nchw.layout = Layout::nchw;
-  grouped.groups = 2;
   strided.stride_h = strided.stride_w = 2;
   padded.y = padded.x = 1;  // 1x1 with padding 1: beyond the filter's extent
   strided.pad_h = 3;        // stride 2 and a pad past the 3x3 filter's extent
-  const std::pair<ConvProblem, const char*> refusals[] = {{forward, "forward"}, {weights, "backward_weights"},
-                                                          {nchw, "nhwc"},       {grouped, "groups"},
-                                                          {strided, "padding"}, {padded, "padding"}};
+  const std::pair<ConvProblem, const char*> refusals[] = {{forward, "forward"},
+                                                          {weights, "backward_weights"},
+                                                          {nchw, "nhwc"},
+                                                          {strided, "padding"},
+                                                          {padded, "padding"}};
   for (const auto& [problem, names] : refusals) {
     const Applicability a = s->check(problem, *device);
     EXPECT_FALSE(a) << "claims " << problem.key();

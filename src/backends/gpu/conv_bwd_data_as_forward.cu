@@ -1,10 +1,10 @@
 // The kernels that let a forward convolution solver compute backward-data (conv_bwd_solvers.cu's
 // BwdDataAsForward): with unit stride, dx[h] = sum_r dy[h + pad - r * dil] * w[r] is a forward
-// convolution of dy with the filter flipped in both spatial axes and its k and c swapped, padded by
-// (r - 1) * dil - pad, whose output is H x W again. A 1x1 filter with a stride and no padding touches
-// only the dx pixels on the stride's grid: there dx is a forward 1x1 convolution of dy (written compact
-// into the workspace), everywhere else zero. Any other stride (dilation 1) splits dx into its stride
-// phases, the pixels (a_h + stride_h * i, a_w + stride_w * j), each seeing only the taps congruent
+// convolution of dy with the filter flipped in both spatial axes and its k and c swapped within each
+// group, padded by (r - 1) * dil - pad, whose output is H x W again. A 1x1 filter with a stride and no
+// padding touches only the dx pixels on the stride's grid: there dx is a forward 1x1 convolution of dy
+// (written compact into the workspace), everywhere else zero. Any other stride (dilation 1) splits dx into
+// its stride phases, the pixels (a_h + stride_h * i, a_w + stride_w * j), each seeing only the taps congruent
 // to it: a phase is a unit-stride forward convolution of dy with those taps (reversed, k and c
 // swapped), written compact and scattered onto its pixels (stride_phase_axis() works out the view).
 #include <algorithm>
@@ -45,11 +45,12 @@ __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __r
   }
 }
 
-// The nchw phase filter (view layout (c, k, r', s')) from w's (k, c, r, s): view tap t is the phase's
-// tap taps - 1 - t. With every tap in one phase (first 0, stride 1) it is the unit-stride view's
-// flipped filter.
+// The nchw phase filter (view layout (c, k, r', s'), k of c's group) from w's (k, c, r, s), c of
+// k's group: view tap t is the phase's tap taps - 1 - t. With every tap in one phase (first 0,
+// stride 1) it is the unit-stride view's flipped filter. kg and cg are the channels per group out
+// and in (K and C with one group).
 template <typename T>
-__global__ void phase_filter_nchw_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C, int R,
+__global__ void phase_filter_nchw_kernel(const T* __restrict__ w, T* __restrict__ sub, int kg, int cg, int R,
                                          int S, int taps_h, int first_h, int taps_w, int first_w,
                                          int stride_h, int stride_w, int total) {
   for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
@@ -58,37 +59,40 @@ __global__ void phase_filter_nchw_kernel(const T* __restrict__ w, T* __restrict_
     t /= taps_w;
     const int th = t % taps_h;
     t /= taps_h;
-    const int k = t % K, c = t / K;
+    const int kk = t % kg, c = t / kg;  // the view's c runs over all C channels
+    const int g = c / cg, cc = c % cg;
     const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
-    sub[idx] = w[((k * C + c) * R + r) * S + s];
+    sub[idx] = w[(((g * kg + kk) * cg + cc) * R + r) * S + s];
   }
 }
 
-// The nhwc phase filter (view layout (c, r', s', k)) as one K x C -> C x K transpose per view tap through a
-// shared tile, so both w's reads (c contiguous) and the view's writes (k contiguous) are coalesced; a thread
-// per element would read w a whole filter row apart per neighbouring thread.
+// The nhwc phase filter (view layout (c, r', s', k), k of c's group) as one kg x cg -> cg x kg transpose per
+// view tap and group through a shared tile, so both w's reads (c contiguous) and the view's writes (k
+// contiguous) are coalesced; a thread per element would read w a whole filter row apart per neighbouring
+// thread. blockIdx.z is group * taps + tap.
 constexpr int kFlipTile = 32;
 constexpr int kFlipRows = 8;
 
 template <typename T>
-__global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, T* __restrict__ sub, int K, int C,
+__global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, T* __restrict__ sub, int kg, int cg,
                                                int R, int S, int taps_h, int first_h, int taps_w, int first_w,
                                                int stride_h, int stride_w) {
   __shared__ T tile[kFlipTile][kFlipTile + 1];
-  const int tap = blockIdx.z, th = tap / taps_w, tw = tap % taps_w;
+  const int taps = taps_h * taps_w;
+  const int g = blockIdx.z / taps, tap = blockIdx.z % taps, th = tap / taps_w, tw = tap % taps_w;
   const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
   const int c0 = blockIdx.x * kFlipTile, k0 = blockIdx.y * kFlipTile;
-  const std::int64_t src_row = std::int64_t(R) * S * C, dst_row = std::int64_t(taps_h) * taps_w * K;
-  const T* src = w + (std::int64_t(r) * S + s) * C;
+  const std::int64_t src_row = std::int64_t(R) * S * cg, dst_row = std::int64_t(taps) * kg;
+  const T* src = w + std::int64_t(g) * kg * src_row + (std::int64_t(r) * S + s) * cg;
   for (int i = threadIdx.y; i < kFlipTile; i += kFlipRows) {
     const int k = k0 + i, c = c0 + threadIdx.x;
-    if (k < K && c < C) tile[i][threadIdx.x] = src[k * src_row + c];
+    if (k < kg && c < cg) tile[i][threadIdx.x] = src[k * src_row + c];
   }
   __syncthreads();
-  T* dst = sub + std::int64_t(tap) * K;
+  T* dst = sub + std::int64_t(g) * cg * dst_row + std::int64_t(tap) * kg;
   for (int i = threadIdx.y; i < kFlipTile; i += kFlipRows) {
     const int c = c0 + i, k = k0 + threadIdx.x;
-    if (k < K && c < C) dst[c * dst_row + k] = tile[threadIdx.x][i];
+    if (k < kg && c < cg) dst[c * dst_row + k] = tile[threadIdx.x][i];
   }
 }
 
@@ -141,16 +145,17 @@ void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const St
   dispatch_dtype(p.dtype, "backward-data phase filter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (p.nhwc) {
-      const dim3 grid((p.c + kFlipTile - 1) / kFlipTile, (p.k + kFlipTile - 1) / kFlipTile, h.taps * w.taps);
+      const dim3 grid((p.cg + kFlipTile - 1) / kFlipTile, (p.kg + kFlipTile - 1) / kFlipTile,
+                      h.taps * w.taps * p.groups);
       phase_filter_nhwc_tiled_kernel<T><<<grid, dim3(kFlipTile, kFlipRows), 0, as_stream(stream)>>>(
-          static_cast<const T*>(filter), static_cast<T*>(sub), p.k, p.c, p.r, p.s, h.taps, h.first_tap,
+          static_cast<const T*>(filter), static_cast<T*>(sub), p.kg, p.cg, p.r, p.s, h.taps, h.first_tap,
           w.taps, w.first_tap, p.stride_h, p.stride_w);
       return;
     }
-    const int total = p.k * p.c * h.taps * w.taps;
+    const int total = p.kg * p.c * h.taps * w.taps;
     phase_filter_nchw_kernel<T><<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(filter), static_cast<T*>(sub), p.k, p.c, p.r, p.s, h.taps, h.first_tap, w.taps,
-        w.first_tap, p.stride_h, p.stride_w, total);
+        static_cast<const T*>(filter), static_cast<T*>(sub), p.kg, p.cg, p.r, p.s, h.taps, h.first_tap,
+        w.taps, w.first_tap, p.stride_h, p.stride_w, total);
   });
   check_launch("backward-data phase filter");
 }

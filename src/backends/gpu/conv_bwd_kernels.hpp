@@ -106,10 +106,10 @@ std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int 
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream);
 
-// Backward-data through a forward solver (conv_bwd_data_as_forward.cu), groups 1, unit stride or a
-// 1x1 filter without padding, any layout and dtype.
-/// w (p's layout, k x c x r x s) to the forward view's filter: k and c swapped, both spatial axes
-/// reversed, in the same layout.
+// Backward-data through a forward solver (conv_bwd_data_as_forward.cu), any groups, any layout and
+// dtype.
+/// w (p's layout, k x c x r x s, c of k's group) to the forward view's filter: k and c swapped within
+/// each group, both spatial axes reversed, in the same layout.
 void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void* stream);
 /// dx (p's x, in p's layout) from the compact forward product on the stride grid (n x c x p x q in
 /// p's layout): those pixels copied, every other one zero.
@@ -126,7 +126,7 @@ struct StridePhaseAxis {
 /// dilation 1.
 StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in, int out);
 /// The forward view's filter of phase (h, w) (taps > 0 on both), from w (p's layout): k and c
-/// swapped, the phase's taps reversed, in the same layout.
+/// swapped within each group, the phase's taps reversed, in the same layout.
 void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const StridePhaseAxis& w,
                          const void* filter, void* sub, void* stream);
 /// dx's pixels of phase (ah, aw) from the view's output (n x c x h.view x w.view in p's layout,

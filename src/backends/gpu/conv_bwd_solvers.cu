@@ -432,14 +432,14 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
   std::string backend_, forward_name_;
 };
 
-// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu). Groups 1, padding
-// within the filter's dilated extent. Unit stride: a forward convolution of dy itself. A 1x1 filter
-// with a stride and no padding: the stride grid of dx as a 1x1 product, scattered. Any other
-// stride: dy spread onto the stride grid of a zero plane (as a transposed convolution does), then
-// the unit-stride view of that plane; it costs stride_h x stride_w the product, the price of running
-// the strided layers on the forward solvers' kernels. With dilation 1 (and unless
-// GALLEY_DEBUG_BWD_DATA_PHASES=0) they run as stride phases instead: one unit-stride convolution of dy per
-// phase with only that phase's taps, each scattered onto its pixels (no product of the spread's zeros).
+// Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu), k and c swapped within
+// each group (so a grouped layer runs on gpu.conv.grouped), padding within the filter's dilated extent. Unit
+// stride: a forward convolution of dy itself. A 1x1 filter with a stride and no padding: the stride grid of
+// dx as a 1x1 product, scattered. Any other stride: dy spread onto the stride grid of a zero plane (as a
+// transposed convolution does), then the unit-stride view of that plane; it costs stride_h x stride_w the
+// product, the price of running the strided layers on the forward solvers' kernels. With dilation 1 (and
+// unless GALLEY_DEBUG_BWD_DATA_PHASES=0) they run as stride phases instead: one unit-stride convolution of dy
+// per phase with only that phase's taps, each scattered onto its pixels (no product of the spread's zeros).
 // Workspace: the flipped filter, then the compact product (1x1) or the spread dy.
 class BwdDataAsForwardSolver final : public ViaForwardSolver {
  public:
@@ -612,7 +612,8 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
           v.pad_h = ph.h.pad, v.pad_w = ph.w.pad;
           v.stride_h = v.stride_w = 1;
           ph.filter_at = at;
-          ph.filter_bytes = aligned(std::size_t(p.c * p.k) * ph.h.taps * ph.w.taps * size_of(p.dtype));
+          ph.filter_bytes =
+              aligned(std::size_t(p.c * (p.k / p.groups)) * ph.h.taps * ph.w.taps * size_of(p.dtype));
           ph.out_at = at + ph.filter_bytes;
           ph.out_bytes = aligned(std::size_t(p.n * p.c) * ph.h.view * ph.w.view * size_of(p.dtype));
           at += ph.filter_bytes + ph.out_bytes;
@@ -658,7 +659,9 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     return aligned(std::size_t(p.w_desc().elements()) * size_of(p.dtype));
   }
   static std::string view_refusal(const ConvProblem& p) {
-    if (p.groups != 1) return "groups " + std::to_string(p.groups) + " (needs 1)";
+    // The flip's grid holds groups x taps blocks in grid.z.
+    if (p.groups * p.y * p.x > 65535)
+      return "groups x filter taps " + std::to_string(p.groups * p.y * p.x) + " > 65535 (the flip's grid.z)";
     if (path(p) == Path::stride_grid_1x1) return {};
     if (p.pad_h > p.dilation_h * (p.y - 1) || p.pad_w > p.dilation_w * (p.x - 1))
       return "padding " + std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +

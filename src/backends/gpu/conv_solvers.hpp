@@ -28,7 +28,8 @@ std::unique_ptr<dnn::ConvSolver> make_conv_direct(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise(std::string_view backend);
 /// Backward-data run by the forward solver named `forward` ("gpu.conv.igemm_tc") on a view of dy with
-/// the flipped filter, named "gpu.conv.bwd_data_via_igemm_tc": groups 1, unit stride or 1x1 filters.
+/// the flipped filter, named "gpu.conv.bwd_data_via_igemm_tc": any groups, stride and padding within
+/// the filter's extent.
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view backend,
                                                                std::string_view forward);
 /// Backward-weights (unit stride and dilation, groups 1) as one forward product on igemm_tc's kernel

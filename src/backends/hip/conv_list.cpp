@@ -24,8 +24,9 @@ void register_conv_list() {
   list.push_back(make_conv_igemm_f32_nchw(b));
   list.push_back(make_conv_igemm_f32(b));
   // Backward-data by the own forward kernels on a flipped view of the filter (unit stride, 1x1 grids).
-  for (const char* forward : {"gpu.conv.igemm_tc", "gpu.conv.igemm_tc_nchw", "gpu.conv.winograd",
-                              "gpu.conv.gemm_1x1", "gpu.conv.igemm_f32_nchw", "gpu.conv.igemm_f32"})
+  for (const char* forward :
+       {"gpu.conv.grouped", "gpu.conv.igemm_tc", "gpu.conv.igemm_tc_nchw", "gpu.conv.winograd",
+        "gpu.conv.gemm_1x1", "gpu.conv.igemm_f32_nchw", "gpu.conv.igemm_f32"})
     list.push_back(make_conv_bwd_data_as_forward(b, forward));
   list.push_back(make_conv_bwd_weights_via_igemm_tc(b));
   list.push_back(make_conv_bwd_data_igemm(b));
