@@ -161,7 +161,7 @@ TEST_P(IgemmTcTuning, WgmmaTilesMatchTheReference) {
       geometry(2, 3, 37, 41, 64, 7, 7, 3, 3, 2, 2, 1, 1, 1),
       geometry(2, 32, 11, 13, 48, 3, 3, 1, 1, 1, 1, 1, 1, 2),
       geometry(1, 512, 5, 5, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1),
-      // Groups of 40 output channels (kg below every tile's N) over kred = 72, stride 2, batch 1.
+      // Groups of 40 output channels (kg below every tile's N) over kred = 144, stride 2, batch 1.
       geometry(1, 48, 19, 23, 120, 3, 3, 1, 1, 2, 2, 1, 1, 3),
       // kred = 8 (one chunk of a 64-wide step), kg = 8, an odd pixel count.
       geometry(3, 8, 9, 7, 8, 1, 1, 0, 0, 1, 1, 1, 1, 1),

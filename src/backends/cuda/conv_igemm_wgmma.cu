@@ -261,8 +261,13 @@ void launch_ws_tile(const ConvParams& p, int splits, const T* x, const T* w, T* 
   // + room to align the buffers to 1024, and the stages' two mbarriers
   constexpr int kSmem = STAGES * (BM + BN) * 64 * 2 + 1024 + 16 * STAGES;
   static std::atomic<std::uint64_t> raised{0};  // one per instantiation
-  once_per_device(raised,
-                  [&] { allow_dynamic_smem(kernel, kSmem, "gpu.conv.igemm_tc (wgmma, specialized)"); });
+  once_per_device(raised, [&] {
+    allow_dynamic_smem(kernel, kSmem, "gpu.conv.igemm_tc (wgmma, specialized)");
+    // All of the unified L1/shared array as shared memory, so that two 128x64 blocks fit one
+    // multiprocessor; a hint, so a refusal costs only occupancy.
+    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
+  });
   const CUtensorMap w_map = weights_map(p, w, BN);
   const dim3 grid(ceil_div(p.pixels(), BM), ceil_div(p.kg, BN), p.groups * splits);
   kernel<<<grid, 2 * BM + kProducers, kSmem, s>>>(p, w_map, x, y, partial, splits);
