@@ -694,9 +694,14 @@ std::vector<IgemmTcConfig> candidate_plans(const ConvParams& p, int sm_count) {
     add(1, 4);
     add(2, 2);
   }
-  // Hopper: the wgmma tiles (vec path only: channels per group a multiple of 8, or padded to it).
+  // Hopper: the wgmma tiles (vec path only: channels per group a multiple of 8, or padded to it), the
+  // warp-specialized ones first, the likelier winners where a time box cuts the list short.
   if (wgmma_tile_usable() && (p.cg % 8 == 0 || pads_channels(p))) {
-    for (int wt = 0; wt < kPlanTileCount - kTcTileCount; ++wt) add(kTcTileCount + wt, 1);
+#if GALLEY_CUDA_WGMMA
+    for (int pass = 0; pass < 2; ++pass)
+      for (int wt = 0; wt < kWgmmaTileCount; ++wt)
+        if (kWgmmaTiles[wt].specialized == (pass == 0)) add(kTcTileCount + wt, 1);
+#endif
     if (big_tiles < 2 * std::int64_t(sm_count))
       for (int splits : {2, 3, 4})
         for (int wt : kWgmmaSplitTiles) add(kTcTileCount + wt, splits);
