@@ -36,6 +36,15 @@ const GemmTile* gemm_tc_tiles(std::size_t* count);
 /// GALLEY_DEBUG_GEMM_WGMMA is not 0.
 std::vector<GemmTile> gemm_tc_wgmma_tiles(DType dtype);
 
+/// A tile's pace for the default order (gemm_tc_candidates()): its whole-device rate on a product
+/// that fills every multiprocessor many times over, relative to the fastest tile of `dtype`, and
+/// how many of its blocks share a multiprocessor.
+struct GemmTilePace {
+  double rate = 1;
+  int blocks_per_sm = 1;
+};
+GemmTilePace gemm_tc_tile_pace(const GemmTile& tile, DType dtype);
+
 /// True when this build has the tensor-core kernel (CUDA; hip has no mma.sync).
 bool gemm_tc_available();
 /// Whether the tensor-core kernel takes f32 (as 3xTF32): a build with mma.sync, unless

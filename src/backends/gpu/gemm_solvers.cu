@@ -175,11 +175,24 @@ std::vector<GemmTile> gemm_tc_candidates(const GemmCall& call, DType dtype, cons
   const GemmTile* tiles = gemm_tc_tiles(&count);
   std::vector<GemmTile> all = gemm_tc_wgmma_tiles(dtype);
   all.insert(all.end(), tiles, tiles + count);
+  // Each tile's time: the waves of blocks the output needs, each wave as long as one block takes
+  // while every slot of the device is busy (its area over its share of the device's rate). A
+  // product that fills the device many times over takes the fastest tile; one of few output tiles
+  // a smaller tile that spreads it over more multiprocessors.
   const std::int64_t batches = call.sum_batches ? 1 : call.batch;
-  const std::int64_t big_tiles = (call.m + 127) / 128 * ((call.n + 127) / 128) * batches;
-  if (big_tiles < gemm_device(device).sm_count)
-    std::stable_sort(all.begin(), all.end(),
-                     [](const GemmTile& a, const GemmTile& b) { return a.bm * a.bn < b.bm * b.bn; });
+  const int sms = gemm_device(device).sm_count;
+  const auto estimate = [&](const GemmTile& t) {
+    const GemmTilePace pace = gemm_tc_tile_pace(t, dtype);
+    const std::int64_t blocks = (call.m + t.bm - 1) / t.bm * ((call.n + t.bn - 1) / t.bn) * batches;
+    const std::int64_t slots = std::int64_t(sms) * pace.blocks_per_sm;
+    const std::int64_t waves = (blocks + slots - 1) / slots;
+    return double(waves) * t.bm * t.bn * double(slots) / pace.rate;
+  };
+  std::vector<std::pair<double, GemmTile>> timed;
+  for (const GemmTile& t : all) timed.emplace_back(estimate(t), t);
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::size_t i = 0; i < timed.size(); ++i) all[i] = timed[i].second;
   return all;
 }
 

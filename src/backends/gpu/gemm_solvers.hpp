@@ -20,9 +20,8 @@ std::unique_ptr<dnn::GemmSolver> make_gemm_tc(std::string_view backend);
 /// solver's own check past its backend and dtype, for other ops' solvers that run GEMMs on it.
 std::string gemm_tc_refusal(const dnn::GemmCall& call, DType dtype, const runtime::Device& device);
 /// gpu.gemm.tc's tiles for `call` in `dtype` on `device`, the untuned default first (the tuner's
-/// candidates): the largest first where 128 x 128 tiles fill the device, else the smallest first so
-/// every multiprocessor gets a block; Hopper's wgmma tiles (where listed) before the mma.sync ones of
-/// their size class.
+/// candidates), in the order of their estimated time: the waves of blocks each needs over the
+/// device's slots, each wave priced by the tile's pace (gemm_tc_tile_pace()).
 std::vector<GemmTile> gemm_tc_candidates(const dnn::GemmCall& call, DType dtype,
                                          const runtime::Device& device);
 /// gpu.gemm.simt: f32 FMA (any dtype, shape, transpose and alignment): the list's safety net.

@@ -71,6 +71,21 @@ constexpr GemmTile kTiles[] = {
 
 }  // namespace
 
+GemmTilePace gemm_tc_tile_pace(const GemmTile& tile, DType dtype) {
+  // Rates from the tuner's per-tile medians of 8192^3 products (NN, f16 and f32, an H100); blocks
+  // per multiprocessor from each tile's stage buffers and registers. The wgmma tiles' 196 KiB of
+  // stages leave room for one block, the 64-row cp.async one's 96 KiB for two.
+  if (tile.wgmma) {
+    if (tile.tma) return {tile.bn == 256 ? 1.0 : 0.76, 1};
+    return {tile.bm == 128 ? 0.60 : 0.39, tile.bm == 128 ? 1 : 2};
+  }
+  const bool f32 = dtype == DType::f32;
+  if (tile.bm == 128 && tile.bn == 256) return {f32 ? 1.0 : 0.31, 1};
+  if (tile.bm == 128) return {f32 ? 1.0 : 0.34, f32 ? 1 : 2};
+  if (tile.bn == 128) return {f32 ? 1.0 : 0.30, 2};
+  return {f32 ? 0.86 : 0.23, 4};
+}
+
 const GemmTile* gemm_tc_tiles(std::size_t* count) {
   *count = std::size(kTiles);
   return kTiles;
