@@ -29,7 +29,7 @@ MMA_TILES = [(1, 128, 64, 0.8, 2), (2, 64, 64, 0.3, 2), (5, 128, 128, 1.0, 2)]
 WGMMA_SHAPES = [(9, 128, 128, 1), (10, 128, 256, 1), (11, 128, 64, 2), (12, 64, 128, 2),
                 (13, 128, 128, 1), (14, 128, 256, 1), (15, 128, 64, 2), (16, 192, 128, 1)]
 PLAN_BK, PEAK, BANDWIDTH = 32, 500e12, 3.0e12
-PRIORS = (1.3, 1.3, 1.4, 0.95, 1.8, 1.8, 1.6, 1.8)  # kWgmmaEfficiency as the C++ model has it
+PRIORS = (1.3, 1.3, 1.6, 0.95, 1.7, 1.8, 1.6, 1.8)  # kWgmmaEfficiency as the C++ model has it
 LEFT_OUT = 1e-9  # the efficiency of a tile the model must never pick
 GRID = [round(0.6 + 0.1 * i, 1) for i in range(15)]
 

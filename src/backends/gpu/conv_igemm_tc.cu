@@ -524,17 +524,15 @@ struct ModelTile {
   int blocks_per_sm;
 };
 
-// The wgmma tiles' pace where the device runs them (kWgmmaTiles' order). The cp.async ones (0-3) are
-// fitted to the tuner's per-config times of the f16 NHWC problem list (bench/tile_timings.py,
-// bench/igemm_plan_fit.py). The warp-specialized ones (4-7) are priors until the fit has their
-// times: gpu.gemm.tc's TMA tile ran 1.74x its cp.async tile; here only the weights come by TMA and
-// the activations' gather still costs the producer address math, so about 1.4x the cp.async tile of
-// the same shape (1.3 -> 1.8), and 192x128 is priced as 128x128. 128x64 gains less (1.4 -> 1.6): its
-// cp.async tile already hides latency with two blocks per multiprocessor, and its m64n64 wgmma read
-// about as many shared-memory bytes per MAC as the multiprocessor delivers.
+// The wgmma tiles' pace where the device runs them (kWgmmaTiles' order), fitted by
+// bench/igemm_plan_fit.py to the tuner's per-config times over the f16 NHWC problem list, forward and
+// backward data through the forward view (scripts/gpu-new-paths' fitfwd step): with these the
+// untuned plan runs within 4% of the fastest timed config (geomean). The warp-specialized tiles
+// (4-7) gain least where the activations' gather, still cp.async address math in the producer,
+// bounds the pace.
 // Stage buffers of 96 KiB or less leave room for two blocks per multiprocessor, larger ones for one.
 #if GALLEY_CUDA_WGMMA
-constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.4, 0.95, 1.8, 1.8, 1.6, 1.8};
+constexpr double kWgmmaEfficiency[] = {1.3, 1.3, 1.6, 0.95, 1.7, 1.8, 1.6, 1.8};
 static_assert(std::size(kWgmmaEfficiency) == std::size(kWgmmaTiles));
 
 int wgmma_blocks_per_sm(const WgmmaTile& t) {
