@@ -232,6 +232,149 @@ TEST_P(PoolGpu, NhwcBlockPathsMatchTheReference) {
   EXPECT_GE(ran, static_cast<int>(windows.size()) * 4 * 3 * 2 * 3);
 }
 
+// gpu.pool.strips against the reference: every window it takes (2x2 and 3x3, stride 1 and 2 forward,
+// stride 2 max backward from x or kept indices), with padding, ceil mode's partial last window and
+// planes of prime sizes, so strips end in partial walks and edge rows and columns no window covers;
+// 8 channels (one vector), 24 (a channel group of three vectors) and 64; a plane 130 wide (backward
+// splits its output columns over three tiles). The outputs start as NaN (verify_op's poison), so an
+// element a walker skips fails. Max forward must match bit for bit.
+TEST_P(PoolGpu, StripWalkersMatchTheReference) {
+  const PoolSolver* strips = find_solver_for<PoolProblem>(GetParam(), "gpu.pool.strips");
+  ASSERT_NE(strips, nullptr);
+  const std::vector<PoolProblem> windows = {
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 3},
+      {.kernel_h = 3, .kernel_w = 3, .ceil_mode = true},
+      {.kernel_h = 2, .kernel_w = 2},
+      {.kernel_h = 2, .kernel_w = 2, .pad_h = 1, .pad_w = 1, .ceil_mode = true},
+      {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = 1, .stride_w = 1},
+      {.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1},
+  };
+  const std::vector<PoolSize> sizes = {
+      {2, 24, 31, 29}, {1, 8, 13, 17}, {3, 64, 5, 7}, {1, 16, 9, 130}, {1, 8, 2, 3}};
+  int ran = 0;
+  for (const PoolProblem& win : windows) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+            for (const PoolSize& size : sizes) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = Layout::nhwc,
+              p.direction = dir;
+              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
+              const bool backward = dir == PoolDirection::backward;
+              const bool claims = (!backward || (mode == PoolMode::max && p.stride_h == 2));
+              if (p.h + 2 * p.pad_h < p.kernel_h || p.w + 2 * p.pad_w < p.kernel_w) continue;
+              EXPECT_EQ(static_cast<bool>(strips->check(p, *device_)), claims) << p.key();
+              if (!claims) continue;
+              const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *strips);
+              EXPECT_TRUE(v.passed) << p.key() << ": " << v.summary;
+              if (mode == PoolMode::max && !backward)
+                EXPECT_EQ(v.max_rel_err, 0.0) << p.key() << ": " << v.summary;
+              ++ran;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(ran, 8 * 4 * 3 * 5);
+}
+
+// Problems large enough that the walkers take strips of several rows (the strip length grows
+// until the blocks fit on the device at once), in both walking directions, at the figures' shape
+// family: 3x3 at stride 2, f16 and bf16, 256 channels.
+TEST_P(PoolGpu, StripWalkersTakeLongStrips) {
+  const PoolSolver* strips = find_solver_for<PoolProblem>(GetParam(), "gpu.pool.strips");
+  ASSERT_NE(strips, nullptr);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad}) {
+      for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
+        for (bool keep : {false, true}) {
+          if ((keep && mode != PoolMode::max) || (dir == PoolDirection::backward && mode != PoolMode::max))
+            continue;
+          PoolProblem p{.mode = mode,
+                        .n = 8,
+                        .c = 256,
+                        .h = 57,
+                        .w = 56,
+                        .kernel_h = 3,
+                        .kernel_w = 3,
+                        .pad_h = 1,
+                        .pad_w = 1,
+                        .keep_indices = keep,
+                        .dtype = dtype,
+                        .layout = Layout::nhwc,
+                        .direction = dir};
+          ASSERT_TRUE(strips->check(p, *device_)) << p.key();
+          const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *strips);
+          EXPECT_TRUE(v.passed) << p.key() << ": " << v.summary;
+          if (mode == PoolMode::max && dir == PoolDirection::forward)
+            EXPECT_EQ(v.max_rel_err, 0.0) << p.key();
+        }
+      }
+    }
+  }
+}
+
+// What gpu.pool.strips refuses, each with a reason naming the value: nchw, channels not a multiple
+// of 8, other windows and strides, average backward, adaptive windows. A NaN-poisoned output (what
+// an unwritten element looks like) never passes the comparison the tests above rely on.
+TEST_P(PoolGpu, StripWalkersRefuseWithAReason) {
+  const PoolSolver* strips = find_solver_for<PoolProblem>(GetParam(), "gpu.pool.strips");
+  ASSERT_NE(strips, nullptr);
+  const PoolProblem base{.n = 1,
+                         .c = 16,
+                         .h = 16,
+                         .w = 16,
+                         .kernel_h = 3,
+                         .kernel_w = 3,
+                         .pad_h = 1,
+                         .pad_w = 1,
+                         .layout = Layout::nhwc};
+  ASSERT_TRUE(strips->check(base, *device_));
+  const auto refused = [&](PoolProblem p, const std::string& word) {
+    const Applicability a = strips->check(p, *device_);
+    EXPECT_FALSE(a) << p.key();
+    EXPECT_NE(a.reason.find(word), std::string::npos) << p.key() << ": " << a.reason;
+  };
+  PoolProblem p = base;
+  p.layout = Layout::nchw;
+  refused(p, "nchw");
+  p = base, p.c = 12;
+  refused(p, "12");
+  p = base, p.kernel_h = p.kernel_w = 5, p.pad_h = p.pad_w = 2;
+  refused(p, "5x5");
+  p = base, p.stride_h = p.stride_w = 3;
+  refused(p, "3x3");
+  p = base, p.kernel_w = 2;
+  refused(p, "3x2");
+  p = base, p.direction = PoolDirection::backward, p.stride_h = p.stride_w = 1;
+  refused(p, "1x1");
+  p = base, p.direction = PoolDirection::backward, p.mode = PoolMode::avg_include_pad;
+  refused(p, "average");
+  p = PoolProblem{.window = PoolWindow::adaptive,
+                  .n = 1,
+                  .c = 16,
+                  .h = 16,
+                  .w = 16,
+                  .adaptive_h = 4,
+                  .adaptive_w = 4,
+                  .layout = Layout::nhwc};
+  refused(p, "adaptive");
+  EXPECT_FALSE(strips->check(base, runtime::device("cpu")));
+
+  const std::vector<float> values(64, 1.5f);
+  std::vector<std::uint16_t> ref(64), poisoned(64, 0xffff);
+  from_float(DType::f16, values.data(), ref.data(), 64);
+  const Comparison c = compare_outputs(DType::f16, poisoned.data(), ref.data(), 64, 1e-2);
+  EXPECT_FALSE(c.passed);
+  EXPECT_GT(c.nan_count, 0);
+}
+
 // The unrolled 3x3 window's special values: windows of only -inf keep their first in-input
 // position (padding taps never take over), and the later of two NaNs wins where a window holds both.
 TEST_P(PoolGpu, UnrolledWindowKeepsTheMaxRule) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "galley/core/dtype.hpp"
 
@@ -47,6 +48,22 @@ void launch_pool_backward(const PoolParams& p, const void* dy, const std::int32_
 bool pool_backward_by_taps_applies(const PoolParams& p);
 void launch_pool_backward_by_taps(const PoolParams& p, const void* x, const void* dy, std::uint8_t* taps,
                                   void* dx, int vec, void* stream);
+/// launch_pool_backward_by_taps' second half: the gather from tap numbers already in `taps`.
+void launch_pool_backward_gather_taps(const PoolParams& p, const void* dy, const std::uint8_t* taps, void* dx,
+                                      int vec, void* stream);
+
+/// gpu.pool.strips (pool_strips.cu): whether its strip walkers take `p` (nhwc, channels a multiple of 8,
+/// a square 2x2 or 3x3 window at stride 1 or 2, forward; max at stride 2, backward), else false with
+/// the reason in `why` (when not null). Its launchers need every pointer 16-byte aligned.
+bool pool_strips_apply(const PoolParams& p, bool backward, std::string* why);
+/// Forward into y (or idx as well, the maxima's positions in the plane, when not null).
+void launch_pool_strips_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream);
+/// The maxima of max pooling as window tap numbers, one byte per output in `taps` (out_elems()
+/// bytes), for launch_pool_backward_gather_taps.
+void launch_pool_strips_find_taps(const PoolParams& p, const void* x, std::uint8_t* taps, void* stream);
+/// Max backward from the kept positions `idx`, each gradient and index read once.
+void launch_pool_strips_kept_backward(const PoolParams& p, const std::int32_t* idx, const void* dy, void* dx,
+                                      void* stream);
 
 /// Global pooling (one window over the whole plane) forward: nchw reduces each plane with one warp;
 /// nhwc splits each plane into shares over blocks, which leave partials in `workspace`

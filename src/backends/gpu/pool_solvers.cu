@@ -118,6 +118,66 @@ class PoolDirect final : public GpuPoolSolver {
   }
 };
 
+// gpu.pool.strips: the strip walkers of pool_strips.cu where pool_strips_apply holds and every
+// pointer is 16-byte aligned; views that are not fall back to gpu.pool.direct's kernels. Max
+// backward without kept indices finds the maxima as tap numbers with the forward walker, into the
+// index workspace every GPU pooling solver asks for, then gathers with gpu.pool.direct's pairs.
+class PoolStrips final : public GpuPoolSolver {
+ public:
+  explicit PoolStrips(std::string backend) : GpuPoolSolver("gpu.pool.strips", std::move(backend)) {}
+  Applicability check(const PoolProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device); !why.empty()) return Applicability::no(why);
+    std::string why;
+    if (!pool_strips_apply(make_pool_params(p), p.direction == dnn::PoolDirection::backward, &why)) {
+      return Applicability::no(why);
+    }
+    return Applicability::yes();
+  }
+  std::string detail(const PoolProblem& p, const runtime::Device&) const override {
+    if (p.direction == dnn::PoolDirection::forward)
+      return "a thread per 8 channels walks a strip of output rows";
+    return p.keep_indices ? "a block walks a strip of rows, each gradient and index read once"
+                          : "the forward walker finds the maxima as tap numbers, then a gather";
+  }
+
+  void run(runtime::Stream& stream, const PoolProblem& problem, const PoolArgs& a) const override {
+    const PoolParams p = make_pool_params(problem);
+    const bool forward = problem.direction == dnn::PoolDirection::forward;
+    void* idx = problem.keep_indices ? a.indices : nullptr;
+    const bool aligned = forward ? aligned16(a.src) && aligned16(a.dst) && (idx == nullptr || aligned16(idx))
+                                 : (idx != nullptr ? aligned16(idx) : aligned16(a.src)) &&
+                                       aligned16(a.diff_dst) && aligned16(a.diff_src);
+    const std::size_t need = workspace_bytes(problem, stream.device());
+    if (!aligned || a.workspace_bytes < need) {
+      GpuPoolSolver::run(stream, problem, a);  // names a short workspace, or takes the unaligned views
+      return;
+    }
+    stream.launch(name_, [&] {
+      ScopedDevice device(stream.device().index());
+      void* s = stream.native_handle();
+      if (forward) {
+        launch_pool_strips_forward(p, a.src, a.dst, static_cast<std::int32_t*>(idx), s);
+      } else if (idx != nullptr) {
+        launch_pool_strips_kept_backward(p, static_cast<const std::int32_t*>(idx), a.diff_dst, a.diff_src, s);
+      } else {
+        auto* taps = static_cast<std::uint8_t*>(a.workspace);
+        launch_pool_strips_find_taps(p, a.src, taps, s);
+        launch_pool_backward_gather_taps(p, a.diff_dst, taps, a.diff_src, 8, s);
+      }
+    });
+  }
+
+ protected:
+  bool finds_maxima_by_taps(const PoolParams& p) const override { return pool_backward_by_taps_applies(p); }
+
+ private:
+  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
+               void* stream) const override {
+    const void* vec_ptrs[] = {x, y, idx};
+    launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 3), stream);
+  }
+};
+
 class PoolGlobal final : public GpuPoolSolver {
  public:
   explicit PoolGlobal(std::string backend) : GpuPoolSolver("gpu.pool.global", std::move(backend)) {}
@@ -161,6 +221,9 @@ class PoolGlobal final : public GpuPoolSolver {
 
 std::unique_ptr<dnn::PoolSolver> make_pool_global(std::string_view backend) {
   return std::make_unique<PoolGlobal>(std::string(backend));
+}
+std::unique_ptr<dnn::PoolSolver> make_pool_strips(std::string_view backend) {
+  return std::make_unique<PoolStrips>(std::string(backend));
 }
 std::unique_ptr<dnn::PoolSolver> make_pool_direct(std::string_view backend) {
   return std::make_unique<PoolDirect>(std::string(backend));

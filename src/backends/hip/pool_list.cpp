@@ -10,6 +10,7 @@ void register_pool_list() {
   constexpr std::string_view b = "hip";
   std::vector<std::unique_ptr<dnn::SolverBase>> list;
   list.push_back(make_pool_global(b));
+  list.push_back(make_pool_strips(b));
   list.push_back(make_pool_direct(b));
   dnn::register_solvers(b, dnn::OpKind::pool, std::move(list));
 }
