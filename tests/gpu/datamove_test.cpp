@@ -135,6 +135,26 @@ TEST(GpuDataMove, ReorderEveryDtypeAndLayoutPair) {
   }
 }
 
+// The register-transpose path (same dtype, both swapped dims whole 16-byte vectors): each thread
+// moves an 8x8 block of halves (4x4 floats, 16x16 bytes), a warp a tile of 8 x 4 such blocks. Channels
+// and planes that are and are not whole warp tiles (136 channels, a plane of 7 x 8 = 56, of 8),
+// batch 1, a bf16 plane of 3136 (the figures' 56 x 56), both directions, and every element size.
+TEST(GpuDataMove, ReorderRegisterTransposeEdges) {
+  REQUIRE_GPU(device);
+  for (DType t : kAllDtypes) {
+    for (const std::vector<std::int64_t>& dims :
+         {std::vector<std::int64_t>{1, 136, 7, 8}, {3, 16, 1, 8}, {2, 64, 4, 16}, {1, 40, 13, 24}}) {
+      expect_gpu_exact(*device, TransposeProblem{t, dims, {0, 2, 3, 1}});
+      expect_gpu_exact(*device, TransposeProblem{t, {dims[0], dims[2], dims[3], dims[1]}, {0, 3, 1, 2}});
+    }
+  }
+  for (DType t : kFloatDtypes) {
+    expect_gpu_exact(*device, ReorderProblem{{1, 136, 7, 8}, t, Layout::nhwc, t, Layout::nchw});
+    expect_gpu_exact(*device, ReorderProblem{{2, 256, 56, 56}, t, Layout::nhwc, t, Layout::nchw});
+    expect_gpu_exact(*device, ReorderProblem{{2, 256, 56, 56}, t, Layout::nchw, t, Layout::nhwc});
+  }
+}
+
 TEST(GpuDataMove, ConvertRunsOnTheDevice) {
   REQUIRE_GPU(device);
   runtime::Stream stream(*device);

@@ -31,11 +31,23 @@ Gather gather_of(const CopyPlan& p) {
   return g;
 }
 
+// The plan's entry k, with k known only at run time: a select over every entry, so the plan stays in
+// the kernel's parameter space (indexing it with a run-time k makes the compiler copy it to local
+// memory in every thread, traffic as large as a thread's own share of the move).
+__device__ __forceinline__ std::int64_t entry(const std::int64_t (&v)[dnn::kMaxRank], int k) {
+  std::int64_t out = 0;
+#pragma unroll
+  for (int i = 0; i < dnn::kMaxRank; ++i) out = i == k ? v[i] : out;
+  return out;
+}
+
 // Src offset of the `row`-th index over dims[0..count), last of them fastest.
 template <class I>
 __device__ __forceinline__ std::int64_t outer_offset(const Gather& g, I row, int count) {
   std::int64_t off = g.offset;
-  for (int k = count - 1; k >= 0; --k) {
+#pragma unroll
+  for (int k = dnn::kMaxRank - 1; k >= 0; --k) {
+    if (k >= count) continue;
     const I d = static_cast<I>(g.dims[k]);
     off += static_cast<std::int64_t>(row % d) * g.strides[k];
     row /= d;
@@ -63,7 +75,7 @@ __global__ void copy_kernel(const S* __restrict__ src, D* __restrict__ dst, I n)
 template <class S, class D, int N, class I>
 __global__ void rows_kernel(Gather g, const S* __restrict__ src, D* __restrict__ dst, I units) {
   const int last = g.rank - 1;
-  const I per_row = static_cast<I>(g.dims[last] / N);
+  const I per_row = static_cast<I>(entry(g.dims, last) / N);
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += step) {
     const I row = u / per_row, col = u - row * per_row;
@@ -85,22 +97,28 @@ __global__ void strided_kernel(Gather g, const S* __restrict__ src, D* __restric
 }
 
 // Offsets in src and in the packed dst of entry `batch` of a tiled transpose's batch: every dim
-// but a (src stride 1) and the last, outermost first.
-__device__ __forceinline__ void batch_offsets(const Gather& g, int a, std::int64_t batch, std::int64_t& soff,
+// but a (src stride 1) and the last, outermost first. I: the type of the batch index math (32-bit
+// where the batch and its dims fit).
+template <class I>
+__device__ __forceinline__ void batch_offsets(const Gather& g, int a, I batch, std::int64_t& soff,
                                               std::int64_t& doff) {
   const int last = g.rank - 1;
-  std::int64_t t = batch, dstride = g.dims[last];
+  I t = batch;
+  std::int64_t dstride = entry(g.dims, last);
   soff = g.offset;
   doff = 0;
-  for (int k = last - 1; k >= 0; --k) {
+#pragma unroll
+  for (int k = dnn::kMaxRank - 1; k >= 0; --k) {
+    if (k >= last) continue;
     if (k == a) {
-      dstride *= g.dims[a];
+      dstride *= g.dims[k];
       continue;
     }
-    const std::int64_t idx = t % g.dims[k];
-    t /= g.dims[k];
-    soff += idx * g.strides[k];
-    doff += idx * dstride;
+    const I d = static_cast<I>(g.dims[k]);
+    const I idx = t % d;
+    t /= d;
+    soff += static_cast<std::int64_t>(idx) * g.strides[k];
+    doff += static_cast<std::int64_t>(idx) * dstride;
     dstride *= g.dims[k];
   }
 }
@@ -122,7 +140,7 @@ __global__ void tiled_kernel(Gather g, int a, std::int64_t dst_stride_a, std::in
   constexpr int kTile = kTileOf<D>;
   __shared__ D tile[kTile][kTile + 1];
   const int last = g.rank - 1;
-  const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
+  const std::int64_t la = entry(g.dims, a), lb = entry(g.dims, last), sb = entry(g.strides, last);
   const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTile;
   const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTile;
   for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
@@ -160,7 +178,7 @@ __global__ void __launch_bounds__(256)
   static_assert(kVecsA % 8 == 0 && kVecsB % 8 == 0, "the swizzle permutes groups of 8 slots");
   __shared__ Vec<T, kN> tile[kTileB][kVecsA];
   const int last = g.rank - 1;
-  const std::int64_t la = g.dims[a], lb = g.dims[last], sb = g.strides[last];
+  const std::int64_t la = entry(g.dims, a), lb = entry(g.dims, last), sb = entry(g.strides, last);
   const std::int64_t a0 = (static_cast<std::int64_t>(blockIdx.x) / tiles_b) * kTileA;
   const std::int64_t b0 = (static_cast<std::int64_t>(blockIdx.x) % tiles_b) * kTileB;
   for (std::int64_t batch = blockIdx.y; batch < batches; batch += gridDim.y) {
@@ -186,6 +204,67 @@ __global__ void __launch_bounds__(256)
       }
     }
     __syncthreads();
+  }
+}
+
+// The transpose for a pure move of 2- or 4-byte elements whose rows along a and along the last dim
+// are whole 16-byte vectors of N elements, without shared memory: each thread loads N vectors (N
+// consecutive rows b, the same N elements along a), transposes the N x N block in registers
+// (byte permutes for halves, moves for words) and stores N vectors (N consecutive rows along a,
+// the same N elements along b). A warp's lanes are kRegLanesA along a by kRegLanesB along b, so each
+// load instruction reads kRegLanesB runs of kRegLanesA * 16 bytes of src and each store writes
+// kRegLanesA runs of kRegLanesB * 16 bytes of dst. A warp takes one tile of kRegLanesA * N by
+// kRegLanesB * N elements; tiles run along b fastest, then a, then the batch, and there is nothing
+// to synchronise, so blocks are short and the last wave is small.
+constexpr int kRegLanesA = 8, kRegLanesB = 4;
+
+__device__ __forceinline__ unsigned word_of(const uint4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// in[i] holds row i of an N x N block (N = 16 / bytes): returns column j as a row.
+template <int kBytes>
+__device__ __forceinline__ uint4 block_column(const uint4 (&in)[16 / kBytes], int j) {
+  if constexpr (kBytes == 4) {
+    return make_uint4(word_of(in[0], j), word_of(in[1], j), word_of(in[2], j), word_of(in[3], j));
+  } else {
+    // Word k of the column pairs element j of rows 2k and 2k + 1: the low or high halves of their
+    // word j / 2.
+    const unsigned select = (j % 2) != 0 ? 0x7632u : 0x5410u;
+    unsigned w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      w[k] = __byte_perm(word_of(in[2 * k], j / 2), word_of(in[2 * k + 1], j / 2), select);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// la, lb: the lengths of dims a and last; sb: the last dim's src stride. tiles < 2^31, so the
+// batch and every batch dim fit 32-bit index math.
+template <class T>
+__global__ void __launch_bounds__(256)
+    transpose_regs_kernel(Gather g, int a, std::int64_t la, std::int64_t lb, std::int64_t sb,
+                          std::int64_t dst_stride_a, std::uint32_t tiles_a, std::uint32_t tiles_b,
+                          std::uint32_t tiles, const T* __restrict__ src, T* __restrict__ dst) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "register blocks of halves or words");
+  constexpr int kN = 16 / int(sizeof(T));
+  const std::uint32_t tile = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  if (tile >= tiles) return;
+  const int lane = int(threadIdx.x % 32);
+  const std::uint32_t tb = tile % tiles_b, rest = tile / tiles_b;
+  const std::uint32_t ta = rest % tiles_a, batch = rest / tiles_a;
+  const std::int64_t x = std::int64_t(ta) * (kRegLanesA * kN) + (lane % kRegLanesA) * kN;  // along a
+  const std::int64_t y = std::int64_t(tb) * (kRegLanesB * kN) + (lane / kRegLanesA) * kN;  // along b
+  // la and lb are multiples of kN, so a thread's block is wholly inside or wholly outside.
+  if (x >= la || y >= lb) return;
+  std::int64_t soff, doff;
+  batch_offsets<std::uint32_t>(g, a, batch, soff, doff);
+  uint4 in[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) in[i] = __ldg(reinterpret_cast<const uint4*>(src + soff + x + (y + i) * sb));
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    *reinterpret_cast<uint4*>(dst + doff + (x + j) * dst_stride_a + y) = block_column<int(sizeof(T))>(in, j);
   }
 }
 
@@ -257,6 +336,20 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
       for (int k = 0; k < p.rank; ++k) vec = vec && (k == a || p.src_strides[k] % kN == 0);
       const std::int64_t vec_tiles =
           ((p.dims[a] + kVecTile - 1) / kVecTile) * ((p.dims[last] + kVecTile - 1) / kVecTile);
+      const std::int64_t reg_tiles_a = (p.dims[a] + kRegLanesA * kN - 1) / (kRegLanesA * kN);
+      const std::int64_t reg_tiles_b = (p.dims[last] + kRegLanesB * kN - 1) / (kRegLanesB * kN);
+      const std::int64_t reg_tiles = reg_tiles_a * reg_tiles_b * batches;
+      if constexpr (sizeof(S) >= 2) {
+        if (vec && reg_tiles <= (std::int64_t(1) << 31) / 32) {
+          constexpr int kWarps = 256 / 32;
+          transpose_regs_kernel<S>
+              <<<static_cast<unsigned>((reg_tiles + kWarps - 1) / kWarps), 256, 0, stream>>>(
+                  g, a, p.dims[a], p.dims[last], p.src_strides[last], dst_stride_a,
+                  static_cast<std::uint32_t>(reg_tiles_a), static_cast<std::uint32_t>(reg_tiles_b),
+                  static_cast<std::uint32_t>(reg_tiles), src, dst);
+          return;
+        }
+      }
       constexpr int kWideTile = kN * kWideVecs<S>;
       const std::int64_t wide_tiles_b = (p.dims[last] + kWideTile - 1) / kWideTile;
       const std::int64_t wide_tiles = ((p.dims[a] + kWideTile - 1) / kWideTile) * wide_tiles_b;
