@@ -1,5 +1,6 @@
 // gpu.conv.gemm_1x1_tc: NHWC 1x1 convolutions, forward (with and without a fused epilogue) and
-// backward data, as one product on gpu.gemm.tc's kernel. Every listed GEMM tile against the
+// backward data (unit stride, or strided through the compact product and a scatter), as one product
+// on gpu.gemm.tc's kernel. Every listed GEMM tile against the
 // reference on random data with NaN-poisoned outputs (f16, bf16 and f32 as 3xTF32), on odd shapes:
 // batch 1, prime planes, channels a multiple of 8 (4 for f32) but not of the tiles, pixels ragged
 // against every tile; and the problems it must refuse, each with its reason. Skips without a CUDA
@@ -83,6 +84,26 @@ TEST_F(ConvGemm1x1Tc, EveryTileMatchesTheReferenceInBothDirections) {
   ran += verify_every_tile(one_by_one(2, 12, 5, 7, 20, DType::f32, ConvDirection::backward_data));
 }
 
+// Backward data with a stride: the product of dy's pixels compact in the workspace, then scattered
+// onto dx's stride grid with zeros between (odd planes: the last row and column off the grid).
+TEST_F(ConvGemm1x1Tc, StridedBackwardDataScattersOntoTheGrid) {
+  struct Strided {
+    std::int64_t n, c, h, w, k, u, v;
+    DType dtype;
+  };
+  const Strided cases[] = {
+      {2, 32, 13, 11, 64, 2, 2, DType::f16},  // a ResNet downsample on an odd plane
+      {1, 16, 10, 9, 24, 3, 2, DType::bf16},  // strides 3 x 2
+      {2, 12, 9, 9, 20, 2, 2, DType::f32},    // 12 floats: three 16-byte chunks a pixel
+      {1, 8, 7, 7, 16, 2, 2, DType::f16},     // one 16-byte chunk a pixel
+  };
+  for (const Strided& s : cases) {
+    ConvProblem p = one_by_one(s.n, s.c, s.h, s.w, s.k, s.dtype, ConvDirection::backward_data);
+    p.stride_h = s.u, p.stride_w = s.v;
+    EXPECT_GT(verify_every_tile(p), 0) << p.key();
+  }
+}
+
 TEST_F(ConvGemm1x1Tc, FusedEpilogueRunsAfterTheProduct) {
   for (const DType dt : {DType::f16, DType::f32}) {
     ConvProblem p = one_by_one(2, 32, 9, 7, 48, dt, ConvDirection::forward);
@@ -100,7 +121,7 @@ TEST_F(ConvGemm1x1Tc, RefusesWhatIsNotOneProductWithAReason) {
   const ConvProblem base = one_by_one(2, 32, 9, 7, 48, DType::f16, ConvDirection::forward);
   ConvProblem p = base;
   p.stride_h = p.stride_w = 2;
-  cases.push_back({p, "unit stride"});
+  cases.push_back({p, "unit stride"});  // forward reads x's pixels as one matrix
   p = base, p.pad_h = p.pad_w = 1;
   cases.push_back({p, "padding"});
   p = base, p.y = p.x = 3, p.pad_h = p.pad_w = 1;

@@ -8,6 +8,7 @@
 // to it: a phase is a unit-stride forward convolution of dy with those taps (reversed, k and c
 // swapped), written compact and scattered onto its pixels (stride_phase_axis() works out the view).
 #include <algorithm>
+#include <cstdint>
 
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
@@ -42,6 +43,28 @@ __global__ void scatter_stride_grid_kernel(const T* __restrict__ compact, T* __r
       if (p < P && q < Q) v = compact[kNhwc ? ((n * P + p) * Q + q) * C + c : ((n * C + c) * P + p) * Q + q];
     }
     dx[idx] = v;
+  }
+}
+
+// nhwc with a pixel's channels a whole number of 16-byte chunks: one block per dx row (n, y), its
+// W x C elements as 16-byte chunks, one division per chunk; rows off the grid are all zeros. The
+// per-element kernel above divides four times per element and moves 2 bytes a thread, several
+// times slower than the copy it is.
+__global__ void scatter_stride_grid_rows_kernel(const uint4* __restrict__ compact, uint4* __restrict__ dx,
+                                                int chunks, int H, int W, int P, int Q, int stride_h,
+                                                int stride_w) {
+  const int row = blockIdx.x, n = row / H, y = row - n * H;
+  const bool on_grid = y % stride_h == 0 && y / stride_h < P;
+  const uint4* src = on_grid ? compact + (std::int64_t(n) * P + y / stride_h) * Q * chunks : nullptr;
+  uint4* out = dx + std::int64_t(row) * W * chunks;
+  const int total = W * chunks;
+  for (int t = threadIdx.x; t < total; t += blockDim.x) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (on_grid) {
+      const int x = t / chunks, c = t - x * chunks;
+      if (x % stride_w == 0 && x / stride_w < Q) v = src[(x / stride_w) * chunks + c];
+    }
+    out[t] = v;
   }
 }
 
@@ -124,6 +147,30 @@ __global__ void phase_scatter_kernel(const T* __restrict__ view_out, T* __restri
   }
 }
 
+// phase_scatter_kernel for nhwc with whole 16-byte chunks of channels: one block per phase row
+// (n, i), which is dx row ah + sh * i; its pixels aw + sw * j take the view's row i + off_h,
+// column j + off_w (zeros without a view).
+__global__ void phase_scatter_rows_kernel(const uint4* __restrict__ view_out, uint4* __restrict__ dx,
+                                          int chunks, int H, int W, int ah, int aw, int sh, int sw, int rows,
+                                          int cols, int vh, int vw, int off_h, int off_w) {
+  const int b = blockIdx.x, n = b / rows, i = b - n * rows;
+  uint4* out = dx + ((std::int64_t(n) * H + ah + sh * i) * W + aw) * chunks;
+  const uint4* src =
+      view_out != nullptr ? view_out + ((std::int64_t(n) * vh + i + off_h) * vw + off_w) * chunks : nullptr;
+  const int total = cols * chunks;
+  for (int t = threadIdx.x; t < total; t += blockDim.x) {
+    const int j = t / chunks, c = t - j * chunks;
+    out[std::int64_t(sw) * j * chunks + c] = src != nullptr ? src[t] : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Whether the nhwc row kernels can move p's pixels: channels a whole number of 16-byte chunks and
+// both tensors 16-byte aligned.
+bool rows_of_chunks(const ConvParams& p, std::size_t element_bytes, const void* a, const void* b) {
+  return p.nhwc && (std::size_t(p.c) * element_bytes) % 16 == 0 &&
+         ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) & 15) == 0;
+}
+
 }  // namespace
 
 StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in, int out) {
@@ -166,6 +213,13 @@ void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhase
   if (total == 0) return;
   dispatch_dtype(p.dtype, "backward-data phase scatter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (rows_of_chunks(p, sizeof(T), view_out == nullptr ? dx : view_out, dx)) {
+      const int chunks = int(std::size_t(p.c) * sizeof(T) / 16);
+      phase_scatter_rows_kernel<<<unsigned(p.n) * unsigned(h.rows), kThreads, 0, as_stream(stream)>>>(
+          static_cast<const uint4*>(view_out), static_cast<uint4*>(dx), chunks, p.h, p.w, ah, aw, p.stride_h,
+          p.stride_w, h.rows, w.rows, h.view, w.view, h.off, w.off);
+      return;
+    }
     auto kernel = p.nhwc ? phase_scatter_kernel<T, true> : phase_scatter_kernel<T, false>;
     kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(view_out), static_cast<T*>(dx), p.c, p.h, p.w, ah, aw, p.stride_h, p.stride_w,
@@ -186,6 +240,13 @@ void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void*
 void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream) {
   dispatch_dtype(p.dtype, "backward-data stride-grid scatter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (rows_of_chunks(p, sizeof(T), compact, dx)) {
+      const int chunks = int(std::size_t(p.c) * sizeof(T) / 16);
+      scatter_stride_grid_rows_kernel<<<unsigned(p.n) * unsigned(p.h), kThreads, 0, as_stream(stream)>>>(
+          static_cast<const uint4*>(compact), static_cast<uint4*>(dx), chunks, p.h, p.w, p.p, p.q, p.stride_h,
+          p.stride_w);
+      return;
+    }
     const int total = int(p.x_elems());
     auto kernel = p.nhwc ? scatter_stride_grid_kernel<T, true> : scatter_stride_grid_kernel<T, false>;
     kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(compact),

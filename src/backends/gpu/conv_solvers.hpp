@@ -16,8 +16,8 @@ std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_igemm_tc_nchw(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_winograd(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_gemm_1x1(std::string_view backend);
-/// NHWC 1x1 (unit stride, no padding, one group) forward and backward data as one product on
-/// gpu.gemm.tc's kernel: "gpu.conv.gemm_1x1_tc".
+/// NHWC 1x1 (no padding, one group) forward (unit stride) and backward data (any stride, through a
+/// compact product and a scatter) as one product on gpu.gemm.tc's kernel: "gpu.conv.gemm_1x1_tc".
 std::unique_ptr<dnn::ConvSolver> make_conv_gemm_1x1_tc(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32_nchw(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_igemm_f32(std::string_view backend);
