@@ -241,6 +241,7 @@ struct Mainloop<float, BM, BN, true> {
   static constexpr int kWm = BM / 2, kWn = BN / 4;     // warp tile
   static constexpr int kMi = kWm / 16, kNi = kWn / 8;  // mma tiles per warp
   static_assert(2 * kMi == BM / 16 && 2 * kNi == BN / 16, "acc[i][j] holds the mma fragments");
+  static_assert(kNi % 2 == 0, "B fragments load two n8 tiles at a time");
   // Floats per stored row: a fragment load (8 rows, 4 neighbouring k) then touches 32 distinct banks.
   static constexpr int kRow = kBk + 4;
 
@@ -268,34 +269,53 @@ struct Mainloop<float, BM, BN, true> {
     };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / 4) * kWm, wn = (warp % 4) * kWn;
-    const int g = lane / 4, t = lane % 4;
+    const int lr = lane % 8, lq = lane / 8;  // row within an 8x8 b16 matrix, which of the four
     float d[kMi][kNi][4];
     mma::zero_fragments(d);
     double_buffered_steps<EA, EB>(ld, step_begin, step_end, store_shared, [&](int buf) {
+      // The step's products go into a fresh partial added to d once per step (one rounded add per
+      // k16 instead of per k8; mma_1688_3xtf32_fresh says why the add is rounded).
+      float part[kMi][kNi][4];
 #pragma unroll
       for (int ks = 0; ks < kBk; ks += 8) {
-        // m16n8k8 TF32 fragments: A (row g | g + 8, k t | t + 4), B (k t | t + 4, column g).
+        // m16n8k8 TF32 fragments: A (row g | g + 8, k t | t + 4), B (k t | t + 4, column g), g =
+        // lane / 4, t = lane % 4. Both tiles store k along their rows, so each comes by ldmatrix: an
+        // 8x8 b16 matrix is 8 rows of 4 floats, lane i receiving float i % 4 of row i / 4.
         unsigned a_big[kMi][4], a_small[kMi][4], b_big[kNi][2], b_small[kNi][2];
 #pragma unroll
         for (int mi = 0; mi < kMi; ++mi) {
-          const int r = wm + mi * 16 + g;
-          mma::split_tf32(As[buf][r][ks + t], a_big[mi][0], a_small[mi][0]);
-          mma::split_tf32(As[buf][r + 8][ks + t], a_big[mi][1], a_small[mi][1]);
-          mma::split_tf32(As[buf][r][ks + t + 4], a_big[mi][2], a_small[mi][2]);
-          mma::split_tf32(As[buf][r + 8][ks + t + 4], a_big[mi][3], a_small[mi][3]);
+          // matrices: (rows 0-7, k 0-3), (rows 8-15, k 0-3), (rows 0-7, k 4-7), (rows 8-15, k 4-7)
+          unsigned r[4];
+          mma::ldmatrix_x4(r, mma::smem_addr(&As[buf][wm + mi * 16 + lr + (lq & 1) * 8][ks + (lq >> 1) * 4]));
+#pragma unroll
+          for (int e = 0; e < 4; ++e) mma::split_tf32(__uint_as_float(r[e]), a_big[mi][e], a_small[mi][e]);
         }
 #pragma unroll
-        for (int ni = 0; ni < kNi; ++ni) {
-          const int n = wn + ni * 8 + g;
-          mma::split_tf32(Bs[buf][n][ks + t], b_big[ni][0], b_small[ni][0]);
-          mma::split_tf32(Bs[buf][n][ks + t + 4], b_big[ni][1], b_small[ni][1]);
+        for (int ni = 0; ni < kNi; ni += 2) {
+          // matrices: (columns 0-7, k 0-3), (columns 0-7, k 4-7), (columns 8-15, k 0-3), (8-15, k 4-7)
+          unsigned r[4];
+          mma::ldmatrix_x4(r, mma::smem_addr(&Bs[buf][wn + ni * 8 + lr + (lq >> 1) * 8][ks + (lq & 1) * 4]));
+          mma::split_tf32(__uint_as_float(r[0]), b_big[ni][0], b_small[ni][0]);
+          mma::split_tf32(__uint_as_float(r[1]), b_big[ni][1], b_small[ni][1]);
+          mma::split_tf32(__uint_as_float(r[2]), b_big[ni + 1][0], b_small[ni + 1][0]);
+          mma::split_tf32(__uint_as_float(r[3]), b_big[ni + 1][1], b_small[ni + 1][1]);
         }
 #pragma unroll
         for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < kNi; ++ni)
-            mma::mma_1688_3xtf32(d[mi][ni], a_big[mi], a_small[mi], b_big[ni], b_small[ni]);
+          for (int ni = 0; ni < kNi; ++ni) {
+            if (ks == 0)
+              mma::mma_1688_3xtf32_fresh(part[mi][ni], a_big[mi], a_small[mi], b_big[ni], b_small[ni]);
+            else
+              mma::mma_1688_3xtf32_into(part[mi][ni], a_big[mi], a_small[mi], b_big[ni], b_small[ni]);
+          }
       }
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) d[mi][ni][e] += part[mi][ni][e];
     });
     fragments_to_acc(d, acc);
   }
