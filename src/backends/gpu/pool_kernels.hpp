@@ -59,10 +59,13 @@ bool pool_strips_apply(const PoolParams& p, bool backward, std::string* why);
 /// Forward into y (or idx as well, the maxima's positions in the plane, when not null).
 void launch_pool_strips_forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void* stream);
 /// The maxima of max pooling as window tap numbers, one byte per output in `taps` (out_elems()
-/// bytes), for launch_pool_backward_gather_taps.
+/// bytes), for launch_pool_strips_taps_backward.
 void launch_pool_strips_find_taps(const PoolParams& p, const void* x, std::uint8_t* taps, void* stream);
-/// Max backward from the kept positions `idx`, each gradient and index read once.
+/// Max backward from the kept positions `idx` or from the tap numbers `taps`, each gradient and
+/// pick read once.
 void launch_pool_strips_kept_backward(const PoolParams& p, const std::int32_t* idx, const void* dy, void* dx,
+                                      void* stream);
+void launch_pool_strips_taps_backward(const PoolParams& p, const std::uint8_t* taps, const void* dy, void* dx,
                                       void* stream);
 
 /// Global pooling (one window over the whole plane) forward: nchw reduces each plane with one warp;

@@ -121,7 +121,7 @@ class PoolDirect final : public GpuPoolSolver {
 // gpu.pool.strips: the strip walkers of pool_strips.cu where pool_strips_apply holds and every
 // pointer is 16-byte aligned; views that are not fall back to gpu.pool.direct's kernels. Max
 // backward without kept indices finds the maxima as tap numbers with the forward walker, into the
-// index workspace every GPU pooling solver asks for, then gathers with gpu.pool.direct's pairs.
+// index workspace every GPU pooling solver asks for, then gathers with them as with kept indices.
 class PoolStrips final : public GpuPoolSolver {
  public:
   explicit PoolStrips(std::string backend) : GpuPoolSolver("gpu.pool.strips", std::move(backend)) {}
@@ -136,8 +136,9 @@ class PoolStrips final : public GpuPoolSolver {
   std::string detail(const PoolProblem& p, const runtime::Device&) const override {
     if (p.direction == dnn::PoolDirection::forward)
       return "a thread per 8 channels walks a strip of output rows";
-    return p.keep_indices ? "a block walks a strip of rows, each gradient and index read once"
-                          : "the forward walker finds the maxima as tap numbers, then a gather";
+    return p.keep_indices
+               ? "a block walks a strip of rows, each gradient and index read once"
+               : "the forward walker finds the maxima as tap numbers, then the block walker gathers";
   }
 
   void run(runtime::Stream& stream, const PoolProblem& problem, const PoolArgs& a) const override {
@@ -162,7 +163,7 @@ class PoolStrips final : public GpuPoolSolver {
       } else {
         auto* taps = static_cast<std::uint8_t*>(a.workspace);
         launch_pool_strips_find_taps(p, a.src, taps, s);
-        launch_pool_backward_gather_taps(p, a.diff_dst, taps, a.diff_src, 8, s);
+        launch_pool_strips_taps_backward(p, taps, a.diff_dst, a.diff_src, s);
       }
     });
   }

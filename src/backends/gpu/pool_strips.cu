@@ -4,7 +4,7 @@
 // is read once per strip instead of once per window row, and the strips are sized so that every
 // block is resident at once. Max backward from kept indices walks a strip the same way a block at a
 // time, reading each gradient and index once; without kept indices, the forward walker writes the
-// maxima as tap numbers and pool_kernels.cu's pairs gather follows.
+// maxima as tap numbers first and the same block walker gathers with them.
 //
 // Windows, values, divisors and the max rule are exactly pool_kernels.cu's fixed-window kernels':
 // taps outside the input hold -inf (max, which never takes over) or 0 (average), each output
@@ -214,14 +214,15 @@ __global__ void __launch_bounds__(kStripThreads)
   }
 }
 
-// Max backward at stride 2 from kept indices, in one pass: a block holds `group` channel vectors of
-// one image, a tile of output columns and a strip of output rows. Each step loads one output row's
-// gradients and kept positions into a ring of three rows in shared memory, then gathers the input
-// rows whose last covering output is now in the ring; each gradient and index is read from memory
-// once, where a thread per input pair reads each of them up to four times. Slot 0 of a block
-// loads the column left of its tile, which the tile's first input columns also need. As in the
-// forward, odd strips walk up (and load the row above the strip last) and even ones down (loading
-// it first), so the rows two strips share are read at nearby moments.
+// Max backward at stride 2 from the maxima already found, in one pass: Pick int32, the kept
+// positions in the plane; Pick uint8, window tap numbers (launch_pool_strips_find_taps'). A block
+// holds `group` channel vectors of one image, a tile of output columns and a strip of output rows.
+// Each step loads one output row's gradients and picks into a ring of three rows in shared memory,
+// then gathers the input rows whose last covering output is now in the ring; each gradient and
+// pick is read from memory once, where a thread per input pair reads each of them up to four
+// times. Slot 0 of a block loads the column left of its tile, which the tile's first input columns
+// also need. As in the forward, odd strips walk up (and load the row above the strip last) and even
+// ones down (loading it first), so the rows two strips share are read at nearby moments.
 constexpr int kBwdMaxSlots = 32;
 constexpr int kBwdMaxGroup = 8;
 // Input rows (or columns) one output row (column) finalises at most: S inside the plane, and at
@@ -236,19 +237,38 @@ __device__ __forceinline__ int first_covering(int i, int pad) {
   return lo <= 0 ? 0 : (lo + S - 1) / S;
 }
 
-template <typename T>
-struct KeptRing {
-  Raw8<T> grad[3][kBwdMaxSlots * kBwdMaxGroup];
-  int4 pos[3][kBwdMaxSlots * kBwdMaxGroup][2];
+// 8 channels' picks as loaded: two 16-byte words of positions, or one 8-byte word of tap bytes.
+template <typename Pick>
+struct Picks8 {
+  std::conditional_t<sizeof(Pick) == 4, int4, uint2> w[sizeof(Pick) == 4 ? 2 : 1];
 };
 
-template <typename T, int K>
+template <typename Pick>
+__device__ __forceinline__ Picks8<Pick> load_picks(const Pick* p) {
+  Picks8<Pick> r;
+  if constexpr (sizeof(Pick) == 4) {
+    r.w[0] = __ldg(reinterpret_cast<const int4*>(p));
+    r.w[1] = __ldg(reinterpret_cast<const int4*>(p) + 1);
+  } else {
+    r.w[0] = __ldg(reinterpret_cast<const uint2*>(p));
+  }
+  return r;
+}
+
+template <typename T, typename Pick>
+struct PickRing {
+  Raw8<T> grad[3][kBwdMaxSlots * kBwdMaxGroup];
+  Picks8<Pick> pick[3][kBwdMaxSlots * kBwdMaxGroup];
+};
+
+template <typename T, int K, typename Pick>
 __global__ void __launch_bounds__(kBwdMaxSlots* kBwdMaxGroup)
-    pool_strip_kept_backward_kernel(PoolParams p, const std::int32_t* __restrict__ idx,
-                                    const T* __restrict__ dy, T* __restrict__ dx, int group, int slots,
-                                    int col_tiles, int cgroups, int strip_rows, int strips) {
+    pool_strip_gather_kernel(PoolParams p, const Pick* __restrict__ picks, const T* __restrict__ dy,
+                             T* __restrict__ dx, int group, int slots, int col_tiles, int cgroups,
+                             int strip_rows, int strips) {
   constexpr int S = 2;
-  __shared__ KeptRing<T> ring;
+  constexpr bool kTaps = sizeof(Pick) == 1;
+  __shared__ PickRing<T, Pick> ring;
   const Axis<int> ah = axis_h<int>(p), aw = axis_w<int>(p);
   const int C = int(p.c), H = int(p.h), W = int(p.w), OH = int(p.oh), OW = int(p.ow);
   const int cvecs = C / 8;
@@ -275,27 +295,25 @@ __global__ void __launch_bounds__(kBwdMaxSlots* kBwdMaxGroup)
   const int slot_at = slot * group + g;
 
   Raw8<T> grad;
-  int4 pos[2];
-  const auto load_outputs = [&](int row, Raw8<T>& gv, int4(&kv)[2]) {
+  Picks8<Pick> pick;
+  const auto load_outputs = [&](int row, Raw8<T>& gv, Picks8<Pick>& pv) {
     if (loads && row >= 0 && row < OH) {
       const int o = ((n * OH + row) * OW + ow) * C + c;
       gv = load_raw(dy + o);
-      kv[0] = __ldg(reinterpret_cast<const int4*>(idx + o));
-      kv[1] = __ldg(reinterpret_cast<const int4*>(idx + o) + 1);
+      pv = load_picks(picks + o);
     }
   };
   // count + 1 steps: down from the row above the strip, or up to it.
   int oh = up ? first + count - 1 : first - 1;
-  load_outputs(oh, grad, pos);
+  load_outputs(oh, grad, pick);
   for (int i = 0; i <= count; ++i, oh += step) {
     const bool more = i < count;
     Raw8<T> next_grad;
-    int4 next_pos[2];
-    if (more) load_outputs(oh + step, next_grad, next_pos);
+    Picks8<Pick> next_pick;
+    if (more) load_outputs(oh + step, next_grad, next_pick);
     if (loads && oh >= 0 && oh < OH) {
       ring.grad[oh % 3][slot_at] = grad;
-      ring.pos[oh % 3][slot_at][0] = pos[0];
-      ring.pos[oh % 3][slot_at][1] = pos[1];
+      ring.pick[oh % 3][slot_at] = pick;
     }
     // The ring row a later step overwrites was last read two steps back, before this barrier.
     __syncthreads();
@@ -318,7 +336,6 @@ __global__ void __launch_bounds__(kBwdMaxSlots* kBwdMaxGroup)
           const int iw = col_begin + dc;
           if (iw >= col_end) break;
           const int fw = first_covering<K, S>(iw, aw.pad);
-          const int mine = ih * W + iw;
           float acc[8];
 #pragma unroll
           for (int l = 0; l < 8; ++l) acc[l] = 0.f;
@@ -329,21 +346,33 @@ __global__ void __launch_bounds__(kBwdMaxSlots* kBwdMaxGroup)
             if (oh_c < fh) continue;
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              if (ow - 1 + e < fw) continue;
+              const int ow_c = ow - 1 + e;
+              if (ow_c < fw) continue;
               const int at_slot = (slot - 1 + e) * group + g;
               float gv[8];
               unpack8<T>(ring.grad[oh_c % 3][at_slot], gv);
-              const int4 k0 = ring.pos[oh_c % 3][at_slot][0], k1 = ring.pos[oh_c % 3][at_slot][1];
-              const int kept[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+              const Picks8<Pick> pv = ring.pick[oh_c % 3][at_slot];
+              if constexpr (kTaps) {
+                const unsigned mine = unsigned((ih - (oh_c * S - ah.pad)) * K + (iw - (ow_c * S - aw.pad)));
 #pragma unroll
-              for (int l = 0; l < 8; ++l) acc[l] += kept[l] == mine ? gv[l] : 0.f;
+                for (int l = 0; l < 4; ++l) {
+                  acc[l] += ((pv.w[0].x >> (8 * l)) & 0xffu) == mine ? gv[l] : 0.f;
+                  acc[l + 4] += ((pv.w[0].y >> (8 * l)) & 0xffu) == mine ? gv[l + 4] : 0.f;
+                }
+              } else {
+                const int mine = ih * W + iw;
+                const int kept[8] = {pv.w[0].x, pv.w[0].y, pv.w[0].z, pv.w[0].w,
+                                     pv.w[1].x, pv.w[1].y, pv.w[1].z, pv.w[1].w};
+#pragma unroll
+                for (int l = 0; l < 8; ++l) acc[l] += kept[l] == mine ? gv[l] : 0.f;
+              }
             }
           }
           store8<T>(dx + ((n * H + ih) * W + iw) * C + c, acc);
         }
       }
     }
-    if (more) grad = next_grad, pos[0] = next_pos[0], pos[1] = next_pos[1];
+    if (more) grad = next_grad, pick = next_pick;
   }
 }
 
@@ -422,10 +451,9 @@ void launch_forward_as(const PoolParams& p, const void* x, void* y, void* idx, v
   check_launch(what);
 }
 
-template <typename T, int K>
-void launch_kept_backward(const PoolParams& p, const std::int32_t* idx, const T* dy, T* dx,
-                          GpuStream stream) {
-  auto kernel = pool_strip_kept_backward_kernel<T, K>;
+template <typename T, int K, typename Pick>
+void launch_strip_gather(const PoolParams& p, const Pick* picks, const T* dy, T* dx, GpuStream stream) {
+  auto kernel = pool_strip_gather_kernel<T, K, Pick>;
   const int cvecs = int(p.c / 8);
   int group = kBwdMaxGroup;
   while (group > 1 && group / 2 >= cvecs) group /= 2;
@@ -439,8 +467,21 @@ void launch_kept_backward(const PoolParams& p, const std::int32_t* idx, const T*
   const std::int64_t per_strip = p.n * col_tiles * cgroups;
   const int rows = strip_rows_for(per_strip, int(p.oh), resident, 4);
   const int strips = int((p.oh + rows - 1) / rows);
-  kernel<<<unsigned(per_strip * strips), threads, 0, stream>>>(p, idx, dy, dx, group, slots, col_tiles,
+  kernel<<<unsigned(per_strip * strips), threads, 0, stream>>>(p, picks, dy, dx, group, slots, col_tiles,
                                                                cgroups, rows, strips);
+}
+
+template <typename Pick>
+void launch_gather_as(const PoolParams& p, const Pick* picks, const void* dy, void* dx, void* stream) {
+  dispatch_dtype(p.dtype, "gpu.pool.strips", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* dys = static_cast<const T*>(dy);
+    T* dxs = static_cast<T*>(dx);
+    const GpuStream s = as_stream(stream);
+    p.kh == 3 ? launch_strip_gather<T, 3, Pick>(p, picks, dys, dxs, s)
+              : launch_strip_gather<T, 2, Pick>(p, picks, dys, dxs, s);
+  });
+  check_launch("gpu.pool.strips (backward)");
 }
 
 }  // namespace
@@ -496,15 +537,12 @@ void launch_pool_strips_find_taps(const PoolParams& p, const void* x, std::uint8
 
 void launch_pool_strips_kept_backward(const PoolParams& p, const std::int32_t* idx, const void* dy, void* dx,
                                       void* stream) {
-  dispatch_dtype(p.dtype, "gpu.pool.strips", [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const T* dys = static_cast<const T*>(dy);
-    T* dxs = static_cast<T*>(dx);
-    const GpuStream s = as_stream(stream);
-    p.kh == 3 ? launch_kept_backward<T, 3>(p, idx, dys, dxs, s)
-              : launch_kept_backward<T, 2>(p, idx, dys, dxs, s);
-  });
-  check_launch("gpu.pool.strips (backward)");
+  launch_gather_as(p, idx, dy, dx, stream);
+}
+
+void launch_pool_strips_taps_backward(const PoolParams& p, const std::uint8_t* taps, const void* dy, void* dx,
+                                      void* stream) {
+  launch_gather_as(p, taps, dy, dx, stream);
 }
 
 }  // namespace galley::backends::gpu
