@@ -30,6 +30,7 @@
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #include "backends/cuda/conv_wgmma_ops.cuh"
 #include "backends/cuda/mbarrier_tma.cuh"
+#include "backends/cuda/tensor_map_encoder.hpp"
 #include "backends/cuda/wgmma_main_loop.cuh"
 #include "backends/gpu/conv_igemm_tc_epilogue.cuh"
 #include "backends/gpu/conv_igemm_tc_loader.cuh"
@@ -201,24 +202,6 @@ __global__ void __launch_bounds__(2 * BM + kProducers, ws_min_blocks(BM, BN, STA
       });
 }
 
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    (void)cudaGetLastError();
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  if (encode == nullptr)
-    throw Error(Status::unsupported,
-                "gpu.conv.igemm_tc: the driver has no cuTensorMapEncodeTiled (specialized wgmma tiles)");
-  return encode;
-}
-
 // The weights as TMA sees them: per group kg rows of kred elements (row pitch kred, groups kg * kred
 // apart), read in boxes of 64 x box_rows with the 128-byte swizzle. A box reaching past kred, kg or the
 // last group reads zeros there, so a group's box never picks up the next group's rows.
@@ -231,7 +214,7 @@ CUtensorMap weights_map(const ConvParams& p, const T* w, int box_rows) {
   const cuuint64_t strides[2] = {cuuint64_t(kred) * sizeof(T), cuuint64_t(kred) * p.kg * sizeof(T)};
   const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, element_strides[3] = {1, 1, 1};
   CUtensorMap map{};
-  const CUresult r = tensor_map_encoder()(
+  const CUresult r = tensor_map_encoder("gpu.conv.igemm_tc (specialized wgmma tiles)")(
       &map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
       const_cast<T*>(w), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

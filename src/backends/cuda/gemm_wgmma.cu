@@ -29,6 +29,8 @@
 #include "backends/cuda/conv_igemm_wgmma.hpp"
 #include "backends/cuda/conv_wgmma_ops.cuh"
 #include "backends/cuda/gemm_wgmma.hpp"
+#include "backends/cuda/mbarrier_tma.cuh"
+#include "backends/cuda/tensor_map_encoder.hpp"
 #include "backends/cuda/wgmma_main_loop.cuh"
 #include "backends/gpu/conv_device.cuh"
 
@@ -174,49 +176,17 @@ __global__ void __launch_bounds__(2 * BM, 1)
   store_tile<T, BN>(p, acc, out, bias, out_batch, m0, n0, tid);
 }
 
-// The mbarrier and TMA instructions the TMA kernel uses (shared::cta addresses).
-__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
-}
-// This thread's arrival, announcing `bytes` the phase also waits for (the copies' complete_tx).
-__device__ __forceinline__ void mbarrier_arrive_expect_bytes(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-// One box of `map` at coordinates (c0, c1, c2), innermost first, into shared memory at dst; its bytes
-// complete on mbarrier `bar`.
-__device__ __forceinline__ void tma_load_box(unsigned dst, const CUtensorMap& map, int c0, int c1, int c2,
-                                             unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
-
 // The stage's 64 k from k0 of one operand's ROWS m (n) from mn0, batch b, in the layout above: one
 // box of ROWS rows of 64 k for a K-major operand, ROWS / 64 slabs of 64 k rows otherwise.
 template <int ROWS, bool kKMajor>
 __device__ __forceinline__ void tma_load_operand(unsigned dst, const CUtensorMap& map, int mn0, int k0, int b,
                                                  unsigned bar) {
   if constexpr (kKMajor) {
-    tma_load_box(dst, map, k0, mn0, b, bar);
+    mbar::tma_load_3d(dst, map, k0, mn0, b, bar);
   } else {
 #pragma unroll
-    for (int j = 0; j < ROWS / 64; ++j) tma_load_box(dst + j * kSlabBytes, map, mn0 + 64 * j, k0, b, bar);
+    for (int j = 0; j < ROWS / 64; ++j)
+      mbar::tma_load_3d(dst + j * kSlabBytes, map, mn0 + 64 * j, k0, b, bar);
   }
 }
 
@@ -244,10 +214,10 @@ __global__ void __launch_bounds__(2 * BM + 32, 1)
 
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
-      mbarrier_init(full + 8 * st, 1);            // the producer's arrival, and the copies' bytes
-      mbarrier_init(empty + 8 * st, kConsumers);  // every consumer thread's release
+      mbar::init(full + 8 * st, 1);            // the producer's arrival, and the copies' bytes
+      mbar::init(empty + 8 * st, kConsumers);  // every consumer thread's release
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar::fence_init();
   }
   __syncthreads();
 
@@ -256,8 +226,8 @@ __global__ void __launch_bounds__(2 * BM + 32, 1)
       // The producer: stage it % STAGES once the consumers released its previous fill.
       for (int it = 0; it < nsteps; ++it) {
         const int st = it % STAGES;
-        if (it >= STAGES) mbarrier_wait(empty + 8 * st, ((it / STAGES) - 1) & 1);
-        mbarrier_arrive_expect_bytes(full + 8 * st, kStageBytes);
+        if (it >= STAGES) mbar::wait(empty + 8 * st, ((it / STAGES) - 1) & 1);
+        mbar::arrive_expect_bytes(full + 8 * st, kStageBytes);
         const int b = p.sum_batches ? it / k_steps : out_batch, k0 = (it % k_steps) * kStep;
         const unsigned stage = smem_s + st * kStageBytes;
         // An operand shared by every batch is one matrix in its map (operand_map()).
@@ -275,7 +245,7 @@ __global__ void __launch_bounds__(2 * BM + 32, 1)
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
   for (int it = 0; it < nsteps; ++it) {
     const int st = it % STAGES;
-    mbarrier_wait(full + 8 * st, (it / STAGES) & 1);
+    mbar::wait(full + 8 * st, (it / STAGES) & 1);
     const unsigned a_tile = smem_s + st * kStageBytes + wg * kSlabBytes,
                    b_tile = smem_s + st * kStageBytes + kABytes;
     wgmma::fence();
@@ -287,7 +257,7 @@ __global__ void __launch_bounds__(2 * BM + 32, 1)
     // One group stays in flight: once the previous step's wgmma is done its stage goes back.
     wgmma::wait<1>();
     wgmma::fence_operands(acc);
-    if (it > 0) mbarrier_arrive(empty + 8 * ((it - 1) % STAGES));
+    if (it > 0) mbar::arrive(empty + 8 * ((it - 1) % STAGES));
   }
   wgmma::wait<0>();
   wgmma::fence_operands(acc);
@@ -305,23 +275,6 @@ void launch_tile(const WgmmaGemmParams& p, const T* x, const T* y, T* out, const
   kernel<<<grid, 2 * BM, kSmem, s>>>(p, x, y, out, bias);
 }
 
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    (void)cudaGetLastError();
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  if (encode == nullptr)
-    throw Error(Status::unsupported, "gpu.gemm.tc: the driver has no cuTensorMapEncodeTiled (TMA tiles)");
-  return encode;
-}
-
 // The tensor map of an operand stored `outer` rows of `inner` elements (row pitch ld) over `batches`
 // batches `batch_stride` apart (0: one matrix for every batch), read in boxes of 64 x box_outer.
 template <typename T>
@@ -333,7 +286,7 @@ CUtensorMap operand_map(const T* base, long long inner, long long outer, long lo
                                  cuuint64_t(one ? outer * ld : batch_stride) * sizeof(T)};
   const cuuint32_t box[3] = {64, cuuint32_t(box_outer), 1}, element_strides[3] = {1, 1, 1};
   CUtensorMap map{};
-  const CUresult r = tensor_map_encoder()(
+  const CUresult r = tensor_map_encoder("gpu.gemm.tc (TMA tiles)")(
       &map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
       const_cast<T*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -1,6 +1,7 @@
 // The mbarrier, TMA and cp.async-arrival instructions of the warp-specialized Hopper kernels
-// (conv_igemm_wgmma.cu's specialized tiles). Shared addresses are shared::cta ones; without clusters a
-// CTA's own shared::cluster address is the same value. sm_90a only, as the files that include it.
+// (gemm_wgmma.cu's TMA tiles, conv_igemm_wgmma.cu's specialized tiles). Shared addresses are shared::cta
+// ones; without clusters a CTA's own shared::cluster address is the same value. sm_90a only, as the files
+// that include it.
 #pragma once
 
 #include <cuda.h>
