@@ -145,9 +145,10 @@ class PoolStrips final : public GpuPoolSolver {
     const PoolParams p = make_pool_params(problem);
     const bool forward = problem.direction == dnn::PoolDirection::forward;
     void* idx = problem.keep_indices ? a.indices : nullptr;
-    const bool aligned = forward ? aligned16(a.src) && aligned16(a.dst) && (idx == nullptr || aligned16(idx))
-                                 : (idx != nullptr ? aligned16(idx) : aligned16(a.src)) &&
-                                       aligned16(a.diff_dst) && aligned16(a.diff_src);
+    const bool aligned =
+        forward ? aligned16(a.src) && aligned16(a.dst) && (idx == nullptr || aligned16(idx))
+                : (idx != nullptr ? aligned16(idx) : aligned16(a.src) && aligned16(a.workspace)) &&
+                      aligned16(a.diff_dst) && aligned16(a.diff_src);
     const std::size_t need = workspace_bytes(problem, stream.device());
     if (!aligned || a.workspace_bytes < need) {
       GpuPoolSolver::run(stream, problem, a);  // names a short workspace, or takes the unaligned views
