@@ -115,7 +115,7 @@ __device__ __forceinline__ void shift_window(bool up, Raw8<T> (&win)[K][K],
   }
 }
 
-// The window's rows in window order that step to output row `oh` reads anew: down, the last NR
+// The first input row a step to output row `oh` reads anew (NR rows from there): down, the last NR
 // rows of oh's window; up, its first NR.
 template <int K, int S>
 __device__ __forceinline__ int first_new_row(bool up, int oh, int pad) {
