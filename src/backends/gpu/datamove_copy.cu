@@ -2,7 +2,10 @@
 // copies and contiguous rows in 16-byte vectors, a shared-memory tiled transpose when the plan
 // moves the unit-stride dim away from the innermost position (16-byte vectors on both sides when
 // the dtype stays and both swapped dims and the strides allow; else 32x32 tiles of 4-byte elements,
-// wider for narrower ones), a strided gather otherwise.
+// wider for narrower ones), a strided gather otherwise. And the register transpose
+// (launch_register_transpose), the tiles' alternative for same-dtype moves of whole 16-byte vectors.
+#include <string>
+
 #include "datamove_device.cuh"
 #include "datamove_kernels.hpp"
 
@@ -336,20 +339,6 @@ void launch_typed(const CopyPlan& p, const S* src, D* dst, GpuStream stream) {
       for (int k = 0; k < p.rank; ++k) vec = vec && (k == a || p.src_strides[k] % kN == 0);
       const std::int64_t vec_tiles =
           ((p.dims[a] + kVecTile - 1) / kVecTile) * ((p.dims[last] + kVecTile - 1) / kVecTile);
-      const std::int64_t reg_tiles_a = (p.dims[a] + kRegLanesA * kN - 1) / (kRegLanesA * kN);
-      const std::int64_t reg_tiles_b = (p.dims[last] + kRegLanesB * kN - 1) / (kRegLanesB * kN);
-      const std::int64_t reg_tiles = reg_tiles_a * reg_tiles_b * batches;
-      if constexpr (sizeof(S) >= 2) {
-        if (vec && reg_tiles <= (std::int64_t(1) << 31) / 32) {
-          constexpr int kWarps = 256 / 32;
-          transpose_regs_kernel<S>
-              <<<static_cast<unsigned>((reg_tiles + kWarps - 1) / kWarps), 256, 0, stream>>>(
-                  g, a, p.dims[a], p.dims[last], p.src_strides[last], dst_stride_a,
-                  static_cast<std::uint32_t>(reg_tiles_a), static_cast<std::uint32_t>(reg_tiles_b),
-                  static_cast<std::uint32_t>(reg_tiles), src, dst);
-          return;
-        }
-      }
       constexpr int kWideTile = kN * kWideVecs<S>;
       const std::int64_t wide_tiles_b = (p.dims[last] + kWideTile - 1) / kWideTile;
       const std::int64_t wide_tiles = ((p.dims[a] + kWideTile - 1) / kWideTile) * wide_tiles_b;
@@ -400,6 +389,77 @@ void launch_copy_plan(const CopyPlan& plan, const void* src, void* dst, void* st
     launch_typed(plan, static_cast<const S*>(src), static_cast<D*>(dst), as_stream(stream));
   });
   check_launch("gpu data movement (gather)");
+}
+
+namespace {
+
+// The register transpose's tiles (warps) and its dims a and last, when it takes the plan.
+struct RegisterTiles {
+  int a = -1;
+  std::int64_t tiles_a = 0, tiles_b = 0, tiles = 0, dst_stride_a = 1;
+};
+
+std::string register_tiles(const CopyPlan& p, RegisterTiles& t) {
+  const std::size_t bytes = size_of(p.src_dtype);
+  if (p.src_dtype != p.dst_dtype) return "converts dtypes (moves bits only)";
+  if (bytes != 2 && bytes != 4) return "elements of " + std::to_string(bytes) + " bytes (needs 2 or 4)";
+  const int last = p.rank - 1;
+  t.a = p.unit_stride_dim();
+  if (p.rank < 2 || p.src_strides[last] == 1 || t.a < 0) return "does not move the unit-stride dim";
+  const auto n = static_cast<std::int64_t>(16 / bytes);
+  if (p.dims[t.a] % n != 0 || p.dims[last] % n != 0) {
+    return "swapped dims " + std::to_string(p.dims[t.a]) + " and " + std::to_string(p.dims[last]) +
+           " not both multiples of " + std::to_string(n);
+  }
+  for (int k = 0; k < p.rank; ++k) {
+    if (k != t.a && p.src_strides[k] % n != 0)
+      return "src stride " + std::to_string(p.src_strides[k]) + " not a multiple of " + std::to_string(n);
+  }
+  if (p.src_offset % n != 0)
+    return "src offset " + std::to_string(p.src_offset) + " not a multiple of " + std::to_string(n);
+  for (int k = t.a + 1; k < p.rank; ++k) t.dst_stride_a *= p.dims[k];
+  t.tiles_a = (p.dims[t.a] + kRegLanesA * n - 1) / (kRegLanesA * n);
+  t.tiles_b = (p.dims[last] + kRegLanesB * n - 1) / (kRegLanesB * n);
+  t.tiles = t.tiles_a * t.tiles_b * (p.elements() / (p.dims[t.a] * p.dims[last]));
+  if (t.tiles > (std::int64_t(1) << 31) / 32) return "more than 2^26 tiles";
+  return {};
+}
+
+}  // namespace
+
+bool register_transpose_applies(const CopyPlan& plan, std::string* why) {
+  RegisterTiles t;
+  std::string no = register_tiles(plan, t);
+  if (no.empty()) return true;
+  if (why != nullptr) *why = std::move(no);
+  return false;
+}
+
+void launch_register_transpose(const CopyPlan& p, const void* src, void* dst, void* stream) {
+  RegisterTiles t;
+  const std::size_t bytes = size_of(p.src_dtype);
+  if (!register_tiles(p, t).empty() || !aligned(static_cast<const char*>(src) + p.src_offset * bytes, 16) ||
+      !aligned(dst, 16)) {
+    launch_copy_plan(p, src, dst, stream);
+    return;
+  }
+  const Gather g = gather_of(p);
+  const int last = p.rank - 1;
+  const auto go = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    constexpr int kWarps = 256 / 32;
+    transpose_regs_kernel<T>
+        <<<static_cast<unsigned>((t.tiles + kWarps - 1) / kWarps), 256, 0, as_stream(stream)>>>(
+            g, t.a, p.dims[t.a], p.dims[last], p.src_strides[last], t.dst_stride_a,
+            static_cast<std::uint32_t>(t.tiles_a), static_cast<std::uint32_t>(t.tiles_b),
+            static_cast<std::uint32_t>(t.tiles), static_cast<const T*>(src), static_cast<T*>(dst));
+  };
+  if (bytes == 2) {
+    go(static_cast<std::uint16_t*>(nullptr));
+  } else {
+    go(static_cast<std::uint32_t*>(nullptr));
+  }
+  check_launch("gpu data movement (register transpose)");
 }
 
 }  // namespace galley::backends::gpu

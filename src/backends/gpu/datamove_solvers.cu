@@ -87,6 +87,29 @@ class ReorderTiled final : public GpuMoveSolver<dnn::ReorderProblem> {
   }
 };
 
+// gpu.transpose.regs / gpu.reorder.regs: launch_register_transpose where its plan conditions
+// hold (checked here; pointers it cannot take go to the tiled path at run time). Another algorithm
+// than the shared-memory tiles for the same problems, so the tuner times both.
+template <class P>
+class RegisterTranspose final : public GpuMoveSolver<P> {
+ public:
+  RegisterTranspose(std::string name, std::string backend)
+      : GpuMoveSolver<P>(std::move(name), std::move(backend)) {}
+  Applicability check(const P& p, const runtime::Device& device) const override {
+    if (Applicability a = GpuMoveSolver<P>::check(p, device); !a) return a;
+    std::string why;
+    if (!register_transpose_applies(dnn::copy_plan(p), &why)) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  void run(runtime::Stream& stream, const P& p, const DataMoveArgs& a) const override {
+    const dnn::CopyPlan plan = dnn::copy_plan(p);
+    this->enqueue(stream, [&](void* s) { launch_register_transpose(plan, a.src, a.dst, s); });
+  }
+  std::string detail(const P&, const runtime::Device&) const override {
+    return "8x8 blocks of halves (4x4 of words) a thread through registers";
+  }
+};
+
 class PadCopy final : public GpuMoveSolver<dnn::PadProblem> {
  public:
   explicit PadCopy(std::string backend) : GpuMoveSolver("gpu.pad.copy", std::move(backend)) {}
@@ -111,6 +134,13 @@ std::unique_ptr<dnn::Solver<dnn::SplitProblem>> make_split_copy(std::string_view
 }
 std::unique_ptr<dnn::Solver<dnn::TransposeProblem>> make_transpose_tiled(std::string_view backend) {
   return std::make_unique<TransposeTiled>(std::string(backend));
+}
+std::unique_ptr<dnn::Solver<dnn::TransposeProblem>> make_transpose_regs(std::string_view backend) {
+  return std::make_unique<RegisterTranspose<dnn::TransposeProblem>>("gpu.transpose.regs",
+                                                                    std::string(backend));
+}
+std::unique_ptr<dnn::Solver<dnn::ReorderProblem>> make_reorder_regs(std::string_view backend) {
+  return std::make_unique<RegisterTranspose<dnn::ReorderProblem>>("gpu.reorder.regs", std::string(backend));
 }
 std::unique_ptr<dnn::Solver<dnn::PadProblem>> make_pad_copy(std::string_view backend) {
   return std::make_unique<PadCopy>(std::string(backend));

@@ -1,4 +1,5 @@
-// The hip backend's transpose list: the single-source kernel (no vendor library has a faster one).
+// The hip backend's transpose list: the single-source kernels (no vendor library has faster
+// ones), the register transpose where it applies, then the shared-memory tiles for every problem.
 #include "backends/gpu/datamove_solvers.hpp"
 #include "backends/gpu/op_lists.hpp"
 
@@ -9,6 +10,7 @@ namespace {
 void register_transpose_list() {
   constexpr std::string_view b = "hip";
   std::vector<std::unique_ptr<dnn::SolverBase>> list;
+  list.push_back(make_transpose_regs(b));
   list.push_back(make_transpose_tiled(b));
   dnn::register_solvers(b, dnn::OpKind::transpose, std::move(list));
 }
