@@ -5,7 +5,10 @@
 // and j runs over (c, r, s) in the weights' storage order (c * r * s + tap for KCRS, tap * cg + c for
 // KRSC), so D's rows are dw's rows as stored. The reduction is over all n * p * q output pixels, long
 // next to the output, so the planner usually splits it across blocks (split-K), whose fp32 partials
-// launch_bwd_splitk_sum adds in a fixed order.
+// launch_bwd_splitk_sum adds in a fixed order. NHWC f16/bf16 with channels not a multiple of 8 (one
+// group: an RGB first layer) takes the tensor-core path on x padded to 8 channels in the workspace,
+// its padded dw rows cut back after, instead of the general loads' 2-byte gathers.
+#include "channel_pad.cuh"
 #include "conv_bwd_igemm.cuh"
 #include "conv_bwd_weights_nhwc_tc.hpp"
 
@@ -149,7 +152,8 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, cons
 bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype); }
 
 std::string BwdIgemmPlan::describe() const {
-  std::string s = std::string(nhwc_tc ? "nhwc 16-byte loads, " : "") + (wgmma ? "wgmma " : "") + "tile " +
+  std::string s = std::string(channels_padded ? "channels padded to 8, " : "") +
+                  (nhwc_tc ? "nhwc 16-byte loads, " : "") + (wgmma ? "wgmma " : "") + "tile " +
                   std::to_string(bm) + "x" + std::to_string(bn);
   if (group_pack > 1) s += ", " + std::to_string(group_pack) + " groups a tile";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
@@ -168,14 +172,49 @@ BwdIgemmPlan plan_general(const ConvParams& p, int sm_count) {
 }
 }  // namespace
 
+namespace {
+/// p with x's channels padded to a multiple of 8 (dw then has as many per row).
+ConvParams channel_padded(const ConvParams& p) {
+  ConvParams v = p;
+  v.c = v.cg = (p.c + 7) / 8 * 8;
+  return v;
+}
+/// Whether p takes the tensor-core path on channel-padded x.
+bool pads_channels_for_tc(const ConvParams& p) {
+  return p.groups == 1 && p.c % 8 != 0 && bwd_weights_nhwc_tc_applies(channel_padded(p));
+}
+std::size_t aligned256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+/// The padded x and the padded dw, at the front of the workspace; the path's own workspace follows.
+std::size_t padding_bytes(const ConvParams& p) {
+  const ConvParams v = channel_padded(p);
+  return aligned256(std::size_t(v.x_elems()) * 2) + aligned256(std::size_t(v.w_elems()) * 2);
+}
+BwdIgemmPlan padded_plan(BwdIgemmPlan plan, const ConvParams& p) {
+  plan.channels_padded = true;
+  plan.workspace_bytes += padding_bytes(p);
+  return plan;
+}
+}  // namespace
+
 std::vector<BwdIgemmPlan> bwd_weights_igemm_plans(const ConvParams& p, int sm_count) {
   if (bwd_weights_nhwc_tc_applies(p)) return bwd_weights_nhwc_tc_plans(p, sm_count);
+  if (pads_channels_for_tc(p)) {
+    std::vector<BwdIgemmPlan> plans = bwd_weights_nhwc_tc_plans(channel_padded(p), sm_count);
+    for (BwdIgemmPlan& plan : plans) plan = padded_plan(plan, p);
+    return plans;
+  }
   return {plan_general(p, sm_count)};
 }
 
 std::optional<BwdIgemmPlan> bwd_weights_igemm_plan_for(const ConvParams& p, int sm_count, int tile,
                                                        int splits) {
   if (bwd_weights_nhwc_tc_applies(p)) return bwd_weights_nhwc_tc_plan_for(p, sm_count, tile, splits);
+  if (pads_channels_for_tc(p)) {
+    const std::optional<BwdIgemmPlan> plan =
+        bwd_weights_nhwc_tc_plan_for(channel_padded(p), sm_count, tile, splits);
+    if (!plan) return std::nullopt;
+    return padded_plan(*plan, p);
+  }
   const BwdIgemmPlan only = plan_general(p, sm_count);
   if (only.tile == tile && only.splits == splits) return only;
   return std::nullopt;
@@ -187,7 +226,26 @@ BwdIgemmPlan plan_conv_bwd_weights_igemm(const ConvParams& p, int sm_count) {
 
 void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& planned, const void* x,
                                    const void* dy, void* dw, void* workspace, void* stream) {
-  if (planned.nhwc_tc && launch_bwd_weights_nhwc_tc(p, planned, x, dy, dw, workspace, stream)) return;
+  if (planned.channels_padded) {
+    if (workspace == nullptr)
+      throw Error(Status::invalid_argument,
+                  "gpu.conv.bwd_weights_igemm: the channel-padded plan needs a workspace of " +
+                      std::to_string(planned.workspace_bytes) + " bytes, got none");
+    const ConvParams v = channel_padded(p);
+    auto* base = static_cast<unsigned char*>(workspace);
+    void* x_padded = base;
+    void* dw_padded = base + aligned256(std::size_t(v.x_elems()) * 2);
+    BwdIgemmPlan inner = planned;
+    inner.channels_padded = false;
+    inner.workspace_bytes -= padding_bytes(p);
+    launch_pad_channels(x, x_padded, std::int64_t(p.n) * p.h * p.w, p.c, v.c, as_stream(stream));
+    if (launch_bwd_weights_nhwc_tc(v, inner, x_padded, dy, dw_padded, base + padding_bytes(p), stream)) {
+      launch_unpad_channels(dw_padded, dw, std::int64_t(p.k) * p.r * p.s, v.c, p.c, as_stream(stream));
+      return;
+    }
+  } else if (planned.nhwc_tc && launch_bwd_weights_nhwc_tc(p, planned, x, dy, dw, workspace, stream)) {
+    return;
+  }
   BwdIgemmPlan plan = planned;
   if (planned.nhwc_tc) {
     // A tensor off 16-byte alignment (a wrapped pointer): the general loads, within the workspace

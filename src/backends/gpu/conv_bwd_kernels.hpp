@@ -79,6 +79,9 @@ struct BwdIgemmPlan {
       false;           ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
   int group_pack = 1;  ///< groups one tile of that path takes
   bool wgmma = false;  ///< that path's tile is one of its Hopper wgmma tiles
+  /// That path on x's channels padded to a multiple of 8 in the workspace (an RGB first layer),
+  /// its dw rows unpadded after.
+  bool channels_padded = false;
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };

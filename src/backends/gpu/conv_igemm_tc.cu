@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "channel_pad.cuh"
 #include "conv_igemm_tc_epilogue.cuh"
 #include "conv_igemm_tc_loader.cuh"
 #include "conv_igemm_tc_tuning.hpp"
@@ -368,29 +369,6 @@ PadLayout pad_layout(const ConvParams& p, int splits) {
   return layout;
 }
 
-/// Eight 16-bit values as one 16-byte store (the channel padding and folding kernels' output chunk).
-__device__ __forceinline__ void store_u16x8(std::uint16_t* out, const std::uint16_t (&v)[8]) {
-  *reinterpret_cast<uint4*>(out) = make_uint4(v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
-                                              v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-}
-
-/// out[row][0..c8) = in[row][0..c) then zeros; 16-bit elements, one 16-byte output chunk per thread.
-__global__ void __launch_bounds__(256)
-    pad_channels_kernel(const std::uint16_t* __restrict__ in, std::uint16_t* __restrict__ out,
-                        std::int64_t rows, int c, int c8) {
-  const int chunks_per_row = c8 / 8;
-  const std::int64_t total = rows * chunks_per_row;
-  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t row = idx / chunks_per_row;
-    const int c0 = int(idx - row * chunks_per_row) * 8;
-    std::uint16_t v[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] = c0 + e < c ? in[row * c + c0 + e] : std::uint16_t(0);
-    store_u16x8(out + row * c8 + c0, v);
-  }
-}
-
 /// x and w folded for folds_columns(), in one launch: a first layer's call is short enough for
 /// each launch's host cost to show. Items [0, x_pairs) are x's column pairs, one 16-byte chunk each,
 ///   x_out[n][h][pair][half * 4 + ch] = x[n][h][2 * pair + half][ch] (0 past w or for ch >= c);
@@ -432,14 +410,6 @@ void launch_fold_columns(const ConvParams& p, const void* x, const void* w, void
                                   static_cast<std::uint16_t*>(x_out), static_cast<std::uint16_t*>(w_out),
                                   x_pairs, w_total, p.w, v.w, p.s, v.s, p.pad_w % 2, p.cg);
   check_launch("gpu.conv.igemm_tc: column folding");
-}
-
-void launch_pad_channels(const void* in, void* out, std::int64_t rows, int c, int c8, GpuStream stream) {
-  const std::int64_t chunks = rows * (c8 / 8);
-  const int blocks = int(std::min<std::int64_t>((chunks + 255) / 256, 65535));
-  pad_channels_kernel<<<blocks, 256, 0, stream>>>(static_cast<const std::uint16_t*>(in),
-                                                  static_cast<std::uint16_t*>(out), rows, c, c8);
-  check_launch("gpu.conv.igemm_tc: channel padding");
 }
 
 template <typename T, bool kVec, bool kNchwOut>
