@@ -64,7 +64,10 @@ std::vector<ConvProblem> extra_shapes() {
       geometry(2, 48, 9, 10, 16, 3, 3, 2, 2, 1, 1, 2, 2, 2),
       geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),
       geometry(2, 80, 7, 8, 40, 3, 3, 1, 1, 2, 2, 1, 1, 5),
-      geometry(8, 136, 20, 20, 72, 1, 1, 0, 0, 1, 1, 1, 1, 1)};
+      geometry(8, 136, 20, 20, 72, 1, 1, 0, 0, 1, 1, 1, 1, 1),
+      // ... and on x padded to 8 channels: an RGB stem (7x7 stride 2), 12 channels padded to 16.
+      geometry(2, 3, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1),
+      geometry(1, 12, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1)};
 }
 
 std::vector<ConvProblem> all_shapes() {
