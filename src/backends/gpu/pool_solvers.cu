@@ -96,9 +96,10 @@ class GpuPoolSolver : public dnn::PoolSolver {
   std::string name_, backend_;
 };
 
-class PoolDirect final : public GpuPoolSolver {
+// gpu.pool.direct: every window, layout and dtype; its kernels are also gpu.pool.strips' fallback.
+class PoolDirect : public GpuPoolSolver {
  public:
-  explicit PoolDirect(std::string backend) : GpuPoolSolver("gpu.pool.direct", std::move(backend)) {}
+  explicit PoolDirect(std::string backend) : PoolDirect("gpu.pool.direct", std::move(backend)) {}
   Applicability check(const PoolProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
@@ -108,6 +109,7 @@ class PoolDirect final : public GpuPoolSolver {
   }
 
  protected:
+  PoolDirect(std::string name, std::string backend) : GpuPoolSolver(std::move(name), std::move(backend)) {}
   bool finds_maxima_by_taps(const PoolParams& p) const override { return pool_backward_by_taps_applies(p); }
 
  private:
@@ -122,9 +124,9 @@ class PoolDirect final : public GpuPoolSolver {
 // pointer is 16-byte aligned; views that are not fall back to gpu.pool.direct's kernels. Max
 // backward without kept indices finds the maxima as tap numbers with the forward walker, into the
 // index workspace every GPU pooling solver asks for, then gathers with them as with kept indices.
-class PoolStrips final : public GpuPoolSolver {
+class PoolStrips final : public PoolDirect {
  public:
-  explicit PoolStrips(std::string backend) : GpuPoolSolver("gpu.pool.strips", std::move(backend)) {}
+  explicit PoolStrips(std::string backend) : PoolDirect("gpu.pool.strips", std::move(backend)) {}
   Applicability check(const PoolProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device); !why.empty()) return Applicability::no(why);
     std::string why;
@@ -151,7 +153,7 @@ class PoolStrips final : public GpuPoolSolver {
                       aligned16(a.diff_dst) && aligned16(a.diff_src);
     const std::size_t need = workspace_bytes(problem, stream.device());
     if (!aligned || a.workspace_bytes < need) {
-      GpuPoolSolver::run(stream, problem, a);  // names a short workspace, or takes the unaligned views
+      PoolDirect::run(stream, problem, a);  // names a short workspace, or takes the unaligned views
       return;
     }
     stream.launch(name_, [&] {
@@ -167,16 +169,6 @@ class PoolStrips final : public GpuPoolSolver {
         launch_pool_strips_taps_backward(p, taps, a.diff_dst, a.diff_src, s);
       }
     });
-  }
-
- protected:
-  bool finds_maxima_by_taps(const PoolParams& p) const override { return pool_backward_by_taps_applies(p); }
-
- private:
-  void forward(const PoolParams& p, const void* x, void* y, std::int32_t* idx, void*,
-               void* stream) const override {
-    const void* vec_ptrs[] = {x, y, idx};
-    launch_pool_forward(p, x, y, idx, pool_vector_width(p, vec_ptrs, 3), stream);
   }
 };
 
