@@ -38,6 +38,23 @@
 namespace galley::backends::gpu {
 namespace {
 
+/// A block's part of the implicit GEMM: its group, its split of the reduction, its tile's origin
+/// and its split's steps of BK reduction entries (blockIdx.z is split * groups + group).
+struct BlockSpan {
+  int g, split, m0, n0, step_begin, nsteps;
+};
+template <int BM, int BN, int BK>
+__device__ __forceinline__ BlockSpan block_span(const ConvParams& cp, int splits) {
+  BlockSpan b;
+  b.g = blockIdx.z % cp.groups, b.split = blockIdx.z / cp.groups;
+  b.m0 = blockIdx.x * BM, b.n0 = blockIdx.y * BN;
+  const int total_steps = (cp.cg * cp.r * cp.s + BK - 1) / BK;
+  const int per_split = (total_steps + splits - 1) / splits;
+  b.step_begin = b.split * per_split;
+  b.nsteps = max(0, min(total_steps, b.step_begin + per_split) - b.step_begin);
+  return b;
+}
+
 // K-major operand tiles: rows of 64 halves (128 bytes), 8-row groups 1024 bytes apart (the stride
 // byte offset); advancing the start address by 32 bytes selects the next k16 slice.
 __device__ __forceinline__ std::uint64_t smem_desc(unsigned addr) { return wgmma::smem_desc(addr, 16, 1024); }
@@ -56,15 +73,9 @@ __global__ void __launch_bounds__(2 * BM, 1)
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, warp_in_wg = (tid >> 5) & 3;
-  const int g = blockIdx.z % cp.groups;
-  const int split = blockIdx.z / cp.groups;
-  const int m0 = blockIdx.x * BM;
-  const int n0 = blockIdx.y * BN;
-  const int kred = cp.cg * cp.r * cp.s;
-  const int total_steps = (kred + BK - 1) / BK;
-  const int per_split = (total_steps + splits - 1) / splits;
-  const int step_begin = split * per_split;
-  const int nsteps = max(0, min(total_steps, step_begin + per_split) - step_begin);
+  const BlockSpan span = block_span<BM, BN, BK>(cp, splits);
+  const int g = span.g, split = span.split, m0 = span.m0, n0 = span.n0;
+  const int step_begin = span.step_begin, nsteps = span.nsteps;
 
   // Weights bypass L1 (kWeightsL2Only): L1 then keeps the activations, which neighbouring taps read
   // again, instead of weights each block reads once; the 3x3 layers gain most.
@@ -116,15 +127,9 @@ __global__ void __launch_bounds__(2 * BM + kProducers, ws_min_blocks(BM, BN, STA
   const unsigned full = smem_s + STAGES * kStageBytes, empty = full + 8 * STAGES;  // mbarriers, 8 bytes each
 
   const int tid = threadIdx.x;
-  const int g = blockIdx.z % cp.groups;
-  const int split = blockIdx.z / cp.groups;
-  const int m0 = blockIdx.x * BM;
-  const int n0 = blockIdx.y * BN;
-  const int kred = cp.cg * cp.r * cp.s;
-  const int total_steps = (kred + BK - 1) / BK;
-  const int per_split = (total_steps + splits - 1) / splits;
-  const int step_begin = split * per_split;
-  const int nsteps = max(0, min(total_steps, step_begin + per_split) - step_begin);
+  const BlockSpan span = block_span<BM, BN, BK>(cp, splits);
+  const int g = span.g, split = span.split, m0 = span.m0, n0 = span.n0;
+  const int step_begin = span.step_begin, nsteps = span.nsteps;
 
   if (tid == 0) {
     for (int st = 0; st < STAGES; ++st) {
