@@ -14,6 +14,10 @@ the summary so the variance stays visible. One file per configuration prints wha
 
   python3 bench/conv_figures.py --peer peer_f32_nchw.json ... galley_f32_nchw.json galley_f16_nchw.json ...
   python3 bench/conv_figures.py --peer peer_f16_nhwc.1.json --peer peer_f16_nhwc.2.json ... galley_f16_nhwc.1.json
+
+--tuned adds `galley bench conv --json` runs without --all-solvers (the tuner's pick per problem, timed
+after tuning, as cudnn.benchmark picks and times the peer's) as a column of their own: the geomean of
+the picks and its ratio to the peer.
 """
 import argparse
 import collections
@@ -103,8 +107,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", required=True, action="append",
                     help="peer_conv.py JSON (repeatable; several runs of one configuration are medianed)")
+    ap.add_argument("--tuned", action="append", default=[],
+                    help="galley bench conv --json of the tuner's picks (repeatable, one per configuration)")
     ap.add_argument("galley", nargs="+", help="galley bench conv --json (several of one configuration are medianed)")
     args = ap.parse_args()
+    # The tuner's pick per problem: {config: {key: tflops}}.
+    tuned = {}
+    for path in args.tuned:
+        for prob in json.load(open(path))["problems"]:
+            picks = [r["tflops"] for r in prob["results"] if usable(r)]
+            if picks:
+                tuned.setdefault(config_of(prob["key"]), {})[prob["key"]] = max(picks)
     # One peer run = one configuration of one peer_conv.py process: {key: row}.
     peer_runs = []
     for path in args.peer:
@@ -136,7 +149,11 @@ def main():
         g_own = geomean([r[1]["tflops"] if r[1] else None for r in rows])
         g_all = geomean([r[2]["tflops"] if r[2] else None for r in rows])
         g_peer = geomean([r[3]["tflops"] if r[3] else None for r in rows])
-        summary.append((config, g_own, g_all, g_peer, len(rows)))
+        # The picks against the peer over the problems both timed.
+        picks = tuned.get(config, {})
+        both = [(picks[k], r[3]["tflops"]) for k, r in zip(keys, rows) if k in picks and r[3]]
+        g_tuned = (geomean([t for t, _ in both]), geomean([t / p for t, p in both])) if both else None
+        summary.append((config, g_own, g_all, g_peer, len(rows), g_tuned))
         peer_geomeans = [(geomean([run[k]["tflops"] for k in keys if k in run]), sum(k in run for k in keys))
                          for run in runs_of_config]
         own_geomeans = [own_geomean_of_run(doc, failed) for _, doc in runs]
@@ -177,10 +194,16 @@ def main():
                   f"{', '.join(f'{g:.1f}' for g in own_geomeans)} | "
                   f"{f'{min(ratios):.2f}-{max(ratios):.2f}' if ratios else '-'} | {g_own / g_peer:.2f} |")
         print("\nThe geomeans and ratios below are over the per-problem medians.")
-    print("\n| config | problems | own geomean | best-of-all geomean | peer geomean | own/peer | all/peer |")
-    print("|---|---|---|---|---|---|---|")
-    for config, g_own, g_all, g_peer, n in summary:
-        print(f"| {config} | {n} | {g_own:.1f} | {g_all:.1f} | {g_peer:.1f} | {g_own / g_peer:.2f} | {g_all / g_peer:.2f} |")
+    head = "| config | problems | own geomean | best-of-all geomean | peer geomean | own/peer | all/peer |"
+    if tuned:
+        head += " tuned pick geomean | tuned/peer |"
+    print("\n" + head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for config, g_own, g_all, g_peer, n, g_tuned in summary:
+        line = f"| {config} | {n} | {g_own:.1f} | {g_all:.1f} | {g_peer:.1f} | {g_own / g_peer:.2f} | {g_all / g_peer:.2f} |"
+        if tuned:
+            line += f" {g_tuned[0]:.1f} | {g_tuned[1]:.2f} |" if g_tuned else " - | - |"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -68,10 +68,12 @@ class ConvFiguresMedians(unittest.TestCase):
             json.dump(doc, f)
         return path
 
-    def run_figures(self, peers, galleys):
+    def run_figures(self, peers, galleys, tuned=()):
         args = [sys.executable, SCRIPT]
         for p in peers:
             args += ["--peer", p]
+        for t in tuned:
+            args += ["--tuned", t]
         out = subprocess.run(args + galleys, capture_output=True, text=True)
         self.assertEqual(out.returncode, 0, out.stderr)
         return out.stdout
@@ -122,6 +124,19 @@ class ConvFiguresMedians(unittest.TestCase):
         # Geomeans: own sqrt(200*100) = 141.4, peer sqrt(100*400) = 200, ratio 0.71.
         self.assertEqual(table_rows(text, "| config | problems |"),
                          [["f16 nhwc", "2", "141.4", "141.4", "200.0", "0.71", "0.71"]])
+
+    def test_tuned_picks_get_their_own_column(self):
+        # Peer A 0.020 ms = 100, B 0.010 ms = 400. The tuner's picks: A cuda.conv.y 0.010 ms = 200, B's
+        # pick failed verification (left out). Tuned geomean over A alone: 200; tuned/peer 200 / 100 = 2.00.
+        # Without --tuned the summary has no such columns.
+        peer = self.write("p.json", peer_doc({KEY_A: 0.020, KEY_B: 0.010}))
+        g = self.write("g.json", galley_doc({KEY_A: [("gpu.conv.x", 0.010, None)],
+                                             KEY_B: [("gpu.conv.x", 0.040, None)]}))
+        t = self.write("t.json", galley_doc({KEY_A: [("cuda.conv.y", 0.010, None)],
+                                             KEY_B: [("gpu.conv.x", 0.001, False)]}))
+        summary = table_rows(self.run_figures([peer], [g], [t]), "| config | problems |")
+        self.assertEqual(summary, [["f16 nhwc", "2", "141.4", "141.4", "200.0", "0.71", "0.71", "200.0", "2.00"]])
+        self.assertNotIn("tuned", self.run_figures([peer], [g]))
 
     def test_peer_run_missing_a_problem_is_marked(self):
         # Run 1: A 0.020 ms = 100, B 0.010 ms = 400, geomean sqrt(100*400) = 200.
