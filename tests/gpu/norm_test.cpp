@@ -82,6 +82,77 @@ TEST_P(GpuNorm, BatchNormNhwcWithManyRowsMatchesTheReference) {
   EXPECT_GT(check_all(device_, problems), 0);
 }
 
+// Shapes whose nhwc partial pass has 256 blocks or more, so the elementwise pass walks that pass's
+// ranges in reverse: 5x36x55x57 has 36 scalar channel vectors (c not a multiple of 8) in two tiles
+// and 140 ranges, the last short.
+const BatchNormProblem kMirroredBatchNorm{.n = 5, .c = 36, .h = 55, .w = 57, .layout = Layout::nhwc};
+
+TEST_P(GpuNorm, NhwcElementwisePassOverThePartialRangesMatchesTheReference) {
+  std::vector<BatchNormProblem> batch;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (int form = 0; form < 3; ++form) {
+      BatchNormProblem p = kMirroredBatchNorm;
+      p.dtype = dt;
+      p.mode = form == 0 ? BatchNormMode::inference : BatchNormMode::training;
+      p.direction = form == 2 ? NormDirection::backward : NormDirection::forward;
+      batch.push_back(p);
+    }
+  }
+  EXPECT_GT(check_all(device_, batch), 0);
+  // 64x264x9x14: two tiles of 17 vectors, groups of 3 vectors, two ranges an image (the second of
+  // 6 rows); 128x20x13x11: 20 scalar vectors, groups of 4, two ranges an image (96 and 47 rows).
+  const std::int64_t shapes[][5] = {{64, 264, 9, 14, 11}, {128, 20, 13, 11, 5}};
+  std::vector<GroupNormProblem> group;
+  for (const auto& sh : shapes) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (NormDirection d : {NormDirection::forward, NormDirection::backward}) {
+        group.push_back(GroupNormProblem{.n = sh[0],
+                                         .c = sh[1],
+                                         .h = sh[2],
+                                         .w = sh[3],
+                                         .groups = sh[4],
+                                         .dtype = dt,
+                                         .layout = Layout::nhwc,
+                                         .direction = d});
+      }
+    }
+  }
+  EXPECT_GT(check_all(device_, group), 0);
+}
+
+TEST_P(GpuNorm, NhwcElementwisePassOverThePartialRangesKeepsConstantsLargeMeansAndBits) {
+  const runtime::Device cpu = runtime::device("cpu");
+  const BatchNormSolver* ref = find_solver_for<BatchNormProblem>("cpu", kRefBnormName);
+  ASSERT_NE(ref, nullptr);
+  const BatchNormProblem p = kMirroredBatchNorm;
+  const std::size_t elements = std::size_t(p.n * p.c * p.h * p.w);
+  std::vector<float> x = norm_test::uniform(elements, -0.5f, 0.5f, 12);
+  for (float& v : x) v += 1e4f;
+  for (const BatchNormSolver* s : solvers_for<BatchNormProblem>(device_.backend())) {
+    if (!std::string_view(s->name()).starts_with("gpu.") || !s->check(p, device_)) continue;
+    SCOPED_TRACE(std::string(s->name()) + " " + p.key());
+    const auto flat = norm_test::run_solver(device_, ProblemRef::of(p), *s,
+                                            {{ArgId::src, std::vector<float>(elements, 3.f)}});
+    EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::dst)));
+    EXPECT_TRUE(norm_test::all_finite(flat.at(ArgId::saved_invstd)));
+    const auto got = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+    const auto want = norm_test::run_solver(cpu, ProblemRef::of(p), *ref, {{ArgId::src, x}});
+    EXPECT_LT(norm_test::rel_err(got.at(ArgId::saved_invstd), want.at(ArgId::saved_invstd)), 1e-5);
+    EXPECT_LT(norm_test::rel_err(got.at(ArgId::dst), want.at(ArgId::dst)), 1e-5);
+    const auto again = norm_test::run_solver(device_, ProblemRef::of(p), *s, {{ArgId::src, x}});
+    EXPECT_EQ(again.at(ArgId::dst), got.at(ArgId::dst));
+    EXPECT_EQ(again.at(ArgId::saved_mean), got.at(ArgId::saved_mean));
+    EXPECT_EQ(again.at(ArgId::saved_invstd), got.at(ArgId::saved_invstd));
+    BatchNormProblem back = p;
+    back.direction = NormDirection::backward;
+    const auto first = norm_test::run_solver(device_, ProblemRef::of(back), *s);
+    const auto second = norm_test::run_solver(device_, ProblemRef::of(back), *s);
+    EXPECT_EQ(first.at(ArgId::diff_src), second.at(ArgId::diff_src));
+    EXPECT_EQ(first.at(ArgId::diff_scale), second.at(ArgId::diff_scale));
+    EXPECT_EQ(first.at(ArgId::diff_shift), second.at(ArgId::diff_shift));
+  }
+}
+
 // Each shape in f32, f16 and bf16, forward and backward.
 std::vector<LayerNormProblem> every_dtype_and_direction(std::initializer_list<LayerNormProblem> shapes) {
   std::vector<LayerNormProblem> out;

@@ -8,7 +8,8 @@
 // and one write for training, as the minimum without keeping x on chip; no atomics, so the bits are
 // the same on every run. nhwc runs the same stages with its own partial and elementwise kernels,
 // the coefficients computed by each thread for the channels it owns (no stage (3), and inference is
-// one kernel).
+// one kernel); where the partial pass has blocks enough, the elementwise pass takes its ranges in
+// reverse, so x (and dy) are read again most recent first, while the L2 cache still holds them.
 #include <type_traits>
 
 #include "norm_device.cuh"
@@ -319,6 +320,23 @@ __device__ __forceinline__ Packed<T, kVec> load_packed(const T* ptr) {
   }
 }
 
+/// load_packed for a value's last read: the L2 lines are marked evict-first (ld.global.cs), so the
+/// output the same pass writes displaces them rather than the lines it has yet to read.
+template <typename T, int kVec>
+__device__ __forceinline__ Packed<T, kVec> load_packed_last(const T* ptr) {
+#if GALLEY_GPU_HIP
+  return load_packed<T, kVec>(ptr);
+#else
+  if constexpr (kVec == 1) {
+    return {*ptr};
+  } else if constexpr (std::is_same_v<T, float>) {
+    return {__ldcs(reinterpret_cast<const float4*>(ptr)), __ldcs(reinterpret_cast<const float4*>(ptr) + 1)};
+  } else {
+    return {__ldcs(reinterpret_cast<const uint4*>(ptr))};
+  }
+#endif
+}
+
 template <typename T, int kVec>
 __device__ __forceinline__ void unpack(const Packed<T, kVec>& p, float (&out)[kVec]) {
   if constexpr (kVec == 1) {
@@ -410,6 +428,8 @@ __global__ void __launch_bounds__(kNormThreads)
     px += kRows * step;
     if constexpr (kBackward) pd += kRows * step;
   }
+  // Row by row after the last whole batch: plane_geometry makes ranges whole batches, so only a
+  // segment's last range can have such rows.
   for (; k < mine; ++k) {
     Packed<T, kVec> v, d;
     v = load_packed<T, kVec>(px);
@@ -453,53 +473,68 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-/// The elementwise pass: forward y from x (u), backward dx from dy (u) and x (v). Each block takes
-/// chunks of ty * kRows rows, in the reverse of the partial pass's order: the rows that pass read
-/// last are the likeliest still in the L2 cache.
+/// The elementwise pass: forward y from x (u), backward dx from dy (u) and x (v). Block (x, y, z)
+/// takes `ranges` ranges of `range_len` rows per segment (grid-striding over y) and walks each from
+/// its end in chunks of ty * kRows rows. The blocks and the rows within a range run in the reverse of
+/// the partial pass's order: given that pass's ranges (range_len == g.split_len), every block starts
+/// on the rows the partial pass read last, the likeliest still in the L2 cache, and works back to
+/// those it read first, so the cache is drained from its most recent end while this pass's
+/// evict-first reads give way to its output. Smaller problems take short ranges of one chunk
+/// instead, for more blocks.
 template <typename T, int kVec, int kRows, bool kBackward>
-__global__ void __launch_bounds__(kNormThreads)
+__global__ void __launch_bounds__(kNormThreads, 2)
     nhwc_apply(PlaneGeometry g, CoefInputs in, const T* __restrict__ u, const T* __restrict__ v,
-               T* __restrict__ out, std::int64_t chunks) {
+               T* __restrict__ out, std::int64_t range_len, std::int64_t ranges) {
   const int tx = int(blockDim.x), ty = int(blockDim.y);
-  const std::int64_t c0 = (std::int64_t(blockIdx.x) * tx + threadIdx.x) * kVec;
+  const std::int64_t tile = std::int64_t(gridDim.x) - 1 - blockIdx.x;
+  const std::int64_t c0 = (tile * tx + threadIdx.x) * kVec;
   if (c0 >= g.c) return;
   const std::int64_t seg = g.segments - 1 - std::int64_t(blockIdx.z);
   float a[kVec], b[kVec], m[kVec], l[kVec], c[kVec];
   bool have_coef = false;
   const std::int64_t len = g.segment_len();
   const std::int64_t base = seg * len * g.c + c0, step = std::int64_t(ty) * g.c;
-  for (std::int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
-    const std::int64_t first = (chunks - 1 - chunk) * ty * kRows + threadIdx.y;
-    const std::int64_t off = base + first * g.c;
-    Packed<T, kVec> pu[kRows], pv[kRows];
+  const std::int64_t chunk_rows = std::int64_t(ty) * kRows;
+  for (std::int64_t r = blockIdx.y; r < ranges; r += gridDim.y) {
+    const std::int64_t begin = (ranges - 1 - r) * range_len, end = min64(len, begin + range_len);
+    for (std::int64_t chunk = (end - begin + chunk_rows - 1) / chunk_rows - 1; chunk >= 0; --chunk) {
+      const std::int64_t first = begin + chunk * chunk_rows + threadIdx.y;
+      // Rows of this chunk left to the thread, times ty: row k is in the range while k * ty < left.
+      const int left = int(min64(end - first, chunk_rows));
+      const std::int64_t off = base + first * g.c;
+      const T* pu_row = u + off;
+      const T* pv_row = kBackward ? v + off : nullptr;
+      Packed<T, kVec> pu[kRows], pv[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (first + std::int64_t(r) * ty < len) {
-        pu[r] = load_packed<T, kVec>(u + off + r * step);
-        if constexpr (kBackward) pv[r] = load_packed<T, kVec>(v + off + r * step);
+      for (int k = 0; k < kRows; ++k) {
+        if (k * ty < left) {
+          pu[k] = load_packed_last<T, kVec>(pu_row + k * step);
+          if constexpr (kBackward) pv[k] = load_packed_last<T, kVec>(pv_row + k * step);
+        }
       }
-    }
-    // The coefficients after the first rows' loads are issued, so their latencies overlap.
-    if (!have_coef) {
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const Coef k = kBackward ? backward_coef(g, in, seg, c0 + j) : forward_coef(g, in, seg, c0 + j);
-        a[j] = k.a, b[j] = k.b, m[j] = k.m, l[j] = k.l, c[j] = k.c;
-      }
-      have_coef = true;
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (first + std::int64_t(r) * ty < len) {
-        float uu[kVec], vv[kVec], o[kVec];
-        unpack(pu[r], uu);
-        if constexpr (kBackward) unpack(pv[r], vv);
+      // The coefficients after the first rows' loads are issued, so their latencies overlap.
+      if (!have_coef) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          o[j] = kBackward ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j]))
-                           : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
+          const Coef k = kBackward ? backward_coef(g, in, seg, c0 + j) : forward_coef(g, in, seg, c0 + j);
+          a[j] = k.a, b[j] = k.b, m[j] = k.m, l[j] = k.l, c[j] = k.c;
         }
-        store_vec<T, kVec>(out + off + r * step, o);
+        have_coef = true;
+      }
+      T* po_row = out + off;
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        if (k * ty < left) {
+          float uu[kVec], vv[kVec], o[kVec];
+          unpack(pu[k], uu);
+          if constexpr (kBackward) unpack(pv[k], vv);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            o[j] = kBackward ? fmaf(a[j], uu[j], fmaf(b[j], vv[j] - m[j], c[j]))
+                             : fmaf(a[j], (uu[j] - m[j]) - l[j], c[j]);
+          }
+          store_vec<T, kVec>(po_row + k * step, o);
+        }
       }
     }
   }
@@ -527,11 +562,13 @@ NhwcShape nhwc_shape(std::int64_t c) {
   return {tiles, tx, kNormThreads / tx};
 }
 
-// nhwc partial blocks aim at this many blocks over the whole problem: a few per multiprocessor,
-// all resident at once.
+// nhwc partial blocks aim at this many blocks over the whole problem: a few per multiprocessor.
 constexpr std::int64_t kNhwcTargetBlocks = 512;
-// The elementwise pass drops to one row in flight per thread when full chunks give fewer blocks
-// than this, so small tensors still spread over the device.
+// The elementwise pass takes the partial pass's ranges (in reverse, for what the L2 cache still
+// holds of them) when they give at least this many blocks, about two per multiprocessor; otherwise
+// chunks of kNhwcRowsInFlight rows a thread, or one row a thread when full chunks give fewer blocks
+// than kNhwcMinApplyBlocks, so small tensors still spread over the device.
+constexpr std::int64_t kNhwcMirrorMinBlocks = 256;
 constexpr std::int64_t kNhwcMinApplyBlocks = 512;
 
 struct Workspace {
@@ -594,13 +631,12 @@ void launch_partial(const PlaneGeometry& g, const T* x, const T* dy, const float
 }
 
 template <typename T, int kVec, int kRows, bool kBackward>
-void launch_nhwc_apply_rows(const PlaneGeometry& g, const NhwcShape& sh, const CoefInputs& in, const T* u,
-                            const T* v, T* out, GpuStream s) {
-  const std::int64_t rows = std::int64_t(sh.ty) * kRows;
-  const std::int64_t chunks = (g.segment_len() + rows - 1) / rows;
-  const dim3 grid(unsigned(sh.tiles), unsigned(std::min<std::int64_t>(chunks, 65535)), unsigned(g.segments));
+void launch_nhwc_apply_ranges(const PlaneGeometry& g, const NhwcShape& sh, const CoefInputs& in, const T* u,
+                              const T* v, T* out, std::int64_t range_len, GpuStream s) {
+  const std::int64_t ranges = (g.segment_len() + range_len - 1) / range_len;
+  const dim3 grid(unsigned(sh.tiles), unsigned(std::min<std::int64_t>(ranges, 65535)), unsigned(g.segments));
   nhwc_apply<T, kVec, kRows, kBackward>
-      <<<grid, dim3(unsigned(sh.tx), unsigned(sh.ty)), 0, s>>>(g, in, u, v, out, chunks);
+      <<<grid, dim3(unsigned(sh.tx), unsigned(sh.ty)), 0, s>>>(g, in, u, v, out, range_len, ranges);
 }
 
 template <typename T, int kVec, bool kBackward>
@@ -608,12 +644,16 @@ void launch_nhwc_apply_vec(const PlaneGeometry& g, const CoefInputs& in, const T
                            GpuStream s) {
   constexpr int kRows = kNhwcRowsInFlight<T, kBackward>;
   const NhwcShape sh = nhwc_shape(g.c);
+  if (sh.tiles * g.splits * g.segments >= kNhwcMirrorMinBlocks) {
+    launch_nhwc_apply_ranges<T, kVec, kRows, kBackward>(g, sh, in, u, v, out, g.split_len, s);
+    return;
+  }
   const std::int64_t rows = std::int64_t(sh.ty) * kRows;
   const std::int64_t full_blocks = sh.tiles * g.segments * ((g.segment_len() + rows - 1) / rows);
   if (full_blocks >= kNhwcMinApplyBlocks) {
-    launch_nhwc_apply_rows<T, kVec, kRows, kBackward>(g, sh, in, u, v, out, s);
+    launch_nhwc_apply_ranges<T, kVec, kRows, kBackward>(g, sh, in, u, v, out, rows, s);
   } else {
-    launch_nhwc_apply_rows<T, kVec, 1, kBackward>(g, sh, in, u, v, out, s);
+    launch_nhwc_apply_ranges<T, kVec, 1, kBackward>(g, sh, in, u, v, out, sh.ty, s);
   }
 }
 
@@ -659,10 +699,15 @@ PlaneGeometry plane_geometry(std::int64_t n, std::int64_t c, std::int64_t hw, st
     // Batch norm's rows are every image's pixels (one segment), group norm's an image's.
     g.segments = groups == 0 ? 1 : n;
     const NhwcShape sh = nhwc_shape(c);
+    // Ranges are whole batches of 8 rows a thread (a multiple of every kNhwcRowsInFlight), so both
+    // passes load every batch but a segment's last with all of their rows in flight at once; at
+    // least one batch a range, and at least kNhwcTargetBlocks blocks where the rows allow.
     const std::int64_t len = g.segment_len();
+    const std::int64_t batch = 8 * std::int64_t(sh.ty);
+    const std::int64_t batches = (len + batch - 1) / batch;
     std::int64_t splits = (kNhwcTargetBlocks + g.segments * sh.tiles - 1) / (g.segments * sh.tiles);
-    splits = std::min<std::int64_t>(splits, std::max<std::int64_t>(1, len / (8 * sh.ty)));  // 8 rows a thread
-    g.split_len = (len + splits - 1) / splits;
+    splits = std::min(splits, batches);
+    g.split_len = batches / splits * batch;
     g.splits = (len + g.split_len - 1) / g.split_len;
     return g;
   }
