@@ -186,6 +186,28 @@ TEST_P(PoolGpu, UnrolledWindowsAndBroadcastsMatchTheReference) {
   EXPECT_GE(ran, static_cast<int>(problems.size()));
 }
 
+// Every nhwc problem of `windows` x `sizes` in each mode (max alone also keeping indices), dtype and
+// direction.
+std::vector<PoolProblem> nhwc_cases(const std::vector<PoolProblem>& windows,
+                                    const std::vector<PoolSize>& sizes) {
+  std::vector<PoolProblem> out;
+  for (const PoolProblem& win : windows)
+    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad})
+      for (bool keep : {false, true}) {
+        if (keep && mode != PoolMode::max) continue;
+        for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+          for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward})
+            for (const PoolSize& size : sizes) {
+              PoolProblem p = win;
+              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = Layout::nhwc,
+              p.direction = dir;
+              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
+              out.push_back(p);
+            }
+      }
+  return out;
+}
+
 // The nhwc 8-channel block paths against the reference: square 2x2 and 3x3 windows at strides 1
 // and 2 (a 2 x 2 block of outputs per thread forward, also when finding the maxima as window tap
 // numbers), stride-2 windows of at most 3 (a 2 x 2 block of inputs per thread backward, kept or
@@ -206,27 +228,12 @@ TEST_P(PoolGpu, NhwcBlockPathsMatchTheReference) {
   };
   const std::vector<PoolSize> sizes = {{2, 24, 31, 29}, {1, 40, 17, 33}, {3, 8, 5, 4}};
   int ran = 0;
-  for (const PoolProblem& win : windows) {
-    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
-      for (bool keep : {false, true}) {
-        if (keep && mode != PoolMode::max) continue;
-        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-          for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
-            for (const PoolSize& size : sizes) {
-              PoolProblem p = win;
-              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = Layout::nhwc,
-              p.direction = dir;
-              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
-              for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
-                if (s->name().substr(0, 4) != "gpu." || !s->check(p, *device_)) continue;
-                const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *s);
-                EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
-                ++ran;
-              }
-            }
-          }
-        }
-      }
+  for (const PoolProblem& p : nhwc_cases(windows, sizes)) {
+    for (const PoolSolver* s : solvers_for<PoolProblem>(GetParam())) {
+      if (s->name().substr(0, 4) != "gpu." || !s->check(p, *device_)) continue;
+      const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *s);
+      EXPECT_TRUE(v.passed) << s->name() << " " << p.key() << ": " << v.summary;
+      ++ran;
     }
   }
   EXPECT_GE(ran, static_cast<int>(windows.size()) * 4 * 3 * 2 * 3);
@@ -254,32 +261,16 @@ TEST_P(PoolGpu, StripWalkersMatchTheReference) {
   const std::vector<PoolSize> sizes = {
       {2, 24, 31, 29}, {1, 8, 13, 17}, {3, 64, 5, 7}, {1, 16, 9, 130}, {1, 8, 2, 3}};
   int ran = 0;
-  for (const PoolProblem& win : windows) {
-    for (PoolMode mode : {PoolMode::max, PoolMode::avg_include_pad, PoolMode::avg_exclude_pad}) {
-      for (bool keep : {false, true}) {
-        if (keep && mode != PoolMode::max) continue;
-        for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-          for (PoolDirection dir : {PoolDirection::forward, PoolDirection::backward}) {
-            for (const PoolSize& size : sizes) {
-              PoolProblem p = win;
-              p.mode = mode, p.keep_indices = keep, p.dtype = dtype, p.layout = Layout::nhwc,
-              p.direction = dir;
-              p.n = size.n, p.c = size.c, p.h = size.h, p.w = size.w;
-              const bool backward = dir == PoolDirection::backward;
-              const bool claims = (!backward || (mode == PoolMode::max && p.stride_h == 2));
-              if (p.h + 2 * p.pad_h < p.kernel_h || p.w + 2 * p.pad_w < p.kernel_w) continue;
-              EXPECT_EQ(static_cast<bool>(strips->check(p, *device_)), claims) << p.key();
-              if (!claims) continue;
-              const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *strips);
-              EXPECT_TRUE(v.passed) << p.key() << ": " << v.summary;
-              if (mode == PoolMode::max && !backward)
-                EXPECT_EQ(v.max_rel_err, 0.0) << p.key() << ": " << v.summary;
-              ++ran;
-            }
-          }
-        }
-      }
-    }
+  for (const PoolProblem& p : nhwc_cases(windows, sizes)) {
+    const bool backward = p.direction == PoolDirection::backward;
+    const bool claims = (!backward || (p.mode == PoolMode::max && p.stride_h == 2));
+    if (p.h + 2 * p.pad_h < p.kernel_h || p.w + 2 * p.pad_w < p.kernel_w) continue;
+    EXPECT_EQ(static_cast<bool>(strips->check(p, *device_)), claims) << p.key();
+    if (!claims) continue;
+    const OpVerification v = check_against_reference(*device_, ProblemRef::of(p), *strips);
+    EXPECT_TRUE(v.passed) << p.key() << ": " << v.summary;
+    if (p.mode == PoolMode::max && !backward) EXPECT_EQ(v.max_rel_err, 0.0) << p.key() << ": " << v.summary;
+    ++ran;
   }
   EXPECT_GE(ran, 8 * 4 * 3 * 5);
 }
