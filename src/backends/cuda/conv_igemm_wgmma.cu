@@ -217,18 +217,9 @@ CUtensorMap weights_map(const ConvParams& p, const T* w, int box_rows) {
   // caller), the base is the caller's (cp.async's 16-byte copies need it as well).
   const cuuint64_t dims[3] = {cuuint64_t(kred), cuuint64_t(p.kg), cuuint64_t(p.groups)};
   const cuuint64_t strides[2] = {cuuint64_t(kred) * sizeof(T), cuuint64_t(kred) * p.kg * sizeof(T)};
-  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, element_strides[3] = {1, 1, 1};
-  CUtensorMap map{};
-  const CUresult r = tensor_map_encoder("gpu.conv.igemm_tc (specialized wgmma tiles)")(
-      &map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-      const_cast<T*>(w), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error(Status::backend_error, "gpu.conv.igemm_tc: cuTensorMapEncodeTiled failed (" +
-                                           std::to_string(int(r)) + ") for weights of " +
-                                           std::to_string(p.groups) + " groups x " + std::to_string(p.kg) +
-                                           " rows x " + std::to_string(kred));
-  return map;
+  return swizzled_box_map(std::is_same_v<T, __half>, w, dims, strides, box_rows, "gpu.conv.igemm_tc",
+                          "weights of " + std::to_string(p.groups) + " groups x " + std::to_string(p.kg) +
+                              " rows x " + std::to_string(kred));
 }
 
 template <typename T, int BM, int BN, int STAGES>

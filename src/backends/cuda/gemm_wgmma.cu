@@ -284,18 +284,9 @@ CUtensorMap operand_map(const T* base, long long inner, long long outer, long lo
   const cuuint64_t dims[3] = {cuuint64_t(inner), cuuint64_t(outer), cuuint64_t(one ? 1 : batches)};
   const cuuint64_t strides[2] = {cuuint64_t(ld) * sizeof(T),
                                  cuuint64_t(one ? outer * ld : batch_stride) * sizeof(T)};
-  const cuuint32_t box[3] = {64, cuuint32_t(box_outer), 1}, element_strides[3] = {1, 1, 1};
-  CUtensorMap map{};
-  const CUresult r = tensor_map_encoder("gpu.gemm.tc (TMA tiles)")(
-      &map, std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-      const_cast<T*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error(Status::backend_error, "gpu.gemm.tc: cuTensorMapEncodeTiled failed (" +
-                                           std::to_string(int(r)) + ") for a " + std::to_string(outer) +
-                                           " x " + std::to_string(inner) + " operand of row pitch " +
-                                           std::to_string(ld));
-  return map;
+  return swizzled_box_map(std::is_same_v<T, __half>, base, dims, strides, box_outer, "gpu.gemm.tc",
+                          "a " + std::to_string(outer) + " x " + std::to_string(inner) +
+                              " operand of row pitch " + std::to_string(ld));
 }
 
 template <typename T, int BM, int BN, int STAGES, bool TX, bool TY>
