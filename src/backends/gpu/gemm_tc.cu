@@ -72,9 +72,10 @@ constexpr GemmTile kTiles[] = {
 }  // namespace
 
 GemmTilePace gemm_tc_tile_pace(const GemmTile& tile, DType dtype) {
-  // Rates from the tuner's per-tile medians of 8192^3 products (NN, f16 and f32, an H100); blocks
-  // per multiprocessor from each tile's stage buffers and registers. The wgmma tiles' 196 KiB of
-  // stages leave room for one block, the 64-row cp.async one's 96 KiB for two.
+  // Rates relative to the fastest tile, from the tuner's per-tile medians of 8192^3 products (NN,
+  // f16 and f32; bench/RESULTS.md); blocks per multiprocessor from each tile's stage buffers and
+  // registers. The wgmma tiles' 196 KiB of stages leave room for one block, the 64-row cp.async
+  // one's 96 KiB for two.
   if (tile.wgmma) {
     if (tile.tma) return {tile.bn == 256 ? 1.0 : 0.76, 1};
     return {tile.bm == 128 ? 0.60 : 0.39, tile.bm == 128 ? 1 : 2};
