@@ -65,12 +65,13 @@ __device__ __forceinline__ void welford_add8(Welford<float>& w, const float (&v)
   w.merge(b);
 }
 
-/// Merges the kNormThreads values of `shared` (indexed by threadIdx.x, already written) in a
-/// fixed tree; thread 0 gets the total in shared[0]. Every thread of the block must call it.
-template <class T>
+/// Merges the kThreads values of `shared` (indexed by threadIdx.x, already written; kThreads a
+/// power of two, the block's size) in a fixed tree; thread 0 gets the total in shared[0]. Every
+/// thread of the block must call it.
+template <class T, int kThreads = kNormThreads>
 __device__ __forceinline__ void tree_merge(T* shared) {
   __syncthreads();
-  for (int stride = kNormThreads / 2; stride > 0; stride /= 2) {
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (int(threadIdx.x) < stride) shared[threadIdx.x].merge(shared[threadIdx.x + stride]);
     __syncthreads();
   }

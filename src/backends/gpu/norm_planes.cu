@@ -2,14 +2,15 @@
 // planes of hw pixels. nchw training forward: (1) blocks reduce ranges of a plane's pixels to Welford
 // partials, (2) one block per statistic merges its partials in a fixed order and writes
 // saved_mean/saved_invstd (and batch norm's running statistics), (3) one thread per plane turns
-// them into y = a*(x - m) + c coefficients, (4) one vectorised pass writes y. Inference runs (3) and (4)
-// only. Backward: partial sums of dy and dy*(x - mean), one block per channel (dscale, dshift) and
-// per statistic (the sums dx needs), coefficients of dx = a*dy + b*(x - m) + c, one pass. Two reads of x
-// and one write for training, as the minimum without keeping x on chip; no atomics, so the bits are
-// the same on every run. nhwc runs the same stages with its own partial and elementwise kernels,
-// the coefficients computed by each thread for the channels it owns (no stage (3), and inference is
-// one kernel); where the partial pass has blocks enough, the elementwise pass takes its ranges in
-// reverse, so x (and dy) are read again most recent first, while the L2 cache still holds them.
+// them into y = a*(x - m) + c coefficients, (4) one vectorised pass writes y. Inference runs (3) and
+// (4) only. Backward: partial sums of dy and dy*(x - mean), one block per channel (dscale, dshift)
+// and a block or part of one per statistic (the sums dx needs), coefficients of
+// dx = a*dy + b*(x - m) + c, one pass. Two reads of x and one write for training, as the minimum
+// without keeping x on chip; no atomics, so the bits are the same on every run. nhwc runs the same
+// stages with its own partial and elementwise kernels, the coefficients computed by each thread for
+// the channels it owns (no stage (3), and inference is one kernel); where the partial pass has
+// blocks enough, the elementwise pass takes its ranges in reverse, so x (and dy) are read again most
+// recent first, while the L2 cache still holds them.
 #include <type_traits>
 
 #include "norm_device.cuh"
@@ -20,6 +21,8 @@ namespace {
 
 // Plane sums in one block aim at this many blocks over the whole problem.
 constexpr std::int64_t kTargetBlocks = 1024;
+// The finalize kernels' threads per statistic where that gives at most 4 partials a thread.
+constexpr int kFinalizeSmallThreads = 64;
 
 __device__ __forceinline__ std::int64_t stat_of(const PlaneGeometry& g, std::int64_t image,
                                                 std::int64_t channel) {
@@ -33,7 +36,7 @@ __device__ __forceinline__ std::int64_t plane_of_stat(const PlaneGeometry& g, st
   const std::int64_t cpg = g.c / g.groups;
   return (stat / g.groups) * g.c + (stat % g.groups) * cpg + i;
 }
-__device__ __forceinline__ std::int64_t planes_per_stat(const PlaneGeometry& g) {
+__host__ __device__ __forceinline__ std::int64_t planes_per_stat(const PlaneGeometry& g) {
   return g.groups == 0 ? g.segments : g.c / g.groups;
 }
 
@@ -111,17 +114,20 @@ __global__ void plane_partial_nchw(PlaneGeometry g, int group, const T* __restri
 
 // ---- (2) per statistic / per channel ------------------------------------------------------------
 
-/// One block per statistic: merges its planes' partials in double, writes saved_mean/saved_invstd,
-/// the mean's f32 rounding error into mean_lo, and, with running statistics given, updates them.
-__global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial, float epsilon,
-                              float* __restrict__ saved_mean, float* __restrict__ saved_invstd,
-                              float* __restrict__ running_mean, float* __restrict__ running_var,
-                              float momentum, float* __restrict__ mean_lo) {
-  __shared__ Welford<double> shared[kNormThreads];
+/// One block of kThreads per statistic: merges its planes' partials in double, writes
+/// saved_mean/saved_invstd, the mean's f32 rounding error into mean_lo, and, with running
+/// statistics given, updates them.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    stat_finalize(PlaneGeometry g, const float* __restrict__ partial, float epsilon,
+                  float* __restrict__ saved_mean, float* __restrict__ saved_invstd,
+                  float* __restrict__ running_mean, float* __restrict__ running_var, float momentum,
+                  float* __restrict__ mean_lo) {
+  __shared__ Welford<double> shared[kThreads];
   const std::int64_t stat = blockIdx.x;
   const std::int64_t items = planes_per_stat(g) * g.splits;
   Welford<double> w{};
-  for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
+  for (std::int64_t i = threadIdx.x; i < items; i += kThreads) {
     const std::int64_t plane = plane_of_stat(g, stat, i / g.splits), s = i % g.splits;
     const float* in = partial + (s * g.partial_planes() + plane) * 4;
     Welford<double> o{};
@@ -129,7 +135,7 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
     w.merge(o);
   }
   shared[threadIdx.x] = w;
-  tree_merge(shared);
+  tree_merge<Welford<double>, kThreads>(shared);
   if (threadIdx.x != 0) return;
   const Welford<double>& t = shared[0];
   const double var = t.n > 0 ? t.m2 / t.n : 0.0;
@@ -144,17 +150,24 @@ __global__ void stat_finalize(PlaneGeometry g, const float* __restrict__ partial
 }
 
 /// Blocks [0, c): channel c's dscale = sum r * sum(dy*(x-mean)) and dshift = sum dy over images;
-/// blocks [c, c + stats): a statistic's sum of g = dy*scale and of g*xhat, into `stat_sums`.
-__global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial,
+/// the blocks after them: a statistic's sum of g = dy*scale and of g*xhat, into `stat_sums`, by
+/// `stat_group` threads (a power of two dividing kNormThreads), kNormThreads / stat_group
+/// statistics a block.
+__global__ void grad_finalize(PlaneGeometry g, int stat_group, const float* __restrict__ partial,
                               const float* __restrict__ scale, const float* __restrict__ saved_invstd,
                               float* __restrict__ dscale, float* __restrict__ dshift,
                               float* __restrict__ stat_sums) {
   __shared__ Sum2<double> shared[kNormThreads];
   const bool channel_block = blockIdx.x < g.c;
-  const std::int64_t id = channel_block ? std::int64_t(blockIdx.x) : std::int64_t(blockIdx.x) - g.c;
-  const std::int64_t items = (channel_block ? g.segments : planes_per_stat(g)) * g.splits;
+  const int group = channel_block ? kNormThreads : stat_group;
+  const int lane = int(threadIdx.x) % group;
+  const std::int64_t id =
+      channel_block ? std::int64_t(blockIdx.x)
+                    : (std::int64_t(blockIdx.x) - g.c) * (kNormThreads / group) + int(threadIdx.x) / group;
+  const bool active = channel_block || id < g.stats();
+  const std::int64_t items = !active ? 0 : (channel_block ? g.segments : planes_per_stat(g)) * g.splits;
   Sum2<double> acc{};
-  for (std::int64_t i = threadIdx.x; i < items; i += kNormThreads) {
+  for (std::int64_t i = lane; i < items; i += group) {
     const std::int64_t s = i % g.splits;
     const std::int64_t plane = channel_block ? (i / g.splits) * g.c + id : plane_of_stat(g, id, i / g.splits);
     const std::int64_t ch = plane % g.c;
@@ -169,14 +182,14 @@ __global__ void grad_finalize(PlaneGeometry g, const float* __restrict__ partial
     }
   }
   shared[threadIdx.x] = acc;
-  tree_merge(shared);
-  if (threadIdx.x != 0) return;
+  const Sum2<double> t = group_merge(shared, group);
+  if (lane != 0 || !active) return;
   if (channel_block) {
-    dscale[id] = float(shared[0].a);
-    dshift[id] = float(shared[0].b);
+    dscale[id] = float(t.a);
+    dshift[id] = float(t.b);
   } else {
-    stat_sums[2 * id] = float(shared[0].a);
-    stat_sums[2 * id + 1] = float(shared[0].b);
+    stat_sums[2 * id] = float(t.a);
+    stat_sums[2 * id + 1] = float(t.b);
   }
 }
 
@@ -746,7 +759,11 @@ void launch_plane_forward_training(const PlaneGeometry& g, const dnn::NormArgs& 
     launch_partial<T, false>(g, x, nullptr, nullptr, w.partial, s);
     auto* saved_mean = static_cast<float*>(a.saved_mean);
     auto* saved_invstd = static_cast<float*>(a.saved_invstd);
-    stat_finalize<<<unsigned(g.stats()), kNormThreads, 0, s>>>(
+    // Statistics of few partials (nhwc group norm: a group's channels times an image's ranges) take
+    // small blocks: more of them resident at once, and a shallower merge tree.
+    const bool small = planes_per_stat(g) * g.splits <= 4 * kFinalizeSmallThreads;
+    auto finalize = small ? stat_finalize<kFinalizeSmallThreads> : stat_finalize<kNormThreads>;
+    finalize<<<unsigned(g.stats()), small ? kFinalizeSmallThreads : kNormThreads, 0, s>>>(
         g, w.partial, float(epsilon), saved_mean, saved_invstd,
         update_running ? static_cast<float*>(a.running_mean) : nullptr,
         update_running ? static_cast<float*>(a.running_var) : nullptr, float(momentum), w.stat_sums);
@@ -793,9 +810,13 @@ void launch_plane_backward(const PlaneGeometry& g, const dnn::NormArgs& a, void*
     const auto* x = static_cast<const T*>(a.x);
     const auto* dy = static_cast<const T*>(a.dy);
     launch_partial<T, true>(g, x, dy, saved_mean, w.partial, s);
-    grad_finalize<<<unsigned(g.c + g.stats()), kNormThreads, 0, s>>>(
-        g, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale), static_cast<float*>(a.dshift),
-        w.stat_sums);
+    // As stat_finalize: statistics of few partials share a block, kFinalizeSmallThreads each.
+    const int stat_group =
+        planes_per_stat(g) * g.splits <= 4 * kFinalizeSmallThreads ? kFinalizeSmallThreads : kNormThreads;
+    const std::int64_t stats_per_block = kNormThreads / stat_group;
+    grad_finalize<<<unsigned(g.c + (g.stats() + stats_per_block - 1) / stats_per_block), kNormThreads, 0,
+                    s>>>(g, stat_group, w.partial, scale, saved_invstd, static_cast<float*>(a.dscale),
+                         static_cast<float*>(a.dshift), w.stat_sums);
     const CoefInputs in{saved_mean, saved_invstd, nullptr, 0.f, nullptr, scale, nullptr, w.stat_sums};
     launch_apply<T, true>(g, in, dy, x, w, static_cast<T*>(a.dx), s);
   });
