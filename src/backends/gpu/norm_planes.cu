@@ -333,21 +333,26 @@ __device__ __forceinline__ Packed<T, kVec> load_packed(const T* ptr) {
   }
 }
 
-/// load_packed for a value's last read: the L2 lines are marked evict-first (ld.global.cs), so the
-/// output the same pass writes displaces them rather than the lines it has yet to read.
+/// Whether the elementwise pass marks its reads evict-first (ld.global.cs, CUDA only). Within one
+/// call that lets its output displace lines it has already used instead of those it has yet to
+/// read, if a hit takes the mark (up to the whole L2 cache reused rather than about half). Off: the
+/// lines it reads last, the ranges' first rows, then stay cached for a next partial pass over the
+/// same tensor (repeated calls on one buffer), which starts on them.
+constexpr bool kApplyReadsEvictFirst = false;
+
+/// load_packed for the elementwise pass's reads, the last of each value in the operation.
 template <typename T, int kVec>
 __device__ __forceinline__ Packed<T, kVec> load_packed_last(const T* ptr) {
-#if GALLEY_GPU_HIP
-  return load_packed<T, kVec>(ptr);
-#else
-  if constexpr (kVec == 1) {
-    return {*ptr};
-  } else if constexpr (std::is_same_v<T, float>) {
-    return {__ldcs(reinterpret_cast<const float4*>(ptr)), __ldcs(reinterpret_cast<const float4*>(ptr) + 1)};
-  } else {
-    return {__ldcs(reinterpret_cast<const uint4*>(ptr))};
+#if !GALLEY_GPU_HIP
+  if constexpr (kApplyReadsEvictFirst && kVec == 8) {
+    if constexpr (std::is_same_v<T, float>) {
+      return {__ldcs(reinterpret_cast<const float4*>(ptr)), __ldcs(reinterpret_cast<const float4*>(ptr) + 1)};
+    } else {
+      return {__ldcs(reinterpret_cast<const uint4*>(ptr))};
+    }
   }
 #endif
+  return load_packed<T, kVec>(ptr);
 }
 
 template <typename T, int kVec>
@@ -491,9 +496,8 @@ __global__ void __launch_bounds__(kNormThreads)
 /// its end in chunks of ty * kRows rows. The blocks and the rows within a range run in the reverse of
 /// the partial pass's order: given that pass's ranges (range_len == g.split_len), every block starts
 /// on the rows the partial pass read last, the likeliest still in the L2 cache, and works back to
-/// those it read first, so the cache is drained from its most recent end while this pass's
-/// evict-first reads give way to its output. Smaller problems take short ranges of one chunk
-/// instead, for more blocks.
+/// those it read first, so the cache is drained from its most recent end. Smaller problems take
+/// short ranges of one chunk instead, for more blocks.
 template <typename T, int kVec, int kRows, bool kBackward>
 __global__ void __launch_bounds__(kNormThreads, 2)
     nhwc_apply(PlaneGeometry g, CoefInputs in, const T* __restrict__ u, const T* __restrict__ v,
