@@ -1,12 +1,12 @@
 // gpu.conv.bwd_weights_depthwise's row-strip kernel (3x3 and 5x5 filters, multiplier 1, tensors
 // below 2^31 elements):
 //   dw[c][r][s] = sum over (n, p, q) of dy[n,c,p,q] * x[n,c, p*u - pad_h + r*dil_h, q*v - pad_w + s*dil_w].
-// A thread owns one channel (two neighbouring ones in nhwc when c is even: one 4- or 8-byte load
-// for both) and keeps all r * s tap sums in registers while it walks tasks of `band` output rows x
-// kCols output columns: per output row it loads the strip's dy values and, per filter row, the x
-// values they touch (kCols + s - 1 neighbouring columns at unit stride and dilation, each feeding up
-// to s taps). That is a few loads per pixel, each x value loaded once per filter row rather than
-// once per tap, and no index division in the inner loop.
+// A thread owns one channel (in nhwc, four neighbouring ones when c % 4 == 0, else two when c is
+// even: one load for all of them) and keeps all r * s tap sums in registers while it walks tasks of
+// `band` output rows x kCols output columns: per output row it loads the strip's dy values and, per
+// filter row, the x values they touch (kCols + s - 1 neighbouring columns at unit stride and
+// dilation, each feeding up to s taps). That is a few loads per pixel, each x value loaded once per
+// filter row rather than once per tap, and no index division in the inner loop.
 //
 // Blocks: nhwc, neighbouring channel vectors (contiguous in memory, so warps load whole lines) x
 // lanes; nchw, one channel x 256 lanes, consecutive lanes on consecutive strips of a row. Grid:
@@ -28,17 +28,26 @@ constexpr int kChunk = 16;            // tap sums reduced per pass through share
 constexpr int kMaxSlices = 2048;
 constexpr int kMaxBand = 16;
 
-// kVec consecutive elements of T as floats; kVec == 2 needs an address aligned to 2 * sizeof(T).
+// kVec consecutive elements of T as floats, in one load; kVec > 1 needs an address aligned to
+// kVec * sizeof(T).
 template <typename T, int kVec>
 __device__ __forceinline__ void load_vec(const T* ptr, float (&out)[kVec]) {
+  static_assert(kVec == 1 || kVec == 2 || kVec == 4, "one load of 1, 2 or 4 elements");
   if constexpr (kVec == 1) {
     out[0] = ldg_f32(ptr);
-  } else if constexpr (std::is_same_v<T, float>) {
+  } else if constexpr (std::is_same_v<T, float> && kVec == 2) {
     const float2 v = __ldg(reinterpret_cast<const float2*>(ptr));
     out[0] = v.x, out[1] = v.y;
-  } else {
+  } else if constexpr (std::is_same_v<T, float>) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(ptr));
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  } else if constexpr (kVec == 2) {
     const float2 v = unpack2(__ldg(reinterpret_cast<const unsigned int*>(ptr)), static_cast<T*>(nullptr));
     out[0] = v.x, out[1] = v.y;
+  } else {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(ptr));
+    const float2 lo = unpack2(w.x, static_cast<T*>(nullptr)), hi = unpack2(w.y, static_cast<T*>(nullptr));
+    out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
   }
 }
 
@@ -182,9 +191,15 @@ __global__ void sum_weight_slices_kernel(const float* __restrict__ partial, T* _
   if (lane == 0) dw[weight] = from_f32<T>(s);
 }
 
-// Channels a thread owns: two where nhwc channel pairs make one aligned load (alignment of the
+// Channels a thread owns: four (or two) where nhwc channel runs make one aligned load, so a thread
+// issues a quarter of the loads and address arithmetic of one channel a thread (alignment of the
 // pointers is checked at launch; the plan does not depend on it).
-int preferred_vec(const ConvParams& p) { return p.nhwc && p.c % 2 == 0 ? 2 : 1; }
+// Four only for 3x3 filters: a 5x5's 100 tap sums would hold one 256-thread block a multiprocessor.
+int preferred_vec(const ConvParams& p) {
+  if (!p.nhwc) return 1;
+  if (p.c % 4 == 0 && p.r == 3) return 4;
+  return p.c % 2 == 0 ? 2 : 1;
+}
 
 struct BlockShape {
   int groups = 1;          // blocks along channels (grid.x)
@@ -234,12 +249,14 @@ bool bwd_weights_depthwise_strips_apply(const ConvParams& p) {
 }
 
 DepthwiseBwdWeightsPlan plan_bwd_weights_depthwise_strips(const ConvParams& p, int sm_count) {
-  // About 1024 threads a multiprocessor in one wave: each thread has a dozen or more independent
-  // loads per output row in flight, so half occupancy hides their latency.
-  const BlockShape b = block_shape(p, preferred_vec(p));
+  // About 1024 threads a multiprocessor in one wave (512 with four channels a thread, whose tap sums
+  // double its registers; each of those loads twice the bytes): each thread has a dozen or more
+  // independent loads per output row in flight, so half occupancy hides their latency.
+  const int vec = preferred_vec(p);
+  const BlockShape b = block_shape(p, vec);
   const std::int64_t vec_threads = std::int64_t(b.groups) * b.vecs_per_block;
   const std::int64_t wanted =
-      std::max<std::int64_t>(1, std::int64_t(std::max(1, sm_count)) * 1024 / vec_threads);
+      std::max<std::int64_t>(1, std::int64_t(std::max(1, sm_count)) * (vec == 4 ? 512 : 1024) / vec_threads);
   // Longest band that still gives every wanted lane a task (shorter bands cost more halo rows).
   int band = kMaxBand;
   while (band > 1 && tasks_for(p, band) < wanted) band /= 2;
@@ -272,9 +289,15 @@ void launch_bwd_weights_depthwise_strips(const ConvParams& p, const DepthwiseBwd
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* xt = static_cast<const T*>(x);
     const T* dyt = static_cast<const T*>(dy);
+    const auto fits = [&](int vec) {
+      return preferred_vec(p) >= vec && p.c % vec == 0 && aligned_to(x, vec * sizeof(T)) &&
+             aligned_to(dy, vec * sizeof(T));
+    };
     if (!p.nhwc)
       launch_kernel<T, false, 1>(p, plan, xt, dyt, partial, s);
-    else if (preferred_vec(p) == 2 && aligned_to(x, 2 * sizeof(T)) && aligned_to(dy, 2 * sizeof(T)))
+    else if (fits(4))
+      launch_kernel<T, true, 4>(p, plan, xt, dyt, partial, s);
+    else if (fits(2))
       launch_kernel<T, true, 2>(p, plan, xt, dyt, partial, s);
     else
       launch_kernel<T, true, 1>(p, plan, xt, dyt, partial, s);
