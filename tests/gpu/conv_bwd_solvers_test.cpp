@@ -771,7 +771,10 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
       geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // two k tiles, long reduction: many splits
       geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, partial tiles
       geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),     // packed groups
-      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1)};  // 136 = two 64-channel slabs + 8
+      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1),   // 136 = two 64-channel slabs + 8
+      geometry(2, 16, 13, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // taps packed, the last pack partial
+      geometry(1, 24, 9, 10, 16, 5, 5, 2, 2, 1, 1, 1, 1, 1),     // 24 channels: packs leave columns idle
+      geometry(2, 3, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1)};    // RGB stem: padded to 8, 8+ taps a tile
   int configs_run = 0;
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
@@ -783,6 +786,9 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
     }
   }
   std::printf("[ info ] gpu.conv.bwd_weights_igemm: %d configs run against the reference\n", configs_run);
+  ConvProblem stem = shapes[std::size(shapes) - 1];
+  stem.direction = ConvDirection::backward_weights, stem.dtype = DType::f16, stem.layout = Layout::nhwc;
+  EXPECT_NE(s->detail(stem, *device).find("taps a tile"), std::string::npos) << s->detail(stem, *device);
 
   ConvProblem p = shapes[0];
   p.direction = ConvDirection::backward_weights, p.dtype = DType::f16, p.layout = Layout::nhwc;

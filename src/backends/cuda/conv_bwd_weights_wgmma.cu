@@ -70,8 +70,9 @@ __global__ void __launch_bounds__(2 * BM, 1)
   const int c_base = blk.c0 + (lane & 3) * 2;
 #pragma unroll
   for (int i = 0; i < BN / 2; i += 2)
-    store_dw_pair(cp, blk.g, group_pack, blk.k_end, blk.c_end, blk.tap, m_base + 8 * ((i >> 1) & 1),
-                  c_base + 8 * (i >> 2), acc[i], acc[i + 1], blk.split, splits, partial, dw);
+    store_dw_pair(cp, blk.g, group_pack, blk.k_end, blk.c_end, blk.tap, blk.tap_pack,
+                  m_base + 8 * ((i >> 1) & 1), c_base + 8 * (i >> 2), acc[i], acc[i + 1], blk.split, splits,
+                  partial, dw);
 }
 
 template <typename T, int BM, int BN, int STAGES>
@@ -82,7 +83,7 @@ void launch_tile(const ConvParams& p, int splits, int group_pack, const T* x, co
   static std::atomic<std::uint64_t> raised{0};                                 // one per instantiation
   once_per_device(raised, [&] { allow_dynamic_smem(kernel, kSmem, "gpu.conv.bwd_weights_igemm (wgmma)"); });
   const int c_tiles = ceil_div(p.cg * group_pack, BN);
-  const dim3 grid(c_tiles * p.r * p.s, ceil_div(p.kg * group_pack, BM),
+  const dim3 grid(bwd_weights_column_blocks(p, BN, group_pack), ceil_div(p.kg * group_pack, BM),
                   ceil_div(p.groups, group_pack) * splits);
   kernel<<<grid, 2 * BM, kSmem, s>>>(p, x, dy, partial, dw, splits, c_tiles, group_pack);
 }

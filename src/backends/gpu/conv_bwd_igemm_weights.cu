@@ -156,6 +156,7 @@ std::string BwdIgemmPlan::describe() const {
                   (nhwc_tc ? "nhwc 16-byte loads, " : "") + (wgmma ? "wgmma " : "") + "tile " +
                   std::to_string(bm) + "x" + std::to_string(bn);
   if (group_pack > 1) s += ", " + std::to_string(group_pack) + " groups a tile";
+  if (tap_pack > 1) s += ", " + std::to_string(tap_pack) + " taps a tile";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
   return s;
 }

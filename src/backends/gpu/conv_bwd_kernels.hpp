@@ -78,6 +78,7 @@ struct BwdIgemmPlan {
   bool nhwc_tc =
       false;           ///< bwd-weights' NHWC tensor-core path (conv_bwd_weights_nhwc_tc.hpp): its tile table
   int group_pack = 1;  ///< groups one tile of that path takes
+  int tap_pack = 1;    ///< filter taps one column tile of that path takes (one narrow group)
   bool wgmma = false;  ///< that path's tile is one of its Hopper wgmma tiles
   /// That path on x's channels padded to a multiple of 8 in the workspace (an RGB first layer),
   /// its dw rows unpadded after.

@@ -18,14 +18,32 @@
 #include "conv_mma.cuh"
 #include "conv_params.hpp"
 
+namespace galley::backends::gpu {
+
+/// Filter taps side by side in one column tile: a layer of one group whose cg channels fill at most
+/// half of a BN-wide tile (an RGB stem padded to 8, a 64-channel layer on a 128-wide tile) takes
+/// BN / cg taps a tile, column j being tap j / cg's channel j % cg, instead of leaving BN - cg columns
+/// of every tap's tile idle. 1 otherwise.
+__host__ __device__ inline int bwd_weights_tap_pack(const ConvParams& cp, int bn) {
+  return cp.groups == 1 && 2 * cp.cg <= bn ? bn / cp.cg : 1;
+}
+/// grid.x of the NHWC tensor-core path: its column tiles (c tiles x taps, or tap packs).
+__host__ __device__ inline int bwd_weights_column_blocks(const ConvParams& cp, int bn, int group_pack) {
+  const int pack = bwd_weights_tap_pack(cp, bn);
+  const int taps = cp.r * cp.s;
+  return pack > 1 ? (taps + pack - 1) / pack : (cp.cg * group_pack + bn - 1) / bn * taps;
+}
+
+}  // namespace galley::backends::gpu
+
 #if GALLEY_GPU_MMA
 namespace galley::backends::gpu {
 
-/// What a block of the grid (c tiles x taps, k tiles, group packs x splits) works on: group pack g
-/// (packed groups, k_end x c_end channels), tap (r, s), the tile at (m0, c0), split `split` of the
-/// pixel steps, `steps` steps of `step_pixels` pixels from `first_step`.
+/// What a block of the grid (column tiles, k tiles, group packs x splits) works on: group pack g
+/// (packed groups, k_end x c_end channels), tap (r, s) (the first of tap_pack), the tile at (m0, c0),
+/// split `split` of the pixel steps, `steps` steps of `step_pixels` pixels from `first_step`.
 struct BwdWeightsNhwcBlock {
-  int g, k_end, c_end, tap, r, s, m0, c0, split, first_step, steps;
+  int g, k_end, c_end, tap, tap_pack, m0, c0, split, first_step, steps;
   __device__ __forceinline__ BwdWeightsNhwcBlock(const ConvParams& cp, int bm, int bn, int c_tiles,
                                                  int group_pack, int splits, int step_pixels) {
     const int group_tiles = (cp.groups + group_pack - 1) / group_pack;
@@ -33,9 +51,14 @@ struct BwdWeightsNhwcBlock {
     split = blockIdx.z / group_tiles;
     const int packed = min(group_pack, cp.groups - g);
     k_end = packed * cp.kg, c_end = packed * cp.cg;
-    tap = blockIdx.x / c_tiles;
-    c0 = (blockIdx.x - tap * c_tiles) * bn, m0 = blockIdx.y * bm;
-    r = tap / cp.s, s = tap - r * cp.s;
+    tap_pack = bwd_weights_tap_pack(cp, bn);
+    if (tap_pack > 1) {
+      tap = blockIdx.x * tap_pack, c0 = 0;
+    } else {
+      tap = blockIdx.x / c_tiles;
+      c0 = (blockIdx.x - tap * c_tiles) * bn;
+    }
+    m0 = blockIdx.y * bm;
     const int total_steps = (cp.n * cp.p * cp.q + step_pixels - 1) / step_pixels;
     const bwd_igemm::StepRange range = bwd_igemm::split_steps(total_steps, split, splits);
     first_step = range.begin;
@@ -68,13 +91,23 @@ struct BwdWeightsNhwcLoader {
       : a_chunk(tid % kAChunks),
         b_chunk(tid % kBChunks),
         a_ok(blk.m0 + a_chunk * 8 < blk.k_end),
-        b_ok(blk.c0 + b_chunk * 8 < blk.c_end),
         dy_col(dy + blk.g * cp.kg + blk.m0 + a_chunk * 8),
-        x_col(x + blk.g * cp.cg + blk.c0 + b_chunk * 8),
-        dh(blk.r * cp.dil_h - cp.pad_h),
-        dwo(blk.s * cp.dil_w - cp.pad_w),
         pixels(cp.n * cp.p * cp.q),
         next_step(blk.first_step) {
+    // This thread's B column: channel `col` of tap `tap` (a chunk never straddles two taps of a pack,
+    // cg being a multiple of 8).
+    int col = blk.c0 + b_chunk * 8, tap = blk.tap;
+    if (blk.tap_pack > 1) {
+      const int t = col / cp.cg;
+      col -= t * cp.cg, tap += t;
+      b_ok = t < blk.tap_pack && tap < cp.r * cp.s;
+    } else {
+      b_ok = col < blk.c_end;
+    }
+    const int r = tap / cp.s, s = tap - r * cp.s;
+    x_col = x + blk.g * cp.cg + col;
+    dh = r * cp.dil_h - cp.pad_h;
+    dwo = s * cp.dil_w - cp.pad_w;
     const int PQ = cp.p * cp.q;
     step_n = kStepPixels / PQ;
     step_p = (kStepPixels / cp.q) % cp.p;
@@ -122,14 +155,19 @@ struct BwdWeightsNhwcLoader {
   }
 };
 
-/// Stores the accumulators of row m, columns c and c + 1 (c even) of group pack g's tile of tap `tap`:
-/// to split `split`'s fp32 partials when splits > 1, else to dw. Pairs past the pack's channels, or
-/// across two groups of a pack, are not stored. cg is a multiple of 8, so a pair whose first column is
-/// in range lies in one group.
+/// Stores the accumulators of row m, columns c and c + 1 (c even) of group pack g's tile of tap `tap`
+/// (with tap_pack > 1, of the pack from tap `tap`): to split `split`'s fp32 partials when splits > 1,
+/// else to dw. Pairs past the pack's channels or taps, or across two groups of a pack, are not stored.
+/// cg is a multiple of 8, so a pair whose first column is in range lies in one group and one tap.
 template <typename T>
 __device__ __forceinline__ void store_dw_pair(const ConvParams& cp, int g, int group_pack, int k_end,
-                                              int c_end, int tap, int m, int c, float v0, float v1, int split,
-                                              int splits, float* partial, T* dw) {
+                                              int c_end, int tap, int tap_pack, int m, int c, float v0,
+                                              float v1, int split, int splits, float* partial, T* dw) {
+  if (tap_pack > 1) {
+    const int t = c / cp.cg;
+    if (t >= tap_pack || tap + t >= cp.r * cp.s) return;
+    tap += t, c -= t * cp.cg;
+  }
   if (m >= k_end || c >= c_end) return;
   if (group_pack > 1) {
     const int mg = m / cp.kg;  // the row's group within the pack

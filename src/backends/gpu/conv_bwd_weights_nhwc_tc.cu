@@ -12,7 +12,9 @@
 // the step's 32 pixels, never dividing.
 // Groups narrower than a tile (ResNeXt's 8 channels a group) are packed: a block takes
 // `group_pack` adjacent groups, whose channels are adjacent in NHWC, multiplies them as one dense
-// tile and keeps its diagonal blocks, group_pack times less waste than one group a tile.
+// tile and keeps its diagonal blocks, group_pack times less waste than one group a tile. A layer
+// of one narrow group packs taps instead (bwd_weights_tap_pack): a tile's columns run over several
+// taps' channels, each 16-byte chunk gathered from its own tap's input pixel.
 // On Hopper the planner also lists the wgmma tiles (../cuda/conv_bwd_weights_wgmma.hpp), plan tiles
 // kNhwcTcTileCount.. of the same path.
 #include <algorithm>
@@ -185,8 +187,9 @@ __global__ void __launch_bounds__(64 * WARPS_N, MIN_BLOCKS)
       const int m = m0 + warp_m * WM + mt * 16 + (lane >> 2) + half * 8;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
-        store_dw_pair(cp, g, group_pack, k_end, c_end, tap, m, c0 + warp_n * WN + nt * 8 + (lane & 3) * 2,
-                      acc[mt][nt][half * 2], acc[mt][nt][half * 2 + 1], split, splits, partial, dw);
+        store_dw_pair(cp, g, group_pack, k_end, c_end, tap, blk.tap_pack, m,
+                      c0 + warp_n * WN + nt * 8 + (lane & 3) * 2, acc[mt][nt][half * 2],
+                      acc[mt][nt][half * 2 + 1], split, splits, partial, dw);
     }
 }
 
@@ -203,7 +206,8 @@ void launch_tile(const ConvParams& p, const BwdIgemmPlan& plan, const T* x, cons
   const NhwcTcTile& t = kNhwcTcTiles[plan.tile];
   const int c_tiles = ceil_div(p.cg * plan.group_pack, t.bn);
   const int k_tiles = ceil_div(p.kg * plan.group_pack, t.bm);
-  const dim3 grid(c_tiles * p.r * p.s, k_tiles, ceil_div(p.groups, plan.group_pack) * plan.splits);
+  const dim3 grid(bwd_weights_column_blocks(p, t.bn, plan.group_pack), k_tiles,
+                  ceil_div(p.groups, plan.group_pack) * plan.splits);
   auto run = [&](auto kernel) {
     const int smem = kStages * kStepPixels * (t.bm + t.bn) * 2;
     static std::atomic<std::uint64_t> raised[kNhwcTcTileCount];
@@ -264,7 +268,7 @@ std::optional<std::pair<BwdIgemmPlan, double>> nhwc_tc_plan(const ConvParams& p,
       workspace > kWorkspaceCap || (splits > 1 && steps / splits < 8))
     return std::nullopt;
   const int sms = std::max(1, sm_count);
-  const std::int64_t tiles = std::int64_t(ceil_div(p.cg * pack, shape.bn)) * p.r * p.s *
+  const std::int64_t tiles = std::int64_t(bwd_weights_column_blocks(p, shape.bn, pack)) *
                              ceil_div(p.kg * pack, shape.bm) * group_tiles;
   const std::int64_t per = (steps + splits - 1) / splits;
   // The busiest multiprocessor runs per_sm blocks, up to blocks_per_sm at a time; one that holds
@@ -282,6 +286,7 @@ std::optional<std::pair<BwdIgemmPlan, double>> nhwc_tc_plan(const ConvParams& p,
   plan.bn = shape.bn;
   plan.splits = splits;
   plan.group_pack = pack;
+  plan.tap_pack = std::min(bwd_weights_tap_pack(p, shape.bn), p.r * p.s);
   plan.workspace_bytes = workspace;
   return std::make_pair(plan, time);
 }
