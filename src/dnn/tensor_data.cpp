@@ -172,11 +172,11 @@ double conv_tolerance(const ConvProblem& p) {
   // Winograd's transforms (any solver may run a 3x3 stride-1 problem that way, cuDNN's fused
   // engines among them) round each input and filter tile before the sum, about twice the rounding
   // of a direct sum in fp32. Backward-data of any undilated 3x3 is a 3x3 stride-1 correlation of dy
-  // (spread onto the stride grid first when strided), so it may take the same path.
+  // (spread onto the stride grid first when strided), so it may take the same path; so may the weight
+  // gradient of a 3x3 stride-1 layer, as the transposed algorithm F(3x3, 4x4).
   const bool undilated_3x3 = p.y == 3 && p.x == 3 && p.dilation_h == 1 && p.dilation_w == 1;
   const bool unit_stride = p.stride_h == 1 && p.stride_w == 1;
-  if (undilated_3x3 && (p.direction == ConvDirection::backward_data ||
-                        (p.direction == ConvDirection::forward && unit_stride))) {
+  if (undilated_3x3 && (p.direction == ConvDirection::backward_data || unit_stride)) {
     base *= 2;
   }
   // Each output is a sum of this many products; a correct fp32 sum in another order (a vendor's

@@ -47,7 +47,7 @@ double conv_tolerance(DType dtype);
 /// The tolerance for one problem: conv_tolerance(dtype), widened for fp32 problems whose outputs
 /// sum more than 1024 products by sqrt(products / 1024), the growth of a correct fp32 sum's rounding,
 /// by 8 for an epilogue activation with bounded outputs (clip, sigmoid, tanh, hardsigmoid), and by 2
-/// for a forward 3x3 stride-1 problem (which a solver may run as Winograd).
+/// for a 3x3 problem a solver may run as Winograd (forward or weights stride 1, any backward-data).
 double conv_tolerance(const ConvProblem& problem);
 
 }  // namespace galley::dnn

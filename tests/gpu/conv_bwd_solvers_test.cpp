@@ -768,13 +768,13 @@ TEST(BwdWeightsIgemmConfigs, EveryListedPlanMatchesTheReference) {
   runtime::Stream stream(*device);
   //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
   const ConvProblem shapes[] = {
-      geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // two k tiles, long reduction: many splits
-      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),    // 1x1 stride 2, partial tiles
-      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),     // packed groups
-      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1),   // 136 = two 64-channel slabs + 8
-      geometry(2, 16, 13, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1),    // taps packed, the last pack partial
-      geometry(1, 24, 9, 10, 16, 5, 5, 2, 2, 1, 1, 1, 1, 1),     // 24 channels: packs leave columns idle
-      geometry(2, 3, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1)};    // RGB stem: padded to 8, 8+ taps a tile
+      geometry(4, 64, 20, 18, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // two k tiles, long reduction: many splits
+      geometry(3, 40, 11, 13, 24, 1, 1, 0, 0, 2, 2, 1, 1, 1),   // 1x1 stride 2, partial tiles
+      geometry(2, 64, 10, 9, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8),    // packed groups
+      geometry(2, 136, 15, 17, 72, 3, 3, 1, 1, 2, 2, 1, 1, 1),  // 136 = two 64-channel slabs + 8
+      geometry(2, 16, 13, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // taps packed, the last pack partial
+      geometry(1, 24, 9, 10, 16, 5, 5, 2, 2, 1, 1, 1, 1, 1),    // 24 channels: packs leave columns idle
+      geometry(2, 3, 23, 19, 16, 7, 7, 3, 3, 2, 2, 1, 1, 1)};   // RGB stem: padded to 8, 8+ taps a tile
   int configs_run = 0;
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
@@ -852,6 +852,60 @@ TEST(BwdIgemm3xTf32, DataAndWeightsMatchTheReference) {
   p.direction = ConvDirection::backward_weights, p.dtype = DType::f32, p.layout = Layout::nchw;
   EXPECT_NE(find_conv_solver("cuda", "gpu.conv.bwd_weights_igemm")->detail(p, *device).find("fp32 SIMT"),
             std::string::npos);
+}
+
+// gpu.conv.bwd_weights_winograd on both layouts against the reference (fp32's tolerance with the
+// Winograd allowance) on odd shapes: primes, batch 1, channels not a multiple of 8, padding 0 and 2,
+// output sizes not a multiple of the 4x4 tile, reductions long enough to be split; and what it refuses.
+TEST(BwdWeightsWinograd, MatchesTheReferenceAndRefusesWithAReason) {
+  int run = 0;
+  for (const char* backend : {"cuda", "hip"}) {
+    std::string why;
+    const auto device = galley::testing::first_device(backend, why);
+    if (!device) continue;
+    const ConvSolver* s = find_conv_solver(backend, "gpu.conv.bwd_weights_winograd");
+    ASSERT_NE(s, nullptr) << backend;
+    runtime::Stream stream(*device);
+    //                   n   c   h   w   k  y  x  p  q  u  v  l  j  g
+    const ConvProblem shapes[] = {
+        geometry(2, 64, 20, 18, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+        geometry(1, 13, 17, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1),   // primes, batch 1
+        geometry(3, 5, 9, 10, 6, 3, 3, 0, 0, 1, 1, 1, 1, 1),     // no padding
+        geometry(2, 24, 7, 7, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1),    // padding 2: 9x9 outputs
+        geometry(8, 32, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1),  // 392 tiles: split sums
+        geometry(16, 8, 64, 64, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1)};  // 4096 tiles
+    for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        ConvProblem p = shapes[i];
+        p.direction = ConvDirection::backward_weights, p.dtype = DType::f32, p.layout = layout;
+        ASSERT_TRUE(s->check(p, *device)) << p.key() << ": " << s->check(p, *device).reason;
+        const HostCase c = make_case(p, 1100 + i);
+        std::string error;
+        const std::vector<std::byte> got = run_solver(*s, stream, p, c, &error);
+        const Comparison cmp =
+            compare_outputs(p.dtype, got.data(), c.want.data(), output_elements(p), conv_tolerance(p));
+        EXPECT_TRUE(cmp.passed && error.empty()) << backend << " " << p.key() << " (" << s->detail(p, *device)
+                                                 << "): " << cmp.summary << " " << error;
+        ++run;
+      }
+    }
+    ConvProblem base = shapes[0];
+    base.direction = ConvDirection::backward_weights, base.dtype = DType::f32, base.layout = Layout::nchw;
+    ConvProblem strided = base, k5 = base, grouped = base, half = base, data = base;
+    strided.stride_h = 2;
+    k5.y = k5.x = 5, k5.pad_h = k5.pad_w = 2;
+    grouped.groups = 2;
+    half.dtype = DType::f16;
+    data.direction = ConvDirection::backward_data;
+    const std::pair<ConvProblem, const char*> refusals[] = {
+        {strided, "stride"}, {k5, "3x3"}, {grouped, "groups"}, {half, "f32"}, {data, "backward_data"}};
+    for (const auto& [problem, names] : refusals) {
+      const Applicability a = s->check(problem, *device);
+      EXPECT_FALSE(a) << "claims " << problem.key();
+      EXPECT_NE(a.reason.find(names), std::string::npos) << problem.key() << ": " << a.reason;
+    }
+  }
+  if (run == 0) GTEST_SKIP() << "no GPU device";
 }
 
 // Tensors off 16-byte alignment (wrapped pointers) send the NHWC tensor-core path's problems to the

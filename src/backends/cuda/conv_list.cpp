@@ -43,6 +43,7 @@ void register_conv_list() {
         "gpu.conv.gemm_1x1", "gpu.conv.igemm_f32_nchw", "gpu.conv.igemm_f32"})
     list.push_back(make_conv_bwd_data_as_forward(b, forward));
   list.push_back(make_conv_bwd_weights_via_igemm_tc(b));
+  list.push_back(make_conv_bwd_weights_winograd(b));
   list.push_back(make_conv_bwd_data_igemm(b));
   list.push_back(make_conv_bwd_weights_igemm(b));
   list.push_back(make_conv_direct(b));

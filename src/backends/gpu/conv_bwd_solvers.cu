@@ -206,6 +206,33 @@ class BwdWeightsDepthwiseSolver final : public BwdSolver {
   }
 };
 
+class BwdWeightsWinogradSolver final : public BwdSolver {
+ public:
+  explicit BwdWeightsWinogradSolver(std::string backend)
+      : BwdSolver("gpu.conv.bwd_weights_winograd", std::move(backend), ConvDirection::backward_weights) {}
+  Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
+    if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
+    if (auto why = bwd_weights_winograd_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    return Applicability::yes();
+  }
+  std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {
+    return plan_bwd_weights_winograd(make_params(p), sm_count(device)).workspace_bytes;
+  }
+  void run(runtime::Stream& stream, const ConvProblem& p, const ConvArgs& a) const override {
+    const ConvParams cp = make_params(p);
+    const WinogradPlan plan = plan_bwd_weights_winograd(cp, sm_count(stream.device()));
+    require_workspace(a, plan.workspace_bytes);
+    const dnn::BackwardWeightsArgs t = dnn::backward_weights_args(a);
+    enqueue(stream,
+            [&](void* s) { launch_conv_bwd_weights_winograd(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
+  }
+  std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
+    const WinogradPlan plan = plan_bwd_weights_winograd(make_params(p), sm_count(device));
+    return "F(3x3,4x4) over dy's 4x4 tiles, " + std::to_string(plan.gemm.cg) +
+           " tiles, 36 GEMMs as grouped 1x1 igemm_f32 (" + plan.gemm_plan.describe() + ")";
+  }
+};
+
 // The implicit GEMMs run f16/bf16 on mma.sync in the cuda build, which needs sm_80 or newer.
 std::string tensor_cores_missing(const ConvProblem& p, const runtime::Device& device) {
   if (!bwd_igemm_uses_tensor_cores(p.dtype) || facts(device).cuda_major >= 8) return {};
@@ -795,6 +822,9 @@ std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_depthwise(std::string_view b
 }
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_depthwise(std::string_view backend) {
   return std::make_unique<BwdWeightsDepthwiseSolver>(std::string(backend));
+}
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_winograd(std::string_view backend) {
+  return std::make_unique<BwdWeightsWinogradSolver>(std::string(backend));
 }
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_igemm(std::string_view backend) {
   return std::make_unique<BwdDataIgemmSolver>(std::string(backend));

@@ -36,6 +36,8 @@ std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_as_forward(std::string_view 
 /// over x and dy with the batch moved innermost: "gpu.conv.bwd_weights_via_igemm_tc".
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_via_igemm_tc(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_igemm(std::string_view backend);
+/// "gpu.conv.bwd_weights_winograd": f32 3x3 stride-1 weight gradients as Winograd F(3x3, 4x4).
+std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_winograd(std::string_view backend);
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_weights_igemm(std::string_view backend);
 /// Claim every backward problem: the last backward entries of a GPU list.
 std::unique_ptr<dnn::ConvSolver> make_conv_bwd_data_direct(std::string_view backend);

@@ -10,10 +10,11 @@
 // Per 4x4 output tile and (k, c) pair F(4x4,3x3) needs 36 products instead of 144 (4x less GEMM
 // work), paid for with three memory-bound passes over tensors 36/16 = 2.25x the size of x and y.
 //
-// Matrices (Lavin & Gray, points 0, +-1, +-2, inf), applied as the 1-D transforms below.
+// Matrices (Lavin & Gray, points 0, +-1, +-2, inf): winograd_f4x3.cuh.
 #include <limits>
 
 #include "conv_device.cuh"
+#include "winograd_f4x3.cuh"
 
 namespace galley::backends::gpu {
 namespace {
@@ -26,37 +27,6 @@ constexpr std::size_t kAlign = 256;
 // while 64-channel chunks, their partials summed in order, stay within it.
 constexpr int kMaxChunk = 64;
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-// B^T d for one 6-vector (stride `st` apart in `d`), into v[0..5].
-__device__ __forceinline__ void in_1d(const float* d, int st, float* v, int vs) {
-  const float d0 = d[0], d1 = d[st], d2 = d[2 * st], d3 = d[3 * st], d4 = d[4 * st], d5 = d[5 * st];
-  v[0] = 4.f * d0 - 5.f * d2 + d4;
-  v[vs] = -4.f * d1 - 4.f * d2 + d3 + d4;
-  v[2 * vs] = 4.f * d1 - 4.f * d2 - d3 + d4;
-  v[3 * vs] = -2.f * d1 - d2 + 2.f * d3 + d4;
-  v[4 * vs] = 2.f * d1 - d2 - 2.f * d3 + d4;
-  v[5 * vs] = 4.f * d1 - 5.f * d3 + d5;
-}
-
-// G g for one 3-vector.
-__device__ __forceinline__ void filter_1d(const float* g, int st, float* u, int us) {
-  const float g0 = g[0], g1 = g[st], g2 = g[2 * st];
-  u[0] = 0.25f * g0;
-  u[us] = -(g0 + g1 + g2) * (1.f / 6.f);
-  u[2 * us] = -(g0 - g1 + g2) * (1.f / 6.f);
-  u[3 * us] = g0 * (1.f / 24.f) + g1 * (1.f / 12.f) + g2 * (1.f / 6.f);
-  u[4 * us] = g0 * (1.f / 24.f) - g1 * (1.f / 12.f) + g2 * (1.f / 6.f);
-  u[5 * us] = g2;
-}
-
-// A^T m for one 6-vector, into y[0..3].
-__device__ __forceinline__ void out_1d(const float* m, int st, float* y, int ys) {
-  const float m0 = m[0], m1 = m[st], m2 = m[2 * st], m3 = m[3 * st], m4 = m[4 * st], m5 = m[5 * st];
-  y[0] = m0 + m1 + m2 + m3 + m4;
-  y[ys] = m1 - m2 + 2.f * (m3 - m4);
-  y[2 * ys] = m1 + m2 + 4.f * (m3 + m4);
-  y[3 * ys] = m1 - m2 + 8.f * (m3 - m4) + m5;
-}
 
 /// One thread per (k, c), c fastest. U[(i * K + k) * C + c], the 1x1 weights of the grouped GEMM.
 template <bool kNhwc>

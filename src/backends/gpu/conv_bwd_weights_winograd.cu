@@ -1,0 +1,217 @@
+// gpu.conv.bwd_weights_winograd: the weight gradient of fp32 3x3 stride-1 undilated ungrouped
+// convolutions, NCHW or NHWC, as Winograd F(3x3, 4x4), the transpose of gpu.conv.winograd's F(4x4, 3x3)
+// (winograd_f4x3.cuh). dw[k][c] = sum over 4x4 tiles of dy (tile t of T = n * tiles_h * tiles_w) of the
+// 3x3 correlation of the 6x6 x tile under it with that dy tile:
+//   U[K][36][T]  = A e A^T   per (k, tile)     (output-gradient transform)
+//   V[36][C][T]  = B^T d B   per (c, tile)     (input transform, the forward's)
+//   M[K][36][C]  = sum over t of U[k][i][t] V[i][c][t]   for each of the 36 points i
+//   dw           = G^T m G   per (k, c)
+// The 36 GEMMs reduce over the tiles, so they run as one grouped 1x1 convolution (groups = 36) whose
+// pixels are k and whose channels are the tiles, NHWC, through gpu.conv.igemm_f32's kernel with its
+// tiling and split-K. Per tile and (k, c) it takes 36 products instead of 144, for three memory-bound
+// passes over the transformed tensors.
+#include <algorithm>
+#include <limits>
+
+#include "conv_bwd_kernels.hpp"
+#include "conv_device.cuh"
+#include "winograd_f4x3.cuh"
+
+namespace galley::backends::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::size_t kAlign = 256;
+// Longest run of tiles one GEMM accumulator sums before split-K takes over: the Winograd-domain
+// products are large and cancel in the output transform, so shorter sequential fp32 sums, their
+// partials added in a fixed order, keep the rounding near a direct sum's.
+constexpr int kMaxChunkTiles = 256;
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+int grid_for(std::int64_t total) {
+  return int(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 1 << 20));
+}
+
+/// One thread per (k, tile), tile fastest (so U's rows are written coalesced): U[(k * 36 + i) * T + t].
+template <bool kNhwc>
+__global__ void __launch_bounds__(kThreads)
+    grad_transform_kernel(ConvParams p, int tiles_h, int tiles_w, const float* __restrict__ dy,
+                          float* __restrict__ u) {
+  const int tiles = tiles_h * tiles_w;
+  const std::int64_t t_count = std::int64_t(p.n) * tiles;
+  const std::int64_t total = t_count * p.k;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * kThreads + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * kThreads) {
+    const int k = int(idx / t_count);
+    const std::int64_t t = idx - std::int64_t(k) * t_count;
+    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
+    const int th = rem / tiles_w, tw = rem - th * tiles_w;
+    float e[16];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int oh = th * 4 + i, ow = tw * 4 + j;
+        const bool ok = oh < p.p && ow < p.q;
+        const std::int64_t at = kNhwc ? ((std::int64_t(n) * p.p + oh) * p.q + ow) * p.k + k
+                                      : ((std::int64_t(n) * p.k + k) * p.p + oh) * p.q + ow;
+        e[i * 4 + j] = ok ? __ldg(dy + at) : 0.f;
+      }
+    }
+    float tmp[6 * 4], r[36];
+#pragma unroll
+    for (int col = 0; col < 4; ++col) grad_1d(e + col, 4, tmp + col, 4);  // A e
+#pragma unroll
+    for (int row = 0; row < 6; ++row) grad_1d(tmp + row * 4, 1, r + row * 6, 1);  // (A e) A^T
+#pragma unroll
+    for (int i = 0; i < 36; ++i) u[(std::int64_t(k) * 36 + i) * t_count + t] = r[i];
+  }
+}
+
+/// One thread per (c, tile), tile fastest: V[(i * C + c) * T + t], the 6x6 x tile at
+/// (4 * th - pad_h, 4 * tw - pad_w), zero outside x.
+template <bool kNhwc>
+__global__ void __launch_bounds__(kThreads)
+    input_transform_kernel(ConvParams p, int tiles_h, int tiles_w, const float* __restrict__ x,
+                           float* __restrict__ v) {
+  const int tiles = tiles_h * tiles_w;
+  const std::int64_t t_count = std::int64_t(p.n) * tiles;
+  const std::int64_t total = t_count * p.c;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * kThreads + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * kThreads) {
+    const int c = int(idx / t_count);
+    const std::int64_t t = idx - std::int64_t(c) * t_count;
+    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
+    const int th = rem / tiles_w, tw = rem - th * tiles_w;
+    const int h0 = th * 4 - p.pad_h, w0 = tw * 4 - p.pad_w;
+    float d[36];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {
+#pragma unroll
+      for (int j = 0; j < 6; ++j) {
+        const int h = h0 + i, ww = w0 + j;
+        const bool ok = unsigned(h) < unsigned(p.h) && unsigned(ww) < unsigned(p.w);
+        const std::int64_t at = kNhwc ? ((std::int64_t(n) * p.h + h) * p.w + ww) * p.c + c
+                                      : ((std::int64_t(n) * p.c + c) * p.h + h) * p.w + ww;
+        d[i * 6 + j] = ok ? __ldg(x + at) : 0.f;
+      }
+    }
+    float tmp[36], r[36];
+#pragma unroll
+    for (int col = 0; col < 6; ++col) in_1d(d + col, 6, tmp + col, 6);  // B^T d
+#pragma unroll
+    for (int row = 0; row < 6; ++row) in_1d(tmp + row * 6, 1, r + row * 6, 1);  // (B^T d) B
+#pragma unroll
+    for (int i = 0; i < 36; ++i) v[(std::int64_t(i) * p.c + c) * t_count + t] = r[i];
+  }
+}
+
+/// One thread per (k, c), c fastest: the 36 sums M[(k * 36 + i) * C + c] to dw's 3x3 taps.
+template <bool kNhwc>
+__global__ void __launch_bounds__(kThreads)
+    weight_transform_kernel(ConvParams p, const float* __restrict__ m, float* __restrict__ dw) {
+  const std::int64_t total = std::int64_t(p.k) * p.c;
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * kThreads + threadIdx.x; idx < total;
+       idx += std::int64_t(gridDim.x) * kThreads) {
+    const int k = int(idx / p.c), c = int(idx - std::int64_t(k) * p.c);
+    float a[36];
+#pragma unroll
+    for (int i = 0; i < 36; ++i) a[i] = __ldg(m + (std::int64_t(k) * 36 + i) * p.c + c);
+    float tmp[3 * 6], out[9];
+#pragma unroll
+    for (int col = 0; col < 6; ++col) weight_grad_1d(a + col, 6, tmp + col, 6);  // G^T m
+#pragma unroll
+    for (int row = 0; row < 3; ++row) weight_grad_1d(tmp + row * 6, 1, out + row * 3, 1);  // (G^T m) G
+#pragma unroll
+    for (int rs = 0; rs < 9; ++rs)
+      dw[kNhwc ? (std::int64_t(k) * 9 + rs) * p.c + c : (std::int64_t(k) * p.c + c) * 9 + rs] = out[rs];
+  }
+}
+
+std::int64_t tile_count(const ConvParams& p) {
+  return std::int64_t(p.n) * ceil_div(p.p, 4) * ceil_div(p.q, 4);
+}
+
+}  // namespace
+
+std::string bwd_weights_winograd_refusal(const ConvParams& p) {
+  if (p.dtype != DType::f32) return "f32 only (f16/bf16 run on the tensor-core solvers)";
+  if (p.r != 3 || p.s != 3)
+    return "needs a 3x3 filter, not " + std::to_string(p.r) + "x" + std::to_string(p.s);
+  if (p.stride_h != 1 || p.stride_w != 1) return "needs stride 1";
+  if (p.dil_h != 1 || p.dil_w != 1) return "needs dilation 1";
+  if (p.groups != 1) return "needs groups == 1";
+  // The transformed tensors go through the 32-bit GEMM kernel.
+  const std::int64_t tiles = tile_count(p);
+  const std::int64_t biggest = 36 * std::max({tiles * p.c, tiles * p.k, std::int64_t(p.k) * p.c});
+  if (biggest > std::numeric_limits<int>::max())
+    return "transformed tensors of " + std::to_string(biggest) + " elements (32-bit indexing)";
+  return {};
+}
+
+WinogradPlan plan_bwd_weights_winograd(const ConvParams& p, int sm_count) {
+  WinogradPlan plan;
+  plan.tiles_h = ceil_div(p.p, 4);
+  plan.tiles_w = ceil_div(p.q, 4);
+  const std::int64_t t_count = tile_count(p);
+  ConvParams& g = plan.gemm;  // 36 GEMMs as one grouped 1x1 convolution: pixels k, channels the tiles
+  g.n = 1;
+  g.h = 1;
+  g.w = p.k;
+  g.c = int(36 * t_count);  // bwd_weights_winograd_refusal() keeps it within int
+  g.k = 36 * p.c;
+  g.r = g.s = 1;
+  g.groups = 36;
+  g.p = 1;
+  g.q = g.w;
+  g.cg = int(t_count);
+  g.kg = p.c;
+  g.nhwc = true;
+  g.dtype = DType::f32;
+  plan.gemm_plan = plan_igemm_f32(g, sm_count);
+  const int min_splits = int(ceil_div(t_count, std::int64_t(kMaxChunkTiles)));
+  if (plan.gemm_plan.splits < min_splits)
+    plan.gemm_plan = igemm_f32_plan_for(g, plan.gemm_plan.tile, min_splits);
+  plan.u_offset = 0;  // U is the GEMM's activations, V its weights, M its output
+  plan.v_offset = align_up(std::size_t(g.x_elems()) * sizeof(float));
+  plan.m_offset = plan.v_offset + align_up(std::size_t(g.w_elems()) * sizeof(float));
+  plan.gemm_offset = plan.m_offset + align_up(std::size_t(g.y_elems()) * sizeof(float));
+  plan.workspace_bytes = plan.gemm_offset + plan.gemm_plan.workspace_bytes;
+  return plan;
+}
+
+void launch_conv_bwd_weights_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x,
+                                      const void* dy, void* dw, void* workspace, void* stream) {
+  if (auto why = bwd_weights_winograd_refusal(p); !why.empty())
+    throw Error(Status::unsupported, "gpu.conv.bwd_weights_winograd: " + why);
+  if (workspace == nullptr)
+    throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_winograd: needs a workspace of " +
+                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
+  auto* base = static_cast<unsigned char*>(workspace);
+  float* u = reinterpret_cast<float*>(base + plan.u_offset);
+  float* v = reinterpret_cast<float*>(base + plan.v_offset);
+  float* m = reinterpret_cast<float*>(base + plan.m_offset);
+  const auto* xf = static_cast<const float*>(x);
+  const auto* dyf = static_cast<const float*>(dy);
+  auto* dwf = static_cast<float*>(dw);
+  const GpuStream s = as_stream(stream);
+  const std::int64_t t_count = tile_count(p);
+  const int gu = grid_for(t_count * p.k), gv = grid_for(t_count * p.c),
+            gw = grid_for(std::int64_t(p.k) * p.c);
+  if (p.nhwc) {
+    grad_transform_kernel<true><<<gu, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, dyf, u);
+    input_transform_kernel<true><<<gv, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, xf, v);
+  } else {
+    grad_transform_kernel<false><<<gu, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, dyf, u);
+    input_transform_kernel<false><<<gv, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, xf, v);
+  }
+  check_launch("gpu.conv.bwd_weights_winograd: transforms");
+  launch_conv_igemm_f32(plan.gemm, plan.gemm_plan, u, v, m,
+                        plan.gemm_plan.workspace_bytes > 0 ? base + plan.gemm_offset : nullptr, stream);
+  if (p.nhwc)
+    weight_transform_kernel<true><<<gw, kThreads, 0, s>>>(p, m, dwf);
+  else
+    weight_transform_kernel<false><<<gw, kThreads, 0, s>>>(p, m, dwf);
+  check_launch("gpu.conv.bwd_weights_winograd: weight transform");
+}
+
+}  // namespace galley::backends::gpu
