@@ -311,8 +311,8 @@ class BwdWeightsIgemmSolver final : public BwdSolverOf<dnn::TunableSolver<ConvPr
             [&](void* s) { launch_conv_bwd_weights_igemm(cp, plan, t.x, t.dy, t.dw, a.workspace, s); });
   }
   std::string detail(const ConvProblem& p, const runtime::Device& device) const override {
-    return main_loop(p.dtype) + ", " +
-           plan_conv_bwd_weights_igemm(make_params(p), sm_count(device)).describe();
+    const BwdIgemmPlan plan = plan_conv_bwd_weights_igemm(make_params(p), sm_count(device));
+    return (plan.wgmma ? std::string("wgmma m64nNk16") : main_loop(p.dtype)) + ", " + plan.describe();
   }
 
  private:
