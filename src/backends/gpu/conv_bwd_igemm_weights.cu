@@ -153,8 +153,8 @@ bool bwd_igemm_uses_tensor_cores(DType dtype) { return bwd_igemm::uses_mma(dtype
 
 std::string BwdIgemmPlan::describe() const {
   std::string s = std::string(channels_padded ? "channels padded to 8, " : "") +
-                  (nhwc_tc ? "nhwc 16-byte loads, " : "") + "tile " +
-                  std::to_string(bm) + "x" + std::to_string(bn);
+                  (nhwc_tc ? "nhwc 16-byte loads, " : "") + "tile " + std::to_string(bm) + "x" +
+                  std::to_string(bn);
   if (group_pack > 1) s += ", " + std::to_string(group_pack) + " groups a tile";
   if (tap_pack > 1) s += ", " + std::to_string(tap_pack) + " taps a tile";
   if (splits > 1) s += ", split-k " + std::to_string(splits);
