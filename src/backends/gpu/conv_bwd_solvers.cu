@@ -360,13 +360,16 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
     const ConvProblem view = forward_view(p);
     const ProblemRef ref = ProblemRef::of(view);
     std::vector<ForwardChoice> out;
-    auto add = [&](std::string text) {
+    // The forward solver's own texts for the view need no parse: a call without a tuned choice
+    // builds this list, and a parse (with its validity check) of each would be host work per call.
+    auto add = [&](std::string text, bool listed) {
       for (const ForwardChoice& c : out)
         if (c.text == text) return;
-      if (forward()->parse_config_any(ref, device, text)) out.push_back(ForwardChoice{std::move(text)});
+      if (listed || forward()->parse_config_any(ref, device, text))
+        out.push_back(ForwardChoice{std::move(text)});
     };
-    for (std::string& text : extra_plans(p)) add(std::move(text));
-    for (std::string& text : forward()->configs_any(ref, device)) add(std::move(text));
+    for (std::string& text : extra_plans(p)) add(std::move(text), false);
+    for (std::string& text : forward()->configs_any(ref, device)) add(std::move(text), true);
     if (out.empty()) out.push_back(ForwardChoice{std::string(kForwardDefault)});
     return out;
   }
