@@ -68,42 +68,74 @@ __global__ void scatter_stride_grid_rows_kernel(const uint4* __restrict__ compac
   }
 }
 
-// The nchw phase filter (view layout (c, k, r', s'), k of c's group) from w's (k, c, r, s), c of
+// The launches over several stride phases: phase i's part of the launch (its blocks, or its
+// elements) starts at begin[i]; the phase of a block or element is found by a scan of at most
+// kMaxStridePhases entries.
+struct FilterTable {
+  int count = 0;
+  int begin[kMaxStridePhases + 1] = {};
+  int taps_h[kMaxStridePhases] = {}, first_h[kMaxStridePhases] = {};
+  int taps_w[kMaxStridePhases] = {}, first_w[kMaxStridePhases] = {};
+  void* sub[kMaxStridePhases] = {};
+};
+struct ScatterTable {
+  int count = 0;
+  int begin[kMaxStridePhases + 1] = {};
+  int ah[kMaxStridePhases] = {}, aw[kMaxStridePhases] = {};
+  int rows[kMaxStridePhases] = {}, cols[kMaxStridePhases] = {};
+  int vh[kMaxStridePhases] = {}, vw[kMaxStridePhases] = {};
+  int off_h[kMaxStridePhases] = {}, off_w[kMaxStridePhases] = {};
+  const void* out[kMaxStridePhases] = {};
+};
+
+__device__ __forceinline__ int phase_at(const int* begin, int count, int at) {
+  int ph = 0;
+  while (ph + 1 < count && at >= begin[ph + 1]) ++ph;
+  return ph;
+}
+
+// The nchw phase filters (view layout (c, k, r', s'), k of c's group) from w's (k, c, r, s), c of
 // k's group: view tap t is the phase's tap taps - 1 - t. With every tap in one phase (first 0,
 // stride 1) it is the unit-stride view's flipped filter. kg and cg are the channels per group out
 // and in (K and C with one group).
 template <typename T>
-__global__ void phase_filter_nchw_kernel(const T* __restrict__ w, T* __restrict__ sub, int kg, int cg, int R,
-                                         int S, int taps_h, int first_h, int taps_w, int first_w,
-                                         int stride_h, int stride_w, int total) {
+__global__ void phase_filter_nchw_kernel(const T* __restrict__ w, FilterTable tab, int kg, int cg, int R,
+                                         int S, int stride_h, int stride_w) {
+  const int total = tab.begin[tab.count];
   for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
-    int t = idx;
+    const int ph = phase_at(tab.begin, tab.count, idx);
+    const int taps_h = tab.taps_h[ph], taps_w = tab.taps_w[ph];
+    const int local = idx - tab.begin[ph];
+    int t = local;
     const int tw = t % taps_w;
     t /= taps_w;
     const int th = t % taps_h;
     t /= taps_h;
     const int kk = t % kg, c = t / kg;  // the view's c runs over all C channels
     const int g = c / cg, cc = c % cg;
-    const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
-    sub[idx] = w[(((g * kg + kk) * cg + cc) * R + r) * S + s];
+    const int r = tab.first_h[ph] + (taps_h - 1 - th) * stride_h;
+    const int s = tab.first_w[ph] + (taps_w - 1 - tw) * stride_w;
+    static_cast<T*>(tab.sub[ph])[local] = w[(((g * kg + kk) * cg + cc) * R + r) * S + s];
   }
 }
 
-// The nhwc phase filter (view layout (c, r', s', k), k of c's group) as one kg x cg -> cg x kg transpose per
-// view tap and group through a shared tile, so both w's reads (c contiguous) and the view's writes (k
-// contiguous) are coalesced; a thread per element would read w a whole filter row apart per neighbouring
-// thread. blockIdx.z is group * taps + tap.
+// The nhwc phase filters (view layout (c, r', s', k), k of c's group) as one kg x cg -> cg x kg
+// transpose per view tap and group through a shared tile, so both w's reads (c contiguous) and the
+// view's writes (k contiguous) are coalesced; a thread per element would read w a whole filter row
+// apart per neighbouring thread. blockIdx.z is the phase's begin + group * taps + tap.
 constexpr int kFlipTile = 32;
 constexpr int kFlipRows = 8;
 
 template <typename T>
-__global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, T* __restrict__ sub, int kg, int cg,
-                                               int R, int S, int taps_h, int first_h, int taps_w, int first_w,
-                                               int stride_h, int stride_w) {
+__global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, FilterTable tab, int kg, int cg,
+                                               int R, int S, int stride_h, int stride_w) {
   __shared__ T tile[kFlipTile][kFlipTile + 1];
-  const int taps = taps_h * taps_w;
-  const int g = blockIdx.z / taps, tap = blockIdx.z % taps, th = tap / taps_w, tw = tap % taps_w;
-  const int r = first_h + (taps_h - 1 - th) * stride_h, s = first_w + (taps_w - 1 - tw) * stride_w;
+  const int ph = phase_at(tab.begin, tab.count, int(blockIdx.z));
+  const int taps_h = tab.taps_h[ph], taps_w = tab.taps_w[ph], taps = taps_h * taps_w;
+  const int z = int(blockIdx.z) - tab.begin[ph];
+  const int g = z / taps, tap = z % taps, th = tap / taps_w, tw = tap % taps_w;
+  const int r = tab.first_h[ph] + (taps_h - 1 - th) * stride_h;
+  const int s = tab.first_w[ph] + (taps_w - 1 - tw) * stride_w;
   const int c0 = blockIdx.x * kFlipTile, k0 = blockIdx.y * kFlipTile;
   const std::int64_t src_row = std::int64_t(R) * S * cg, dst_row = std::int64_t(taps) * kg;
   const T* src = w + std::int64_t(g) * kg * src_row + (std::int64_t(r) * S + s) * cg;
@@ -112,21 +144,23 @@ __global__ void phase_filter_nhwc_tiled_kernel(const T* __restrict__ w, T* __res
     if (k < kg && c < cg) tile[i][threadIdx.x] = src[k * src_row + c];
   }
   __syncthreads();
-  T* dst = sub + std::int64_t(g) * cg * dst_row + std::int64_t(tap) * kg;
+  T* dst = static_cast<T*>(tab.sub[ph]) + std::int64_t(g) * cg * dst_row + std::int64_t(tap) * kg;
   for (int i = threadIdx.y; i < kFlipTile; i += kFlipRows) {
     const int c = c0 + i, k = k0 + threadIdx.x;
     if (k < kg && c < cg) dst[c * dst_row + k] = tile[threadIdx.x][i];
   }
 }
 
-// dx's pixels (n, ah + sh * i, aw + sw * j, c) from the view's output (n, i + off_h, j + off_w, c);
-// zero without one.
+// dx's pixels (n, ah + sh * i, aw + sw * j, c) of each phase from its view's output
+// (n, i + off_h, j + off_w, c); zero without one.
 template <typename T, bool kNhwc>
-__global__ void phase_scatter_kernel(const T* __restrict__ view_out, T* __restrict__ dx, int C, int H, int W,
-                                     int ah, int aw, int sh, int sw, int rows, int cols, int vh, int vw,
-                                     int off_h, int off_w, int total) {
+__global__ void phase_scatter_kernel(ScatterTable tab, T* __restrict__ dx, int C, int H, int W, int sh,
+                                     int sw) {
+  const int total = tab.begin[tab.count];
   for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
-    int n, c, i, j, t = idx;
+    const int ph = phase_at(tab.begin, tab.count, idx);
+    const int rows = tab.rows[ph], cols = tab.cols[ph];
+    int n, c, i, j, t = idx - tab.begin[ph];
     if (kNhwc) {
       c = t % C, t /= C;
       j = t % cols, t /= cols;
@@ -136,10 +170,11 @@ __global__ void phase_scatter_kernel(const T* __restrict__ view_out, T* __restri
       i = t % rows, t /= rows;
       c = t % C, n = t / C;
     }
-    const int y = ah + sh * i, x = aw + sw * j;
+    const int y = tab.ah[ph] + sh * i, x = tab.aw[ph] + sw * j;
     T v = from_f32<T>(0.f);
-    if (view_out != nullptr) {
-      const int vy = i + off_h, vx = j + off_w;
+    if (const T* view_out = static_cast<const T*>(tab.out[ph]); view_out != nullptr) {
+      const int vh = tab.vh[ph], vw = tab.vw[ph];
+      const int vy = i + tab.off_h[ph], vx = j + tab.off_w[ph];
       v = view_out[kNhwc ? ((std::int64_t(n) * vh + vy) * vw + vx) * C + c
                          : ((std::int64_t(n) * C + c) * vh + vy) * vw + vx];
     }
@@ -150,13 +185,18 @@ __global__ void phase_scatter_kernel(const T* __restrict__ view_out, T* __restri
 // phase_scatter_kernel for nhwc with whole 16-byte chunks of channels: one block per phase row
 // (n, i), which is dx row ah + sh * i; its pixels aw + sw * j take the view's row i + off_h,
 // column j + off_w (zeros without a view).
-__global__ void phase_scatter_rows_kernel(const uint4* __restrict__ view_out, uint4* __restrict__ dx,
-                                          int chunks, int H, int W, int ah, int aw, int sh, int sw, int rows,
-                                          int cols, int vh, int vw, int off_h, int off_w) {
-  const int b = blockIdx.x, n = b / rows, i = b - n * rows;
-  uint4* out = dx + ((std::int64_t(n) * H + ah + sh * i) * W + aw) * chunks;
+__global__ void phase_scatter_rows_kernel(ScatterTable tab, uint4* __restrict__ dx, int chunks, int H, int W,
+                                          int sh, int sw) {
+  const int ph = phase_at(tab.begin, tab.count, int(blockIdx.x));
+  const int rows = tab.rows[ph], cols = tab.cols[ph];
+  const int b = int(blockIdx.x) - tab.begin[ph], n = b / rows, i = b - n * rows;
+  uint4* out = dx + ((std::int64_t(n) * H + tab.ah[ph] + sh * i) * W + tab.aw[ph]) * chunks;
+  const uint4* view_out = static_cast<const uint4*>(tab.out[ph]);
   const uint4* src =
-      view_out != nullptr ? view_out + ((std::int64_t(n) * vh + i + off_h) * vw + off_w) * chunks : nullptr;
+      view_out != nullptr
+          ? view_out +
+                ((std::int64_t(n) * tab.vh[ph] + i + tab.off_h[ph]) * tab.vw[ph] + tab.off_w[ph]) * chunks
+          : nullptr;
   const int total = cols * chunks;
   for (int t = threadIdx.x; t < total; t += blockDim.x) {
     const int j = t / chunks, c = t - j * chunks;
@@ -187,54 +227,86 @@ StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in
   return x;
 }
 
-void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const StridePhaseAxis& w,
-                         const void* filter, void* sub, void* stream) {
+void launch_phase_filters(const ConvParams& p, const void* w, const StridePhaseSet& set, void* stream) {
+  if (set.count > kMaxStridePhases)
+    throw Error(Status::invalid_argument, "backward-data phase filters: " + std::to_string(set.count) +
+                                              " phases, at most " + std::to_string(kMaxStridePhases));
+  FilterTable tab;
+  int at = 0;
+  for (int i = 0; i < set.count; ++i) {
+    const StridePhaseSet::Phase& ph = set.phase[i];
+    if (ph.filter == nullptr || ph.h.taps == 0 || ph.w.taps == 0) continue;
+    const int n = tab.count++;
+    tab.begin[n] = at;
+    tab.taps_h[n] = ph.h.taps, tab.first_h[n] = ph.h.first_tap;
+    tab.taps_w[n] = ph.w.taps, tab.first_w[n] = ph.w.first_tap;
+    tab.sub[n] = ph.filter;
+    const int taps = ph.h.taps * ph.w.taps;
+    at += p.nhwc ? taps * p.groups : p.kg * p.c * taps;  // blocks in grid.z, or elements
+  }
+  tab.begin[tab.count] = at;
+  if (tab.count == 0) return;
   dispatch_dtype(p.dtype, "backward-data phase filter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (p.nhwc) {
-      const dim3 grid((p.cg + kFlipTile - 1) / kFlipTile, (p.kg + kFlipTile - 1) / kFlipTile,
-                      h.taps * w.taps * p.groups);
+      const dim3 grid((p.cg + kFlipTile - 1) / kFlipTile, (p.kg + kFlipTile - 1) / kFlipTile, unsigned(at));
       phase_filter_nhwc_tiled_kernel<T><<<grid, dim3(kFlipTile, kFlipRows), 0, as_stream(stream)>>>(
-          static_cast<const T*>(filter), static_cast<T*>(sub), p.kg, p.cg, p.r, p.s, h.taps, h.first_tap,
-          w.taps, w.first_tap, p.stride_h, p.stride_w);
+          static_cast<const T*>(w), tab, p.kg, p.cg, p.r, p.s, p.stride_h, p.stride_w);
       return;
     }
-    const int total = p.kg * p.c * h.taps * w.taps;
-    phase_filter_nchw_kernel<T><<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(filter), static_cast<T*>(sub), p.kg, p.cg, p.r, p.s, h.taps, h.first_tap,
-        w.taps, w.first_tap, p.stride_h, p.stride_w, total);
+    phase_filter_nchw_kernel<T><<<grid_for(at), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(w), tab, p.kg, p.cg, p.r, p.s, p.stride_h, p.stride_w);
   });
   check_launch("backward-data phase filter");
 }
 
-void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhaseAxis& h,
-                          const StridePhaseAxis& w, const void* view_out, void* dx, void* stream) {
-  const std::int64_t total = std::int64_t(p.n) * p.c * h.rows * w.rows;
-  if (total == 0) return;
+void launch_phase_scatters(const ConvParams& p, const StridePhaseSet& set, void* dx, void* stream) {
+  if (set.count > kMaxStridePhases)
+    throw Error(Status::invalid_argument, "backward-data phase scatter: " + std::to_string(set.count) +
+                                              " phases, at most " + std::to_string(kMaxStridePhases));
   dispatch_dtype(p.dtype, "backward-data phase scatter", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    if (rows_of_chunks(p, sizeof(T), view_out == nullptr ? dx : view_out, dx)) {
+    bool rows = rows_of_chunks(p, sizeof(T), dx, dx);
+    for (int i = 0; i < set.count; ++i)
+      if (set.phase[i].out != nullptr) rows = rows && rows_of_chunks(p, sizeof(T), set.phase[i].out, dx);
+    ScatterTable tab;
+    std::int64_t at = 0;
+    for (int i = 0; i < set.count; ++i) {
+      const StridePhaseSet::Phase& ph = set.phase[i];
+      if (ph.h.rows == 0 || ph.w.rows == 0 || p.n == 0) continue;
+      const int n = tab.count++;
+      tab.begin[n] = int(at);
+      tab.ah[n] = ph.ah, tab.aw[n] = ph.aw;
+      tab.rows[n] = ph.h.rows, tab.cols[n] = ph.w.rows;
+      tab.vh[n] = ph.h.view, tab.vw[n] = ph.w.view;
+      tab.off_h[n] = ph.h.off, tab.off_w[n] = ph.w.off;
+      tab.out[n] = ph.out;
+      at += rows ? std::int64_t(p.n) * ph.h.rows : std::int64_t(p.n) * p.c * ph.h.rows * ph.w.rows;
+    }
+    tab.begin[tab.count] = int(at);
+    if (tab.count == 0) return;
+    if (rows) {
       const int chunks = int(std::size_t(p.c) * sizeof(T) / 16);
-      phase_scatter_rows_kernel<<<unsigned(p.n) * unsigned(h.rows), kThreads, 0, as_stream(stream)>>>(
-          static_cast<const uint4*>(view_out), static_cast<uint4*>(dx), chunks, p.h, p.w, ah, aw, p.stride_h,
-          p.stride_w, h.rows, w.rows, h.view, w.view, h.off, w.off);
+      phase_scatter_rows_kernel<<<unsigned(at), kThreads, 0, as_stream(stream)>>>(
+          tab, static_cast<uint4*>(dx), chunks, p.h, p.w, p.stride_h, p.stride_w);
       return;
     }
     auto kernel = p.nhwc ? phase_scatter_kernel<T, true> : phase_scatter_kernel<T, false>;
-    kernel<<<grid_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(view_out), static_cast<T*>(dx), p.c, p.h, p.w, ah, aw, p.stride_h, p.stride_w,
-        h.rows, w.rows, h.view, w.view, h.off, w.off, int(total));
+    kernel<<<grid_for(at), kThreads, 0, as_stream(stream)>>>(tab, static_cast<T*>(dx), p.c, p.h, p.w,
+                                                             p.stride_h, p.stride_w);
   });
   check_launch("backward-data phase scatter");
 }
 
 void launch_flip_filter(const ConvParams& p, const void* w, void* flipped, void* stream) {
   // Every tap reversed: the phase filter of one phase holding all of them.
-  StridePhaseAxis h, x;
-  h.taps = p.r, x.taps = p.s;
+  StridePhaseSet set;
+  set.count = 1;
+  set.phase[0].h.taps = p.r, set.phase[0].w.taps = p.s;
+  set.phase[0].filter = flipped;
   ConvParams unit = p;
   unit.stride_h = unit.stride_w = 1;
-  launch_phase_filter(unit, h, x, w, flipped, stream);
+  launch_phase_filters(unit, w, set, stream);
 }
 
 void launch_scatter_stride_grid(const ConvParams& p, const void* compact, void* dx, void* stream) {

@@ -137,14 +137,25 @@ struct StridePhaseAxis {
 /// Phase `a` (< stride) of an axis of `in` dx rows and `out` dy rows, padding `pad`, `filter` taps,
 /// dilation 1.
 StridePhaseAxis stride_phase_axis(int a, int stride, int pad, int filter, int in, int out);
-/// The forward view's filter of phase (h, w) (taps > 0 on both), from w (p's layout): k and c
-/// swapped within each group, the phase's taps reversed, in the same layout.
-void launch_phase_filter(const ConvParams& p, const StridePhaseAxis& h, const StridePhaseAxis& w,
-                         const void* filter, void* sub, void* stream);
-/// dx's pixels of phase (ah, aw) from the view's output (n x c x h.view x w.view in p's layout,
-/// null: zero).
-void launch_phase_scatter(const ConvParams& p, int ah, int aw, const StridePhaseAxis& h,
-                          const StridePhaseAxis& w, const void* view_out, void* dx, void* stream);
+/// The stride phases of one backward-data problem that one launch handles together (their view
+/// filters, their scatters onto dx): one launch each instead of one a phase, the host's launch work
+/// being much of a strided layer's time.
+inline constexpr int kMaxStridePhases = 16;
+struct StridePhaseSet {
+  struct Phase {
+    int ah = 0, aw = 0;
+    StridePhaseAxis h, w;
+    void* filter = nullptr;     ///< the view's filter (phases with taps on both axes)
+    const void* out = nullptr;  ///< the view's output (n x c x h.view x w.view), null: zeros
+  };
+  int count = 0;
+  Phase phase[kMaxStridePhases];
+};
+/// Every phase's view filter (phases with taps on both axes), from w (p's layout): k and c swapped
+/// within each group, the phase's taps reversed, in the same layout.
+void launch_phase_filters(const ConvParams& p, const void* w, const StridePhaseSet& set, void* stream);
+/// dx's pixels of every phase from its view's output.
+void launch_phase_scatters(const ConvParams& p, const StridePhaseSet& set, void* dx, void* stream);
 
 /// in (A, M, B) -> out (B, M, A), packed, in `dtype` (conv_swap_outer_inner.cu); M <= 65535.
 void launch_swap_outer_inner(DType dtype, const void* in, void* out, std::int64_t A, std::int64_t M,

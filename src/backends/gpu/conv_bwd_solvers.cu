@@ -658,15 +658,24 @@ class BwdDataAsForwardSolver final : public ViaForwardSolver {
     const ConvParams cp = make_params(p);
     auto* base = static_cast<unsigned char*>(a.workspace);
     const std::size_t own = own_workspace(p);
-    for (const Phase& ph : phases(p)) {
-      void* out = nullptr;
-      if (ph.runs()) {
-        void* filter = base + ph.filter_at;
-        out = base + ph.out_at;
-        enqueue(stream, [&](void* s) { launch_phase_filter(cp, ph.h, ph.w, t.w, filter, s); });
-        run_forward_view(stream, ph.view, nullptr, a, own, t.dy, filter, out);
+    const std::vector<Phase> all = phases(p);
+    // Up to kMaxStridePhases phases at a time: their filters in one launch, their forward
+    // convolutions, then their scatters in one launch.
+    for (std::size_t first = 0; first < all.size(); first += kMaxStridePhases) {
+      const std::size_t end = std::min(all.size(), first + kMaxStridePhases);
+      StridePhaseSet set;
+      for (std::size_t i = first; i < end; ++i) {
+        const Phase& ph = all[i];
+        StridePhaseSet::Phase& sp = set.phase[set.count++];
+        sp.ah = ph.ah, sp.aw = ph.aw, sp.h = ph.h, sp.w = ph.w;
+        if (ph.runs()) sp.filter = base + ph.filter_at, sp.out = base + ph.out_at;
       }
-      enqueue(stream, [&](void* s) { launch_phase_scatter(cp, ph.ah, ph.aw, ph.h, ph.w, out, t.dx, s); });
+      enqueue(stream, [&](void* s) { launch_phase_filters(cp, t.w, set, s); });
+      for (std::size_t i = first; i < end; ++i)
+        if (all[i].runs())
+          run_forward_view(stream, all[i].view, nullptr, a, own, t.dy, base + all[i].filter_at,
+                           base + all[i].out_at);
+      enqueue(stream, [&](void* s) { launch_phase_scatters(cp, set, t.dx, s); });
     }
   }
   // Rows (or columns) of the spread plane: those a unit-stride convolution padded by
