@@ -43,8 +43,8 @@ __global__ void __launch_bounds__(kThreads)
        idx += std::int64_t(gridDim.x) * kThreads) {
     const int k = int(idx / t_count);
     const std::int64_t t = idx - std::int64_t(k) * t_count;
-    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
-    const int th = rem / tiles_w, tw = rem - th * tiles_w;
+    int n, th, tw;
+    tile_position(t, tiles_h, tiles_w, n, th, tw);
     float e[16];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -80,26 +80,10 @@ __global__ void __launch_bounds__(kThreads)
        idx += std::int64_t(gridDim.x) * kThreads) {
     const int c = int(idx / t_count);
     const std::int64_t t = idx - std::int64_t(c) * t_count;
-    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
-    const int th = rem / tiles_w, tw = rem - th * tiles_w;
-    const int h0 = th * 4 - p.pad_h, w0 = tw * 4 - p.pad_w;
-    float d[36];
-#pragma unroll
-    for (int i = 0; i < 6; ++i) {
-#pragma unroll
-      for (int j = 0; j < 6; ++j) {
-        const int h = h0 + i, ww = w0 + j;
-        const bool ok = unsigned(h) < unsigned(p.h) && unsigned(ww) < unsigned(p.w);
-        const std::int64_t at = kNhwc ? ((std::int64_t(n) * p.h + h) * p.w + ww) * p.c + c
-                                      : ((std::int64_t(n) * p.c + c) * p.h + h) * p.w + ww;
-        d[i * 6 + j] = ok ? __ldg(x + at) : 0.f;
-      }
-    }
-    float tmp[36], r[36];
-#pragma unroll
-    for (int col = 0; col < 6; ++col) in_1d(d + col, 6, tmp + col, 6);  // B^T d
-#pragma unroll
-    for (int row = 0; row < 6; ++row) in_1d(tmp + row * 6, 1, r + row * 6, 1);  // (B^T d) B
+    int n, th, tw;
+    tile_position(t, tiles_h, tiles_w, n, th, tw);
+    float r[36];
+    input_tile_transform<kNhwc>(p, x, n, c, th * 4 - p.pad_h, tw * 4 - p.pad_w, r);
 #pragma unroll
     for (int i = 0; i < 36; ++i) v[(std::int64_t(i) * p.c + c) * t_count + t] = r[i];
   }
@@ -183,13 +167,8 @@ void launch_conv_bwd_weights_winograd(const ConvParams& p, const WinogradPlan& p
                                       const void* dy, void* dw, void* workspace, void* stream) {
   if (auto why = bwd_weights_winograd_refusal(p); !why.empty())
     throw Error(Status::unsupported, "gpu.conv.bwd_weights_winograd: " + why);
-  if (workspace == nullptr)
-    throw Error(Status::invalid_argument, "gpu.conv.bwd_weights_winograd: needs a workspace of " +
-                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
-  auto* base = static_cast<unsigned char*>(workspace);
-  float* u = reinterpret_cast<float*>(base + plan.u_offset);
-  float* v = reinterpret_cast<float*>(base + plan.v_offset);
-  float* m = reinterpret_cast<float*>(base + plan.m_offset);
+  const WinogradBuffers b = winograd_buffers(plan, workspace, "gpu.conv.bwd_weights_winograd");
+  float *u = b.u, *v = b.v, *m = b.m;
   const auto* xf = static_cast<const float*>(x);
   const auto* dyf = static_cast<const float*>(dy);
   auto* dwf = static_cast<float*>(dw);
@@ -205,8 +184,7 @@ void launch_conv_bwd_weights_winograd(const ConvParams& p, const WinogradPlan& p
     input_transform_kernel<false><<<gv, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, xf, v);
   }
   check_launch("gpu.conv.bwd_weights_winograd: transforms");
-  launch_conv_igemm_f32(plan.gemm, plan.gemm_plan, u, v, m,
-                        plan.gemm_plan.workspace_bytes > 0 ? base + plan.gemm_offset : nullptr, stream);
+  launch_conv_igemm_f32(plan.gemm, plan.gemm_plan, u, v, m, b.gemm, stream);
   if (p.nhwc)
     weight_transform_kernel<true><<<gw, kThreads, 0, s>>>(p, m, dwf);
   else

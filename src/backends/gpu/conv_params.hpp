@@ -103,6 +103,13 @@ struct WinogradPlan {
   IgemmPlan gemm_plan;
   std::size_t u_offset = 0, v_offset = 0, m_offset = 0, gemm_offset = 0, workspace_bytes = 0;
 };
+/// A WinogradPlan's parts of `workspace`: the three transformed tensors and the GEMM's own part (null
+/// when it needs none). Throws Error(invalid_argument) naming `who` when the workspace is null.
+struct WinogradBuffers {
+  float *u = nullptr, *v = nullptr, *m = nullptr;
+  void* gemm = nullptr;
+};
+WinogradBuffers winograd_buffers(const WinogradPlan& plan, void* workspace, const std::string& who);
 /// Empty when gpu.conv.winograd can run `p` (f32, 3x3, stride 1, dilation 1, groups 1), else why not.
 std::string winograd_refusal(const ConvParams& p);
 WinogradPlan plan_winograd(const ConvParams& p, int sm_count);

@@ -69,26 +69,10 @@ __global__ void __launch_bounds__(kThreads)
       c = int(idx / t_count);
       t = idx - std::int64_t(c) * t_count;
     }
-    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
-    const int th = rem / tiles_w, tw = rem - th * tiles_w;
-    const int h0 = th * 4 - p.pad_h, w0 = tw * 4 - p.pad_w;
-    float d[36];
-#pragma unroll
-    for (int i = 0; i < 6; ++i) {
-#pragma unroll
-      for (int j = 0; j < 6; ++j) {
-        const int h = h0 + i, ww = w0 + j;
-        const bool ok = unsigned(h) < unsigned(p.h) && unsigned(ww) < unsigned(p.w);
-        const std::int64_t at = kNhwc ? ((std::int64_t(n) * p.h + h) * p.w + ww) * p.c + c
-                                      : ((std::int64_t(n) * p.c + c) * p.h + h) * p.w + ww;
-        d[i * 6 + j] = ok ? __ldg(x + at) : 0.f;
-      }
-    }
-    float tmp[36], r[36];
-#pragma unroll
-    for (int col = 0; col < 6; ++col) in_1d(d + col, 6, tmp + col, 6);  // B^T d
-#pragma unroll
-    for (int row = 0; row < 6; ++row) in_1d(tmp + row * 6, 1, r + row * 6, 1);  // (B^T d) B
+    int n, th, tw;
+    tile_position(t, tiles_h, tiles_w, n, th, tw);
+    float r[36];
+    input_tile_transform<kNhwc>(p, x, n, c, th * 4 - p.pad_h, tw * 4 - p.pad_w, r);
 #pragma unroll
     for (int i = 0; i < 36; ++i) {
       const std::int64_t at = kNhwc ? (t * 36 + i) * p.c + c : (std::int64_t(i) * p.c + c) * t_count + t;
@@ -124,8 +108,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int col = 0; col < 6; ++col) out_1d(a + col, 6, tmp + col, 6);  // A^T m
 #pragma unroll
     for (int row = 0; row < 4; ++row) out_1d(tmp + row * 6, 1, out + row * 4, 1);  // (A^T m) A
-    const int n = int(t / tiles), rem = int(t - std::int64_t(n) * tiles);
-    const int th = rem / tiles_w, tw = rem - th * tiles_w;
+    int n, th, tw;
+    tile_position(t, tiles_h, tiles_w, n, th, tw);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -188,16 +172,24 @@ WinogradPlan plan_winograd(const ConvParams& p, int sm_count) {
   return plan;
 }
 
+WinogradBuffers winograd_buffers(const WinogradPlan& plan, void* workspace, const std::string& who) {
+  if (workspace == nullptr)
+    throw Error(Status::invalid_argument,
+                who + ": needs a workspace of " + std::to_string(plan.workspace_bytes) + " bytes, got none");
+  auto* base = static_cast<unsigned char*>(workspace);
+  WinogradBuffers b;
+  b.u = reinterpret_cast<float*>(base + plan.u_offset);
+  b.v = reinterpret_cast<float*>(base + plan.v_offset);
+  b.m = reinterpret_cast<float*>(base + plan.m_offset);
+  b.gemm = plan.gemm_plan.workspace_bytes > 0 ? base + plan.gemm_offset : nullptr;
+  return b;
+}
+
 void launch_conv_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x, const void* w, void* y,
                           void* workspace, void* stream) {
   if (auto why = winograd_refusal(p); !why.empty()) throw Error(Status::unsupported, "gpu.conv.winograd: " + why);
-  if (workspace == nullptr)
-    throw Error(Status::invalid_argument, "gpu.conv.winograd: needs a workspace of " +
-                                              std::to_string(plan.workspace_bytes) + " bytes, got none");
-  auto* base = static_cast<unsigned char*>(workspace);
-  float* u = reinterpret_cast<float*>(base + plan.u_offset);
-  float* v = reinterpret_cast<float*>(base + plan.v_offset);
-  float* m = reinterpret_cast<float*>(base + plan.m_offset);
+  const WinogradBuffers b = winograd_buffers(plan, workspace, "gpu.conv.winograd");
+  float *u = b.u, *v = b.v, *m = b.m;
   const auto* xf = static_cast<const float*>(x);
   const auto* wf = static_cast<const float*>(w);
   auto* yf = static_cast<float*>(y);
@@ -212,8 +204,7 @@ void launch_conv_winograd(const ConvParams& p, const WinogradPlan& plan, const v
     winograd_input_kernel<false><<<gi, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, xf, v);
   }
   check_launch("gpu.conv.winograd: transforms");
-  launch_conv_igemm_f32(plan.gemm, plan.gemm_plan, v, u, m,
-                        plan.gemm_plan.workspace_bytes > 0 ? base + plan.gemm_offset : nullptr, stream);
+  launch_conv_igemm_f32(plan.gemm, plan.gemm_plan, v, u, m, b.gemm, stream);
   if (p.nhwc) {
     winograd_output_kernel<true><<<go, kThreads, 0, s>>>(p, plan.tiles_h, plan.tiles_w, m, yf);
   } else {

@@ -5,6 +5,10 @@
 // tile e is G^T [(A e A^T) . (B^T d B)] G, the same 36 products in the same points.
 #pragma once
 
+#include <cstdint>
+
+#include "conv_params.hpp"
+
 namespace galley::backends::gpu {
 
 // B^T d for one 6-vector (stride `st` apart in `d`), into v[0..5].
@@ -55,6 +59,39 @@ __device__ __forceinline__ void weight_grad_1d(const float* m, int st, float* w,
   w[0] = 0.25f * m0 - (m1 + m2) * (1.f / 6.f) + (m3 + m4) * (1.f / 24.f);
   w[ws] = (m2 - m1) * (1.f / 6.f) + (m3 - m4) * (1.f / 12.f);
   w[2 * ws] = (m3 + m4 - m1 - m2) * (1.f / 6.f) + m5;
+}
+
+/// Tile t of the n * tiles_h * tiles_w 4x4 output tiles: image n, tile row th, tile column tw.
+__device__ __forceinline__ void tile_position(std::int64_t t, int tiles_h, int tiles_w, int& n, int& th,
+                                              int& tw) {
+  const int tiles = tiles_h * tiles_w;
+  n = int(t / tiles);
+  const int rem = int(t - std::int64_t(n) * tiles);
+  th = rem / tiles_w, tw = rem - th * tiles_w;
+}
+
+/// B^T d B of the 6x6 tile of x (p's layout) at rows h0.., columns w0.. of image n, channel c, zero
+/// outside x, into r[36] (row-major).
+template <bool kNhwc>
+__device__ __forceinline__ void input_tile_transform(const ConvParams& p, const float* __restrict__ x, int n,
+                                                     int c, int h0, int w0, float* r) {
+  float d[36];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) {
+#pragma unroll
+    for (int j = 0; j < 6; ++j) {
+      const int h = h0 + i, ww = w0 + j;
+      const bool ok = unsigned(h) < unsigned(p.h) && unsigned(ww) < unsigned(p.w);
+      const std::int64_t at = kNhwc ? ((std::int64_t(n) * p.h + h) * p.w + ww) * p.c + c
+                                    : ((std::int64_t(n) * p.c + c) * p.h + h) * p.w + ww;
+      d[i * 6 + j] = ok ? __ldg(x + at) : 0.f;
+    }
+  }
+  float tmp[36];
+#pragma unroll
+  for (int col = 0; col < 6; ++col) in_1d(d + col, 6, tmp + col, 6);  // B^T d
+#pragma unroll
+  for (int row = 0; row < 6; ++row) in_1d(tmp + row * 6, 1, r + row * 6, 1);  // (B^T d) B
 }
 
 }  // namespace galley::backends::gpu
