@@ -2,6 +2,7 @@
 // cpu lists at load time, plugins while they load, possibly from several threads), so every access
 // takes one mutex.
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -32,8 +33,15 @@ Registry& registry() {
 
 // Plugins register their solvers while they load; make sure that has happened before a lookup,
 // so `solvers_of("cuda", ...)` is never empty merely because nobody asked for a device yet.
-// Called without the registry lock held: loading a plugin re-enters register_solvers.
-void ensure_plugins_loaded() { (void)runtime::devices(); }
+// Called without the registry lock held: loading a plugin re-enters register_solvers. Once the
+// devices have been listed the plugins stay loaded, so later lookups (solvers find their helper
+// solvers on every call) skip the device list's copy.
+void ensure_plugins_loaded() {
+  static std::atomic<bool> loaded{false};
+  if (loaded.load(std::memory_order_acquire)) return;
+  (void)runtime::devices();
+  loaded.store(true, std::memory_order_release);
+}
 
 }  // namespace
 

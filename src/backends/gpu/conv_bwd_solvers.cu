@@ -9,6 +9,7 @@
 //   51 gpu.conv.bwd_data_igemm       52 gpu.conv.bwd_weights_igemm
 //   91 gpu.conv.bwd_data_direct      92 gpu.conv.bwd_weights_direct (each claims its whole direction)
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -396,8 +397,11 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
 
   /// Empty when the forward solver exists and takes the view, else why not.
   std::string forward_refusal(const ConvProblem& p, const runtime::Device& device) const {
-    if (dnn::find_conv_solver(backend_, forward_name_) == nullptr)
+    try {
+      (void)forward();
+    } catch (const Error&) {
       return forward_name_ + " is not registered on " + backend_;
+    }
     return forward_refuses(forward_view(p), device);
   }
   /// The forward solver's run of the view on `src` and `wei` into `dst`, with its part of the
@@ -453,13 +457,18 @@ class ViaForwardSolver : public BwdSolverOf<dnn::TunableSolver<ConvProblem, Forw
                                                 view.key());
     return config;
   }
+  // Looked up once: registered solvers are never removed, and every call of this solver asks for it
+  // several times (check, workspace, each stride phase's run).
   const dnn::ConvSolver* forward() const {
+    if (const dnn::ConvSolver* f = forward_.load(std::memory_order_acquire)) return f;
     const dnn::ConvSolver* f = dnn::find_conv_solver(backend_, forward_name_);
     if (f == nullptr) throw Error(Status::not_found, forward_name_ + " is not registered on " + backend_);
+    forward_.store(f, std::memory_order_release);
     return f;
   }
 
   std::string backend_, forward_name_;
+  mutable std::atomic<const dnn::ConvSolver*> forward_{nullptr};
 };
 
 // Backward-data as a forward convolution of dy (conv_bwd_data_as_forward.cu), k and c swapped within
