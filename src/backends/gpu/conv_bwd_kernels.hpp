@@ -112,8 +112,7 @@ void launch_conv_bwd_weights_igemm(const ConvParams& p, const BwdIgemmPlan& plan
 
 // gpu.conv.bwd_weights_winograd (conv_bwd_weights_winograd.cu): Winograd F(3x3, 4x4) over dy's 4x4
 // tiles, the 36 products as grouped 1x1 igemm_f32 GEMMs over the tiles. The plan's gemm is that view.
-/// Empty when it runs `p` (f32, 3x3, stride 1, dilation 1, groups 1), else why not.
-std::string bwd_weights_winograd_refusal(const ConvParams& p);
+/// It runs what winograd_refusal() (conv_params.hpp) accepts: f32, 3x3, stride 1, dilation 1, groups 1.
 WinogradPlan plan_bwd_weights_winograd(const ConvParams& p, int sm_count);
 void launch_conv_bwd_weights_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x,
                                       const void* dy, void* dw, void* workspace, void* stream);

@@ -213,7 +213,7 @@ class BwdWeightsWinogradSolver final : public BwdSolver {
       : BwdSolver("gpu.conv.bwd_weights_winograd", std::move(backend), ConvDirection::backward_weights) {}
   Applicability check(const ConvProblem& p, const runtime::Device& device) const override {
     if (auto why = common_no(p, device, true); !why.empty()) return Applicability::no(why);
-    if (auto why = bwd_weights_winograd_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
+    if (auto why = winograd_refusal(make_params(p)); !why.empty()) return Applicability::no(why);
     return Applicability::yes();
   }
   std::size_t workspace_bytes(const ConvProblem& p, const runtime::Device& device) const override {

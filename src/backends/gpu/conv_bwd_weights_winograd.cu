@@ -11,7 +11,6 @@
 // tiling and split-K. Per tile and (k, c) it takes 36 products instead of 144, for three memory-bound
 // passes over the transformed tensors.
 #include <algorithm>
-#include <limits>
 
 #include "conv_bwd_kernels.hpp"
 #include "conv_device.cuh"
@@ -21,12 +20,10 @@ namespace galley::backends::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::size_t kAlign = 256;
 // Longest run of tiles one GEMM accumulator sums before split-K takes over: the Winograd-domain
 // products are large and cancel in the output transform, so shorter sequential fp32 sums, their
 // partials added in a fixed order, keep the rounding near a direct sum's.
 constexpr int kMaxChunkTiles = 256;
-std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 int grid_for(std::int64_t total) {
   return int(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 1 << 20));
 }
@@ -117,55 +114,21 @@ std::int64_t tile_count(const ConvParams& p) {
 
 }  // namespace
 
-std::string bwd_weights_winograd_refusal(const ConvParams& p) {
-  if (p.dtype != DType::f32) return "f32 only (f16/bf16 run on the tensor-core solvers)";
-  if (p.r != 3 || p.s != 3)
-    return "needs a 3x3 filter, not " + std::to_string(p.r) + "x" + std::to_string(p.s);
-  if (p.stride_h != 1 || p.stride_w != 1) return "needs stride 1";
-  if (p.dil_h != 1 || p.dil_w != 1) return "needs dilation 1";
-  if (p.groups != 1) return "needs groups == 1";
-  // The transformed tensors go through the 32-bit GEMM kernel.
-  const std::int64_t tiles = tile_count(p);
-  const std::int64_t biggest = 36 * std::max({tiles * p.c, tiles * p.k, std::int64_t(p.k) * p.c});
-  if (biggest > std::numeric_limits<int>::max())
-    return "transformed tensors of " + std::to_string(biggest) + " elements (32-bit indexing)";
-  return {};
-}
-
 WinogradPlan plan_bwd_weights_winograd(const ConvParams& p, int sm_count) {
   WinogradPlan plan;
   plan.tiles_h = ceil_div(p.p, 4);
   plan.tiles_w = ceil_div(p.q, 4);
   const std::int64_t t_count = tile_count(p);
-  ConvParams& g = plan.gemm;  // 36 GEMMs as one grouped 1x1 convolution: pixels k, channels the tiles
-  g.n = 1;
-  g.h = 1;
-  g.w = p.k;
-  g.c = int(36 * t_count);  // bwd_weights_winograd_refusal() keeps it within int
-  g.k = 36 * p.c;
-  g.r = g.s = 1;
-  g.groups = 36;
-  g.p = 1;
-  g.q = g.w;
-  g.cg = int(t_count);
-  g.kg = p.c;
-  g.nhwc = true;
-  g.dtype = DType::f32;
-  plan.gemm_plan = plan_igemm_f32(g, sm_count);
-  const int min_splits = int(ceil_div(t_count, std::int64_t(kMaxChunkTiles)));
-  if (plan.gemm_plan.splits < min_splits)
-    plan.gemm_plan = igemm_f32_plan_for(g, plan.gemm_plan.tile, min_splits);
-  plan.u_offset = 0;  // U is the GEMM's activations, V its weights, M its output
-  plan.v_offset = align_up(std::size_t(g.x_elems()) * sizeof(float));
-  plan.m_offset = plan.v_offset + align_up(std::size_t(g.w_elems()) * sizeof(float));
-  plan.gemm_offset = plan.m_offset + align_up(std::size_t(g.y_elems()) * sizeof(float));
-  plan.workspace_bytes = plan.gemm_offset + plan.gemm_plan.workspace_bytes;
+  // The GEMM's pixels are k, its channels the tiles (winograd_refusal() keeps 36 * tiles
+  // within int); U (dy's transform) is its activations, V (x's) its weights, NHWC whatever p's layout.
+  plan_winograd_gemm(plan, p.k, int(t_count), p.c, true, int(ceil_div(t_count, std::int64_t(kMaxChunkTiles))),
+                     false, sm_count);
   return plan;
 }
 
 void launch_conv_bwd_weights_winograd(const ConvParams& p, const WinogradPlan& plan, const void* x,
                                       const void* dy, void* dw, void* workspace, void* stream) {
-  if (auto why = bwd_weights_winograd_refusal(p); !why.empty())
+  if (auto why = winograd_refusal(p); !why.empty())
     throw Error(Status::unsupported, "gpu.conv.bwd_weights_winograd: " + why);
   const WinogradBuffers b = winograd_buffers(plan, workspace, "gpu.conv.bwd_weights_winograd");
   float *u = b.u, *v = b.v, *m = b.m;

@@ -103,6 +103,13 @@ struct WinogradPlan {
   IgemmPlan gemm_plan;
   std::size_t u_offset = 0, v_offset = 0, m_offset = 0, gemm_offset = 0, workspace_bytes = 0;
 };
+/// Fills plan.gemm, plan.gemm_plan and the workspace layout of a Winograd solver: the 36 products as
+/// one grouped 1x1 convolution (groups 36, NHWC or NCHW) of a 1 x `pixels` image with `cg` channels
+/// and `kg` outputs a group, on igemm_f32 with at least `min_splits` splits; the workspace holds u (the
+/// GEMM's weights if `u_is_weights`, else its activations), v (the other operand), m (its output),
+/// then the GEMM's own part.
+void plan_winograd_gemm(WinogradPlan& plan, int pixels, int cg, int kg, bool nhwc, int min_splits,
+                        bool u_is_weights, int sm_count);
 /// A WinogradPlan's parts of `workspace`: the three transformed tensors and the GEMM's own part (null
 /// when it needs none). Throws Error(invalid_argument) naming `who` when the workspace is null.
 struct WinogradBuffers {

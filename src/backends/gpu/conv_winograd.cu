@@ -147,29 +147,36 @@ WinogradPlan plan_winograd(const ConvParams& p, int sm_count) {
   plan.tiles_h = ceil_div(p.p, 4);
   plan.tiles_w = ceil_div(p.q, 4);
   const std::int64_t t_count = std::int64_t(p.n) * plan.tiles_h * plan.tiles_w;
-  ConvParams& g = plan.gemm;  // 36 GEMMs as one grouped 1x1 convolution over a 1 x T "image"
+  // winograd_refusal() keeps 36 * t_count * c within int.
+  plan_winograd_gemm(plan, int(t_count), p.c, p.k, p.nhwc, ceil_div(p.c, kMaxChunk), true, sm_count);
+  return plan;
+}
+
+void plan_winograd_gemm(WinogradPlan& plan, int pixels, int cg, int kg, bool nhwc, int min_splits,
+                        bool u_is_weights, int sm_count) {
+  ConvParams& g = plan.gemm;
   g.n = 1;
-  g.c = 36 * p.c;
+  g.c = 36 * cg;
   g.h = 1;
-  g.w = int(t_count);  // winograd_refusal() keeps 36 * t_count * c within int
-  g.k = 36 * p.k;
+  g.w = pixels;
+  g.k = 36 * kg;
   g.r = g.s = 1;
   g.groups = 36;
   g.p = 1;
   g.q = g.w;
-  g.cg = p.c;
-  g.kg = p.k;
-  g.nhwc = p.nhwc;
+  g.cg = cg;
+  g.kg = kg;
+  g.nhwc = nhwc;
   g.dtype = DType::f32;
   plan.gemm_plan = plan_igemm_f32(g, sm_count);
-  const int min_splits = ceil_div(p.c, kMaxChunk);
   if (plan.gemm_plan.splits < min_splits) plan.gemm_plan = igemm_f32_plan_for(g, plan.gemm_plan.tile, min_splits);
+  const std::size_t u_elems = std::size_t(u_is_weights ? g.w_elems() : g.x_elems());
+  const std::size_t v_elems = std::size_t(u_is_weights ? g.x_elems() : g.w_elems());
   plan.u_offset = 0;
-  plan.v_offset = align_up(std::size_t(g.w_elems()) * sizeof(float));
-  plan.m_offset = plan.v_offset + align_up(std::size_t(g.x_elems()) * sizeof(float));
+  plan.v_offset = align_up(u_elems * sizeof(float));
+  plan.m_offset = plan.v_offset + align_up(v_elems * sizeof(float));
   plan.gemm_offset = plan.m_offset + align_up(std::size_t(g.y_elems()) * sizeof(float));
   plan.workspace_bytes = plan.gemm_offset + plan.gemm_plan.workspace_bytes;
-  return plan;
 }
 
 WinogradBuffers winograd_buffers(const WinogradPlan& plan, void* workspace, const std::string& who) {
